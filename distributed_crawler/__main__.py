@@ -1,0 +1,7 @@
+"""`python -m distributed_crawler` = `dcrawl`."""
+
+import sys
+
+from distributed_crawler.cli import main
+
+sys.exit(main())

@@ -1,0 +1,187 @@
+"""`dcrawl`: operate the cluster from a shell (DESIGN §7).
+
+Every command takes `--redis-url` (default: env REDIS_URL, then the project settings); read
+commands take `--json`. Failures print one line and exit non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from scrapy.utils.project import get_project_settings
+
+from distributed_crawler.connection import RedisConfig, RedisUnavailable
+from distributed_crawler.keys import SpiderKeys
+from distributed_crawler.scheduler import SchedulerConfig
+from distributed_crawler.scripts import Scripts
+from distributed_crawler.seeds import SeedError, parse_seed
+from distributed_crawler.state import crawl_counts
+
+
+class CliError(Exception):
+    """A one-line message for the operator; exit code 1."""
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    settings = get_project_settings()
+    if args.redis_url:
+        settings.set("REDIS_URL", args.redis_url, priority="cmdline")
+    return settings
+
+
+def _connect(args: argparse.Namespace) -> tuple[Any, Any, SpiderKeys]:
+    settings = _settings(args)
+    config = RedisConfig.from_settings(settings)
+    config.check_reachable()
+    return settings, config.sync_client(), SpiderKeys.from_settings(settings, args.spider)
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def cmd_seed(args: argparse.Namespace) -> int:
+    settings, client, keys = _connect(args)
+    max_bytes = settings.getint("SEED_MAX_BYTES", 65536)
+    for seed in args.urls:
+        try:
+            parse_seed(seed, max_bytes)
+        except SeedError as exc:
+            raise CliError(f"not seeded: {seed[:80]!r}: {exc.reason}") from None
+    client.rpush(keys.start_urls, *args.urls)
+    print(f"seeded {len(args.urls)} into {keys.start_urls}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    _, client, keys = _connect(args)
+    counts = asyncio.run(crawl_counts(client, keys))
+    nodes = [
+        {"id": node.decode(), "last_seen": score}
+        for node, score in client.zrange(keys.nodes, 0, -1, withscores=True)
+    ]
+    status = {
+        "spider": args.spider,
+        "pending": counts.pending,
+        "leased": counts.leased,
+        "delayed": counts.delayed,
+        "failed": counts.failed,
+        "seeds": counts.seeds,
+        "nodes": nodes,
+        "dedup": {"count": counts.seen, "bytes": client.memory_usage(keys.dupefilter) or 0},
+    }
+    if args.json:
+        _print_json(status)
+        return 0
+    table = Table(title=f"{args.spider} @ {mask(args)}")
+    for col in ("seeds", "pending", "leased", "delayed", "failed", "seen"):
+        table.add_column(col, justify="right")
+    table.add_row(*(str(getattr(counts, c)) for c in ("seeds", "pending", "leased", "delayed", "failed", "seen")))
+    Console().print(table)
+    return 0
+
+
+def mask(args: argparse.Namespace) -> str:
+    return RedisConfig.from_settings(_settings(args)).masked_url
+
+
+def cmd_failed(args: argparse.Namespace) -> int:
+    settings, client, keys = _connect(args)
+    raw = client.lrange(keys.failed, 0, -1 if args.requeue else args.limit - 1)
+    entries = []
+    for item in raw:
+        try:
+            entries.append(json.loads(item))
+        except ValueError:
+            entries.append({"url": "", "reason": "unreadable dead letter", "raw": item.decode("utf-8", "replace")[:200]})
+    if args.requeue:
+        return _requeue(settings, client, keys, raw, entries)
+    if args.json:
+        _print_json(entries)
+        return 0
+    table = Table(title=f"{keys.failed}: {client.llen(keys.failed)} entries (showing {len(entries)})")
+    for col in ("url", "reason", "attempts", "node"):
+        table.add_column(col, overflow="fold")
+    for e in entries:
+        table.add_row(str(e.get("url", "")), str(e.get("reason", "")), str(e.get("attempts", "")), str(e.get("node", "")))
+    Console().print(table)
+    return 0
+
+
+def _requeue(settings: Any, client: Any, keys: SpiderKeys, raw: list[bytes], entries: list[dict]) -> int:
+    """Failures that carry a request payload go back to the queue (with a fresh delivery count)."""
+    config = SchedulerConfig.from_settings(settings)
+    scripts = Scripts.register(client)
+    requeued = kept = 0
+    for item, entry in zip(raw, entries):
+        payload = entry.get("payload")
+        if not payload or entry.get("source") not in ("reclaim", "retry", "poison"):
+            kept += 1
+            continue
+        member = f"0:{entry.get('priority', 0)}:{payload}"
+        # dont_filter: the fingerprint is already in the filter; it must be pushed anyway.
+        scripts.enqueue(
+            keys=[keys.requests, keys.dupefilter, keys.seq, keys.processing],
+            args=[config.queue_type, 1, "", "1", member],
+        )
+        client.lrem(keys.failed, 1, item)
+        requeued += 1
+    print(f"requeued {requeued}; kept {kept} that carry no request (rejected seeds, undecodable payloads)")
+    return 0
+
+
+def cmd_reclaim(args: argparse.Namespace) -> int:
+    settings, client, keys = _connect(args)
+    config = SchedulerConfig.from_settings(settings)
+    scripts = Scripts.register(client)
+    requeued, dead = scripts.reclaim(
+        keys=[keys.processing, keys.requests, keys.failed, keys.seq],
+        args=[config.queue_type, config.max_deliveries, 100_000, config.failed_max, "dcrawl"],
+    )
+    print(f"requeued {requeued} expired leases; dead-lettered {dead}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dcrawl", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, func: Any, help: str, json_flag: bool = False) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help)
+        p.add_argument("--redis-url", help="default: env REDIS_URL, then the project settings")
+        if json_flag:
+            p.add_argument("--json", action="store_true", help="machine-readable output")
+        p.set_defaults(func=func)
+        return p
+
+    p = command("seed", cmd_seed, "push start URLs (plain or JSON) for a spider")
+    p.add_argument("spider")
+    p.add_argument("urls", nargs="+")
+    p = command("status", cmd_status, "queues, leases, failures and nodes of a spider", json_flag=True)
+    p.add_argument("spider")
+    p = command("failed", cmd_failed, "list dead letters, or --requeue them", json_flag=True)
+    p.add_argument("spider")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--requeue", action="store_true", help="push failed requests back to the queue")
+    p = command("reclaim", cmd_reclaim, "return expired leases to the queue now")
+    p.add_argument("spider")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (CliError, RedisUnavailable, ValueError) as exc:
+        print(f"dcrawl: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""Every setting this package adds, with its default, in one place.
+
+Components read them through `get_setting` so a project only sets what it changes. Key settings take
+`%(spider)s`; the braces make every key of one spider share a Redis Cluster hash slot, which Lua
+scripts touching several keys need.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from scrapy.settings import BaseSettings
+
+DEFAULTS: dict[str, Any] = {
+    # Redis connection (REDIS_URL: env var overrides).
+    "REDIS_URL": "redis://127.0.0.1:6379/0",
+    "REDIS_SOCKET_TIMEOUT": 15.0,
+    # Keys.
+    "REDIS_START_URLS_KEY": "%(spider)s:start_urls",
+    "SCHEDULER_QUEUE_KEY": "{%(spider)s}:requests",
+    "SCHEDULER_PROCESSING_KEY": "{%(spider)s}:processing",
+    "SCHEDULER_DELAYED_KEY": "{%(spider)s}:delayed",
+    "SCHEDULER_DUPEFILTER_KEY": "{%(spider)s}:dupefilter",
+    "SCHEDULER_FAILED_KEY": "{%(spider)s}:failed",
+    "SCHEDULER_SEQUENCE_KEY": "{%(spider)s}:seq",
+    "CLUSTER_STATS_KEY": "{%(spider)s}:stats",
+    "NODES_KEY": "{%(spider)s}:nodes",
+    "NODE_KEY": "{%(spider)s}:node:%(node)s",
+    # Scheduler.
+    "SCHEDULER_PERSIST": True,
+    "SCHEDULER_FLUSH_ON_START": False,
+    "SCHEDULER_QUEUE_CLASS": "priority",
+    "SCHEDULER_LEASE_SECONDS": 60,
+    "SCHEDULER_MAX_DELIVERIES": 5,
+    "SCHEDULER_PREFETCH": 0,  # 0 = derived from CONCURRENT_REQUESTS
+    "SCHEDULER_POLL_MAX_SECONDS": 0.5,
+    "SCHEDULER_FAILED_MAX": 100_000,
+    "REQUEST_CLASS_ALLOWLIST": [],
+    # Spider.
+    "REDIS_START_URLS_BATCH_SIZE": 0,  # 0 = CONCURRENT_REQUESTS
+    "REDIS_START_URLS_AS_SET": False,
+    "REDIS_START_URLS_AS_ZSET": False,
+    "SEED_MAX_BYTES": 65536,
+    "MAX_IDLE_TIME_BEFORE_CLOSE": 0,
+    # Fingerprints.
+    "FINGERPRINT_DROP_PARAMS": None,  # None = fingerprint.DEFAULT_DROP_PARAMS
+    # Node.
+    "NODE_ID": "",  # "" = host-pid; env var overrides
+}
+
+ENV_OVERRIDES = ("REDIS_URL", "STORAGE_URL", "NODE_ID", "MAX_IDLE_TIME_BEFORE_CLOSE")
+
+
+def get_setting(settings: BaseSettings, name: str) -> Any:
+    """The env var (for the names in ENV_OVERRIDES), else the project setting, else our default."""
+    if name in ENV_OVERRIDES and os.environ.get(name):
+        return os.environ[name]
+    value = settings.get(name)
+    return DEFAULTS.get(name) if value is None else value

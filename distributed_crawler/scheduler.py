@@ -1,0 +1,455 @@
+"""`SCHEDULER`: one Redis queue shared by every node, with leases, no pickle, no blocked reactor.
+
+Scrapy's scheduler API is synchronous, so Redis work happens in background asyncio tasks:
+- the *outbox* task pushes enqueued requests (dedup check+add and push in one Lua call, batched);
+- the *feeder* task pops and leases requests into a small local buffer that `next_request` serves,
+  and wakes the engine when work arrives (no 5-second heartbeat stall);
+- the *lease* task acks finished leases in batches, renews the ones still held and, every few
+  seconds, returns expired leases of dead nodes to the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.misc import build_from_crawler, load_object
+
+from distributed_crawler.codec import PayloadError, RequestCodec, UnserializableRequestError
+from distributed_crawler.connection import TRANSIENT_ERRORS, OutageLog, RedisConfig
+from distributed_crawler.defaults import get_setting
+from distributed_crawler.deadletters import DeadLetters
+from distributed_crawler.envelope import make_member, split_member
+from distributed_crawler.keys import SpiderKeys
+from distributed_crawler.leases import LEASE_META, LeaseTracker
+from distributed_crawler.node import node_id_from_settings
+from distributed_crawler.scripts import Scripts
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
+    from twisted.internet.defer import Deferred
+
+logger = logging.getLogger(__name__)
+
+QUEUE_TYPES = {
+    "priority": "priority",
+    "fifo": "fifo",
+    "lifo": "lifo",
+    # scrapy-redis names, so a scrapy-redis project moves over unchanged
+    "scrapy_redis.queue.PriorityQueue": "priority",
+    "scrapy_redis.queue.FifoQueue": "fifo",
+    "scrapy_redis.queue.LifoQueue": "lifo",
+}
+OUTBOX_BATCH = 500
+ACK_BATCH = 1000
+ACK_INTERVAL = 0.1
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    queue_type: str = "priority"
+    persist: bool = True
+    flush_on_start: bool = False
+    lease_seconds: float = 60.0
+    max_deliveries: int = 5
+    prefetch: int = 16
+    poll_max_seconds: float = 0.5
+    failed_max: int = 100_000
+    allowed_classes: tuple[str, ...] = ()
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> SchedulerConfig:
+        raw_queue = str(get_setting(settings, "SCHEDULER_QUEUE_CLASS"))
+        if raw_queue not in QUEUE_TYPES:
+            raise ValueError(
+                f"SCHEDULER_QUEUE_CLASS ({raw_queue}) must be one of priority, fifo, lifo"
+            )
+        lease = float(get_setting(settings, "SCHEDULER_LEASE_SECONDS"))
+        if lease < 2:
+            raise ValueError(f"SCHEDULER_LEASE_SECONDS ({lease}) must be >= 2")
+        deliveries = int(get_setting(settings, "SCHEDULER_MAX_DELIVERIES"))
+        if deliveries < 1:
+            raise ValueError(f"SCHEDULER_MAX_DELIVERIES ({deliveries}) must be >= 1")
+        prefetch = int(get_setting(settings, "SCHEDULER_PREFETCH")) or max(
+            1, settings.getint("CONCURRENT_REQUESTS", 16)
+        )
+        if prefetch < 1:
+            raise ValueError(f"SCHEDULER_PREFETCH ({prefetch}) must be >= 1 (0 = automatic)")
+        poll = float(get_setting(settings, "SCHEDULER_POLL_MAX_SECONDS"))
+        if poll <= 0:
+            raise ValueError(f"SCHEDULER_POLL_MAX_SECONDS ({poll}) must be > 0")
+        allow = get_setting(settings, "REQUEST_CLASS_ALLOWLIST") or ()
+        if isinstance(allow, str):
+            allow = [a.strip() for a in allow.split(",") if a.strip()]
+        return cls(
+            queue_type=QUEUE_TYPES[raw_queue],
+            persist=settings.getbool("SCHEDULER_PERSIST", True),
+            flush_on_start=settings.getbool("SCHEDULER_FLUSH_ON_START", False),
+            lease_seconds=lease,
+            max_deliveries=deliveries,
+            prefetch=prefetch,
+            poll_max_seconds=poll,
+            failed_max=int(get_setting(settings, "SCHEDULER_FAILED_MAX")),
+            allowed_classes=tuple(allow),
+        )
+
+    @property
+    def renew_interval(self) -> float:
+        """Renew well before expiry: a third of the lease, at most every 10 s."""
+        return max(0.5, min(10.0, self.lease_seconds / 3))
+
+
+class OutboxEntry(NamedTuple):
+    fingerprint: str
+    dont_filter: bool
+    member: str
+    handover: str | None  # lease of the request this one succeeds (redirect, retry)
+
+
+def wake_engine(crawler: Crawler) -> None:
+    """Ask the engine to call `next_request` now instead of on its 5-second heartbeat."""
+    slot = getattr(crawler.engine, "_slot", None)
+    if slot is not None:
+        slot.nextcall.schedule()
+
+
+class RedisScheduler:
+    def __init__(
+        self,
+        crawler: Crawler,
+        config: SchedulerConfig,
+        redis_config: RedisConfig,
+        keys: SpiderKeys,
+        dupefilter: Any,
+        node_id: str,
+    ) -> None:
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.config = config
+        self.redis_config = redis_config
+        self.keys = keys
+        self.df = dupefilter
+        self.node_id = node_id
+        self.leases = LeaseTracker()
+        self.client: Any = None
+        self.scripts: Scripts | None = None
+        self.codec: RequestCodec | None = None
+        self.dead_letters: DeadLetters | None = None
+        self._buffer: deque[Request] = deque()
+        self._outbox: deque[tuple[int, OutboxEntry]] = deque()
+        self._enqueued_seq = 0  # sequence number of the last outbox entry
+        self._flushed_seq = 0  # every entry up to this one is in Redis
+        self._want_more = asyncio.Event()
+        self._outbox_ready = asyncio.Event()
+        self._new_work = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+        self._closing = False
+        self._outage = OutageLog("scheduling", redis_config.masked_url)
+        self._unserializable_logged: set[str] = set()
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RedisScheduler:
+        settings = crawler.settings
+        assert crawler.spider is not None
+        dupefilter = build_from_crawler(load_object(settings["DUPEFILTER_CLASS"]), crawler)
+        for attr in ("key", "fingerprint_hex"):
+            if not hasattr(dupefilter, attr):
+                raise ValueError(
+                    f"DUPEFILTER_CLASS ({settings['DUPEFILTER_CLASS']}) is not a Redis dupefilter; "
+                    "use distributed_crawler.dupefilter.RedisSetDupeFilter"
+                )
+        return cls(
+            crawler,
+            SchedulerConfig.from_settings(settings),
+            RedisConfig.from_settings(settings),
+            SpiderKeys.from_settings(settings, crawler.spider.name),
+            dupefilter,
+            node_id_from_settings(settings),
+        )
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def open(self, spider: Spider) -> Deferred[None]:
+        # Scrapy awaits a Deferred here, not a coroutine.
+        return deferred_from_coro(self._open(spider))
+
+    def close(self, reason: str) -> Deferred[None]:
+        return deferred_from_coro(self._close(reason))
+
+    async def _open(self, spider: Spider) -> None:
+        self.client = self.redis_config.async_client()
+        self.scripts = Scripts.register(self.client)
+        self.codec = RequestCodec(spider, self.config.allowed_classes)
+        self.dead_letters = DeadLetters(self.client, self.keys.failed, self.node_id, self.config.failed_max)
+        if self.config.flush_on_start:
+            await self.flush()
+        self._watch_scrapes()
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._run_outbox(), name="dc-outbox"),
+            loop.create_task(self._run_feeder(), name="dc-feeder"),
+            loop.create_task(self._run_leases(), name="dc-leases"),
+        ]
+        logger.info(
+            "Scheduler on %s: queue %s (%s), lease %ss, node %s",
+            self.redis_config.masked_url, self.keys.requests, self.config.queue_type,
+            self.config.lease_seconds, self.node_id,
+        )
+
+    async def _close(self, reason: str) -> None:
+        self._closing = True
+        feeder = self._tasks[1] if len(self._tasks) > 1 else None
+        if feeder:
+            feeder.cancel()
+        await self._release(list(self._buffer_leases()))
+        self._buffer.clear()
+        # Everything the engine finished is queued for push or ack: drain both, bounded.
+        deadline = time.monotonic() + 30
+        while (self._outbox or self.leases.pending_acks()) and time.monotonic() < deadline:
+            self._outbox_ready.set()
+            await asyncio.sleep(0.05)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        unfinished = self.leases.held()
+        if unfinished:  # a forced stop: give this node's work back now rather than at expiry
+            await self._release(unfinished)
+        if self._outbox or self.leases.pending_acks():
+            logger.error(
+                "Redis at %s unreachable at close: %d requests not pushed, %d leases not acked; "
+                "their leases expire after SCHEDULER_LEASE_SECONDS and another node redoes them",
+                self.redis_config.masked_url, len(self._outbox), self.leases.pending_acks(),
+            )
+        if not self.config.persist and reason == "finished":
+            await self.flush()
+        self.df.close(reason)
+        await self.client.aclose()
+
+    async def flush(self) -> None:
+        """Delete this spider's queue, leases and filter (seeds and dead letters are kept)."""
+        await self.client.delete(*self.keys.crawl_state())
+
+    # -- Scrapy's scheduler interface -----------------------------------------------------
+    def has_pending_requests(self) -> bool:
+        return bool(self._buffer)
+
+    def enqueue_request(self, request: Request) -> bool:
+        lease = request.meta.get(LEASE_META)
+        handover = lease if lease and self.leases.hand_over(lease) else None
+        try:
+            payload = self.codec.encode(request)
+        except UnserializableRequestError as exc:
+            self.stats.inc_value("scheduler/unserializable")
+            logger.error("Request not scheduled: %s", exc)
+            if handover:
+                self.leases.finished(handover, self._enqueued_seq)
+            return False
+        entry = OutboxEntry(
+            self.df.fingerprint_hex(request),
+            request.dont_filter,
+            make_member(payload, request.priority),
+            handover,
+        )
+        self._enqueued_seq += 1
+        self._outbox.append((self._enqueued_seq, entry))
+        self._outbox_ready.set()
+        return True
+
+    def next_request(self) -> Request | None:
+        if not self._buffer:
+            self._want_more.set()
+            return None
+        request = self._buffer.popleft()
+        self.leases.started(request.meta[LEASE_META])
+        self.stats.inc_value("scheduler/dequeued/redis")
+        if len(self._buffer) <= self.config.prefetch // 2:
+            self._want_more.set()
+        return request
+
+    def __len__(self) -> int:
+        return len(self._buffer)
+
+    # -- ack after the scrape ---------------------------------------------------------------
+    def _watch_scrapes(self) -> None:
+        """Mark a lease finished when the scraper is done with its response or failure.
+
+        The engine awaits `scraper.enqueue_scrape(result, request)`; it returns once every item
+        of the response went through the pipelines (ours awaits the storage commit) and every
+        child request reached `enqueue_request`. That is exactly when the lease may go.
+        """
+        scraper = self.crawler.engine.scraper
+        original = scraper.enqueue_scrape
+
+        def enqueue_scrape(result: Any, request: Request) -> Any:
+            lease = request.meta.get(LEASE_META)
+            if lease is None:
+                return original(result, request)
+            self.leases.scraping(lease)
+            d = original(result, request)
+
+            def done(value: Any) -> Any:
+                self.leases.finished(lease, self._enqueued_seq)
+                return value
+
+            d.addBoth(done)
+            return d
+
+        scraper.enqueue_scrape = enqueue_scrape
+
+    # -- background tasks ------------------------------------------------------------------
+    async def _retrying(self, what: str, call: Any) -> Any:
+        """Run a Redis call until it succeeds, backing off on outages (never drops work)."""
+        delay = 0.1
+        while True:
+            try:
+                result = await call()
+            except TRANSIENT_ERRORS as exc:
+                self._outage.failed(exc)
+                await asyncio.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 5.0)
+                continue
+            self._outage.ok()
+            return result
+
+    async def _run_outbox(self) -> None:
+        while True:
+            if not self._outbox:
+                self._outbox_ready.clear()
+                await self._outbox_ready.wait()
+                continue
+            batch = [self._outbox[i] for i in range(min(OUTBOX_BATCH, len(self._outbox)))]
+            argv: list[Any] = [self.config.queue_type, len(batch)]
+            handovers = []
+            for _, entry in batch:
+                argv += [entry.fingerprint, "1" if entry.dont_filter else "0", entry.member]
+                if entry.handover:
+                    handovers.append(entry.handover)
+            keys = [self.keys.requests, self.keys.dupefilter, self.keys.seq, self.keys.processing]
+            result = await self._retrying(
+                "enqueue", lambda: self.scripts.enqueue(keys=keys, args=argv + handovers)
+            )
+            for _ in batch:
+                self._outbox.popleft()
+            self._flushed_seq = batch[-1][0]
+            pushed = sum(result)
+            self.stats.inc_value("scheduler/enqueued/redis", pushed)
+            if len(batch) - pushed:
+                self.stats.inc_value("dupefilter/filtered", len(batch) - pushed)
+            if pushed:
+                self._new_work.set()
+
+    async def _run_feeder(self) -> None:
+        idle_wait = 0.01
+        while not self._closing:
+            want = self.config.prefetch - len(self._buffer)
+            if want <= self.config.prefetch // 2 and self._buffer:
+                self._want_more.clear()
+                await self._want_more.wait()
+                continue
+            keys = [self.keys.requests, self.keys.processing]
+            args = [self.config.queue_type, want, self.config.lease_seconds]
+            members = await self._retrying("pop", lambda: self.scripts.pop(keys=keys, args=args))
+            if members:
+                was_empty = not self._buffer
+                await self._accept(members)
+                if was_empty and self._buffer:
+                    wake_engine(self.crawler)
+                idle_wait = 0.01
+                if len(members) == want:
+                    continue
+            # The queue is (nearly) empty: wait for a local push or poll again, backing off.
+            self._new_work.clear()
+            try:
+                await asyncio.wait_for(self._new_work.wait(), timeout=idle_wait)
+            except asyncio.TimeoutError:
+                idle_wait = min(idle_wait * 2, self.config.poll_max_seconds)
+
+    async def _accept(self, members: list[bytes]) -> None:
+        bad: list[tuple[str, str]] = []
+        for raw in members:
+            lease = raw.decode("utf-8", errors="replace")
+            try:
+                envelope = split_member(lease)
+                request = self.codec.decode(envelope.payload)
+            except (PayloadError, ValueError) as exc:
+                bad.append((lease, str(exc)))
+                continue
+            request.meta[LEASE_META] = lease
+            self.leases.buffered(lease)
+            self._buffer.append(request)
+        self.stats.inc_value("scheduler/leased", len(members) - len(bad))
+        if bad:
+            self.stats.inc_value("scheduler/undecodable", len(bad))
+            await self._retrying("dead-letter", lambda: self.dead_letters.undecodable(bad, self.keys.processing))
+
+    async def _run_leases(self) -> None:
+        next_renew = time.monotonic() + self.config.renew_interval
+        next_reclaim = time.monotonic()
+        while True:
+            acks = self.leases.take_ackable(self._flushed_seq)
+            if acks:
+                try:
+                    for i in range(0, len(acks), ACK_BATCH):
+                        await self.client.zrem(self.keys.processing, *acks[i : i + ACK_BATCH])
+                    self._outage.ok()
+                    self.stats.inc_value("scheduler/acked", len(acks))
+                except TRANSIENT_ERRORS as exc:
+                    self._outage.failed(exc)
+                    self.leases.requeue_acks(acks)
+            now = time.monotonic()
+            try:
+                if now >= next_renew:
+                    next_renew = now + self.config.renew_interval
+                    await self._renew()
+                if now >= next_reclaim:
+                    next_reclaim = now + min(5.0, self.config.renew_interval)
+                    await self.reclaim()
+            except TRANSIENT_ERRORS as exc:
+                self._outage.failed(exc)
+            await asyncio.sleep(ACK_INTERVAL)
+
+    async def _renew(self) -> None:
+        held = self.leases.held()
+        for i in range(0, len(held), ACK_BATCH):
+            chunk = held[i : i + ACK_BATCH]
+            await self.scripts.renew(keys=[self.keys.processing], args=[self.config.lease_seconds, *chunk])
+
+    async def reclaim(self, limit: int = 500) -> tuple[int, int]:
+        """Return expired leases (of any node) to the queue; dead-letter the poison ones."""
+        keys = [self.keys.processing, self.keys.requests, self.keys.failed, self.keys.seq]
+        args = [self.config.queue_type, self.config.max_deliveries, limit, self.config.failed_max, self.node_id]
+        requeued, dead = await self.scripts.reclaim(keys=keys, args=args)
+        if requeued or dead:
+            self.stats.inc_value("scheduler/reclaimed", requeued)
+            self.stats.inc_value("scheduler/dead_lettered", dead)
+            logger.warning(
+                "Reclaimed %d expired leases (a node died or hung); %d dead-lettered after "
+                "SCHEDULER_MAX_DELIVERIES (%d) deliveries",
+                requeued, dead, self.config.max_deliveries,
+            )
+            self._new_work.set()
+        return requeued, dead
+
+    def _buffer_leases(self) -> list[str]:
+        return [r.meta[LEASE_META] for r in self._buffer]
+
+    async def _release(self, leases: list[str]) -> None:
+        """Give leases back to the queue front without counting a delivery (bounded tries)."""
+        if not leases:
+            return
+        keys = [self.keys.processing, self.keys.requests, self.keys.seq]
+        for _ in range(3):
+            try:
+                await self.scripts.release(keys=keys, args=[self.config.queue_type, *leases])
+                self.leases.forget(leases)
+                return
+            except TRANSIENT_ERRORS as exc:
+                self._outage.failed(exc)
+                await asyncio.sleep(0.5)

@@ -1,0 +1,29 @@
+"""Settings of the demo `news` project. Our own settings and their defaults: defaults.py."""
+
+BOT_NAME = "distributed_crawler"
+SPIDER_MODULES = ["distributed_crawler.spiders"]
+NEWSPIDER_MODULE = "distributed_crawler.spiders"
+COMMANDS_MODULE = "distributed_crawler.commands"
+
+# The distributed core: a scrapy-redis project moves over by changing these two lines.
+SCHEDULER = "distributed_crawler.scheduler.RedisScheduler"
+DUPEFILTER_CLASS = "distributed_crawler.dupefilter.RedisSetDupeFilter"
+REQUEST_FINGERPRINTER_CLASS = "distributed_crawler.fingerprint.CanonicalFingerprinter"
+
+ITEM_PIPELINES = {"distributed_crawler.pipelines.StoragePipeline": 300}
+
+ROBOTSTXT_OBEY = True
+CONCURRENT_REQUESTS = 32
+CONCURRENT_REQUESTS_PER_DOMAIN = 32
+DOWNLOAD_TIMEOUT = 30
+RETRY_TIMES = 2
+TELNETCONSOLE_ENABLED = False
+LOG_LEVEL = "INFO"
+FEED_EXPORT_ENCODING = "utf-8"
+
+# See defaults.py for every setting below and its meaning.
+REDIS_URL = "redis://127.0.0.1:6379/0"  # env REDIS_URL overrides
+STORAGE_URL = "sqlite:///data/items.db"  # env STORAGE_URL overrides
+SCHEDULER_PERSIST = True
+SCHEDULER_QUEUE_CLASS = "priority"
+MAX_IDLE_TIME_BEFORE_CLOSE = 0  # env overrides; 0 = run forever

@@ -1,0 +1,41 @@
+"""How much work the whole cluster has: what idle-close, the CLI and the demo all ask."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from distributed_crawler.keys import SpiderKeys
+from distributed_crawler.scripts import lua_source
+
+
+@dataclass(frozen=True)
+class CrawlCounts:
+    seeds: int
+    pending: int
+    leased: int
+    delayed: int
+    failed: int
+    seen: int
+
+    @property
+    def busy(self) -> bool:
+        """Work exists somewhere: seeds, queued, leased (maybe by a dead node) or delayed."""
+        return bool(self.seeds or self.pending or self.leased or self.delayed)
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+async def crawl_counts(client: Any, keys: SpiderKeys) -> CrawlCounts:
+    """Two round trips; works with sync and asyncio clients (await it either way)."""
+    tagged = [keys.requests, keys.processing, keys.delayed, keys.failed, keys.dupefilter]
+    counts = lua_source("counts")
+    pending, leased, delayed, failed, seen = await _maybe_await(client.eval(counts, len(tagged), *tagged))
+    (seeds,) = await _maybe_await(client.eval(counts, 1, keys.start_urls))
+    return CrawlCounts(seeds, pending, leased, delayed, failed, seen)
