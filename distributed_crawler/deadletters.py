@@ -24,7 +24,7 @@ class DeadLetters:
         self.node_id = node_id
         self.cap = cap
 
-    async def push(self, entries: list[str], remove_leases: tuple[str, list[str]] | None = None) -> None:
+    async def push(self, entries: list[str], remove_leases: tuple[str, list[bytes]] | None = None) -> None:
         pipe = self.client.pipeline(transaction=True)
         pipe.lpush(self.key, *entries)
         pipe.ltrim(self.key, 0, self.cap - 1)
@@ -32,12 +32,13 @@ class DeadLetters:
             pipe.zrem(remove_leases[0], *remove_leases[1])
         await pipe.execute()
 
-    async def undecodable(self, bad: list[tuple[str, str]], processing_key: str) -> None:
+    async def undecodable(self, bad: list[tuple[bytes, str]], processing_key: str) -> None:
         """Payloads popped from the queue that are not ours to run (garbage, pickle, unknown class)."""
         entries = [
             failure_entry(
                 "", f"undecodable payload: {reason}", self.node_id,
-                source="queue", attempts=0, payload=lease[:PREVIEW_CHARS],
+                source="queue", attempts=0,
+                payload=lease[:PREVIEW_CHARS].decode("utf-8", "replace"),
             )
             for lease, reason in bad
         ]

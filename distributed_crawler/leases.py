@@ -21,43 +21,43 @@ class Stage(Enum):
 
 class LeaseTracker:
     def __init__(self) -> None:
-        self._held: dict[str, Stage] = {}
-        self._ready: list[tuple[int, str]] = []  # (outbox sequence to wait for, lease)
+        self._held: dict[bytes, Stage] = {}
+        self._ready: list[tuple[int, bytes]] = []  # (outbox sequence to wait for, lease)
 
     def __len__(self) -> int:
         return len(self._held)
 
-    def held(self) -> list[str]:
+    def held(self) -> list[bytes]:
         return list(self._held)
 
-    def buffered(self, lease: str) -> None:
+    def buffered(self, lease: bytes) -> None:
         self._held[lease] = Stage.BUFFERED
 
-    def started(self, lease: str) -> None:
+    def started(self, lease: bytes) -> None:
         if lease in self._held:
             self._held[lease] = Stage.DOWNLOADING
 
-    def scraping(self, lease: str) -> None:
+    def scraping(self, lease: bytes) -> None:
         if lease in self._held:
             self._held[lease] = Stage.SCRAPING
 
-    def hand_over(self, lease: str) -> bool:
+    def hand_over(self, lease: bytes) -> bool:
         """True if `lease` is mid-download: the request carrying it succeeds it (redirect, retry)."""
         if self._held.get(lease) is Stage.DOWNLOADING:
             del self._held[lease]
             return True
         return False
 
-    def finished(self, lease: str, outbox_seq: int) -> None:
+    def finished(self, lease: bytes, outbox_seq: int) -> None:
         """The outcome is recorded; ack once the outbox has pushed up to `outbox_seq`."""
         if self._held.pop(lease, None) is not None:
             self._ready.append((outbox_seq, lease))
 
-    def forget(self, leases: list[str]) -> None:
+    def forget(self, leases: list[bytes]) -> None:
         for lease in leases:
             self._held.pop(lease, None)
 
-    def take_ackable(self, flushed_seq: int) -> list[str]:
+    def take_ackable(self, flushed_seq: int) -> list[bytes]:
         ready = [lease for seq, lease in self._ready if seq <= flushed_seq]
         if ready:
             self._ready = [(seq, lease) for seq, lease in self._ready if seq > flushed_seq]
@@ -66,6 +66,6 @@ class LeaseTracker:
     def pending_acks(self) -> int:
         return len(self._ready)
 
-    def requeue_acks(self, leases: list[str]) -> None:
+    def requeue_acks(self, leases: list[bytes]) -> None:
         """An ack round trip failed: keep the leases ready for the next try."""
         self._ready[:0] = [(0, lease) for lease in leases]

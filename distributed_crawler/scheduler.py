@@ -111,7 +111,7 @@ class OutboxEntry(NamedTuple):
     fingerprint: str
     dont_filter: bool
     member: str
-    handover: str | None  # lease of the request this one succeeds (redirect, retry)
+    handover: bytes | None  # lease of the request this one succeeds (redirect, retry)
 
 
 def wake_engine(crawler: Crawler) -> None:
@@ -197,11 +197,24 @@ class RedisScheduler:
             loop.create_task(self._run_feeder(), name="dc-feeder"),
             loop.create_task(self._run_leases(), name="dc-leases"),
         ]
+        for task in self._tasks:
+            task.add_done_callback(self._task_died)
         logger.info(
             "Scheduler on %s: queue %s (%s), lease %ss, node %s",
             self.redis_config.masked_url, self.keys.requests, self.config.queue_type,
             self.config.lease_seconds, self.node_id,
         )
+
+    def _task_died(self, task: asyncio.Task) -> None:
+        """A background task must never end on its own: stop this node loudly (work stays leased)."""
+        if task.cancelled() or self._closing:
+            return
+        logger.error(
+            "Scheduler task %s stopped: %r; closing this node (its leases return to the queue "
+            "after SCHEDULER_LEASE_SECONDS)", task.get_name(), task.exception(),
+            exc_info=task.exception(),
+        )
+        asyncio.ensure_future(self.crawler.engine.close_spider_async(reason="scheduler_error"))
 
     async def _close(self, reason: str) -> None:
         self._closing = True
@@ -269,7 +282,7 @@ class RedisScheduler:
         request = self._buffer.popleft()
         self.leases.started(request.meta[LEASE_META])
         self.stats.inc_value("scheduler/dequeued/redis")
-        if len(self._buffer) <= self.config.prefetch // 2:
+        if len(self._buffer) <= self.config.prefetch // 4:
             self._want_more.set()
         return request
 
@@ -345,11 +358,23 @@ class RedisScheduler:
             if pushed:
                 self._new_work.set()
 
+    def _wanted(self) -> int:
+        """How many more requests to lease: enough to keep the downloader full, no hoarding.
+
+        Leases held in a buffer are work other nodes cannot take, so a node holds at most
+        what its downloader can start soon (SCHEDULER_PREFETCH, default CONCURRENT_REQUESTS)
+        plus a quarter of that for batching.
+        """
+        if len(self._buffer) > self.config.prefetch // 4:
+            return 0
+        active = len(self.crawler.engine.downloader.active)
+        return self.config.prefetch + self.config.prefetch // 4 - len(self._buffer) - active
+
     async def _run_feeder(self) -> None:
         idle_wait = 0.01
         while not self._closing:
-            want = self.config.prefetch - len(self._buffer)
-            if want <= self.config.prefetch // 2 and self._buffer:
+            want = self._wanted()
+            if want <= 0:
                 self._want_more.clear()
                 await self._want_more.wait()
                 continue
@@ -372,9 +397,8 @@ class RedisScheduler:
                 idle_wait = min(idle_wait * 2, self.config.poll_max_seconds)
 
     async def _accept(self, members: list[bytes]) -> None:
-        bad: list[tuple[str, str]] = []
-        for raw in members:
-            lease = raw.decode("utf-8", errors="replace")
+        bad: list[tuple[bytes, str]] = []
+        for lease in members:  # bytes, exactly as stored: acks must match them byte for byte
             try:
                 envelope = split_member(lease)
                 request = self.codec.decode(envelope.payload)

@@ -1,0 +1,147 @@
+"""Shared fixtures: a private redis-server per test session, the demo site, worker processes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.site.server import NewsSite  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    """A redis-server on a free port, data in a temp dir; restartable (same port and data)."""
+
+    def __init__(self, workdir: Path, *extra: str) -> None:
+        self.port = free_port()
+        self.workdir = workdir
+        self.extra = extra
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        if not shutil.which("redis-server"):
+            pytest.fail("redis-server is not installed: run `make test`, which installs it")
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.workdir),
+             "--save", "", "--appendonly", "no", *self.extra],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        client = redis.Redis.from_url(self.url)
+        for _ in range(200):
+            try:
+                client.ping()
+                return self
+            except redis.ConnectionError:
+                time.sleep(0.025)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    """The session server, emptied for this test."""
+    redis.Redis.from_url(redis_server.url).flushall()
+    return redis_server.url
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def site() -> Iterator[NewsSite]:
+    with NewsSite(articles=120, per_page=20, delay=0.01) as s:
+        yield s
+
+
+class Workers:
+    """`scrapy crawl` worker processes in their own process groups (so kill -9 takes all)."""
+
+    def __init__(self, tmp_path: Path, env: dict[str, str]) -> None:
+        self.tmp_path = tmp_path
+        self.env = env
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def start(self, node: str, *settings: str, spider: str = "news") -> subprocess.Popen:
+        args = [sys.executable, "-m", "scrapy", "crawl", spider]
+        for s in settings:
+            args += ["-s", s]
+        log = open(self.tmp_path / f"{node}.log", "ab")
+        proc = subprocess.Popen(
+            args, cwd=ROOT, env={**os.environ, **self.env, "NODE_ID": node},
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        log.close()
+        self.procs[node] = proc
+        return proc
+
+    def log(self, node: str) -> str:
+        return (self.tmp_path / f"{node}.log").read_text(errors="replace")
+
+    def kill9(self, node: str) -> None:
+        os.killpg(self.procs[node].pid, signal.SIGKILL)
+        self.procs[node].wait(10)
+
+    def wait_all(self, timeout: float) -> dict[str, int]:
+        deadline = time.monotonic() + timeout
+        codes = {}
+        for node, proc in self.procs.items():
+            try:
+                codes[node] = proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"worker {node} did not exit in {timeout}s; log:\n{self.log(node)[-3000:]}")
+        return codes
+
+    def stop_all(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+
+
+@pytest.fixture
+def workers(tmp_path: Path, redis_url: str) -> Iterator[Workers]:
+    w = Workers(tmp_path, {
+        "REDIS_URL": redis_url,
+        "STORAGE_URL": f"sqlite:///{tmp_path / 'items.db'}",
+        "MAX_IDLE_TIME_BEFORE_CLOSE": "2",
+    })
+    yield w
+    w.stop_all()

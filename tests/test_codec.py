@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+from scrapy import Request, Spider
+from scrapy.http import FormRequest, JsonRequest
+
+from distributed_crawler.codec import PayloadError, RequestCodec, UnserializableRequestError
+
+
+class DemoSpider(Spider):
+    name = "demo"
+
+    def parse_item(self, response):  # noqa: ANN001 - a callback target
+        pass
+
+    def on_error(self, failure):  # noqa: ANN001
+        pass
+
+    def _private(self, response):  # noqa: ANN001
+        pass
+
+
+@pytest.fixture
+def codec() -> RequestCodec:
+    return RequestCodec(DemoSpider())
+
+
+def test_round_trip_keeps_every_field(codec: RequestCodec) -> None:
+    spider = codec.spider
+    request = Request(
+        "http://example.com/a?x=1",
+        method="PUT",
+        body=b"\x00\xffbinary body",
+        headers={"X-Token": "abc", "Accept": ["text/html", "application/json"]},
+        cookies={"session": "s1"},
+        meta={"depth": 2, "nested": {"list": [1, "two", None, True]}},
+        priority=7,
+        dont_filter=True,
+        callback=spider.parse_item,
+        errback=spider.on_error,
+        cb_kwargs={"page": 3},
+        flags=["seed"],
+        encoding="latin-1",
+    )
+    decoded = codec.decode(codec.encode(request))
+    assert type(decoded) is Request
+    assert decoded.url == request.url
+    assert decoded.method == "PUT"
+    assert decoded.body == b"\x00\xffbinary body"
+    assert decoded.headers.getlist("Accept") == [b"text/html", b"application/json"]
+    assert decoded.headers["X-Token"] == b"abc"
+    assert decoded.cookies == {"session": "s1"}
+    assert decoded.meta == request.meta
+    assert decoded.priority == 7 and decoded.dont_filter
+    assert decoded.callback == spider.parse_item and decoded.errback == spider.on_error
+    assert decoded.cb_kwargs == {"page": 3}
+    assert decoded.flags == ["seed"] and decoded.encoding == "latin-1"
+
+
+def test_round_trip_form_and_json_requests(codec: RequestCodec) -> None:
+    form = codec.decode(codec.encode(FormRequest("http://e.com/f", formdata={"a": "1"})))
+    assert type(form) is FormRequest and form.body == b"a=1" and form.method == "POST"
+    js = codec.decode(codec.encode(JsonRequest("http://e.com/j", data={"k": [1, 2]})))
+    assert type(js) is JsonRequest and js.body == b'{"k": [1, 2]}'
+
+
+def test_private_meta_is_not_shipped(codec: RequestCodec) -> None:
+    request = Request("http://e.com/", meta={"_dc_lease": "1:0:x", "download_slot": "e.com", "keep": 1})
+    assert codec.decode(codec.encode(request)).meta == {"keep": 1}
+
+
+def test_equal_requests_make_distinct_payloads(codec: RequestCodec) -> None:
+    request = Request("http://e.com/", dont_filter=True)
+    assert codec.encode(request) != codec.encode(request)
+
+
+def test_unserializable_meta_names_the_key(codec: RequestCodec) -> None:
+    request = Request("http://e.com/", meta={"ok": 1, "item": {"when": object()}})
+    with pytest.raises(UnserializableRequestError, match=r"meta\['item'\]\['when'\] \(object\)"):
+        codec.encode(request)
+    with pytest.raises(UnserializableRequestError, match="bytes"):
+        codec.encode(Request("http://e.com/", meta={"raw": b"bytes"}))
+
+
+class CustomRequest(Request):
+    pass
+
+
+def test_allow_list_rejects_unknown_class_both_ways(codec: RequestCodec) -> None:
+    with pytest.raises(UnserializableRequestError, match="REQUEST_CLASS_ALLOWLIST"):
+        codec.encode(CustomRequest("http://e.com/"))
+    allowing = RequestCodec(codec.spider, [f"{__name__}.CustomRequest"])
+    payload = allowing.encode(CustomRequest("http://e.com/"))
+    assert type(allowing.decode(payload)) is CustomRequest
+    with pytest.raises(PayloadError, match="not allow-listed"):
+        codec.decode(payload)
+    forged = payload.replace(f"{__name__}.CustomRequest", "os.system")
+    with pytest.raises(PayloadError, match="not allow-listed"):
+        allowing.decode(forged)
+
+
+def test_callbacks_must_be_public_spider_methods(codec: RequestCodec) -> None:
+    payload = codec.encode(Request("http://e.com/"))
+    for name in ("_private", "__init__", "no_such_method"):
+        with pytest.raises(PayloadError):
+            codec.decode(payload.replace('"callback":null', f'"callback":"{name}"'))
+
+
+class Exploit:
+    """Unpickling this would create a file; decoding must never unpickle."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):  # noqa: ANN204
+        return (os.system, (f"touch {self.marker}",))
+
+
+@pytest.mark.parametrize("garbage", [b"", b"not json", b"[1,2]", b'{"v": 99}', b"\xff\xfe", b'{"v":1,"class":"scrapy.http.request.Request"}'])
+def test_garbage_is_a_payload_error(codec: RequestCodec, garbage: bytes) -> None:
+    with pytest.raises(PayloadError):
+        codec.decode(garbage)
+
+
+def test_pickle_bytes_are_never_unpickled(codec: RequestCodec, tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    payload = pickle.dumps(Exploit(marker))
+    with pytest.raises(PayloadError):
+        codec.decode(payload)
+    assert not marker.exists()

@@ -1,0 +1,89 @@
+"""End to end: real worker processes, a real redis-server, the demo site, SQLite storage."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.conftest import ROOT, Workers, free_port
+from tests.site.server import NewsSite
+
+
+def stored_rows(db: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT url, node FROM items").fetchall()
+
+
+def assert_clean_logs(workers: Workers) -> None:
+    for node in workers.procs:
+        log = workers.log(node)
+        assert "Traceback" not in log, f"traceback in {node}'s log:\n{log[-4000:]}"
+        assert "ERROR" not in log, f"error in {node}'s log:\n{log[-4000:]}"
+
+
+@pytest.mark.timeout(120)
+def test_two_workers_store_every_page_exactly_once(site: NewsSite, workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
+    redis_client.lpush("news:start_urls", site.url + "/")
+    workers.start("node-a")
+    workers.start("node-b")
+    codes = workers.wait_all(timeout=90)
+    assert codes == {"node-a": 0, "node-b": 0}
+    rows = stored_rows(tmp_path / "items.db")
+    urls = [url for url, _ in rows]
+    assert len(urls) == len(set(urls))
+    assert set(urls) == site.expected_urls()
+    nodes = {node for _, node in rows}
+    assert nodes == {"node-a", "node-b"}, "both nodes must have stored pages"
+    assert site.hits("/private") == 0, "a path disallowed by robots.txt was requested"
+    assert redis_client.zcard("{news}:processing") == 0, "leases left behind"
+    assert redis_client.llen("{news}:failed") == 0
+    assert_clean_logs(workers)
+
+
+@pytest.mark.timeout(90)
+def test_bad_seeds_and_foreign_payloads_are_dead_lettered_not_run(site: NewsSite, workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    bad_seeds = [
+        "not a url", "file:///etc/passwd", "javascript:alert(1)", "{broken", '{"url": 5}',
+        '{"url": "http://e.com/", "meta": [1]}', "http://x/" + "a" * 100_000,
+    ]
+    redis_client.rpush("news:start_urls", *bad_seeds, site.url + "/about")
+    pickled = pickle.dumps(("os.system", f"touch {marker}"))
+    redis_client.zadd("{news}:requests", {b"0:0:" + pickled: 0, b"garbage": 1, b'0:0:{"v":1,"class":"os.system"}': 2})
+    workers.start("node-a")
+    assert workers.wait_all(timeout=60) == {"node-a": 0}
+    assert not marker.exists()
+    assert {url for url, _ in stored_rows(tmp_path / "items.db")} == site.expected_urls()  # the crawl went on
+    failed = [json.loads(e) for e in redis_client.lrange("{news}:failed", 0, -1)]
+    seeds = [f for f in failed if f["source"] == "seed"]
+    queue = [f for f in failed if f["source"] == "queue"]
+    assert len(seeds) == len(bad_seeds) and len(queue) == 3
+    assert all(f["reason"] and f["node"] == "node-a" for f in failed)
+    assert redis_client.zcard("{news}:processing") == 0
+    log = workers.log("node-a")
+    assert "Traceback" not in log
+    # Logged once per kind, counted in stats.
+    assert log.count("Rejected a seed") == len({"not_a_url", "bad_scheme", "bad_json", "bad_url", "bad_meta", "too_large"})
+    assert "'seeds/rejected/bad_scheme': 2" in log
+
+
+def test_unreachable_redis_is_one_clear_line_and_nonzero_exit() -> None:
+    url = f"redis://admin:s3cret-pw@127.0.0.1:{free_port()}/0"
+    proc = subprocess.run(
+        [sys.executable, "-m", "scrapy", "crawl", "news"], cwd=ROOT, capture_output=True, text=True,
+        env={"PATH": "/usr/bin:/bin", "REDIS_URL": url}, timeout=60,
+    )
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
+    assert len(errors) == 1, proc.stderr  # Scrapy's INFO start-up banner may precede it
+    assert "Cannot reach Redis at redis://admin:***@127.0.0.1" in errors[0]
+    assert "REDIS_URL" in errors[0]
+    assert "Traceback" not in proc.stderr
+    assert "s3cret-pw" not in proc.stderr + proc.stdout
