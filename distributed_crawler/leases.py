@@ -53,7 +53,13 @@ class LeaseTracker:
         if self._held.pop(lease, None) is not None:
             self._ready.append((outbox_seq, lease))
 
+    def unacked(self) -> list[bytes]:
+        """Every lease not yet acked: held, or finished but waiting for the outbox."""
+        return [*self._held, *(lease for _, lease in self._ready)]
+
     def forget(self, leases: list[bytes]) -> None:
+        gone = set(leases)
+        self._ready = [(seq, lease) for seq, lease in self._ready if lease not in gone]
         for lease in leases:
             self._held.pop(lease, None)
 

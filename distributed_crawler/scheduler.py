@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from distributed_crawler.keys import SpiderKeys
 from distributed_crawler.leases import LEASE_META, LeaseTracker
 from distributed_crawler.node import node_id_from_settings
 from distributed_crawler.scripts import Scripts
+from distributed_crawler.shutdown import SecondSignalGuard
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -153,7 +155,7 @@ class RedisScheduler:
         self._tasks: list[asyncio.Task] = []
         self._closing = False
         self._outage = OutageLog("scheduling", redis_config.masked_url)
-        self._unserializable_logged: set[str] = set()
+        self._guard: SecondSignalGuard | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisScheduler:
@@ -199,6 +201,10 @@ class RedisScheduler:
         ]
         for task in self._tasks:
             task.add_done_callback(self._task_died)
+        if threading.current_thread() is threading.main_thread():
+            self._guard = SecondSignalGuard(self._force_release)
+            # Scrapy installs its own handlers once the reactor runs: wrap them after that.
+            loop.call_later(1.0, self._guard.install)
         logger.info(
             "Scheduler on %s: queue %s (%s), lease %ss, node %s",
             self.redis_config.masked_url, self.keys.requests, self.config.queue_type,
@@ -216,7 +222,31 @@ class RedisScheduler:
         )
         asyncio.ensure_future(self.crawler.engine.close_spider_async(reason="scheduler_error"))
 
+    def _force_release(self) -> None:
+        """Second stop signal (runs in the signal handler): ack what is done, release the rest.
+
+        Synchronous on purpose: the reactor stops right after this returns.
+        """
+        client = self.redis_config.sync_client()
+        try:
+            done = self.leases.take_ackable(self._flushed_seq)
+            if done:
+                client.zrem(self.keys.processing, *done)
+            unacked = self.leases.unacked()
+            if unacked:
+                Scripts.register(client).release(
+                    keys=[self.keys.processing, self.keys.requests, self.keys.seq],
+                    args=[self.config.queue_type, *unacked],
+                )
+            self.leases.forget(unacked)
+        except Exception:  # noqa: BLE001 - leases then expire and are reclaimed; nothing is lost
+            pass
+        finally:
+            client.close()
+
     async def _close(self, reason: str) -> None:
+        if self._guard is not None:
+            self._guard.uninstall()
         self._closing = True
         feeder = self._tasks[1] if len(self._tasks) > 1 else None
         if feeder:

@@ -1,0 +1,53 @@
+"""The second SIGINT/SIGTERM: give this node's leases back before Scrapy stops at once.
+
+Scrapy's first signal starts a graceful stop (finish and ack what is in flight); its second one
+stops the reactor immediately, skipping the scheduler's close. Without this guard the node's leases
+would wait for `SCHEDULER_LEASE_SECONDS` before another node could take them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+from typing import Any
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class SecondSignalGuard:
+    def __init__(self, on_force: Callable[[], None]) -> None:
+        self.on_force = on_force
+        self.received = 0
+        self.forced = False
+
+    def install(self) -> None:
+        """Wrap the handlers installed now; re-wrapped after each signal (Scrapy swaps them)."""
+        for sig in SIGNALS:
+            previous = signal.getsignal(sig)
+            if getattr(previous, "_dc_guard", None) is self:
+                continue
+            signal.signal(sig, self._handler(previous))
+
+    def _handler(self, previous: Any) -> Callable[[int, Any], None]:
+        def handler(signum: int, frame: Any) -> None:
+            self.received += 1
+            if self.received >= 2 and not self.forced:
+                self.forced = True
+                self.on_force()
+            if callable(previous):
+                previous(signum, frame)
+                self.install()
+            elif previous == signal.SIG_DFL:
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+
+        handler._dc_guard = self  # type: ignore[attr-defined]
+        handler._dc_previous = previous  # type: ignore[attr-defined]
+        return handler
+
+    def uninstall(self) -> None:
+        for sig in SIGNALS:
+            current = signal.getsignal(sig)
+            if getattr(current, "_dc_guard", None) is self:
+                signal.signal(sig, current._dc_previous)
