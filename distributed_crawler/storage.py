@@ -1,0 +1,444 @@
+"""Idempotent item storage: one ``items`` row per URL, in SQLite or PostgreSQL.
+
+Every node of the crawl may store the same URL more than once (a request can be
+re-leased after a node dies, a page can be re-crawled), so writes are upserts
+keyed on ``url``: storing a URL again updates its row and never duplicates it.
+
+``open_storage(url)`` picks the backend from the URL scheme:
+
+* ``sqlite:///relative/path.db`` (resolved against the current working
+  directory), ``sqlite:////absolute/path.db`` or ``sqlite:///:memory:``;
+* ``postgresql://user:pass@host:port/db`` (``postgres://`` is accepted too).
+
+Backends are plain synchronous objects and are *not* thread-safe: the item
+pipeline drives each one from a single dedicated worker thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import unquote
+
+logger = logging.getLogger(__name__)
+
+#: Columns of the ``items`` table, in storage order.
+COLUMNS: tuple[str, ...] = ("url", "title", "text", "fetched_at", "status", "node")
+
+#: Value of ``STORAGE_URL`` when neither the setting nor the env var is set.
+DEFAULT_STORAGE_URL = "sqlite:///data/items.db"
+
+#: How long SQLite waits for another writer's lock before giving up (ms).
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+#: How long a PostgreSQL connection attempt may take (s).
+POSTGRES_CONNECT_TIMEOUT = 10
+
+_SUPPORTED_HINT = (
+    "use sqlite:///relative/path.db, sqlite:////absolute/path.db "
+    "or postgresql://user:pass@host:port/db"
+)
+
+
+class StorageError(Exception):
+    """The storage backend cannot be opened or written.
+
+    Messages are single lines and never contain a password (URLs go through
+    :func:`mask_url`), so they are safe to log as they are.
+    """
+
+
+@runtime_checkable
+class StorageBackend(Protocol):
+    """What the pipeline needs from a database: idempotent batch writes."""
+
+    def upsert_many(self, rows: list[dict[str, Any]]) -> None:
+        """Insert or update *rows* (dicts keyed by :data:`COLUMNS`) atomically."""
+
+    def count(self) -> int:
+        """Return the number of stored items."""
+
+    def close(self) -> None:
+        """Release the connection; safe to call twice."""
+
+
+# --------------------------------------------------------------------------
+# URL masking
+# --------------------------------------------------------------------------
+
+_KV_PASSWORD_RE = re.compile(
+    r"""(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s]+)""", re.IGNORECASE
+)
+_QUERY_PASSWORD_RE = re.compile(r"([?&]password=)([^&#]*)", re.IGNORECASE)
+
+
+def _userinfo_end(rest: str) -> int:
+    """Index of the ``@`` closing the userinfo of ``rest`` (URL minus scheme), or -1.
+
+    Passwords are often pasted unencoded, so ``@``, ``/``, ``?`` or ``#`` may
+    appear inside them. Prefer the last ``@`` not preceded by a path/query
+    delimiter (the standard parse, tolerating ``@`` in the password); failing
+    that, the last ``@`` at all. Erring this way can only mask too much.
+    """
+    clean = -1
+    for i, ch in enumerate(rest):
+        if ch in "/?#":
+            break
+        if ch == "@":
+            clean = i
+    return clean if clean != -1 else rest.rfind("@")
+
+
+def mask_url(url: str) -> str:
+    """Return *url* with its password replaced by ``***``, for logs and errors.
+
+    ``postgresql://user:secret@host/db`` becomes ``postgresql://user:***@host/db``;
+    a ``password=`` query parameter or libpq ``key=value`` entry is masked too.
+    URLs without a password are returned unchanged.
+    """
+    if not url:
+        return url
+    sep = url.find("://")
+    if sep == -1:
+        # libpq key=value conninfo ("host=h user=u password=secret").
+        return _KV_PASSWORD_RE.sub(r"\1***", url)
+    head, rest = url[: sep + 3], url[sep + 3 :]
+    at = _userinfo_end(rest)
+    if at != -1:
+        userinfo, hostpart = rest[:at], rest[at + 1 :]
+        if ":" in userinfo:
+            user = userinfo.split(":", 1)[0]
+            rest = f"{user}:***@{hostpart}"
+    return head + _QUERY_PASSWORD_RE.sub(r"\1***", rest)
+
+
+def _url_password(url: str) -> str | None:
+    """The raw password embedded in *url*, if any (to scrub driver messages)."""
+    sep = url.find("://")
+    if sep == -1:
+        m = _KV_PASSWORD_RE.search(url)
+        return m.group(2).strip("'") if m else None
+    rest = url[sep + 3 :]
+    at = _userinfo_end(rest)
+    if at != -1 and ":" in rest[:at]:
+        return rest[:at].split(":", 1)[1] or None
+    m = _QUERY_PASSWORD_RE.search(rest)
+    return m.group(2) or None if m else None
+
+
+def safe_error_text(exc: BaseException | str, url: str) -> str:
+    """Error text as one line, with the password of *url* scrubbed, safe to log."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    password = _url_password(url)
+    if password:
+        for secret in {password, unquote(password)}:
+            if secret:
+                text = text.replace(secret, "***")
+    return text
+
+
+# --------------------------------------------------------------------------
+# Rows
+# --------------------------------------------------------------------------
+
+
+def _prepare(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Normalise rows to exactly :data:`COLUMNS`, one per URL (last wins), sorted.
+
+    Sorting by URL makes concurrent writers lock rows in the same order, which
+    rules out deadlocks between overlapping PostgreSQL batches.
+    """
+    by_url: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        url = row.get("url")
+        if not url:
+            raise StorageError(f"row without url cannot be stored: {dict(row)!r:.200}")
+        by_url[url] = {col: row.get(col) for col in COLUMNS}
+    return [by_url[u] for u in sorted(by_url)]
+
+
+_SET_CLAUSE = ", ".join(f"{c} = excluded.{c}" for c in COLUMNS if c != "url")
+
+_CREATE_TABLE = (
+    "CREATE TABLE IF NOT EXISTS items ("
+    "url TEXT PRIMARY KEY NOT NULL, title TEXT, text TEXT, "
+    "fetched_at TEXT, status INTEGER, node TEXT)"
+)
+
+
+# --------------------------------------------------------------------------
+# SQLite
+# --------------------------------------------------------------------------
+
+
+class SQLiteStorage:
+    """SQLite file shared by the worker processes of one machine.
+
+    WAL lets readers run beside the single writer, ``busy_timeout`` makes a
+    writer wait for another process' lock instead of failing with "database
+    is locked", and ``BEGIN IMMEDIATE`` takes the write lock up front so that
+    wait is honoured (a deferred transaction upgrading its lock fails at once).
+    """
+
+    def __init__(self, path: str | Path, *, busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS) -> None:
+        self.path = str(path)
+        self.url = f"sqlite:///{self.path}"
+        if self.path != ":memory:":
+            try:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StorageError(
+                    f"Cannot create the directory for SQLite storage {self.url} "
+                    f"({safe_error_text(exc, self.url)}); check STORAGE_URL and permissions"
+                ) from None
+        self._conn: sqlite3.Connection | None = None
+        try:
+            self._conn = sqlite3.connect(
+                self.path, timeout=busy_timeout_ms / 1000, isolation_level=None
+            )
+            self._init_schema(busy_timeout_ms)
+        except sqlite3.Error as exc:
+            self.close()
+            raise StorageError(
+                f"Cannot open SQLite storage {self.url} ({safe_error_text(exc, self.url)}); "
+                "check STORAGE_URL and that the path is writable and not on a network filesystem"
+            ) from None
+
+    def _init_schema(self, busy_timeout_ms: int) -> None:
+        conn = self._require()
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        # Switching to WAL needs an exclusive lock; when several processes
+        # open a brand-new file at once it may report "locked" even with a
+        # busy timeout, so retry for the same duration.
+        deadline = time.monotonic() + busy_timeout_ms / 1000
+        while True:
+            try:
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute(_CREATE_TABLE)
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)
+        if self.path != ":memory:" and str(mode).lower() != "wal":
+            logger.warning("SQLite storage %s is in %s journal mode, not WAL", self.url, mode)
+
+    def _require(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StorageError(f"SQLite storage {self.url} is closed")
+        return self._conn
+
+    def upsert_many(self, rows: list[dict[str, Any]]) -> None:
+        """Upsert *rows* in one transaction (all or nothing)."""
+        prepared = _prepare(rows)
+        if not prepared:
+            return
+        conn = self._require()
+        cols = ", ".join(COLUMNS)
+        params = ", ".join(f":{c}" for c in COLUMNS)
+        sql = (
+            f"INSERT INTO items ({cols}) VALUES ({params}) "
+            f"ON CONFLICT (url) DO UPDATE SET {_SET_CLAUSE}"
+        )
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(sql, prepared)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise StorageError(
+                f"SQLite write to {self.url} failed: {safe_error_text(exc, self.url)}"
+            ) from exc
+
+    def count(self) -> int:
+        """Number of rows in ``items``."""
+        try:
+            return int(self._require().execute("SELECT COUNT(*) FROM items").fetchone()[0])
+        except sqlite3.Error as exc:
+            raise StorageError(f"SQLite count on {self.url} failed: {safe_error_text(exc, self.url)}") from exc
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except sqlite3.Error:  # pragma: no cover - best effort
+                logger.debug("Error closing SQLite storage %s", self.url, exc_info=True)
+
+    def __repr__(self) -> str:
+        return f"SQLiteStorage({self.path!r})"
+
+
+# --------------------------------------------------------------------------
+# PostgreSQL
+# --------------------------------------------------------------------------
+
+# Arbitrary constant: serialises concurrent CREATE TABLE IF NOT EXISTS from
+# several nodes, which otherwise can fail on the pg_type unique index.
+_SCHEMA_LOCK_KEY = 0x6463_6974_656D  # "dcitem"
+
+
+class PostgresStorage:
+    """PostgreSQL database shared by every node of the crawl.
+
+    One connection, reconnected transparently after it breaks; each batch is
+    one transaction of ``INSERT ... ON CONFLICT (url) DO UPDATE``.
+    """
+
+    def __init__(self, dsn: str, *, connect_timeout: int = POSTGRES_CONNECT_TIMEOUT) -> None:
+        self.dsn = dsn
+        self.masked = mask_url(dsn)
+        self._connect_timeout = connect_timeout
+        self._conn: Any = None
+        self._closed = False
+        self._connect()
+
+    def _connect(self) -> Any:
+        try:
+            import psycopg
+        except ImportError:  # pragma: no cover - it is a hard dependency
+            raise StorageError(
+                f"Cannot use {self.masked}: psycopg is not installed; pip install 'psycopg[binary]'"
+            ) from None
+        try:
+            conn = psycopg.connect(
+                self.dsn,
+                connect_timeout=self._connect_timeout,
+                application_name="distributed_crawler",
+                keepalives=1,
+                keepalives_idle=30,
+                keepalives_interval=10,
+                keepalives_count=3,
+            )
+        except psycopg.Error as exc:
+            raise StorageError(
+                f"Cannot connect to PostgreSQL storage {self.masked} ({safe_error_text(exc, self.dsn)}); "
+                "check that the server is running and reachable, that the database exists "
+                "and that STORAGE_URL is correct"
+            ) from None
+        try:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_KEY,))
+                conn.execute(_CREATE_TABLE)
+        except psycopg.Error as exc:
+            conn.close()
+            raise StorageError(
+                f"Cannot create table items in PostgreSQL storage {self.masked} "
+                f"({safe_error_text(exc, self.dsn)}); check the user's privileges"
+            ) from None
+        self._conn = conn
+        return conn
+
+    def _connection(self) -> Any:
+        if self._closed:
+            raise StorageError(f"PostgreSQL storage {self.masked} is closed")
+        conn = self._conn
+        if conn is None or conn.closed or conn.broken:
+            if conn is not None:
+                logger.info("Reconnecting to PostgreSQL storage %s", self.masked)
+                try:
+                    conn.close()
+                except Exception:  # pragma: no cover - best effort
+                    pass
+            self._conn = None
+            conn = self._connect()
+        return conn
+
+    def upsert_many(self, rows: list[dict[str, Any]]) -> None:
+        """Upsert *rows* with one executemany in one transaction."""
+        import psycopg
+
+        prepared = _prepare(rows)
+        if not prepared:
+            return
+        cols = ", ".join(COLUMNS)
+        params = ", ".join(f"%({c})s" for c in COLUMNS)
+        sql = (
+            f"INSERT INTO items ({cols}) VALUES ({params}) "
+            f"ON CONFLICT (url) DO UPDATE SET {_SET_CLAUSE}"
+        )
+        try:
+            conn = self._connection()
+            with conn.transaction(), conn.cursor() as cur:
+                cur.executemany(sql, prepared)
+        except psycopg.Error as exc:
+            raise StorageError(
+                f"PostgreSQL write to {self.masked} failed: {safe_error_text(exc, self.dsn)}"
+            ) from None
+
+    def count(self) -> int:
+        """Number of rows in ``items``."""
+        import psycopg
+
+        try:
+            conn = self._connection()
+            with conn.transaction():
+                row = conn.execute("SELECT COUNT(*) FROM items").fetchone()
+            return int(row[0])
+        except psycopg.Error as exc:
+            raise StorageError(
+                f"PostgreSQL count on {self.masked} failed: {safe_error_text(exc, self.dsn)}"
+            ) from None
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        self._closed = True
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # pragma: no cover - best effort
+                logger.debug("Error closing PostgreSQL storage %s", self.masked, exc_info=True)
+
+    def __repr__(self) -> str:
+        return f"PostgresStorage({self.masked!r})"
+
+
+# --------------------------------------------------------------------------
+# Factory
+# --------------------------------------------------------------------------
+
+
+def sqlite_path_from_url(url: str) -> str:
+    """Filesystem path of a ``sqlite:///`` URL (relative to the current directory)."""
+    prefix = "sqlite:///"
+    if not url.lower().startswith(prefix):
+        raise StorageError(f"Invalid SQLite STORAGE_URL {mask_url(url)}: {_SUPPORTED_HINT}")
+    path = unquote(url[len(prefix) :].split("?", 1)[0])
+    if not path:
+        raise StorageError(f"SQLite STORAGE_URL {mask_url(url)} has no file path: {_SUPPORTED_HINT}")
+    if path == ":memory:":
+        return path
+    return str(Path(path).expanduser().absolute())
+
+
+def open_storage(url: str) -> StorageBackend:
+    """Open the backend named by *url*; raise :class:`StorageError` if impossible.
+
+    The error is one line naming the (masked) URL and what to do about it.
+    """
+    if not url or "://" not in url:
+        raise StorageError(f"Invalid STORAGE_URL {mask_url(url)!r}: {_SUPPORTED_HINT}")
+    scheme = url.split("://", 1)[0].lower()
+    base_scheme = scheme.split("+", 1)[0]  # tolerate SQLAlchemy-style postgresql+psycopg://
+    if base_scheme == "sqlite":
+        return SQLiteStorage(sqlite_path_from_url("sqlite://" + url.split("://", 1)[1]))
+    if base_scheme in ("postgresql", "postgres"):
+        dsn = url if scheme == base_scheme else "postgresql://" + url.split("://", 1)[1]
+        return PostgresStorage(dsn)
+    raise StorageError(
+        f"Unsupported STORAGE_URL scheme {scheme!r} in {mask_url(url)}: {_SUPPORTED_HINT}"
+    )

@@ -1,0 +1,492 @@
+"""Storage backends: same idempotency contract on SQLite and PostgreSQL.
+
+PostgreSQL tests use the machine's server (127.0.0.1:5432, trust auth) in a
+fresh throwaway database, and are skipped with a reason when none answers.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from distributed_crawler.storage import (
+    COLUMNS,
+    PostgresStorage,
+    SQLiteStorage,
+    StorageBackend,
+    StorageError,
+    mask_url,
+    open_storage,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PG_HOST, PG_PORT = "127.0.0.1", 5432
+
+
+# --------------------------------------------------------------------------
+# Fixtures
+# --------------------------------------------------------------------------
+
+
+def _pg_admin_dsn() -> str | None:
+    """DSN of a reachable server (trust auth), or None."""
+    try:
+        import psycopg
+    except ImportError:
+        return None
+    for user in ("postgres", "root"):
+        dsn = f"postgresql://{user}@{PG_HOST}:{PG_PORT}/test"
+        try:
+            psycopg.connect(dsn, connect_timeout=3).close()
+        except psycopg.Error:
+            continue
+        return dsn
+    return None
+
+
+@pytest.fixture(scope="module")
+def pg_url() -> Iterator[str]:
+    """URL of a fresh database ``dc_test_<hex>``, dropped afterwards."""
+    admin = _pg_admin_dsn()
+    if admin is None:
+        pytest.skip(
+            f"no PostgreSQL reachable at {PG_HOST}:{PG_PORT} with trust auth "
+            "as user postgres or root (database 'test')"
+        )
+    import psycopg
+
+    name = f"dc_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = admin.rsplit("/", 1)[0] + f"/{name}"
+    try:
+        yield url
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def storage_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A storage URL with no ``items`` table yet, for each backend."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/db/items.db"
+    url: str = request.getfixturevalue("pg_url")
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS items")
+    return url
+
+
+def read_rows(url: str) -> list[dict[str, Any]]:
+    """All rows of ``items``, read independently of the code under test."""
+    cols = ", ".join(COLUMNS)
+    if url.startswith("sqlite:///"):
+        with sqlite3.connect(url[len("sqlite:///") :]) as conn:
+            data = conn.execute(f"SELECT {cols} FROM items ORDER BY url").fetchall()
+    else:
+        import psycopg
+
+        with psycopg.connect(url) as conn:
+            data = conn.execute(f"SELECT {cols} FROM items ORDER BY url").fetchall()
+    return [dict(zip(COLUMNS, row)) for row in data]
+
+
+def table_columns(url: str) -> dict[str, str]:
+    """Column name -> declared type of ``items``."""
+    if url.startswith("sqlite:///"):
+        with sqlite3.connect(url[len("sqlite:///") :]) as conn:
+            info = conn.execute("PRAGMA table_info(items)").fetchall()
+        return {row[1]: row[2].upper() for row in info}
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        info = conn.execute(
+            "SELECT column_name, data_type FROM information_schema.columns "
+            "WHERE table_name = 'items'"
+        ).fetchall()
+    return {name: dtype.upper() for name, dtype in info}
+
+
+def row(i: int | str, **overrides: Any) -> dict[str, Any]:
+    base = {
+        "url": f"https://example.com/{i}",
+        "title": f"title {i}",
+        "text": f"text {i}",
+        "fetched_at": "2024-01-01T00:00:00+00:00",
+        "status": 200,
+        "node": "node-a",
+    }
+    base.update(overrides)
+    return base
+
+
+@pytest.fixture
+def opened(storage_url: str) -> Iterator[Callable[[], StorageBackend]]:
+    """Factory opening backends on ``storage_url``; all closed at teardown."""
+    backends: list[StorageBackend] = []
+
+    def factory() -> StorageBackend:
+        backend = open_storage(storage_url)
+        backends.append(backend)
+        return backend
+
+    yield factory
+    for backend in backends:
+        backend.close()
+
+
+# --------------------------------------------------------------------------
+# Behaviour shared by both backends
+# --------------------------------------------------------------------------
+
+
+def test_table_created(storage_url: str, opened: Callable[[], StorageBackend]) -> None:
+    backend = opened()
+    assert isinstance(backend, StorageBackend)
+    assert backend.count() == 0
+    cols = table_columns(storage_url)
+    assert set(cols) == set(COLUMNS)
+    assert cols["status"] == "INTEGER"
+    assert all(cols[c] == "TEXT" for c in COLUMNS if c != "status")
+
+
+def test_reopen_keeps_rows(storage_url: str, opened: Callable[[], StorageBackend]) -> None:
+    opened().upsert_many([row(1)])
+    assert opened().count() == 1  # CREATE TABLE IF NOT EXISTS, data kept
+
+
+def test_upsert_updates_instead_of_duplicating(
+    storage_url: str, opened: Callable[[], StorageBackend]
+) -> None:
+    backend = opened()
+    backend.upsert_many([row(1), row(2)])
+    backend.upsert_many([row(1, title="new", status=404, node="node-b"), row(3)])
+    assert backend.count() == 3
+    rows = {r["url"]: r for r in read_rows(storage_url)}
+    assert rows["https://example.com/1"] == row(1, title="new", status=404, node="node-b")
+    assert rows["https://example.com/2"] == row(2)
+
+
+def test_url_is_primary_key(storage_url: str, opened: Callable[[], StorageBackend]) -> None:
+    opened()
+    insert = "INSERT INTO items (url) VALUES ('https://example.com/dup')"
+    if storage_url.startswith("sqlite"):
+        with sqlite3.connect(storage_url[len("sqlite:///") :]) as conn:
+            conn.execute(insert)
+            with pytest.raises(sqlite3.IntegrityError):
+                conn.execute(insert)
+    else:
+        import psycopg
+
+        with psycopg.connect(storage_url, autocommit=True) as conn:
+            conn.execute(insert)
+            with pytest.raises(psycopg.errors.UniqueViolation):
+                conn.execute(insert)
+
+
+def test_same_url_twice_in_one_batch_last_wins(
+    storage_url: str, opened: Callable[[], StorageBackend]
+) -> None:
+    backend = opened()
+    backend.upsert_many([row(1, title="old"), row(2), row(1, title="latest")])
+    assert backend.count() == 2
+    assert read_rows(storage_url)[0]["title"] == "latest"
+
+
+def test_missing_columns_are_null(storage_url: str, opened: Callable[[], StorageBackend]) -> None:
+    opened().upsert_many([{"url": "https://example.com/bare"}])
+    assert read_rows(storage_url) == [
+        {"url": "https://example.com/bare", "title": None, "text": None,
+         "fetched_at": None, "status": None, "node": None}
+    ]
+
+
+def test_row_without_url_is_rejected(opened: Callable[[], StorageBackend]) -> None:
+    backend = opened()
+    with pytest.raises(StorageError, match="without url"):
+        backend.upsert_many([row(1), {"title": "no url"}])
+    assert backend.count() == 0
+
+
+def test_batch_of_500(storage_url: str, opened: Callable[[], StorageBackend]) -> None:
+    backend = opened()
+    backend.upsert_many([row(i) for i in range(500)])
+    assert backend.count() == 500
+    backend.upsert_many([row(i, status=301) for i in range(250, 750)])
+    assert backend.count() == 750
+    rows = read_rows(storage_url)
+    assert len({r["url"] for r in rows}) == 750
+    assert sum(r["status"] == 301 for r in rows) == 500
+
+
+def test_empty_batch_is_a_no_op(opened: Callable[[], StorageBackend]) -> None:
+    backend = opened()
+    backend.upsert_many([])
+    assert backend.count() == 0
+
+
+def test_close_is_idempotent(opened: Callable[[], StorageBackend]) -> None:
+    backend = opened()
+    backend.close()
+    backend.close()
+    with pytest.raises(StorageError, match="closed"):
+        backend.upsert_many([row(1)])
+
+
+_WRITER_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    from distributed_crawler.storage import open_storage
+
+    url, worker, batches = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    backend = open_storage(url)
+    for b in range(batches):
+        # Overlapping ranges: every URL is written by several workers.
+        start = (b * 10 + worker * 7) % 300
+        backend.upsert_many([
+            {"url": f"https://example.com/{(start + i) % 300}", "title": f"w{worker}b{b}",
+             "status": 200, "node": f"worker-{worker}"}
+            for i in range(25)
+        ])
+    backend.close()
+    print("done", worker)
+    """
+)
+
+
+def test_concurrent_writer_processes(storage_url: str, opened: Callable[[], StorageBackend]) -> None:
+    """Several processes on one store (a brand-new SQLite file): no dups, no lock errors."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER_SCRIPT, storage_url, str(w), "30"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )
+        for w in range(4)
+    ]
+    for w, proc in enumerate(procs):
+        out, err = proc.communicate(timeout=50)
+        assert proc.returncode == 0, err
+        assert "locked" not in err
+        assert out.strip() == f"done {w}"
+    rows = read_rows(storage_url)
+    urls = [r["url"] for r in rows]
+    assert len(urls) == len(set(urls)) == opened().count() == 300
+
+
+def test_concurrent_writer_threads(storage_url: str, opened: Callable[[], StorageBackend]) -> None:
+    """Threads with their own connections writing overlapping URLs."""
+    opened()  # create the table first; the process test covers the creation race
+    errors: list[BaseException] = []
+
+    def work(worker: int) -> None:
+        try:
+            backend = open_storage(storage_url)
+            try:
+                for b in range(20):
+                    backend.upsert_many([row((b * 5 + worker + i) % 120, node=f"t{worker}") for i in range(30)])
+            finally:
+                backend.close()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(50)
+    assert not errors
+    assert opened().count() == 120
+    assert len(read_rows(storage_url)) == 120
+
+
+# --------------------------------------------------------------------------
+# SQLite specifics
+# --------------------------------------------------------------------------
+
+
+def test_sqlite_pragmas(tmp_path: Path) -> None:
+    backend = open_storage(f"sqlite:///{tmp_path}/items.db")
+    try:
+        assert isinstance(backend, SQLiteStorage)
+        conn = backend._conn
+        assert conn is not None
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 30000
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+    finally:
+        backend.close()
+    with sqlite3.connect(tmp_path / "items.db") as other:  # WAL is persistent
+        assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_sqlite_relative_path_uses_cwd_and_creates_dirs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    backend = open_storage("sqlite:///data/items.db")
+    try:
+        backend.upsert_many([row(1)])
+    finally:
+        backend.close()
+    assert (tmp_path / "data" / "items.db").is_file()
+
+
+def test_sqlite_absolute_path(tmp_path: Path) -> None:
+    target = tmp_path / "a" / "b" / "items.db"
+    backend = open_storage(f"sqlite:///{target}")  # sqlite:////tmp/... (four slashes)
+    try:
+        assert backend.count() == 0
+    finally:
+        backend.close()
+    assert target.is_file()
+
+
+def test_sqlite_lock_error_is_storage_error_then_recovers(tmp_path: Path) -> None:
+    """A lock held longer than busy_timeout surfaces as StorageError (retryable)."""
+    path = tmp_path / "items.db"
+    backend = SQLiteStorage(path, busy_timeout_ms=200)
+    blocker = sqlite3.connect(path, isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")
+        with pytest.raises(StorageError, match="locked"):
+            backend.upsert_many([row(1)])
+        blocker.execute("ROLLBACK")
+        backend.upsert_many([row(1)])
+        assert backend.count() == 1
+    finally:
+        blocker.close()
+        backend.close()
+
+
+def test_sqlite_unwritable_location(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(StorageError) as info:
+        open_storage(f"sqlite:///{blocker}/items.db")
+    assert "\n" not in str(info.value)
+    assert "check STORAGE_URL" in str(info.value)
+
+
+# --------------------------------------------------------------------------
+# PostgreSQL specifics
+# --------------------------------------------------------------------------
+
+
+def test_postgres_scheme_alias(pg_url: str) -> None:
+    backend = open_storage("postgres://" + pg_url.split("://", 1)[1])
+    try:
+        assert isinstance(backend, PostgresStorage)
+        backend.upsert_many([row(1)])
+        assert backend.count() >= 1
+    finally:
+        backend.close()
+
+
+def test_postgres_reconnects_after_connection_loss(pg_url: str) -> None:
+    import psycopg
+
+    backend = open_storage(pg_url)
+    assert isinstance(backend, PostgresStorage)
+    try:
+        backend.upsert_many([row(1)])
+        pid = backend._conn.info.backend_pid
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        try:
+            backend.upsert_many([row(2)])  # may notice the loss only now
+        except StorageError as exc:
+            assert "\n" not in str(exc)
+            backend.upsert_many([row(2)])  # the retry reconnects
+        assert backend._conn.info.backend_pid != pid
+        assert {r["url"] for r in read_rows(pg_url)} >= {row(1)["url"], row(2)["url"]}
+    finally:
+        backend.close()
+
+
+def test_postgres_missing_database_is_storage_error(pg_url: str) -> None:
+    base = pg_url.rsplit("/", 1)[0]
+    user_host = base.split("://", 1)[1]
+    user, host = user_host.split("@", 1)
+    url = f"postgresql://{user}:Hunter2secret@{host}/dc_no_such_db_{uuid.uuid4().hex[:8]}"
+    with pytest.raises(StorageError) as info:
+        open_storage(url)
+    message = str(info.value)
+    assert "Hunter2secret" not in message
+    assert f"{user}:***@{host}" in message
+    assert "does not exist" in message
+    assert "\n" not in message
+
+
+# --------------------------------------------------------------------------
+# Errors and masking
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "masked"),
+    [
+        ("postgresql://user:secret@host:5432/db", "postgresql://user:***@host:5432/db"),
+        ("postgres://user:secret@host/db", "postgres://user:***@host/db"),
+        ("postgresql://user:p%40ss%2Fw@host/db", "postgresql://user:***@host/db"),
+        ("postgresql://user:pa@ss@host/db", "postgresql://user:***@host/db"),
+        ("postgresql://user:pa/ss@host/db", "postgresql://user:***@host/db"),
+        ("postgresql://:secret@host/db", "postgresql://:***@host/db"),
+        ("postgresql://user:secret@[::1]:5432/db", "postgresql://user:***@[::1]:5432/db"),
+        ("postgresql://user:@host/db", "postgresql://user:***@host/db"),
+        ("postgresql://user@host/db", "postgresql://user@host/db"),
+        ("postgresql://host/db", "postgresql://host/db"),
+        ("postgresql://user:secret@host/db?sslmode=require&application_name=a@b",
+         "postgresql://user:***@host/db?sslmode=require&application_name=a@b"),
+        ("postgresql://host/db?user=u&password=secret&sslmode=require",
+         "postgresql://host/db?user=u&password=***&sslmode=require"),
+        ("host=h user=u password=secret dbname=d", "host=h user=u password=*** dbname=d"),
+        ("host=h password='se cret' dbname=d", "host=h password=*** dbname=d"),
+        ("sqlite:///data/items.db", "sqlite:///data/items.db"),
+        ("sqlite:////abs/items.db", "sqlite:////abs/items.db"),
+        ("", ""),
+    ],
+)
+def test_mask_url(url: str, masked: str) -> None:
+    assert mask_url(url) == masked
+    assert "secret" not in mask_url(url)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["mysql://root:s3cretpw@db/items", "items.db", "redis://:s3cretpw@localhost:6379/0", ""],
+)
+def test_unknown_scheme_is_storage_error(url: str) -> None:
+    with pytest.raises(StorageError) as info:
+        open_storage(url)
+    message = str(info.value)
+    assert "s3cretpw" not in message
+    assert "\n" not in message
+    assert "sqlite:///" in message and "postgresql://" in message  # says what to use
+    if "@" in url:
+        assert mask_url(url) in message
+
+
+def test_unreachable_postgres_is_storage_error() -> None:
+    url = "postgresql://crawler:s3cretpw@127.0.0.1:1/items"
+    with pytest.raises(StorageError) as info:
+        open_storage(url)
+    message = str(info.value)
+    assert "postgresql://crawler:***@127.0.0.1:1/items" in message
+    assert "s3cretpw" not in message
+    assert "\n" not in message
+    assert "check that the server is running" in message
