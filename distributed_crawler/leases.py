@@ -27,6 +27,12 @@ class LeaseTracker:
     def __len__(self) -> int:
         return len(self._held)
 
+    def holds(self, lease: bytes) -> bool:
+        return lease in self._held
+
+    def stage(self, lease: bytes) -> Stage | None:
+        return self._held.get(lease)
+
     def held(self) -> list[bytes]:
         return list(self._held)
 

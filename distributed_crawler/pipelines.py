@@ -415,6 +415,11 @@ class StoragePipeline:
             batch.done.add_done_callback(_mark_retrieved)
             self._current = batch
             batch.timer = self._loop.call_later(self.config.flush_seconds, self._seal, batch)
+            if self._writer is None or self._writer.done():
+                # Group commit: an idle writer takes the batch as soon as this loop turn ends,
+                # so a lone item waits milliseconds, not flush_seconds; under load, items
+                # gather while the previous commit runs.
+                self._loop.call_soon(self._seal, batch)
         batch.rows.append(row)
         if len(batch.rows) >= self.config.batch_size or self._closing:
             self._seal(batch)
@@ -433,8 +438,11 @@ class StoragePipeline:
             self._writer = self._loop.create_task(self._write_pending())
 
     async def _write_pending(self) -> None:
-        """Commit queued batches one at a time, in order."""
-        while self._pending:
+        """Commit queued batches one at a time, in order; then take what gathered meanwhile."""
+        while self._pending or (self._current is not None and self._current.rows and not self._closed):
+            if not self._pending:
+                self._seal(self._current)
+                continue
             batch = self._pending[0]
             try:
                 await self._commit(batch)

@@ -28,7 +28,7 @@ from distributed_crawler.defaults import get_setting
 from distributed_crawler.deadletters import DeadLetters
 from distributed_crawler.envelope import make_member, split_member
 from distributed_crawler.keys import SpiderKeys
-from distributed_crawler.leases import LEASE_META, LeaseTracker
+from distributed_crawler.leases import LEASE_META, LeaseTracker, Stage
 from distributed_crawler.node import node_id_from_settings
 from distributed_crawler.scripts import Scripts
 from distributed_crawler.shutdown import SecondSignalGuard
@@ -156,6 +156,8 @@ class RedisScheduler:
         self._closing = False
         self._outage = OutageLog("scheduling", redis_config.masked_url)
         self._guard: SecondSignalGuard | None = None
+        self._quarantined: Request | None = None  # a redelivered request, run alone
+        self._draining = False  # waiting for this node to be empty before taking one
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisScheduler:
@@ -251,7 +253,7 @@ class RedisScheduler:
         feeder = self._tasks[1] if len(self._tasks) > 1 else None
         if feeder:
             feeder.cancel()
-        await self._release(list(self._buffer_leases()))
+        await self._release(self._buffer_leases())
         self._buffer.clear()
         # Everything the engine finished is queued for push or ack: drain both, bounded.
         deadline = time.monotonic() + 30
@@ -281,7 +283,7 @@ class RedisScheduler:
 
     # -- Scrapy's scheduler interface -----------------------------------------------------
     def has_pending_requests(self) -> bool:
-        return bool(self._buffer)
+        return bool(self._buffer) or self._quarantined is not None
 
     def enqueue_request(self, request: Request) -> bool:
         lease = request.meta.get(LEASE_META)
@@ -306,6 +308,13 @@ class RedisScheduler:
         return True
 
     def next_request(self) -> Request | None:
+        quarantined = self._quarantined
+        if quarantined is not None and not self.crawler.engine.downloader.active:
+            lease = quarantined.meta[LEASE_META]
+            if self.leases.stage(lease) is Stage.BUFFERED and self._node_empty_but(lease):
+                self.leases.started(lease)
+                self.stats.inc_value("scheduler/dequeued/redis")
+                return quarantined
         if not self._buffer:
             self._want_more.set()
             return None
@@ -403,6 +412,9 @@ class RedisScheduler:
     async def _run_feeder(self) -> None:
         idle_wait = 0.01
         while not self._closing:
+            if self._quarantined is not None or self._draining:
+                await self._quarantine_step()
+                continue
             want = self._wanted()
             if want <= 0:
                 self._want_more.clear()
@@ -427,7 +439,10 @@ class RedisScheduler:
                 idle_wait = min(idle_wait * 2, self.config.poll_max_seconds)
 
     async def _accept(self, members: list[bytes]) -> None:
+        was_empty = self._node_empty()
         bad: list[tuple[bytes, str]] = []
+        normal: list[Request] = []
+        suspects: list[Request] = []
         for lease in members:  # bytes, exactly as stored: acks must match them byte for byte
             try:
                 envelope = split_member(lease)
@@ -437,11 +452,44 @@ class RedisScheduler:
                 continue
             request.meta[LEASE_META] = lease
             self.leases.buffered(lease)
-            self._buffer.append(request)
+            (suspects if envelope.deliveries >= 2 else normal).append(request)
         self.stats.inc_value("scheduler/leased", len(members) - len(bad))
         if bad:
             self.stats.inc_value("scheduler/undecodable", len(bad))
             await self._retrying("dead-letter", lambda: self.dead_letters.undecodable(bad, self.keys.processing))
+        if not suspects:
+            self._buffer.extend(normal)
+            return
+        # Quarantine: a redelivered request may be what killed its last node, so it runs alone
+        # here. Otherwise every request in flight beside it would be charged a delivery each
+        # time it crashes a node, and innocent requests would be dead-lettered with the poison.
+        giving_back = suspects
+        if self._quarantined is None and was_empty:
+            self._quarantined, giving_back = suspects[0], suspects[1:] + normal
+            self.stats.inc_value("scheduler/quarantined")
+        else:
+            self._buffer.extend(normal)
+            self._draining = True  # finish current work, then take the redelivered one alone
+        await self._release([r.meta[LEASE_META] for r in giving_back])
+
+    def _node_empty(self) -> bool:
+        """This node holds no lease at all (nothing buffered, running or waiting for its ack)."""
+        return not self._buffer and not len(self.leases) and not self.leases.pending_acks()
+
+    async def _quarantine_step(self) -> None:
+        """While draining or running a quarantined request, do not lease anything else."""
+        if self._quarantined is not None:
+            lease = self._quarantined.meta[LEASE_META]
+            if not self.leases.holds(lease) and not self.leases.pending_acks():
+                self._quarantined = None  # done and acked
+            elif self.leases.holds(lease) and self._node_empty_but(lease):
+                wake_engine(self.crawler)
+        elif self._draining and self._node_empty():
+            self._draining = False
+        await asyncio.sleep(0.05)
+
+    def _node_empty_but(self, lease: bytes) -> bool:
+        return not self._buffer and self.leases.held() == [lease] and not self.leases.pending_acks()
 
     async def _run_leases(self) -> None:
         next_renew = time.monotonic() + self.config.renew_interval
@@ -491,10 +539,15 @@ class RedisScheduler:
             self._new_work.set()
         return requeued, dead
 
-    def _buffer_leases(self) -> list[str]:
-        return [r.meta[LEASE_META] for r in self._buffer]
+    def _buffer_leases(self) -> list[bytes]:
+        """Leases of requests this node took but never started (the quarantined one included)."""
+        leases = [r.meta[LEASE_META] for r in self._buffer]
+        quarantined = self._quarantined
+        if quarantined is not None and self.leases.stage(quarantined.meta[LEASE_META]) is Stage.BUFFERED:
+            leases.append(quarantined.meta[LEASE_META])
+        return leases
 
-    async def _release(self, leases: list[str]) -> None:
+    async def _release(self, leases: list[bytes]) -> None:
         """Give leases back to the queue front without counting a delivery (bounded tries)."""
         if not leases:
             return

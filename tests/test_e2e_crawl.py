@@ -87,3 +87,15 @@ def test_unreachable_redis_is_one_clear_line_and_nonzero_exit() -> None:
     assert "REDIS_URL" in errors[0]
     assert "Traceback" not in proc.stderr
     assert "s3cret-pw" not in proc.stderr + proc.stdout
+
+
+def test_unreachable_storage_is_one_clear_line_and_nonzero_exit(redis_url: str) -> None:
+    storage = f"postgresql://crawler:pg-s3cret@127.0.0.1:{free_port()}/items"
+    proc = subprocess.run(
+        [sys.executable, "-m", "scrapy", "crawl", "news"], cwd=ROOT, capture_output=True, text=True,
+        env={"PATH": "/usr/bin:/bin", "REDIS_URL": redis_url, "STORAGE_URL": storage}, timeout=60,
+    )
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
+    assert len(errors) == 1 and "postgresql://crawler:***@127.0.0.1" in errors[0], proc.stderr
+    assert "Traceback" not in proc.stderr and "pg-s3cret" not in proc.stderr + proc.stdout

@@ -1,0 +1,20 @@
+"""`poison`: a news spider whose callback kills its own process on one URL (a poison request)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+from urllib.parse import urlsplit
+
+from distributed_crawler.spiders.news import NewsSpider
+
+
+class PoisonSpider(NewsSpider):
+    name = "poison"
+    poison_path = "/article/7"
+
+    def parse(self, response: Any, **kwargs: Any) -> Any:
+        if urlsplit(response.url).path == self.poison_path:
+            os.kill(os.getpid(), signal.SIGKILL)
+        yield from super().parse(response, **kwargs)
