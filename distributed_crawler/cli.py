@@ -18,6 +18,7 @@ from scrapy.utils.project import get_project_settings
 
 from distributed_crawler.connection import RedisConfig, RedisUnavailable
 from distributed_crawler.keys import SpiderKeys
+from distributed_crawler.nodes import read_nodes
 from distributed_crawler.scheduler import SchedulerConfig
 from distributed_crawler.scripts import Scripts
 from distributed_crawler.seeds import SeedError, parse_seed
@@ -62,10 +63,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     _, client, keys = _connect(args)
     counts = asyncio.run(crawl_counts(client, keys))
-    nodes = [
-        {"id": node.decode(), "last_seen": score}
-        for node, score in client.zrange(keys.nodes, 0, -1, withscores=True)
-    ]
+    nodes = read_nodes(client, keys)
     status = {
         "spider": args.spider,
         "pending": counts.pending,
@@ -83,7 +81,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     for col in ("seeds", "pending", "leased", "delayed", "failed", "seen"):
         table.add_column(col, justify="right")
     table.add_row(*(str(getattr(counts, c)) for c in ("seeds", "pending", "leased", "delayed", "failed", "seen")))
-    Console().print(table)
+    console = Console()
+    console.print(table)
+    if nodes:
+        node_table = Table(title="nodes")
+        for col in ("id", "alive", "pages", "items", "rate", "leases"):
+            node_table.add_column(col)
+        for n in nodes:
+            node_table.add_row(n["id"], "yes" if n["alive"] else "DEAD", *(str(n[c]) for c in ("pages", "items", "rate", "leases")))
+        console.print(node_table)
     return 0
 
 

@@ -30,6 +30,7 @@ from distributed_crawler.envelope import make_member, split_member
 from distributed_crawler.keys import SpiderKeys
 from distributed_crawler.leases import LEASE_META, LeaseTracker, Stage
 from distributed_crawler.node import node_id_from_settings
+from distributed_crawler.nodes import beat
 from distributed_crawler.scripts import Scripts
 from distributed_crawler.shutdown import SecondSignalGuard
 
@@ -156,6 +157,7 @@ class RedisScheduler:
         self._closing = False
         self._outage = OutageLog("scheduling", redis_config.masked_url)
         self._guard: SecondSignalGuard | None = None
+        self._started = time.time()
         self._quarantined: Request | None = None  # a redelivered request, run alone
         self._draining = False  # waiting for this node to be empty before taking one
 
@@ -492,7 +494,7 @@ class RedisScheduler:
         return not self._buffer and self.leases.held() == [lease] and not self.leases.pending_acks()
 
     async def _run_leases(self) -> None:
-        next_renew = time.monotonic() + self.config.renew_interval
+        next_renew = time.monotonic()
         next_reclaim = time.monotonic()
         while True:
             acks = self.leases.take_ackable(self._flushed_seq)
@@ -510,6 +512,12 @@ class RedisScheduler:
                 if now >= next_renew:
                     next_renew = now + self.config.renew_interval
                     await self._renew()
+                    await beat(self.client, self.keys, self.node_id, self.config.renew_interval, {
+                        "started": self._started,
+                        "pages": self.stats.get_value("response_received_count", 0),
+                        "items": self.stats.get_value("item_scraped_count", 0),
+                        "leases": len(self.leases),
+                    })
                 if now >= next_reclaim:
                     next_reclaim = now + min(5.0, self.config.renew_interval)
                     await self.reclaim()

@@ -36,17 +36,18 @@ class RedisServer:
         self.workdir = workdir
         self.extra = extra
         self.proc: subprocess.Popen | None = None
+        self.url_override: str | None = None  # e.g. rediss:// for a TLS server
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        return self.url_override or f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> RedisServer:
         if not shutil.which("redis-server"):
             pytest.fail("redis-server is not installed: run `make test`, which installs it")
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.workdir),
-             "--save", "", "--appendonly", "no", *self.extra],
+             "--save", "", "--appendonly", "no", *self.extra],  # later options win
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         client = redis.Redis.from_url(self.url)
@@ -114,6 +115,15 @@ class Workers:
 
     def log(self, node: str) -> str:
         return (self.tmp_path / f"{node}.log").read_text(errors="replace")
+
+    def wait_ready(self, *nodes: str, timeout: float = 30) -> None:
+        """Wait until each node's scheduler is open (so a seed pushed now reaches all of them)."""
+        deadline = time.monotonic() + timeout
+        for node in nodes:
+            while "Scheduler on" not in self.log(node):
+                if self.procs[node].poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"worker {node} did not start; log:\n{self.log(node)[-3000:]}")
+                time.sleep(0.05)
 
     def kill9(self, node: str) -> None:
         os.killpg(self.procs[node].pid, signal.SIGKILL)

@@ -30,9 +30,10 @@ def assert_clean_logs(workers: Workers) -> None:
 
 @pytest.mark.timeout(120)
 def test_two_workers_store_every_page_exactly_once(site: NewsSite, workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
-    redis_client.lpush("news:start_urls", site.url + "/")
     workers.start("node-a")
     workers.start("node-b")
+    workers.wait_ready("node-a", "node-b")
+    redis_client.lpush("news:start_urls", site.url + "/")
     codes = workers.wait_all(timeout=90)
     assert codes == {"node-a": 0, "node-b": 0}
     rows = stored_rows(tmp_path / "items.db")

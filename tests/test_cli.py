@@ -1,0 +1,89 @@
+"""`dcrawl` against a real redis-server: status, failed (list, requeue), reclaim, seed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import redis
+
+from distributed_crawler.cli import main
+from distributed_crawler.envelope import make_member
+from distributed_crawler.scripts import Scripts
+from tests.conftest import ROOT, free_port
+
+KEYS = ["{news}:requests", "{news}:dupefilter", "{news}:seq", "{news}:processing"]
+
+
+def run(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str]:
+    code = main(list(args))
+    return code, capsys.readouterr().out
+
+
+def push(client: redis.Redis, *urls: str) -> None:
+    args: list = ["priority", len(urls)]
+    for url in urls:
+        args += [url, "0", make_member(json.dumps({"url": url}), 0)]
+    Scripts.register(client).enqueue(keys=KEYS, args=args)
+
+
+def test_status_json_counts(redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture) -> None:
+    push(redis_client, "http://e.com/1", "http://e.com/2", "http://e.com/3")
+    Scripts.register(redis_client).pop(keys=KEYS[:1] + KEYS[3:], args=["priority", 1, 60])
+    redis_client.lpush("{news}:failed", json.dumps({"url": "x", "reason": "r"}))
+    redis_client.lpush("news:start_urls", "http://e.com/")
+    code, out = run(capsys, "status", "news", "--redis-url", redis_url, "--json")
+    status = json.loads(out)
+    assert code == 0
+    assert (status["pending"], status["leased"], status["delayed"], status["failed"]) == (2, 1, 0, 1)
+    assert status["nodes"] == [] and status["dedup"]["count"] == 3 and status["dedup"]["bytes"] > 0
+
+
+def test_reclaim_and_failed_requeue(redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture) -> None:
+    push(redis_client, "http://e.com/a", "http://e.com/b")
+    scripts = Scripts.register(redis_client)
+    scripts.pop(keys=KEYS[:1] + KEYS[3:], args=["priority", 2, 60])
+    code, out = run(capsys, "reclaim", "news", "--redis-url", redis_url)
+    assert code == 0 and "requeued 0" in out  # not expired yet
+    for member in redis_client.zrange("{news}:processing", 0, -1):
+        redis_client.zadd("{news}:processing", {member: 1})  # expired
+    code, out = run(capsys, "reclaim", "news", "--redis-url", redis_url)
+    assert "requeued 2" in out and redis_client.zcard("{news}:requests") == 2
+
+    # Deliver both up to SCHEDULER_MAX_DELIVERIES (5): they become dead letters.
+    for _ in range(4):
+        scripts.pop(keys=KEYS[:1] + KEYS[3:], args=["priority", 2, 60])
+        for member in redis_client.zrange("{news}:processing", 0, -1):
+            redis_client.zadd("{news}:processing", {member: 1})
+        run(capsys, "reclaim", "news", "--redis-url", redis_url)
+    assert redis_client.llen("{news}:failed") == 2 and redis_client.zcard("{news}:requests") == 0
+    redis_client.lpush("{news}:failed", json.dumps({"url": "bad seed", "reason": "rejected seed", "source": "seed"}))
+
+    code, out = run(capsys, "failed", "news", "--redis-url", redis_url, "--json")
+    entries = json.loads(out)
+    assert sorted(e["url"] for e in entries) == ["bad seed", "http://e.com/a", "http://e.com/b"]
+    code, out = run(capsys, "failed", "news", "--redis-url", redis_url, "--requeue")
+    assert code == 0 and "requeued 2" in out and "kept 1" in out
+    assert redis_client.zcard("{news}:requests") == 2 and redis_client.llen("{news}:failed") == 1
+    popped = scripts.pop(keys=KEYS[:1] + KEYS[3:], args=["priority", 2, 60])
+    assert all(m.startswith(b"1:") for m in popped)  # a fresh delivery count
+
+
+def test_seed_validates(redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture) -> None:
+    code, _ = run(capsys, "seed", "news", "http://e.com/", '{"url": "https://e.com/x", "priority": 3}', "--redis-url", redis_url)
+    assert code == 0 and redis_client.llen("news:start_urls") == 2
+    assert main(["seed", "news", "javascript:alert(1)", "--redis-url", redis_url]) == 1
+    assert "not http or https" in capsys.readouterr().err
+
+
+def test_unreachable_redis_one_line_masked() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "distributed_crawler", "status", "news", "--json",
+         "--redis-url", f"redis://ops:hunter2@127.0.0.1:{free_port()}/0"],
+        cwd=ROOT, capture_output=True, text=True, timeout=30,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1 and "redis://ops:***@127.0.0.1" in proc.stderr
+    assert "hunter2" not in proc.stderr and "Traceback" not in proc.stderr
