@@ -152,6 +152,25 @@ def test_250_concurrent_items_committed_once_in_batches(tmp_path: Path) -> None:
     assert "storage/errors" not in stats
 
 
+def first_commit_held() -> tuple[type[StoragePipeline], threading.Event]:
+    """A pipeline class whose first commit blocks until the returned event is set."""
+    release = threading.Event()
+
+    class Slow(FlakyBackend):
+        calls = 0
+
+        def upsert_many(self, rows: list[dict[str, Any]]) -> None:
+            Slow.calls += 1
+            if Slow.calls == 1:
+                release.wait(10)
+            super().upsert_many(rows)
+
+    class Pipeline(StoragePipeline):
+        backend_factory = staticmethod(lambda url: Slow(open_storage(url)))
+
+    return Pipeline, release
+
+
 def test_idle_writer_commits_at_once_not_after_flush_seconds(tmp_path: Path) -> None:
     """Group commit: a lone batch does not wait for the timer when nothing else is being written."""
     pipeline = make_pipeline(tmp_path, STORAGE_BATCH_SIZE=1000, STORAGE_FLUSH_SECONDS=60)
@@ -168,19 +187,7 @@ def test_idle_writer_commits_at_once_not_after_flush_seconds(tmp_path: Path) -> 
 
 
 def test_items_gather_into_one_batch_while_a_commit_runs(tmp_path: Path) -> None:
-    release = threading.Event()
-
-    class Slow(FlakyBackend):
-        calls = 0
-
-        def upsert_many(self, rows: list[dict[str, Any]]) -> None:
-            Slow.calls += 1
-            if Slow.calls == 1:
-                release.wait(10)  # the first commit is slow
-            super().upsert_many(rows)
-
-    class Pipeline(StoragePipeline):
-        backend_factory = staticmethod(lambda url: Slow(open_storage(url)))
+    Pipeline, release = first_commit_held()
 
     pipeline = make_pipeline(tmp_path, Pipeline, STORAGE_BATCH_SIZE=1000, STORAGE_FLUSH_SECONDS=60)
 
@@ -216,19 +223,7 @@ def test_full_batch_commits_without_waiting_for_timer(tmp_path: Path) -> None:
 
 
 def test_close_flushes_open_batch(tmp_path: Path) -> None:
-    release = threading.Event()
-
-    class Slow(FlakyBackend):
-        calls = 0
-
-        def upsert_many(self, rows: list[dict[str, Any]]) -> None:
-            Slow.calls += 1
-            if Slow.calls == 1:
-                release.wait(10)  # keeps the writer busy so the next batch stays open
-            super().upsert_many(rows)
-
-    class Pipeline(StoragePipeline):
-        backend_factory = staticmethod(lambda url: Slow(open_storage(url)))
+    Pipeline, release = first_commit_held()  # the writer stays busy: the next batch stays open
 
     pipeline = make_pipeline(tmp_path, Pipeline, STORAGE_BATCH_SIZE=1000, STORAGE_FLUSH_SECONDS=60)
 
