@@ -134,7 +134,7 @@ def _requeue(settings: Any, client: Any, keys: SpiderKeys, raw: list[bytes], ent
         # dont_filter: the fingerprint is already in the filter; it must be pushed anyway.
         scripts.enqueue(
             keys=[keys.requests, keys.dupefilter, keys.seq, keys.processing],
-            args=[config.queue_type, 1, "", "1", member],
+            args=[config.queue_type, 1, keys.doorbell, "", "1", member],
         )
         client.lrem(keys.failed, 1, item)
         requeued += 1

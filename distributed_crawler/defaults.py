@@ -24,6 +24,7 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULER_DUPEFILTER_KEY": "{%(spider)s}:dupefilter",
     "SCHEDULER_FAILED_KEY": "{%(spider)s}:failed",
     "SCHEDULER_SEQUENCE_KEY": "{%(spider)s}:seq",
+    "SCHEDULER_DOORBELL_CHANNEL": "{%(spider)s}:doorbell",  # pub/sub: wakes idle nodes
     "CLUSTER_STATS_KEY": "{%(spider)s}:stats",
     "NODES_KEY": "{%(spider)s}:nodes",
     "NODE_KEY": "{%(spider)s}:node:%(node)s",
@@ -34,7 +35,7 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULER_LEASE_SECONDS": 60,
     "SCHEDULER_MAX_DELIVERIES": 5,
     "SCHEDULER_PREFETCH": 0,  # 0 = derived from CONCURRENT_REQUESTS
-    "SCHEDULER_POLL_MAX_SECONDS": 0.5,
+    "SCHEDULER_POLL_MAX_SECONDS": 1.0,  # fallback poll; the doorbell wakes nodes at once
     "SCHEDULER_FAILED_MAX": 100_000,
     "REQUEST_CLASS_ALLOWLIST": [],
     # Spider.

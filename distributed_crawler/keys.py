@@ -22,6 +22,7 @@ class SpiderKeys:
     stats: str
     nodes: str
     node_template: str
+    doorbell: str  # pub/sub channel, not a key: "work was pushed"
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, spider: str) -> SpiderKeys:
@@ -40,6 +41,7 @@ class SpiderKeys:
             stats=key("CLUSTER_STATS_KEY"),
             nodes=key("NODES_KEY"),
             node_template=str(get_setting(settings, "NODE_KEY")),
+            doorbell=key("SCHEDULER_DOORBELL_CHANNEL"),
         )
 
     def node(self, node_id: str) -> str:

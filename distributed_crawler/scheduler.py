@@ -64,7 +64,7 @@ class SchedulerConfig:
     lease_seconds: float = 60.0
     max_deliveries: int = 5
     prefetch: int = 16
-    poll_max_seconds: float = 0.5
+    poll_max_seconds: float = 1.0
     failed_max: int = 100_000
     allowed_classes: tuple[str, ...] = ()
 
@@ -202,6 +202,7 @@ class RedisScheduler:
             loop.create_task(self._run_outbox(), name="dc-outbox"),
             loop.create_task(self._run_feeder(), name="dc-feeder"),
             loop.create_task(self._run_leases(), name="dc-leases"),
+            loop.create_task(self._run_doorbell(), name="dc-doorbell"),
         ]
         for task in self._tasks:
             task.add_done_callback(self._task_died)
@@ -379,7 +380,7 @@ class RedisScheduler:
                 await self._outbox_ready.wait()
                 continue
             batch = [self._outbox[i] for i in range(min(OUTBOX_BATCH, len(self._outbox)))]
-            argv: list[Any] = [self.config.queue_type, len(batch)]
+            argv: list[Any] = [self.config.queue_type, len(batch), self.keys.doorbell]
             handovers = []
             for _, entry in batch:
                 argv += [entry.fingerprint, "1" if entry.dont_filter else "0", entry.member]
@@ -492,6 +493,23 @@ class RedisScheduler:
 
     def _node_empty_but(self, lease: bytes) -> bool:
         return not self._buffer and self.leases.held() == [lease] and not self.leases.pending_acks()
+
+    async def _run_doorbell(self) -> None:
+        """Wake the feeder when any node pushes work (PUBLISHed by enqueue.lua), not on a poll."""
+        outage = OutageLog("doorbell", self.redis_config.masked_url)
+        while True:
+            pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self.keys.doorbell)
+                outage.ok()
+                while True:
+                    if await pubsub.get_message(timeout=1.0) is not None:
+                        self._new_work.set()
+            except TRANSIENT_ERRORS as exc:
+                outage.failed(exc)
+                await asyncio.sleep(1.0)
+            finally:
+                await pubsub.aclose()
 
     async def _run_leases(self) -> None:
         next_renew = time.monotonic()

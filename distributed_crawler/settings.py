@@ -11,6 +11,11 @@ DUPEFILTER_CLASS = "distributed_crawler.dupefilter.RedisSetDupeFilter"
 REQUEST_FINGERPRINTER_CLASS = "distributed_crawler.fingerprint.CanonicalFingerprinter"
 
 ITEM_PIPELINES = {"distributed_crawler.pipelines.StoragePipeline": 300}
+DOWNLOADER_MIDDLEWARES = {
+    # Scrapy 2.19's lets concurrent first requests bypass robots.txt (see middlewares.py).
+    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    "distributed_crawler.middlewares.RobotsTxtMiddleware": 100,
+}
 
 ROBOTSTXT_OBEY = True
 CONCURRENT_REQUESTS = 32

@@ -23,7 +23,7 @@ def run(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str]:
 
 
 def push(client: redis.Redis, *urls: str) -> None:
-    args: list = ["priority", len(urls)]
+    args: list = ["priority", len(urls), "{news}:doorbell"]
     for url in urls:
         args += [url, "0", make_member(json.dumps({"url": url}), 0)]
     Scripts.register(client).enqueue(keys=KEYS, args=args)

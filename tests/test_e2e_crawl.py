@@ -30,8 +30,9 @@ def assert_clean_logs(workers: Workers) -> None:
 
 @pytest.mark.timeout(120)
 def test_two_workers_store_every_page_exactly_once(site: NewsSite, workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
-    workers.start("node-a")
-    workers.start("node-b")
+    # 8 slots a node: the small site's frontier is larger than one node's share, as in real crawls.
+    workers.start("node-a", "CONCURRENT_REQUESTS=8")
+    workers.start("node-b", "CONCURRENT_REQUESTS=8")
     workers.wait_ready("node-a", "node-b")
     redis_client.lpush("news:start_urls", site.url + "/")
     codes = workers.wait_all(timeout=90)

@@ -24,7 +24,7 @@ def payload(url: str) -> str:
 
 
 def enqueue(scripts: Scripts, qtype: str, items: list[tuple[str, int]], dont_filter: bool = False, handover: list[str] = ()) -> list[int]:
-    args: list = [qtype, len(items)]
+    args: list = [qtype, len(items), ""]
     for url, prio in items:
         args += [url, "1" if dont_filter else "0", make_member(payload(url), prio)]
     return scripts.enqueue(keys=[Q, DF, SEQ, PROC], args=args + list(handover))
@@ -152,3 +152,19 @@ def test_foreign_member_is_leased_for_dead_lettering(scripts: Scripts, redis_cli
     redis_client.lpush(Q, b"\x80\x04garbage")
     (lease,) = scripts.pop(keys=[Q, PROC], args=["fifo", 1, 60])
     assert lease.startswith(b"1:0:") and redis_client.zcard(PROC) == 1
+
+
+def test_enqueue_rings_the_doorbell_only_when_it_pushed(scripts: Scripts, redis_client: redis.Redis) -> None:
+    pubsub = redis_client.pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe("{t}:doorbell")
+    pubsub.get_message(timeout=1)  # subscription confirmation
+
+    def ring(url: str) -> None:
+        scripts.enqueue(keys=[Q, DF, SEQ, PROC], args=["fifo", 1, "{t}:doorbell", url, "0", make_member(payload(url), 0)])
+
+    ring("a")
+    message = pubsub.get_message(timeout=2)
+    assert message is not None and message["data"] == b"1"
+    ring("a")  # a duplicate: nothing pushed, no ring
+    assert pubsub.get_message(timeout=0.3) is None
+    pubsub.close()
