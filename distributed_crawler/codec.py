@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request
 from scrapy.utils.misc import load_object
 
+from distributed_crawler.tagged import tag_values, untag_values
+
 if TYPE_CHECKING:
     from scrapy import Spider
 
@@ -30,7 +32,10 @@ DEFAULT_ALLOWED_CLASSES: frozenset[str] = frozenset(
 # Meta keys that belong to one node's handling of one delivery; never shipped to another node.
 PRIVATE_META_PREFIX = "_dc_"
 # Meta keys Scrapy's own middlewares set that describe one download, not the request.
-_TRANSIENT_META = frozenset({"download_slot", "download_latency", "download_timeout", "depth_checked"})
+_TRANSIENT_META = frozenset({
+    "download_slot", "download_latency", "download_timeout", "depth_checked",
+    "frames",  # rendering.py: the frames of one rendered download
+})
 
 FORMAT_VERSION = 1
 
@@ -88,6 +93,10 @@ class RequestCodec:
             for k, v in request.meta.items()
             if not k.startswith(PRIVATE_META_PREFIX) and k not in _TRANSIENT_META
         }
+        try:  # scrapy-playwright's PageMethod travels as tagged JSON (tagged.py)
+            meta = tag_values(meta, "meta")
+        except ValueError as exc:
+            raise UnserializableRequestError(f"{request.url}: {exc}") from None
         for field, value in (("meta", meta), ("cb_kwargs", request.cb_kwargs)):
             bad = _find_unserializable(value, field)
             if bad:
@@ -146,7 +155,7 @@ class RequestCodec:
                 "headers": {k: list(vs) for k, vs in (d.get("headers") or {}).items()},
                 "body": base64.b64decode(d.get("body") or ""),
                 "cookies": d.get("cookies") or {},
-                "meta": dict(d.get("meta") or {}),
+                "meta": untag_values(dict(d.get("meta") or {})),
                 "encoding": d.get("encoding") or "utf-8",
                 "priority": int(d.get("priority") or 0),
                 "dont_filter": bool(d.get("dont_filter")),

@@ -48,9 +48,18 @@ DEFAULTS: dict[str, Any] = {
     "FINGERPRINT_DROP_PARAMS": None,  # None = fingerprint.DEFAULT_DROP_PARAMS
     # Node.
     "NODE_ID": "",  # "" = host-pid; env var overrides
+    # Rendering: scrapy-playwright on Debian's Chromium (docs/rendering.md).
+    "PLAYWRIGHT_URL_PATTERNS": [],  # regexes (or "a,b" with -s); matching requests are rendered
+    "PLAYWRIGHT_EXECUTABLE_PATH": "",  # "" = /usr/bin/chromium when it exists; env var overrides
+    "PLAYWRIGHT_WAIT_FOR": "load",  # load state (load, domcontentloaded, networkidle) or CSS selector
+    "PLAYWRIGHT_RENDER_TIMEOUT": 30.0,  # seconds: navigation + wait + frames, per page
+    "PLAYWRIGHT_ABORT_RESOURCE_TYPES": ["image", "media", "font"],  # never downloaded by the browser
+    "PLAYWRIGHT_MAX_PAGES": 8,  # open pages per node, all contexts together
+    "PLAYWRIGHT_RESTART_AFTER_PAGES": 1000,  # restart the browser to cap its memory (0 = never)
+    "IFRAME_FOLLOW_STATIC": False,  # news spider: fetch same-site <iframe src> as plain requests
 }
 
-ENV_OVERRIDES = ("REDIS_URL", "STORAGE_URL", "NODE_ID", "MAX_IDLE_TIME_BEFORE_CLOSE")
+ENV_OVERRIDES = ("REDIS_URL", "STORAGE_URL", "NODE_ID", "MAX_IDLE_TIME_BEFORE_CLOSE", "PLAYWRIGHT_EXECUTABLE_PATH")
 
 
 def get_setting(settings: BaseSettings, name: str) -> Any:

@@ -15,6 +15,13 @@ DOWNLOADER_MIDDLEWARES = {
     # Scrapy 2.19's lets concurrent first requests bypass robots.txt (see middlewares.py).
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "distributed_crawler.middlewares.RobotsTxtMiddleware": 100,
+    # Marks requests for the browser: PLAYWRIGHT_URL_PATTERNS, meta render / dont_render.
+    "distributed_crawler.rendering.RenderingMiddleware": 950,
+}
+# Plain HTTP unless a request is marked for rendering; Chromium starts on the first marked one.
+DOWNLOAD_HANDLERS = {
+    "http": "distributed_crawler.rendering.RenderingDownloadHandler",
+    "https": "distributed_crawler.rendering.RenderingDownloadHandler",
 }
 
 ROBOTSTXT_OBEY = True

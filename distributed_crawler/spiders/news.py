@@ -1,4 +1,9 @@
-"""`news`: follows same-site links from its seeds and stores every page once (DESIGN §6)."""
+"""`news`: follows same-site links from its seeds and stores every page once (DESIGN §6).
+
+A rendered page's `text` includes the visible text of all its frames (`response.meta["frames"]`,
+rendering.py). With `IFRAME_FOLLOW_STATIC = True`, a page that was not rendered has its same-site
+`<iframe src>` fetched as plain requests too, each stored as a page of its own.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from urllib.parse import urlsplit
 
 from scrapy.http import Response, TextResponse
 
+from distributed_crawler.frames import frames_text, static_iframe_urls
 from distributed_crawler.items import PageItem
 from distributed_crawler.redis_spider import RedisSpider
 
@@ -31,11 +37,14 @@ class NewsSpider(RedisSpider):
         yield PageItem(
             url=fingerprinter.canonical_url(response.url),
             title=(response.css("title::text").get() or "").strip(),
-            text=visible_text(response),
+            text=" ".join(filter(None, (visible_text(response), frames_text(response.meta.get("frames"))))),
             fetched_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
             status=response.status,
             node=self.node_id,
         )
+        if "frames" not in response.meta and self.settings.getbool("IFRAME_FOLLOW_STATIC"):
+            for url in static_iframe_urls(response):
+                yield response.follow(url, callback=self.parse, meta={"dont_render": True})
         host = urlsplit(response.url).hostname
         for href in response.css("a::attr(href)").getall():
             url = response.urljoin(href.strip())
