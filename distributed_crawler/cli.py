@@ -7,7 +7,6 @@ commands take `--json`. Failures print one line and exit non-zero.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from typing import Any
@@ -17,7 +16,15 @@ from rich.table import Table
 from scrapy.utils.project import get_project_settings
 
 from distributed_crawler.connection import RedisConfig, RedisUnavailable
+from scrapy import Request
+from scrapy.utils.misc import load_object
+
+from distributed_crawler.dupefilter import SetDedup, describe_dedup, reset_dedup
+from distributed_crawler.enqueue import Enqueuer, run_sync
+from distributed_crawler.fingerprint import CanonicalFingerprinter, FingerprintConfig
 from distributed_crawler.keys import SpiderKeys
+from distributed_crawler.storage import mask_url as mask_storage_url
+from distributed_crawler.storage import open_storage
 from distributed_crawler.nodes import read_nodes
 from distributed_crawler.scheduler import SchedulerConfig
 from distributed_crawler.scripts import Scripts
@@ -62,7 +69,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     _, client, keys = _connect(args)
-    counts = asyncio.run(crawl_counts(client, keys))
+    counts = run_sync(crawl_counts(client, keys))
     nodes = read_nodes(client, keys)
     status = {
         "spider": args.spider,
@@ -72,7 +79,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         "failed": counts.failed,
         "seeds": counts.seeds,
         "nodes": nodes,
-        "dedup": {"count": counts.seen, "bytes": client.memory_usage(keys.dupefilter) or 0},
+        "dedup": run_sync(describe_dedup(client, keys.dupefilter)),
     }
     if args.json:
         _print_json(status)
@@ -80,7 +87,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     table = Table(title=f"{args.spider} @ {mask(args)}")
     for col in ("seeds", "pending", "leased", "delayed", "failed", "seen"):
         table.add_column(col, justify="right")
-    table.add_row(*(str(getattr(counts, c)) for c in ("seeds", "pending", "leased", "delayed", "failed", "seen")))
+    table.add_row(*(str(getattr(counts, c)) for c in ("seeds", "pending", "leased", "delayed", "failed")),
+                  str(status["dedup"]["count"]))
     console = Console()
     console.print(table)
     if nodes:
@@ -123,7 +131,8 @@ def cmd_failed(args: argparse.Namespace) -> int:
 def _requeue(settings: Any, client: Any, keys: SpiderKeys, raw: list[bytes], entries: list[dict]) -> int:
     """Failures that carry a request payload go back to the queue (with a fresh delivery count)."""
     config = SchedulerConfig.from_settings(settings)
-    scripts = Scripts.register(client)
+    # No fingerprint: the entries are already in the filter and must be pushed anyway.
+    enqueuer = Enqueuer(client, keys, SetDedup(keys.dupefilter), config.queue_type, keys.doorbell)
     requeued = kept = 0
     for item, entry in zip(raw, entries):
         payload = entry.get("payload")
@@ -131,11 +140,7 @@ def _requeue(settings: Any, client: Any, keys: SpiderKeys, raw: list[bytes], ent
             kept += 1
             continue
         member = f"0:{entry.get('priority', 0)}:{payload}"
-        # dont_filter: the fingerprint is already in the filter; it must be pushed anyway.
-        scripts.enqueue(
-            keys=[keys.requests, keys.dupefilter, keys.seq, keys.processing],
-            args=[config.queue_type, 1, keys.doorbell, "", "1", member],
-        )
+        run_sync(enqueuer.run("push", [("", True, member)]))
         client.lrem(keys.failed, 1, item)
         requeued += 1
     print(f"requeued {requeued}; kept {kept} that carry no request (rejected seeds, undecodable payloads)")
@@ -151,6 +156,60 @@ def cmd_reclaim(args: argparse.Namespace) -> int:
         args=[config.queue_type, config.max_deliveries, 100_000, config.failed_max, "dcrawl"],
     )
     print(f"requeued {requeued} expired leases; dead-lettered {dead}")
+    return 0
+
+
+def _dupefilter(settings: Any, client: Any, keys: SpiderKeys) -> tuple[Any, Any]:
+    """The configured dupefilter and its backend, opened on a sync client."""
+    dupefilter_cls = load_object(settings["DUPEFILTER_CLASS"])
+    options = dupefilter_cls.options(settings)
+    df = dupefilter_cls(RedisConfig.from_settings(settings), keys, CanonicalFingerprinter(
+        FingerprintConfig.from_settings(settings)), **options)
+    return df, run_sync(df.open_dedup(client))
+
+
+def cmd_dedup(args: argparse.Namespace) -> int:
+    settings, client, keys = _connect(args)
+    if args.action == "stats":
+        stats = run_sync(describe_dedup(client, keys.dupefilter))
+        stats["bytes_per_item"] = round(stats["bytes"] / stats["count"], 3) if stats["count"] else None
+        stats["key"] = keys.dupefilter
+        if args.json:
+            _print_json(stats)
+        else:
+            for name, value in stats.items():
+                print(f"{name:>15}: {value}")
+        return 0
+    if args.action == "check":
+        if not args.url:
+            raise CliError("dedup check needs a URL")
+        df, dedup = _dupefilter(settings, client, keys)
+        enqueuer = Enqueuer(client, keys, dedup, "fifo")
+        fingerprint = df.fingerprint_hex(Request(args.url))
+        (new,) = run_sync(enqueuer.run("check", [(fingerprint, False, "")]))
+        print("new" if new else "seen")
+        return 0
+    if args.action == "reset":
+        if not args.yes and input(f"Delete the filter {keys.dupefilter} (every seen URL is forgotten)? [y/N] ") != "y":
+            print("not reset")
+            return 1
+        print(f"deleted {run_sync(reset_dedup(client, keys.dupefilter))} keys")
+        return 0
+    # rebuild: reset, then add every stored URL (the seed's periodic clean-up)
+    if not args.source:
+        raise CliError("dedup rebuild needs --from STORAGE_URL")
+    run_sync(reset_dedup(client, keys.dupefilter))
+    df, dedup = _dupefilter(settings, client, keys)
+    enqueuer = Enqueuer(client, keys, dedup, "fifo")
+    backend = open_storage(args.source)
+    added = 0
+    try:
+        for urls in backend.iter_urls(batch=1000):
+            entries = [(df.fingerprint_hex(Request(url)), False, "") for url in urls]
+            added += sum(run_sync(enqueuer.run("add", entries)))
+    finally:
+        backend.close()
+    print(f"rebuilt {keys.dupefilter} from {mask_storage_url(args.source)}: {added} URLs")
     return 0
 
 
@@ -177,6 +236,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--requeue", action="store_true", help="push failed requests back to the queue")
     p = command("reclaim", cmd_reclaim, "return expired leases to the queue now")
     p.add_argument("spider")
+    p = command("dedup", cmd_dedup, "the seen-URL filter: stats, check URL, reset, rebuild --from", json_flag=True)
+    p.add_argument("action", choices=["stats", "check", "reset", "rebuild"])
+    p.add_argument("spider")
+    p.add_argument("url", nargs="?", help="for check")
+    p.add_argument("--from", dest="source", help="for rebuild: the STORAGE_URL whose urls are re-added")
+    p.add_argument("--yes", action="store_true", help="for reset: do not ask")
     return parser
 
 

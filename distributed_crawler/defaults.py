@@ -44,6 +44,10 @@ DEFAULTS: dict[str, Any] = {
     "REDIS_START_URLS_AS_ZSET": False,
     "SEED_MAX_BYTES": 65536,
     "MAX_IDLE_TIME_BEFORE_CLOSE": 0,
+    # Dedup (BloomDupeFilter).
+    "BLOOM_BACKEND": "auto",  # auto | redisbloom | bitmap
+    "BLOOM_CAPACITY": 1_000_000,
+    "BLOOM_ERROR_RATE": 0.001,
     # Fingerprints.
     "FINGERPRINT_DROP_PARAMS": None,  # None = fingerprint.DEFAULT_DROP_PARAMS
     # Node.

@@ -9,7 +9,6 @@ spider's keys are touched, and they are reset first, so a second run gives the s
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import shutil
 import signal
@@ -25,6 +24,8 @@ import redis
 from scrapy.settings import Settings
 
 from distributed_crawler.connection import mask_url
+from distributed_crawler.dupefilter import flush_crawl
+from distributed_crawler.enqueue import run_sync
 from distributed_crawler.keys import SpiderKeys
 from distributed_crawler.state import crawl_counts
 
@@ -96,7 +97,8 @@ def stop(proc: subprocess.Popen, timeout: float = 10) -> None:
 
 
 def reset_crawl(client: redis.Redis, keys: SpiderKeys) -> None:
-    client.delete(keys.start_urls, keys.failed, keys.nodes, keys.stats, *keys.crawl_state())
+    client.delete(keys.start_urls, keys.failed, keys.nodes, keys.stats)
+    run_sync(flush_crawl(client, keys))
 
 
 def seed(redis_url: str, key: str, url: str, client: redis.Redis) -> None:
@@ -153,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(2)
             now = time.monotonic()
             total = sum(stored(db).values())
-            c = asyncio.run(crawl_counts(client, keys))
+            c = run_sync(crawl_counts(client, keys))
             print(f"[{now - started:5.1f}s] pages stored {total:4d} | pending {c.pending:4d} "
                   f"leased {c.leased:3d} seeds {c.seeds} | "
                   f"{(total - last_total) / (now - last_time):6.1f} pages/s", flush=True)

@@ -26,11 +26,12 @@ from distributed_crawler.codec import PayloadError, RequestCodec, Unserializable
 from distributed_crawler.connection import TRANSIENT_ERRORS, OutageLog, RedisConfig
 from distributed_crawler.defaults import get_setting
 from distributed_crawler.deadletters import DeadLetters
+from distributed_crawler.dupefilter import flush_crawl
+from distributed_crawler.enqueue import Enqueuer
 from distributed_crawler.envelope import make_member, split_member
 from distributed_crawler.keys import SpiderKeys
 from distributed_crawler.leases import LEASE_META, LeaseTracker, Stage
 from distributed_crawler.node import node_id_from_settings
-from distributed_crawler.nodes import beat
 from distributed_crawler.scripts import Scripts
 from distributed_crawler.shutdown import SecondSignalGuard
 
@@ -144,6 +145,7 @@ class RedisScheduler:
         self.leases = LeaseTracker()
         self.client: Any = None
         self.scripts: Scripts | None = None
+        self.enqueuer: Enqueuer | None = None
         self.codec: RequestCodec | None = None
         self.dead_letters: DeadLetters | None = None
         self._buffer: deque[Request] = deque()
@@ -166,11 +168,11 @@ class RedisScheduler:
         settings = crawler.settings
         assert crawler.spider is not None
         dupefilter = build_from_crawler(load_object(settings["DUPEFILTER_CLASS"]), crawler)
-        for attr in ("key", "fingerprint_hex"):
+        for attr in ("open_dedup", "fingerprint_hex"):
             if not hasattr(dupefilter, attr):
                 raise ValueError(
                     f"DUPEFILTER_CLASS ({settings['DUPEFILTER_CLASS']}) is not a Redis dupefilter; "
-                    "use distributed_crawler.dupefilter.RedisSetDupeFilter"
+                    "use distributed_crawler.dupefilter.BloomDupeFilter"
                 )
         return cls(
             crawler,
@@ -192,6 +194,8 @@ class RedisScheduler:
     async def _open(self, spider: Spider) -> None:
         self.client = self.redis_config.async_client()
         self.scripts = Scripts.register(self.client)
+        dedup = await self._retrying("opening the dupefilter", lambda: self.df.open_dedup(self.client))
+        self.enqueuer = Enqueuer(self.client, self.keys, dedup, self.config.queue_type, self.keys.doorbell)
         self.codec = RequestCodec(spider, self.config.allowed_classes)
         self.dead_letters = DeadLetters(self.client, self.keys.failed, self.node_id, self.config.failed_max)
         if self.config.flush_on_start:
@@ -207,9 +211,10 @@ class RedisScheduler:
         for task in self._tasks:
             task.add_done_callback(self._task_died)
         if threading.current_thread() is threading.main_thread():
+            # Scrapy installs its own handlers once the reactor runs, and swaps them on the first
+            # signal: the lease task re-wraps whatever is installed (a no-op when ours is on top).
             self._guard = SecondSignalGuard(self._force_release)
-            # Scrapy installs its own handlers once the reactor runs: wrap them after that.
-            loop.call_later(1.0, self._guard.install)
+            self._guard.install()
         logger.info(
             "Scheduler on %s: queue %s (%s), lease %ss, node %s",
             self.redis_config.masked_url, self.keys.requests, self.config.queue_type,
@@ -250,8 +255,6 @@ class RedisScheduler:
             client.close()
 
     async def _close(self, reason: str) -> None:
-        if self._guard is not None:
-            self._guard.uninstall()
         self._closing = True
         feeder = self._tasks[1] if len(self._tasks) > 1 else None
         if feeder:
@@ -279,10 +282,11 @@ class RedisScheduler:
             await self.flush()
         self.df.close(reason)
         await self.client.aclose()
+        if self._guard is not None:  # only now: a forced stop during the drain still releases
+            self._guard.uninstall()
 
     async def flush(self) -> None:
-        """Delete this spider's queue, leases and filter (seeds and dead letters are kept)."""
-        await self.client.delete(*self.keys.crawl_state())
+        await flush_crawl(self.client, self.keys)
 
     # -- Scrapy's scheduler interface -----------------------------------------------------
     def has_pending_requests(self) -> bool:
@@ -330,6 +334,11 @@ class RedisScheduler:
 
     def __len__(self) -> int:
         return len(self._buffer)
+
+    @property
+    def leases_held(self) -> int:
+        """Leases this node holds in Redis: buffered, running, or done and waiting for their ack."""
+        return len(self.leases) + self.leases.pending_acks()
 
     # -- ack after the scrape ---------------------------------------------------------------
     def _watch_scrapes(self) -> None:
@@ -380,21 +389,16 @@ class RedisScheduler:
                 await self._outbox_ready.wait()
                 continue
             batch = [self._outbox[i] for i in range(min(OUTBOX_BATCH, len(self._outbox)))]
-            argv: list[Any] = [self.config.queue_type, len(batch), self.keys.doorbell]
-            handovers = []
-            for _, entry in batch:
-                argv += [entry.fingerprint, "1" if entry.dont_filter else "0", entry.member]
-                if entry.handover:
-                    handovers.append(entry.handover)
-            keys = [self.keys.requests, self.keys.dupefilter, self.keys.seq, self.keys.processing]
-            result = await self._retrying(
-                "enqueue", lambda: self.scripts.enqueue(keys=keys, args=argv + handovers)
-            )
+            entries = [(e.fingerprint, e.dont_filter, e.member) for _, e in batch]
+            handovers = [e.handover for _, e in batch if e.handover]
+            result = await self._retrying("enqueue", lambda: self.enqueuer.run("push", entries, handovers))
             for _ in batch:
                 self._outbox.popleft()
             self._flushed_seq = batch[-1][0]
             pushed = sum(result)
+            added = sum(1 for r, (_, e) in zip(result, batch) if r and not e.dont_filter)
             self.stats.inc_value("scheduler/enqueued/redis", pushed)
+            self.stats.inc_value("dupefilter/added", added)
             if len(batch) - pushed:
                 self.stats.inc_value("dupefilter/filtered", len(batch) - pushed)
             if pushed:
@@ -529,18 +533,14 @@ class RedisScheduler:
             try:
                 if now >= next_renew:
                     next_renew = now + self.config.renew_interval
-                    await self._renew()
-                    await beat(self.client, self.keys, self.node_id, self.config.renew_interval, {
-                        "started": self._started,
-                        "pages": self.stats.get_value("response_received_count", 0),
-                        "items": self.stats.get_value("item_scraped_count", 0),
-                        "leases": len(self.leases),
-                    })
+                    await self._renew()  # node reporting: the Heartbeat extension (extensions.py)
                 if now >= next_reclaim:
                     next_reclaim = now + min(5.0, self.config.renew_interval)
                     await self.reclaim()
             except TRANSIENT_ERRORS as exc:
                 self._outage.failed(exc)
+            if self._guard is not None:
+                self._guard.install()
             await asyncio.sleep(ACK_INTERVAL)
 
     async def _renew(self) -> None:

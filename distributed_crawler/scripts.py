@@ -19,7 +19,8 @@ def lua_source(name: str) -> str:
 
 @dataclass(frozen=True)
 class Scripts:
-    enqueue: Any
+    """The lease scripts (enqueue.lua is driven by enqueue.Enqueuer)."""
+
     pop: Any
     renew: Any
     reclaim: Any

@@ -7,7 +7,7 @@ COMMANDS_MODULE = "distributed_crawler.commands"
 
 # The distributed core: a scrapy-redis project moves over by changing these two lines.
 SCHEDULER = "distributed_crawler.scheduler.RedisScheduler"
-DUPEFILTER_CLASS = "distributed_crawler.dupefilter.RedisSetDupeFilter"
+DUPEFILTER_CLASS = "distributed_crawler.dupefilter.BloomDupeFilter"
 REQUEST_FINGERPRINTER_CLASS = "distributed_crawler.fingerprint.CanonicalFingerprinter"
 
 ITEM_PIPELINES = {"distributed_crawler.pipelines.StoragePipeline": 300}

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from distributed_crawler.enqueue import maybe_await
 from distributed_crawler.keys import SpiderKeys
 from distributed_crawler.scripts import lua_source
 
@@ -17,7 +17,6 @@ class CrawlCounts:
     leased: int
     delayed: int
     failed: int
-    seen: int
 
     @property
     def busy(self) -> bool:
@@ -28,14 +27,10 @@ class CrawlCounts:
         return asdict(self)
 
 
-async def _maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
-
-
 async def crawl_counts(client: Any, keys: SpiderKeys) -> CrawlCounts:
     """Two round trips; works with sync and asyncio clients (await it either way)."""
-    tagged = [keys.requests, keys.processing, keys.delayed, keys.failed, keys.dupefilter]
+    tagged = [keys.requests, keys.processing, keys.delayed, keys.failed]
     counts = lua_source("counts")
-    pending, leased, delayed, failed, seen = await _maybe_await(client.eval(counts, len(tagged), *tagged))
-    (seeds,) = await _maybe_await(client.eval(counts, 1, keys.start_urls))
-    return CrawlCounts(seeds, pending, leased, delayed, failed, seen)
+    pending, leased, delayed, failed = await maybe_await(client.eval(counts, len(tagged), *tagged))
+    (seeds,) = await maybe_await(client.eval(counts, 1, keys.start_urls))
+    return CrawlCounts(seeds, pending, leased, delayed, failed)

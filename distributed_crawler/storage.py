@@ -20,7 +20,7 @@ import logging
 import re
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import unquote
@@ -62,6 +62,9 @@ class StorageBackend(Protocol):
 
     def count(self) -> int:
         """Return the number of stored items."""
+
+    def iter_urls(self, batch: int = 1000) -> Iterator[list[str]]:
+        """Every stored url, in batches (for `dcrawl dedup rebuild`)."""
 
     def close(self) -> None:
         """Release the connection; safe to call twice."""
@@ -269,6 +272,11 @@ class SQLiteStorage:
         except sqlite3.Error as exc:
             raise StorageError(f"SQLite count on {self.url} failed: {safe_error_text(exc, self.url)}") from exc
 
+    def iter_urls(self, batch: int = 1000) -> Iterator[list[str]]:
+        cursor = self._require().execute("SELECT url FROM items")
+        while rows := cursor.fetchmany(batch):
+            yield [r[0] for r in rows]
+
     def close(self) -> None:
         """Close the connection (idempotent)."""
         conn, self._conn = self._conn, None
@@ -378,6 +386,13 @@ class PostgresStorage:
             raise StorageError(
                 f"PostgreSQL write to {self.masked} failed: {safe_error_text(exc, self.dsn)}"
             ) from None
+
+    def iter_urls(self, batch: int = 1000) -> Iterator[list[str]]:
+        conn = self._connection()
+        with conn.transaction(), conn.cursor(name="dc_urls") as cur:  # server-side cursor
+            cur.execute("SELECT url FROM items")
+            while rows := cur.fetchmany(batch):
+                yield [r[0] for r in rows]
 
     def count(self) -> int:
         """Number of rows in ``items``."""

@@ -10,7 +10,12 @@ import pytest
 import redis
 
 from distributed_crawler.cli import main
+from scrapy.settings import Settings
+
+from distributed_crawler.dupefilter import SetDedup
+from distributed_crawler.enqueue import Enqueuer, run_sync
 from distributed_crawler.envelope import make_member
+from distributed_crawler.keys import SpiderKeys
 from distributed_crawler.scripts import Scripts
 from tests.conftest import ROOT, free_port
 
@@ -23,10 +28,9 @@ def run(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str]:
 
 
 def push(client: redis.Redis, *urls: str) -> None:
-    args: list = ["priority", len(urls), "{news}:doorbell"]
-    for url in urls:
-        args += [url, "0", make_member(json.dumps({"url": url}), 0)]
-    Scripts.register(client).enqueue(keys=KEYS, args=args)
+    keys = SpiderKeys.from_settings(Settings(), "news")
+    enqueuer = Enqueuer(client, keys, SetDedup(keys.dupefilter), "priority")
+    run_sync(enqueuer.run("push", [(url, False, make_member(json.dumps({"url": url}), 0)) for url in urls]))
 
 
 def test_status_json_counts(redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture) -> None:
@@ -39,6 +43,7 @@ def test_status_json_counts(redis_url: str, redis_client: redis.Redis, capsys: p
     assert code == 0
     assert (status["pending"], status["leased"], status["delayed"], status["failed"]) == (2, 1, 0, 1)
     assert status["nodes"] == [] and status["dedup"]["count"] == 3 and status["dedup"]["bytes"] > 0
+    assert status["dedup"]["backend"] == "set"
 
 
 def test_reclaim_and_failed_requeue(redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture) -> None:

@@ -8,15 +8,22 @@ import threading
 import pytest
 import redis
 
+from distributed_crawler.dupefilter import SetDedup
+from distributed_crawler.enqueue import Enqueuer, run_sync
 from distributed_crawler.envelope import make_member, split_member
+from distributed_crawler.keys import SpiderKeys
 from distributed_crawler.scripts import Scripts
 
 Q, DF, SEQ, PROC, FAILED = "{t}:requests", "{t}:dupefilter", "{t}:seq", "{t}:processing", "{t}:failed"
+KEYS_T = SpiderKeys("t", "t:start_urls", Q, PROC, "{t}:delayed", DF, FAILED, SEQ, "{t}:stats", "{t}:nodes",
+                    "{t}:node:%(node)s", "{t}:doorbell")
 
 
 @pytest.fixture
 def scripts(redis_client: redis.Redis) -> Scripts:
-    return Scripts.register(redis_client)
+    scripts = Scripts.register(redis_client)
+    object.__setattr__(scripts, "client", redis_client)  # for enqueue() below
+    return scripts
 
 
 def payload(url: str) -> str:
@@ -24,10 +31,9 @@ def payload(url: str) -> str:
 
 
 def enqueue(scripts: Scripts, qtype: str, items: list[tuple[str, int]], dont_filter: bool = False, handover: list[str] = ()) -> list[int]:
-    args: list = [qtype, len(items), ""]
-    for url, prio in items:
-        args += [url, "1" if dont_filter else "0", make_member(payload(url), prio)]
-    return scripts.enqueue(keys=[Q, DF, SEQ, PROC], args=args + list(handover))
+    entries = [(url, dont_filter, make_member(payload(url), prio)) for url, prio in items]
+    enqueuer = Enqueuer(scripts.client, KEYS_T, SetDedup(DF), qtype)
+    return run_sync(enqueuer.run("push", entries, list(handover)))
 
 
 def pop(scripts: Scripts, qtype: str, n: int, lease: float = 60) -> list[str]:
@@ -160,7 +166,8 @@ def test_enqueue_rings_the_doorbell_only_when_it_pushed(scripts: Scripts, redis_
     pubsub.get_message(timeout=1)  # subscription confirmation
 
     def ring(url: str) -> None:
-        scripts.enqueue(keys=[Q, DF, SEQ, PROC], args=["fifo", 1, "{t}:doorbell", url, "0", make_member(payload(url), 0)])
+        enqueuer = Enqueuer(redis_client, KEYS_T, SetDedup(DF), "fifo", "{t}:doorbell")
+        run_sync(enqueuer.run("push", [(url, False, make_member(payload(url), 0))]))
 
     ring("a")
     message = pubsub.get_message(timeout=2)

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.utils.misc import load_object
 
 from distributed_crawler.connection import RedisConfig, RedisUnavailable
+from distributed_crawler.dupefilter import BloomConfig, BloomDupeFilter, DedupError, choose_dedup
+from distributed_crawler.enqueue import run_sync
+from distributed_crawler.keys import SpiderKeys
 from distributed_crawler.pipelines import StorageConfig, StoragePipeline
 from distributed_crawler.storage import StorageError, open_storage
 
@@ -21,14 +25,29 @@ class Command(ScrapyCrawlCommand):
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None
         try:
-            RedisConfig.from_settings(self.settings).check_reachable()
+            redis_config = RedisConfig.from_settings(self.settings)
+            redis_config.check_reachable()
+            if args:
+                check_dupefilter(self.settings, redis_config, args[0])
             if any(StoragePipeline is _load(p) for p in self.settings.getdict("ITEM_PIPELINES")):
                 open_storage(StorageConfig.from_settings(self.settings).url).close()
-        except (RedisUnavailable, StorageError, ValueError) as exc:
+        except (RedisUnavailable, StorageError, DedupError, ValueError) as exc:
             print(f"ERROR: {exc}", file=sys.stderr)
             self.exitcode = 2
             return
         super().run(args, opts)
+
+
+def check_dupefilter(settings: Any, redis_config: RedisConfig, spider: str) -> None:
+    """A forced Bloom backend the server lacks, or a filter of another kind: fail now."""
+    if _load(settings.get("DUPEFILTER_CLASS")) is not BloomDupeFilter:
+        return
+    client = redis_config.sync_client()
+    try:
+        key = SpiderKeys.from_settings(settings, spider).dupefilter
+        run_sync(choose_dedup(client, key, BloomConfig.from_settings(settings)))
+    finally:
+        client.close()
 
 
 def _load(path: object) -> object:

@@ -1,46 +1,132 @@
--- enqueue.lua: dedup check+add and push, for a batch of requests, in one round trip.
+-- enqueue.lua: dedup check+add and queue push for a batch of requests, in one round trip.
 -- KEYS[1] queue (zset for "priority", list for "fifo"/"lifo")
--- KEYS[2] dupefilter (set of hex fingerprints)
--- KEYS[3] sequence counter (FIFO order inside one priority)
--- KEYS[4] processing zset (leases handed over by this call are removed from it)
+-- KEYS[2] sequence counter (FIFO order inside one priority)
+-- KEYS[3] processing zset (leases handed over by this call are removed from it)
+-- KEYS[4] dupefilter: a set ("set"), the layer meta hash ("bitmap") or a RedisBloom key
+-- KEYS[5..] "bitmap" only: every piece of every layer, layer by layer (see bloom.py)
 -- ARGV[1] queue type: "priority" | "fifo" | "lifo"
 -- ARGV[2] n = number of requests
--- ARGV[3] doorbell channel: PUBLISHed to when something was pushed, so idle nodes wake at once
---         ("" = none); then n triples: fingerprint (hex, "" = no dedup), dont_filter ("1"/"0"), member
---         where member = "<deliveries>:<priority>:<json>"
--- ARGV[4 + 3n ...] lease members to remove from processing (redirect/retry hand-over)
--- Returns a table of n integers: 1 pushed, 0 filtered as a duplicate.
--- Guarantees: a fingerprint is "new" exactly once across all nodes; a handed-over lease disappears
--- in the same atomic step that stores its successor, so the request is never in neither place.
-local qtype = ARGV[1]
-local n = tonumber(ARGV[2])
-local result = {}
+-- ARGV[3] doorbell channel, PUBLISHed to when something was pushed ("" = none)
+-- ARGV[4] dedup mode: "set" | "bitmap" | "redisbloom"
+-- ARGV[5] number of bitmap layers the caller passed pieces for
+-- ARGV[6] action: "push" (dedup and push) | "add" (dedup only) | "check" (read only)
+-- then n triples from ARGV[7]: fingerprint (hex, "" = no dedup), dont_filter ("1"/"0"), member
+--   (member = "<deliveries>:<priority>:<json>"); then lease members to remove from processing.
+-- Returns {code, r1, ..., rp}: r = 1 new (pushed unless "check"), 0 seen before. code 0: all n
+--   done; 1: the newest bitmap layer is full, add a layer (bloom_grow.lua) and send the rest
+--   again; 2: the caller's layer list is stale, reread the meta hash and send everything again.
+-- Guarantees: a fingerprint is "new" exactly once across all nodes; a handed-over lease
+-- disappears in the same atomic step that stores its successor.
+local qtype, n, doorbell, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local action = ARGV[6]
 local SPAN = 68719476736 -- 2^36 sequence numbers per priority band
+
+local layers, meta = 0, {}
+if mode == "bitmap" then
+  local flat = redis.call("HGETALL", KEYS[4])
+  for i = 1, #flat, 2 do meta[flat[i]] = flat[i + 1] end
+  layers = tonumber(meta["layers"] or "0")
+  if layers ~= tonumber(ARGV[5]) then return {2} end
+  if layers == 0 then return {1} end
+end
+
+-- layer parameters, read once: m bits, k hashes, bits per piece, capacity, KEYS index of piece 0
+local L = {}
+local idx = 5
+for i = 0, layers - 1 do
+  local p = "L" .. i .. ":"
+  L[i] = {m = tonumber(meta[p .. "m"]), k = tonumber(meta[p .. "k"]), pbits = tonumber(meta[p .. "pbits"]),
+          cap = tonumber(meta[p .. "cap"]), first = idx}
+  idx = idx + tonumber(meta[p .. "pieces"])
+end
+
+-- bit i of a fingerprint in a layer: (h1 + i*h2) mod m by double hashing, exact in doubles
+local function bit(layer, h1, h2, i)
+  local m = layer.m
+  local pos = (h1 + i * h2) % m
+  if pos < 0 then pos = pos + m elseif pos >= m then pos = pos - m end
+  local piece = math.floor(pos / layer.pbits)
+  return KEYS[layer.first + piece], pos - piece * layer.pbits
+end
+
+local function hashes(fp)
+  local h2 = tonumber(string.sub(fp, 13, 24), 16)
+  if h2 == 0 then h2 = 1 end
+  return tonumber(string.sub(fp, 1, 12), 16), h2
+end
+
+local function bitmap_seen(h1, h2)
+  for i = 0, layers - 1 do
+    local layer, all = L[i], true
+    for j = 0, layer.k - 1 do
+      local key, offset = bit(layer, h1, h2, j)
+      if redis.call("GETBIT", key, offset) == 0 then all = false break end
+    end
+    if all then return true end
+  end
+  return false
+end
+
+local cur = layers - 1
+local cur_n = 0
+if mode == "bitmap" then cur_n = tonumber(meta["L" .. cur .. ":n"] or "0") end
+local added = 0
+
+local function bitmap_add(h1, h2)
+  local layer = L[cur]
+  for j = 0, layer.k - 1 do
+    local key, offset = bit(layer, h1, h2, j)
+    redis.call("SETBIT", key, offset, 1)
+  end
+  cur_n = cur_n + 1
+  added = added + 1
+end
+
+local function finish(code, result)
+  if added > 0 then redis.call("HSET", KEYS[4], "L" .. cur .. ":n", cur_n) end
+  local pushed = 0
+  if action == "push" then for _, r in ipairs(result) do pushed = pushed + r end end
+  if pushed > 0 and doorbell ~= "" then redis.call("PUBLISH", doorbell, pushed) end
+  table.insert(result, 1, code)
+  return result
+end
+
+local result = {}
 for i = 0, n - 1 do
-  local fp = ARGV[4 + 3 * i]
-  local dont_filter = ARGV[5 + 3 * i] == "1"
-  local member = ARGV[6 + 3 * i]
-  local new = fp ~= "" and redis.call("SADD", KEYS[2], fp) == 1
-  if new or dont_filter then
+  local fp = ARGV[7 + 3 * i]
+  local dont_filter = ARGV[8 + 3 * i] == "1"
+  local member = ARGV[9 + 3 * i]
+  local new = false
+  if fp ~= "" then
+    if mode == "set" then
+      if action == "check" then new = redis.call("SISMEMBER", KEYS[4], fp) == 0
+      else new = redis.call("SADD", KEYS[4], fp) == 1 end
+    elseif mode == "redisbloom" then
+      if action == "check" then new = redis.call("BF.EXISTS", KEYS[4], fp) == 0
+      else new = redis.call("BF.ADD", KEYS[4], fp) == 1 end
+    else
+      local h1, h2 = hashes(fp)
+      new = not bitmap_seen(h1, h2)
+      if new and action ~= "check" then
+        if cur_n >= L[cur].cap then return finish(1, result) end
+        bitmap_add(h1, h2)
+      end
+    end
+  end
+  if action == "push" and (new or dont_filter) then
     if qtype == "priority" then
       local priority = tonumber(string.match(member, "^%d+:(%-?%d+):"))
-      local seq = redis.call("INCR", KEYS[3]) % SPAN
+      local seq = redis.call("INCR", KEYS[2]) % SPAN
       redis.call("ZADD", KEYS[1], -priority * SPAN + seq, member)
     else
       redis.call("LPUSH", KEYS[1], member)
     end
-    result[#result + 1] = 1
-  else
-    result[#result + 1] = 0
+    new = true
   end
+  result[#result + 1] = new and 1 or 0
 end
-local pushed = 0
-for _, r in ipairs(result) do pushed = pushed + r end
-if pushed > 0 and ARGV[3] ~= "" then
-  redis.call("PUBLISH", ARGV[3], pushed)
-end
-local first_ack = 4 + 3 * n
+local first_ack = 7 + 3 * n
 if #ARGV >= first_ack then
-  redis.call("ZREM", KEYS[4], unpack(ARGV, first_ack, #ARGV))
+  redis.call("ZREM", KEYS[3], unpack(ARGV, first_ack, #ARGV))
 end
-return result
+return finish(0, result)

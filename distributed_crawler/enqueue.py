@@ -1,0 +1,62 @@
+"""One call of enqueue.lua for a batch: dedup (set, RedisBloom or bitmap Bloom) and push.
+
+Shared by the scheduler's outbox (async client), `request_seen`, the CLI and the benchmark (sync
+clients): the same coroutine drives both, because with a sync client it never suspends.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Coroutine, Sequence
+from typing import TYPE_CHECKING, Any
+
+from distributed_crawler.keys import SpiderKeys
+from distributed_crawler.scripts import lua_source
+
+if TYPE_CHECKING:
+    from distributed_crawler.dupefilter import Dedup
+
+Entry = tuple[str, bool, str]  # fingerprint hex ("" = no dedup), dont_filter, queue member
+MAX_FIXES = 20  # layer additions / layout refreshes in one call before giving up (never expected)
+
+
+async def maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Run a coroutine that only awaits sync-client results (it never really suspends)."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise RuntimeError("coroutine suspended: it was given an asyncio client")
+
+
+class Enqueuer:
+    def __init__(self, client: Any, keys: SpiderKeys, dedup: Dedup, queue_type: str, doorbell: str = "") -> None:
+        self.client = client
+        self.keys = keys
+        self.dedup = dedup
+        self.queue_type = queue_type
+        self.doorbell = doorbell
+        self.script = client.register_script(lua_source("enqueue"))
+
+    async def run(self, action: str, entries: Sequence[Entry], handovers: Sequence[bytes] = ()) -> list[int]:
+        """`action` push / add / check; one 0/1 per entry (1 = new). Grows the filter as needed."""
+        results: list[int] = []
+        pending = list(entries)
+        for _ in range(MAX_FIXES):
+            dedup_keys, layers = self.dedup.script_keys()
+            argv: list[Any] = [self.queue_type, len(pending), self.doorbell, self.dedup.mode, layers, action]
+            for entry in pending:
+                argv += [entry[0], "1" if entry[1] else "0", entry[2]]
+            keys = [self.keys.requests, self.keys.seq, self.keys.processing, *dedup_keys]
+            code, *done = await maybe_await(self.script(keys=keys, args=argv + list(handovers)))
+            results += done
+            if code == 0:
+                return results
+            pending = pending[len(done):]
+            await self.dedup.fix(self.client, code)
+        raise RuntimeError(f"enqueue.lua kept asking for layout fixes on {self.dedup.key}")
