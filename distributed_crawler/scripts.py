@@ -19,8 +19,9 @@ def lua_source(name: str) -> str:
 
 @dataclass(frozen=True)
 class Scripts:
-    """The lease scripts (enqueue.lua is driven by enqueue.Enqueuer)."""
+    """The lease scripts on one client (enqueue.lua is driven by enqueue.Enqueuer)."""
 
+    client: Any
     pop: Any
     renew: Any
     reclaim: Any
@@ -29,4 +30,5 @@ class Scripts:
     @classmethod
     def register(cls, client: Any) -> Scripts:
         """Works for sync and asyncio clients alike (calls return values or awaitables)."""
-        return cls(**{name: client.register_script(lua_source(name)) for name in cls.__dataclass_fields__})
+        names = [name for name in cls.__dataclass_fields__ if name != "client"]
+        return cls(client=client, **{name: client.register_script(lua_source(name)) for name in names})

@@ -21,9 +21,7 @@ KEYS_T = SpiderKeys("t", "t:start_urls", Q, PROC, "{t}:delayed", DF, FAILED, SEQ
 
 @pytest.fixture
 def scripts(redis_client: redis.Redis) -> Scripts:
-    scripts = Scripts.register(redis_client)
-    object.__setattr__(scripts, "client", redis_client)  # for enqueue() below
-    return scripts
+    return Scripts.register(redis_client)
 
 
 def payload(url: str) -> str:
