@@ -9,7 +9,8 @@ scrapy-playwright's handler plus what a long-running node needs:
   renders never starts a browser), and uses one browser for both http and https;
 - after navigation it waits for `PLAYWRIGHT_WAIT_FOR`, then puts every frame of the page in
   `response.meta["frames"]` (see frames.py), all within `PLAYWRIGHT_RENDER_TIMEOUT`;
-- every page is closed on every path: success, error, timeout, cancelled download, shutdown;
+- every page is closed on every path (error, timeout, cancelled download, shutdown) or, after a
+  clean render, reset to about:blank and reused: opening a page costs a renderer process;
 - pages per node are bounded (`PLAYWRIGHT_MAX_PAGES`), images/media/fonts are not downloaded
   (`PLAYWRIGHT_ABORT_RESOURCE_TYPES`), and the browser is restarted after
   `PLAYWRIGHT_RESTART_AFTER_PAGES` pages to cap its memory;
@@ -35,7 +36,8 @@ from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from scrapy import signals
 from scrapy.exceptions import DownloadFailedError, DownloadTimeoutError
 from scrapy.http.request import NO_CALLBACK
-from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
+from scrapy_playwright.handler import DEFAULT_CONTEXT_NAME, ScrapyPlaywrightDownloadHandler
+from scrapy_playwright.page import PageMethod
 
 from distributed_crawler.defaults import get_setting
 from distributed_crawler.frames import collect_frames
@@ -66,7 +68,18 @@ RESOURCE_TYPES = frozenset({
     "document", "stylesheet", "image", "media", "font", "script", "texttrack", "xhr", "fetch",
     "eventsource", "websocket", "manifest", "other",
 })
-HARD_TIMEOUT_GRACE = 5.0  # beyond PLAYWRIGHT_RENDER_TIMEOUT, for calls without a timeout of their own
+# A page is reused by later renders (opening one costs ~200 ms: a renderer process) unless a render
+# failed on it or may have changed its settings; after this many renders it is replaced anyway.
+PAGE_MAX_USES = 100
+# Page methods that only act on the current document: a page that ran them can be reused.
+DOCUMENT_PAGE_METHODS = frozenset({
+    "wait_for_selector", "wait_for_load_state", "wait_for_timeout", "wait_for_function", "wait_for_url",
+    "evaluate", "click", "dblclick", "fill", "type", "press", "hover", "focus", "check", "uncheck",
+    "select_option", "dispatch_event", "screenshot", "pdf", "content", "title", "reload",
+})
+# Meta keys that hand the page to user code or change it beyond one document.
+_UNPOOLABLE_META = ("playwright_include_page", "playwright_page_event_handlers", "playwright_page_init_callback")
+HARD_TIMEOUT_GRACE = 2.0  # beyond PLAYWRIGHT_RENDER_TIMEOUT, for calls without a timeout of their own
 PAGE_CLOSE_TIMEOUT = 10.0
 INSTALL_HINT = "install it with `apt-get install chromium` or set PLAYWRIGHT_EXECUTABLE_PATH"
 
@@ -241,6 +254,8 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             self.config.navigation_timeout_ms = cfg.render_timeout * 1000
         if self.abort_request is None and cfg.abort_resource_types:
             self.abort_request = self._abort_resource
+        # scrapy-playwright's own per-context bound must not be the tighter one (idle pages hold it).
+        self.config.max_pages_per_context = max(self.config.max_pages_per_context, cfg.max_pages)
         self._page_slots = asyncio.Semaphore(cfg.max_pages)
         self._start_lock = asyncio.Lock()
         self._started = False
@@ -252,6 +267,8 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         self._open_pages: set[Page] = set()
         self._page_errors: dict[Page, list[str]] = {}
         self._request_pages: dict[int, list[Page]] = {}
+        self._idle: dict[str, list[Page]] = {}  # context name -> pages ready for reuse
+        self._uses: dict[Page, int] = {}
         self._deadlines: dict[int, float] = {}
         self.pages_rendered = 0
         self.browser_restarts = 0
@@ -316,8 +333,11 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             await self._enter()
             key = id(request)
             self._request_pages[key] = []
+            user_keeps_page = bool(request.meta.get("playwright_include_page"))
+            reusable = False
             try:
                 response = await self._download_request(request)
+                reusable = self._poolable(request)
             except RenderError:
                 self.stats.inc_value("render/failed")
                 raise
@@ -331,17 +351,44 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             finally:
                 pages = self._request_pages.pop(key, [])
                 self._deadlines.pop(key, None)
-                if not request.meta.get("playwright_include_page"):
-                    for page in pages:
-                        await self._close_page(page)
-                self._leave()
+                try:
+                    if pages and not user_keeps_page:
+                        # Shielded: a cancelled download still closes (or parks) its page.
+                        context = request.meta.get("playwright_context") or DEFAULT_CONTEXT_NAME
+                        await asyncio.shield(self._finish_pages(pages, reusable, context))
+                finally:
+                    self._leave()
             self.pages_rendered += 1
             self.stats.inc_value("render/pages")
             return response
 
+    @staticmethod
+    def _poolable(request: Request) -> bool:
+        meta = request.meta
+        if any(meta.get(k) for k in _UNPOOLABLE_META):
+            return False
+        methods = meta.get("playwright_page_methods") or ()
+        if isinstance(methods, dict):
+            methods = methods.values()
+        return all(isinstance(m, PageMethod) and m.method in DOCUMENT_PAGE_METHODS for m in methods)
+
     async def _create_page(self, request: Request, spider: Spider) -> Page:
-        page = await super()._create_page(request, spider)
+        """An idle page of the request's context if there is one, else a new page."""
+        name = request.meta.setdefault("playwright_context", DEFAULT_CONTEXT_NAME)
+        page = self._take_idle(name)
+        if page is None:
+            await self._make_room()
+            page = await super()._create_page(request, spider)
+            self._track(page)
+        else:
+            self.stats.inc_value("render/pages_reused")
         self._pages_since_launch += 1
+        self._uses[page] = self._uses.get(page, 0) + 1
+        self._page_errors.get(page, []).clear()
+        self._request_pages.setdefault(id(request), []).append(page)
+        return page
+
+    def _track(self, page: Page) -> None:
         self._open_pages.add(page)
         errors: list[str] = []
         self._page_errors[page] = errors
@@ -349,6 +396,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         def on_close(*_: Any) -> None:
             self._open_pages.discard(page)
             self._page_errors.pop(page, None)
+            self._uses.pop(page, None)
 
         def on_error(error: Any) -> None:
             if len(errors) < 5:
@@ -356,12 +404,53 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
 
         page.on("close", on_close)
         page.on("pageerror", on_error)
-        self._request_pages.setdefault(id(request), []).append(page)
-        return page
+
+    def _take_idle(self, context: str) -> Page | None:
+        idle = self._idle.get(context)
+        while idle:
+            page = idle.pop()
+            if not page.is_closed():
+                return page
+        return None
+
+    async def _make_room(self) -> None:
+        """Before opening a page: close idle pages (of other contexts) beyond PLAYWRIGHT_MAX_PAGES."""
+        while len(self._open_pages) >= self.render_config.max_pages:
+            victim = next((pages.pop(0) for pages in self._idle.values() if pages), None)
+            if victim is None:
+                return
+            await self._close_page(victim)
+
+    async def _finish_pages(self, pages: list[Page], reusable: bool, context: str) -> None:
+        *spent, last = pages
+        for page in spent:
+            await self._close_page(page)
+        if (
+            reusable and not self._closed and not self._restart_due()
+            and self._uses.get(last, PAGE_MAX_USES) < PAGE_MAX_USES and await self._reset(last)
+        ):
+            self._idle.setdefault(context, []).append(last)
+        else:
+            await self._close_page(last)
+
+    async def _reset(self, page: Page) -> bool:
+        """Leave the rendered document (its scripts stop) and drop this render's routes."""
+        if page.is_closed():
+            return False
+        try:
+            await asyncio.wait_for(page.unroute("**"), PAGE_CLOSE_TIMEOUT)
+            await asyncio.wait_for(page.goto("about:blank"), PAGE_CLOSE_TIMEOUT)
+        except Exception:  # noqa: BLE001 - not reusable: the caller closes it
+            return False
+        return True
 
     async def _download_request_with_page(self, request: Request, page: Page, spider: Spider) -> Response:
         timeout = self.render_config.timeout_of(request)
         self._deadlines[id(request)] = time.monotonic() + timeout
+        user_keeps_page = bool(request.meta.get("playwright_include_page"))
+        # scrapy-playwright closes the page after a render unless told to hand it over: we keep it
+        # (to close it or reuse it in _render), and take it out of the meta again afterwards.
+        request.meta["playwright_include_page"] = True
         try:
             return await asyncio.wait_for(
                 super()._download_request_with_page(request, page, spider), timeout + HARD_TIMEOUT_GRACE
@@ -376,9 +465,13 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             raise  # the page or browser went away: scrapy-playwright retries with a new page
         except PlaywrightError as exc:
             error = RenderError(f"render of {request.url} failed: {_first_line(exc)}")
+        finally:
+            if not user_keeps_page:
+                request.meta.pop("playwright_include_page", None)
+                request.meta.pop("playwright_page", None)
         # Close it here, before scrapy-playwright would (with a warning and a traceback).
         errors = list(self._page_errors.get(page, ()))
-        if not request.meta.get("playwright_include_page"):
+        if not user_keeps_page:
             await self._close_page(page)
         detail = f" (PLAYWRIGHT_RENDER_TIMEOUT={timeout:g}s)"
         if errors:
@@ -478,6 +571,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         if browser is None:
             return
         del self.browser  # the next page launches a fresh one
+        self._idle.clear()  # their pages close with their contexts
         with suppress(Exception):
             await asyncio.gather(*[w.context.close() for w in list(self.context_wrappers.values())])
         self.context_wrappers.clear()
@@ -496,7 +590,11 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         await super()._browser_disconnected_callback()
 
     # -- shutdown -----------------------------------------------------------------------------
-    def _spider_closed(self, spider: Spider) -> None:
+    async def _spider_closed(self, spider: Spider) -> None:
+        idle = [page for pages in self._idle.values() for page in pages]
+        self._idle.clear()
+        for page in idle:  # the crawl is over: nothing to reuse them for
+            await self._close_page(page)
         self.stats.set_value("render/pages_open", self.open_page_count())
         self.stats.set_value("render/contexts_open", self.open_context_count() if self._started else 0)
 

@@ -13,6 +13,7 @@ Every token is assembled by JavaScript, so it never appears in the static HTML (
 * `/r/throws`    JavaScript throws before the page is ready
 * `/r/hang`      sends half a page and never finishes loading
 * `/r/slow?s=N`  ready after N seconds
+* `/static`      plain page with a static `<iframe src="/f/static">` (IFRAME_FOLLOW_STATIC)
 * `/many?n=N`    plain index of `/r/page/1..N`, each with token `page-<i>-token`
 
 Rendered pages that behave set `<html data-ready>` once everything (frames included) is in
@@ -138,6 +139,10 @@ class RenderSite:
         if path == "/":
             links = "\n".join(f'<a href="{p}">{p}</a>' for p in GOOD_PAGES + BROKEN_PAGES)
             return 200, html_type, _doc("index", f"<p>render index</p>\n{links}")
+        if path == "/static":
+            return 200, html_type, _doc("static", '<p>static page</p><iframe src="/f/static"></iframe>')
+        if path == "/f/static":
+            return 200, html_type, _doc("static frame", "<p>static-frame-text</p>")
         if path == "/many":
             n = int(query.get("n", "10"))
             links = "\n".join(f'<a href="/r/page/{i}">{i}</a>' for i in range(1, n + 1))

@@ -1,0 +1,227 @@
+"""Rendered pages per second per node, and node memory while rendering (issue 6).
+
+    .venv/bin/python bench/render.py                 # 500 pages at 1, 4 and 8 concurrent pages
+    .venv/bin/python bench/render.py --pages 200 --concurrency 8 --bare
+
+For each concurrency C a real node (`scrapy crawl news`, private redis-server, SQLite storage)
+renders N JavaScript pages of the local render site (tests/site/render_site.py, `/r/page/<i>`,
+seeded through `/many?n=N`) with `CONCURRENT_REQUESTS = PLAYWRIGHT_MAX_PAGES = C`.
+
+* pages/s: N-1 divided by the time between the first and the last page the browser fetched
+  (server side; excludes start-up and the browser launch);
+* memory: every 0.5 s, RSS and PSS summed over the node's processes (Python, the Playwright driver,
+  every Chromium process: found by an environment marker they all inherit). PSS counts shared
+  pages once, so it is the honest total for a multi-process browser; RSS overcounts them.
+  "After warm-up" = samples taken between the 100th and the last page.
+* `--bare` also measures bare Playwright on the same Chromium and pages (pooled pages, same launch
+  flags, route interception as scrapy-playwright does): the ceiling for the node.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.site.render_site import RenderSite  # noqa: E402
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def marked_pids(marker: bytes) -> list[int]:
+    pids = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/environ", "rb") as f:
+                    if marker in f.read().split(b"\0"):
+                        pids.append(int(entry.name))
+            except OSError:
+                pass
+    return pids
+
+
+def memory_kb(pids: list[int]) -> tuple[int, int]:
+    """(RSS, PSS) in kB summed over pids."""
+    rss = pss = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Rss:"):
+                        rss += int(line.split()[1])
+                    elif line.startswith("Pss:"):
+                        pss += int(line.split()[1])
+        except OSError:
+            pass
+    return rss, pss
+
+
+class Redis:
+    def __init__(self, workdir: Path) -> None:
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(workdir),
+             "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        import redis
+
+        self.client = redis.Redis.from_url(self.url)
+        for _ in range(200):
+            try:
+                self.client.ping()
+                return
+            except redis.ConnectionError:
+                time.sleep(0.025)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        self.client.close()
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def run_node(site: RenderSite, redis_srv: Redis, workdir: Path, pages: int, concurrency: int) -> dict[str, Any]:
+    redis_srv.client.flushall()
+    redis_srv.client.lpush("news:start_urls", f"{site.url}/many?n={pages}")
+    db = workdir / f"items-{concurrency}.db"
+    marker = f"DC_RENDER_BENCH={uuid.uuid4().hex}"
+    env = {**os.environ, "REDIS_URL": redis_srv.url, "STORAGE_URL": f"sqlite:///{db}",
+           "MAX_IDLE_TIME_BEFORE_CLOSE": "2", "NODE_ID": f"bench-{concurrency}", marker.split("=")[0]: marker.split("=")[1]}
+    args = [sys.executable, "-m", "scrapy", "crawl", "news", "-s", "PLAYWRIGHT_URL_PATTERNS=/r/page/",
+            "-s", f"CONCURRENT_REQUESTS={concurrency}", "-s", f"PLAYWRIGHT_MAX_PAGES={concurrency}",
+            "-s", "LOG_LEVEL=INFO"]
+    log_path = workdir / f"node-{concurrency}.log"
+    already = len(site.hit_times("/r/page/"))
+    samples: list[tuple[int, int, int]] = []  # (pages rendered so far, rss kB, pss kB)
+    started = time.monotonic()
+    with open(log_path, "wb") as out:
+        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        while proc.poll() is None:
+            rss, pss = memory_kb(marked_pids(marker.encode()))
+            samples.append((len(site.hit_times("/r/page/")) - already, rss, pss))
+            time.sleep(0.5)
+            if time.monotonic() - started > 3600:
+                proc.kill()
+                raise RuntimeError("node did not finish within an hour")
+    wall = time.monotonic() - started
+    if proc.returncode != 0:
+        raise RuntimeError(f"node exited with {proc.returncode}; see {log_path}")
+    times = site.hit_times("/r/page/")[already:]
+    with sqlite3.connect(db) as conn:
+        stored = conn.execute("SELECT count(*) FROM items WHERE url LIKE '%/r/page/%' AND text LIKE '%-token%'").fetchone()[0]
+    leftover = marked_pids(marker.encode())
+    # After warm-up and before the last page: the node's steady state (not its start or shutdown).
+    warm = [(r, p) for n, r, p in samples if min(100, pages // 5) <= n < pages and r]
+    result = {
+        "concurrency": concurrency,
+        "pages": pages,
+        "stored_with_token": stored,
+        "pages_per_s": round((len(times) - 1) / (times[-1] - times[0]), 2) if len(times) > 1 else 0.0,
+        "wall_s": round(wall, 1),
+        "samples_after_warmup": len(warm),
+        "rss_mb": _spread([r for r, _ in warm]),
+        "pss_mb": _spread([p for _, p in warm]),
+        "processes_left": len(leftover),
+        "log": str(log_path),
+    }
+    log(f"node, {concurrency} pages: {result['pages_per_s']} pages/s, PSS {result['pss_mb']}, RSS {result['rss_mb']}")
+    return result
+
+
+def _spread(kb: list[int]) -> dict[str, float]:
+    if not kb:
+        return {}
+    mb = [k / 1024 for k in kb]
+    mean = statistics.fmean(mb)
+    return {"mean": round(mean, 1), "min": round(min(mb), 1), "max": round(max(mb), 1),
+            "range_pct": round(100 * max(mean - min(mb), max(mb) - mean) / mean, 1)}
+
+
+async def _bare(site: RenderSite, pages: int, concurrency: int) -> float:
+    from playwright.async_api import async_playwright
+    from scrapy.settings import Settings
+
+    from distributed_crawler.rendering import RenderConfig
+
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(**RenderConfig.from_settings(Settings()).launch_options())
+        context = await browser.new_context()
+        pool: list[Any] = []
+        slots = asyncio.Semaphore(concurrency)
+
+        async def one(i: int) -> None:
+            async with slots:
+                page = pool.pop() if pool else await context.new_page()
+                await page.route("**", lambda route, request: route.continue_())
+                await page.goto(f"{site.url}/r/page/{i}")
+                await page.content()
+                await page.unroute("**")
+                await page.goto("about:blank")
+                pool.append(page)
+
+        started = time.monotonic()
+        await asyncio.gather(*(one(i) for i in range(1, pages + 1)))
+        rate = pages / (time.monotonic() - started)
+        await browser.close()
+    log(f"bare Playwright, {concurrency} pages: {rate:.2f} pages/s")
+    return round(rate, 2)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pages", type=int, default=500)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 8])
+    parser.add_argument("--bare", action="store_true", help="also measure bare Playwright")
+    parser.add_argument("--json", type=Path, help="write the results here too")
+    opts = parser.parse_args()
+    if not shutil.which("redis-server"):
+        sys.exit("redis-server is missing: run `make setup` (or apt-get install redis-server)")
+    workdir = Path(tempfile.mkdtemp(prefix="render-bench-"))
+    results: dict[str, Any] = {"cpus": os.cpu_count(), "loadavg_before": os.getloadavg(), "node": [], "bare": {}}
+    if os.getloadavg()[0] > 0.5:
+        log(f"warning: load average {os.getloadavg()[0]:.1f} before the run: other work skews the figures")
+    site = RenderSite().start()
+    redis_srv = Redis(workdir)
+    try:
+        for c in opts.concurrency:
+            results["node"].append(run_node(site, redis_srv, workdir, opts.pages, c))
+            if opts.bare:
+                results["bare"][c] = asyncio.run(_bare(site, opts.pages, c))
+    finally:
+        redis_srv.stop()
+        site.stop()
+    results["loadavg_after"] = os.getloadavg()
+    print(json.dumps(results, indent=2))
+    if opts.json:
+        opts.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
