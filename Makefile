@@ -3,7 +3,8 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-APT_PACKAGES := redis-server
+# chromium: the browser Playwright renders with (it cannot download its own here).
+APT_PACKAGES := redis-server chromium
 
 .PHONY: demo test setup clean
 

@@ -24,9 +24,13 @@ from distributed_crawler.rendering import (
 )
 from distributed_crawler.spiders.news import NewsSpider
 
-needs_chromium = pytest.mark.skipif(
-    not os.path.exists(DEFAULT_CHROMIUM), reason="Debian chromium missing: `make test` installs it"
-)
+
+
+@pytest.fixture
+def needs_chromium() -> None:
+    if not os.path.exists(DEFAULT_CHROMIUM):
+        pytest.fail(f"{DEFAULT_CHROMIUM} is missing: run `make test`, which installs Debian's chromium")
+
 
 
 def config(**settings: object) -> RenderConfig:
@@ -66,7 +70,7 @@ def test_defaults() -> None:
     assert cfg.max_pages == 8 and cfg.restart_after_pages == 1000
 
 
-@needs_chromium
+@pytest.mark.usefixtures("needs_chromium")
 def test_debian_chromium_is_the_default_browser_with_closed_network_flags() -> None:
     cfg = config()
     assert cfg.executable_path == DEFAULT_CHROMIUM and cfg.unavailable_reason is None
@@ -216,7 +220,7 @@ def test_iframe_follow_static_fetches_same_site_iframes_as_plain_requests() -> N
 
 
 # -- frames from a real Chromium ----------------------------------------------------------------
-@needs_chromium
+@pytest.mark.usefixtures("needs_chromium")
 @pytest.mark.timeout(60)
 def test_collect_frames_nested_and_cross_site() -> None:
     from playwright.async_api import async_playwright

@@ -20,10 +20,13 @@ from distributed_crawler.rendering import DEFAULT_CHROMIUM
 from tests.conftest import Workers
 from tests.site.render_site import BROKEN_PAGES, READY, TOKENS, RenderSite
 
-pytestmark = pytest.mark.skipif(
-    not os.path.exists(DEFAULT_CHROMIUM), reason="Debian chromium missing: `make test` installs it"
-)
 RELAY = "SPIDER_MODULES=distributed_crawler.spiders,tests.spiders"
+
+
+@pytest.fixture(autouse=True)
+def _chromium() -> None:
+    if not os.path.exists(DEFAULT_CHROMIUM):
+        pytest.fail(f"{DEFAULT_CHROMIUM} is missing: run `make test`, which installs Debian's chromium")
 
 
 def rows(db: Path) -> dict[str, tuple[str, str]]:
