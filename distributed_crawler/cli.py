@@ -25,11 +25,10 @@ from distributed_crawler.fingerprint import CanonicalFingerprinter, FingerprintC
 from distributed_crawler.keys import SpiderKeys
 from distributed_crawler.storage import mask_url as mask_storage_url
 from distributed_crawler.storage import open_storage
-from distributed_crawler.nodes import read_nodes
 from distributed_crawler.scheduler import SchedulerConfig
 from distributed_crawler.scripts import Scripts
 from distributed_crawler.seeds import SeedError, parse_seed
-from distributed_crawler.state import crawl_counts
+from distributed_crawler.status import render_status, status_now, watch_status
 
 
 class CliError(Exception):
@@ -68,37 +67,24 @@ def cmd_seed(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    _, client, keys = _connect(args)
-    counts = run_sync(crawl_counts(client, keys))
-    nodes = read_nodes(client, keys)
-    status = {
-        "spider": args.spider,
-        "pending": counts.pending,
-        "leased": counts.leased,
-        "delayed": counts.delayed,
-        "failed": counts.failed,
-        "seeds": counts.seeds,
-        "nodes": nodes,
-        "dedup": run_sync(describe_dedup(client, keys.dupefilter)),
-    }
+    settings, client, _ = _connect(args)
+    title = f"{args.spider} @ {mask(args)}"
+    if args.watch:
+        return watch_status(client, settings, args.spider, args.interval, args.json, title)
+    status = status_now(client, settings, args.spider)
     if args.json:
         _print_json(status)
         return 0
-    table = Table(title=f"{args.spider} @ {mask(args)}")
-    for col in ("seeds", "pending", "leased", "delayed", "failed", "seen"):
-        table.add_column(col, justify="right")
-    table.add_row(*(str(getattr(counts, c)) for c in ("seeds", "pending", "leased", "delayed", "failed")),
-                  str(status["dedup"]["count"]))
-    console = Console()
-    console.print(table)
-    if nodes:
-        node_table = Table(title="nodes")
-        for col in ("id", "alive", "pages", "items", "rate", "leases"):
-            node_table.add_column(col)
-        for n in nodes:
-            node_table.add_row(n["id"], "yes" if n["alive"] else "DEAD", *(str(n[c]) for c in ("pages", "items", "rate", "leases")))
-        console.print(node_table)
+    Console().print(render_status(status, title))
     return 0
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    from distributed_crawler.dashboard import serve
+
+    settings = _settings(args)
+    RedisConfig.from_settings(settings).check_reachable()
+    return serve(settings, args.host, args.port, args.spider)
 
 
 def mask(args: argparse.Namespace) -> str:
@@ -230,6 +216,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("urls", nargs="+")
     p = command("status", cmd_status, "queues, leases, failures and nodes of a spider", json_flag=True)
     p.add_argument("spider")
+    p.add_argument("--watch", action="store_true", help="refresh until Ctrl-C (with --json: one object a line)")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes with --watch")
+    p = command("dashboard", cmd_dashboard, "serve a live web page and JSON of every spider (read-only)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port (0 = any free port; the URL is printed)")
+    p.add_argument("--spider", help="show only this spider (default: every spider found in Redis)")
     p = command("failed", cmd_failed, "list dead letters, or --requeue them", json_flag=True)
     p.add_argument("spider")
     p.add_argument("--limit", type=int, default=50)

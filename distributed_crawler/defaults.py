@@ -28,6 +28,10 @@ DEFAULTS: dict[str, Any] = {
     "CLUSTER_STATS_KEY": "{%(spider)s}:stats",
     "NODES_KEY": "{%(spider)s}:nodes",
     "NODE_KEY": "{%(spider)s}:node:%(node)s",
+    "NODES_LAST_KEY": "{%(spider)s}:nodes:last",  # node id -> last heartbeat fields (JSON)
+    "NODES_ALERTED_KEY": "{%(spider)s}:nodes:alerted",
+    "HISTORY_KEY": "{%(spider)s}:minutes",  # pages/items/errors per minute, last hour
+    "ALERTS_KEY": "{%(spider)s}:alerts",
     # Scheduler.
     "SCHEDULER_PERSIST": True,
     "SCHEDULER_FLUSH_ON_START": False,
@@ -52,6 +56,17 @@ DEFAULTS: dict[str, Any] = {
     "FINGERPRINT_DROP_PARAMS": None,  # None = fingerprint.DEFAULT_DROP_PARAMS
     # Node.
     "NODE_ID": "",  # "" = host-pid; env var overrides
+    # Monitoring: heartbeat, health alerts, Prometheus, dashboard (docs/monitoring.md).
+    "HEARTBEAT_ENABLED": True,
+    "HEARTBEAT_INTERVAL": 10.0,  # seconds; a node silent for 3 intervals is dead
+    "HEARTBEAT_LOG_PROGRESS": True,  # one cluster-wide progress line per interval
+    "HEALTH_NO_ITEMS_SECONDS": 300.0,  # alert: work available but no item for this long (0 = off)
+    "ALERT_WEBHOOK_URL": "",  # JSON POST of every alert; env var overrides
+    "ALERT_WEBHOOK_TIMEOUT": 5.0,
+    "ALERTS_MAX": 1000,  # cap of the {spider}:alerts list
+    "PROMETHEUS_PORT": 0,  # 0 = off; env var overrides
+    "PROMETHEUS_HOST": "0.0.0.0",
+    "DASHBOARD_TOKEN": "",  # required by `dcrawl dashboard` when set; env var overrides
     # Rendering: scrapy-playwright on Debian's Chromium (docs/rendering.md).
     "PLAYWRIGHT_URL_PATTERNS": [],  # regexes (or "a,b" with -s); matching requests are rendered
     "PLAYWRIGHT_EXECUTABLE_PATH": "",  # "" = /usr/bin/chromium when it exists; env var overrides
@@ -63,7 +78,10 @@ DEFAULTS: dict[str, Any] = {
     "IFRAME_FOLLOW_STATIC": False,  # news spider: fetch same-site <iframe src> as plain requests
 }
 
-ENV_OVERRIDES = ("REDIS_URL", "STORAGE_URL", "NODE_ID", "MAX_IDLE_TIME_BEFORE_CLOSE", "PLAYWRIGHT_EXECUTABLE_PATH")
+ENV_OVERRIDES = (
+    "REDIS_URL", "STORAGE_URL", "NODE_ID", "MAX_IDLE_TIME_BEFORE_CLOSE",
+    "ALERT_WEBHOOK_URL", "DASHBOARD_TOKEN", "PROMETHEUS_PORT", "PLAYWRIGHT_EXECUTABLE_PATH",
+)
 
 
 def get_setting(settings: BaseSettings, name: str) -> Any:

@@ -11,6 +11,10 @@ DUPEFILTER_CLASS = "distributed_crawler.dupefilter.BloomDupeFilter"
 REQUEST_FINGERPRINTER_CLASS = "distributed_crawler.fingerprint.CanonicalFingerprinter"
 
 ITEM_PIPELINES = {"distributed_crawler.pipelines.StoragePipeline": 300}
+EXTENSIONS = {
+    "distributed_crawler.extensions.Heartbeat": 500,  # HEARTBEAT_ENABLED, HEARTBEAT_INTERVAL
+    "distributed_crawler.metrics.PrometheusMetrics": 510,  # off unless PROMETHEUS_PORT is set
+}
 DOWNLOADER_MIDDLEWARES = {
     # Scrapy 2.19's lets concurrent first requests bypass robots.txt (see middlewares.py).
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
