@@ -96,6 +96,12 @@ class BrowserUnavailableError(RenderError):
     """No browser on this node: pages marked for rendering cannot be fetched here."""
 
 
+class RenderInterruptedError(RenderError):
+    """The node is stopping and its browser went away mid-render (a stop signal sent to the whole
+    process group or cgroup reaches the Playwright driver too). RenderingMiddleware puts the request
+    back in the queue without counting a retry."""
+
+
 def _as_list(value: Any) -> list[str]:
     """A list setting, or a comma-separated string as `-s NAME=a,b` gives it."""
     if value is None or value == "":
@@ -207,7 +213,8 @@ class RenderConfig:
 
     def launch_options(self) -> dict[str, Any]:
         """Options for `chromium.launch`: ours, then PLAYWRIGHT_LAUNCH_OPTIONS (its args appended)."""
-        options: dict[str, Any] = {"headless": True}
+        # The browser outlives Ctrl-C and hangups, so Scrapy's graceful stop can finish its renders.
+        options: dict[str, Any] = {"headless": True, "handle_sigint": False, "handle_sighup": False}
         options.update({k: v for k, v in self.extra_launch_options.items() if k != "args"})
         if self.executable_path:
             options["executable_path"] = self.executable_path
@@ -240,6 +247,15 @@ class RenderingMiddleware:
         elif request.meta.get("playwright"):
             request.meta["playwright"] = False  # dont_render
         return None
+
+    def process_exception(self, request: Request, exception: Exception, spider: Spider | None = None) -> Request | None:
+        if not isinstance(exception, RenderInterruptedError):
+            return None
+        self.stats.inc_value("render/interrupted")
+        logger.info("Requeued %s: %s", request, exception)
+        again = request.copy()  # keeps the lease: the scheduler hands it over, as for a retry
+        again.dont_filter = True
+        return again
 
 
 class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
@@ -324,7 +340,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             self.stats.inc_value("render/failed/no_browser")
             raise BrowserUnavailableError(f"cannot render {request.url}: {cfg.unavailable_reason}")
         if self._closed:
-            raise RenderError(f"cannot render {request.url}: the node is shutting down")
+            raise RenderInterruptedError(f"cannot render {request.url}: the node is shutting down")
         try:
             await self._ensure_started()
         except PlaywrightError as exc:
@@ -338,16 +354,17 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             try:
                 response = await self._download_request(request)
                 reusable = self._poolable(request)
-            except RenderError:
+            except Exception as exc:
+                if self._stopping() and not isinstance(exc, BrowserUnavailableError):
+                    raise RenderInterruptedError(
+                        f"render of {request.url} interrupted: the node is stopping ({_first_line(exc)})"
+                    ) from None
                 self.stats.inc_value("render/failed")
+                if isinstance(exc, RenderTimeoutError):
+                    self.stats.inc_value("render/failed/timeout")
+                elif isinstance(exc, PlaywrightError):  # e.g. the browser died three times in a row
+                    raise RenderError(f"render of {request.url} failed: {_first_line(exc)}") from None
                 raise
-            except RenderTimeoutError:
-                self.stats.inc_value("render/failed")
-                self.stats.inc_value("render/failed/timeout")
-                raise
-            except PlaywrightError as exc:  # e.g. the browser died three times in a row
-                self.stats.inc_value("render/failed")
-                raise RenderError(f"render of {request.url} failed: {_first_line(exc)}") from None
             finally:
                 pages = self._request_pages.pop(key, [])
                 self._deadlines.pop(key, None)
@@ -361,6 +378,10 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             self.pages_rendered += 1
             self.stats.inc_value("render/pages")
             return response
+
+    def _stopping(self) -> bool:
+        """The node is shutting down (a stop signal, or the handler is closing)."""
+        return self._closed or not getattr(self._crawler, "crawling", True)
 
     @staticmethod
     def _poolable(request: Request) -> bool:
@@ -377,6 +398,9 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         name = request.meta.setdefault("playwright_context", DEFAULT_CONTEXT_NAME)
         page = self._take_idle(name)
         if page is None:
+            if self._stopping() and not hasattr(self, "browser"):
+                # The browser went down with the node (stop signal): do not launch another one.
+                raise RenderInterruptedError(f"cannot render {request.url}: the node is stopping")
             await self._make_room()
             page = await super()._create_page(request, spider)
             self._track(page)

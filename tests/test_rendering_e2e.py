@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import sqlite3
 import threading
 import time
@@ -231,3 +232,28 @@ def test_stalled_render_is_cancelled_at_the_deadline_and_its_page_closed(workers
     assert "'render/failed/timeout': 1" in log
     assert_no_page_left(log, rendered=0)
     assert procs.max_seen > 0
+
+
+@pytest.mark.timeout(60)
+def test_stop_signal_to_the_whole_group_requeues_renders_in_flight(workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
+    # supervisord's stopasgroup and systemd's default KillMode signal the Playwright driver too: it
+    # closes Chromium at once. The interrupted renders go back to the queue, no retry spent.
+    with RenderSite() as site, BrowserProcesses(workers) as procs:
+        redis_client.lpush("news:start_urls", site.url + "/r/slow?s=30", site.url + "/r/slow?s=31")
+        workers.start("stop", "PLAYWRIGHT_URL_PATTERNS=/r/", f"PLAYWRIGHT_WAIT_FOR={READY}", "PLAYWRIGHT_RENDER_TIMEOUT=50")
+        deadline = time.monotonic() + 30
+        while site.hits("/r/slow") < 2:
+            assert time.monotonic() < deadline, workers.log("stop")[-3000:]
+            time.sleep(0.05)
+        time.sleep(0.5)
+        os.killpg(workers.procs["stop"].pid, signal.SIGTERM)
+        assert workers.wait_all(timeout=40) == {"stop": 0}
+        procs.assert_gone()
+    queued = [json.loads(m.split(b":", 2)[2]) for m in redis_client.zrange("{news}:requests", 0, -1)]
+    assert sorted(q["url"] for q in queued) == [site.url + "/r/slow?s=30", site.url + "/r/slow?s=31"]
+    assert all("retry_times" not in q["meta"] for q in queued), "an interrupted render cost a retry"
+    assert redis_client.zcard("{news}:processing") == 0
+    log = workers.log("stop")
+    assert "'render/interrupted': 2" in log and log.count("Requeued <GET") == 2
+    assert "Gave up retrying" not in log and "'render/failed'" not in log
+    assert_no_page_left(log, rendered=0)
