@@ -27,6 +27,7 @@ from distributed_crawler.connection import mask_url
 from distributed_crawler.dupefilter import flush_crawl
 from distributed_crawler.enqueue import run_sync
 from distributed_crawler.keys import SpiderKeys
+from distributed_crawler.nodes import NodeKeys
 from distributed_crawler.state import crawl_counts
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,7 +98,10 @@ def stop(proc: subprocess.Popen, timeout: float = 10) -> None:
 
 
 def reset_crawl(client: redis.Redis, keys: SpiderKeys) -> None:
-    client.delete(keys.start_urls, keys.failed, keys.nodes, keys.stats)
+    """The `news` spider's keys only: seeds, queue, leases, filter, dead letters, monitoring."""
+    node_keys = NodeKeys.from_settings(Settings(), SPIDER, keys)
+    node_hashes = [keys.node(n.decode()) for n in client.zrange(keys.nodes, 0, -1)]
+    client.delete(keys.start_urls, keys.failed, *node_keys.all(), *node_hashes)
     run_sync(flush_crawl(client, keys))
 
 

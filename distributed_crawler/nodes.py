@@ -18,16 +18,15 @@ Every reader works with sync and asyncio redis-py clients: `await` the coroutine
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
-from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 from scrapy.settings import BaseSettings
 
 from distributed_crawler.defaults import get_setting
+from distributed_crawler.enqueue import maybe_await
 from distributed_crawler.keys import SpiderKeys
 from distributed_crawler.scripts import lua_source
 
@@ -42,20 +41,6 @@ PROXY_POOL_KEY = "dc:proxies"  # DESIGN §3: zset, score = health
 FLOAT_FIELDS = ("started", "last_seen", "interval", "rate")
 INT_FIELDS = ("pid", "pages", "items", "errors", "in_flight", "leases", "rss", "browser_pages")
 STR_FIELDS = ("host", "version", "spider")  # state: see node_view
-
-
-async def maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
-
-
-def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
-    """Run a coroutine that only awaits sync-client results (it never really suspends)."""
-    try:
-        coro.send(None)
-    except StopIteration as done:
-        return done.value
-    coro.close()
-    raise RuntimeError("coroutine suspended: it was given an asyncio client")
 
 
 @dataclass(frozen=True)

@@ -159,7 +159,6 @@ class RedisScheduler:
         self._closing = False
         self._outage = OutageLog("scheduling", redis_config.masked_url)
         self._guard: SecondSignalGuard | None = None
-        self._started = time.time()
         self._quarantined: Request | None = None  # a redelivered request, run alone
         self._draining = False  # waiting for this node to be empty before taking one
 
@@ -213,7 +212,7 @@ class RedisScheduler:
         if threading.current_thread() is threading.main_thread():
             # Scrapy installs its own handlers once the reactor runs, and swaps them on the first
             # signal: the lease task re-wraps whatever is installed (a no-op when ours is on top).
-            self._guard = SecondSignalGuard(self._force_release)
+            self._guard = SecondSignalGuard(self._force_release, on_first=self._stop_taking)
             self._guard.install()
         logger.info(
             "Scheduler on %s: queue %s (%s), lease %ss, node %s",
@@ -231,6 +230,10 @@ class RedisScheduler:
             exc_info=task.exception(),
         )
         asyncio.ensure_future(self.crawler.engine.close_spider_async(reason="scheduler_error"))
+
+    def _stop_taking(self) -> None:
+        """First stop signal: lease nothing more (no pop may race the forced release)."""
+        self._closing = True
 
     def _force_release(self) -> None:
         """Second stop signal (runs in the signal handler): ack what is done, release the rest.

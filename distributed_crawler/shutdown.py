@@ -16,8 +16,11 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class SecondSignalGuard:
-    def __init__(self, on_force: Callable[[], None]) -> None:
+    """`on_first` runs at the first signal (a flag only: it runs inside a signal handler)."""
+
+    def __init__(self, on_force: Callable[[], None], on_first: Callable[[], None] = lambda: None) -> None:
         self.on_force = on_force
+        self.on_first = on_first
         self.received = 0
         self.forced = False
 
@@ -32,6 +35,8 @@ class SecondSignalGuard:
     def _handler(self, previous: Any) -> Callable[[int, Any], None]:
         def handler(signum: int, frame: Any) -> None:
             self.received += 1
+            if self.received == 1:
+                self.on_first()
             if self.received >= 2 and not self.forced:
                 self.forced = True
                 self.on_force()

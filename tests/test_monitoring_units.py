@@ -25,7 +25,8 @@ from distributed_crawler.alerts import AlertConfig, Alerter
 from distributed_crawler.dashboard import DashboardServer, discover_spiders
 from distributed_crawler.extensions import Heartbeat, HeartbeatConfig, RateWindow
 from distributed_crawler.metrics import MetricsConfig, PrometheusMetrics
-from distributed_crawler.nodes import NodeKeys, beat, heartbeat_script, read_history, read_nodes, read_totals, run_sync
+from distributed_crawler.enqueue import run_sync
+from distributed_crawler.nodes import NodeKeys, beat, heartbeat_script, read_history, read_nodes, read_totals
 from distributed_crawler.status import render_status, status_now
 
 
