@@ -10,7 +10,8 @@ scrapy-playwright's handler plus what a long-running node needs:
 - after navigation it waits for `PLAYWRIGHT_WAIT_FOR`, then puts every frame of the page in
   `response.meta["frames"]` (see frames.py), all within `PLAYWRIGHT_RENDER_TIMEOUT`;
 - every page is closed on every path (error, timeout, cancelled download, shutdown) or, after a
-  clean render, reset to about:blank and reused: opening a page costs a renderer process;
+  clean render, parked for the next render (opening a page costs a renderer process, ~200 ms);
+  a page parked for `IDLE_PAGE_SECONDS` is closed;
 - pages per node are bounded (`PLAYWRIGHT_MAX_PAGES`), images/media/fonts are not downloaded
   (`PLAYWRIGHT_ABORT_RESOURCE_TYPES`), and the browser is restarted after
   `PLAYWRIGHT_RESTART_AFTER_PAGES` pages to cap its memory;
@@ -71,6 +72,7 @@ RESOURCE_TYPES = frozenset({
 # A page is reused by later renders (opening one costs ~200 ms: a renderer process) unless a render
 # failed on it or may have changed its settings; after this many renders it is replaced anyway.
 PAGE_MAX_USES = 100
+IDLE_PAGE_SECONDS = 10.0  # a parked page unused this long is closed (its scripts stop, memory goes)
 # Page methods that only act on the current document: a page that ran them can be reused.
 DOCUMENT_PAGE_METHODS = frozenset({
     "wait_for_selector", "wait_for_load_state", "wait_for_timeout", "wait_for_function", "wait_for_url",
@@ -285,6 +287,8 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         self._request_pages: dict[int, list[Page]] = {}
         self._idle: dict[str, list[Page]] = {}  # context name -> pages ready for reuse
         self._uses: dict[Page, int] = {}
+        self._parked_at: dict[Page, float] = {}
+        self._sweep: asyncio.TimerHandle | None = None
         self._deadlines: dict[int, float] = {}
         self.pages_rendered = 0
         self.browser_restarts = 0
@@ -421,6 +425,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             self._open_pages.discard(page)
             self._page_errors.pop(page, None)
             self._uses.pop(page, None)
+            self._parked_at.pop(page, None)
 
         def on_error(error: Any) -> None:
             if len(errors) < 5:
@@ -432,10 +437,31 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
     def _take_idle(self, context: str) -> Page | None:
         idle = self._idle.get(context)
         while idle:
-            page = idle.pop()
+            page = idle.pop()  # the most recently parked: its renderer is warm
+            self._parked_at.pop(page, None)
             if not page.is_closed():
                 return page
         return None
+
+    def _park(self, page: Page, context: str) -> None:
+        self._idle.setdefault(context, []).append(page)
+        self._parked_at[page] = time.monotonic()
+        if self._sweep is None:
+            self._sweep = asyncio.get_running_loop().call_later(IDLE_PAGE_SECONDS, self._close_stale)
+
+    def _close_stale(self) -> None:
+        """Close pages parked for IDLE_PAGE_SECONDS; check again while some stay parked."""
+        self._sweep = None
+        cutoff = time.monotonic() - IDLE_PAGE_SECONDS
+        for context, pages in self._idle.items():
+            stale = [p for p in pages if self._parked_at.get(p, 0) <= cutoff]
+            for page in stale:
+                pages.remove(page)
+                self._parked_at.pop(page, None)
+                self.stats.inc_value("render/pages_expired")
+                asyncio.ensure_future(self._close_page(page))
+        if any(self._idle.values()) and not self._closed:
+            self._sweep = asyncio.get_running_loop().call_later(IDLE_PAGE_SECONDS / 2, self._close_stale)
 
     async def _make_room(self) -> None:
         """Before opening a page: close idle pages (of other contexts) beyond PLAYWRIGHT_MAX_PAGES."""
@@ -453,17 +479,17 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             reusable and not self._closed and not self._restart_due()
             and self._uses.get(last, PAGE_MAX_USES) < PAGE_MAX_USES and await self._reset(last)
         ):
-            self._idle.setdefault(context, []).append(last)
+            self._park(last, context)
         else:
             await self._close_page(last)
 
     async def _reset(self, page: Page) -> bool:
-        """Leave the rendered document (its scripts stop) and drop this render's routes."""
+        """Drop this render's route handler. The document stays until the next navigation: going
+        through about:blank instead would cost the next render a new renderer process."""
         if page.is_closed():
             return False
         try:
             await asyncio.wait_for(page.unroute("**"), PAGE_CLOSE_TIMEOUT)
-            await asyncio.wait_for(page.goto("about:blank"), PAGE_CLOSE_TIMEOUT)
         except Exception:  # noqa: BLE001 - not reusable: the caller closes it
             return False
         return True
@@ -596,6 +622,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             return
         del self.browser  # the next page launches a fresh one
         self._idle.clear()  # their pages close with their contexts
+        self._parked_at.clear()
         with suppress(Exception):
             await asyncio.gather(*[w.context.close() for w in list(self.context_wrappers.values())])
         self.context_wrappers.clear()
@@ -617,6 +644,10 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
     async def _spider_closed(self, spider: Spider) -> None:
         idle = [page for pages in self._idle.values() for page in pages]
         self._idle.clear()
+        self._parked_at.clear()
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
         for page in idle:  # the crawl is over: nothing to reuse them for
             await self._close_page(page)
         self.stats.set_value("render/pages_open", self.open_page_count())
@@ -626,6 +657,8 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         if self._closed:  # the same instance serves http and https
             return
         self._closed = True
+        if self._sweep is not None:
+            self._sweep.cancel()
         open_before = self.open_page_count()
         for page in list(self._open_pages):
             await self._close_page(page)
