@@ -13,8 +13,8 @@ seeded through `/many?n=N`) with `CONCURRENT_REQUESTS = PLAYWRIGHT_MAX_PAGES = C
   every Chromium process: found by an environment marker they all inherit). PSS counts shared
   pages once, so it is the honest total for a multi-process browser; RSS overcounts them.
   "After warm-up" = samples taken between the 100th and the last page.
-* `--bare` also measures bare Playwright on the same Chromium and pages (pooled pages, same launch
-  flags, route interception as scrapy-playwright does): the ceiling for the node.
+* `--bare` also measures bare Playwright on the same Chromium and pages, doing what the node does
+  per page (reused pages, same launch flags, a route handler, goto, content): the ceiling.
 """
 
 from __future__ import annotations
@@ -138,7 +138,8 @@ def run_node(site: RenderSite, redis_srv: Redis, workdir: Path, pages: int, conc
         stored = conn.execute("SELECT count(*) FROM items WHERE url LIKE '%/r/page/%' AND text LIKE '%-token%'").fetchone()[0]
     leftover = marked_pids(marker.encode())
     # After warm-up and before the last page: the node's steady state (not its start or shutdown).
-    warm = [(r, p) for n, r, p in samples if min(100, pages // 5) <= n < pages and r]
+    warm_samples = [(n, r, p) for n, r, p in samples if min(100, pages // 5) <= n < pages and r]
+    warm = [(r, p) for _, r, p in warm_samples]
     result = {
         "concurrency": concurrency,
         "pages": pages,
@@ -148,11 +149,24 @@ def run_node(site: RenderSite, redis_srv: Redis, workdir: Path, pages: int, conc
         "samples_after_warmup": len(warm),
         "rss_mb": _spread([r for r, _ in warm]),
         "pss_mb": _spread([p for _, p in warm]),
+        "pss_trend_mb_per_100_pages": _slope([(n, p / 1024) for n, _, p in warm_samples]),
         "processes_left": len(leftover),
         "log": str(log_path),
     }
-    log(f"node, {concurrency} pages: {result['pages_per_s']} pages/s, PSS {result['pss_mb']}, RSS {result['rss_mb']}")
+    log(f"node, {concurrency} pages: {result['pages_per_s']} pages/s, PSS {result['pss_mb']} "
+        f"(trend {result['pss_trend_mb_per_100_pages']} MB/100 pages), RSS {result['rss_mb']}")
     return result
+
+
+def _slope(points: list[tuple[int, float]]) -> float | None:
+    """Least-squares slope, in MB per 100 pages: ~0 when memory stays flat."""
+    if len(points) < 3 or len({n for n, _ in points}) < 2:
+        return None
+    mean_n = statistics.fmean(n for n, _ in points)
+    mean_m = statistics.fmean(m for _, m in points)
+    num = sum((n - mean_n) * (m - mean_m) for n, m in points)
+    den = sum((n - mean_n) ** 2 for n, _ in points)
+    return round(100 * num / den, 2)
 
 
 def _spread(kb: list[int]) -> dict[str, float]:
@@ -183,7 +197,6 @@ async def _bare(site: RenderSite, pages: int, concurrency: int) -> float:
                 await page.goto(f"{site.url}/r/page/{i}")
                 await page.content()
                 await page.unroute("**")
-                await page.goto("about:blank")
                 pool.append(page)
 
         started = time.monotonic()
@@ -199,6 +212,7 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=500)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 8])
     parser.add_argument("--bare", action="store_true", help="also measure bare Playwright")
+    parser.add_argument("--bare-only", action="store_true", help="only bare Playwright")
     parser.add_argument("--json", type=Path, help="write the results here too")
     opts = parser.parse_args()
     if not shutil.which("redis-server"):
@@ -211,8 +225,9 @@ def main() -> None:
     redis_srv = Redis(workdir)
     try:
         for c in opts.concurrency:
-            results["node"].append(run_node(site, redis_srv, workdir, opts.pages, c))
-            if opts.bare:
+            if not opts.bare_only:
+                results["node"].append(run_node(site, redis_srv, workdir, opts.pages, c))
+            if opts.bare or opts.bare_only:
                 results["bare"][c] = asyncio.run(_bare(site, opts.pages, c))
     finally:
         redis_srv.stop()

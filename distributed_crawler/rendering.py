@@ -12,12 +12,14 @@ scrapy-playwright's handler plus what a long-running node needs:
 - every page is closed on every path (error, timeout, cancelled download, shutdown) or, after a
   clean render, parked for the next render (opening a page costs a renderer process, ~200 ms);
   a page parked for `IDLE_PAGE_SECONDS` is closed;
-- pages per node are bounded (`PLAYWRIGHT_MAX_PAGES`), images/media/fonts are not downloaded
+- pages per node are bounded (`PLAYWRIGHT_MAX_PAGES`), and so are contexts (one per
+  `playwright_context` name; an idle one is closed to make room), images/media/fonts are not downloaded
   (`PLAYWRIGHT_ABORT_RESOURCE_TYPES`), and the browser is restarted after
   `PLAYWRIGHT_RESTART_AFTER_PAGES` pages to cap its memory;
 - failures are `RenderError` / `RenderTimeoutError`, subclasses of Scrapy's download errors, so
   RetryMiddleware retries them like any other failed download; the message says what failed and
-  which setting governs it.
+  which setting governs it. A render cut short because the node is stopping
+  (`RenderInterruptedError`) goes back to the queue without spending a retry.
 """
 
 from __future__ import annotations
@@ -405,6 +407,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             if self._stopping() and not hasattr(self, "browser"):
                 # The browser went down with the node (stop signal): do not launch another one.
                 raise RenderInterruptedError(f"cannot render {request.url}: the node is stopping")
+            await self._bound_contexts(name)
             await self._make_room()
             page = await super()._create_page(request, spider)
             self._track(page)
@@ -462,6 +465,28 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
                 asyncio.ensure_future(self._close_page(page))
         if any(self._idle.values()) and not self._closed:
             self._sweep = asyncio.get_running_loop().call_later(IDLE_PAGE_SECONDS / 2, self._close_stale)
+
+    async def _bound_contexts(self, name: str) -> None:
+        """Before opening a context: close contexts with no page in use beyond PLAYWRIGHT_MAX_PAGES.
+
+        Renders hold at most PLAYWRIGHT_MAX_PAGES pages, so at most that many contexts are busy:
+        an idle one is always there to close, and nobody waits for a context slot.
+        """
+        if name in self.context_wrappers:
+            return
+        while len(self.context_wrappers) >= self.render_config.max_pages:
+            victim = next((
+                n for n, w in self.context_wrappers.items()
+                if not set(w.context.pages) - set(self._idle.get(n, ()))
+            ), None)
+            if victim is None:
+                return
+            wrapper = self.context_wrappers.pop(victim)
+            for page in self._idle.pop(victim, []):
+                self._parked_at.pop(page, None)
+            with suppress(Exception):
+                await wrapper.context.close()
+            self.stats.inc_value("render/contexts_closed")
 
     async def _make_room(self) -> None:
         """Before opening a page: close idle pages (of other contexts) beyond PLAYWRIGHT_MAX_PAGES."""

@@ -145,6 +145,24 @@ def test_200_rendered_pages_leave_no_page_context_or_browser(workers: Workers, r
     assert procs.max_seen > 0
 
 
+@pytest.mark.timeout(60)
+def test_contexts_per_node_are_bounded(workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
+    # Seeds may name a browser context each (scrapy-playwright's `playwright_context`): a node keeps
+    # at most PLAYWRIGHT_MAX_PAGES of them, closing idle ones, and never waits for one.
+    with RenderSite() as site:
+        seeds = [json.dumps({"url": f"{site.url}/r/page/{i}", "meta": {"render": True, "playwright_context": f"ctx-{i}"}})
+                 for i in range(1, 13)]
+        redis_client.rpush("news:start_urls", *seeds)
+        workers.start("ctx", "PLAYWRIGHT_MAX_PAGES=3", "CONCURRENT_REQUESTS=6")
+        assert workers.wait_all(timeout=45) == {"ctx": 0}
+    stored = rows(tmp_path / "items.db")
+    assert all(f"page-{i}-token" in stored[f"{site.url}/r/page/{i}"][0] for i in range(1, 13))
+    log = workers.log("ctx")
+    assert int(re.search(r"'playwright/context_count/max_concurrent': (\d+)", log).group(1)) <= 3
+    assert "'render/contexts_closed': 9" in log
+    assert_no_page_left(log, rendered=12)
+
+
 @pytest.mark.timeout(120)
 def test_rendered_request_with_page_methods_travels_through_redis_to_another_node(workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
     with RenderSite() as site:
