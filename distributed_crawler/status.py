@@ -21,9 +21,9 @@ from scrapy.settings import BaseSettings
 from distributed_crawler.connection import TRANSIENT_ERRORS
 from distributed_crawler.dupefilter import describe_dedup
 from distributed_crawler.keys import SpiderKeys
+from distributed_crawler.enqueue import maybe_await, run_sync
 from distributed_crawler.nodes import (
-    PROXY_POOL_KEY, NodeKeys, duration, maybe_await, proxy_health, read_history, read_nodes, read_totals, run_sync,
-    server_time,
+    PROXY_POOL_KEY, NodeKeys, duration, proxy_health, read_history, read_nodes, read_totals, server_time,
 )
 from distributed_crawler.state import crawl_counts
 
