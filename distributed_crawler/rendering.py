@@ -278,6 +278,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         self.config.max_pages_per_context = max(self.config.max_pages_per_context, cfg.max_pages)
         self._page_slots = asyncio.Semaphore(cfg.max_pages)
         self._start_lock = asyncio.Lock()
+        self._context_gate = asyncio.Lock()
         self._started = False
         self._closed = False
         self._changed = asyncio.Event()  # an in-flight render ended or a restart finished
@@ -407,9 +408,13 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             if self._stopping() and not hasattr(self, "browser"):
                 # The browser went down with the node (stop signal): do not launch another one.
                 raise RenderInterruptedError(f"cannot render {request.url}: the node is stopping")
-            await self._bound_contexts(name)
             await self._make_room()
-            page = await super()._create_page(request, spider)
+            if name in self.context_wrappers:
+                page = await super()._create_page(request, spider)
+            else:  # a new context: bounding and creating it must not interleave with another
+                async with self._context_gate:
+                    await self._bound_contexts(name)
+                    page = await super()._create_page(request, spider)
             self._track(page)
         else:
             self.stats.inc_value("render/pages_reused")
