@@ -156,7 +156,8 @@ class RedisScheduler:
         self._outbox_ready = asyncio.Event()
         self._new_work = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
-        self._closing = False
+        self._closing = False  # no more leasing
+        self._stopped = False  # background loops end
         self._outage = OutageLog("scheduling", redis_config.masked_url)
         self._guard: SecondSignalGuard | None = None
         self._quarantined: Request | None = None  # a redelivered request, run alone
@@ -264,22 +265,31 @@ class RedisScheduler:
             feeder.cancel()
         await self._release(self._buffer_leases())
         self._buffer.clear()
-        # Everything the engine finished is queued for push or ack: drain both, bounded.
+        # Everything the engine finished is queued for push or ack: drain both, bounded, and
+        # only while the tasks doing it are alive.
+        outbox_task, lease_task = self._tasks[0], self._tasks[2]
         deadline = time.monotonic() + 30
-        while (self._outbox or self.leases.pending_acks()) and time.monotonic() < deadline:
+        while (self._outbox and not outbox_task.done() or self.leases.pending_acks() and not lease_task.done()) \
+                and time.monotonic() < deadline:
             self._outbox_ready.set()
             await asyncio.sleep(0.05)
+        self._stopped = True  # the loops check it too: a cancel swallowed inside redis-py ends them
         for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        _, stuck = await asyncio.wait(self._tasks, timeout=5)
+        if stuck:
+            logger.warning("Scheduler tasks did not stop in 5 s: %s", ", ".join(t.get_name() for t in stuck))
         unfinished = self.leases.held()
         if unfinished:  # a forced stop: give this node's work back now rather than at expiry
             await self._release(unfinished)
         if self._outbox or self.leases.pending_acks():
+            dead = next((t for t in (outbox_task, lease_task) if t.done() and not t.cancelled() and t.exception()), None)
+            cause = f"scheduler task {dead.get_name()} failed: {dead.exception()!r}" if dead else (
+                f"Redis at {self.redis_config.masked_url} unreachable")
             logger.error(
-                "Redis at %s unreachable at close: %d requests not pushed, %d leases not acked; "
-                "their leases expire after SCHEDULER_LEASE_SECONDS and another node redoes them",
-                self.redis_config.masked_url, len(self._outbox), self.leases.pending_acks(),
+                "%s at close: %d requests not pushed, %d leases not acked; their leases expire after "
+                "SCHEDULER_LEASE_SECONDS and another node redoes them",
+                cause, len(self._outbox), self.leases.pending_acks(),
             )
         if not self.config.persist and reason == "finished":
             await self.flush()
@@ -374,7 +384,7 @@ class RedisScheduler:
     async def _retrying(self, what: str, call: Any) -> Any:
         """Run a Redis call until it succeeds, backing off on outages (never drops work)."""
         delay = 0.1
-        while True:
+        while not self._stopped:
             try:
                 result = await call()
             except TRANSIENT_ERRORS as exc:
@@ -384,9 +394,10 @@ class RedisScheduler:
                 continue
             self._outage.ok()
             return result
+        raise asyncio.CancelledError  # closing: the caller's work stays leased or in the outbox
 
     async def _run_outbox(self) -> None:
-        while True:
+        while not self._stopped:
             if not self._outbox:
                 self._outbox_ready.clear()
                 await self._outbox_ready.wait()
@@ -504,12 +515,12 @@ class RedisScheduler:
     async def _run_doorbell(self) -> None:
         """Wake the feeder when any node pushes work (PUBLISHed by enqueue.lua), not on a poll."""
         outage = OutageLog("doorbell", self.redis_config.masked_url)
-        while True:
+        while not self._stopped:
             pubsub = self.client.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.subscribe(self.keys.doorbell)
                 outage.ok()
-                while True:
+                while not self._stopped:
                     if await pubsub.get_message(timeout=1.0) is not None:
                         self._new_work.set()
             except TRANSIENT_ERRORS as exc:
@@ -521,7 +532,7 @@ class RedisScheduler:
     async def _run_leases(self) -> None:
         next_renew = time.monotonic()
         next_reclaim = time.monotonic()
-        while True:
+        while not self._stopped:
             acks = self.leases.take_ackable(self._flushed_seq)
             if acks:
                 try:

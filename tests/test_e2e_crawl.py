@@ -101,3 +101,13 @@ def test_unreachable_storage_is_one_clear_line_and_nonzero_exit(redis_url: str) 
     errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
     assert len(errors) == 1 and "postgresql://crawler:***@127.0.0.1" in errors[0], proc.stderr
     assert "Traceback" not in proc.stderr and "pg-s3cret" not in proc.stderr + proc.stdout
+
+
+@pytest.mark.timeout(90)
+def test_a_dead_scheduler_task_closes_the_node_instead_of_hanging(workers: Workers, redis_client: redis.Redis) -> None:
+    redis_client.set("{news}:requests", "not a queue")  # every pop fails with WRONGTYPE
+    redis_client.lpush("news:start_urls", "http://127.0.0.1:9/")
+    proc = workers.start("broken")
+    proc.wait(60)  # bounded: closing must not wait on the dead task
+    log = workers.log("broken")
+    assert "Scheduler task dc-feeder stopped" in log and "Closing spider (scheduler_error)" in log
