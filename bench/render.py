@@ -10,7 +10,7 @@ seeded through `/many?n=N`) with `CONCURRENT_REQUESTS = PLAYWRIGHT_MAX_PAGES = C
 * pages/s: N-1 divided by the time between the first and the last page the browser fetched
   (server side; excludes start-up and the browser launch);
 * memory: every 0.5 s, RSS and PSS summed over the node's processes (Python, the Playwright driver,
-  every Chromium process: found by an environment marker they all inherit). PSS counts shared
+  every Chromium process: the node's process tree plus anything carrying its environment marker). PSS counts shared
   pages once, so it is the honest total for a multi-process browser; RSS overcounts them.
   "After warm-up" = samples taken between the 100th and the last page.
 * `--bare` also measures bare Playwright on the same Chromium and pages, doing what the node does
@@ -64,6 +64,26 @@ def marked_pids(marker: bytes) -> list[int]:
             except OSError:
                 pass
     return pids
+
+
+def node_pids(root: int, marker: bytes) -> list[int]:
+    """The node's processes: descendants of its Python process (Chromium's renderers are forked by
+    its zygote and do not all carry the marker) plus marked ones (re-parented crash handlers)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = set(marked_pids(marker)), [root]
+    while todo:
+        pid = todo.pop()
+        found.add(pid)
+        todo.extend(children.get(pid, []))
+    return sorted(found)
 
 
 def memory_kb(pids: list[int]) -> tuple[int, int]:
@@ -124,7 +144,7 @@ def run_node(site: RenderSite, redis_srv: Redis, workdir: Path, pages: int, conc
     with open(log_path, "wb") as out:
         proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         while proc.poll() is None:
-            rss, pss = memory_kb(marked_pids(marker.encode()))
+            rss, pss = memory_kb(node_pids(proc.pid, marker.encode()))
             samples.append((len(site.hit_times("/r/page/")) - already, rss, pss))
             time.sleep(0.5)
             if time.monotonic() - started > 3600:

@@ -72,8 +72,8 @@ RESOURCE_TYPES = frozenset({
     "eventsource", "websocket", "manifest", "other",
 })
 # A page is reused by later renders (opening one costs ~200 ms: a renderer process) unless a render
-# failed on it or may have changed its settings; after this many renders it is replaced anyway.
-PAGE_MAX_USES = 100
+# failed on it or may have changed its settings; after PAGE_MAX_USES renders it is replaced.
+PAGE_MAX_USES = 20  # renderer memory grows with every document a page has shown
 IDLE_PAGE_SECONDS = 10.0  # a parked page unused this long is closed (its scripts stop, memory goes)
 # Page methods that only act on the current document: a page that ran them can be reused.
 DOCUMENT_PAGE_METHODS = frozenset({
