@@ -30,7 +30,7 @@ class CrawlCounts:
 async def crawl_counts(client: Any, keys: SpiderKeys) -> CrawlCounts:
     """Two round trips; works with sync and asyncio clients (await it either way)."""
     tagged = [keys.requests, keys.processing, keys.delayed, keys.failed]
-    counts = lua_source("counts")
-    pending, leased, delayed, failed = await maybe_await(client.eval(counts, len(tagged), *tagged))
-    (seeds,) = await maybe_await(client.eval(counts, 1, keys.start_urls))
+    counts = client.register_script(lua_source("counts"))  # EVALSHA, not the source each poll
+    pending, leased, delayed, failed = await maybe_await(counts(keys=tagged))
+    (seeds,) = await maybe_await(counts(keys=[keys.start_urls]))
     return CrawlCounts(seeds, pending, leased, delayed, failed)
