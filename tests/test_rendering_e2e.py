@@ -39,34 +39,53 @@ def rows(db: Path) -> dict[str, tuple[str, str]]:
 
 
 class BrowserProcesses:
-    """Processes started by one test's workers (found by an env var they inherit), sampled live."""
+    """Chromium processes started by one test's workers, sampled while they run.
+
+    Found two ways: the workers' process trees (renderers are forked by Chromium's zygote) and an
+    env var every process they start inherits (crash handlers are re-parented to init).
+    """
 
     def __init__(self, workers: Workers) -> None:
+        self.workers = workers
         self.marker = f"DC_RENDER_TEST={uuid.uuid4().hex}".encode()
         workers.env["DC_RENDER_TEST"] = self.marker.split(b"=", 1)[1].decode()
+        self.seen: set[int] = set()
         self.max_seen = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
-    def chromium(self) -> list[int]:
-        found = []
+    @staticmethod
+    def _read(pid: int, name: str) -> bytes:
+        try:
+            with open(f"/proc/{pid}/{name}", "rb") as f:
+                return f.read()
+        except OSError:
+            return b""
+
+    def chromium(self) -> set[int]:
+        children: dict[int, list[int]] = {}
+        marked = set()
         for entry in os.scandir("/proc"):
             if not entry.name.isdigit():
                 continue
-            try:
-                with open(f"/proc/{entry.name}/environ", "rb") as f:
-                    if self.marker not in f.read().split(b"\0"):
-                        continue
-                with open(f"/proc/{entry.name}/cmdline", "rb") as f:
-                    if b"chrom" in f.read():
-                        found.append(int(entry.name))
-            except OSError:
-                continue
-        return found
+            pid = int(entry.name)
+            stat = self._read(pid, "stat")
+            if stat:
+                children.setdefault(int(stat.rsplit(b")", 1)[1].split()[1]), []).append(pid)
+            if self.marker in self._read(pid, "environ").split(b"\0"):
+                marked.add(pid)
+        tree, todo = set(), [p.pid for p in self.workers.procs.values()]
+        while todo:
+            pid = todo.pop()
+            tree.add(pid)
+            todo.extend(children.get(pid, []))
+        return {pid for pid in tree | marked if b"chrom" in self._read(pid, "cmdline")}
 
     def _sample(self) -> None:
         while not self._stop.is_set():
-            self.max_seen = max(self.max_seen, len(self.chromium()))
+            found = self.chromium()
+            self.seen |= found
+            self.max_seen = max(self.max_seen, len(found))
             time.sleep(0.2)
 
     def __enter__(self) -> BrowserProcesses:
@@ -77,10 +96,13 @@ class BrowserProcesses:
         self._stop.set()
         self._thread.join(5)
 
+    def alive(self) -> list[int]:
+        return sorted(pid for pid in self.seen | self.chromium() if b"chrom" in self._read(pid, "cmdline"))
+
     def assert_gone(self, timeout: float = 10) -> None:
         deadline = time.monotonic() + timeout
-        while self.chromium():
-            assert time.monotonic() < deadline, f"Chromium processes left behind: {self.chromium()}"
+        while self.alive():
+            assert time.monotonic() < deadline, f"Chromium processes left behind: {self.alive()}"
             time.sleep(0.1)
 
 
