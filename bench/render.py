@@ -1,20 +1,25 @@
 """Rendered pages per second per node, and node memory while rendering (issue 6).
 
-    .venv/bin/python bench/render.py                 # 500 pages at 1, 4 and 8 concurrent pages
-    .venv/bin/python bench/render.py --pages 200 --concurrency 8 --bare
+    .venv/bin/python bench/render.py --bare          # 500 pages at 1, 4 and 8 concurrent pages
+    .venv/bin/python bench/render.py --pages 200 --concurrency 8
 
 For each concurrency C a real node (`scrapy crawl news`, private redis-server, SQLite storage)
 renders N JavaScript pages of the local render site (tests/site/render_site.py, `/r/page/<i>`,
-seeded through `/many?n=N`) with `CONCURRENT_REQUESTS = PLAYWRIGHT_MAX_PAGES = C`.
+seeded through `/many?n=N`) with `CONCURRENT_REQUESTS = PLAYWRIGHT_MAX_PAGES = C`. `--bare` runs
+bare Playwright on the same Chromium and pages in its own process, doing per page what the node
+does (reused pages, same launch flags, a route handler, goto, content): the ceiling.
 
 * pages/s: N-1 divided by the time between the first and the last page the browser fetched
-  (server side; excludes start-up and the browser launch);
-* memory: every 0.5 s, RSS and PSS summed over the node's processes (Python, the Playwright driver,
-  every Chromium process: the node's process tree plus anything carrying its environment marker). PSS counts shared
-  pages once, so it is the honest total for a multi-process browser; RSS overcounts them.
-  "After warm-up" = samples taken between the 100th and the last page.
-* `--bare` also measures bare Playwright on the same Chromium and pages, doing what the node does
-  per page (reused pages, same launch flags, a route handler, goto, content): the ceiling.
+  (server side; excludes start-up and the browser launch). Wall-clock, so other work on the
+  machine lowers it: `load` is the mean 1-minute load average during the run.
+* CPU s/page: user+system CPU of every process of the run (Python, Playwright driver, Chromium)
+  per page. Other work barely changes it, so it compares runs taken under different load;
+  `cores / (CPU s/page)` is the rate the machine could sustain with nothing else running.
+* memory: every 0.5 s, RSS and PSS summed over the run's processes (its process tree, since
+  Chromium's renderers are forked by its zygote, plus anything carrying its environment marker).
+  PSS counts shared pages once, so it is the honest total for a multi-process browser; RSS counts
+  them once per process. "After warm-up" = samples between the 100th and the last page; the trend
+  is the least-squares slope over those samples.
 """
 
 from __future__ import annotations
@@ -30,7 +35,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -41,6 +45,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests.site.render_site import RenderSite  # noqa: E402
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def log(msg: str) -> None:
@@ -53,40 +59,43 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def marked_pids(marker: bytes) -> list[int]:
-    pids = []
+# -- processes ------------------------------------------------------------------------------------
+def _stat(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def marked_pids(marker: bytes) -> set[int]:
+    pids = set()
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
                 with open(f"/proc/{entry.name}/environ", "rb") as f:
                     if marker in f.read().split(b"\0"):
-                        pids.append(int(entry.name))
+                        pids.add(int(entry.name))
             except OSError:
                 pass
     return pids
 
 
-def node_pids(root: int, marker: bytes) -> list[int]:
-    """The node's processes: descendants of its Python process (Chromium's renderers are forked by
-    its zygote and do not all carry the marker) plus marked ones (re-parented crash handlers)."""
+def run_pids(root: int, marker: bytes) -> set[int]:
+    """The run's processes: the process tree under `root` plus marked ones (re-parented ones)."""
     children: dict[int, list[int]] = {}
     for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                with open(f"/proc/{entry.name}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = set(marked_pids(marker)), [root]
+        if entry.name.isdigit() and (fields := _stat(int(entry.name))):
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = marked_pids(marker), [root]
     while todo:
         pid = todo.pop()
         found.add(pid)
         todo.extend(children.get(pid, []))
-    return sorted(found)
+    return found
 
 
-def memory_kb(pids: list[int]) -> tuple[int, int]:
+def memory_kb(pids: set[int]) -> tuple[int, int]:
     """(RSS, PSS) in kB summed over pids."""
     rss = pss = 0
     for pid in pids:
@@ -102,80 +111,48 @@ def memory_kb(pids: list[int]) -> tuple[int, int]:
     return rss, pss
 
 
-class Redis:
-    def __init__(self, workdir: Path) -> None:
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(workdir),
-             "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        import redis
-
-        self.client = redis.Redis.from_url(self.url)
-        for _ in range(200):
-            try:
-                self.client.ping()
-                return
-            except redis.ConnectionError:
-                time.sleep(0.025)
-        raise RuntimeError("redis-server did not start")
-
-    def stop(self) -> None:
-        self.client.close()
-        self.proc.terminate()
-        self.proc.wait(10)
-
-
-def run_node(site: RenderSite, redis_srv: Redis, workdir: Path, pages: int, concurrency: int) -> dict[str, Any]:
-    redis_srv.client.flushall()
-    redis_srv.client.lpush("news:start_urls", f"{site.url}/many?n={pages}")
-    db = workdir / f"items-{concurrency}.db"
+def measure(args: list[str], env: dict[str, str], site: RenderSite, pages: int, log_path: Path) -> dict[str, Any]:
+    """Run one process (and everything it starts) to its end, sampling it every 0.5 s."""
     marker = f"DC_RENDER_BENCH={uuid.uuid4().hex}"
-    env = {**os.environ, "REDIS_URL": redis_srv.url, "STORAGE_URL": f"sqlite:///{db}",
-           "MAX_IDLE_TIME_BEFORE_CLOSE": "2", "NODE_ID": f"bench-{concurrency}", marker.split("=")[0]: marker.split("=")[1]}
-    args = [sys.executable, "-m", "scrapy", "crawl", "news", "-s", "PLAYWRIGHT_URL_PATTERNS=/r/page/",
-            "-s", f"CONCURRENT_REQUESTS={concurrency}", "-s", f"PLAYWRIGHT_MAX_PAGES={concurrency}",
-            "-s", "LOG_LEVEL=INFO"]
-    log_path = workdir / f"node-{concurrency}.log"
+    env = {**env, marker.split("=")[0]: marker.split("=")[1]}
     already = len(site.hit_times("/r/page/"))
-    samples: list[tuple[int, int, int]] = []  # (pages rendered so far, rss kB, pss kB)
+    samples: list[tuple[int, int, int]] = []  # (pages fetched so far, rss kB, pss kB)
+    loads: list[float] = []
+    cpu_ticks: dict[int, int] = {}  # pid -> utime + stime at its last sample
     started = time.monotonic()
     with open(log_path, "wb") as out:
         proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         while proc.poll() is None:
-            rss, pss = memory_kb(node_pids(proc.pid, marker.encode()))
+            pids = run_pids(proc.pid, marker.encode())
+            for pid in pids:
+                if fields := _stat(pid):
+                    cpu_ticks[pid] = int(fields[11]) + int(fields[12])
+            rss, pss = memory_kb(pids)
             samples.append((len(site.hit_times("/r/page/")) - already, rss, pss))
+            loads.append(os.getloadavg()[0])
             time.sleep(0.5)
             if time.monotonic() - started > 3600:
                 proc.kill()
-                raise RuntimeError("node did not finish within an hour")
-    wall = time.monotonic() - started
+                raise RuntimeError(f"{args[:3]} did not finish within an hour")
     if proc.returncode != 0:
-        raise RuntimeError(f"node exited with {proc.returncode}; see {log_path}")
+        raise RuntimeError(f"exit code {proc.returncode}; see {log_path}")
     times = site.hit_times("/r/page/")[already:]
-    with sqlite3.connect(db) as conn:
-        stored = conn.execute("SELECT count(*) FROM items WHERE url LIKE '%/r/page/%' AND text LIKE '%-token%'").fetchone()[0]
-    leftover = marked_pids(marker.encode())
-    # After warm-up and before the last page: the node's steady state (not its start or shutdown).
     warm_samples = [(n, r, p) for n, r, p in samples if min(100, pages // 5) <= n < pages and r]
-    warm = [(r, p) for _, r, p in warm_samples]
-    result = {
-        "concurrency": concurrency,
-        "pages": pages,
-        "stored_with_token": stored,
+    return {
         "pages_per_s": round((len(times) - 1) / (times[-1] - times[0]), 2) if len(times) > 1 else 0.0,
-        "wall_s": round(wall, 1),
-        "samples_after_warmup": len(warm),
-        "rss_mb": _spread([r for r, _ in warm]),
-        "pss_mb": _spread([p for _, p in warm]),
+        "cpu_s_per_page": round(sum(cpu_ticks.values()) / CLOCK_TICKS / max(1, len(times)), 4),
+        "load_mean": round(statistics.fmean(loads), 2) if loads else None,
+        "wall_s": round(time.monotonic() - started, 1),
+        "samples_after_warmup": len(warm_samples),
+        "rss_mb": _spread([r for _, r, _ in warm_samples]),
+        "pss_mb": _spread([p for _, _, p in warm_samples]),
         "pss_trend_mb_per_100_pages": _slope([(n, p / 1024) for n, _, p in warm_samples]),
-        "processes_left": len(leftover),
+        "processes_left": len(marked_pids(marker.encode())),
+        "timeline_pages_rss_pss_mb": [
+            [n, round(r / 1024), round(p / 1024)] for n, r, p in samples[:: max(1, len(samples) // 40)]
+        ],
         "log": str(log_path),
     }
-    log(f"node, {concurrency} pages: {result['pages_per_s']} pages/s, PSS {result['pss_mb']} "
-        f"(trend {result['pss_trend_mb_per_100_pages']} MB/100 pages), RSS {result['rss_mb']}")
-    return result
 
 
 def _slope(points: list[tuple[int, float]]) -> float | None:
@@ -198,7 +175,65 @@ def _spread(kb: list[int]) -> dict[str, float]:
             "range_pct": round(100 * max(mean - min(mb), max(mb) - mean) / mean, 1)}
 
 
-async def _bare(site: RenderSite, pages: int, concurrency: int) -> float:
+def _summary(what: str, r: dict[str, Any]) -> None:
+    log(f"{what}: {r['pages_per_s']} pages/s (load {r['load_mean']}), {r['cpu_s_per_page']} CPU s/page, "
+        f"PSS {r['pss_mb']} trend {r['pss_trend_mb_per_100_pages']} MB/100 pages, RSS {r['rss_mb']}")
+
+
+# -- the two sides --------------------------------------------------------------------------------
+class Redis:
+    def __init__(self, workdir: Path) -> None:
+        import redis
+
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(workdir),
+             "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.client = redis.Redis.from_url(self.url)
+        for _ in range(200):
+            try:
+                self.client.ping()
+                return
+            except redis.ConnectionError:
+                time.sleep(0.025)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        self.client.close()
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def run_node(site: RenderSite, redis_srv: Redis, workdir: Path, pages: int, concurrency: int) -> dict[str, Any]:
+    redis_srv.client.flushall()
+    redis_srv.client.lpush("news:start_urls", f"{site.url}/many?n={pages}")
+    db = workdir / f"items-{concurrency}.db"
+    env = {**os.environ, "REDIS_URL": redis_srv.url, "STORAGE_URL": f"sqlite:///{db}",
+           "MAX_IDLE_TIME_BEFORE_CLOSE": "2", "NODE_ID": f"bench-{concurrency}"}
+    args = [sys.executable, "-m", "scrapy", "crawl", "news", "-s", "PLAYWRIGHT_URL_PATTERNS=/r/page/",
+            "-s", f"CONCURRENT_REQUESTS={concurrency}", "-s", f"PLAYWRIGHT_MAX_PAGES={concurrency}",
+            "-s", "LOG_LEVEL=INFO"]
+    result = {"concurrency": concurrency, "pages": pages,
+              **measure(args, env, site, pages, workdir / f"node-{concurrency}.log")}
+    with sqlite3.connect(db) as conn:
+        result["stored_with_token"] = conn.execute(
+            "SELECT count(*) FROM items WHERE url LIKE '%/r/page/%' AND text LIKE '%-token%'").fetchone()[0]
+    _summary(f"node, {concurrency} pages", result)
+    return result
+
+
+def run_bare(site: RenderSite, workdir: Path, pages: int, concurrency: int) -> dict[str, Any]:
+    args = [sys.executable, str(Path(__file__).resolve()), "--bare-worker", site.url,
+            "--pages", str(pages), "--concurrency", str(concurrency)]
+    result = {"concurrency": concurrency, "pages": pages,
+              **measure(args, dict(os.environ), site, pages, workdir / f"bare-{concurrency}.log")}
+    _summary(f"bare Playwright, {concurrency} pages", result)
+    return result
+
+
+async def bare_worker(url: str, pages: int, concurrency: int) -> None:
     from playwright.async_api import async_playwright
     from scrapy.settings import Settings
 
@@ -214,17 +249,13 @@ async def _bare(site: RenderSite, pages: int, concurrency: int) -> float:
             async with slots:
                 page = pool.pop() if pool else await context.new_page()
                 await page.route("**", lambda route, request: route.continue_())
-                await page.goto(f"{site.url}/r/page/{i}")
+                await page.goto(f"{url}/r/page/{i}")
                 await page.content()
                 await page.unroute("**")
                 pool.append(page)
 
-        started = time.monotonic()
         await asyncio.gather(*(one(i) for i in range(1, pages + 1)))
-        rate = pages / (time.monotonic() - started)
         await browser.close()
-    log(f"bare Playwright, {concurrency} pages: {rate:.2f} pages/s")
-    return round(rate, 2)
 
 
 def main() -> None:
@@ -234,13 +265,17 @@ def main() -> None:
     parser.add_argument("--bare", action="store_true", help="also measure bare Playwright")
     parser.add_argument("--bare-only", action="store_true", help="only bare Playwright")
     parser.add_argument("--json", type=Path, help="write the results here too")
+    parser.add_argument("--bare-worker", metavar="SITE_URL", help=argparse.SUPPRESS)
     opts = parser.parse_args()
+    if opts.bare_worker:
+        asyncio.run(bare_worker(opts.bare_worker, opts.pages, opts.concurrency[0]))
+        return
     if not shutil.which("redis-server"):
         sys.exit("redis-server is missing: run `make setup` (or apt-get install redis-server)")
     workdir = Path(tempfile.mkdtemp(prefix="render-bench-"))
-    results: dict[str, Any] = {"cpus": os.cpu_count(), "loadavg_before": os.getloadavg(), "node": [], "bare": {}}
+    results: dict[str, Any] = {"cpus": os.cpu_count(), "loadavg_before": os.getloadavg(), "node": [], "bare": []}
     if os.getloadavg()[0] > 0.5:
-        log(f"warning: load average {os.getloadavg()[0]:.1f} before the run: other work skews the figures")
+        log(f"warning: load average {os.getloadavg()[0]:.1f} before the run: other work skews the rates")
     site = RenderSite().start()
     redis_srv = Redis(workdir)
     try:
@@ -248,7 +283,7 @@ def main() -> None:
             if not opts.bare_only:
                 results["node"].append(run_node(site, redis_srv, workdir, opts.pages, c))
             if opts.bare or opts.bare_only:
-                results["bare"][c] = asyncio.run(_bare(site, opts.pages, c))
+                results["bare"].append(run_bare(site, workdir, opts.pages, c))
     finally:
         redis_srv.stop()
         site.stop()

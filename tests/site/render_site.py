@@ -82,7 +82,7 @@ class RenderSite:
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> RenderSite:
         for role in ("main", "other"):
-            server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+            server = _Server(("127.0.0.1", 0), _Handler)
             server.daemon_threads = True
             server.request_queue_size = 128
             server.site = self  # type: ignore[attr-defined]
@@ -184,6 +184,11 @@ class RenderSite:
             script = f"document.getElementById('t').textContent = 'page-{i}-' + 'tok' + 'en';\n" + _ready_on_load()
             return 200, html_type, _doc(f"page {i}", "<p id=t></p><p>" + "filler text " * 50 + "</p>", script)
         return 404, html_type, _doc("404", "no such page")
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass  # a browser closing a page mid-response is normal here
 
 
 class _Handler(BaseHTTPRequestHandler):
