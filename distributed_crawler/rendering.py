@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import re
 import time
 from contextlib import suppress
@@ -72,8 +73,10 @@ RESOURCE_TYPES = frozenset({
     "eventsource", "websocket", "manifest", "other",
 })
 # A page is reused by later renders (opening one costs ~200 ms: a renderer process) unless a render
-# failed on it or may have changed its settings; after PAGE_MAX_USES renders it is replaced.
-PAGE_MAX_USES = 20  # renderer memory grows with every document a page has shown
+# failed on it or may have changed its settings. Its renderer's memory grows with every document it
+# shows, so after about PAGE_MAX_USES renders (each page draws its own number, see _track) it is
+# replaced: at 8 pages, 10 keeps the node within about ±9% of its mean (docs/benchmarks.md).
+PAGE_MAX_USES = 10
 IDLE_PAGE_SECONDS = 10.0  # a parked page unused this long is closed (its scripts stop, memory goes)
 # Page methods that only act on the current document: a page that ran them can be reused.
 DOCUMENT_PAGE_METHODS = frozenset({
@@ -290,6 +293,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         self._request_pages: dict[int, list[Page]] = {}
         self._idle: dict[str, list[Page]] = {}  # context name -> pages ready for reuse
         self._uses: dict[Page, int] = {}
+        self._max_uses: dict[Page, int] = {}
         self._parked_at: dict[Page, float] = {}
         self._sweep: asyncio.TimerHandle | None = None
         self._deadlines: dict[int, float] = {}
@@ -426,6 +430,9 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
 
     def _track(self, page: Page) -> None:
         self._open_pages.add(page)
+        # Each page gets its own number of renders (mean PAGE_MAX_USES): pages opened together are
+        # not all replaced together, so the node's memory does not swing in step.
+        self._max_uses[page] = random.randint(max(1, PAGE_MAX_USES // 2), max(1, PAGE_MAX_USES * 3 // 2))
         errors: list[str] = []
         self._page_errors[page] = errors
 
@@ -433,6 +440,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             self._open_pages.discard(page)
             self._page_errors.pop(page, None)
             self._uses.pop(page, None)
+            self._max_uses.pop(page, None)
             self._parked_at.pop(page, None)
 
         def on_error(error: Any) -> None:
@@ -507,7 +515,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             await self._close_page(page)
         if (
             reusable and not self._closed and not self._restart_due()
-            and self._uses.get(last, PAGE_MAX_USES) < PAGE_MAX_USES and await self._reset(last)
+            and self._uses.get(last, 0) < self._max_uses.get(last, 0) and await self._reset(last)
         ):
             self._park(last, context)
         else:
