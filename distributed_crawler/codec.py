@@ -31,6 +31,11 @@ DEFAULT_ALLOWED_CLASSES: frozenset[str] = frozenset(
 )
 # Meta keys that belong to one node's handling of one delivery; never shipped to another node.
 PRIVATE_META_PREFIX = "_dc_"
+# Set by proxy_middleware.py on requests it sent through a pool proxy (the masked proxy). Such a
+# request travels without the proxy, Scrapy's `_auth_proxy` and the Proxy-Authorization header:
+# the pool's credentials never reach Redis, and the next attempt picks a proxy again.
+POOL_PROXY_META = "_dc_proxy"
+_POOL_PROXY_FIELDS = frozenset({"proxy", "_auth_proxy"})
 # Meta keys Scrapy's own middlewares set that describe one download, not the request.
 _TRANSIENT_META = frozenset({
     "download_slot", "download_latency", "download_timeout", "depth_checked",
@@ -88,10 +93,12 @@ class RequestCodec:
             raise UnserializableRequestError(
                 f"request class {class_path} is not in REQUEST_CLASS_ALLOWLIST; add it there"
             )
+        pooled = POOL_PROXY_META in request.meta
         meta = {
             k: v
             for k, v in request.meta.items()
             if not k.startswith(PRIVATE_META_PREFIX) and k not in _TRANSIENT_META
+            and not (pooled and k in _POOL_PROXY_FIELDS)
         }
         try:  # scrapy-playwright's PageMethod travels as tagged JSON (tagged.py)
             meta = tag_values(meta, "meta")
@@ -116,6 +123,7 @@ class RequestCodec:
             "headers": {
                 k.decode("latin-1"): [v.decode("latin-1") for v in vs]
                 for k, vs in d["headers"].items()
+                if not (pooled and k.lower() == b"proxy-authorization")
             },
             "body": base64.b64encode(d["body"]).decode("ascii") if d["body"] else "",
             "cookies": d["cookies"],

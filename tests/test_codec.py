@@ -132,3 +132,20 @@ def test_pickle_bytes_are_never_unpickled(codec: RequestCodec, tmp_path: Path) -
     with pytest.raises(PayloadError):
         codec.decode(payload)
     assert not marker.exists()
+
+
+def test_pool_proxy_and_its_credentials_never_reach_the_payload(codec: RequestCodec) -> None:
+    from scrapy.downloadermiddlewares.httpproxy import HttpProxyMiddleware
+
+    pooled = Request("http://example.com/p", headers={"X-Keep": "1"},
+                     meta={"proxy": "http://crawler:s3cret@127.0.0.1:3128", "_dc_proxy": "http://crawler:***@127.0.0.1:3128"})
+    HttpProxyMiddleware().process_request(pooled)  # as in a crawl: credentials -> header
+    assert pooled.headers.get("Proxy-Authorization") and pooled.meta["_auth_proxy"]
+    payload = codec.encode(pooled)
+    assert "s3cret" not in payload and "Proxy-Authorization" not in payload and "3128" not in payload
+    decoded = codec.decode(payload)
+    assert not {"proxy", "_auth_proxy", "_dc_proxy"} & set(decoded.meta)
+    assert decoded.headers["X-Keep"] == b"1"
+    # A proxy the spider set itself (no pool marker) is the request's own: it travels.
+    own = Request("http://example.com/o", meta={"proxy": "http://127.0.0.1:8888"})
+    assert codec.decode(codec.encode(own)).meta["proxy"] == "http://127.0.0.1:8888"
