@@ -16,6 +16,9 @@ DEFAULTS: dict[str, Any] = {
     # Redis connection (REDIS_URL: env var overrides).
     "REDIS_URL": "redis://127.0.0.1:6379/0",
     "REDIS_SOCKET_TIMEOUT": 15.0,
+    "REDIS_CLUSTER": False,  # REDIS_URL is one seed node of a Redis Cluster; env var overrides
+    "REDIS_SENTINELS": "",  # "host:port,host:port" (or a list): find the master through Sentinel
+    "REDIS_SENTINEL_MASTER": "",  # the name in the sentinels' `sentinel monitor <name>` line
     # Keys.
     "REDIS_START_URLS_KEY": "%(spider)s:start_urls",
     "SCHEDULER_QUEUE_KEY": "{%(spider)s}:requests",
@@ -79,7 +82,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 ENV_OVERRIDES = (
-    "REDIS_URL", "STORAGE_URL", "NODE_ID", "MAX_IDLE_TIME_BEFORE_CLOSE",
+    "REDIS_URL", "REDIS_CLUSTER", "REDIS_SENTINELS", "REDIS_SENTINEL_MASTER", "STORAGE_URL", "NODE_ID", "MAX_IDLE_TIME_BEFORE_CLOSE",
     "ALERT_WEBHOOK_URL", "DASHBOARD_TOKEN", "PROMETHEUS_PORT", "PLAYWRIGHT_EXECUTABLE_PATH",
 )
 

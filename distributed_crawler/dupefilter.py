@@ -189,8 +189,12 @@ class BitmapDedup:
 
 async def has_bloom_commands(client: Any, key: str) -> bool:
     """Whether the server has RedisBloom (Redis 8, Redis Stack): ask it a harmless BF.EXISTS."""
+    probe = f"{key}:probe"
+    # A cluster client looks a command's keys up in its command table first, and BF.* is missing
+    # there exactly when the server lacks it: name the key's node so the server itself answers.
+    route = {"target_nodes": client.get_node_from_key(probe)} if hasattr(client, "get_node_from_key") else {}
     try:
-        await maybe_await(client.execute_command("BF.EXISTS", f"{key}:probe", "x"))
+        await maybe_await(client.execute_command("BF.EXISTS", probe, "x", **route))
     except ResponseError as exc:
         if "unknown command" in str(exc).lower():
             return False

@@ -23,7 +23,7 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from distributed_crawler.codec import PayloadError, RequestCodec, UnserializableRequestError
-from distributed_crawler.connection import TRANSIENT_ERRORS, OutageLog, RedisConfig
+from distributed_crawler.connection import TRANSIENT_ERRORS, OutageLog, RedisConfig, subscribe
 from distributed_crawler.defaults import get_setting
 from distributed_crawler.deadletters import DeadLetters
 from distributed_crawler.dupefilter import flush_crawl
@@ -513,12 +513,15 @@ class RedisScheduler:
         return not self._buffer and self.leases.held() == [lease] and not self.leases.pending_acks()
 
     async def _run_doorbell(self) -> None:
-        """Wake the feeder when any node pushes work (PUBLISHed by enqueue.lua), not on a poll."""
+        """Wake the feeder when any node pushes work (PUBLISHed by enqueue.lua), not on a poll.
+
+        Pub/sub only saves latency: if it cannot work here, idle nodes poll instead.
+        """
         outage = OutageLog("doorbell", self.redis_config.masked_url)
         while not self._stopped:
-            pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+            pubsub = None
             try:
-                await pubsub.subscribe(self.keys.doorbell)
+                pubsub = await subscribe(self.client, self.keys.doorbell)
                 outage.ok()
                 while not self._stopped:
                     if await pubsub.get_message(timeout=1.0) is not None:
@@ -526,8 +529,17 @@ class RedisScheduler:
             except TRANSIENT_ERRORS as exc:
                 outage.failed(exc)
                 await asyncio.sleep(1.0)
+            except Exception as exc:  # noqa: BLE001 - e.g. a proxy without pub/sub
+                logger.warning(
+                    "Doorbell (pub/sub on %s) unavailable (%s: %s); idle nodes poll for work every "
+                    "SCHEDULER_POLL_MAX_SECONDS (%ss) instead",
+                    self.redis_config.masked_url, type(exc).__name__, exc, self.config.poll_max_seconds,
+                )
+                while not self._stopped:
+                    await asyncio.sleep(1.0)
             finally:
-                await pubsub.aclose()
+                if pubsub is not None:
+                    await pubsub.aclose()
 
     async def _run_leases(self) -> None:
         next_renew = time.monotonic()

@@ -1,0 +1,225 @@
+"""Real Redis topologies for tests: a 3-master Redis Cluster, and master + replica + Sentinel.
+
+Every server is bound to 127.0.0.1 on free ports with its data in a temp dir; every wait is bounded
+and `stop()` kills what was started (also after a failed start).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.conftest import RedisServer, free_port
+
+
+def _require_redis() -> None:
+    if not shutil.which("redis-server") or not shutil.which("redis-cli"):
+        pytest.fail("redis-server/redis-cli are not installed: run `make test`, which installs them")
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 30.0, every: float = 0.1) -> None:
+    """Poll `check` until it is true; fail the test naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except (redis.RedisError, OSError):
+            pass
+        time.sleep(every)
+    raise RuntimeError(f"timed out after {timeout}s waiting for {what}")
+
+
+def _ping(port: int) -> bool:
+    client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=2)
+    try:
+        return bool(client.ping())
+    finally:
+        client.close()
+
+
+class RedisClusterNodes:
+    """`redis-server --cluster-enabled yes` x N + `redis-cli --cluster create` (no replicas)."""
+
+    def __init__(self, workdir: Path, masters: int = 3) -> None:
+        self.workdir = workdir
+        self.ports = [free_port() for _ in range(masters)]
+        self.procs: list[subprocess.Popen] = []
+
+    @property
+    def url(self) -> str:
+        """One seed node, as REDIS_URL names it with REDIS_CLUSTER=1."""
+        return f"redis://127.0.0.1:{self.ports[0]}/0"
+
+    def start(self) -> RedisClusterNodes:
+        _require_redis()
+        try:
+            for port in self.ports:
+                node_dir = self.workdir / str(port)
+                node_dir.mkdir(parents=True, exist_ok=True)
+                self.procs.append(subprocess.Popen(
+                    ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(node_dir),
+                     "--save", "", "--appendonly", "no", "--cluster-enabled", "yes",
+                     # the bus port is picked too: port + 10000 may be taken or out of range
+                     "--cluster-port", str(free_port()), "--cluster-config-file", "nodes.conf",
+                     "--cluster-node-timeout", "2000"],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                ))
+            for port in self.ports:
+                wait_for(f"cluster node :{port}", lambda p=port: _ping(p), timeout=10, every=0.025)
+            subprocess.run(
+                ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.ports),
+                 "--cluster-replicas", "0", "--cluster-yes"],
+                check=True, capture_output=True, timeout=60,
+            )
+            for port in self.ports:
+                wait_for(f"cluster_state:ok on :{port}", lambda p=port: self._state_ok(p), timeout=30)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    @staticmethod
+    def _state_ok(port: int) -> bool:
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=2)
+        try:
+            info = client.execute_command("CLUSTER", "INFO")
+            text = info.decode() if isinstance(info, bytes) else str(info)
+            return "cluster_state:ok" in text and "cluster_slots_assigned:16384" in text
+        finally:
+            client.close()
+
+    def client(self) -> redis.cluster.RedisCluster:
+        return redis.cluster.RedisCluster(host="127.0.0.1", port=self.ports[0], socket_timeout=5)
+
+    def master_port_of(self, key: str) -> int:
+        """The port of the master that owns `key`'s hash slot (asked of the cluster, not computed)."""
+        client = self.client()
+        try:
+            return client.get_node_from_key(key).port
+        finally:
+            client.close()
+
+    def flushall(self) -> None:
+        for port in self.ports:
+            client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=5)
+            try:
+                client.flushall()
+            finally:
+                client.close()
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+
+
+class SentinelSet:
+    """1 master + 1 replica + 1 Sentinel (quorum 1, fast failure detection and failover)."""
+
+    def __init__(self, workdir: Path, master_name: str = "dcmaster", down_after_ms: int = 1000) -> None:
+        self.workdir = workdir
+        self.master_name = master_name
+        self.down_after_ms = down_after_ms
+        (workdir / "master").mkdir(parents=True, exist_ok=True)
+        (workdir / "replica").mkdir(parents=True, exist_ok=True)
+        self.master = RedisServer(workdir / "master")
+        self.replica = RedisServer(workdir / "replica", "--replicaof", "127.0.0.1", str(self.master.port))
+        self.sentinel_port = free_port()
+        self.sentinel_proc: subprocess.Popen | None = None
+
+    @property
+    def sentinels(self) -> str:
+        """The REDIS_SENTINELS value."""
+        return f"127.0.0.1:{self.sentinel_port}"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What a worker needs to reach the master through Sentinel."""
+        return {"REDIS_SENTINELS": self.sentinels, "REDIS_SENTINEL_MASTER": self.master_name,
+                "REDIS_URL": "redis://127.0.0.1:6379/0"}  # host ignored with Sentinel; db, auth, TLS used
+
+    def start(self) -> SentinelSet:
+        _require_redis()
+        try:
+            self.master.start()
+            self.replica.start()
+            conf = self.workdir / "sentinel.conf"  # Sentinel rewrites its config: a file of its own
+            conf.write_text(
+                f"port {self.sentinel_port}\nbind 127.0.0.1\ndir {self.workdir}\n"
+                f"sentinel monitor {self.master_name} 127.0.0.1 {self.master.port} 1\n"
+                f"sentinel down-after-milliseconds {self.master_name} {self.down_after_ms}\n"
+                f"sentinel failover-timeout {self.master_name} 5000\n"
+                f"sentinel parallel-syncs {self.master_name} 1\n"
+            )
+            self.sentinel_proc = subprocess.Popen(
+                ["redis-server", str(conf), "--sentinel"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+            wait_for("the replica in sync", self._replica_in_sync, timeout=30)
+            wait_for("Sentinel to see the replica", self._sentinel_sees_replica, timeout=30)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def sentinel_client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.sentinel_port, socket_timeout=2)
+
+    def _replica_in_sync(self) -> bool:
+        client = redis.Redis.from_url(self.replica.url, socket_timeout=2)
+        try:
+            return client.info("replication").get("master_link_status") == "up"
+        finally:
+            client.close()
+
+    def _sentinel_sees_replica(self) -> bool:
+        client = self.sentinel_client()
+        try:
+            replicas = client.sentinel_slaves(self.master_name)
+            return any(int(r["port"]) == self.replica.port and "s_down" not in r["flags"] for r in replicas)
+        finally:
+            client.close()
+
+    def master_port(self) -> int:
+        """The master's port as Sentinel names it now."""
+        client = self.sentinel_client()
+        try:
+            _, port = client.sentinel_get_master_addr_by_name(self.master_name)
+            return int(port)
+        finally:
+            client.close()
+
+    def kill_master(self) -> None:
+        """kill -9 of the current master (no shutdown save, no goodbye to the replica)."""
+        assert self.master.proc is not None
+        self.master.proc.kill()
+        self.master.proc.wait(10)
+
+    def wait_failover(self, timeout: float = 60.0) -> None:
+        """Until Sentinel names the replica as master and the replica accepts writes."""
+        def promoted() -> bool:
+            if self.master_port() != self.replica.port:
+                return False
+            client = redis.Redis.from_url(self.replica.url, socket_timeout=2)
+            try:
+                return client.info("replication").get("role") == "master"
+            finally:
+                client.close()
+
+        wait_for("the Sentinel failover", promoted, timeout=timeout, every=0.2)
+
+    def stop(self) -> None:
+        if self.sentinel_proc and self.sentinel_proc.poll() is None:
+            self.sentinel_proc.kill()
+            self.sentinel_proc.wait(10)
+        for server in (self.replica, self.master):
+            if server.proc and server.proc.poll() is None:
+                server.proc.kill()
+                server.proc.wait(10)
