@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import Any
 
 from rich.console import Console
@@ -199,6 +200,60 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_proxies(args: argparse.Namespace) -> int:
+    """The shared proxy pool: add, list, remove, reset (docs/proxies.md). Never prints a password."""
+    from distributed_crawler.proxies import ProxyConfig, ProxyPool, mask_proxy, match_proxies, parse_proxies, read_proxy_file
+
+    settings = _settings(args)
+    redis_config = RedisConfig.from_settings(settings)
+    redis_config.check_reachable()
+    config = ProxyConfig.from_settings(settings)
+    pool = ProxyPool.from_config(redis_config.sync_client(), config)
+    if args.action == "add":
+        given = list(args.proxies) + (read_proxy_file(args.file) if args.file else [])
+        if not given:
+            raise CliError("proxies add needs proxy URLs or --file FILE")
+        proxies = parse_proxies(given, "proxies add")
+        added = run_sync(pool.add(proxies))
+        print(f"added {added} of {len(proxies)} to {config.pool_key} ({len(proxies) - added} already there)")
+        return 0
+    entries = run_sync(pool.entries())
+    if args.action == "list":
+        shown = [{**e, "url": mask_proxy(e["url"])} for e in entries]
+        summary = {
+            "pool_key": config.pool_key, "dead_key": config.dead_key,
+            "healthy": sum(1 for e in entries if e["state"] == "healthy"),
+            "failing": sum(1 for e in entries if e["state"] == "failing"),
+            "dead": sum(1 for e in entries if e["state"] == "dead"),
+        }
+        if args.json:
+            _print_json({**summary, "proxies": shown})
+            return 0
+        table = Table(title=f"{config.pool_key}: {summary['healthy']} healthy, {summary['failing']} failing, "
+                            f"{summary['dead']} dead ({config.dead_key})")
+        for col in ("proxy", "state", "score", "last error", "dead since"):
+            table.add_column(col, overflow="fold")
+        for e in shown:
+            since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["since"])) if e["since"] else ""
+            table.add_row(e["url"], e["state"], "" if e["score"] is None else f"{e['score']:g}", e["error"] or "", since)
+        Console().print(table)
+        return 0
+    known = [e["url"] for e in entries]
+    if args.action == "reset" and not args.proxies:
+        print(f"reset {run_sync(pool.reset(None))} proxies to the initial score (dead ones back in the pool)")
+        return 0
+    if not args.proxies:
+        raise CliError(f"proxies {args.action} needs proxy URLs (as listed, or host:port)")
+    matched, missing = match_proxies(list(args.proxies), known)
+    if missing:
+        raise CliError(f"not in the pool: {', '.join(mask_proxy(m) for m in missing)}; see dcrawl proxies list")
+    if args.action == "remove":
+        print(f"removed {run_sync(pool.remove(matched))} from {config.pool_key} and {config.dead_key}")
+    else:
+        print(f"reset {run_sync(pool.reset(matched))} proxies to the initial score")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dcrawl", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -226,6 +281,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("spider")
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--requeue", action="store_true", help="push failed requests back to the queue")
+    p = command("proxies", cmd_proxies, "the shared proxy pool: add, list (health), remove, reset", json_flag=True)
+    p.add_argument("action", choices=["add", "list", "remove", "reset"])
+    p.add_argument("proxies", nargs="*", help="proxy URLs (remove/reset also take host:port or the masked URL)")
+    p.add_argument("--file", help="for add: a file with one proxy URL a line (# comments)")
     p = command("reclaim", cmd_reclaim, "return expired leases to the queue now")
     p.add_argument("spider")
     p = command("dedup", cmd_dedup, "the seen-URL filter: stats, check URL, reset, rebuild --from", json_flag=True)

@@ -79,6 +79,18 @@ DEFAULTS: dict[str, Any] = {
     "PLAYWRIGHT_MAX_PAGES": 8,  # open pages per node, all contexts together
     "PLAYWRIGHT_RESTART_AFTER_PAGES": 1000,  # restart the browser to cap its memory (0 = never)
     "IFRAME_FOLLOW_STATIC": False,  # news spider: fetch same-site <iframe src> as plain requests
+    # Shared proxy pool (docs/proxies.md). Under REDIS_CLUSTER use {dc}:proxies and {dc}:proxies:dead.
+    "PROXY_ENABLED": "auto",  # auto = on when PROXY_LIST/PROXY_FILE is set or the pool has proxies
+    "PROXY_LIST": [],  # proxy URLs (or "a,b" with -s), loaded into the pool at start
+    "PROXY_FILE": "",  # one proxy URL a line, # comments
+    "PROXY_POOL_KEY": "dc:proxies",  # zset: proxy -> health score
+    "PROXY_DEAD_KEY": "dc:proxies:dead",  # hash: evicted proxy -> JSON {error, since, score}
+    "PROXY_BAN_STATUSES": [403, 429],  # responses that count as a ban of the proxy
+    "PROXY_BAN_BODY_REGEX": "",  # a body matching it counts as a ban ("" = off)
+    "PROXY_MIN_SCORE": 0,  # below it a proxy is evicted (start 10, +1 a success up to 20, -3 a failure)
+    "PROXY_REVIVE_SECONDS": 600,  # a dead proxy gets another chance after this (0 = never)
+    "PROXY_EMPTY_POLICY": "wait",  # pool empty: wait (hold requests) or direct (no proxy)
+    "PROXY_STICKY_DOMAINS": False,  # a node keeps one proxy per domain while it stays healthy
 }
 
 ENV_OVERRIDES = (

@@ -19,6 +19,7 @@ from rich.text import Text
 from scrapy.settings import BaseSettings
 
 from distributed_crawler.connection import TRANSIENT_ERRORS
+from distributed_crawler.defaults import get_setting
 from distributed_crawler.dupefilter import describe_dedup
 from distributed_crawler.keys import SpiderKeys
 from distributed_crawler.enqueue import maybe_await, run_sync
@@ -62,6 +63,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
     raw_alerts, raw_failures = await maybe_await(pipe.execute())
     proxy_key = str(settings.get("PROXY_POOL_KEY") or PROXY_POOL_KEY)
     proxies = await proxy_health(client, proxy_key)
+    proxies["dead"] = int(await maybe_await(client.hlen(str(get_setting(settings, "PROXY_DEAD_KEY")))))
     alive = [n for n in nodes if n["alive"]]
     rate = round(sum(n["rate"] for n in alive), 1)
     if not counts.pending:
@@ -115,8 +117,10 @@ def render_status(status: dict[str, Any], title: str = "") -> Group:
         ("drains in", duration(t["eta_seconds"]) if t["eta_seconds"] is not None else "?"),
         ("nodes", f"{t['nodes_alive']} alive" + (f", {t['nodes_dead']} dead" if t["nodes_dead"] else "")),
     ]
-    if status["proxies"]["total"]:
-        figures.append(("proxies", f"{status['proxies']['healthy']}/{status['proxies']['total']} healthy"))
+    proxies = status["proxies"]
+    if proxies["total"] or proxies.get("dead"):
+        dead = f", {proxies['dead']} dead" if proxies.get("dead") else ""
+        figures.append(("proxies", f"{proxies['healthy']}/{proxies['total']} healthy{dead}"))
     parts: list[Any] = [
         Text(title or status["spider"], style="bold"),
         Columns([Text.assemble((f"{label} ", "dim"), (str(value), "bold")) for label, value in figures], padding=(0, 3)),

@@ -18,6 +18,8 @@ from distributed_crawler.dupefilter import BloomConfig, BloomDupeFilter, DedupEr
 from distributed_crawler.enqueue import run_sync
 from distributed_crawler.keys import SpiderKeys
 from distributed_crawler.pipelines import StorageConfig, StoragePipeline
+from distributed_crawler.proxies import ProxyConfig
+from distributed_crawler.proxy_middleware import ProxyPoolMiddleware
 from distributed_crawler.storage import StorageError, open_storage
 
 
@@ -29,6 +31,8 @@ class Command(ScrapyCrawlCommand):
             redis_config.check_reachable()
             if args:
                 check_dupefilter(self.settings, redis_config, args[0])
+            if any(ProxyPoolMiddleware is _load(m) for m, on in self.settings.getdict("DOWNLOADER_MIDDLEWARES").items() if on is not None):
+                ProxyConfig.from_settings(self.settings)  # a malformed proxy URL: one line, exit 2
             if any(StoragePipeline is _load(p) for p in self.settings.getdict("ITEM_PIPELINES")):
                 open_storage(StorageConfig.from_settings(self.settings).url).close()
         except (RedisUnavailable, StorageError, DedupError, ValueError) as exc:

@@ -1,0 +1,172 @@
+"""The proxy pool's pieces on a real redis-server: URL parsing and masking, settings, scoring,
+eviction, revival, weighted pick, and `dcrawl proxies`."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+import redis
+from scrapy.settings import Settings
+
+from distributed_crawler.cli import main
+from distributed_crawler.enqueue import run_sync
+from distributed_crawler.proxies import (
+    FAILURE_PENALTY, INITIAL_SCORE, MAX_SCORE, ProxyConfig, ProxyPool, ProxyURLError, mask_proxy, parse_proxy,
+)
+from distributed_crawler.proxy_middleware import failure_reason
+
+A, B, C = "http://127.0.0.1:3001", "http://u:pw@127.0.0.1:3002", "https://10.0.0.3:443"
+
+
+@pytest.fixture
+def pool(redis_client: redis.Redis) -> ProxyPool:
+    return ProxyPool(redis_client, "dc:proxies", "dc:proxies:dead", min_score=0)
+
+
+# -- URLs and settings ---------------------------------------------------------------------------
+def test_parse_normalizes_and_masks() -> None:
+    assert parse_proxy(" HTTP://User:S3cret@Proxy.Example.com:3128/ ") == "http://User:S3cret@proxy.example.com:3128"
+    assert parse_proxy("http://proxy.example.com") == "http://proxy.example.com:80"
+    assert parse_proxy("https://[::1]:8443") == "https://[::1]:8443"
+    assert mask_proxy("http://user:s3cret@host:3128") == "http://user:***@host:3128"
+    assert mask_proxy("http://host:3128") == "http://host:3128"
+    assert "s3cret" not in mask_proxy("http://user:s3cret@host:notaport")
+
+
+@pytest.mark.parametrize("bad", [
+    "127.0.0.1:3128", "socks5://127.0.0.1:1080", "http://user:s3cret@host:99999", "http://host:3128/path",
+    "http://user@host:3128", "http://:3128", "http://user:s3cret@host:notaport", "http://ho st:1",
+])
+def test_malformed_proxies_are_rejected_without_the_password(bad: str) -> None:
+    with pytest.raises(ProxyURLError) as exc:
+        parse_proxy(bad)
+    assert "s3cret" not in str(exc.value) and "http://[user:password@]host:port" in str(exc.value)
+
+
+def test_config_reads_list_file_and_checks_values(tmp_path) -> None:  # noqa: ANN001
+    listing = tmp_path / "proxies.txt"
+    listing.write_text(f"# our proxies\n{A}\n\n  {B}  \n{A}\n")
+    config = ProxyConfig.from_settings(Settings({"PROXY_LIST": f"{C},{A}", "PROXY_FILE": str(listing)}))
+    assert config.proxies == (C, A, B)
+    assert config.ban_statuses == {403, 429} and config.empty_policy == "wait" and config.enabled is None
+    bad = {
+        "PROXY_LIST": ["http://ok:1", "ftp://x:1"], "PROXY_FILE": str(tmp_path / "missing.txt"),
+        "PROXY_BAN_STATUSES": "403,abc", "PROXY_BAN_BODY_REGEX": "(", "PROXY_MIN_SCORE": INITIAL_SCORE,
+        "PROXY_REVIVE_SECONDS": -1, "PROXY_EMPTY_POLICY": "sometimes", "PROXY_ENABLED": "maybe",
+    }
+    for name, value in bad.items():
+        with pytest.raises(ValueError, match=name):
+            ProxyConfig.from_settings(Settings({name: value}))
+    with pytest.raises(ValueError, match="different Redis Cluster hash slots"):
+        ProxyConfig.from_settings(Settings({"REDIS_CLUSTER": True}))
+    cluster = ProxyConfig.from_settings(Settings({
+        "REDIS_CLUSTER": True, "PROXY_POOL_KEY": "{dc}:proxies", "PROXY_DEAD_KEY": "{dc}:proxies:dead"}))
+    assert cluster.dead_key == "{dc}:proxies:dead"
+
+
+def test_failure_reasons_name_the_kind() -> None:
+    from scrapy.core.downloader.handlers.http11 import TunnelError
+    from scrapy.exceptions import DownloadConnectionRefusedError, DownloadTimeoutError
+
+    assert failure_reason(DownloadConnectionRefusedError("refused")).startswith("connection refused")
+    assert failure_reason(DownloadTimeoutError("took longer")).startswith("timeout")
+    assert failure_reason(TunnelError("Could not open CONNECT tunnel")).startswith("tunnel error")
+
+
+# -- scoring, eviction, revival -------------------------------------------------------------------
+def test_scores_rise_to_the_cap_and_failures_evict_with_the_last_error(pool: ProxyPool, redis_client: redis.Redis) -> None:
+    assert run_sync(pool.load([A, B])) == 2
+    for _ in range(30):
+        run_sync(pool.success(A))
+    assert redis_client.zscore("dc:proxies", A) == MAX_SCORE
+    states = [run_sync(pool.failure(B, f"status 403 #{i}")).state for i in range(4)]
+    # 10 -> 7 -> 4 -> 1 -> -2 (< PROXY_MIN_SCORE 0): evicted at the fourth failure, exactly once.
+    assert states == ["failed", "failed", "failed", "evicted"]
+    assert run_sync(pool.failure(B, "late")).state == "gone"
+    assert redis_client.zrange("dc:proxies", 0, -1) == [A.encode()]
+    dead = json.loads(redis_client.hget("dc:proxies:dead", B))
+    assert dead["error"] == "status 403 #3" and dead["score"] == INITIAL_SCORE - 4 * FAILURE_PENALTY
+    assert run_sync(pool.counts()) == (1, 1)
+
+
+def test_load_keeps_dead_proxies_dead_add_brings_them_back(pool: ProxyPool, redis_client: redis.Redis) -> None:
+    run_sync(pool.load([A]))
+    for _ in range(4):
+        run_sync(pool.failure(A, "connection refused"))
+    assert run_sync(pool.load([A, B])) == 1  # a restarting node does not resurrect A
+    assert redis_client.hexists("dc:proxies:dead", A)
+    assert run_sync(pool.add([A])) == 1
+    assert redis_client.zscore("dc:proxies", A) == INITIAL_SCORE and not redis_client.hexists("dc:proxies:dead", A)
+
+
+def test_revive_uses_server_time_and_gives_one_more_chance(pool: ProxyPool, redis_client: redis.Redis) -> None:
+    run_sync(pool.load([A, B]))
+    for proxy in (A, B):
+        for _ in range(4):
+            run_sync(pool.failure(proxy, "timeout"))
+    now = redis_client.time()[0]
+    entry = json.loads(redis_client.hget("dc:proxies:dead", A))
+    assert abs(entry["since"] - now) < 5  # written on the server clock
+    entry["since"] = now - 120  # dead for two minutes (an old score, not a sleep)
+    redis_client.hset("dc:proxies:dead", A, json.dumps(entry))
+    assert run_sync(pool.revive(60)) == [(A, "timeout")]
+    assert redis_client.zscore("dc:proxies", A) == pool.revival_score == 1
+    assert redis_client.hexists("dc:proxies:dead", B)  # dead for less than 60 s
+    assert run_sync(pool.failure(A, "timeout again")).state == "evicted"  # one failure is enough now
+
+
+def test_pick_is_weighted_by_health(pool: ProxyPool, redis_client: redis.Redis) -> None:
+    assert run_sync(pool.pick(0.5)) is None
+    redis_client.zadd("dc:proxies", {A: 20, B: 0})  # weights 21 and 1 with PROXY_MIN_SCORE 0
+    picks = Counter(run_sync(pool.pick(i / 220)) for i in range(220))
+    assert picks == {A: 210, B: 10}  # members sorted by score: B takes the first 1/22 of [0, 1)
+
+
+# -- dcrawl proxies -----------------------------------------------------------------------------
+def test_cli_add_list_remove_reset(redis_url: str, redis_client: redis.Redis, tmp_path, capsys: pytest.CaptureFixture,  # noqa: ANN001
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # rich folds long cells at 80
+    def run(*args: str) -> tuple[int, str, str]:
+        code = main(["proxies", *args, "--redis-url", redis_url])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    listing = tmp_path / "p.txt"
+    listing.write_text(f"# comment\n{C}\n")
+    assert run("add", A, B, "--file", str(listing))[0] == 0
+    assert run("add", A)[1].startswith("added 0 of 1")
+    assert redis_client.zcard("dc:proxies") == 3
+    pool = ProxyPool(redis_client)
+    for _ in range(4):
+        run_sync(pool.failure(B, "status 407 (proxy authentication required)"))
+    code, out, _ = run("list", "--json")
+    listed = json.loads(out)
+    assert code == 0 and (listed["healthy"], listed["dead"]) == (2, 1)
+    dead = [p for p in listed["proxies"] if p["state"] == "dead"]
+    assert dead[0]["url"] == "http://u:***@127.0.0.1:3002" and dead[0]["error"].startswith("status 407")
+    code, out, _ = run("list")
+    assert code == 0 and "u:***@127.0.0.1:3002" in out and "pw@" not in out
+    assert run("reset", "127.0.0.1:3002")[0] == 0  # host:port names it
+    assert redis_client.zscore("dc:proxies", B) == INITIAL_SCORE and redis_client.hlen("dc:proxies:dead") == 0
+    assert run("remove", "http://u:***@127.0.0.1:3002", A)[0] == 0  # the masked URL names it too
+    assert redis_client.zrange("dc:proxies", 0, -1) == [C.encode()]
+    code, _, err = run("remove", "http://127.0.0.1:9")
+    assert code == 1 and "not in the pool" in err
+    code, _, err = run("add", "http://user:s3cret@host:bad")
+    assert code == 1 and "s3cret" not in err and "proxies add" in err
+    redis_client.zadd("dc:proxies", {C: 2})
+    assert run("reset")[0] == 0 and redis_client.zscore("dc:proxies", C) == INITIAL_SCORE
+
+
+def test_status_shows_proxy_health(redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture) -> None:
+    pool = ProxyPool(redis_client)
+    run_sync(pool.load([A, B, C]))
+    for _ in range(4):
+        run_sync(pool.failure(C, "connection refused"))
+    assert main(["status", "news", "--redis-url", redis_url, "--json"]) == 0
+    proxies = json.loads(capsys.readouterr().out)["proxies"]
+    assert proxies == {"total": 2, "healthy": 2, "dead": 1}
+    assert main(["status", "news", "--redis-url", redis_url]) == 0
+    assert "2/2 healthy, 1 dead" in capsys.readouterr().out
