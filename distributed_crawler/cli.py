@@ -20,6 +20,7 @@ from distributed_crawler.connection import RedisConfig, RedisUnavailable
 from scrapy import Request
 from scrapy.utils.misc import load_object
 
+from distributed_crawler.deadletters import fresh_payload
 from distributed_crawler.dupefilter import SetDedup, describe_dedup, reset_dedup
 from distributed_crawler.enqueue import Enqueuer, run_sync
 from distributed_crawler.fingerprint import CanonicalFingerprinter, FingerprintConfig
@@ -107,16 +108,17 @@ def cmd_failed(args: argparse.Namespace) -> int:
         _print_json(entries)
         return 0
     table = Table(title=f"{keys.failed}: {client.llen(keys.failed)} entries (showing {len(entries)})")
-    for col in ("url", "reason", "attempts", "node"):
+    for col in ("url", "reason", "status", "attempts", "node"):
         table.add_column(col, overflow="fold")
     for e in entries:
-        table.add_row(str(e.get("url", "")), str(e.get("reason", "")), str(e.get("attempts", "")), str(e.get("node", "")))
+        table.add_row(str(e.get("url", "")), str(e.get("reason", "")), str(e.get("status") or ""),
+                      str(e.get("attempts", "")), str(e.get("node", "")))
     Console().print(table)
     return 0
 
 
 def _requeue(settings: Any, client: Any, keys: SpiderKeys, raw: list[bytes], entries: list[dict]) -> int:
-    """Failures that carry a request payload go back to the queue (with a fresh delivery count)."""
+    """Failures that carry a request payload go back to the queue (fresh delivery and retry counts)."""
     config = SchedulerConfig.from_settings(settings)
     # No fingerprint: the entries are already in the filter and must be pushed anyway.
     enqueuer = Enqueuer(client, keys, SetDedup(keys.dupefilter), config.queue_type, keys.doorbell)
@@ -126,7 +128,7 @@ def _requeue(settings: Any, client: Any, keys: SpiderKeys, raw: list[bytes], ent
         if not payload or entry.get("source") not in ("reclaim", "retry", "poison"):
             kept += 1
             continue
-        member = f"0:{entry.get('priority', 0)}:{payload}"
+        member = f"0:{entry.get('priority', 0)}:{fresh_payload(payload)}"
         run_sync(enqueuer.run("push", [("", True, member)]))
         client.lrem(keys.failed, 1, item)
         requeued += 1

@@ -9,6 +9,19 @@ from typing import Any
 PREVIEW_CHARS = 300
 
 
+def fresh_payload(payload: str) -> str:
+    """A dead letter's request payload with its retry count reset (for `dcrawl failed --requeue`)."""
+    try:
+        decoded = json.loads(payload)
+    except ValueError:
+        return payload  # not ours to rewrite: the scheduler dead-letters it again if it is garbage
+    meta = decoded.get("meta") if isinstance(decoded, dict) else None
+    if not isinstance(meta, dict) or "retry_times" not in meta:
+        return payload
+    meta.pop("retry_times")
+    return json.dumps(decoded, separators=(",", ":"), ensure_ascii=False)
+
+
 def failure_entry(url: str, reason: str, node: str, **extra: Any) -> str:
     entry = {"url": url, "reason": reason, "node": node, "time": round(time.time(), 3)}
     entry.update(extra)

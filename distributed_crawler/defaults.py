@@ -79,6 +79,13 @@ DEFAULTS: dict[str, Any] = {
     "PLAYWRIGHT_MAX_PAGES": 8,  # open pages per node, all contexts together
     "PLAYWRIGHT_RESTART_AFTER_PAGES": 1000,  # restart the browser to cap its memory (0 = never)
     "IFRAME_FOLLOW_STATIC": False,  # news spider: fetch same-site <iframe src> as plain requests
+    # Retries through {spider}:delayed and cluster-wide politeness (docs/retries-and-politeness.md).
+    "RETRY_BACKOFF_BASE": 1.0,  # seconds before the first retry; doubles each retry (with jitter)
+    "RETRY_BACKOFF_MAX": 60.0,  # cap of the backoff and of a site's Retry-After
+    "DOMAIN_RATE_LIMIT": 0,  # requests/s per domain, all nodes together (0 = off)
+    "DOMAIN_RATE_LIMITS": {},  # {"example.com": 0.5} per-domain overrides (JSON with -s; 0 = no limit)
+    "DOMAIN_RATE_LIMIT_PER_PROXY": False,  # one budget per domain x proxy instead of per domain
+    "DOMAIN_RATE_KEY": "dc:rate:%(domain)s",  # one key per domain (single-key script: Cluster-safe)
     # Shared proxy pool (docs/proxies.md). Under REDIS_CLUSTER use {dc}:proxies and {dc}:proxies:dead.
     "PROXY_ENABLED": "auto",  # auto = on when PROXY_LIST/PROXY_FILE is set or the pool has proxies
     "PROXY_LIST": [],  # proxy URLs (or "a,b" with -s), loaded into the pool at start

@@ -16,7 +16,8 @@ from distributed_crawler.scripts import lua_source
 if TYPE_CHECKING:
     from distributed_crawler.dupefilter import Dedup
 
-Entry = tuple[str, bool, str]  # fingerprint hex ("" = no dedup), dont_filter, queue member
+# fingerprint hex ("" = no dedup), dont_filter, queue member[, delay in seconds: > 0 = to delayed]
+Entry = tuple[str, bool, str] | tuple[str, bool, str, float]
 MAX_FIXES = 20  # layer additions / layout refreshes in one call before giving up (never expected)
 
 
@@ -51,8 +52,9 @@ class Enqueuer:
             dedup_keys, layers = self.dedup.script_keys()
             argv: list[Any] = [self.queue_type, len(pending), self.doorbell, self.dedup.mode, layers, action]
             for entry in pending:
-                argv += [entry[0], "1" if entry[1] else "0", entry[2]]
-            keys = [self.keys.requests, self.keys.seq, self.keys.processing, *dedup_keys]
+                delay = entry[3] if len(entry) > 3 else 0
+                argv += [entry[0], "1" if entry[1] else "0", f"{delay:.3f}" if delay > 0 else "0", entry[2]]
+            keys = [self.keys.requests, self.keys.seq, self.keys.processing, self.keys.delayed, *dedup_keys]
             code, *done = await maybe_await(self.script(keys=keys, args=argv + list(handovers)))
             results += done
             if code == 0:

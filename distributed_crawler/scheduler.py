@@ -32,6 +32,7 @@ from distributed_crawler.envelope import make_member, split_member
 from distributed_crawler.keys import SpiderKeys
 from distributed_crawler.leases import LEASE_META, LeaseTracker, Stage
 from distributed_crawler.node import node_id_from_settings
+from distributed_crawler.retry import RETRY_DELAY_META
 from distributed_crawler.scripts import Scripts
 from distributed_crawler.shutdown import SecondSignalGuard
 
@@ -55,6 +56,7 @@ QUEUE_TYPES = {
 OUTBOX_BATCH = 500
 ACK_BATCH = 1000
 ACK_INTERVAL = 0.1
+DUE_BATCH = 100  # due retries pop.lua moves from delayed back to the queue per call
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,7 @@ class OutboxEntry(NamedTuple):
     dont_filter: bool
     member: str
     handover: bytes | None  # lease of the request this one succeeds (redirect, retry)
+    delay: float = 0.0  # > 0: a retry, parked in {spider}:delayed for this many seconds
 
 
 def wake_engine(crawler: Crawler) -> None:
@@ -319,8 +322,10 @@ class RedisScheduler:
         entry = OutboxEntry(
             self.df.fingerprint_hex(request),
             request.dont_filter,
+            # a successor starts at 0 deliveries: a retry or redirect is not a redelivery
             make_member(payload, request.priority),
             handover,
+            max(0.0, float(request.meta.get(RETRY_DELAY_META) or 0)),
         )
         self._enqueued_seq += 1
         self._outbox.append((self._enqueued_seq, entry))
@@ -403,7 +408,7 @@ class RedisScheduler:
                 await self._outbox_ready.wait()
                 continue
             batch = [self._outbox[i] for i in range(min(OUTBOX_BATCH, len(self._outbox)))]
-            entries = [(e.fingerprint, e.dont_filter, e.member) for _, e in batch]
+            entries = [(e.fingerprint, e.dont_filter, e.member, e.delay) for _, e in batch]
             handovers = [e.handover for _, e in batch if e.handover]
             result = await self._retrying("enqueue", lambda: self.enqueuer.run("push", entries, handovers))
             for _ in batch:
@@ -411,7 +416,10 @@ class RedisScheduler:
             self._flushed_seq = batch[-1][0]
             pushed = sum(result)
             added = sum(1 for r, (_, e) in zip(result, batch) if r and not e.dont_filter)
+            delayed = sum(1 for r, (_, e) in zip(result, batch) if r and e.delay > 0)
             self.stats.inc_value("scheduler/enqueued/redis", pushed)
+            if delayed:
+                self.stats.inc_value("scheduler/delayed", delayed)
             self.stats.inc_value("dupefilter/added", added)
             if len(batch) - pushed:
                 self.stats.inc_value("dupefilter/filtered", len(batch) - pushed)
@@ -441,8 +449,8 @@ class RedisScheduler:
                 self._want_more.clear()
                 await self._want_more.wait()
                 continue
-            keys = [self.keys.requests, self.keys.processing]
-            args = [self.config.queue_type, want, self.config.lease_seconds]
+            keys = [self.keys.requests, self.keys.processing, self.keys.delayed, self.keys.seq]
+            args = [self.config.queue_type, want, self.config.lease_seconds, DUE_BATCH]
             members = await self._retrying("pop", lambda: self.scripts.pop(keys=keys, args=args))
             if members:
                 was_empty = not self._buffer

@@ -19,9 +19,14 @@ DOWNLOADER_MIDDLEWARES = {
     # Scrapy 2.19's lets concurrent first requests bypass robots.txt (see middlewares.py).
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "distributed_crawler.middlewares.RobotsTxtMiddleware": 100,
+    # Retries wait in {spider}:delayed (backoff, Retry-After) and end in {spider}:failed.
+    "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
+    "distributed_crawler.retry.DistributedRetryMiddleware": 550,
     # A healthy proxy of the shared pool per request (PROXY_LIST, PROXY_FILE, dcrawl proxies);
     # before Scrapy's HttpProxyMiddleware (750), which turns proxy credentials into a header.
     "distributed_crawler.proxy_middleware.ProxyPoolMiddleware": 700,
+    # Cluster-wide requests/s per domain (DOMAIN_RATE_LIMIT); off unless set.
+    "distributed_crawler.politeness.DomainRateLimitMiddleware": 720,
     # Marks requests for the browser: PLAYWRIGHT_URL_PATTERNS, meta render / dont_render.
     "distributed_crawler.rendering.RenderingMiddleware": 950,
 }

@@ -2,28 +2,32 @@
 -- KEYS[1] queue (zset for "priority", list for "fifo"/"lifo")
 -- KEYS[2] sequence counter (FIFO order inside one priority)
 -- KEYS[3] processing zset (leases handed over by this call are removed from it)
--- KEYS[4] dupefilter: a set ("set"), the layer meta hash ("bitmap") or a RedisBloom key
--- KEYS[5..] "bitmap" only: every piece of every layer, layer by layer (see bloom.py)
+-- KEYS[4] delayed zset: member -> due time (Redis server time); retries wait there (pop.lua
+--   moves them back to the queue when due)
+-- KEYS[5] dupefilter: a set ("set"), the layer meta hash ("bitmap") or a RedisBloom key
+-- KEYS[6..] "bitmap" only: every piece of every layer, layer by layer (see bloom.py)
 -- ARGV[1] queue type: "priority" | "fifo" | "lifo"
 -- ARGV[2] n = number of requests
 -- ARGV[3] doorbell channel, PUBLISHed to when something was pushed ("" = none)
 -- ARGV[4] dedup mode: "set" | "bitmap" | "redisbloom"
 -- ARGV[5] number of bitmap layers the caller passed pieces for
 -- ARGV[6] action: "push" (dedup and push) | "add" (dedup only) | "check" (read only)
--- then n triples from ARGV[7]: fingerprint (hex, "" = no dedup), dont_filter ("1"/"0"), member
---   (member = "<deliveries>:<priority>:<json>"); then lease members to remove from processing.
+-- then n quadruples from ARGV[7]: fingerprint (hex, "" = no dedup), dont_filter ("1"/"0"),
+--   delay in seconds ("0" = push to the queue now; > 0 = ZADD to delayed, due at server time +
+--   delay), member (member = "<deliveries>:<priority>:<json>"); then lease members to remove
+--   from processing.
 -- Returns {code, r1, ..., rp}: r = 1 new (pushed unless "check"), 0 seen before. code 0: all n
 --   done; 1: the newest bitmap layer is full, add a layer (bloom_grow.lua) and send the rest
 --   again; 2: the caller's layer list is stale, reread the meta hash and send everything again.
 -- Guarantees: a fingerprint is "new" exactly once across all nodes; a handed-over lease
--- disappears in the same atomic step that stores its successor.
+-- disappears in the same atomic step that stores its successor (in the queue or in delayed).
 local qtype, n, doorbell, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local action = ARGV[6]
 local SPAN = 68719476736 -- 2^36 sequence numbers per priority band
 
 local layers, meta = 0, {}
 if mode == "bitmap" then
-  local flat = redis.call("HGETALL", KEYS[4])
+  local flat = redis.call("HGETALL", KEYS[5])
   for i = 1, #flat, 2 do meta[flat[i]] = flat[i + 1] end
   layers = tonumber(meta["layers"] or "0")
   if layers ~= tonumber(ARGV[5]) then return {2} end
@@ -32,7 +36,7 @@ end
 
 -- layer parameters, read once: m bits, k hashes, bits per piece, capacity, KEYS index of piece 0
 local L = {}
-local idx = 5
+local idx = 6
 for i = 0, layers - 1 do
   local p = "L" .. i .. ":"
   L[i] = {m = tonumber(meta[p .. "m"]), k = tonumber(meta[p .. "k"]), pbits = tonumber(meta[p .. "pbits"]),
@@ -71,6 +75,7 @@ local cur = layers - 1
 local cur_n = 0
 if mode == "bitmap" then cur_n = tonumber(meta["L" .. cur .. ":n"] or "0") end
 local added = 0
+local queued = 0 -- pushed to the queue now (not delayed): what the doorbell announces
 
 local function bitmap_add(h1, h2)
   local layer = L[cur]
@@ -83,27 +88,27 @@ local function bitmap_add(h1, h2)
 end
 
 local function finish(code, result)
-  if added > 0 then redis.call("HSET", KEYS[4], "L" .. cur .. ":n", cur_n) end
-  local pushed = 0
-  if action == "push" then for _, r in ipairs(result) do pushed = pushed + r end end
-  if pushed > 0 and doorbell ~= "" then redis.call("PUBLISH", doorbell, pushed) end
+  if added > 0 then redis.call("HSET", KEYS[5], "L" .. cur .. ":n", cur_n) end
+  if queued > 0 and doorbell ~= "" then redis.call("PUBLISH", doorbell, queued) end
   table.insert(result, 1, code)
   return result
 end
 
+local now = nil
 local result = {}
 for i = 0, n - 1 do
-  local fp = ARGV[7 + 3 * i]
-  local dont_filter = ARGV[8 + 3 * i] == "1"
-  local member = ARGV[9 + 3 * i]
+  local fp = ARGV[7 + 4 * i]
+  local dont_filter = ARGV[8 + 4 * i] == "1"
+  local delay = tonumber(ARGV[9 + 4 * i])
+  local member = ARGV[10 + 4 * i]
   local new = false
   if fp ~= "" then
     if mode == "set" then
-      if action == "check" then new = redis.call("SISMEMBER", KEYS[4], fp) == 0
-      else new = redis.call("SADD", KEYS[4], fp) == 1 end
+      if action == "check" then new = redis.call("SISMEMBER", KEYS[5], fp) == 0
+      else new = redis.call("SADD", KEYS[5], fp) == 1 end
     elseif mode == "redisbloom" then
-      if action == "check" then new = redis.call("BF.EXISTS", KEYS[4], fp) == 0
-      else new = redis.call("BF.ADD", KEYS[4], fp) == 1 end
+      if action == "check" then new = redis.call("BF.EXISTS", KEYS[5], fp) == 0
+      else new = redis.call("BF.ADD", KEYS[5], fp) == 1 end
     else
       local h1, h2 = hashes(fp)
       new = not bitmap_seen(h1, h2)
@@ -114,18 +119,26 @@ for i = 0, n - 1 do
     end
   end
   if action == "push" and (new or dont_filter) then
-    if qtype == "priority" then
+    if delay > 0 then
+      if not now then
+        local t = redis.call("TIME")
+        now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+      end
+      redis.call("ZADD", KEYS[4], now + delay, member)
+    elseif qtype == "priority" then
       local priority = tonumber(string.match(member, "^%d+:(%-?%d+):"))
       local seq = redis.call("INCR", KEYS[2]) % SPAN
       redis.call("ZADD", KEYS[1], -priority * SPAN + seq, member)
+      queued = queued + 1
     else
       redis.call("LPUSH", KEYS[1], member)
+      queued = queued + 1
     end
     new = true
   end
   result[#result + 1] = new and 1 or 0
 end
-local first_ack = 7 + 3 * n
+local first_ack = 7 + 4 * n
 if #ARGV >= first_ack then
   redis.call("ZREM", KEYS[3], unpack(ARGV, first_ack, #ARGV))
 end

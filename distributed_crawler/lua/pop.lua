@@ -1,16 +1,36 @@
--- pop.lua: take up to N requests and lease them, atomically.
+-- pop.lua: return due retries to the queue, then take up to N requests and lease them, atomically.
 -- KEYS[1] queue (zset for "priority", list for "fifo"/"lifo")
 -- KEYS[2] processing zset: member -> lease deadline (Redis server time, seconds)
+-- KEYS[3] delayed zset: member -> due time (optional; without it nothing is moved)
+-- KEYS[4] sequence counter (with KEYS[3]: orders moved retries inside their priority)
 -- ARGV[1] queue type: "priority" | "fifo" | "lifo"
 -- ARGV[2] max number of requests to take
 -- ARGV[3] lease length in seconds
+-- ARGV[4] max number of due retries to move in this call (default 100)
 -- Returns the leased members ("<deliveries>:<priority>:<json>", deliveries counted up by one).
--- Guarantees: a request is always in the queue or in processing, never in neither; the deadline
--- comes from the server clock, so client clocks never decide when a lease expires.
+-- Guarantees: a request is always in the queue, in delayed or in processing, never in none and
+-- never in two; due times and deadlines come from the server clock, so client clocks never
+-- decide when a retry is due or a lease expires. A due retry goes behind the requests already
+-- waiting in its priority, like a fresh push, and any node may take it.
 local qtype = ARGV[1]
 local count = tonumber(ARGV[2])
 local t = redis.call("TIME")
-local deadline = tonumber(t[1]) + tonumber(t[2]) / 1000000 + tonumber(ARGV[3])
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local deadline = now + tonumber(ARGV[3])
+local SPAN = 68719476736 -- 2^36 sequence numbers per priority band (as in enqueue.lua)
+if KEYS[3] then
+  local due = redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", now, "LIMIT", 0, tonumber(ARGV[4] or "100"))
+  for _, member in ipairs(due) do
+    redis.call("ZREM", KEYS[3], member)
+    if qtype == "priority" then
+      local priority = tonumber(string.match(member, "^%d+:(%-?%d+):") or "0")
+      local seq = redis.call("INCR", KEYS[4]) % SPAN
+      redis.call("ZADD", KEYS[1], -priority * SPAN + seq, member)
+    else
+      redis.call("LPUSH", KEYS[1], member)
+    end
+  end
+end
 local popped
 if qtype == "priority" then
   popped = {}

@@ -12,6 +12,8 @@ Traps built in on purpose:
 * `/private/*` is disallowed by robots.txt but linked from the front page;
 * an off-site link (`http://other.example/`) that must not be followed;
 * `/flaky` answers 503 twice before it answers 200 (retry handling);
+* `/down` always answers 503, and `/busy?after=N` always answers 503 (or `status=429`) with
+  `Retry-After: N` (`date=1`: as an HTTP date); neither is linked from any page;
 * `/dynamic` embeds `/frame` only via `<iframe src>`, and `/frame` writes its text
   with JavaScript, so the token never appears in static HTML.
 
@@ -31,6 +33,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from email.utils import formatdate
 from types import FrameType, TracebackType
 from urllib.parse import parse_qsl, urlsplit
 
@@ -88,6 +91,7 @@ class NewsSite:
         self.url: str = ""
         self._lock = threading.Lock()
         self._paths: list[str] = []
+        self._times: list[float] = []  # time.monotonic() of each request, parallel to _paths
         self._flaky_count = 0
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -144,6 +148,12 @@ class NewsSite:
     def _record(self, path: str) -> None:
         with self._lock:
             self._paths.append(path)
+            self._times.append(time.monotonic())
+
+    def request_log(self) -> list[tuple[float, str]]:
+        """(arrival time on this server's monotonic clock, raw path) of every request so far."""
+        with self._lock:
+            return list(zip(self._times, self._paths))
 
     def hits(self, path_prefix: str = "") -> int:
         """Number of requests whose raw path+query starts with ``path_prefix``."""
@@ -189,7 +199,7 @@ class NewsSite:
 
     # ---------------------------------------------------------------------- pages
     def render(self, raw_path: str) -> tuple[int, str, bytes]:
-        """Route a raw request path to (status, content type, body).
+        """Route a raw request path to (status, content type, body); see `headers_for`.
 
         Kept separate from the handler so the routing is plain, testable Python.
         """
@@ -222,11 +232,28 @@ class NewsSite:
             return 200, html_type, _page(
                 "Flaky", f"<p>{FLAKY_OK_TEXT}: third time lucky.</p>\n<p>{_a('/', 'Home')}</p>"
             )
+        if path == "/down":
+            return 503, html_type, _page("Unavailable", "<p>Down for good.</p>")
+        if path == "/busy":
+            status = 429 if query.get("status") == "429" else 503
+            return status, html_type, _page("Busy", "<p>Come back later.</p>")
         if path == "/dynamic":
             return 200, html_type, self._dynamic_page()
         if path == "/frame":
             return 200, html_type, self._frame_page()
         return 404, html_type, self._not_found()
+
+    @staticmethod
+    def headers_for(raw_path: str) -> list[tuple[str, str]]:
+        """Extra response headers: `Retry-After` on /busy (seconds, or an HTTP date with date=1)."""
+        parts = urlsplit(raw_path)
+        if parts.path != "/busy":
+            return []
+        query = dict(parse_qsl(parts.query, keep_blank_values=True))
+        after = int(query.get("after", "30"))
+        # (the Date header, which an HTTP date is measured against, comes from send_response)
+        value = formatdate(time.time() + after, usegmt=True) if query.get("date") == "1" else str(after)
+        return [("Retry-After", value)]
 
     def _front_page(self) -> bytes:
         links = [
@@ -395,6 +422,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
+        for name, value in site.headers_for(self.path):
+            self.send_header(name, value)
         self.end_headers()
         if send_body:
             self.wfile.write(body)
