@@ -121,7 +121,7 @@ class DomainRateLimitMiddleware:
     def from_crawler(cls, crawler: Crawler) -> DomainRateLimitMiddleware:
         config = PolitenessConfig.from_settings(crawler.settings)
         if not config.enabled:
-            raise NotConfigured("DOMAIN_RATE_LIMIT and DOMAIN_RATE_LIMITS are off")
+            raise NotConfigured  # off by default: no "Disabled" warning on every start
         mw = cls(crawler, config, RedisConfig.from_settings(crawler.settings))
         crawler.signals.connect(mw.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(mw.spider_closed, signal=signals.spider_closed)

@@ -1,0 +1,259 @@
+"""Cluster-wide retries: backoff math, the delayed hand-over in Lua, the middleware, and real crawls."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import subprocess
+import sys
+import time
+from email.utils import formatdate
+from pathlib import Path
+
+import pytest
+import redis
+from scrapy import Request, Spider
+from scrapy.http import HtmlResponse
+from scrapy.settings import Settings
+from scrapy.utils.test import get_crawler
+
+from distributed_crawler.dupefilter import SetDedup
+from distributed_crawler.enqueue import Enqueuer, run_sync
+from distributed_crawler.envelope import make_member, split_member
+from distributed_crawler.keys import SpiderKeys
+from distributed_crawler.leases import LEASE_META
+from distributed_crawler.retry import (
+    PROXY_BAN_META, PROXY_META, RETRY_DELAY_META, DistributedRetryMiddleware, RetryConfig, backoff_delay,
+    parse_retry_after, retry_delay,
+)
+from distributed_crawler.scripts import Scripts
+from tests.conftest import ROOT, Workers
+from tests.site.server import FLAKY_FAILURES, FLAKY_OK_TEXT, NewsSite
+
+KEYS = SpiderKeys.from_settings(Settings(), "news")
+
+
+# -- backoff math ---------------------------------------------------------------------------
+def test_backoff_doubles_per_retry_with_jitter_in_the_upper_half_and_caps() -> None:
+    assert [backoff_delay(n, 1.0, 60.0, lambda: 0.0) for n in (1, 2, 3, 4)] == [0.5, 1.0, 2.0, 4.0]
+    assert [backoff_delay(n, 1.0, 60.0, lambda: 1.0) for n in (1, 2, 3, 4)] == [1.0, 2.0, 4.0, 8.0]
+    assert backoff_delay(3, 1.0, 60.0, lambda: 0.5) == 3.0
+    assert backoff_delay(20, 1.0, 60.0, lambda: 1.0) == 60.0  # capped, and 2^19 does not overflow it
+    assert backoff_delay(20, 1.0, 60.0, lambda: 0.0) == 30.0
+
+
+def test_retry_after_seconds_and_http_dates() -> None:
+    assert parse_retry_after(b"120") == 120.0
+    assert parse_retry_after(None) is None
+    assert parse_retry_after(b"soon") is None
+    site_now = 1_700_000_000.0
+    later = formatdate(site_now + 90, usegmt=True)
+    # measured against the response's Date (the site's clock), not this node's
+    assert parse_retry_after(later.encode(), formatdate(site_now, usegmt=True).encode(), now=0) == 90.0
+    assert parse_retry_after(later, None, now=site_now + 30) == 60.0
+    assert parse_retry_after(formatdate(site_now - 50, usegmt=True), None, now=site_now) == 0.0
+
+
+def test_retry_delay_honours_retry_after_up_to_the_cap() -> None:
+    config = RetryConfig(backoff_base=1.0, backoff_max=60.0)
+    assert retry_delay(1, config, None, lambda: 1.0) == 1.0
+    assert retry_delay(1, config, 30.0, lambda: 1.0) == 30.0  # the site asks for longer
+    assert retry_delay(4, config, 2.0, lambda: 1.0) == 8.0  # our backoff is longer than the site's
+    assert retry_delay(1, config, 1000.0, lambda: 1.0) == 60.0  # capped by RETRY_BACKOFF_MAX
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"RETRY_BACKOFF_BASE": 0}, "RETRY_BACKOFF_BASE (0.0) must be > 0 seconds"),
+        ({"RETRY_BACKOFF_BASE": 5, "RETRY_BACKOFF_MAX": 2}, "RETRY_BACKOFF_MAX (2.0) must be >= RETRY_BACKOFF_BASE (5.0)"),
+        ({"RETRY_TIMES": -1}, "RETRY_TIMES (-1) must be >= 0"),
+    ],
+)
+def test_bad_retry_settings_are_rejected_with_the_value(settings: dict, message: str) -> None:
+    with pytest.raises(ValueError) as exc:
+        RetryConfig.from_settings(Settings(settings))
+    assert str(exc.value) == message
+
+
+# -- the delayed hand-over, in Lua ----------------------------------------------------------
+def push(client: redis.Redis, qtype: str, url: str, delay: float = 0, handover: list[bytes] = ()) -> list[int]:
+    enqueuer = Enqueuer(client, KEYS, SetDedup(KEYS.dupefilter), qtype)
+    member = make_member(json.dumps({"url": url}), 0)
+    return run_sync(enqueuer.run("push", [(url, True, member, delay)], list(handover)))
+
+
+def pop(client: redis.Redis, qtype: str, n: int = 10) -> list[bytes]:
+    keys = [KEYS.requests, KEYS.processing, KEYS.delayed, KEYS.seq]
+    return Scripts.register(client).pop(keys=keys, args=[qtype, n, 60, 100])
+
+
+@pytest.mark.parametrize("qtype", ["priority", "fifo", "lifo"])
+def test_retry_successor_waits_in_delayed_and_takes_over_the_lease(redis_client: redis.Redis, qtype: str) -> None:
+    push(redis_client, qtype, "http://e.com/a")
+    (lease,) = pop(redis_client, qtype)
+    assert push(redis_client, qtype, "http://e.com/a", delay=30, handover=[lease]) == [1]
+    # one atomic step: the failed attempt's lease is gone, the successor waits in delayed
+    assert redis_client.zcard(KEYS.processing) == 0 and redis_client.exists(KEYS.requests) == 0
+    (member, due), = redis_client.zrange(KEYS.delayed, 0, -1, withscores=True)
+    now = float(redis_client.time()[0])
+    assert now + 25 <= due <= now + 31  # due on Redis server time
+    assert pop(redis_client, qtype) == []  # not due yet
+    redis_client.zadd(KEYS.delayed, {member: now - 1})  # make it due instead of sleeping
+    (again,) = pop(redis_client, qtype)
+    assert redis_client.zcard(KEYS.delayed) == 0
+    # a retry successor starts its own delivery count: not a redelivery, never quarantined
+    assert split_member(again).deliveries == 1
+    assert json.loads(split_member(again).payload)["url"] == "http://e.com/a"
+
+
+def test_due_retries_go_behind_waiting_requests_of_their_priority(redis_client: redis.Redis) -> None:
+    push(redis_client, "priority", "http://e.com/retry", delay=5)
+    redis_client.zadd(KEYS.delayed, {redis_client.zrange(KEYS.delayed, 0, 0)[0]: 1})
+    push(redis_client, "priority", "http://e.com/waiting")
+    urls = [json.loads(split_member(m).payload)["url"] for m in pop(redis_client, "priority")]
+    assert urls == ["http://e.com/waiting", "http://e.com/retry"]
+
+
+def test_delayed_push_does_not_ring_the_doorbell(redis_client: redis.Redis) -> None:
+    pubsub = redis_client.pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(KEYS.doorbell)
+    pubsub.get_message(timeout=1)
+    enqueuer = Enqueuer(redis_client, KEYS, SetDedup(KEYS.dupefilter), "priority", KEYS.doorbell)
+    run_sync(enqueuer.run("push", [("", True, make_member("{}", 0), 10.0)]))
+    assert pubsub.get_message(timeout=0.3) is None
+    run_sync(enqueuer.run("push", [("", True, make_member("{}", 0))]))
+    assert pubsub.get_message(timeout=2) is not None
+    pubsub.close()
+
+
+# -- the middleware (P's interface: _dc_proxy_ban, _dc_proxy) -------------------------------
+class _Spider(Spider):
+    name = "news"
+
+    def parse(self, response):  # noqa: ANN001, ANN201
+        return None
+
+
+def test_proxy_ban_is_retried_later_then_dead_lettered_with_the_masked_proxy(redis_url: str, redis_client: redis.Redis) -> None:
+    crawler = get_crawler(_Spider, settings_dict={"REDIS_URL": redis_url, "RETRY_TIMES": 1, "NODE_ID": "n1"})
+    crawler.spider = _Spider.from_crawler(crawler)
+    mw = DistributedRetryMiddleware.from_crawler(crawler)
+
+    def attempt(request: Request) -> Request:
+        request.meta.update({PROXY_META: "http://user:***@10.0.0.1:3128", "proxy": "http://user:pw@10.0.0.1:3128",
+                             PROXY_BAN_META: "status 403", LEASE_META: b"1:0:{}"})
+        return request
+
+    async def scenario() -> tuple[object, object]:
+        mw.spider_opened(crawler.spider)
+        try:
+            first = attempt(Request("http://e.com/p", callback=crawler.spider.parse))
+            response = HtmlResponse(first.url, status=403, body=b"banned", request=first)  # 403: not in RETRY_HTTP_CODES
+            retry = await mw.process_response(first, response)
+            last = attempt(retry.replace())
+            gave_up = await mw.process_response(last, HtmlResponse(last.url, status=403, body=b"", request=last))
+            return retry, gave_up
+        finally:
+            await mw.spider_closed(crawler.spider)
+
+    retry, gave_up = asyncio.run(scenario())
+    assert isinstance(retry, Request) and retry.meta["retry_times"] == 1
+    assert 0.5 <= retry.meta[RETRY_DELAY_META] <= 1.0  # first retry: base 1 s, upper-half jitter
+    for key in (PROXY_BAN_META, PROXY_META, "proxy"):
+        assert key not in retry.meta  # the next attempt picks a proxy again
+    assert retry.meta[LEASE_META] == b"1:0:{}"  # carried over: the scheduler hands it over
+    assert isinstance(gave_up, HtmlResponse) and gave_up.status == 403
+    (raw,) = redis_client.lrange(KEYS.failed, 0, -1)
+    entry = json.loads(raw)
+    assert entry["url"] == "http://e.com/p" and entry["reason"] == "proxy ban: status 403"
+    assert entry["status"] == 403 and entry["attempts"] == 2 and entry["node"] == "n1"
+    assert entry["proxy"] == "http://user:***@10.0.0.1:3128" and "pw" not in raw.decode()
+    assert entry["source"] == "retry" and "retry_times" not in json.loads(entry["payload"])["meta"]
+    stats = crawler.stats.get_stats()
+    assert stats["retry/delayed"] == 1 and stats["retry/failed"] == 1
+
+
+# -- real crawls ------------------------------------------------------------------------------
+def stored(db: Path) -> dict[str, tuple[str, str]]:
+    with sqlite3.connect(db) as conn:
+        return {url: (text, node) for url, text, node in conn.execute("SELECT url, text, node FROM items")}
+
+
+FAST = ("RETRY_BACKOFF_BASE=0.2", "RETRY_BACKOFF_MAX=2")
+
+
+@pytest.mark.timeout(120)
+def test_flaky_page_succeeds_on_a_later_attempt(workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
+    with NewsSite(articles=4, per_page=2) as site:
+        workers.start("node-a", *FAST)
+        workers.start("node-b", *FAST)
+        workers.wait_ready("node-a", "node-b")
+        redis_client.lpush("news:start_urls", site.url + "/flaky")
+        assert workers.wait_all(timeout=90) == {"node-a": 0, "node-b": 0}
+        rows = stored(tmp_path / "items.db")
+        assert FLAKY_OK_TEXT in rows[site.url + "/flaky"][0]
+        assert set(rows) == site.expected_urls()
+        assert site.hits("/flaky") == FLAKY_FAILURES + 1  # each failure retried once, no more
+    assert redis_client.llen(KEYS.failed) == 0
+    assert redis_client.zcard(KEYS.delayed) == 0 and redis_client.zcard(KEYS.processing) == 0
+    logs = workers.log("node-a") + workers.log("node-b")
+    assert logs.count("'retry/delayed': ") >= 1 and "Traceback" not in logs
+
+
+@pytest.mark.timeout(180)
+def test_a_page_that_always_fails_is_dead_lettered_then_requeued(workers: Workers, redis_url: str, redis_client: redis.Redis) -> None:
+    with NewsSite(articles=0) as site:
+        workers.start("node-a", "RETRY_TIMES=3", *FAST)
+        workers.start("node-b", "RETRY_TIMES=3", *FAST)
+        workers.wait_ready("node-a", "node-b")
+        redis_client.lpush("news:start_urls", site.url + "/down", site.url + "/missing")
+        assert workers.wait_all(timeout=90) == {"node-a": 0, "node-b": 0}
+        assert site.hits("/down") == 4  # RETRY_TIMES + 1, counted by the site
+        assert site.hits("/missing") == 1  # a 404 is the site's answer: not retried
+        (raw,) = redis_client.lrange(KEYS.failed, 0, -1)  # and not dead-lettered
+        entry = json.loads(raw)
+        assert entry["url"] == site.url + "/down" and entry["status"] == 503
+        assert entry["reason"] == "503 Service Unavailable" and entry["attempts"] == 4
+        assert entry["node"] in {"node-a", "node-b"} and abs(entry["time"] - time.time()) < 120
+        assert entry["proxy"] is None and entry["source"] == "retry"
+        assert redis_client.zcard(KEYS.delayed) == 0 and redis_client.zcard(KEYS.processing) == 0
+
+        requeue = subprocess.run(
+            [sys.executable, "-m", "distributed_crawler", "failed", "news", "--requeue", "--redis-url", redis_url],
+            cwd=ROOT, capture_output=True, text=True, timeout=60,
+        )
+        assert requeue.returncode == 0 and "requeued 1" in requeue.stdout, requeue.stdout + requeue.stderr
+        assert redis_client.llen(KEYS.failed) == 0
+        (member,) = redis_client.zrange(KEYS.requests, 0, -1)
+        assert split_member(member).deliveries == 0
+        assert "retry_times" not in json.loads(split_member(member).payload)["meta"]
+
+        workers.start("node-c", "RETRY_TIMES=3", *FAST)
+        assert workers.wait_all(timeout=90)["node-c"] == 0
+        assert site.hits("/down") == 8  # a fresh set of attempts after the requeue
+        (again,) = redis_client.lrange(KEYS.failed, 0, -1)
+        assert json.loads(again)["attempts"] == 4 and json.loads(again)["node"] == "node-c"
+
+
+@pytest.mark.timeout(120)
+def test_retry_after_sets_the_due_time_and_the_node_waits_for_it(workers: Workers, redis_client: redis.Redis) -> None:
+    with NewsSite(articles=0) as site:
+        proc = workers.start("node-a", "RETRY_BACKOFF_BASE=0.2", "RETRY_BACKOFF_MAX=120")
+        workers.wait_ready("node-a")
+        redis_client.lpush("news:start_urls", site.url + "/busy?after=30", site.url + "/busy?after=1000&date=1&status=429")
+        deadline = time.monotonic() + 60
+        while redis_client.zcard(KEYS.delayed) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        now = float(redis_client.time()[0])
+        due = {json.loads(split_member(m).payload)["url"]: s for m, s in redis_client.zrange(KEYS.delayed, 0, -1, withscores=True)}
+        assert len(due) == 2, workers.log("node-a")[-3000:]
+        assert now + 20 <= due[site.url + "/busy?after=30"] <= now + 31  # Retry-After: 30 (seconds)
+        capped = due[site.url + "/busy?after=1000&date=1&status=429"]
+        assert now + 100 <= capped <= now + 121  # an HTTP date 1000 s ahead, capped by RETRY_BACKOFF_MAX
+        assert redis_client.zcard(KEYS.processing) == 0  # the leases were handed over
+        # MAX_IDLE_TIME_BEFORE_CLOSE is 2 s: the cluster is not idle while retries wait
+        time.sleep(5)
+        assert proc.poll() is None, workers.log("node-a")[-3000:]
+        assert site.hits("/busy") == 2
