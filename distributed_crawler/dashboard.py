@@ -304,7 +304,7 @@ function spiderSection(s) {
     card("pages", num(t.pages), "pages"), card("items", num(t.items), "items"),
     card(t.nodes_dead ? `nodes alive (${t.nodes_dead} dead)` : "nodes alive", t.nodes_alive, "nodes"),
     card("drains in", s.pending ? dur(t.eta_seconds) : "—", "eta"));
-  if (s.proxies.total) cards.append(card("proxies healthy", `${s.proxies.healthy}/${s.proxies.total}`, "proxies"));
+  if (s.proxies.total || s.proxies.dead) cards.append(card(s.proxies.dead ? `proxies healthy (${s.proxies.dead} dead)` : "proxies healthy", `${s.proxies.healthy}/${s.proxies.total}`, "proxies"));
   const alerts = listTable(s.alerts, [["when", a => clock(a.time)], ["kind", a => a.kind], ["node", a => a.node], ["message", a => a.message, true]], "no alerts");
   const failures = listTable(s.failures, [["when", f => clock(f.time)], ["url", f => f.url || "", true], ["reason", f => f.reason || "", true], ["node", f => f.node || ""]], "no failures");
   return el("section", { class: "spider", id: "spider-" + s.spider, "data-spider": s.spider },

@@ -170,3 +170,95 @@ def test_status_shows_proxy_health(redis_url: str, redis_client: redis.Redis, ca
     assert proxies == {"total": 2, "healthy": 2, "dead": 1}
     assert main(["status", "news", "--redis-url", redis_url]) == 0
     assert "2/2 healthy, 1 dead" in capsys.readouterr().out
+
+
+# -- the middleware (real Redis, no network) ------------------------------------------------------
+def middleware_run(redis_url: str, scenario, **settings):  # noqa: ANN001, ANN201
+    """Build ProxyPoolMiddleware from settings and run `scenario(mw)` inside spider_opened/closed."""
+    import asyncio
+
+    from scrapy.utils.test import get_crawler
+
+    from distributed_crawler.proxy_middleware import ProxyPoolMiddleware
+
+    crawler = get_crawler(settings_dict={"REDIS_URL": redis_url, **settings})
+    mw = ProxyPoolMiddleware.from_crawler(crawler)
+
+    async def run():  # noqa: ANN202
+        await mw.spider_opened(None)
+        try:
+            return await scenario(mw)
+        finally:
+            await mw.spider_closed(None)
+
+    return asyncio.run(run()), crawler.stats.get_stats()
+
+
+def test_middleware_records_outcomes_and_marks_bans(redis_url: str, redis_client: redis.Redis) -> None:
+    from scrapy import Request
+    from scrapy.exceptions import DownloadConnectionRefusedError
+    from scrapy.http import HtmlResponse
+
+    async def scenario(mw):  # noqa: ANN001, ANN202
+        seen = {}
+        for status, body in ((200, b"ok"), (404, b"no such page"), (503, b"down"), (200, b"<p>Access denied</p>"), (429, b"")):
+            request = Request(f"http://example.com/{status}")
+            assert await mw.process_request(request) is None
+            assert request.meta["proxy"] == B and request.meta["_dc_proxy"] == mask_proxy(B)
+            response = HtmlResponse(request.url, status=status, body=body, request=request)
+            assert await mw.process_response(request, response) is response
+            seen[(status, body[:6])] = request.meta.get("_dc_proxy_ban")
+        request = Request("http://example.com/refused")
+        await mw.process_request(request)
+        assert await mw.process_exception(request, DownloadConnectionRefusedError("refused")) is None
+        # The spider's own proxy (or None = none) is left alone.
+        own = Request("http://example.com/own", meta={"proxy": "http://10.9.9.9:1"})
+        none = Request("http://example.com/none", meta={"proxy": None})
+        for request in (own, none):
+            await mw.process_request(request)
+            assert "_dc_proxy" not in request.meta
+        assert own.meta["proxy"] == "http://10.9.9.9:1" and none.meta["proxy"] is None
+        return seen
+
+    seen, stats = middleware_run(redis_url, scenario, PROXY_LIST=[B], PROXY_BAN_BODY_REGEX="Access denied")
+    assert seen == {(200, b"ok"): None, (404, b"no suc"): None, (503, b"down"): None,
+                    (200, b"<p>Acc"): "body matches PROXY_BAN_BODY_REGEX", (429, b""): "status 429"}
+    # 10 + 1 (200) + 1 (404) + 0 (503) - 3 (regex) - 3 (429) - 3 (refused) = 3
+    assert redis_client.zscore("dc:proxies", B) == 3
+    assert (stats["proxy/used"], stats["proxy/failed"]) == (6, 3) and "proxy/evicted" not in stats
+
+
+def test_middleware_sticky_domains_keep_one_proxy_until_it_is_evicted(redis_url: str, redis_client: redis.Redis) -> None:
+    from scrapy import Request
+    from scrapy.http import HtmlResponse
+
+    async def scenario(mw):  # noqa: ANN001, ANN202
+        async def pick(url: str) -> str:
+            request = Request(url)
+            await mw.process_request(request)
+            return request.meta["proxy"], request
+
+        first, _ = await pick("http://a.example/1")
+        assert {(await pick(f"http://a.example/{i}"))[0] for i in range(20)} == {first}
+        for _ in range(4):  # the sticky proxy is banned until it is evicted
+            _, request = await pick("http://a.example/x")
+            await mw.process_response(request, HtmlResponse(request.url, status=403, body=b"", request=request))
+        return first, {(await pick(f"http://a.example/{i}"))[0] for i in range(20)}
+
+    (first, after), stats = middleware_run(redis_url, scenario, PROXY_LIST=[A, C], PROXY_STICKY_DOMAINS="true")
+    assert stats["proxy/evicted"] == 1 and redis_client.hexists("dc:proxies:dead", first)
+    assert after == {A, C} - {first}
+
+
+def test_middleware_is_off_without_proxies_and_when_disabled(redis_url: str) -> None:
+    from scrapy import Request
+    from scrapy.exceptions import NotConfigured
+
+    async def scenario(mw):  # noqa: ANN001, ANN202
+        request = Request("http://example.com/")
+        await mw.process_request(request)
+        return mw.active, "proxy" in request.meta
+
+    assert middleware_run(redis_url, scenario)[0] == (False, False)
+    with pytest.raises(NotConfigured):
+        middleware_run(redis_url, scenario, PROXY_ENABLED=False, PROXY_LIST=[A])
