@@ -1,0 +1,223 @@
+"""Redis Cluster: a real 3-master cluster, real workers, the demo site, `dcrawl` against it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from redis.cluster import key_slot
+from scrapy.settings import Settings
+
+from scrapy.utils.project import get_project_settings
+
+from distributed_crawler import cli
+from distributed_crawler.cli import main
+from distributed_crawler.connection import RedisConfig, subscribe
+from distributed_crawler.dupefilter import SetDedup
+from distributed_crawler.enqueue import Enqueuer
+from distributed_crawler.envelope import make_member
+from distributed_crawler.keys import SpiderKeys
+from distributed_crawler.nodes import NodeKeys
+from tests.conftest import ROOT, RedisServer, Workers
+from tests.redis_topologies import RedisClusterNodes
+from tests.site.server import NewsSite
+from tests.test_e2e_crawl import assert_clean_logs, stored_rows
+
+TEST_SPIDERS = "SPIDER_MODULES=distributed_crawler.spiders,tests.spiders"
+# The proxy pool's two keys must share a slot on a cluster (docs/proxies.md); the per-domain rate
+# limit (one key a domain) is on to run its script on the cluster too.
+CLUSTER_SETTINGS = {"PROXY_POOL_KEY": "{dc}:proxies", "PROXY_DEAD_KEY": "{dc}:proxies:dead", "DOMAIN_RATE_LIMIT": "200"}
+NODE_SETTINGS = tuple(f"{k}={v}" for k, v in CLUSTER_SETTINGS.items()) + ("HEARTBEAT_INTERVAL=1",)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterNodes]:
+    nodes = RedisClusterNodes(tmp_path_factory.mktemp("cluster")).start()
+    yield nodes
+    nodes.stop()
+
+
+@pytest.fixture
+def cluster_env(cluster: RedisClusterNodes, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """An empty cluster; REDIS_URL (one seed node) and REDIS_CLUSTER=1 in this process's env too,
+    and CLUSTER_SETTINGS in the settings `dcrawl` reads."""
+    cluster.flushall()
+    env = {"REDIS_URL": cluster.url, "REDIS_CLUSTER": "1"}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+    def project_settings() -> Any:
+        settings = get_project_settings()
+        settings.setdict(CLUSTER_SETTINGS, priority="project")
+        return settings
+
+    monkeypatch.setattr(cli, "get_project_settings", project_settings)
+    return env
+
+
+def keys_by_master(cluster: RedisClusterNodes) -> dict[int, list[str]]:
+    """Every key in the cluster, grouped by the master that holds it (asked of each node)."""
+    found: dict[int, list[str]] = {}
+    for port in cluster.ports:
+        client = redis.Redis(host="127.0.0.1", port=port)
+        try:
+            found[port] = sorted(k.decode() for k in client.scan_iter(count=1000))
+        finally:
+            client.close()
+    return found
+
+
+def dcrawl(capsys: pytest.CaptureFixture, *args: str) -> str:
+    assert main(list(args)) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.timeout(180)
+def test_two_workers_crawl_a_cluster_and_two_spiders_use_different_masters(
+    site: NewsSite, cluster: RedisClusterNodes, cluster_env: dict[str, str], tmp_path: Path,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    news = Workers(tmp_path / "news", {**cluster_env, "STORAGE_URL": f"sqlite:///{tmp_path / 'news.db'}",
+                                       "MAX_IDLE_TIME_BEFORE_CLOSE": "2"})
+    wiki = Workers(tmp_path / "wiki", {**cluster_env, "STORAGE_URL": f"sqlite:///{tmp_path / 'wiki.db'}",
+                                       "MAX_IDLE_TIME_BEFORE_CLOSE": "2"})
+    (tmp_path / "news").mkdir()
+    (tmp_path / "wiki").mkdir()
+    try:
+        news.start("node-a", "CONCURRENT_REQUESTS=8", *NODE_SETTINGS)
+        news.start("node-b", "CONCURRENT_REQUESTS=8", *NODE_SETTINGS)
+        wiki.start("wiki-1", TEST_SPIDERS, *NODE_SETTINGS, spider="wiki")
+        news.wait_ready("node-a", "node-b", timeout=60)
+        wiki.wait_ready("wiki-1", timeout=60)
+        assert "(cluster)" in news.log("node-a")  # the scheduler says where it runs
+        # Seeds go in through the CLI, on the cluster (a single-key list outside the hash tag).
+        assert "seeded 1" in dcrawl(capsys, "seed", "news", site.url + "/")
+        assert "seeded 1" in dcrawl(capsys, "seed", "wiki", site.url + "/")
+        assert news.wait_all(timeout=120) == {"node-a": 0, "node-b": 0}
+        assert wiki.wait_all(timeout=60) == {"wiki-1": 0}
+    finally:
+        news.stop_all()
+        wiki.stop_all()
+
+    # Every page stored exactly once, by both news nodes; the wiki spider crawled its own copy.
+    for db, nodes in (("news.db", {"node-a", "node-b"}), ("wiki.db", {"wiki-1"})):
+        rows = stored_rows(tmp_path / db)
+        urls = [url for url, _ in rows]
+        assert len(urls) == len(set(urls)) and set(urls) == site.expected_urls(), db
+        assert {node for _, node in rows} == nodes, db
+    assert_clean_logs(news)
+    assert_clean_logs(wiki)
+    assert "Doorbell" not in news.log("node-a") + news.log("node-b"), "pub/sub fell back to polling"
+
+    # Each spider's keys sit on one master (one hash slot); the two spiders on different masters.
+    placement = keys_by_master(cluster)
+    masters: dict[str, set[int]] = defaultdict(set)
+    for port, keys in placement.items():
+        for key in keys:
+            if key.startswith("dc:rate:"):
+                continue  # the per-domain rate limit: one key a domain, wherever its slot is
+            assert key.startswith(("{news}", "{wiki}")), f"unexpected key {key} on :{port}"
+            masters[key[1:5]].add(port)
+    assert masters["news"] == {cluster.master_port_of("{news}:requests")}, placement
+    assert masters["wiki"] == {cluster.master_port_of("{wiki}:requests")}, placement
+    assert masters["news"] != masters["wiki"], placement
+    assert any(k.startswith("{news}:dupefilter") for k in placement[next(iter(masters["news"]))])
+
+    # The operator's commands work on the cluster as on one server.
+    status = json.loads(dcrawl(capsys, "status", "news", "--json"))
+    assert (status["pending"], status["leased"], status["delayed"], status["failed"]) == (0, 0, 0, 0)
+    assert {n["id"] for n in status["nodes"]} == {"node-a", "node-b"}
+    assert status["dedup"]["count"] >= len(site.expected_urls())
+    assert json.loads(dcrawl(capsys, "failed", "news", "--json")) == []
+    assert "requeued 0" in dcrawl(capsys, "reclaim", "news")
+    assert dcrawl(capsys, "dedup", "check", "news", site.url + "/about").strip() == "seen"
+    assert dcrawl(capsys, "dedup", "check", "news", site.url + "/never-linked").strip() == "new"
+    assert json.loads(dcrawl(capsys, "dedup", "stats", "wiki", "--json"))["key"] == "{wiki}:dupefilter"
+    assert "added 2 of 2" in dcrawl(capsys, "proxies", "add", "http://10.0.0.1:3128", "http://10.0.0.2:3128")
+    assert len(json.loads(dcrawl(capsys, "proxies", "list", "--json"))["proxies"]) == 2
+    assert json.loads(dcrawl(capsys, "status", "news", "--json"))["proxies"]["total"] == 2
+
+
+def test_every_key_of_a_spider_shares_one_slot() -> None:
+    """What scripts and transactions rely on: one hash slot per spider, for every tagged key."""
+    settings = Settings()
+    for spider in ("news", "wiki"):
+        keys = SpiderKeys.from_settings(settings, spider)
+        node_keys = NodeKeys.from_settings(settings, spider, keys)
+        tagged = [keys.requests, keys.processing, keys.delayed, keys.dupefilter, keys.failed, keys.seq,
+                  keys.stats, keys.nodes, keys.node("n1"), keys.doorbell, f"{keys.dupefilter}:0:0", *node_keys.all()]
+        assert {key_slot(k.encode()) for k in tagged} == {key_slot(f"{{{spider}}}".encode())}, spider
+
+
+def crawl_preflight(env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", "crawl", "news"], cwd=ROOT, capture_output=True, text=True,
+        env={"PATH": "/usr/bin:/bin", **env}, timeout=60,
+    )
+
+
+def one_error_line(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
+    assert len(errors) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    return errors[0]
+
+
+def test_cluster_setting_on_a_plain_server_is_one_clear_line(tmp_path: Path) -> None:
+    server = RedisServer(tmp_path).start()
+    try:
+        error = one_error_line(crawl_preflight({"REDIS_URL": server.url, "REDIS_CLUSTER": "1"}))
+    finally:
+        server.stop()
+    assert "REDIS_CLUSTER is on but Redis at" in error and "is not a cluster node" in error
+
+
+def test_cluster_node_without_the_setting_is_one_clear_line(cluster: RedisClusterNodes) -> None:
+    error = one_error_line(crawl_preflight({"REDIS_URL": cluster.url}))
+    assert "is a Redis Cluster node; set REDIS_CLUSTER=1" in error
+
+
+def test_bad_cluster_settings_fail_with_the_fix() -> None:
+    with pytest.raises(ValueError, match=r"REDIS_CLUSTER \(maybe\) must be true or false"):
+        RedisConfig.from_settings(Settings({"REDIS_CLUSTER": "maybe"}))
+    with pytest.raises(ValueError, match="Redis Cluster has db 0 only"):
+        RedisConfig.from_settings(Settings({"REDIS_CLUSTER": True, "REDIS_URL": "redis://h:7000/3"}))
+    with pytest.raises(ValueError, match="both set"):
+        RedisConfig.from_settings(Settings({"REDIS_CLUSTER": True, "REDIS_SENTINELS": "h:26379",
+                                            "REDIS_SENTINEL_MASTER": "m"}))
+
+
+@pytest.mark.timeout(60)
+def test_doorbell_rings_across_cluster_nodes(cluster: RedisClusterNodes, cluster_env: dict[str, str]) -> None:
+    """enqueue.lua PUBLISHes on the spider's master; a subscriber the cluster client placed hears it."""
+    keys = SpiderKeys.from_settings(Settings(), "news")
+    config = RedisConfig.from_settings(Settings())
+
+    async def ring() -> list[Any]:
+        client = config.async_client()  # fresh: subscribe() must work before any other command
+        try:
+            pubsub = await subscribe(client, keys.doorbell)
+            enqueuer = Enqueuer(client, keys, SetDedup(keys.dupefilter), "priority", keys.doorbell)
+            await enqueuer.run("push", [("ab" * 16, False, make_member('{"url": "http://e.com/"}', 0))])
+            messages = []
+            for _ in range(10):
+                message = await pubsub.get_message(timeout=1.0)
+                if message is not None:
+                    messages.append(message)
+                    break
+            await pubsub.aclose()
+            return messages
+        finally:
+            await client.aclose()
+
+    messages = asyncio.run(ring())
+    assert [m["channel"] for m in messages] == [keys.doorbell.encode()]

@@ -1,0 +1,128 @@
+"""Sentinel: 1 master + 1 replica + 1 sentinel; a crawl through Sentinel survives kill -9 of the master."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from scrapy.settings import Settings
+
+from distributed_crawler.cli import main
+from distributed_crawler.connection import RedisConfig, parse_sentinels
+from distributed_crawler.scripts import lua_source
+from tests.conftest import Workers, free_port
+from tests.redis_topologies import SentinelSet
+from tests.site.server import NewsSite
+from tests.test_e2e_crawl import stored_rows
+from tests.test_redis_cluster import crawl_preflight, one_error_line
+
+
+@pytest.fixture
+def sentinel_set(tmp_path: Path) -> Iterator[SentinelSet]:
+    topology = SentinelSet(tmp_path / "sentinel").start()
+    yield topology
+    topology.stop()
+
+
+def wait_until(what: str, check: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.mark.timeout(240)
+def test_crawl_through_sentinel_survives_kill_9_of_the_master(
+    sentinel_set: SentinelSet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture, record_property: Callable[[str, object], None],
+) -> None:
+    for name, value in sentinel_set.env.items():
+        monkeypatch.setenv(name, value)
+    workers = Workers(tmp_path, {
+        **sentinel_set.env, "STORAGE_URL": f"sqlite:///{tmp_path / 'items.db'}", "MAX_IDLE_TIME_BEFORE_CLOSE": "5",
+    })
+    # Slow pages, few slots: the crawl is still running when the master dies. Short leases: a
+    # lease whose ack the failover lost comes back (and is fetched again) within seconds.
+    settings = ("CONCURRENT_REQUESTS=4", "SCHEDULER_LEASE_SECONDS=4", "HEARTBEAT_INTERVAL=1")
+    with NewsSite(articles=120, per_page=20, delay=0.3) as site:
+        try:
+            workers.start("node-a", *settings)
+            workers.start("node-b", *settings)
+            workers.wait_ready("node-a", "node-b", timeout=60)
+            assert "sentinel master dcmaster via" in workers.log("node-a")
+            old_master = sentinel_set.master_port()
+            replica = redis.Redis.from_url(sentinel_set.replica.url)
+            replica.script_flush()  # the master-to-be has no script cached, whatever Redis replicates
+            assert main(["seed", "news", site.url + "/"]) == 0  # the CLI goes through Sentinel too
+            assert "seeded 1" in capsys.readouterr().out
+            wait_until("20 articles fetched", lambda: site.hits("/article") >= 20, timeout=90)
+            sentinel_set.kill_master()
+            killed_at = site.hits()
+            sentinel_set.wait_failover(timeout=60)
+            assert sentinel_set.master_port() != old_master
+            codes = workers.wait_all(timeout=150)
+        finally:
+            workers.stop_all()
+        paths = site.requested_paths()
+        expected = site.expected_urls()
+
+    assert codes == {"node-a": 0, "node-b": 0}
+    assert len(paths) > killed_at, "nothing was fetched after the failover"
+    rows = stored_rows(tmp_path / "items.db")
+    urls = [url for url, _ in rows]
+    assert len(urls) == len(set(urls)), "a page was stored twice"
+    assert set(urls) <= expected
+    lost = sorted(expected - set(urls))
+    twice = sorted(p for p, n in Counter(paths).items() if n > 1 and site.url + p in expected)
+    report = (f"Sentinel failover mid-crawl: {len(expected)} pages, {len(set(urls))} stored, "
+              f"{len(lost)} lost {lost[:5]}, {len(twice)} fetched more than once {twice[:5]}, "
+              f"{killed_at} requests before the kill")
+    print(report)
+    record_property("sentinel_failover", report)
+    # With asynchronous replication a push the old master acked but never sent to the replica is
+    # lost (docs/high-availability.md); here the replica is on the same host and in sync, so the
+    # loss is at most a handful of pages, never a stalled or crashed crawl.
+    assert len(lost) <= 10, report
+
+    # The scripts were loaded again on the new master (EVALSHA -> NOSCRIPT -> SCRIPT LOAD).
+    pop_sha = hashlib.sha1(lua_source("pop").encode()).hexdigest()
+    assert replica.script_exists(pop_sha) == [True]
+    replica.close()
+
+    for node in workers.procs:
+        log = workers.log(node)
+        assert "Traceback" not in log, log[-4000:]
+        assert "unreachable during" in log and "reachable again" in log, log[-4000:]
+        # once per outage and component (scheduler, seeds, heartbeat, doorbell...), not per request
+        assert log.count("unreachable during") <= 8, log[-4000:]
+
+
+def test_sentinels_setting_forms() -> None:
+    assert parse_sentinels("10.0.0.1:26379, 10.0.0.2:26380") == (("10.0.0.1", 26379), ("10.0.0.2", 26380))
+    assert parse_sentinels(["s1", ("s2", 5000)]) == (("s1", 26379), ("s2", 5000))
+    assert parse_sentinels("") == ()
+    with pytest.raises(ValueError, match=r"REDIS_SENTINELS \(s1:x\) must be host:port"):
+        parse_sentinels("s1:x")
+    with pytest.raises(ValueError, match="REDIS_SENTINEL_MASTER is empty"):
+        RedisConfig.from_settings(Settings({"REDIS_SENTINELS": "s1:26379"}))
+    config = RedisConfig.from_settings(Settings({
+        "REDIS_SENTINELS": "s1:26379", "REDIS_SENTINEL_MASTER": "m", "REDIS_URL": "redis://u:pw@ignored:1/2",
+    }))
+    assert config.masked_url == "sentinel master m via s1:26379" and "pw" not in config.masked_url
+
+
+def test_unreachable_sentinel_is_one_clear_line() -> None:
+    port = free_port()
+    error = one_error_line(crawl_preflight({"REDIS_SENTINELS": f"127.0.0.1:{port}", "REDIS_SENTINEL_MASTER": "dcmaster"}))
+    assert f"Cannot reach any Redis Sentinel of REDIS_SENTINELS (127.0.0.1:{port})" in error
+
+
+def test_unknown_master_name_is_one_clear_line(sentinel_set: SentinelSet) -> None:
+    error = one_error_line(crawl_preflight({"REDIS_SENTINELS": sentinel_set.sentinels, "REDIS_SENTINEL_MASTER": "nope"}))
+    assert "monitors no master named 'nope' (it monitors: dcmaster); fix REDIS_SENTINEL_MASTER" in error
