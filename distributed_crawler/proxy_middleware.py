@@ -25,13 +25,21 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
-from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.core.downloader.handlers.http11 import TunnelError
+from scrapy.exceptions import (
+    CannotResolveHostError, DownloadConnectionRefusedError, DownloadFailedError, DownloadTimeoutError,
+    NotConfigured, ResponseDataLossError,
+)
 from scrapy.http import TextResponse
 from scrapy.utils.httpobj import urlparse_cached
+from scrapy.utils.misc import load_object
+from twisted.internet import error as tx_errors
+from twisted.web.client import ResponseFailed, ResponseNeverReceived
 
 from distributed_crawler.codec import POOL_PROXY_META
 from distributed_crawler.connection import TRANSIENT_ERRORS, RedisConfig
 from distributed_crawler.proxies import Outcome, ProxyConfig, ProxyPool, mask_proxy
+from distributed_crawler.rendering import RenderConfig, RenderingMiddleware
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -43,6 +51,12 @@ logger = logging.getLogger(__name__)
 BAN_META = "_dc_proxy_ban"  # retry.py treats a response carrying it as retryable
 EMPTY_POLL_SECONDS = 1.0  # how often a node looks for a proxy while the pool is empty
 REVIVE_CHECK_SECONDS = 5.0  # how often a node runs the revive script (cheap; any node may)
+# Download errors that count against the proxy (a cancelled download, e.g. DOWNLOAD_MAXSIZE, does not).
+PROXY_ERRORS: tuple[type[BaseException], ...] = (
+    DownloadConnectionRefusedError, DownloadTimeoutError, DownloadFailedError, ResponseDataLossError,
+    CannotResolveHostError, TunnelError, tx_errors.ConnectError, tx_errors.ConnectionLost,
+    tx_errors.ConnectionDone, tx_errors.TimeoutError, ResponseFailed, ResponseNeverReceived, OSError,
+)
 # Meta and header a pool proxy leaves on a request (HttpProxyMiddleware adds the last two).
 _STALE_META = (POOL_PROXY_META, BAN_META, "proxy", "_auth_proxy")
 
@@ -64,10 +78,20 @@ def failure_reason(exc: BaseException) -> str:
     return f"{kind} ({name}: {text})" if text else f"{kind} ({name})"
 
 
+def _renders(settings: Any) -> bool:
+    """RenderingMiddleware is on: it marks requests for the browser after this middleware ran."""
+    for path, order in settings.getwithbase("DOWNLOADER_MIDDLEWARES").items():
+        if order is not None and (load_object(path) if isinstance(path, str) else path) is RenderingMiddleware:
+            return True
+    return False
+
+
 class ProxyPoolMiddleware:
-    def __init__(self, crawler: Crawler, config: ProxyConfig, redis_config: RedisConfig) -> None:
+    def __init__(self, crawler: Crawler, config: ProxyConfig, redis_config: RedisConfig,
+                 render_config: RenderConfig | None = None) -> None:
         self.crawler = crawler
         self.config = config
+        self.render_config = render_config  # which requests the browser will fetch (RenderingMiddleware)
         self.redis_config = redis_config
         self.stats = crawler.stats
         self.active = False
@@ -85,7 +109,8 @@ class ProxyPoolMiddleware:
         config = ProxyConfig.from_settings(crawler.settings)
         if config.enabled is False:
             raise NotConfigured("PROXY_ENABLED is False")
-        mw = cls(crawler, config, RedisConfig.from_settings(crawler.settings))
+        render_config = RenderConfig.from_settings(crawler.settings) if _renders(crawler.settings) else None
+        mw = cls(crawler, config, RedisConfig.from_settings(crawler.settings), render_config)
         crawler.signals.connect(mw.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(mw.spider_closed, signal=signals.spider_closed)
         return mw
@@ -121,7 +146,7 @@ class ProxyPoolMiddleware:
         meta = request.meta
         if "proxy" in meta and POOL_PROXY_META not in meta:
             return None  # the spider chose (or refused, with None) a proxy itself
-        if meta.get("playwright") or meta.get("render"):
+        if meta.get("playwright") or (self.render_config is not None and self.render_config.should_render(request)):
             return None  # the browser does not use meta["proxy"] (docs/proxies.md)
         for key in _STALE_META:  # an earlier attempt's proxy (a local retry or redirect)
             meta.pop(key, None)
@@ -163,7 +188,7 @@ class ProxyPoolMiddleware:
 
     async def process_exception(self, request: Request, exception: Exception, spider: Spider | None = None) -> None:
         proxy = self._proxy_of(request)
-        if proxy is None or isinstance(exception, IgnoreRequest):
+        if proxy is None or not isinstance(exception, PROXY_ERRORS):
             return None
         await self._record(request, proxy, self._unmask(failure_reason(exception), proxy))
         return None

@@ -196,7 +196,7 @@ def middleware_run(redis_url: str, scenario, **settings):  # noqa: ANN001, ANN20
 
 def test_middleware_records_outcomes_and_marks_bans(redis_url: str, redis_client: redis.Redis) -> None:
     from scrapy import Request
-    from scrapy.exceptions import DownloadConnectionRefusedError
+    from scrapy.exceptions import DownloadCancelledError, DownloadConnectionRefusedError
     from scrapy.http import HtmlResponse
 
     async def scenario(mw):  # noqa: ANN001, ANN202
@@ -218,14 +218,23 @@ def test_middleware_records_outcomes_and_marks_bans(redis_url: str, redis_client
             await mw.process_request(request)
             assert "_dc_proxy" not in request.meta
         assert own.meta["proxy"] == "http://10.9.9.9:1" and none.meta["proxy"] is None
+        # Pages for the browser do not use the pool; a cancelled download is not the proxy's fault.
+        rendered = Request("http://example.com/app/1")
+        await mw.process_request(rendered)
+        assert "proxy" not in rendered.meta
+        request = Request("http://example.com/huge")
+        await mw.process_request(request)
+        await mw.process_exception(request, DownloadCancelledError("larger than DOWNLOAD_MAXSIZE"))
         return seen
 
-    seen, stats = middleware_run(redis_url, scenario, PROXY_LIST=[B], PROXY_BAN_BODY_REGEX="Access denied")
+    seen, stats = middleware_run(redis_url, scenario, PROXY_LIST=[B], PROXY_BAN_BODY_REGEX="Access denied",
+                                 PLAYWRIGHT_URL_PATTERNS=["/app/"], DOWNLOADER_MIDDLEWARES={
+                                     "distributed_crawler.rendering.RenderingMiddleware": 950})
     assert seen == {(200, b"ok"): None, (404, b"no suc"): None, (503, b"down"): None,
                     (200, b"<p>Acc"): "body matches PROXY_BAN_BODY_REGEX", (429, b""): "status 429"}
     # 10 + 1 (200) + 1 (404) + 0 (503) - 3 (regex) - 3 (429) - 3 (refused) = 3
     assert redis_client.zscore("dc:proxies", B) == 3
-    assert (stats["proxy/used"], stats["proxy/failed"]) == (6, 3) and "proxy/evicted" not in stats
+    assert (stats["proxy/used"], stats["proxy/failed"]) == (7, 3) and "proxy/evicted" not in stats
 
 
 def test_middleware_sticky_domains_keep_one_proxy_until_it_is_evicted(redis_url: str, redis_client: redis.Redis) -> None:
