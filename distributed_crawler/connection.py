@@ -23,11 +23,12 @@ import redis.asyncio.cluster
 import redis.asyncio.sentinel
 import redis.cluster
 import redis.sentinel
+from redis._parsers.base import BaseParser
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.connection import parse_url
 from redis.exceptions import ClusterDownError, ClusterError, ReadOnlyError, RedisClusterException
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import SlotNotCoveredError, TryAgainError
+from redis.exceptions import ResponseError, SlotNotCoveredError, TryAgainError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.sentinel import MasterNotFoundError
 from scrapy.settings import BaseSettings
@@ -36,12 +37,23 @@ from distributed_crawler.defaults import get_setting
 
 logger = logging.getLogger(__name__)
 
+
+
+class NoReplicasError(ResponseError):
+    """NOREPLICAS: the master takes no writes until `min-replicas-to-write` replicas are connected."""
+
+
+# redis-py maps reply error codes to exception classes in one table shared by all its parsers;
+# without this entry NOREPLICAS is a plain ResponseError, which cannot be told apart from a bug.
+BaseParser.EXCEPTION_CLASSES.setdefault("NOREPLICAS", NoReplicasError)
+
 # Errors that mean "Redis is not there right now", as opposed to a bug or a bad script: a server
 # down or restarting (LOADING is a ConnectionError), a Sentinel failover in progress (no master
-# known yet, or a demoted master answering READONLY), a Cluster resharding or failing over.
+# known yet, or a demoted master answering READONLY), a master waiting for its replicas
+# (NOREPLICAS), a Cluster resharding or failing over.
 TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
     RedisConnectionError, RedisTimeoutError, OSError,
-    MasterNotFoundError, ReadOnlyError,
+    MasterNotFoundError, ReadOnlyError, NoReplicasError,
     ClusterDownError, ClusterError, TryAgainError, SlotNotCoveredError,
 )
 SENTINEL_PORT = 26379
