@@ -28,7 +28,7 @@ from scrapy import signals
 from scrapy.core.downloader.handlers.http11 import TunnelError
 from scrapy.exceptions import (
     CannotResolveHostError, DownloadConnectionRefusedError, DownloadFailedError, DownloadTimeoutError,
-    NotConfigured, ResponseDataLossError,
+    IgnoreRequest, NotConfigured, ResponseDataLossError,
 )
 from scrapy.http import TextResponse
 from scrapy.utils.httpobj import urlparse_cached
@@ -37,7 +37,8 @@ from twisted.internet import error as tx_errors
 from twisted.web.client import ResponseFailed, ResponseNeverReceived
 
 from distributed_crawler.codec import POOL_PROXY_META
-from distributed_crawler.connection import TRANSIENT_ERRORS, RedisConfig
+from distributed_crawler.connection import TRANSIENT_ERRORS, OutageLog, RedisConfig
+from distributed_crawler.leases import LEASE_META
 from distributed_crawler.proxies import Outcome, ProxyConfig, ProxyPool, mask_proxy
 from distributed_crawler.rendering import RenderConfig, RenderingMiddleware
 
@@ -102,7 +103,7 @@ class ProxyPoolMiddleware:
         self._next_revive = 0.0
         self._waiter: asyncio.Future[None] | None = None
         self._empty_warned = False
-        self._redis_warned = False
+        self.outage = OutageLog("proxy pick", redis_config.masked_url)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ProxyPoolMiddleware:
@@ -126,10 +127,10 @@ class ProxyPoolMiddleware:
             logger.info("Proxy pool off: PROXY_LIST, PROXY_FILE and %s are empty (PROXY_ENABLED=True "
                         "turns it on anyway)", self.config.pool_key)
             return
-        logger.info(
-            "Proxy pool %s: %d proxies, %d dead (%d of %d configured newly added); empty pool policy: %s",
-            self.config.pool_key, pooled, dead, loaded, len(self.config.proxies), self.config.empty_policy,
-        )
+        configured = (f"; {loaded} of the {len(self.config.proxies)} in PROXY_LIST/PROXY_FILE were new"
+                      if self.config.proxies else "")
+        logger.info("Proxy pool %s: %d proxies, %d dead%s; empty pool policy: %s",
+                    self.config.pool_key, pooled, dead, configured, self.config.empty_policy)
 
     async def spider_closed(self, spider: Spider) -> None:
         if self.client is not None:
@@ -151,18 +152,14 @@ class ProxyPoolMiddleware:
         for key in _STALE_META:  # an earlier attempt's proxy (a local retry or redirect)
             meta.pop(key, None)
         request.headers.pop(b"Proxy-Authorization", None)
-        try:
-            proxy = await self._choose(request)
-        except TRANSIENT_ERRORS as exc:
-            if not self._redis_warned:
-                self._redis_warned = True
-                logger.warning("Proxy pool unreachable (%s: %s); requests wait for Redis", type(exc).__name__, exc)
-            raise
+        proxy = await self._choose(request)
         if proxy is None:
-            if self._stopping():  # the node is stopping: hand the request back to the queue
-                again = request.copy()
-                again.dont_filter = True
+            if self._stopping():
                 self.stats.inc_value("proxy/handed_back")
+                if LEASE_META not in meta:  # e.g. robots.txt (engine.download): nothing to hand back
+                    raise IgnoreRequest("no proxy while the node is stopping")
+                again = request.copy()  # keeps the lease: the scheduler hands it back to the queue
+                again.dont_filter = True
                 return again
             self.stats.inc_value("proxy/direct")
             return None
@@ -200,8 +197,16 @@ class ProxyPoolMiddleware:
         if self.config.sticky_domains and domain in self._sticky:
             return self._sticky[domain]
         while True:
-            await self._maybe_revive()
-            proxy = await self.pool.pick(random.random())
+            try:
+                await self._maybe_revive()
+                proxy = await self.pool.pick(random.random())
+                self.outage.ok()
+            except TRANSIENT_ERRORS as exc:  # hold the request until Redis is back (or the node stops)
+                self.outage.failed(exc)
+                if self._stopping():
+                    return None
+                await asyncio.sleep(EMPTY_POLL_SECONDS)
+                continue
             if proxy is not None:
                 if self._empty_warned:
                     self._empty_warned = False
@@ -234,15 +239,15 @@ class ProxyPoolMiddleware:
         assert self.pool is not None
         while not self._stopping():
             await asyncio.sleep(EMPTY_POLL_SECONDS)
-            await self._maybe_revive()
             try:
+                await self._maybe_revive()
                 pooled, _ = await self.pool.counts()
             except TRANSIENT_ERRORS:
                 continue
             if pooled:
                 return
 
-    async def _maybe_revive(self) -> None:
+    async def _maybe_revive(self) -> None:  # raises TRANSIENT_ERRORS
         if not self.config.revive_seconds or time.monotonic() < self._next_revive or self.pool is None:
             return
         self._next_revive = time.monotonic() + REVIVE_CHECK_SECONDS
@@ -281,7 +286,7 @@ class ProxyPoolMiddleware:
                 return
             outcome = await self.pool.failure(proxy, failure)
         except TRANSIENT_ERRORS as exc:  # the outcome is lost; the crawl goes on
-            logger.debug("Proxy outcome not recorded (%s: %s)", type(exc).__name__, exc)
+            self.outage.failed(exc)
             return
         self.stats.inc_value("proxy/failed")
         self._forget_if_gone(proxy, outcome)

@@ -149,3 +149,24 @@ def test_empty_pool_with_direct_policy_goes_without_a_proxy(
     assert stored(tmp_path / "items.db") == site.expected_urls()
     log = workers.log("node-a")
     assert log.count("is empty: requests go without a proxy") == 1 and "'proxy/direct'" in log
+
+
+@pytest.mark.timeout(120)
+def test_a_stopping_node_hands_held_requests_back_to_the_queue(
+    site: NewsSite, workers: Workers, redis_client: redis.Redis,
+) -> None:
+    import os
+    import signal
+
+    proc = workers.start("node-a", "PROXY_ENABLED=True", "ROBOTSTXT_OBEY=False")
+    workers.wait_ready("node-a")
+    redis_client.lpush("news:start_urls", site.url + "/")
+    wait_for(lambda: "is empty: requests are held" in workers.log("node-a"), "the warning")
+    wait_for(lambda: redis_client.zcard("{news}:processing") == 1, "the seed's lease")
+    os.killpg(proc.pid, signal.SIGTERM)  # one signal: a graceful stop
+    assert proc.wait(60) == 0
+    assert site.hits() == 0
+    assert redis_client.zcard("{news}:processing") == 0, "the held request kept its lease"
+    assert redis_client.zcard("{news}:requests") == 1, "the held request is not back in the queue"
+    log = workers.log("node-a")
+    assert "'proxy/handed_back': 1" in log and "Traceback" not in log
