@@ -271,3 +271,19 @@ def test_middleware_is_off_without_proxies_and_when_disabled(redis_url: str) -> 
     assert middleware_run(redis_url, scenario)[0] == (False, False)
     with pytest.raises(NotConfigured):
         middleware_run(redis_url, scenario, PROXY_ENABLED=False, PROXY_LIST=[A])
+
+
+def test_middleware_revives_dead_proxies_on_server_time(redis_url: str, redis_client: redis.Redis) -> None:
+    from scrapy import Request
+
+    redis_client.hset("dc:proxies:dead", A, json.dumps({"error": "timeout", "since": redis_client.time()[0] - 61, "score": -2}))
+    redis_client.hset("dc:proxies:dead", C, json.dumps({"error": "timeout", "since": redis_client.time()[0], "score": -2}))
+
+    async def scenario(mw):  # noqa: ANN001, ANN202
+        request = Request("http://example.com/")
+        await mw.process_request(request)  # the pool is empty but for A, revived on the way
+        return request.meta["proxy"]
+
+    proxy, stats = middleware_run(redis_url, scenario, PROXY_REVIVE_SECONDS=60)
+    assert proxy == A and stats["proxy/revived"] == 1
+    assert redis_client.zscore("dc:proxies", A) == 1 and redis_client.hexists("dc:proxies:dead", C)
