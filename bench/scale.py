@@ -486,6 +486,7 @@ def simulate(w: Workload, procs: int, seconds: float, warmup: float, prefill: in
             log(f"{w.nodes} nodes in {procs} processes: {warmup:.0f} s warm-up, {seconds:.0f} s measured")
             time.sleep(max(0.0, window[0] - time.time()))
             client.config_resetstat()
+            load_before = os.getloadavg()[0]
             a = info_snapshot(client)
             time.sleep(max(0.0, window[1] - time.time()))
             b = info_snapshot(client)
@@ -525,6 +526,7 @@ def simulate(w: Workload, procs: int, seconds: float, warmup: float, prefill: in
     expected = model(w, round(member_len), queued_bytes_model(round(member_len), prep["queued"]))
     return {
         "workload": asdict(w), "procs": procs, "seconds": elapsed, "member_bytes": member_len, **prep,
+        "load_avg_1min": [load_before, os.getloadavg()[0]], "cpus": os.cpu_count(),
         "measured": {k: round(v, 2) for k, v in measured.items()},
         "model": {k: round(v, 2) for k, v in expected.items() if k in measured},
         "ratio_measured_to_model": {k: round(measured[k] / expected[k], 2) for k in measured if expected.get(k)},
