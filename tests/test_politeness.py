@@ -1,0 +1,129 @@
+"""Per-domain politeness across nodes: settings, the slot reservation in Lua, and a 3-node crawl."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+import redis
+from scrapy.settings import Settings
+
+from distributed_crawler.politeness import PolitenessConfig
+from distributed_crawler.scripts import lua_source
+from tests.conftest import Workers
+from tests.site.server import NewsSite
+
+
+# -- settings -------------------------------------------------------------------------------
+def test_overrides_match_the_domain_and_its_subdomains() -> None:
+    config = PolitenessConfig.from_settings(Settings({
+        "DOMAIN_RATE_LIMIT": 5, "DOMAIN_RATE_LIMITS": '{"example.com": 0.5, "free.org": 0}',
+    }))
+    assert config.enabled
+    assert config.limit_for("example.com") == ("example.com", 0.5)
+    assert config.limit_for("WWW.Example.com.") == ("example.com", 0.5)  # one budget for the domain
+    assert config.limit_for("notexample.com") == ("notexample.com", 5.0)
+    assert config.limit_for("a.free.org") == ("free.org", 0.0)  # 0 = exempt
+    assert config.key("example.com", None) == "dc:rate:example.com"
+
+
+def test_per_proxy_budgets_never_put_credentials_in_keys() -> None:
+    config = PolitenessConfig.from_settings(Settings({"DOMAIN_RATE_LIMIT": 1, "DOMAIN_RATE_LIMIT_PER_PROXY": True}))
+    a = config.key("e.com", "http://user:s3cret@10.0.0.1:3128")
+    b = config.key("e.com", "http://other:s3cret@10.0.0.1:3128")
+    assert a.startswith("dc:rate:e.com@10.0.0.1:3128#") and a != b and "s3cret" not in a + b
+    assert config.key("e.com", None) == "dc:rate:e.com"  # direct requests share the domain budget
+
+
+def test_off_by_default() -> None:
+    assert not PolitenessConfig.from_settings(Settings()).enabled
+    assert not PolitenessConfig.from_settings(Settings({"DOMAIN_RATE_LIMITS": {"e.com": 0}})).enabled
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"DOMAIN_RATE_LIMIT": -1}, "DOMAIN_RATE_LIMIT (-1.0) must be >= 0 requests per second (0 = no limit)"),
+        ({"DOMAIN_RATE_LIMIT": "fast"}, "DOMAIN_RATE_LIMIT ('fast') must be a number of requests per second (0 = no limit)"),
+        ({"DOMAIN_RATE_LIMITS": "{bad json"}, "DOMAIN_RATE_LIMITS ('{bad json') must be a dict of domain"),
+        ({"DOMAIN_RATE_LIMITS": {"e.com": "x"}}, "DOMAIN_RATE_LIMITS['e.com'] ('x') must be a number"),
+        ({"DOMAIN_RATE_KEY": "dc:rate"}, "DOMAIN_RATE_KEY (dc:rate) must contain %(domain)s"),
+    ],
+)
+def test_bad_settings_are_rejected_with_the_value(settings: dict, message: str) -> None:
+    with pytest.raises(ValueError) as exc:
+        PolitenessConfig.from_settings(Settings(settings))
+    assert str(exc.value).startswith(message)
+
+
+# -- rate.lua -------------------------------------------------------------------------------
+def test_each_call_reserves_the_next_slot_one_interval_apart(redis_client: redis.Redis) -> None:
+    reserve = redis_client.register_script(lua_source("rate"))
+    # a 10 s interval: the calls themselves take far less, so slot i is i intervals after slot 0
+    waits = [float(reserve(keys=["dc:rate:e.com"], args=["10"])) for _ in range(4)]
+    assert waits[0] == 0.0
+    for i, wait in enumerate(waits[1:], start=1):
+        assert i * 10 - 5 < wait <= i * 10
+    ttl = redis_client.pttl("dc:rate:e.com")
+    assert 30_000 < ttl <= 42_000  # the key expires once its slots are in the past
+    assert float(reserve(keys=["dc:rate:other.com"], args=["10"])) == 0.0  # one key per domain
+
+
+def test_concurrent_nodes_never_get_the_same_slot(redis_url: str) -> None:
+    waits: list[float] = []
+    lock = threading.Lock()
+
+    def node() -> None:
+        client = redis.Redis.from_url(redis_url)
+        reserve = client.register_script(lua_source("rate"))
+        for _ in range(10):
+            wait = float(reserve(keys=["dc:rate:e.com"], args=["10"]))
+            with lock:
+                waits.append(wait)
+        client.close()
+
+    threads = [threading.Thread(target=node) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    slots = sorted(round(w / 10) for w in waits)
+    assert slots == list(range(40))  # 40 reservations, 40 distinct slots
+
+
+# -- three nodes, one site ------------------------------------------------------------------
+def max_in_any_window(times: list[float], window: float = 1.0) -> int:
+    times = sorted(times)
+    best, j = 0, 0
+    for i, start in enumerate(times):
+        while j < len(times) and times[j] < start + window:
+            j += 1
+        best = max(best, j - i)
+    return best
+
+
+def test_max_in_any_window() -> None:
+    assert max_in_any_window([0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2]) == 5
+    assert max_in_any_window([0, 0.1, 0.15, 3]) == 3
+
+
+@pytest.mark.timeout(180)
+def test_three_nodes_share_one_rate_per_domain(workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
+    with NewsSite(articles=30, per_page=10) as site:
+        for node in ("node-a", "node-b", "node-c"):
+            workers.start(node, "DOMAIN_RATE_LIMIT=5", "RETRY_BACKOFF_BASE=0.2", "RETRY_BACKOFF_MAX=2")
+        workers.wait_ready("node-a", "node-b", "node-c")
+        redis_client.lpush("news:start_urls", site.url + "/")
+        codes = workers.wait_all(timeout=150)
+        log = site.request_log()
+    assert codes == {"node-a": 0, "node-b": 0, "node-c": 0}
+    with sqlite3.connect(tmp_path / "items.db") as conn:
+        urls = {url for (url,) in conn.execute("SELECT url FROM items")}
+    assert urls == site.expected_urls()  # the crawl completes
+    assert len(log) >= 40
+    busiest = max_in_any_window([t for t, _ in log])
+    assert busiest <= 5 + 1, f"{busiest} requests within 1 s at DOMAIN_RATE_LIMIT=5"
+    nodes_waited = sum("'politeness/delayed'" in workers.log(n) for n in ("node-a", "node-b", "node-c"))
+    assert nodes_waited >= 2, "the limit was shared: several nodes had to wait for slots"
