@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -12,7 +14,7 @@ from scrapy.settings import Settings
 
 from distributed_crawler.politeness import PolitenessConfig
 from distributed_crawler.scripts import lua_source
-from tests.conftest import Workers
+from tests.conftest import ROOT, Workers
 from tests.site.server import NewsSite
 
 
@@ -127,3 +129,21 @@ def test_three_nodes_share_one_rate_per_domain(workers: Workers, redis_client: r
     assert busiest <= 5 + 1, f"{busiest} requests within 1 s at DOMAIN_RATE_LIMIT=5"
     nodes_waited = sum("'politeness/delayed'" in workers.log(n) for n in ("node-a", "node-b", "node-c"))
     assert nodes_waited >= 2, "the limit was shared: several nodes had to wait for slots"
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [
+        ("DOMAIN_RATE_LIMITS={bad", "ERROR: DOMAIN_RATE_LIMITS ('{bad') must be a dict of domain"),
+        ("RETRY_BACKOFF_MAX=0.5", "ERROR: RETRY_BACKOFF_MAX (0.5) must be >= RETRY_BACKOFF_BASE (1.0)"),
+    ],
+)
+def test_a_bad_setting_stops_the_node_at_start_with_one_line(redis_url: str, setting: str, expected: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "scrapy", "crawl", "news", "-s", setting], cwd=ROOT, capture_output=True, text=True,
+        env={"PATH": "/usr/bin:/bin", "REDIS_URL": redis_url}, timeout=60,
+    )
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
+    assert len(errors) == 1 and errors[0].startswith(expected), proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -18,8 +18,10 @@ from distributed_crawler.dupefilter import BloomConfig, BloomDupeFilter, DedupEr
 from distributed_crawler.enqueue import run_sync
 from distributed_crawler.keys import SpiderKeys
 from distributed_crawler.pipelines import StorageConfig, StoragePipeline
+from distributed_crawler.politeness import DomainRateLimitMiddleware, PolitenessConfig
 from distributed_crawler.proxies import ProxyConfig
 from distributed_crawler.proxy_middleware import ProxyPoolMiddleware
+from distributed_crawler.retry import DistributedRetryMiddleware, RetryConfig
 from distributed_crawler.storage import StorageError, open_storage
 
 
@@ -33,6 +35,11 @@ class Command(ScrapyCrawlCommand):
                 check_dupefilter(self.settings, redis_config, args[0])
             if any(ProxyPoolMiddleware is _load(m) for m, on in self.settings.getdict("DOWNLOADER_MIDDLEWARES").items() if on is not None):
                 ProxyConfig.from_settings(self.settings)  # a malformed proxy URL: one line, exit 2
+            middlewares = {_load(m) for m, on in self.settings.getdict("DOWNLOADER_MIDDLEWARES").items() if on is not None}
+            if DistributedRetryMiddleware in middlewares:
+                RetryConfig.from_settings(self.settings)  # e.g. RETRY_BACKOFF_MAX below the base
+            if DomainRateLimitMiddleware in middlewares:
+                PolitenessConfig.from_settings(self.settings)  # e.g. DOMAIN_RATE_LIMITS not a dict
             if any(StoragePipeline is _load(p) for p in self.settings.getdict("ITEM_PIPELINES")):
                 open_storage(StorageConfig.from_settings(self.settings).url).close()
         except (RedisUnavailable, StorageError, DedupError, ValueError) as exc:
