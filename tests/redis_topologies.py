@@ -124,14 +124,20 @@ class RedisClusterNodes:
 class SentinelSet:
     """1 master + 1 replica + 1 Sentinel (quorum 1, fast failure detection and failover)."""
 
-    def __init__(self, workdir: Path, master_name: str = "dcmaster", down_after_ms: int = 1000) -> None:
+    def __init__(self, workdir: Path, master_name: str = "dcmaster", down_after_ms: int = 1000,
+                 password: str = "") -> None:
         self.workdir = workdir
         self.master_name = master_name
         self.down_after_ms = down_after_ms
+        self.password = password
         (workdir / "master").mkdir(parents=True, exist_ok=True)
         (workdir / "replica").mkdir(parents=True, exist_ok=True)
-        self.master = RedisServer(workdir / "master")
-        self.replica = RedisServer(workdir / "replica", "--replicaof", "127.0.0.1", str(self.master.port))
+        auth = ("--requirepass", password, "--masterauth", password) if password else ()
+        self.master = RedisServer(workdir / "master", *auth)
+        self.replica = RedisServer(workdir / "replica", *auth, "--replicaof", "127.0.0.1", str(self.master.port))
+        if password:
+            for server in (self.master, self.replica):
+                server.url_override = f"redis://:{password}@127.0.0.1:{server.port}/0"
         self.sentinel_port = free_port()
         self.sentinel_proc: subprocess.Popen | None = None
 
@@ -158,6 +164,7 @@ class SentinelSet:
                 f"sentinel down-after-milliseconds {self.master_name} {self.down_after_ms}\n"
                 f"sentinel failover-timeout {self.master_name} 5000\n"
                 f"sentinel parallel-syncs {self.master_name} 1\n"
+                + (f"sentinel auth-pass {self.master_name} {self.password}\n" if self.password else "")
             )
             self.sentinel_proc = subprocess.Popen(
                 ["redis-server", str(conf), "--sentinel"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

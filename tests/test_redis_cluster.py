@@ -21,6 +21,7 @@ from scrapy.utils.project import get_project_settings
 from distributed_crawler import cli
 from distributed_crawler.cli import main
 from distributed_crawler.connection import RedisConfig, subscribe
+from distributed_crawler.dashboard import discover_spiders
 from distributed_crawler.dupefilter import SetDedup
 from distributed_crawler.enqueue import Enqueuer
 from distributed_crawler.envelope import make_member
@@ -141,6 +142,11 @@ def test_two_workers_crawl_a_cluster_and_two_spiders_use_different_masters(
     assert dcrawl(capsys, "dedup", "check", "news", site.url + "/about").strip() == "seen"
     assert dcrawl(capsys, "dedup", "check", "news", site.url + "/never-linked").strip() == "new"
     assert json.loads(dcrawl(capsys, "dedup", "stats", "wiki", "--json"))["key"] == "{wiki}:dupefilter"
+    client = RedisConfig.from_settings(Settings()).sync_client()
+    try:
+        assert discover_spiders(client, Settings()) == ["news", "wiki"]  # the dashboard scans every master
+    finally:
+        client.close()
     assert "added 2 of 2" in dcrawl(capsys, "proxies", "add", "http://10.0.0.1:3128", "http://10.0.0.2:3128")
     assert len(json.loads(dcrawl(capsys, "proxies", "list", "--json"))["proxies"]) == 2
     assert json.loads(dcrawl(capsys, "status", "news", "--json"))["proxies"]["total"] == 2

@@ -16,7 +16,9 @@ from distributed_crawler.cli import main
 from redis.exceptions import ClusterDownError, MasterDownError, ReadOnlyError, TryAgainError
 from redis.sentinel import MasterNotFoundError
 
-from distributed_crawler.connection import TRANSIENT_ERRORS, NoReplicasError, RedisConfig, parse_sentinels
+from distributed_crawler.connection import (
+    TRANSIENT_ERRORS, NoReplicasError, RedisConfig, RedisUnavailable, parse_sentinels,
+)
 from distributed_crawler.scripts import Scripts, lua_source
 from tests.conftest import RedisServer, Workers, free_port
 from tests.redis_topologies import SentinelSet
@@ -158,3 +160,26 @@ def test_failover_and_replica_errors_count_as_transient(tmp_path: Path) -> None:
         server.stop()
     for cls in (MasterNotFoundError, ReadOnlyError, ClusterDownError, MasterDownError, TryAgainError):
         assert issubclass(cls, TRANSIENT_ERRORS), cls
+
+
+def test_password_from_redis_url_reaches_the_master_not_the_sentinel(tmp_path: Path) -> None:
+    topology = SentinelSet(tmp_path / "auth", password="m4ster-pw").start()
+    try:
+        def config(url: str) -> RedisConfig:
+            return RedisConfig.from_settings(Settings({
+                "REDIS_SENTINELS": topology.sentinels, "REDIS_SENTINEL_MASTER": topology.master_name, "REDIS_URL": url,
+            }))
+
+        good = config("redis://:m4ster-pw@unused/0")
+        good.check_reachable()
+        client = good.sync_client()
+        try:
+            client.set("k", "v")
+            assert client.connection_pool.get_master_address()[1] == topology.master.port
+        finally:
+            client.close()
+        with pytest.raises(RedisUnavailable) as caught:
+            config("redis://:wrong-pw@unused/0").check_reachable()
+        assert "refused the credentials" in str(caught.value) and "wrong-pw" not in str(caught.value)
+    finally:
+        topology.stop()
