@@ -38,7 +38,6 @@ from distributed_crawler.defaults import get_setting
 logger = logging.getLogger(__name__)
 
 
-
 class NoReplicasError(ResponseError):
     """NOREPLICAS: the master takes no writes until `min-replicas-to-write` replicas are connected."""
 
@@ -106,6 +105,23 @@ def parse_sentinels(value: Any) -> tuple[tuple[str, int], ...]:
             raise ValueError(f"REDIS_SENTINELS ({value}) must be host:port[,host:port...], e.g. 10.0.0.5:26379")
         hosts.append((host.strip("[]"), port))
     return tuple(hosts)
+
+
+class AsyncClusterClient(redis.asyncio.cluster.RedisCluster):
+    """redis-py's asyncio cluster client, except that "no node reachable" is an outage like any other.
+
+    When every node it knows is down, the client re-initializes and raises RedisClusterException
+    (the class also used for programming errors such as cross-slot transactions), caused by the
+    connection error. That cause decides: a ConnectionError, which callers wait out.
+    """
+
+    async def initialize(self, *args: Any, **kwargs: Any) -> AsyncClusterClient:
+        try:
+            return await super().initialize(*args, **kwargs)
+        except RedisClusterException as exc:
+            if isinstance(exc.__cause__, TRANSIENT_ERRORS):
+                raise RedisConnectionError(str(exc)) from exc
+            raise
 
 
 @dataclass(frozen=True)
@@ -189,7 +205,7 @@ class RedisConfig:
 
         retry = Retry(ExponentialWithJitterBackoff(cap=1.0, base=0.05), 3)
         if self.cluster:
-            return redis.asyncio.cluster.RedisCluster.from_url(self.url, retry=retry, **self._client_kwargs())
+            return AsyncClusterClient.from_url(self.url, retry=retry, **self._client_kwargs())
         if self.sentinels:
             sentinel_kwargs, master_kwargs = self._sentinel_kwargs()
             sentinel = redis.asyncio.sentinel.Sentinel(list(self.sentinels), sentinel_kwargs=sentinel_kwargs)

@@ -51,6 +51,7 @@ class RedisClusterNodes:
         self.workdir = workdir
         self.ports = [free_port() for _ in range(masters)]
         self.procs: list[subprocess.Popen] = []
+        self.commands: list[list[str]] = []
 
     @property
     def url(self) -> str:
@@ -63,14 +64,13 @@ class RedisClusterNodes:
             for port in self.ports:
                 node_dir = self.workdir / str(port)
                 node_dir.mkdir(parents=True, exist_ok=True)
-                self.procs.append(subprocess.Popen(
+                self.commands.append(
                     ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(node_dir),
                      "--save", "", "--appendonly", "no", "--cluster-enabled", "yes",
                      # the bus port is picked too: port + 10000 may be taken or out of range
                      "--cluster-port", str(free_port()), "--cluster-config-file", "nodes.conf",
-                     "--cluster-node-timeout", "2000"],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                ))
+                     "--cluster-node-timeout", "2000"])
+                self.procs.append(subprocess.Popen(self.commands[-1], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             for port in self.ports:
                 wait_for(f"cluster node :{port}", lambda p=port: _ping(p), timeout=10, every=0.025)
             subprocess.run(
@@ -113,6 +113,15 @@ class RedisClusterNodes:
                 client.flushall()
             finally:
                 client.close()
+
+    def restart_all(self, down_seconds: float) -> None:
+        """kill -9 of every node, `down_seconds` without a cluster, then the same nodes again (the
+        cluster layout survives in nodes.conf; the data does not, there is no AOF here)."""
+        self.stop()
+        time.sleep(down_seconds)
+        self.procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for cmd in self.commands]
+        for port in self.ports:
+            wait_for(f"cluster_state:ok on :{port}", lambda p=port: self._state_ok(p), timeout=30)
 
     def stop(self) -> None:
         for proc in self.procs:

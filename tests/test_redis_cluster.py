@@ -20,7 +20,7 @@ from scrapy.utils.project import get_project_settings
 
 from distributed_crawler import cli
 from distributed_crawler.cli import main
-from distributed_crawler.connection import RedisConfig, subscribe
+from distributed_crawler.connection import TRANSIENT_ERRORS, RedisConfig, subscribe
 from distributed_crawler.dashboard import discover_spiders
 from distributed_crawler.dupefilter import SetDedup
 from distributed_crawler.enqueue import Enqueuer
@@ -227,3 +227,38 @@ def test_doorbell_rings_across_cluster_nodes(cluster: RedisClusterNodes, cluster
 
     messages = asyncio.run(ring())
     assert [m["channel"] for m in messages] == [keys.doorbell.encode()]
+
+
+@pytest.mark.timeout(90)
+def test_whole_cluster_down_is_an_outage_not_a_crash(tmp_path: Path) -> None:
+    """With every node down the cluster client raises a connection error (waited out), then recovers."""
+    nodes = RedisClusterNodes(tmp_path / "cluster").start()
+    config = RedisConfig.from_settings(Settings({"REDIS_URL": nodes.url, "REDIS_CLUSTER": True}))
+
+    async def outage() -> tuple[set[str], int]:
+        client = config.async_client()
+        errors: set[str] = set()
+        try:
+            await client.set("{news}:probe", 1)
+            nodes.stop()
+            for _ in range(3):
+                with pytest.raises(TRANSIENT_ERRORS) as caught:
+                    await client.incr("{news}:probe")
+                errors.add(type(caught.value).__name__)
+            await asyncio.to_thread(nodes.restart_all, 0.5)
+            for _ in range(100):  # bounded: the client rediscovers the slots on its own
+                try:
+                    return errors, await client.incr("{news}:probe")
+                except TRANSIENT_ERRORS as exc:
+                    errors.add(type(exc).__name__)
+                    await asyncio.sleep(0.2)
+            raise AssertionError(f"cluster client never recovered ({errors})")
+        finally:
+            await client.aclose()
+
+    try:
+        errors, value = asyncio.run(outage())
+    finally:
+        nodes.stop()
+    assert value == 1  # the data is gone (no AOF here): what matters is that the client is back
+    assert "ConnectionError" in errors, errors
