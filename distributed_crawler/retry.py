@@ -202,9 +202,9 @@ class DistributedRetryMiddleware(RetryMiddleware):
     async def _dead_letter(self, request: Request, reason: str | Exception, status: int | None) -> None:
         if isinstance(reason, Exception):
             reason = f"{global_object_name(reason.__class__)}: {reason}"
-        self.crawler.stats.inc_value("retry/failed")
         if self.dead_letters is None or LEASE_META not in request.meta:
             return  # not a scheduled request (robots.txt): nothing to requeue
+        self.crawler.stats.inc_value("retry/failed")
         extra: dict[str, Any] = {
             "status": status,
             "attempts": int(request.meta.get("retry_times", 0)) + 1,
