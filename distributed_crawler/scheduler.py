@@ -56,6 +56,7 @@ QUEUE_TYPES = {
 OUTBOX_BATCH = 500
 ACK_BATCH = 1000
 ACK_INTERVAL = 0.1
+DOORBELL_RETRY_SECONDS = 30  # pub/sub failed for another reason than an outage: polling meanwhile
 DUE_BATCH = 100  # due retries pop.lua moves from delayed back to the queue per call
 
 
@@ -526,6 +527,7 @@ class RedisScheduler:
         Pub/sub only saves latency: if it cannot work here, idle nodes poll instead.
         """
         outage = OutageLog("doorbell", self.redis_config.masked_url)
+        unavailable_logged = False
         while not self._stopped:
             pubsub = None
             try:
@@ -538,12 +540,17 @@ class RedisScheduler:
                 outage.failed(exc)
                 await asyncio.sleep(1.0)
             except Exception as exc:  # noqa: BLE001 - e.g. a proxy without pub/sub
-                logger.warning(
-                    "Doorbell (pub/sub on %s) unavailable (%s: %s); idle nodes poll for work every "
-                    "SCHEDULER_POLL_MAX_SECONDS (%ss) instead",
-                    self.redis_config.masked_url, type(exc).__name__, exc, self.config.poll_max_seconds,
-                )
-                while not self._stopped:
+                if not unavailable_logged:
+                    unavailable_logged = True
+                    logger.warning(
+                        "Doorbell (pub/sub on %s) unavailable (%s: %s); idle nodes poll for work every "
+                        "SCHEDULER_POLL_MAX_SECONDS (%ss) instead, and pub/sub is tried again every %ss",
+                        self.redis_config.masked_url, type(exc).__name__, exc, self.config.poll_max_seconds,
+                        DOORBELL_RETRY_SECONDS,
+                    )
+                for _ in range(DOORBELL_RETRY_SECONDS):
+                    if self._stopped:
+                        break
                     await asyncio.sleep(1.0)
             finally:
                 if pubsub is not None:

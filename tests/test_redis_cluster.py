@@ -262,3 +262,26 @@ def test_whole_cluster_down_is_an_outage_not_a_crash(tmp_path: Path) -> None:
         nodes.stop()
     assert value == 1  # the data is gone (no AOF here): what matters is that the client is back
     assert "ConnectionError" in errors, errors
+
+
+@pytest.mark.timeout(120)
+def test_without_pub_sub_nodes_poll_and_the_crawl_completes(site: NewsSite, tmp_path: Path) -> None:
+    """A Redis that refuses SUBSCRIBE (as some proxies in front of a cluster do): logged once, polling."""
+    server = RedisServer(tmp_path, "--rename-command", "SUBSCRIBE", "").start()
+    workers = Workers(tmp_path, {"REDIS_URL": server.url, "STORAGE_URL": f"sqlite:///{tmp_path / 'items.db'}",
+                                 "MAX_IDLE_TIME_BEFORE_CLOSE": "2"})
+    try:
+        workers.start("node-a", "SCHEDULER_POLL_MAX_SECONDS=0.5")
+        workers.wait_ready("node-a", timeout=60)
+        client = redis.Redis.from_url(server.url)
+        client.lpush("news:start_urls", site.url + "/")
+        client.close()
+        assert workers.wait_all(timeout=90) == {"node-a": 0}
+    finally:
+        workers.stop_all()
+        server.stop()
+    urls = [url for url, _ in stored_rows(tmp_path / "items.db")]
+    assert len(urls) == len(set(urls)) and set(urls) == site.expected_urls()
+    log = workers.log("node-a")
+    assert log.count("Doorbell (pub/sub on") == 1, log[-3000:]
+    assert "Traceback" not in log
