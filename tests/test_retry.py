@@ -28,7 +28,7 @@ from distributed_crawler.retry import (
     parse_retry_after, retry_delay,
 )
 from distributed_crawler.scripts import Scripts
-from tests.conftest import ROOT, Workers
+from tests.conftest import ROOT, Workers, free_port
 from tests.site.server import FLAKY_FAILURES, FLAKY_OK_TEXT, NewsSite
 
 KEYS = SpiderKeys.from_settings(Settings(), "news")
@@ -208,13 +208,17 @@ def test_a_page_that_always_fails_is_dead_lettered_then_requeued(workers: Worker
         workers.start("node-a", "RETRY_TIMES=3", *FAST)
         workers.start("node-b", "RETRY_TIMES=3", *FAST)
         workers.wait_ready("node-a", "node-b")
-        redis_client.lpush("news:start_urls", site.url + "/down", site.url + "/missing")
+        refused = f"http://127.0.0.1:{free_port()}/refused"  # nothing listens there
+        redis_client.lpush("news:start_urls", site.url + "/down", site.url + "/missing", refused)
         assert workers.wait_all(timeout=90) == {"node-a": 0, "node-b": 0}
         assert site.hits("/down") == 4  # RETRY_TIMES + 1, counted by the site
-        assert site.hits("/missing") == 1  # a 404 is the site's answer: not retried
-        (raw,) = redis_client.lrange(KEYS.failed, 0, -1)  # and not dead-lettered
-        entry = json.loads(raw)
-        assert entry["url"] == site.url + "/down" and entry["status"] == 503
+        assert site.hits("/missing") == 1  # a 404 is the site's answer: not retried, not dead-lettered
+        failed = {e["url"]: e for e in map(json.loads, redis_client.lrange(KEYS.failed, 0, -1))}
+        assert set(failed) == {site.url + "/down", refused}
+        network = failed[refused]
+        assert network["status"] is None and network["attempts"] == 4 and "ConnectionRefused" in network["reason"]
+        entry = failed[site.url + "/down"]
+        assert entry["status"] == 503
         assert entry["reason"] == "503 Service Unavailable" and entry["attempts"] == 4
         assert entry["node"] in {"node-a", "node-b"} and abs(entry["time"] - time.time()) < 120
         assert entry["proxy"] is None and entry["source"] == "retry"
@@ -224,17 +228,17 @@ def test_a_page_that_always_fails_is_dead_lettered_then_requeued(workers: Worker
             [sys.executable, "-m", "distributed_crawler", "failed", "news", "--requeue", "--redis-url", redis_url],
             cwd=ROOT, capture_output=True, text=True, timeout=60,
         )
-        assert requeue.returncode == 0 and "requeued 1" in requeue.stdout, requeue.stdout + requeue.stderr
+        assert requeue.returncode == 0 and "requeued 2" in requeue.stdout, requeue.stdout + requeue.stderr
         assert redis_client.llen(KEYS.failed) == 0
-        (member,) = redis_client.zrange(KEYS.requests, 0, -1)
-        assert split_member(member).deliveries == 0
-        assert "retry_times" not in json.loads(split_member(member).payload)["meta"]
+        members = redis_client.zrange(KEYS.requests, 0, -1)
+        assert len(members) == 2 and {split_member(m).deliveries for m in members} == {0}
+        assert all("retry_times" not in json.loads(split_member(m).payload)["meta"] for m in members)
 
         workers.start("node-c", "RETRY_TIMES=3", *FAST)
         assert workers.wait_all(timeout=90)["node-c"] == 0
         assert site.hits("/down") == 8  # a fresh set of attempts after the requeue
-        (again,) = redis_client.lrange(KEYS.failed, 0, -1)
-        assert json.loads(again)["attempts"] == 4 and json.loads(again)["node"] == "node-c"
+        again = {e["url"]: e for e in map(json.loads, redis_client.lrange(KEYS.failed, 0, -1))}
+        assert again[site.url + "/down"]["attempts"] == 4 and again[site.url + "/down"]["node"] == "node-c"
 
 
 @pytest.mark.timeout(120)
