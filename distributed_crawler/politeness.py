@@ -30,6 +30,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from distributed_crawler.connection import TRANSIENT_ERRORS, OutageLog, RedisConfig
 from distributed_crawler.defaults import get_setting
+from distributed_crawler.leases import LEASE_META
 from distributed_crawler.retry import PROXY_META
 from distributed_crawler.scripts import lua_source
 
@@ -43,6 +44,7 @@ logger = logging.getLogger(__name__)
 DONT_RATE_LIMIT_META = "dont_rate_limit"
 MAX_RESERVATIONS = 3  # a request that keeps waking up late goes after its third slot anyway
 LATE_FLOOR = 0.05  # seconds of wake-up lateness always tolerated (high rates, tiny intervals)
+STOP_CHECK_SECONDS = 0.5  # a waiting request notices a graceful stop within this
 
 
 def _rate(name: str, value: Any) -> float:
@@ -143,7 +145,7 @@ class DomainRateLimitMiddleware:
         if self.client is not None:
             await self.client.aclose()
 
-    async def process_request(self, request: Request, spider: Spider | None = None) -> None:
+    async def process_request(self, request: Request, spider: Spider | None = None) -> Request | None:
         if request.meta.get(DONT_RATE_LIMIT_META) or self.script is None:
             return None
         host = urlparse_cached(request).hostname
@@ -162,13 +164,27 @@ class DomainRateLimitMiddleware:
             self.stats.inc_value("politeness/delayed")
             self.stats.inc_value("politeness/wait_seconds", round(wait, 3))
             due = time.monotonic() + wait
-            await asyncio.sleep(wait)
+            if not await self._sleep_until(due) and LEASE_META in request.meta:
+                # Stopping: a graceful stop would wait for every slot; hand the request back to
+                # the queue instead (its lease goes over to the copy, see scheduler.py).
+                self.stats.inc_value("politeness/handed_back")
+                again = request.copy()
+                again.dont_filter = True
+                return again
             # A busy event loop wakes us late, right before the next node's slot: starting now
             # would be a burst at the site. Give the slot up and queue again (bounded).
             if time.monotonic() - due <= max(interval / 2, LATE_FLOOR):
                 return None
             self.stats.inc_value("politeness/late")
         return None
+
+    async def _sleep_until(self, due: float) -> bool:
+        """Sleep until `due` (monotonic); False as soon as the node starts stopping."""
+        while (left := due - time.monotonic()) > 0:
+            if not getattr(self.crawler, "crawling", True):
+                return False
+            await asyncio.sleep(min(left, STOP_CHECK_SECONDS))
+        return True
 
     async def _reserve(self, key: str, interval: float) -> float:
         """The wait before this request's slot; retries while Redis is away (the node is stalled then anyway)."""

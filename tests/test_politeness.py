@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -147,3 +150,26 @@ def test_a_bad_setting_stops_the_node_at_start_with_one_line(redis_url: str, set
     errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
     assert len(errors) == 1 and errors[0].startswith(expected), proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_graceful_stop_hands_waiting_requests_back_instead_of_waiting_for_their_slots(
+    workers: Workers, redis_client: redis.Redis
+) -> None:
+    with NewsSite(articles=30, per_page=10) as site:
+        proc = workers.start("node-a", "DOMAIN_RATE_LIMIT=0.2", "CONCURRENT_REQUESTS=8")  # a slot every 5 s
+        workers.wait_ready("node-a")
+        redis_client.lpush("news:start_urls", site.url + "/")
+        deadline = time.monotonic() + 60
+        while redis_client.zcard("{news}:processing") < 5 and time.monotonic() < deadline:
+            time.sleep(0.1)  # the front page's links are leased, each waiting for its slot
+        assert redis_client.zcard("{news}:processing") >= 5, workers.log("node-a")[-3000:]
+        os.kill(proc.pid, signal.SIGTERM)
+        began = time.monotonic()
+        proc.wait(60)
+        stopped_in = time.monotonic() - began
+    # waiting out the slots would take >= 25 s; handing back takes a check interval and a round trip
+    assert stopped_in < 20, f"graceful stop took {stopped_in:.1f}s"
+    assert redis_client.zcard("{news}:processing") == 0
+    assert redis_client.zcard("{news}:requests") >= 4  # handed back, for any node to take
+    assert "'politeness/handed_back'" in workers.log("node-a")
