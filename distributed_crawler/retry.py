@@ -25,10 +25,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
-from scrapy.downloadermiddlewares.retry import RetryMiddleware, get_retry_request
+from scrapy.downloadermiddlewares.retry import RetryMiddleware
 from scrapy.utils.python import global_object_name
 from scrapy.utils.response import response_status_message
 
+from distributed_crawler.codec import RequestCodec
 from distributed_crawler.connection import TRANSIENT_ERRORS, RedisConfig, mask_url
 from distributed_crawler.deadletters import DeadLetters, failure_entry
 from distributed_crawler.defaults import get_setting
@@ -133,7 +134,7 @@ class DistributedRetryMiddleware(RetryMiddleware):
         self.node_id = node_id
         self.client: Any = None
         self.dead_letters: DeadLetters | None = None
-        self.codec: Any = None
+        self.codec: RequestCodec | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DistributedRetryMiddleware:
@@ -146,8 +147,6 @@ class DistributedRetryMiddleware(RetryMiddleware):
         return mw
 
     def spider_opened(self, spider: Spider) -> None:
-        from distributed_crawler.codec import RequestCodec
-
         keys = getattr(spider, "keys", None)
         keys = keys if isinstance(keys, SpiderKeys) else SpiderKeys.from_settings(self.crawler.settings, spider.name)
         self.client = self.redis_config.async_client()
