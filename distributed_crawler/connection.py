@@ -33,6 +33,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.sentinel import MasterNotFoundError
 from scrapy.settings import BaseSettings
 
+from distributed_crawler.cluster_client import AsyncClusterClient
 from distributed_crawler.defaults import get_setting
 
 logger = logging.getLogger(__name__)
@@ -105,23 +106,6 @@ def parse_sentinels(value: Any) -> tuple[tuple[str, int], ...]:
             raise ValueError(f"REDIS_SENTINELS ({value}) must be host:port[,host:port...], e.g. 10.0.0.5:26379")
         hosts.append((host.strip("[]"), port))
     return tuple(hosts)
-
-
-class AsyncClusterClient(redis.asyncio.cluster.RedisCluster):
-    """redis-py's asyncio cluster client, except that "no node reachable" is an outage like any other.
-
-    When every node it knows is down, the client re-initializes and raises RedisClusterException
-    (the class also used for programming errors such as cross-slot transactions), caused by the
-    connection error. That cause decides: a ConnectionError, which callers wait out.
-    """
-
-    async def initialize(self, *args: Any, **kwargs: Any) -> AsyncClusterClient:
-        try:
-            return await super().initialize(*args, **kwargs)
-        except RedisClusterException as exc:
-            if isinstance(exc.__cause__, TRANSIENT_ERRORS):
-                raise RedisConnectionError(str(exc)) from exc
-            raise
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.cluster import key_slot
 
 from tests.conftest import RedisServer, free_port
 
@@ -45,11 +46,12 @@ def _ping(port: int) -> bool:
 
 
 class RedisClusterNodes:
-    """`redis-server --cluster-enabled yes` x N + `redis-cli --cluster create` (no replicas)."""
+    """`redis-server --cluster-enabled yes` x N + `redis-cli --cluster create` (`replicas` per master)."""
 
-    def __init__(self, workdir: Path, masters: int = 3) -> None:
+    def __init__(self, workdir: Path, masters: int = 3, replicas: int = 0) -> None:
         self.workdir = workdir
-        self.ports = [free_port() for _ in range(masters)]
+        self.replicas = replicas
+        self.ports = [free_port() for _ in range(masters * (1 + replicas))]
         self.procs: list[subprocess.Popen] = []
         self.commands: list[list[str]] = []
 
@@ -75,11 +77,13 @@ class RedisClusterNodes:
                 wait_for(f"cluster node :{port}", lambda p=port: _ping(p), timeout=10, every=0.025)
             subprocess.run(
                 ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.ports),
-                 "--cluster-replicas", "0", "--cluster-yes"],
+                 "--cluster-replicas", str(self.replicas), "--cluster-yes"],
                 check=True, capture_output=True, timeout=60,
             )
             for port in self.ports:
                 wait_for(f"cluster_state:ok on :{port}", lambda p=port: self._state_ok(p), timeout=30)
+            if self.replicas:
+                wait_for("every replica in sync", self._replicas_in_sync, timeout=30)
         except BaseException:
             self.stop()
             raise
@@ -95,8 +99,49 @@ class RedisClusterNodes:
         finally:
             client.close()
 
+    def _replicas_in_sync(self) -> bool:
+        synced = 0
+        for port in self.ports:
+            client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=2)
+            try:
+                info = client.info("replication")
+                synced += info.get("role") == "slave" and info.get("master_link_status") == "up"
+            finally:
+                client.close()
+        return synced == len(self.ports) - len(self.ports) // (1 + self.replicas)
+
+    def live_ports(self) -> list[int]:
+        return [port for port, proc in zip(self.ports, self.procs) if proc.poll() is None]
+
     def client(self) -> redis.cluster.RedisCluster:
-        return redis.cluster.RedisCluster(host="127.0.0.1", port=self.ports[0], socket_timeout=5)
+        return redis.cluster.RedisCluster(host="127.0.0.1", port=self.live_ports()[0], socket_timeout=5)
+
+    def kill_node(self, port: int) -> None:
+        """kill -9 of one node."""
+        proc = self.procs[self.ports.index(port)]
+        proc.kill()
+        proc.wait(10)
+
+    def wait_slot_moved(self, key: str, old_port: int, timeout: float = 60.0) -> int:
+        """Until a live node serves `key`'s slot as master (a replica took over); returns its port."""
+        found: list[int] = []
+
+        def moved() -> bool:
+            for port in self.live_ports():
+                if self._state_ok(port):
+                    client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=2)
+                    try:
+                        slot = key_slot(key.encode())
+                        for start, end, master, *_ in client.execute_command("CLUSTER", "SLOTS"):
+                            if start <= slot <= end and int(master[1]) != old_port:
+                                found.append(int(master[1]))
+                                return True
+                    finally:
+                        client.close()
+            return False
+
+        wait_for(f"a replica to take over {key}'s slot", moved, timeout=timeout, every=0.2)
+        return found[0]
 
     def master_port_of(self, key: str) -> int:
         """The port of the master that owns `key`'s hash slot (asked of the cluster, not computed)."""
