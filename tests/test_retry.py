@@ -200,6 +200,7 @@ def test_flaky_page_succeeds_on_a_later_attempt(workers: Workers, redis_client: 
     assert redis_client.zcard(KEYS.delayed) == 0 and redis_client.zcard(KEYS.processing) == 0
     logs = workers.log("node-a") + workers.log("node-b")
     assert logs.count("'retry/delayed': ") >= 1 and "Traceback" not in logs
+    assert "scheduler/quarantined" not in logs  # a retry is not a redelivery
 
 
 @pytest.mark.timeout(180)
