@@ -170,9 +170,10 @@ class RedisConfig:
             "decode_responses": False,
         }
 
-    def _sentinel_kwargs(self) -> tuple[dict, dict]:
+    def _sentinel_kwargs(self, retry: Any) -> tuple[dict, dict]:
         """(kwargs for the sentinels, kwargs for the master): REDIS_URL's db, auth and TLS go to the
-        master; the sentinels get the timeouts and TLS (Sentinel's own password is not REDIS_URL's)."""
+        master; the sentinels get the timeouts, TLS and `retry` (one quick retry: a dead sentinel must
+        not hold up asking the next one); Sentinel's own password is not REDIS_URL's."""
         url_kwargs = parse_url(self.url)
         for name in ("host", "port", "connection_class"):
             url_kwargs.pop(name, None)
@@ -180,7 +181,7 @@ class RedisConfig:
         if urlsplit(self.url).scheme == "rediss":
             tls["ssl"] = True
         sentinel = {"socket_timeout": min(self.socket_timeout, 5.0),
-                    "socket_connect_timeout": min(self.socket_timeout, 5.0), **tls}
+                    "socket_connect_timeout": min(self.socket_timeout, 5.0), "retry": retry, **tls}
         return sentinel, {**url_kwargs, **tls, **self._client_kwargs()}
 
     def async_client(self) -> Any:
@@ -191,7 +192,8 @@ class RedisConfig:
         if self.cluster:
             return AsyncClusterClient.from_url(self.url, retry=retry, **self._client_kwargs())
         if self.sentinels:
-            sentinel_kwargs, master_kwargs = self._sentinel_kwargs()
+            sentinel_retry = Retry(ExponentialWithJitterBackoff(cap=0.2, base=0.05), 1)
+            sentinel_kwargs, master_kwargs = self._sentinel_kwargs(sentinel_retry)
             sentinel = redis.asyncio.sentinel.Sentinel(list(self.sentinels), sentinel_kwargs=sentinel_kwargs)
             return sentinel.master_for(self.sentinel_master, redis_class=redis.asyncio.Redis,
                                        retry=retry, **master_kwargs)
@@ -205,7 +207,8 @@ class RedisConfig:
         if self.cluster:
             return redis.cluster.RedisCluster.from_url(self.url, retry=retry, **self._client_kwargs())
         if self.sentinels:
-            sentinel_kwargs, master_kwargs = self._sentinel_kwargs()
+            sentinel_retry = Retry(ExponentialWithJitterBackoff(cap=0.2, base=0.05), 1)
+            sentinel_kwargs, master_kwargs = self._sentinel_kwargs(sentinel_retry)
             sentinel = redis.sentinel.Sentinel(list(self.sentinels), sentinel_kwargs=sentinel_kwargs)
             return sentinel.master_for(self.sentinel_master, redis_class=redis.Redis, retry=retry, **master_kwargs)
         return redis.Redis.from_url(self.url, retry=retry, **self._client_kwargs())
@@ -271,7 +274,9 @@ class RedisConfig:
 
     def _check_sentinels(self) -> None:
         """Some sentinel answers, and knows the master by that name and has it up."""
-        sentinel_kwargs, _ = self._sentinel_kwargs()
+        from redis.retry import Retry
+
+        sentinel_kwargs, _ = self._sentinel_kwargs(Retry(ExponentialWithJitterBackoff(cap=0.2, base=0.05), 1))
         sentinel = redis.sentinel.Sentinel(list(self.sentinels), sentinel_kwargs=sentinel_kwargs)
         try:
             errors, monitored = [], None
