@@ -191,9 +191,9 @@ class DistributedRetryMiddleware(RetryMiddleware):
             for key in (PROXY_META, "proxy", "_auth_proxy"):
                 new.meta.pop(key, None)
             new.headers.pop(b"Proxy-Authorization", None)
-        self.crawler.stats.inc_value("retry/delayed")
         if LEASE_META in request.meta:  # from our scheduler: it parks the copy in delayed
             new.meta[RETRY_DELAY_META] = delay
+            self.crawler.stats.inc_value("retry/delayed")
         else:  # e.g. robots.txt, fetched by engine.download(): wait here, without blocking
             await asyncio.sleep(delay)
         return new
@@ -222,8 +222,8 @@ class DistributedRetryMiddleware(RetryMiddleware):
                 await self.dead_letters.push([entry])
                 return
             except TRANSIENT_ERRORS as exc:
-                if attempt == 2:
-                    logger.error("Dead letter for %s not written (Redis: %s); the failure is only in this log: %s",
-                                 request.url, exc, entry)
+                if attempt == 2:  # the entry's payload may carry headers: not logged
+                    logger.error("Dead letter for %s not written (Redis: %s); failed after %s attempts: %s",
+                                 request.url, exc, extra["attempts"], reason)
                 else:
                     await asyncio.sleep(0.5)
