@@ -58,8 +58,10 @@ def crawl_done(client: redis.Redis, db: Path, expected: set[str]) -> bool:
 class Supervisor:
     """supervisord -n with deploy/supervisord.conf, paths templated to a private run directory."""
 
-    def __init__(self, run_dir: Path, env: dict[str, str], lease_seconds: int) -> None:
+    def __init__(self, run_dir: Path, env: dict[str, str], lease_seconds: int, numprocs: int = 2) -> None:
         text = (DEPLOY / "supervisord.conf").read_text()
+        assert "\nnumprocs=2\n" in text
+        text = text.replace("\nnumprocs=2\n", f"\nnumprocs={numprocs}\n")
         text = text.replace("%(here)s/../.run", str(run_dir)).replace("%(here)s/..", str(ROOT))
         assert not [l for l in text.splitlines() if "%(here)s" in l and not l.startswith(";")]
         # Short leases only so the killed worker's pages come back within the test's time.
@@ -167,6 +169,30 @@ def test_supervisor_restarts_a_killed_worker_and_the_crawl_completes(redis_url: 
     assert log0.count("Scheduler on") == 2, "the restarted worker appends to its own log file"
     assert "Closing spider (shutdown)" in log0 and "Closing spider (shutdown)" in log1
     assert "Traceback" not in log0 + log1
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_started_before_redis_is_retried_until_redis_is_up(tmp_path: Path, run_dir: Path) -> None:
+    server = RedisServer(tmp_path)  # its port, not listening yet
+    sup = Supervisor(run_dir, {"REDIS_URL": server.url, "STORAGE_URL": f"sqlite:///{tmp_path / 'items.db'}"},
+                     lease_seconds=60, numprocs=1)
+    try:
+        sup.start()
+        wait_for("the worker to fail its first start", lambda: "ERROR: Cannot reach Redis" in sup.log("news-0"), 60)
+        # Exit code 2 within startsecs: BACKOFF then STARTING again (RUNNING then EXITED when the
+        # machine is so loaded that the failed start took over 5 s); never given up (FATAL).
+        assert sup.processes()["news-0"]["statename"] != "FATAL"
+        server.start()
+        wait_for("the worker's scheduler open once Redis is up", lambda: "Scheduler on" in sup.log("news-0"), 60)
+        wait_for("the worker RUNNING", lambda: sup.processes()["news-0"]["statename"] == "RUNNING", 30)
+        log = sup.log("news-0")
+        assert "Traceback" not in log
+        assert all(line.count("ERROR") <= 1 for line in log.splitlines())
+        sup.proc.send_signal(signal.SIGTERM)
+        assert sup.proc.wait(60) == 0
+    finally:
+        sup.kill()
+        server.stop()
 
 
 # -- Redis restart with deploy/redis.conf ------------------------------------------------------
