@@ -166,9 +166,9 @@ def test_every_key_of_a_spider_shares_one_slot() -> None:
         assert {key_slot(k.encode()) for k in tagged} == {key_slot(f"{{{spider}}}".encode())}, spider
 
 
-def crawl_preflight(env: dict[str, str]) -> subprocess.CompletedProcess:
+def crawl_preflight(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "scrapy", "crawl", "news"], cwd=ROOT, capture_output=True, text=True,
+        [sys.executable, "-m", "scrapy", "crawl", "news", *args], cwd=ROOT, capture_output=True, text=True,
         env={"PATH": "/usr/bin:/bin", **env}, timeout=60,
     )
 
@@ -184,7 +184,7 @@ def one_error_line(proc: subprocess.CompletedProcess) -> str:
 def test_cluster_setting_on_a_plain_server_is_one_clear_line(tmp_path: Path) -> None:
     server = RedisServer(tmp_path).start()
     try:
-        error = one_error_line(crawl_preflight({"REDIS_URL": server.url, "REDIS_CLUSTER": "1"}))
+        error = one_error_line(crawl_preflight({"REDIS_URL": server.url}, "-s", "REDIS_CLUSTER=1"))
     finally:
         server.stop()
     assert "REDIS_CLUSTER is on but Redis at" in error and "is not a cluster node" in error
