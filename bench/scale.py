@@ -55,6 +55,7 @@ from distributed_crawler.enqueue import Enqueuer, run_sync  # noqa: E402
 from distributed_crawler.envelope import make_member  # noqa: E402
 from distributed_crawler.keys import SpiderKeys  # noqa: E402
 from distributed_crawler.nodes import NodeKeys, beat, forget_old_nodes, heartbeat_script, read_nodes, read_totals  # noqa: E402
+from distributed_crawler.scheduler import DUE_BATCH  # noqa: E402
 from distributed_crawler.scripts import Scripts  # noqa: E402
 from distributed_crawler.state import crawl_counts  # noqa: E402
 
@@ -269,8 +270,8 @@ class SimNode:
             if want <= 0:
                 await asyncio.sleep(0.05)
                 continue
-            got = await self.timed("pop", self.scripts.pop(keys=[self.keys.requests, self.keys.processing],
-                                                           args=["priority", want, self.w.lease]))
+            keys = [self.keys.requests, self.keys.processing, self.keys.delayed, self.keys.seq]
+            got = await self.timed("pop", self.scripts.pop(keys=keys, args=["priority", want, self.w.lease, DUE_BATCH]))
             self.buffer.extend(got)
             if not got:
                 await asyncio.sleep(0.05)
