@@ -35,6 +35,7 @@ from scrapy.settings import BaseSettings
 
 from distributed_crawler.cluster_client import AsyncClusterClient
 from distributed_crawler.defaults import get_setting
+from distributed_crawler.sentinel_pool import FollowingSentinelPool
 
 logger = logging.getLogger(__name__)
 
@@ -196,7 +197,7 @@ class RedisConfig:
             sentinel_kwargs, master_kwargs = self._sentinel_kwargs(sentinel_retry)
             sentinel = redis.asyncio.sentinel.Sentinel(list(self.sentinels), sentinel_kwargs=sentinel_kwargs)
             return sentinel.master_for(self.sentinel_master, redis_class=redis.asyncio.Redis,
-                                       retry=retry, **master_kwargs)
+                                       connection_pool_class=FollowingSentinelPool, retry=retry, **master_kwargs)
         return redis.asyncio.Redis.from_url(self.url, retry=retry, **self._client_kwargs())
 
     def sync_client(self) -> Any:

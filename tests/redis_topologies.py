@@ -179,7 +179,7 @@ class SentinelSet:
     """1 master + 1 replica + 1 Sentinel (quorum 1, fast failure detection and failover)."""
 
     def __init__(self, workdir: Path, master_name: str = "dcmaster", down_after_ms: int = 1000,
-                 password: str = "") -> None:
+                 password: str = "", master_args: tuple[str, ...] = ()) -> None:
         self.workdir = workdir
         self.master_name = master_name
         self.down_after_ms = down_after_ms
@@ -187,7 +187,7 @@ class SentinelSet:
         (workdir / "master").mkdir(parents=True, exist_ok=True)
         (workdir / "replica").mkdir(parents=True, exist_ok=True)
         auth = ("--requirepass", password, "--masterauth", password) if password else ()
-        self.master = RedisServer(workdir / "master", *auth)
+        self.master = RedisServer(workdir / "master", *auth, *master_args)
         self.replica = RedisServer(workdir / "replica", *auth, "--replicaof", "127.0.0.1", str(self.master.port))
         if password:
             for server in (self.master, self.replica):

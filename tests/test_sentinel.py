@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from collections import Counter
@@ -183,3 +184,42 @@ def test_password_from_redis_url_reaches_the_master_not_the_sentinel(tmp_path: P
         assert "refused the credentials" in str(caught.value) and "wrong-pw" not in str(caught.value)
     finally:
         topology.stop()
+
+
+@pytest.mark.timeout(120)
+def test_workers_follow_sentinel_while_the_old_master_still_takes_writes(tmp_path: Path) -> None:
+    """The old master here can never be demoted (REPLICAOF disabled), as in a partition: writes
+    keep succeeding there, so only asking Sentinel again moves a client to the new master."""
+    no_demotion = ("--rename-command", "REPLICAOF", "", "--rename-command", "SLAVEOF", "")
+    topology = SentinelSet(tmp_path / "partition", master_args=no_demotion).start()
+    config = RedisConfig.from_settings(Settings({
+        "REDIS_SENTINELS": topology.sentinels, "REDIS_SENTINEL_MASTER": topology.master_name,
+    }))
+    old = redis.Redis.from_url(topology.master.url)
+    new = redis.Redis.from_url(topology.replica.url)
+
+    async def writes_until_moved() -> int:
+        client = config.async_client()
+        try:
+            await client.set("k", "before")
+            sentinel = topology.sentinel_client()
+            sentinel.sentinel_failover(topology.master_name)
+            sentinel.close()
+            await asyncio.to_thread(topology.wait_failover, 60)
+            for i in range(100):  # bounded: ~10 s of writes, one every 0.1 s
+                await client.set("k", f"after-{i}")
+                if (new.get("k") or b"").startswith(b"after"):
+                    return i
+                await asyncio.sleep(0.1)
+            raise AssertionError("the client kept writing to the old master")
+        finally:
+            await client.aclose()
+
+    try:
+        writes_on_old_master = asyncio.run(writes_until_moved())
+        assert old.info("replication")["role"] == "master"  # still taking writes: split brain
+    finally:
+        old.close()
+        new.close()
+        topology.stop()
+    assert writes_on_old_master <= 30, writes_on_old_master  # about SENTINEL_CHECK_SECONDS of them
