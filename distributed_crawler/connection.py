@@ -28,7 +28,7 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.connection import parse_url
 from redis.exceptions import ClusterDownError, ClusterError, ReadOnlyError, RedisClusterException
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError, SlotNotCoveredError, TryAgainError
+from redis.exceptions import OutOfMemoryError, ResponseError, SlotNotCoveredError, TryAgainError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.sentinel import MasterNotFoundError
 from scrapy.settings import BaseSettings
@@ -51,9 +51,10 @@ BaseParser.EXCEPTION_CLASSES.setdefault("NOREPLICAS", NoReplicasError)
 # Errors that mean "Redis is not there right now", as opposed to a bug or a bad script: a server
 # down or restarting (LOADING is a ConnectionError), a Sentinel failover in progress (no master
 # known yet, or a demoted master answering READONLY), a master waiting for its replicas
-# (NOREPLICAS), a Cluster resharding or failing over.
+# (NOREPLICAS), a Cluster resharding or failing over, a server at `maxmemory` refusing writes
+# (OOM: the operator frees memory or raises the limit; waiting keeps the work, dying would not).
 TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
-    RedisConnectionError, RedisTimeoutError, OSError,
+    RedisConnectionError, RedisTimeoutError, OSError, OutOfMemoryError,
     MasterNotFoundError, ReadOnlyError, NoReplicasError,
     ClusterDownError, ClusterError, TryAgainError, SlotNotCoveredError,
 )
@@ -335,6 +336,13 @@ class OutageLog:
     def failed(self, exc: BaseException) -> None:
         if self.since is None:
             self.since = time.monotonic()
+            if isinstance(exc, OutOfMemoryError):
+                logger.error(
+                    "Redis at %s is full (maxmemory reached) during %s: it refuses writes, the node "
+                    "waits with its work kept; raise maxmemory or free memory (docs/scaling.md)",
+                    self.masked_url, self.what,
+                )
+                return
             logger.warning(
                 "Redis at %s unreachable during %s (%s: %s); retrying with backoff",
                 self.masked_url, self.what, type(exc).__name__, exc,

@@ -11,7 +11,9 @@
 -- Guarantees: a request is always in the queue, in delayed or in processing, never in none and
 -- never in two; due times and deadlines come from the server clock, so client clocks never
 -- decide when a retry is due or a lease expires. A due retry goes behind the requests already
--- waiting in its priority, like a fresh push, and any node may take it.
+-- waiting in its priority, like a fresh push, and any node may take it. Every copy is written
+-- before its source is removed: a write refused half-way (Redis at maxmemory) leaves a request in
+-- two places (fetched twice at worst), never in none.
 local qtype = ARGV[1]
 local count = tonumber(ARGV[2])
 local t = redis.call("TIME")
@@ -21,7 +23,6 @@ local SPAN = 68719476736 -- 2^36 sequence numbers per priority band (as in enque
 if KEYS[3] then
   local due = redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", now, "LIMIT", 0, tonumber(ARGV[4] or "100"))
   for _, member in ipairs(due) do
-    redis.call("ZREM", KEYS[3], member)
     if qtype == "priority" then
       local priority = tonumber(string.match(member, "^%d+:(%-?%d+):") or "0")
       local seq = redis.call("INCR", KEYS[4]) % SPAN
@@ -29,17 +30,19 @@ if KEYS[3] then
     else
       redis.call("LPUSH", KEYS[1], member)
     end
+    redis.call("ZREM", KEYS[3], member)
   end
 end
+-- read the requests to take, lease them, then remove them from the queue
 local popped
 if qtype == "priority" then
+  popped = redis.call("ZRANGE", KEYS[1], 0, count - 1)
+elseif qtype == "fifo" then -- the oldest is at the tail
+  local tail = redis.call("LRANGE", KEYS[1], -count, -1)
   popped = {}
-  local flat = redis.call("ZPOPMIN", KEYS[1], count)
-  for i = 1, #flat, 2 do popped[#popped + 1] = flat[i] end
-elseif qtype == "fifo" then
-  popped = redis.call("RPOP", KEYS[1], count) or {}
+  for i = #tail, 1, -1 do popped[#popped + 1] = tail[i] end
 else
-  popped = redis.call("LPOP", KEYS[1], count) or {}
+  popped = redis.call("LRANGE", KEYS[1], 0, count - 1)
 end
 local leased = {}
 for _, member in ipairs(popped) do
@@ -52,5 +55,14 @@ for _, member in ipairs(popped) do
   end
   redis.call("ZADD", KEYS[2], deadline, lease)
   leased[#leased + 1] = lease
+end
+if #popped > 0 then
+  if qtype == "priority" then
+    redis.call("ZREMRANGEBYRANK", KEYS[1], 0, #popped - 1)
+  elseif qtype == "fifo" then
+    redis.call("LTRIM", KEYS[1], 0, -#popped - 1)
+  else
+    redis.call("LTRIM", KEYS[1], #popped, -1)
+  end
 end
 return leased

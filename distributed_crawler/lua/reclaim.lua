@@ -9,6 +9,8 @@
 -- Guarantees: each expired lease is moved exactly once (the script is atomic, so two reclaimers
 -- running at once split the work and never double it); a request delivered max times goes to
 -- the failed list with its payload instead of being redelivered forever (poison protection).
+-- The copy is written before the lease is removed: a write refused half-way (maxmemory) leaves
+-- the request in two places, never in none.
 local qtype = ARGV[1]
 local max_deliveries = tonumber(ARGV[2])
 local t = redis.call("TIME")
@@ -17,7 +19,6 @@ local expired = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, to
 local SPAN = 68719476736
 local requeued, dead = 0, 0
 for _, lease in ipairs(expired) do
-  redis.call("ZREM", KEYS[1], lease)
   local deliveries, priority, payload = string.match(lease, "^(%d+):(%-?%d+):(.*)$")
   deliveries = tonumber(deliveries)
   if deliveries >= max_deliveries then
@@ -42,5 +43,6 @@ for _, lease in ipairs(expired) do
     end
     requeued = requeued + 1
   end
+  redis.call("ZREM", KEYS[1], lease)
 end
 return {requeued, dead}
