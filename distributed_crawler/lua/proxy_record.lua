@@ -22,8 +22,9 @@ end
 if new < tonumber(ARGV[4]) then
   local t = redis.call("TIME")
   local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-  redis.call("ZREM", KEYS[1], ARGV[1])
+  -- dead entry first, then out of the pool: a write refused at maxmemory never loses the proxy
   redis.call("HSET", KEYS[2], ARGV[1], cjson.encode({error = ARGV[5], since = now, score = new}))
+  redis.call("ZREM", KEYS[1], ARGV[1])
   return {"evicted", tostring(new)}
 end
 redis.call("ZADD", KEYS[1], new, ARGV[1])

@@ -13,8 +13,8 @@ for i = 1, #dead, 2 do
   local ok, entry = pcall(cjson.decode, dead[i + 1])
   local since = ok and type(entry) == "table" and tonumber(entry.since) or nil
   if since == nil or now - since >= after then
-    redis.call("HDEL", KEYS[2], dead[i])
     redis.call("ZADD", KEYS[1], "NX", ARGV[2], dead[i])
+    redis.call("HDEL", KEYS[2], dead[i])
     revived[#revived + 1] = dead[i]
     revived[#revived + 1] = ok and type(entry) == "table" and tostring(entry.error or "") or ""
   end
