@@ -94,6 +94,15 @@ class Supervisor:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def kill(self) -> None:
+        """supervisord and its workers (each in its own process group, found by supervisor's env)."""
+        marker = f"SUPERVISOR_SERVER_URL=unix://{self.run_dir / 'supervisor.sock'}".encode()
+        for entry in os.scandir("/proc"):
+            try:
+                with open(f"/proc/{entry.name}/environ", "rb") as f:
+                    if entry.name.isdigit() and marker in f.read().split(b"\0"):
+                        os.killpg(os.getpgid(int(entry.name)), signal.SIGKILL)
+            except (OSError, ProcessLookupError):
+                pass
         if self.proc and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
