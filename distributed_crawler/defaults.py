@@ -86,7 +86,7 @@ DEFAULTS: dict[str, Any] = {
     "DOMAIN_RATE_LIMITS": {},  # {"example.com": 0.5} per-domain overrides (JSON with -s; 0 = no limit)
     "DOMAIN_RATE_LIMIT_PER_PROXY": False,  # one budget per domain x proxy instead of per domain
     "DOMAIN_RATE_KEY": "dc:rate:%(domain)s",  # one key per domain (single-key script: Cluster-safe)
-    # Shared proxy pool (docs/proxies.md). Under REDIS_CLUSTER use {dc}:proxies and {dc}:proxies:dead.
+    # Shared proxy pool (docs/proxies.md). Under REDIS_CLUSTER an unset dead key is {dc:proxies}:dead.
     "PROXY_ENABLED": "auto",  # auto = on when PROXY_LIST/PROXY_FILE is set or the pool has proxies
     "PROXY_LIST": [],  # proxy URLs (or "a,b" with -s), loaded into the pool at start
     "PROXY_FILE": "",  # one proxy URL a line, # comments

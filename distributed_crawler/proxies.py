@@ -9,7 +9,8 @@ Keys (settings, shared by every spider and node):
 
 A proxy starts at `INITIAL_SCORE`, gains `SUCCESS_BONUS` per good response up to `MAX_SCORE`,
 loses `FAILURE_PENALTY` per failure and is evicted below `PROXY_MIN_SCORE`. The scripts touching
-both keys need them in one Redis Cluster hash slot: `{dc}:proxies` and `{dc}:proxies:dead`.
+both keys need them in one Redis Cluster hash slot: under REDIS_CLUSTER an unset PROXY_DEAD_KEY
+becomes `{dc:proxies}:dead`, in the slot of `dc:proxies`.
 
 The pool stores proxy URLs with their credentials (it must, to use them); everything else — logs,
 stats, request meta, the CLI — sees `mask_proxy(url)`. Every reader works with sync and asyncio
@@ -145,6 +146,11 @@ def _bool(value: Any, name: str, auto: bool = False) -> Any:
     raise ValueError(f"{name} ({value!r}) must be True or False" + (" or 'auto'" if auto else ""))
 
 
+def cluster_dead_key(pool_key: str) -> str:
+    """The default dead key on Redis Cluster: in the pool key's hash slot (`{dc:proxies}:dead`)."""
+    return f"{pool_key}:dead" if "{" in pool_key else f"{{{pool_key}}}:dead"
+
+
 @dataclass(frozen=True)
 class ProxyConfig:
     """The PROXY_* settings, read once and checked together."""
@@ -167,11 +173,15 @@ class ProxyConfig:
         filed = parse_proxies(read_proxy_file(path), f"PROXY_FILE ({path})") if path else ()
         pool_key = str(get_setting(settings, "PROXY_POOL_KEY"))
         dead_key = str(get_setting(settings, "PROXY_DEAD_KEY"))
-        if get_setting(settings, "REDIS_CLUSTER") and key_slot(pool_key.encode()) != key_slot(dead_key.encode()):
-            raise ValueError(
-                f"PROXY_POOL_KEY ({pool_key}) and PROXY_DEAD_KEY ({dead_key}) are in different Redis "
-                "Cluster hash slots; set them to {dc}:proxies and {dc}:proxies:dead"
-            )
+        cluster = _bool(get_setting(settings, "REDIS_CLUSTER"), "REDIS_CLUSTER")
+        if cluster and key_slot(pool_key.encode()) != key_slot(dead_key.encode()):
+            if settings.get("PROXY_DEAD_KEY") is not None:
+                raise ValueError(
+                    f"PROXY_POOL_KEY ({pool_key}) and PROXY_DEAD_KEY ({dead_key}) are in different Redis "
+                    "Cluster hash slots; set them to {dc}:proxies and {dc}:proxies:dead, or leave "
+                    "PROXY_DEAD_KEY unset"
+                )
+            dead_key = cluster_dead_key(pool_key)
         try:
             statuses = frozenset(int(s) for s in _as_list(get_setting(settings, "PROXY_BAN_STATUSES")))
         except ValueError:

@@ -8,6 +8,7 @@ from collections import Counter
 
 import pytest
 import redis
+from redis.crc import key_slot
 from scrapy.settings import Settings
 
 from distributed_crawler.cli import main
@@ -60,7 +61,12 @@ def test_config_reads_list_file_and_checks_values(tmp_path) -> None:  # noqa: AN
         with pytest.raises(ValueError, match=name):
             ProxyConfig.from_settings(Settings({name: value}))
     with pytest.raises(ValueError, match="different Redis Cluster hash slots"):
-        ProxyConfig.from_settings(Settings({"REDIS_CLUSTER": True}))
+        ProxyConfig.from_settings(Settings({"REDIS_CLUSTER": True, "PROXY_DEAD_KEY": "dc:proxies:dead"}))
+    # defaults on a cluster: the dead key follows the pool key's slot; "0" from -s/env is off
+    default = ProxyConfig.from_settings(Settings({"REDIS_CLUSTER": "1"}))
+    assert (default.pool_key, default.dead_key) == ("dc:proxies", "{dc:proxies}:dead")
+    assert key_slot(b"dc:proxies") == key_slot(default.dead_key.encode())
+    assert ProxyConfig.from_settings(Settings({"REDIS_CLUSTER": "0"})).dead_key == "dc:proxies:dead"
     cluster = ProxyConfig.from_settings(Settings({
         "REDIS_CLUSTER": True, "PROXY_POOL_KEY": "{dc}:proxies", "PROXY_DEAD_KEY": "{dc}:proxies:dead"}))
     assert cluster.dead_key == "{dc}:proxies:dead"

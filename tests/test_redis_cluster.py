@@ -36,9 +36,9 @@ from tests.site.server import NewsSite
 from tests.test_e2e_crawl import assert_clean_logs, stored_rows
 
 TEST_SPIDERS = "SPIDER_MODULES=distributed_crawler.spiders,tests.spiders"
-# The proxy pool's two keys must share a slot on a cluster (docs/proxies.md); the per-domain rate
-# limit (one key a domain) is on to run its script on the cluster too.
-CLUSTER_SETTINGS = {"PROXY_POOL_KEY": "{dc}:proxies", "PROXY_DEAD_KEY": "{dc}:proxies:dead", "DOMAIN_RATE_LIMIT": "200"}
+# Default proxy keys (the dead key then follows the pool's slot, docs/proxies.md); the per-domain
+# rate limit (one key a domain) is on to run its script on the cluster too.
+CLUSTER_SETTINGS = {"DOMAIN_RATE_LIMIT": "200"}
 NODE_SETTINGS = tuple(f"{k}={v}" for k, v in CLUSTER_SETTINGS.items()) + ("HEARTBEAT_INTERVAL=1",)
 
 
