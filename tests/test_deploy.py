@@ -268,8 +268,11 @@ def test_redis_restart_with_deploy_conf_loses_nothing(tmp_path: Path, stop: str)
     urls = stored_urls(db)
     assert len(urls) == len(set(urls)) and set(urls) == expected, "a page was lost or stored twice"
     twice = sorted(a for a, n in fetches.items() if n > 1)
-    # An ack or a lease lost in the restart would make its page be fetched again after the lease expired.
-    assert not twice, f"articles fetched twice (an ack or lease was lost): {twice}"
+    print(f"\nRedis {stop} mid-crawl: {len(urls)} pages stored once each, articles fetched twice: {twice}")
+    if stop == "sigterm":  # the AOF is written out at exit: no ack or lease can be lost
+        assert not twice, f"articles fetched twice (an ack or lease was lost): {twice}"
+    # SIGKILL: everysec may postpone AOF writes while a slow fsync runs (busy disk) and still reply,
+    # so a pop or an ack can die with the process: a page fetched twice is allowed (stored once).
     for node in ("w1", "w2"):
         log = workers.log(node)
         assert "Traceback" not in log and " ERROR" not in log, log[-4000:]
