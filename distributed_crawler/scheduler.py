@@ -234,7 +234,17 @@ class RedisScheduler:
             "after SCHEDULER_LEASE_SECONDS)", task.get_name(), task.exception(),
             exc_info=task.exception(),
         )
-        asyncio.ensure_future(self.crawler.engine.close_spider_async(reason="scheduler_error"))
+        asyncio.ensure_future(self._close_node())
+
+    async def _close_node(self) -> None:
+        """Close the spider once the engine runs: a close while it is still opening (a task that
+        died at once) would be undone by its start, leaving a node that never ends."""
+        engine = self.crawler.engine
+        for _ in range(600):  # bounded: 60 s
+            if engine.running:
+                break
+            await asyncio.sleep(0.1)
+        await engine.close_spider_async(reason="scheduler_error")
 
     def _stop_taking(self) -> None:
         """First stop signal: lease nothing more (no pop may race the forced release)."""

@@ -1,0 +1,14 @@
+"""Test item pipeline that opens slowly (as real ones that connect to a database can), so a
+scheduler task that dies at once does so while the engine is still opening the spider."""
+
+from __future__ import annotations
+
+import asyncio
+
+
+class SlowOpen:
+    async def open_spider(self, spider) -> None:  # noqa: ANN001
+        await asyncio.sleep(2)
+
+    def process_item(self, item, spider):  # noqa: ANN001, ANN201
+        return item
