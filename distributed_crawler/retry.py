@@ -29,7 +29,7 @@ from scrapy.downloadermiddlewares.retry import RetryMiddleware
 from scrapy.utils.python import global_object_name
 from scrapy.utils.response import response_status_message
 
-from distributed_crawler.codec import RequestCodec
+from distributed_crawler.codec import RequestCodec, allowed_classes
 from distributed_crawler.connection import TRANSIENT_ERRORS, RedisConfig, mask_url
 from distributed_crawler.deadletters import DeadLetters, failure_entry
 from distributed_crawler.defaults import get_setting
@@ -68,14 +68,11 @@ class RetryConfig:
         times = settings.getint("RETRY_TIMES")
         if times < 0:
             raise ValueError(f"RETRY_TIMES ({times}) must be >= 0")
-        allow = get_setting(settings, "REQUEST_CLASS_ALLOWLIST") or ()
-        if isinstance(allow, str):
-            allow = [a.strip() for a in allow.split(",") if a.strip()]
         return cls(
             backoff_base=base,
             backoff_max=cap,
             failed_max=int(get_setting(settings, "SCHEDULER_FAILED_MAX")),
-            allowed_classes=tuple(allow),
+            allowed_classes=allowed_classes(settings),
         )
 
 

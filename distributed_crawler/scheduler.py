@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import build_from_crawler, load_object
 
-from distributed_crawler.codec import PayloadError, RequestCodec, UnserializableRequestError
+from distributed_crawler.codec import PayloadError, RequestCodec, UnserializableRequestError, allowed_classes
 from distributed_crawler.connection import TRANSIENT_ERRORS, OutageLog, RedisConfig, subscribe
 from distributed_crawler.defaults import get_setting
 from distributed_crawler.deadletters import DeadLetters
@@ -93,9 +93,6 @@ class SchedulerConfig:
         poll = float(get_setting(settings, "SCHEDULER_POLL_MAX_SECONDS"))
         if poll <= 0:
             raise ValueError(f"SCHEDULER_POLL_MAX_SECONDS ({poll}) must be > 0")
-        allow = get_setting(settings, "REQUEST_CLASS_ALLOWLIST") or ()
-        if isinstance(allow, str):
-            allow = [a.strip() for a in allow.split(",") if a.strip()]
         return cls(
             queue_type=QUEUE_TYPES[raw_queue],
             persist=settings.getbool("SCHEDULER_PERSIST", True),
@@ -105,7 +102,7 @@ class SchedulerConfig:
             prefetch=prefetch,
             poll_max_seconds=poll,
             failed_max=int(get_setting(settings, "SCHEDULER_FAILED_MAX")),
-            allowed_classes=tuple(allow),
+            allowed_classes=allowed_classes(settings),
         )
 
     @property
