@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 from redis.crc import key_slot
 from scrapy.settings import BaseSettings
 
+from distributed_crawler.connection import parse_bool
 from distributed_crawler.defaults import get_setting
 from distributed_crawler.enqueue import maybe_await
 from distributed_crawler.scripts import lua_source
@@ -132,18 +133,14 @@ def parse_proxies(entries: list[str], source: str) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _bool(value: Any, name: str, auto: bool = False) -> Any:
-    """True/False (also "true"/"0"... from `-s`); "auto" -> None where `auto` is allowed."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if auto and text == "auto":
+def _enabled(value: Any) -> bool | None:
+    """PROXY_ENABLED: True/False (also "1"/"0"... from `-s`), or "auto" -> None."""
+    if str(value).strip().lower() == "auto":
         return None
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError(f"{name} ({value!r}) must be True or False" + (" or 'auto'" if auto else ""))
+    try:
+        return parse_bool("PROXY_ENABLED", value)
+    except ValueError:
+        raise ValueError(f"PROXY_ENABLED ({value!r}) must be True, False or 'auto'") from None
 
 
 def cluster_dead_key(pool_key: str) -> str:
@@ -173,7 +170,7 @@ class ProxyConfig:
         filed = parse_proxies(read_proxy_file(path), f"PROXY_FILE ({path})") if path else ()
         pool_key = str(get_setting(settings, "PROXY_POOL_KEY"))
         dead_key = str(get_setting(settings, "PROXY_DEAD_KEY"))
-        cluster = _bool(get_setting(settings, "REDIS_CLUSTER"), "REDIS_CLUSTER")
+        cluster = parse_bool("REDIS_CLUSTER", get_setting(settings, "REDIS_CLUSTER"))
         if cluster and key_slot(pool_key.encode()) != key_slot(dead_key.encode()):
             if settings.get("PROXY_DEAD_KEY") is not None:
                 raise ValueError(
@@ -211,7 +208,7 @@ class ProxyConfig:
             raise ValueError(f"PROXY_EMPTY_POLICY ({policy!r}) must be 'wait' or 'direct'")
         return cls(
             proxies=tuple(dict.fromkeys(listed + filed)),
-            enabled=_bool(get_setting(settings, "PROXY_ENABLED"), "PROXY_ENABLED", auto=True),
+            enabled=_enabled(get_setting(settings, "PROXY_ENABLED")),
             pool_key=pool_key,
             dead_key=dead_key,
             ban_statuses=statuses,
@@ -219,7 +216,7 @@ class ProxyConfig:
             min_score=min_score,
             revive_seconds=revive,
             empty_policy=policy,
-            sticky_domains=_bool(get_setting(settings, "PROXY_STICKY_DOMAINS"), "PROXY_STICKY_DOMAINS"),
+            sticky_domains=parse_bool("PROXY_STICKY_DOMAINS", get_setting(settings, "PROXY_STICKY_DOMAINS")),
         )
 
 
