@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from typing import Any
@@ -21,6 +22,8 @@ from scrapy import Request
 from scrapy.utils.misc import load_object
 
 from distributed_crawler.deadletters import fresh_payload
+from distributed_crawler.envelope import MAX_PRIORITY, make_member
+from distributed_crawler.nodes import clean_json
 from distributed_crawler.dupefilter import SetDedup, describe_dedup, reset_dedup
 from distributed_crawler.enqueue import Enqueuer, run_sync
 from distributed_crawler.fingerprint import CanonicalFingerprinter, FingerprintConfig
@@ -31,6 +34,7 @@ from distributed_crawler.scheduler import SchedulerConfig
 from distributed_crawler.scripts import Scripts
 from distributed_crawler.seeds import SeedError, parse_seed
 from distributed_crawler.status import render_status, status_now, watch_status
+from distributed_crawler.untrusted import preview, text, wrong_type_message
 
 
 class CliError(Exception):
@@ -93,28 +97,94 @@ def mask(args: argparse.Namespace) -> str:
     return RedisConfig.from_settings(_settings(args)).masked_url
 
 
+FAILED_TEXT_FIELDS = ("url", "reason", "node", "source")
+MAX_REQUEUE_PAYLOAD = 1024 * 1024  # a dead letter's request payload larger than this stays in failed
+
+
+def read_dead_letter(item: bytes) -> tuple[dict[str, Any], bool]:
+    """One `{spider}:failed` entry as a dict, and whether it was readable (a JSON object).
+
+    An unreadable entry (not JSON, not an object, not UTF-8, pickle) is shown as an
+    "unreadable dead letter" with a capped preview of its bytes; it is never decoded further.
+    """
+    try:
+        entry = json.loads(item)
+    except (ValueError, RecursionError):
+        entry = None
+    if not isinstance(entry, dict):
+        return {"url": "", "reason": "unreadable dead letter", "raw": preview(item, 200)}, False
+    entry = clean_json(entry)
+    for name in FAILED_TEXT_FIELDS:
+        if name in entry and not isinstance(entry[name], str):
+            entry[name] = "" if entry[name] is None else json.dumps(entry[name])[:2000]
+    return entry, True
+
+
+def _failed_entries(client: Any, key: str, count: int) -> tuple[list[bytes], list[dict[str, Any]], int, str]:
+    """Raw entries, decoded entries, how many were unreadable, and a wrong-type message ('' if none)."""
+    kind = text(client.type(key)) or "none"
+    if kind not in ("list", "none"):
+        return [], [], 0, wrong_type_message(key, kind, "list")
+    raw = client.lrange(key, 0, count)
+    decoded = [read_dead_letter(item) for item in raw]
+    return raw, [e for e, _ in decoded], sum(1 for _, ok in decoded if not ok), ""
+
+
 def cmd_failed(args: argparse.Namespace) -> int:
     settings, client, keys = _connect(args)
-    raw = client.lrange(keys.failed, 0, -1 if args.requeue else args.limit - 1)
-    entries = []
-    for item in raw:
-        try:
-            entries.append(json.loads(item))
-        except ValueError:
-            entries.append({"url": "", "reason": "unreadable dead letter", "raw": item.decode("utf-8", "replace")[:200]})
+    raw, entries, unreadable, wrong = _failed_entries(client, keys.failed, -1 if args.requeue else args.limit - 1)
+    if wrong:
+        print(f"dcrawl: {wrong}", file=sys.stderr)
+        if args.json:
+            _print_json([])
+        return 0
+    note = (f"{unreadable} unreadable {'entry' if unreadable == 1 else 'entries'} in {keys.failed} "
+            "(not a JSON object; shown as 'unreadable dead letter', kept by --requeue)") if unreadable else ""
     if args.requeue:
         return _requeue(settings, client, keys, raw, entries)
     if args.json:
         _print_json(entries)
+        if note:
+            print(f"dcrawl: {note}", file=sys.stderr)
         return 0
     table = Table(title=f"{keys.failed}: {client.llen(keys.failed)} entries (showing {len(entries)})")
     for col in ("url", "reason", "status", "attempts", "node"):
         table.add_column(col, overflow="fold")
     for e in entries:
-        table.add_row(str(e.get("url", "")), str(e.get("reason", "")), str(e.get("status") or ""),
-                      str(e.get("attempts", "")), str(e.get("node", "")))
+        table.add_row(str(e.get("url", ""))[:500], str(e.get("reason", ""))[:500], str(e.get("status") or "")[:20],
+                      str(e.get("attempts", ""))[:20], str(e.get("node", ""))[:100])
     Console().print(table)
+    if note:
+        print(note)
     return 0
+
+
+def requeue_member(entry: dict[str, Any]) -> str | None:
+    """The queue member a dead letter goes back as, or None when it carries no runnable request.
+
+    Only entries the scheduler dead-lettered after delivery (reclaim, retry, poison) carry a
+    request; their payload must be a JSON object with an http(s) URL, their priority an integer.
+    """
+    if entry.get("source") not in ("reclaim", "retry", "poison"):
+        return None
+    payload = entry.get("payload")
+    if not isinstance(payload, str) or not payload or len(payload) > MAX_REQUEUE_PAYLOAD:
+        return None
+    try:
+        request = json.loads(payload)
+    except (ValueError, RecursionError):
+        return None
+    url = request.get("url") if isinstance(request, dict) else None
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        return None
+    priority = entry.get("priority", 0)
+    if isinstance(priority, bool) or not isinstance(priority, (int, float)):
+        return None
+    if isinstance(priority, float) and not (math.isfinite(priority) and priority.is_integer()):
+        return None
+    if abs(priority) > MAX_PRIORITY:
+        return None
+    return make_member(fresh_payload(payload), int(priority))
 
 
 def _requeue(settings: Any, client: Any, keys: SpiderKeys, raw: list[bytes], entries: list[dict]) -> int:
@@ -124,15 +194,14 @@ def _requeue(settings: Any, client: Any, keys: SpiderKeys, raw: list[bytes], ent
     enqueuer = Enqueuer(client, keys, SetDedup(keys.dupefilter), config.queue_type, keys.doorbell)
     requeued = kept = 0
     for item, entry in zip(raw, entries):
-        payload = entry.get("payload")
-        if not payload or entry.get("source") not in ("reclaim", "retry", "poison"):
+        member = requeue_member(entry)
+        if member is None:
             kept += 1
             continue
-        member = f"0:{entry.get('priority', 0)}:{fresh_payload(payload)}"
         run_sync(enqueuer.run("push", [("", True, member)]))
         client.lrem(keys.failed, 1, item)
         requeued += 1
-    print(f"requeued {requeued}; kept {kept} that carry no request (rejected seeds, undecodable payloads)")
+    print(f"requeued {requeued}; kept {kept} that carry no request (rejected seeds, undecodable payloads, unreadable entries)")
     return 0
 
 
@@ -219,9 +288,11 @@ def cmd_proxies(args: argparse.Namespace) -> int:
         added = run_sync(pool.add(proxies))
         print(f"added {added} of {len(proxies)} to {config.pool_key} ({len(proxies) - added} already there)")
         return 0
-    entries = run_sync(pool.entries())
+    entries, notes = _proxy_entries(pool.client, config.pool_key, config.dead_key)
+    for note in notes:
+        print(f"dcrawl: {note}", file=sys.stderr)
     if args.action == "list":
-        shown = [{**e, "url": mask_proxy(e["url"])} for e in entries]
+        shown = [{**e, "url": mask_proxy(e["url"])[:300]} for e in entries]
         summary = {
             "pool_key": config.pool_key, "dead_key": config.dead_key,
             "healthy": sum(1 for e in entries if e["state"] == "healthy"),
@@ -254,6 +325,56 @@ def cmd_proxies(args: argparse.Namespace) -> int:
     else:
         print(f"reset {run_sync(pool.reset(matched))} proxies to the initial score")
     return 0
+
+
+def _proxy_entries(client: Any, pool_key: str, dead_key: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The pool as ProxyPool.entries() lists it, read defensively: (entries, lines about what was skipped).
+
+    A member that is not UTF-8 text, a score that is not finite and a dead entry that is not a JSON
+    object are skipped or shown without the bad field; a key of the wrong type is named with its fix.
+    """
+    notes: list[str] = []
+    out: list[dict[str, Any]] = []
+    skipped = {pool_key: 0, dead_key: 0}
+
+    def member_url(raw: Any) -> str | None:
+        try:
+            url = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+        except UnicodeDecodeError:
+            return None
+        return url if url.isprintable() and len(url) <= 2048 else None
+
+    for key, expected in ((pool_key, "zset"), (dead_key, "hash")):
+        kind = text(client.type(key)) or "none"
+        if kind not in (expected, "none"):
+            notes.append(wrong_type_message(key, kind, expected))
+    if not any(pool_key in n for n in notes):
+        for raw, score in client.zrevrange(pool_key, 0, -1, withscores=True):
+            url = member_url(raw)
+            if url is None:
+                skipped[pool_key] += 1
+                continue
+            finite_score = score if math.isfinite(score) else None
+            out.append({"url": url, "state": "healthy" if score > 0 else "failing", "score": finite_score,
+                        "error": None, "since": None})
+    if not any(dead_key in n for n in notes):
+        for raw, value in sorted(client.hgetall(dead_key).items()):
+            url = member_url(raw)
+            if url is None:
+                skipped[dead_key] += 1
+                continue
+            info, _ = read_dead_letter(value)
+            score, since, error = info.get("score"), info.get("since"), info.get("error")
+            out.append({
+                "url": url, "state": "dead",
+                "score": score if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
+                "error": error[:500] if isinstance(error, str) else None,
+                "since": since if isinstance(since, (int, float)) and not isinstance(since, bool) and 0 < since < 1e11 else None,
+            })
+    for key, n in skipped.items():
+        if n:
+            notes.append(f"skipped {n} unreadable {'entry' if n == 1 else 'entries'} in {key}")
+    return out, notes
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -114,16 +114,113 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
+MAX_COUNT = 2**53  # larger integers than this in a node field are garbage, not counts
+MAX_TEXT = 200  # characters of a text field shown (a host name, a version)
+MAX_NODE_ID = 256
+STATES = ("running", "idle", "draining", "closed")
+
+
+class Skips:
+    """What a reader left out: unreadable entries by key, and keys of the wrong Redis type.
+
+    Everything read from Redis is untrusted (untrusted.py): readers skip what they cannot read,
+    count it here, and the status shows one line about it instead of failing.
+    """
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.wrong: dict[str, tuple[str, str]] = {}  # key -> (actual type, expected types)
+
+    def add(self, key: str, n: int = 1) -> None:
+        if n:
+            self.counts[key] = self.counts.get(key, 0) + n
+
+    def wrong_type(self, key: str, actual: str, expected: str) -> None:
+        self.wrong[key] = (actual, expected)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def summary(self) -> str:
+        """One line: 'skipped 3 unreadable entries in {news}:failed' ('' when nothing was skipped)."""
+        if not self.counts:
+            return ""
+        if len(self.counts) == 1:
+            ((key, n),) = self.counts.items()
+            return f"skipped {n} unreadable {'entry' if n == 1 else 'entries'} in {key}"
+        parts = ", ".join(f"{n} in {key}" for key, n in sorted(self.counts.items()))
+        return f"skipped {self.total} unreadable entries: {parts}"
+
+    def lines(self) -> list[str]:
+        from distributed_crawler.untrusted import wrong_type_message
+
+        lines = [wrong_type_message(key, actual, expected) for key, (actual, expected) in sorted(self.wrong.items())]
+        return ([self.summary()] if self.counts else []) + lines
+
+    def as_json(self) -> dict[str, Any]:
+        from distributed_crawler.untrusted import wrong_type_message
+
+        return {
+            "skipped": dict(sorted(self.counts.items())),
+            "wrong_type": [
+                {"key": key, "type": actual, "expected": expected, "fix": f"redis-cli del '{key}'",
+                 "message": wrong_type_message(key, actual, expected)}
+                for key, (actual, expected) in sorted(self.wrong.items())
+            ],
+        }
+
+
+def _count(value: Any) -> int:
+    """A counter read from Redis: garbage, NaN, ±inf, negative and absurd values become 0."""
+    number = _float(value, 0.0)
+    return int(number) if 0 <= number <= MAX_COUNT else 0
+
+
+def _short(value: Any) -> str:
+    return (value.decode("utf-8", "replace") if isinstance(value, bytes) else value if isinstance(value, str) else "")[:MAX_TEXT]
+
+
+def _report(value: Any) -> dict[str, Any] | None:
+    """A node's JSON report (a dict), or None when it is not one."""
+    if isinstance(value, dict):
+        report = value
+    else:
+        try:
+            report = json.loads(value)
+        except (TypeError, ValueError, RecursionError):
+            return None
+    return clean_json(report) if isinstance(report, dict) else None
+
+
+def clean_json(value: Any, depth: int = 0) -> Any:
+    """Decoded JSON made safe to print as strict JSON: NaN/±inf -> None, depth capped."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if depth > 20:
+        return None
+    if isinstance(value, dict):
+        return {str(k): clean_json(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_json(v, depth + 1) for v in value]
+    return value
+
+
 def node_view(node_id: str, last_seen: float, fields: dict[str, str], snapshot: dict[str, Any], now: float) -> dict[str, Any]:
     """One node as `dcrawl status` shows it: the live hash if it has not expired, else the last snapshot.
 
     `alive`: it beat within 3 intervals (and did not close). `state`: running, idle, draining or
-    closed as the node reported it, or `dead` when its heartbeats stopped without a close.
+    closed as the node reported it, or `dead` when its heartbeats stopped without a close. Fields
+    that do not read as what they should be (garbage, NaN, ±inf) show as 0 or "".
     """
     live = bool(fields)
     raw: dict[str, Any] = fields if live else snapshot
     interval = _float(raw.get("interval"), DEFAULT_INTERVAL)
-    reported = _text(raw.get("state") or "running")
+    if interval <= 0:
+        interval = DEFAULT_INTERVAL
+    reported = _short(raw.get("state")) or "running"
+    if reported not in STATES:
+        reported = "unknown"
     alive = live and reported != "closed" and now - last_seen <= interval * ALIVE_INTERVALS
     view: dict[str, Any] = {
         "id": node_id,
@@ -133,50 +230,97 @@ def node_view(node_id: str, last_seen: float, fields: dict[str, str], snapshot: 
     }
     for name in FLOAT_FIELDS:
         if name != "last_seen":
-            view[name] = _float(raw.get(name), 0.0)
+            view[name] = max(0.0, _float(raw.get(name), 0.0))
     for name in INT_FIELDS:
-        view[name] = int(_float(raw.get(name), 0))
+        view[name] = _count(raw.get(name))
     for name in STR_FIELDS:
-        view[name] = _text(raw.get(name) or "")
+        view[name] = _short(raw.get(name))
     view["interval"] = interval
     if not alive:
         view["rate"] = 0.0  # pages/min: nothing is happening there now
         view["in_flight"] = 0
-    report = raw.get("report")
+    report = _report(raw.get("report")) if raw.get("report") else None
     if report:
-        view["report"] = report if isinstance(report, dict) else json.loads(report)
+        view["report"] = report
     return view
 
 
 def _float(value: Any, default: float) -> float:
-    try:
-        return float(_text(value)) if value not in (None, "", b"") else default
-    except ValueError:
+    """A number read from Redis; garbage, NaN and ±inf give `default`."""
+    if value in (None, "", b""):
         return default
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return default
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        return default
+    return number if math.isfinite(number) else default
 
 
-async def read_nodes(client: Any, keys: NodeKeys, now: float | None = None) -> list[dict[str, Any]]:
-    """Every node seen for this spider in the last day, newest heartbeat first; two round trips."""
+def _node_id(raw: Any) -> str | None:
+    """A node id from the nodes zset, or None when it cannot be one (not UTF-8, empty, huge, control chars)."""
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    if not isinstance(raw, str) or not raw or len(raw) > MAX_NODE_ID or not raw.isprintable():
+        return None
+    return raw
+
+
+async def read_nodes(client: Any, keys: NodeKeys, now: float | None = None, skips: Skips | None = None) -> list[dict[str, Any]]:
+    """Every node seen for this spider in the last day, newest heartbeat first; two round trips.
+
+    Entries that cannot be a node (an id that is not text, a heartbeat time that is not a finite
+    time up to now) are skipped and counted in `skips`; so are node hashes of the wrong type.
+    """
+    skips = skips if skips is not None else Skips()
     if now is None:
         now = await server_time(client)
     entries = await maybe_await(client.zrevrangebyscore(keys.nodes, "+inf", now - FORGET_SECONDS, withscores=True))
-    if not entries:
+    good: list[tuple[str, float]] = []
+    for raw_id, score in entries:
+        node_id = _node_id(raw_id)
+        if node_id is None or not math.isfinite(score) or score > now + 3600:
+            skips.add(keys.nodes)
+            continue
+        good.append((node_id, float(score)))
+    if not good:
         return []
-    ids = [_text(raw_id) for raw_id, _ in entries]
+    ids = [node_id for node_id, _ in good]
     pipe = client.pipeline(transaction=False)
     for node_id in ids:
         pipe.hgetall(keys.node(node_id))
     pipe.hmget(keys.last, ids)
-    results = await maybe_await(pipe.execute())
+    results = await maybe_await(pipe.execute(raise_on_error=False))
     snapshots = results[-1]
+    if isinstance(snapshots, Exception):
+        snapshots = [None] * len(ids)  # the caller checks the key's type and names it
     nodes = []
-    for node_id, (_, last_seen), fields, snapshot in zip(ids, entries, results[:-1], snapshots):
+    for (node_id, last_seen), fields, snapshot in zip(good, results[:-1], snapshots):
+        if isinstance(fields, Exception):
+            key = keys.node(node_id)
+            if "WRONGTYPE" in str(fields):
+                skips.wrong_type(key, "other type", "hash")
+            else:
+                skips.add(key)
+            fields = {}
         decoded = {_text(k): _text(v) for k, v in fields.items()}
-        try:
-            snap = json.loads(snapshot) if snapshot else {}
-        except ValueError:
-            snap = {}
-        nodes.append(node_view(node_id, float(last_seen), decoded, snap, now))
+        snap: Any = {}
+        if snapshot:
+            try:
+                snap = json.loads(snapshot)
+            except (ValueError, RecursionError):
+                snap = {}
+            if not isinstance(snap, dict):
+                snap = {}
+            if not snap:
+                skips.add(keys.last)
+        nodes.append(node_view(node_id, last_seen, decoded, snap, now))
     return nodes
 
 
@@ -193,16 +337,22 @@ async def forget_old_nodes(client: Any, keys: NodeKeys, now: float) -> int:
     return len(old)
 
 
-async def read_totals(client: Any, keys: NodeKeys) -> dict[str, int]:
+async def read_totals(client: Any, keys: NodeKeys, skips: Skips | None = None) -> dict[str, int]:
     raw = await maybe_await(client.hgetall(keys.stats))
-    values = {_text(k): int(_float(v, 0)) for k, v in raw.items()}
-    return {name: values.get(name, 0) for name in ("pages", "items", "errors")}
+    values = {_text(k): v for k, v in raw.items()}
+    totals = {}
+    for name in ("pages", "items", "errors"):
+        value = values.get(name)
+        totals[name] = _count(value)
+        if skips is not None and value is not None and not 0 <= _float(value, -1.0) <= MAX_COUNT:
+            skips.add(keys.stats)
+    return totals
 
 
 async def read_history(client: Any, keys: NodeKeys, now: float, minutes: int = HISTORY_MINUTES) -> list[dict[str, int]]:
     """Pages, items and errors per minute over the last `minutes` (oldest first; the last is partial)."""
     raw = await maybe_await(client.hgetall(keys.history))
-    counters = {_text(k): int(_float(v, 0)) for k, v in raw.items()}
+    counters = {_text(k): _count(v) for k, v in raw.items()}
     current = int(now // 60)
     return [
         {

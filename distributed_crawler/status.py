@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from typing import Any
 
 from rich import box
@@ -16,6 +17,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
+from redis.exceptions import ResponseError
 from scrapy.settings import BaseSettings
 
 from distributed_crawler.connection import TRANSIENT_ERRORS
@@ -24,46 +26,117 @@ from distributed_crawler.dupefilter import describe_dedup
 from distributed_crawler.keys import SpiderKeys
 from distributed_crawler.enqueue import maybe_await, run_sync
 from distributed_crawler.nodes import (
-    PROXY_POOL_KEY, NodeKeys, duration, proxy_health, read_history, read_nodes, read_totals, server_time,
+    PROXY_POOL_KEY, NodeKeys, Skips, clean_json, duration, proxy_health, read_history, read_nodes, read_totals, server_time,
 )
 from distributed_crawler.state import crawl_counts
 
 RECENT = 20  # alerts and failures listed
 FAILURE_FIELDS = ("url", "reason", "node", "time", "source", "attempts")
+TEXT_FIELDS = ("url", "reason", "node", "source", "kind", "spider", "reporter", "message")
+NUMBER_FIELDS = ("time", "attempts", "status")
+ENTRY_TEXT_CHARS = 2000  # a dead letter's url or reason shown at most this long
 
 
-def _json_entries(raw: list[bytes], fields: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+def _clean_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    """A JSON entry with its known fields of the right type (text capped; time a finite number)."""
+    out = clean_json(entry)
+    for name in TEXT_FIELDS:
+        if name in out:
+            value = out[name]
+            out[name] = (value if isinstance(value, str) else "" if value is None else json.dumps(value))[:ENTRY_TEXT_CHARS]
+    for name in NUMBER_FIELDS:
+        if name in out and (isinstance(out[name], bool) or not isinstance(out[name], (int, float))):
+            out[name] = None
+    return out
+
+
+def _json_entries(raw: list[bytes], fields: tuple[str, ...] | None = None, skips: Skips | None = None,
+                  key: str = "", needs: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """JSON objects of a list (with one of `needs`); anything else is skipped and counted."""
     entries = []
     for item in raw:
         try:
             entry = json.loads(item)
-        except ValueError:
-            entry = {"reason": "unreadable entry"}
-        if not isinstance(entry, dict):
-            entry = {"reason": "unreadable entry"}
+        except (ValueError, RecursionError):
+            entry = None
+        if not isinstance(entry, dict) or (needs and not any(isinstance(entry.get(n), str) for n in needs)):
+            if skips is not None:
+                skips.add(key)
+            continue
         if fields is not None:
             entry = {k: entry[k] for k in fields if k in entry}
-        entries.append(entry)
+        entries.append(_clean_entry(entry))
     return entries
 
 
+def _type_name(raw: Any) -> str:
+    return (raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)) or "none"
+
+
+async def _check_types(client: Any, expected: dict[str, tuple[str, ...]], skips: Skips) -> set[str]:
+    """Keys holding another Redis type than expected (recorded in `skips`); one round trip."""
+    pipe = client.pipeline(transaction=False)
+    names = list(expected)
+    for key in names:
+        pipe.type(key)
+    actual = await maybe_await(pipe.execute())
+    wrong = set()
+    for key, raw in zip(names, actual):
+        kind = _type_name(raw)
+        if kind != "none" and kind not in expected[key]:
+            skips.wrong_type(key, kind, "/".join(t for t in expected[key] if t != "MBbloom--") or expected[key][0])
+            wrong.add(key)
+    return wrong
+
+
+async def _dedup_stats(client: Any, key: str, skips: Skips) -> dict[str, Any]:
+    try:
+        stats = await describe_dedup(client, key)
+    except (ValueError, TypeError, KeyError, OverflowError, ResponseError):
+        skips.add(key)  # a filter whose meta does not read: its size is unknown, nodes say more
+        return {"backend": "unreadable", "count": 0, "bytes": 0, "layers": 0, "error_rate": 0.0}
+    return clean_json(stats)
+
+
+NO_DEDUP = {"backend": "none", "count": 0, "bytes": 0, "layers": 0, "error_rate": 0.0}
+
+
 async def gather_status(client: Any, settings: BaseSettings, spider: str, recent: int = RECENT) -> dict[str, Any]:
-    """Queues, nodes, dedup, totals, last hour's history, recent alerts and failures of `spider`."""
+    """Queues, nodes, dedup, totals, last hour's history, recent alerts and failures of `spider`.
+
+    Nothing read can make it fail: unreadable entries are skipped and counted (`skipped`), keys of
+    the wrong Redis type are read as empty and named with their fix (`wrong_type`).
+    """
     keys = SpiderKeys.from_settings(settings, spider)
     node_keys = NodeKeys.from_settings(settings, spider, keys)
-    now = await server_time(client)
-    counts = await crawl_counts(client, keys)
-    nodes = await read_nodes(client, node_keys, now)
-    totals = await read_totals(client, node_keys)
-    dedup = await describe_dedup(client, keys.dupefilter)
-    history = await read_history(client, node_keys, now)
-    pipe = client.pipeline(transaction=False)
-    pipe.lrange(node_keys.alerts, 0, recent - 1)
-    pipe.lrange(keys.failed, 0, recent - 1)
-    raw_alerts, raw_failures = await maybe_await(pipe.execute())
     proxy_key = str(settings.get("PROXY_POOL_KEY") or PROXY_POOL_KEY)
-    proxies = await proxy_health(client, proxy_key)
-    proxies["dead"] = int(await maybe_await(client.hlen(str(get_setting(settings, "PROXY_DEAD_KEY")))))
+    dead_key = str(get_setting(settings, "PROXY_DEAD_KEY"))
+    skips = Skips()
+    now = await server_time(client)
+    wrong = await _check_types(client, {
+        keys.start_urls: ("list", "set", "zset"), keys.requests: ("zset", "list"), keys.processing: ("zset",),
+        keys.delayed: ("zset",), keys.failed: ("list",), keys.dupefilter: ("set", "hash", "MBbloom--"),
+        node_keys.nodes: ("zset",), node_keys.last: ("hash",), node_keys.history: ("hash",),
+        node_keys.stats: ("hash",), node_keys.alerts: ("list",), proxy_key: ("zset",), dead_key: ("hash",),
+    }, skips)
+    counts = await crawl_counts(client, keys)
+    counts = replace(counts, **{  # counts.lua sizes any type: a wrong-type key holds no work of ours
+        name: 0 for name, key in (("seeds", keys.start_urls), ("pending", keys.requests), ("leased", keys.processing),
+                                  ("delayed", keys.delayed), ("failed", keys.failed)) if key in wrong
+    })
+    nodes = [] if node_keys.nodes in wrong else await read_nodes(client, node_keys, now, skips)
+    totals = {"pages": 0, "items": 0, "errors": 0} if node_keys.stats in wrong else await read_totals(client, node_keys, skips)
+    dedup = dict(NO_DEDUP) if keys.dupefilter in wrong else await _dedup_stats(client, keys.dupefilter, skips)
+    history = await read_history(client, node_keys, now) if node_keys.history not in wrong else [
+        {"minute": m["minute"], "pages": 0, "items": 0, "errors": 0}
+        for m in await read_history(_Empty(), node_keys, now)
+    ]
+    raw_alerts = [] if node_keys.alerts in wrong else await maybe_await(client.lrange(node_keys.alerts, 0, recent - 1))
+    raw_failures = [] if keys.failed in wrong else await maybe_await(client.lrange(keys.failed, 0, recent - 1))
+    proxies = {"total": 0, "healthy": 0} if proxy_key in wrong else await proxy_health(client, proxy_key)
+    proxies["dead"] = 0 if dead_key in wrong else int(await maybe_await(client.hlen(dead_key)))
+    alerts = _json_entries(raw_alerts, None, skips, node_keys.alerts, needs=("kind", "message"))
+    failures = _json_entries(raw_failures, FAILURE_FIELDS, skips, keys.failed, needs=("url", "reason"))
     alive = [n for n in nodes if n["alive"]]
     rate = round(sum(n["rate"] for n in alive), 1)
     if not counts.pending:
@@ -89,9 +162,27 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
         },
         "proxies": proxies,
         "history": history,
-        "alerts": _json_entries(raw_alerts),
-        "failures": _json_entries(raw_failures, FAILURE_FIELDS),
+        "alerts": alerts,
+        "failures": failures,
+        **skips.as_json(),  # "skipped": {key: entries}, "wrong_type": [{key, type, expected, fix, message}]
     }
+
+
+class _Empty:
+    """A stand-in client whose hashes are empty (the history of a key of the wrong type)."""
+
+    def hgetall(self, key: str) -> dict:
+        return {}
+
+
+def skip_lines(status: dict[str, Any]) -> list[str]:
+    """The lines about what a status left out (one for skipped entries, one per wrong-type key)."""
+    skips = Skips()
+    for key, n in (status.get("skipped") or {}).items():
+        skips.add(key, n)
+    for w in status.get("wrong_type") or []:
+        skips.wrong_type(w["key"], w["type"], w["expected"])
+    return skips.lines()
 
 
 # -- rendering -------------------------------------------------------------------------------
@@ -141,8 +232,10 @@ def render_status(status: dict[str, Any], title: str = "") -> Group:
     else:
         parts.append(Text("no node has reported yet", style="dim"))
     for a in status["alerts"][:5]:
-        when = time.strftime("%H:%M:%S", time.localtime(a.get("time", 0)))
+        when = time.strftime("%H:%M:%S", time.localtime(a["time"])) if a.get("time") else "--:--:--"
         parts.append(Text.assemble(("alert ", "bold red"), f"{when} {a.get('kind', '')} {a.get('node', '')}: {a.get('message', '')}"))
+    for line in skip_lines(status):
+        parts.append(Text(line, style="yellow"))
     return Group(*parts)
 
 
