@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from redis.exceptions import ResponseError
 from scrapy.settings import BaseSettings
 
 from distributed_crawler import __version__
 from distributed_crawler.connection import TRANSIENT_ERRORS
 from distributed_crawler.defaults import get_setting
+from distributed_crawler.untrusted import OnceLog, is_wrong_type, wrong_type_message
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +76,7 @@ class Alerter:
         self.spider = spider
         self.reporter = reporter
         self._posts: set[asyncio.Task] = set()
+        self._bad_data = OnceLog(logger)
 
     async def alert(self, kind: str, node: str, message: str, now: float, **details: Any) -> dict[str, Any]:
         entry = {
@@ -88,6 +91,12 @@ class Alerter:
             await pipe.execute()
         except TRANSIENT_ERRORS as exc:
             logger.warning("Alert not recorded in %s (Redis unreachable: %s)", self.key, exc)
+        except ResponseError as exc:  # the alerts key holds another type: the alert is still logged
+            if is_wrong_type(exc):
+                self._bad_data.skipped("wrong_type", "Alert not recorded: %s", wrong_type_message(self.key, "other type", "list"),
+                                       level=logging.ERROR)
+            else:
+                self._bad_data.skipped("response_error", "Alert not recorded in %s: %s", self.key, exc)
         if self.config.webhook_url:
             task = asyncio.ensure_future(self._post(entry))
             self._posts.add(task)

@@ -13,6 +13,7 @@ import sys
 import time
 from typing import Any
 
+from redis.exceptions import ResponseError
 from rich.console import Console
 from rich.table import Table
 from scrapy.utils.project import get_project_settings
@@ -117,6 +118,8 @@ def read_dead_letter(item: bytes) -> tuple[dict[str, Any], bool]:
     for name in FAILED_TEXT_FIELDS:
         if name in entry and not isinstance(entry[name], str):
             entry[name] = "" if entry[name] is None else json.dumps(entry[name])[:2000]
+    entry.setdefault("url", "")
+    entry.setdefault("reason", "no reason recorded")
     return entry, True
 
 
@@ -198,7 +201,12 @@ def _requeue(settings: Any, client: Any, keys: SpiderKeys, raw: list[bytes], ent
         if member is None:
             kept += 1
             continue
-        run_sync(enqueuer.run("push", [("", True, member)]))
+        try:
+            run_sync(enqueuer.run("push", [("", True, member)]))
+        except ResponseError as exc:  # e.g. a queue or sequence key holding garbage: stop, keep the rest
+            print(f"requeued {requeued}; stopped: Redis refused the push ({str(exc)[:200]}); the entries stay in "
+                  f"{keys.failed}; see `dcrawl status {keys.spider}` for keys holding bad data", file=sys.stderr)
+            return 1
         client.lrem(keys.failed, 1, item)
         requeued += 1
     print(f"requeued {requeued}; kept {kept} that carry no request (rejected seeds, undecodable payloads, unreadable entries)")

@@ -52,7 +52,7 @@ def discover_spiders(client: Any, settings: BaseSettings) -> list[str]:
         glob, regex = key_pattern(str(get_setting(settings, setting)))
         for key in client.scan_iter(match=glob, count=1000):
             match = regex.match(key.decode("utf-8", "replace") if isinstance(key, bytes) else key)
-            if match:
+            if match and match.group(1).isprintable() and "\ufffd" not in match.group(1):
                 names.add(match.group(1))
     return sorted(names)
 
@@ -85,7 +85,14 @@ class DashboardServer(ThreadingHTTPServer):
             return names
 
     def status(self, spider: str) -> dict[str, Any]:
-        return status_now(self.client, self.settings, spider)
+        """The spider's status; a failure other than an outage is one line for that spider, not a 500."""
+        try:
+            return status_now(self.client, self.settings, spider)
+        except TRANSIENT_ERRORS:
+            raise
+        except Exception as exc:  # noqa: BLE001 - data in Redis must never take the page down
+            logger.warning("Status of %s not readable: %s: %s", spider, type(exc).__name__, exc)
+            return {"spider": spider, "error": f"status not readable: {type(exc).__name__}: {str(exc)[:300]}"}
 
 
 class DashboardHandler(BaseHTTPRequestHandler):
@@ -215,6 +222,7 @@ PAGE = r"""<!DOCTYPE html>
   .state.closed { color: var(--muted); } .state.dead { color: var(--bad); }
   tr.dead td { background: #fdf0f0; }
   .empty { color: var(--muted); }
+  .skipped { color: var(--warn); margin: 0 0 8px; overflow-wrap: anywhere; }
   svg text { fill: var(--muted); font-size: 11px; }
   @media (max-width: 900px) { .grid2 { grid-template-columns: 1fr; } }
 </style>
@@ -296,7 +304,16 @@ function listTable(rows, cols, empty) {
   return table;
 }
 
+function skipLines(s) {
+  const lines = [];
+  const skipped = Object.entries(s.skipped || {});
+  if (skipped.length) lines.push("skipped unreadable entries: " + skipped.map(([k, n]) => n + " in " + k).join(", "));
+  for (const w of s.wrong_type || []) lines.push(w.message);
+  return lines.map(line => el("div", { class: "skipped" }, line));
+}
+
 function spiderSection(s) {
+  if (s.error) return el("section", { class: "spider", "data-spider": s.spider }, el("h2", {}, s.spider), el("div", { class: "skipped" }, s.error));
   const t = s.totals;
   const cards = el("div", { class: "cards" },
     card("pages/min", Math.round(t.rate), "rate"), card("pending", num(s.pending), "pending"), card("leased", num(s.leased), "leased"),
@@ -308,7 +325,7 @@ function spiderSection(s) {
   const alerts = listTable(s.alerts, [["when", a => clock(a.time)], ["kind", a => a.kind], ["node", a => a.node], ["message", a => a.message, true]], "no alerts");
   const failures = listTable(s.failures, [["when", f => clock(f.time)], ["url", f => f.url || "", true], ["reason", f => f.reason || "", true], ["node", f => f.node || ""]], "no failures");
   return el("section", { class: "spider", id: "spider-" + s.spider, "data-spider": s.spider },
-    el("h2", {}, s.spider), cards,
+    el("h2", {}, s.spider), ...skipLines(s), cards,
     el("div", { class: "panel" }, el("h3", {}, "nodes"), nodesTable(s)),
     el("div", { class: "grid2" },
       el("div", { class: "panel" }, el("h3", {}, "pages per minute, last hour"), chart(s.history)),

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from redis.exceptions import ResponseError
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
@@ -33,6 +34,7 @@ from distributed_crawler.keys import SpiderKeys
 from distributed_crawler.node import node_id_from_settings
 from distributed_crawler.nodes import PROXY_POOL_KEY, proxy_health
 from distributed_crawler.state import crawl_counts
+from distributed_crawler.untrusted import OnceLog, is_wrong_type
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -72,6 +74,7 @@ class PrometheusMetrics:
         self.proxies: dict[str, int] = {}
         self.server: Any = None
         self._task: asyncio.Task | None = None
+        self._bad_data = OnceLog(logger)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> PrometheusMetrics:
@@ -130,6 +133,12 @@ class PrometheusMetrics:
                     self.proxies = await proxy_health(client, proxy_key)
                 except TRANSIENT_ERRORS:
                     pass  # the heartbeat and the scheduler log the outage; keep the last values
+                except ResponseError as exc:  # a key of the wrong type (or garbage a script refused)
+                    self._bad_data.skipped(
+                        "wrong_type" if is_wrong_type(exc) else "response_error",
+                        "Prometheus cluster gauges not refreshed (%s); run `dcrawl status %s` to see which key "
+                        "holds bad data", exc, keys.spider, level=logging.ERROR,
+                    )
                 await asyncio.sleep(self.config.refresh)
         finally:
             await client.aclose()
