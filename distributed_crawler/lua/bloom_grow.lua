@@ -4,11 +4,16 @@
 -- ARGV[2] backend name, ARGV[3] overall capacity, ARGV[4] overall error rate (kept for stats)
 -- ARGV[5..5+2p-1] for each piece: its byte length; then the layer's meta fields as name, value
 --   pairs (L<i>:cap, L<i>:p, L<i>:m, L<i>:k, L<i>:pbits, L<i>:pieces)
--- Returns 1 if this call added the layer, 0 if another node already had.
+-- Returns 1 if this call added the layer, 0 if another node already had, -1 if the meta hash is
+-- corrupt (its "layers" field is not a decimal integer in 0..64; enqueue.lua says code 3):
+-- nothing was written, an operator must reset the filter (`dcrawl dedup reset SPIDER`).
 -- Guarantees: pieces are created at their final length in one SETRANGE each (exact allocation,
--- no greedy string growth); the layer count only moves when the pieces exist.
+-- no greedy string growth); the layer count only moves when the pieces exist. A meta hash of
+-- the wrong Redis type raises WRONGTYPE.
 local seen = tonumber(ARGV[1])
-if tonumber(redis.call("HGET", KEYS[1], "layers") or "0") ~= seen then return 0 end
+local layers = redis.call("HGET", KEYS[1], "layers") or "0"
+if #layers > 15 or not string.match(layers, "^%d+$") or tonumber(layers) > 64 then return -1 end
+if tonumber(layers) ~= seen then return 0 end
 local pieces = #KEYS - 1
 for j = 1, pieces do
   if redis.call("EXISTS", KEYS[j + 1]) == 0 then

@@ -1,6 +1,8 @@
 -- counts.lua: sizes of one spider's keys in one round trip, whatever their Redis type.
 -- KEYS: any keys of one spider (same hash tag), e.g. requests, processing, delayed, failed
 -- Returns one integer per key (0 for a missing key): LLEN / ZCARD / SCARD / HLEN / STRLEN.
+-- Garbage: reads no value, only sizes, whatever a key holds; a type with no size here (stream)
+-- counts 0, so this script never raises WRONGTYPE.
 local sizes = {}
 for i, key in ipairs(KEYS) do
   local t = redis.call("TYPE", key)["ok"]

@@ -18,30 +18,58 @@
 --   from processing.
 -- Returns {code, r1, ..., rp}: r = 1 new (pushed unless "check"), 0 seen before. code 0: all n
 --   done; 1: the newest bitmap layer is full, add a layer (bloom_grow.lua) and send the rest
---   again; 2: the caller's layer list is stale, reread the meta hash and send everything again.
+--   again; 2: the caller's layer list is stale, reread the meta hash and send everything again;
+--   3 ("bitmap" only): the dupefilter meta hash KEYS[5] is corrupt (a "layers" or L<i>:m / k /
+--   pbits / cap / pieces / n field that is not a decimal integer in range, or pieces that do not
+--   cover m bits), nothing was written: reread will not help, an operator must reset the filter
+--   (`dcrawl dedup reset SPIDER` or `redis-cli del` the meta hash and its pieces).
 -- Guarantees: a fingerprint is "new" exactly once across all nodes; a handed-over lease
 -- disappears in the same atomic step that stores its successor (in the queue or in delayed).
+-- Garbage: the meta hash is checked before anything is written (code 3 above); a sequence
+-- counter that is not an integer is reset; a member whose priority field is missing or out of
+-- range is pushed with its priority clamped to +-131071 (none = 0). A key of the wrong Redis
+-- type raises WRONGTYPE: the caller names the key and waits.
 local qtype, n, doorbell, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local action = ARGV[6]
 local SPAN = 68719476736 -- 2^36 sequence numbers per priority band
 
+local MAX_PRIORITY = 131071 -- envelope.MAX_PRIORITY: |priority| * SPAN stays below 2^53
+local MAX_LAYERS = 64
+local MAX_K = 30 -- bloom.MAX_K: keeps (h1 + i*h2) below 2^53, exact in doubles
+local MAX_PBITS = 4294967296 -- GETBIT/SETBIT offsets stay below 2^32
+
+-- a field of the meta hash as an integer in [min, max], or nil (missing, garbage, NaN, inf...)
+local function int(value, min, max)
+  if type(value) ~= "string" or #value > 15 or not string.match(value, "^%d+$") then return nil end
+  local v = tonumber(value)
+  if v < min or v > max then return nil end
+  return v
+end
+
 local layers, meta = 0, {}
+local L = {} -- layer parameters, read once: m bits, k hashes, bits per piece, capacity, KEYS index of piece 0
 if mode == "bitmap" then
   local flat = redis.call("HGETALL", KEYS[5])
   for i = 1, #flat, 2 do meta[flat[i]] = flat[i + 1] end
-  layers = tonumber(meta["layers"] or "0")
+  layers = int(meta["layers"] or "0", 0, MAX_LAYERS)
+  if not layers then return {3} end
   if layers ~= tonumber(ARGV[5]) then return {2} end
   if layers == 0 then return {1} end
-end
-
--- layer parameters, read once: m bits, k hashes, bits per piece, capacity, KEYS index of piece 0
-local L = {}
-local idx = 6
-for i = 0, layers - 1 do
-  local p = "L" .. i .. ":"
-  L[i] = {m = tonumber(meta[p .. "m"]), k = tonumber(meta[p .. "k"]), pbits = tonumber(meta[p .. "pbits"]),
-          cap = tonumber(meta[p .. "cap"]), first = idx}
-  idx = idx + tonumber(meta[p .. "pieces"])
+  local idx = 6
+  for i = 0, layers - 1 do
+    local p = "L" .. i .. ":"
+    local layer = {m = int(meta[p .. "m"], 1, 2 ^ 52), k = int(meta[p .. "k"], 1, MAX_K),
+                   pbits = int(meta[p .. "pbits"], 1, MAX_PBITS), cap = int(meta[p .. "cap"], 1, 2 ^ 52),
+                   first = idx}
+    local pieces = int(meta[p .. "pieces"], 1, 1000000)
+    if not (layer.m and layer.k and layer.pbits and layer.cap and pieces)
+        or layer.m > layer.pbits * pieces then
+      return {3}
+    end
+    L[i] = layer
+    idx = idx + pieces
+  end
+  if idx - 1 ~= #KEYS then return {2} end -- the caller passed another layout's pieces
 end
 
 -- bit i of a fingerprint in a layer: (h1 + i*h2) mod m by double hashing, exact in doubles
@@ -73,7 +101,10 @@ end
 
 local cur = layers - 1
 local cur_n = 0
-if mode == "bitmap" then cur_n = tonumber(meta["L" .. cur .. ":n"] or "0") end
+if mode == "bitmap" then
+  cur_n = int(meta["L" .. cur .. ":n"] or "0", 0, 2 ^ 52)
+  if not cur_n then return {3} end
+end
 local added = 0
 local queued = 0 -- pushed to the queue now (not delayed): what the doorbell announces
 
@@ -126,9 +157,16 @@ for i = 0, n - 1 do
       end
       redis.call("ZADD", KEYS[4], now + delay, member)
     elseif qtype == "priority" then
-      local priority = tonumber(string.match(member, "^%d+:(%-?%d+):"))
-      local seq = redis.call("INCR", KEYS[2]) % SPAN
-      redis.call("ZADD", KEYS[1], -priority * SPAN + seq, member)
+      local priority = tonumber(string.match(member, "^%d+:(%-?%d+):") or "0")
+      if priority > MAX_PRIORITY then priority = MAX_PRIORITY
+      elseif priority < -MAX_PRIORITY then priority = -MAX_PRIORITY end
+      local seq = redis.pcall("INCR", KEYS[2])
+      if type(seq) == "table" then -- not an integer (or overflowed): restart the counter
+        redis.call("GET", KEYS[2]) -- raises WRONGTYPE for a key of another type instead of masking it
+        redis.call("SET", KEYS[2], 1)
+        seq = 1
+      end
+      redis.call("ZADD", KEYS[1], -priority * SPAN + seq % SPAN, member)
       queued = queued + 1
     else
       redis.call("LPUSH", KEYS[1], member)

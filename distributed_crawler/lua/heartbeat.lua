@@ -11,6 +11,9 @@
 -- Returns the server time ("seconds.millis").
 -- Guarantees: every write of one heartbeat happens together, stamped with one server-clock time,
 -- so liveness never depends on the clocks of the nodes.
+-- Garbage: a counter field of KEYS[5] or KEYS[6] that is not an integer (or would overflow) is
+-- reset to this heartbeat's delta (what it held is not a count any more); a key of the wrong
+-- Redis type still raises WRONGTYPE (the caller names the key and waits).
 local t = redis.call("TIME")
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local stamp = string.format("%.3f", now)
@@ -21,12 +24,17 @@ redis.call("EXPIRE", KEYS[2], ARGV[2])
 redis.call("HSET", KEYS[3], id, ARGV[7])
 redis.call("HDEL", KEYS[4], id)
 local minute = math.floor(now / 60)
+local function add(key, field, delta)
+  if type(redis.pcall("HINCRBY", key, field, delta)) == "table" then
+    redis.call("HSET", key, field, delta) -- not an integer: reset (raises WRONGTYPE on a non-hash)
+  end
+end
 local names = {"pages", "items", "errors"}
 for i, prefix in ipairs({"p", "i", "e"}) do
   local delta = tonumber(ARGV[3 + i])
   if delta > 0 then
-    redis.call("HINCRBY", KEYS[5], prefix .. ":" .. minute, delta)
-    redis.call("HINCRBY", KEYS[6], names[i], delta)
+    add(KEYS[5], prefix .. ":" .. minute, delta)
+    add(KEYS[6], names[i], delta)
   end
 end
 -- Drop minutes older than the hour kept (a few back, in case no heartbeat came for a while).

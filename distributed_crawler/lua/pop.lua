@@ -4,7 +4,7 @@
 -- KEYS[3] delayed zset: member -> due time (optional; without it nothing is moved)
 -- KEYS[4] sequence counter (with KEYS[3]: orders moved retries inside their priority)
 -- ARGV[1] queue type: "priority" | "fifo" | "lifo"
--- ARGV[2] max number of requests to take
+-- ARGV[2] max number of requests to take (0: only move due retries)
 -- ARGV[3] lease length in seconds
 -- ARGV[4] max number of due retries to move in this call (default 100)
 -- Returns the leased members ("<deliveries>:<priority>:<json>", deliveries counted up by one).
@@ -14,19 +14,44 @@
 -- waiting in its priority, like a fresh push, and any node may take it. Every copy is written
 -- before its source is removed: a write refused half-way (Redis at maxmemory) leaves a request in
 -- two places (fetched twice at worst), never in none.
+-- Garbage (anyone can write to Redis) never stops the script:
+--   * A queue member without a valid "<deliveries>:<priority>:" envelope (none, non-numeric,
+--     more than 9 digits of deliveries, |priority| > 131071 = envelope.MAX_PRIORITY) is leased as
+--     "1:0:<member>": the node dead-letters it without running it (reclaim.lua if it dies first).
+--   * A member of delayed is moved to the queue when due whatever it holds (its priority, read
+--     from the envelope if any, is clamped to +-131071 so the score stays finite; none = 0); a due
+--     time more than a year ahead (+inf included; retries wait at most minutes) counts as due, so
+--     garbage there cannot keep the crawl "not idle" forever.
+--   * A sequence counter that is not an integer is reset (WRONGTYPE is still raised).
+-- A key of the wrong Redis type raises WRONGTYPE: the caller names the key and waits.
 local qtype = ARGV[1]
 local count = tonumber(ARGV[2])
 local t = redis.call("TIME")
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local deadline = now + tonumber(ARGV[3])
 local SPAN = 68719476736 -- 2^36 sequence numbers per priority band (as in enqueue.lua)
+local MAX_PRIORITY = 131071 -- envelope.MAX_PRIORITY: |priority| * SPAN stays below 2^53
+local YEAR = 31536000
 if KEYS[3] then
-  local due = redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", now, "LIMIT", 0, tonumber(ARGV[4] or "100"))
+  local limit = tonumber(ARGV[4] or "100")
+  local due = redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", now, "LIMIT", 0, limit)
+  if #due < limit then -- garbage due "never": one O(log n) look-up, empty in normal operation
+    local far = redis.call("ZRANGEBYSCORE", KEYS[3], "(" .. string.format("%.6f", now + YEAR), "+inf",
+      "LIMIT", 0, limit - #due)
+    for _, member in ipairs(far) do due[#due + 1] = member end
+  end
   for _, member in ipairs(due) do
     if qtype == "priority" then
       local priority = tonumber(string.match(member, "^%d+:(%-?%d+):") or "0")
-      local seq = redis.call("INCR", KEYS[4]) % SPAN
-      redis.call("ZADD", KEYS[1], -priority * SPAN + seq, member)
+      if priority > MAX_PRIORITY then priority = MAX_PRIORITY
+      elseif priority < -MAX_PRIORITY then priority = -MAX_PRIORITY end
+      local seq = redis.pcall("INCR", KEYS[4])
+      if type(seq) == "table" then -- not an integer (or overflowed): restart the counter
+        redis.call("GET", KEYS[4]) -- raises WRONGTYPE for a key of another type instead of masking it
+        redis.call("SET", KEYS[4], 1)
+        seq = 1
+      end
+      redis.call("ZADD", KEYS[1], -priority * SPAN + seq % SPAN, member)
     else
       redis.call("LPUSH", KEYS[1], member)
     end
@@ -35,7 +60,9 @@ if KEYS[3] then
 end
 -- read the requests to take, lease them, then remove them from the queue
 local popped
-if qtype == "priority" then
+if count < 1 then -- ranges below would read 0..-1: everything
+  popped = {}
+elseif qtype == "priority" then
   popped = redis.call("ZRANGE", KEYS[1], 0, count - 1)
 elseif qtype == "fifo" then -- the oldest is at the tail
   local tail = redis.call("LRANGE", KEYS[1], -count, -1)
@@ -46,10 +73,10 @@ else
 end
 local leased = {}
 for _, member in ipairs(popped) do
-  local deliveries, rest = string.match(member, "^(%d+):(.*)$")
+  local deliveries, priority = string.match(member, "^(%d+):(%-?%d+):")
   local lease
-  if deliveries then
-    lease = (tonumber(deliveries) + 1) .. ":" .. rest
+  if deliveries and #deliveries <= 9 and #priority <= 8 and math.abs(tonumber(priority)) <= MAX_PRIORITY then
+    lease = (tonumber(deliveries) + 1) .. string.sub(member, #deliveries + 1)
   else -- not written by us: lease it as is, the node dead-letters it without running it
     lease = "1:0:" .. member
   end

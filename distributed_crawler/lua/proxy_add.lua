@@ -6,6 +6,8 @@
 -- Returns how many proxies entered the pool.
 -- Guarantees: a proxy already in the pool keeps its score (ZADD NX); atomic; KEYS[1] and KEYS[2]
 -- share a hash slot.
+-- Garbage: reads no value (only whether a proxy is dead); a key of the wrong Redis type raises
+-- WRONGTYPE.
 local added = 0
 for i = 3, #ARGV do
   local skip = false

@@ -6,11 +6,16 @@
 -- (not in the pool: removed, or evicted by another node's failure).
 -- Guarantees: atomic; exactly one caller sees "evicted" per eviction; the eviction time is the
 -- server clock. KEYS[1] and KEYS[2] must share a Redis Cluster hash slot.
+-- Garbage: a pool score of +inf or -inf counts as PROXY_MIN_SCORE (the returned and stored
+-- scores are always finite; the dead entry is always valid JSON). A key of the wrong Redis type
+-- raises WRONGTYPE.
 local score = redis.call("ZSCORE", KEYS[1], ARGV[1])
 if not score then
   return {"gone", ""}
 end
-local new = tonumber(score) + tonumber(ARGV[2])
+score = tonumber(score)
+if score ~= score or score == math.huge or score == -math.huge then score = tonumber(ARGV[4]) end
+local new = score + tonumber(ARGV[2])
 local max = tonumber(ARGV[3])
 if new > max then
   new = max
