@@ -17,7 +17,6 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
-from redis.exceptions import ResponseError
 from scrapy.settings import BaseSettings
 
 from distributed_crawler.connection import TRANSIENT_ERRORS
@@ -92,7 +91,9 @@ async def _check_types(client: Any, expected: dict[str, tuple[str, ...]], skips:
 async def _dedup_stats(client: Any, key: str, skips: Skips) -> dict[str, Any]:
     try:
         stats = await describe_dedup(client, key)
-    except (ValueError, TypeError, KeyError, OverflowError, ResponseError):
+    except TRANSIENT_ERRORS:
+        raise
+    except Exception:  # noqa: BLE001 - a corrupt filter (DedupDataError, ValueError, WRONGTYPE...) is data, not our failure
         skips.add(key)  # a filter whose meta does not read: its size is unknown, nodes say more
         return {"backend": "unreadable", "count": 0, "bytes": 0, "layers": 0, "error_rate": 0.0}
     return clean_json(stats)

@@ -87,8 +87,9 @@ class Fuzzer(threading.Thread):
         now = float(c.time()[0])
         kinds = list(all_values(self.marker, f"X{self.rounds}X"))
         values = [v for _, v in kinds]
-        # seeds: only invalid ones (a valid seed would be crawled, legitimately)
-        c.lpush("news:start_urls", *values[:12], b'{"url": 5}', b'{"url": "http://127.0.0.1:9/fuzz/x", "meta": [1]}',
+        # seeds: only invalid ones (a valid JSON seed, even to a closed port, would be crawled legitimately)
+        bad_seeds = [v for k, v in kinds if k in ("pickle", "invalid_utf8", "binary", "truncated_json", "non_object_json", "huge", "bad_number")]
+        c.lpush("news:start_urls", *bad_seeds, b'{"url": 5}', b'{"url": "http://127.0.0.1:9/fuzz/x", "meta": [1]}',
                 b'{"url": "' + self.site_url.encode() + b'/fuzz/seed", "callback": "_set_crawler"}')
         self.queue_garbage("{news}:requests", 0.0)
         self.queue_garbage("{news}:processing", now - 60)
