@@ -18,6 +18,21 @@ GROWTH = 2  # each layer holds twice the previous one
 SDS_OVERHEAD = 10  # sdshdr32 (len, alloc, flags) + the trailing NUL
 MIN_PIECE_LOG2, MAX_PIECE_LOG2 = 12, 22  # pieces of 4 KiB .. 4 MiB: far below Redis's 512 MB strings
 MAX_K = 30  # keeps (h1 + i*h2) below 2**53, exact in Lua's doubles
+MAX_LAYERS = 64  # capacity doubles per layer: far beyond any crawl; more in a meta hash is corruption
+MAX_PIECES = 1 << 20
+
+
+class BloomMetaError(ValueError):
+    """The filter's meta hash is not a layout we wrote (edited by hand, truncated, foreign)."""
+
+
+def finite_number(value: Any) -> float:
+    """A statistics field of the meta hash: anything that is not a finite number counts as 0."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return number if math.isfinite(number) else 0.0
 
 
 def size_class(nbytes: int) -> int:
@@ -67,6 +82,7 @@ class Layer:
 
     @classmethod
     def from_meta(cls, meta: dict[str, str], index: int) -> Layer:
+        """Raises KeyError / ValueError when a field is missing or not a number (BloomState says so)."""
         return cls(
             int(meta[f"L{index}:cap"]), float(meta[f"L{index}:p"]), int(meta[f"L{index}:m"]),
             int(meta[f"L{index}:k"]), int(meta[f"L{index}:pbits"]), int(meta[f"L{index}:pieces"]),
@@ -93,13 +109,24 @@ class BloomState:
 
     @classmethod
     def from_meta(cls, raw: dict[Any, Any]) -> BloomState:
+        """The layout from the meta hash; `BloomMetaError` if it is not one we wrote (never guessed)."""
         meta = {_s(k): _s(v) for k, v in raw.items()}
-        n = int(meta.get("layers", 0))
+        try:
+            n = int(meta.get("layers", 0))
+            if not 0 <= n <= MAX_LAYERS:
+                raise ValueError(f"layers={n} is not between 0 and {MAX_LAYERS}")
+            layers = tuple(Layer.from_meta(meta, i) for i in range(n))
+        except (KeyError, ValueError, OverflowError) as exc:
+            raise BloomMetaError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
+        for i, layer in enumerate(layers):
+            if min(layer.capacity, layer.bits, layer.hashes, layer.piece_bits, layer.pieces) < 1 or \
+                    not 0 < layer.error_rate < 1 or layer.hashes > MAX_K or layer.pieces > MAX_PIECES:
+                raise BloomMetaError(f"layer {i} has impossible parameters ({layer})")
         return cls(
-            tuple(Layer.from_meta(meta, i) for i in range(n)),
-            tuple(int(meta.get(f"L{i}:n", 0)) for i in range(n)),
-            int(meta.get("capacity", 0)),
-            float(meta.get("error_rate", 0.0)),
+            layers,
+            tuple(max(0, int(finite_number(meta.get(f"L{i}:n")))) for i in range(n)),  # a count is only statistics
+            max(0, int(finite_number(meta.get("capacity")))),
+            finite_number(meta.get("error_rate")) if 0 < finite_number(meta.get("error_rate")) < 1 else 0.0,
         )
 
     def piece_keys(self, base: str) -> list[str]:
@@ -122,4 +149,4 @@ def piece_key(base: str, layer: int, piece: int) -> str:
 
 
 def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

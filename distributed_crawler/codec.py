@@ -152,47 +152,82 @@ class RequestCodec:
 
     # -- decode -------------------------------------------------------------
     def decode(self, payload: str | bytes) -> Request:
+        """A request from untrusted JSON; anything malformed raises `PayloadError` with a reason."""
         try:
             d = json.loads(payload)
         except (ValueError, UnicodeDecodeError):
             raise PayloadError("not JSON (foreign or pickled data?)") from None
+        except RecursionError:
+            raise PayloadError("JSON nested too deeply") from None
         if not isinstance(d, dict) or d.get("v") != FORMAT_VERSION:
             raise PayloadError("not a request payload of this format version")
         return self.from_dict(d)
 
     def from_dict(self, d: dict[str, Any]) -> Request:
         class_path = d.get("class")
-        if class_path not in self.allowed:
-            raise PayloadError(f"request class {class_path!r} is not allow-listed")
+        if not isinstance(class_path, str) or class_path not in self.allowed:
+            raise PayloadError(f"request class {str(class_path)[:100]!r} is not allow-listed")
         request_cls = load_object(class_path)
         try:
-            kwargs: dict[str, Any] = {
-                "url": d["url"],
-                "method": d.get("method", "GET"),
-                "headers": {k: list(vs) for k, vs in (d.get("headers") or {}).items()},
-                "body": base64.b64decode(d.get("body") or ""),
-                "cookies": d.get("cookies") or {},
-                "meta": untag_values(dict(d.get("meta") or {})),
-                "encoding": d.get("encoding") or "utf-8",
-                "priority": int(d.get("priority") or 0),
-                "dont_filter": bool(d.get("dont_filter")),
-                "flags": list(d.get("flags") or []),
-                "cb_kwargs": dict(d.get("cb_kwargs") or {}),
-                "callback": self._method(d.get("callback")),
-                "errback": self._method(d.get("errback")),
-            }
-            return request_cls(**kwargs)
+            return request_cls(**self._kwargs(d))
         except PayloadError:
             raise
-        except (KeyError, TypeError, ValueError) as exc:
-            raise PayloadError(f"malformed request fields ({type(exc).__name__}: {exc})") from None
+        except Exception as exc:  # noqa: BLE001 - whatever the fields do to Request(), it is the data's fault
+            raise PayloadError(f"malformed request fields ({type(exc).__name__}: {exc})"[:300]) from None
+
+    def _kwargs(self, d: dict[str, Any]) -> dict[str, Any]:
+        """Request() arguments, every field checked for its JSON type first (it came from Redis)."""
+        url = _field(d, "url", str, required=True)
+        meta = _field(d, "meta", dict) or {}
+        priority = _field(d, "priority", int) or 0
+        if isinstance(priority, bool) or not -2**63 <= priority < 2**63:
+            raise PayloadError(f"priority {str(priority)[:30]} is out of range")
+        return {
+            "url": url,
+            "method": _field(d, "method", str) or "GET",
+            "headers": _headers(_field(d, "headers", dict) or {}),
+            "body": base64.b64decode(_field(d, "body", str) or "", validate=True),
+            "cookies": _field(d, "cookies", (dict, list)) or {},
+            # private meta belongs to one node's handling of one delivery: never taken from Redis
+            "meta": untag_values({k: v for k, v in meta.items() if not k.startswith(PRIVATE_META_PREFIX)}),
+            "encoding": _field(d, "encoding", str) or "utf-8",
+            "priority": priority,
+            "dont_filter": bool(d.get("dont_filter")),
+            "flags": [str(f) for f in _field(d, "flags", list) or []],
+            "cb_kwargs": _field(d, "cb_kwargs", dict) or {},
+            "callback": self._method(d.get("callback")),
+            "errback": self._method(d.get("errback")),
+        }
 
     def _method(self, name: Any) -> Any:
         if name is None:
             return None
         if not isinstance(name, str) or name.startswith("_") or self.spider is None:
-            raise PayloadError(f"callback {name!r} is not a public spider method")
+            raise PayloadError(f"callback {str(name)[:100]!r} is not a public spider method")
         method = getattr(self.spider, name, None)
         if not callable(method):
-            raise PayloadError(f"callback {name!r} not found on spider {self.spider.name!r}")
+            raise PayloadError(f"callback {name[:100]!r} not found on spider {self.spider.name!r}")
         return method
+
+
+def _field(d: dict[str, Any], name: str, kind: type | tuple[type, ...], required: bool = False) -> Any:
+    """`d[name]` if it has the JSON type we need; None when absent/null (unless required)."""
+    value = d.get(name)
+    if value is None:
+        if required:
+            raise PayloadError(f"field {name!r} is missing")
+        return None
+    if not isinstance(value, kind):
+        raise PayloadError(f"field {name!r} is a {type(value).__name__}, not a {getattr(kind, '__name__', kind)}")
+    return value
+
+
+def _headers(raw: dict[str, Any]) -> dict[str, list[str]]:
+    """Header name -> list of strings (a single string is accepted as one value)."""
+    headers = {}
+    for name, values in raw.items():
+        values = [values] if isinstance(values, str) else values
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise PayloadError(f"header {name[:100]!r} must be a string or a list of strings")
+        headers[name] = values
+    return headers

@@ -6,6 +6,8 @@ import json
 import time
 from typing import Any
 
+from distributed_crawler.untrusted import preview
+
 PREVIEW_CHARS = 300
 
 
@@ -45,13 +47,15 @@ class DeadLetters:
             pipe.zrem(remove_leases[0], *remove_leases[1])
         await pipe.execute()
 
-    async def undecodable(self, bad: list[tuple[bytes, str]], processing_key: str) -> None:
-        """Payloads popped from the queue that are not ours to run (garbage, pickle, unknown class)."""
+    async def undecodable(self, bad: list[tuple[bytes, str]], processing_key: str, source: str = "queue") -> None:
+        """Payloads popped from the queue that are not ours to run (garbage, pickle, unknown class).
+
+        The payload is kept capped and only as text (invalid UTF-8 replaced): never unpickled.
+        """
         entries = [
             failure_entry(
-                "", f"undecodable payload: {reason}", self.node_id,
-                source="queue", attempts=0,
-                payload=lease[:PREVIEW_CHARS].decode("utf-8", "replace"),
+                "", f"undecodable payload: {reason[:PREVIEW_CHARS]}", self.node_id,
+                source=source, attempts=0, payload=preview(lease, PREVIEW_CHARS),
             )
             for lease, reason in bad
         ]

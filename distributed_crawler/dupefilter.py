@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from redis.exceptions import ResponseError
 from scrapy.dupefilters import BaseDupeFilter
 
-from distributed_crawler.bloom import BloomState, layer_plan, piece_key
+from distributed_crawler.bloom import BloomMetaError, BloomState, layer_plan, piece_key
 from distributed_crawler.connection import RedisConfig
 from distributed_crawler.defaults import get_setting
-from distributed_crawler.enqueue import Enqueuer, maybe_await, run_sync
+from distributed_crawler.enqueue import DedupDataError, DedupError, Enqueuer, corrupt_message, maybe_await, run_sync
 from distributed_crawler.keys import SpiderKeys
 from distributed_crawler.scripts import lua_source
+from distributed_crawler.untrusted import text, wrong_type_message
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -34,8 +35,8 @@ BACKENDS = ("auto", "redisbloom", "bitmap")
 REDISBLOOM_TYPE = b"MBbloom--"
 
 
-class DedupError(RuntimeError):
-    """A dedup backend cannot be used as configured; the message says what to change."""
+# The Redis type each backend keeps at SCHEDULER_DUPEFILTER_KEY.
+DEDUP_TYPES: dict[str, tuple[str, ...]] = {"set": ("set",), "bitmap": ("hash",), "redisbloom": ("MBbloom--",)}
 
 
 class Dedup(Protocol):
@@ -91,12 +92,9 @@ class SetDedup:
         return [self.key], 0
 
     async def prepare(self, client: Any) -> None:
-        kind = await maybe_await(client.type(self.key))
-        if kind not in (b"none", b"set", "none", "set"):
-            raise DedupError(
-                f"{self.key} holds a {kind!r}, not the set RedisSetDupeFilter expects; "
-                f"run `dcrawl dedup reset` or use the DUPEFILTER_CLASS that wrote it"
-            )
+        kind = text(await maybe_await(client.type(self.key)))
+        if kind not in ("none", "set"):
+            raise DedupDataError(wrong_type_message(self.key, kind, "set (RedisSetDupeFilter)", _reset_fix(self.key)))
 
     async def fix(self, client: Any, code: int) -> None:
         raise AssertionError(f"set dedup never asks for a fix (code {code})")
@@ -160,7 +158,10 @@ class BitmapDedup:
         await (self.grow(client) if code == 1 else self.refresh(client))
 
     async def refresh(self, client: Any) -> None:
-        self.state = BloomState.from_meta(await maybe_await(client.hgetall(self.key)))
+        try:
+            self.state = BloomState.from_meta(await maybe_await(client.hgetall(self.key)))
+        except BloomMetaError as exc:
+            raise DedupDataError(corrupt_message(self.key, str(exc))) from None
 
     async def grow(self, client: Any) -> None:
         """Add layer `len(layers)` (a no-op if another node just did), then reread the layout."""
@@ -173,6 +174,8 @@ class BitmapDedup:
         fields = [x for kv in layer.to_meta(index).items() for x in kv]
         args = [index, "bitmap", capacity, repr(error_rate), *layer.piece_lengths(), *fields]
         added = await maybe_await(client.eval(lua_source("bloom_grow"), len(keys), *keys, *args))
+        if text(added) == "corrupt" or isinstance(added, int) and added < 0:  # newer bloom_grow.lua
+            raise DedupDataError(corrupt_message(self.key, "bloom_grow.lua cannot read its layers"))
         if added:
             logger.info(
                 "Bloom filter %s: layer %d added (capacity %d, error rate %.2g, %.1f MB)",
@@ -208,7 +211,7 @@ async def choose_dedup(client: Any, key: str, config: BloomConfig) -> Dedup:
     kind = kind.encode() if isinstance(kind, str) else kind
     existing = {b"hash": "bitmap", REDISBLOOM_TYPE: "redisbloom"}.get(kind)
     if kind not in (b"none", b"hash", REDISBLOOM_TYPE):
-        raise DedupError(f"{key} holds a {kind.decode()}, not a Bloom filter; run `dcrawl dedup reset` first")
+        raise DedupDataError(wrong_type_message(key, text(kind), "hash or MBbloom-- (a Bloom filter)", _reset_fix(key)))
     has_module = await has_bloom_commands(client, key)
     wanted = config.backend
     if wanted == "auto":
@@ -245,8 +248,28 @@ async def reset_dedup(client: Any, key: str) -> int:
     kind = await maybe_await(client.type(key))
     keys = [key]
     if kind in (b"hash", "hash"):
-        keys += BloomState.from_meta(await maybe_await(client.hgetall(key))).piece_keys(key)
+        keys += _piece_keys_anyway(await maybe_await(client.hgetall(key)), key)
     return await maybe_await(client.delete(*keys))
+
+
+def _piece_keys_anyway(raw: dict[Any, Any], key: str) -> list[str]:
+    """Piece keys of a meta hash, even a corrupt one: every layer whose piece count still reads."""
+    try:
+        return BloomState.from_meta(raw).piece_keys(key)
+    except BloomMetaError:
+        pass
+    meta = {text(k): text(v) for k, v in raw.items()}
+    keys = []
+    for layer in range(64):
+        pieces = meta.get(f"L{layer}:pieces", "")
+        if not pieces.isdigit():
+            break
+        keys += [piece_key(key, layer, j) for j in range(min(int(pieces), 1 << 20))]
+    return keys
+
+
+def _reset_fix(key: str) -> str:
+    return f"dcrawl dedup reset {key.split(':', 1)[0].strip('{}')}"
 
 
 async def flush_crawl(client: Any, keys: SpiderKeys) -> None:

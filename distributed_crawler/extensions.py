@@ -25,6 +25,7 @@ from collections import deque
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from redis.exceptions import ResponseError
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
@@ -36,6 +37,7 @@ from distributed_crawler.keys import SpiderKeys
 from distributed_crawler.node import node_id_from_settings
 from distributed_crawler.nodes import NodeKeys, beat, duration, forget_old_nodes, heartbeat_script, read_nodes, read_totals
 from distributed_crawler.state import crawl_counts
+from distributed_crawler.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -177,6 +179,8 @@ class Heartbeat:
         self._progress_items = 0
         self._progress_at = time.monotonic()
         self._stall_alerted = False
+        self._wrong_types = WrongTypeLog("heartbeat", logger)
+        self._errors = EpisodeLog(logger)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Heartbeat:
@@ -228,7 +232,7 @@ class Heartbeat:
         logger.info("Node %s report: %s", self.node_id, ", ".join(f"{k}={v}" for k, v in report.items()))
         try:
             await asyncio.wait_for(self._beat(sample, report=report), CLOSE_TIMEOUT)
-        except (*TRANSIENT_ERRORS, asyncio.TimeoutError) as exc:
+        except (*TRANSIENT_ERRORS, ResponseError, asyncio.TimeoutError) as exc:
             logger.warning("Final heartbeat of node %s not written (%s); it will show as dead", self.node_id, exc)
         if self.alerter is not None:
             await self.alerter.close()
@@ -240,13 +244,40 @@ class Heartbeat:
             try:
                 await self.tick()
                 self._outage.ok()
+                await self._tick_ok()
             except TRANSIENT_ERRORS as exc:
                 self._outage.failed(exc)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # a bug here must not stop the heartbeats for good
-                logger.exception("Heartbeat of node %s failed; trying again next interval", self.node_id)
+            except ResponseError as exc:  # a key of the wrong type or a corrupt one: named once, then wait
+                await self._refused(exc)
+            except Exception as exc:  # a bug here must not stop the heartbeats for good; logged once a run
+                self._errors.failed("heartbeat", "Heartbeat of node %s failed; trying again every interval",
+                                    self.node_id, exc_info=exc)
             await asyncio.sleep(max(0.05, self.config.interval - (time.monotonic() - began)))
+
+    def _expected_types(self) -> dict[str, tuple[str, ...]]:
+        """The keys heartbeat.lua writes, with their Redis types."""
+        assert self.keys is not None
+        keys = self.keys
+        expected = {keys.nodes: ("zset",), keys.node(self.node_id): ("hash",)}
+        expected.update({key: ("hash",) for key in (keys.last, keys.alerted, keys.history, keys.stats)})
+        return expected
+
+    async def _refused(self, exc: ResponseError) -> None:
+        try:
+            if is_wrong_type(exc):
+                await self._wrong_types.check(self.client, self._expected_types(), exc=exc)
+            else:
+                self._errors.failed("heartbeat", "Redis refused the heartbeat of node %s (%s); trying again every "
+                                    "interval", self.node_id, str(exc)[:300], exc_info=exc)
+        except (*TRANSIENT_ERRORS, ResponseError) as lost:
+            self._outage.failed(lost)
+
+    async def _tick_ok(self) -> None:
+        self._errors.ok("heartbeat")
+        if self._wrong_types.reported:
+            await self._wrong_types.resolved(self.client, self._expected_types())
 
     # -- one interval -----------------------------------------------------------------------
     async def _beat(self, sample: NodeSample, report: dict[str, Any] | None = None) -> float:

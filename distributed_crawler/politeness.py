@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from redis.exceptions import ResponseError
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
@@ -33,6 +34,7 @@ from distributed_crawler.defaults import get_setting
 from distributed_crawler.leases import LEASE_META
 from distributed_crawler.retry import PROXY_META
 from distributed_crawler.scripts import lua_source
+from distributed_crawler.untrusted import EpisodeLog, OnceLog, WrongTypeLog, finite, is_wrong_type
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -45,6 +47,7 @@ DONT_RATE_LIMIT_META = "dont_rate_limit"
 MAX_RESERVATIONS = 3  # a request that keeps waking up late goes after its third slot anyway
 LATE_FLOOR = 0.05  # seconds of wake-up lateness always tolerated (high rates, tiny intervals)
 STOP_CHECK_SECONDS = 0.5  # a waiting request notices a graceful stop within this
+DATA_BACKOFF_MAX = 5.0  # a rate key Redis refuses (wrong type, corrupt): how often a request looks again
 
 
 def _rate(name: str, value: Any) -> float:
@@ -123,6 +126,9 @@ class DomainRateLimitMiddleware:
         self.client: Any = None
         self.script: Any = None
         self._outage = OutageLog("politeness", redis_config.masked_url)
+        self._wrong_types = WrongTypeLog("politeness", logger)
+        self._data_errors = EpisodeLog(logger)
+        self._odd_waits = OnceLog(logger)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DomainRateLimitMiddleware:
@@ -191,11 +197,41 @@ class DomainRateLimitMiddleware:
         delay = 0.1
         while True:
             try:
-                wait = float(await self.script(keys=[key], args=[f"{interval:.6f}"]))
+                raw = await self.script(keys=[key], args=[f"{interval:.6f}"])
             except TRANSIENT_ERRORS as exc:
                 self._outage.failed(exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue
+            except ResponseError as exc:  # the rate key is of the wrong type or corrupt: wait, one ERROR line
+                await self._refused(key, exc)
+                if not getattr(self.crawler, "crawling", True):
+                    return 0.0  # stopping: the few requests in flight go, rather than hang the close
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, DATA_BACKOFF_MAX)
+                continue
             self._outage.ok()
-            return wait
+            self._data_errors.ok(f"politeness ({key})")
+            if self._wrong_types.reported:
+                await self._wrong_types.resolved(self.client, {key: ("string",)})
+            return self._wait(raw, key)
+
+    def _wait(self, raw: Any, key: str) -> float:
+        """rate.lua's answer as seconds; NaN, infinite or negative (a corrupt key) counts as no wait."""
+        wait = finite(raw, -1.0)
+        if wait < 0:
+            self._odd_waits.skipped("wait", "rate.lua answered %r for %s (a corrupt key?); the request goes "
+                                    "now. Fix: `redis-cli del '%s'`", raw, key, key)
+            return 0.0
+        return wait
+
+    async def _refused(self, key: str, exc: ResponseError) -> None:
+        try:
+            if is_wrong_type(exc):
+                await self._wrong_types.check(self.client, {key: ("string",)}, exc=exc)
+            else:
+                self._data_errors.failed(f"politeness ({key})", "Redis refused the rate limit of %s (%s); requests "
+                                         "to that domain wait. Fix: `redis-cli del '%s'`", key, str(exc)[:300], key,
+                                         exc_info=exc)
+        except (*TRANSIENT_ERRORS, ResponseError) as lost:
+            self._outage.failed(lost)

@@ -24,6 +24,7 @@ import random
 import time
 from typing import TYPE_CHECKING, Any
 
+from redis.exceptions import ResponseError
 from scrapy import signals
 from scrapy.core.downloader.handlers.http11 import TunnelError
 from scrapy.exceptions import (
@@ -39,8 +40,9 @@ from twisted.web.client import ResponseFailed, ResponseNeverReceived
 from distributed_crawler.codec import POOL_PROXY_META
 from distributed_crawler.connection import TRANSIENT_ERRORS, OutageLog, RedisConfig
 from distributed_crawler.leases import LEASE_META
-from distributed_crawler.proxies import Outcome, ProxyConfig, ProxyPool, mask_proxy
+from distributed_crawler.proxies import Outcome, ProxyConfig, ProxyPool, ProxyURLError, mask_proxy, parse_proxy
 from distributed_crawler.rendering import RenderConfig, RenderingMiddleware
+from distributed_crawler.untrusted import EpisodeLog, OnceLog, WrongTypeLog, is_wrong_type
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -52,6 +54,7 @@ logger = logging.getLogger(__name__)
 BAN_META = "_dc_proxy_ban"  # retry.py treats a response carrying it as retryable
 EMPTY_POLL_SECONDS = 1.0  # how often a node looks for a proxy while the pool is empty
 REVIVE_CHECK_SECONDS = 5.0  # how often a node runs the revive script (cheap; any node may)
+PICK_TRIES = 5  # picks that may land on pool members that are not proxy URLs before "no proxy"
 # Download errors that count against the proxy (a cancelled download, e.g. DOWNLOAD_MAXSIZE, does not).
 PROXY_ERRORS: tuple[type[BaseException], ...] = (
     DownloadConnectionRefusedError, DownloadTimeoutError, DownloadFailedError, ResponseDataLossError,
@@ -104,6 +107,9 @@ class ProxyPoolMiddleware:
         self._waiter: asyncio.Future[None] | None = None
         self._empty_warned = False
         self.outage = OutageLog("proxy pick", redis_config.masked_url)
+        self._wrong_types = WrongTypeLog("the proxy pool", logger)
+        self._data_errors = EpisodeLog(logger)
+        self._bad_members = OnceLog(logger)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ProxyPoolMiddleware:
@@ -120,8 +126,13 @@ class ProxyPoolMiddleware:
     async def spider_opened(self, spider: Spider) -> None:
         self.client = self.redis_config.async_client()
         self.pool = ProxyPool.from_config(self.client, self.config)
-        loaded = await self.pool.load(self.config.proxies)
-        pooled, dead = await self.pool.counts()
+        try:
+            loaded = await self.pool.load(self.config.proxies)
+            pooled, dead = await self.pool.counts()
+        except ResponseError as exc:  # a pool key of the wrong type: requests follow PROXY_EMPTY_POLICY
+            await self._refused("loading the proxy pool", exc)
+            self.active = bool(self.config.enabled or self.config.proxies)
+            return
         self.active = bool(self.config.enabled or self.config.proxies or pooled or dead)
         if not self.active:
             logger.info("Proxy pool off: PROXY_LIST, PROXY_FILE and %s are empty (PROXY_ENABLED=True "
@@ -199,14 +210,18 @@ class ProxyPoolMiddleware:
         while True:
             try:
                 await self._maybe_revive()
-                proxy = await self.pool.pick(random.random())
+                proxy = await self._pick()
                 self.outage.ok()
+                await self._pool_ok("picking a proxy")
             except TRANSIENT_ERRORS as exc:  # hold the request until Redis is back (or the node stops)
                 self.outage.failed(exc)
                 if self._stopping():
                     return None
                 await asyncio.sleep(EMPTY_POLL_SECONDS)
                 continue
+            except ResponseError as exc:  # the pool's keys are unusable: as if it were empty
+                await self._refused("picking a proxy", exc)
+                proxy = None
             if proxy is not None:
                 if self._empty_warned:
                     self._empty_warned = False
@@ -229,6 +244,41 @@ class ProxyPoolMiddleware:
             if self._stopping():
                 return None
 
+    async def _pick(self) -> str | None:
+        """A pooled proxy that is a valid proxy URL; members that are not are skipped (logged once)."""
+        assert self.pool is not None
+        for _ in range(PICK_TRIES):
+            member = await self.pool.pick(random.random())
+            if member is None:
+                return None
+            try:
+                parse_proxy(member)
+            except ProxyURLError as exc:
+                self.stats.inc_value("proxy/invalid_member")
+                self._bad_members.skipped("member", "Proxy pool %s has a member that is not a proxy URL (%s); "
+                                          "skipped: remove it with `dcrawl proxies remove`", self.config.pool_key, exc)
+                continue
+            return member
+        return None
+
+    async def _refused(self, what: str, exc: ResponseError) -> None:
+        """A pool key of the wrong type or a failing script: one ERROR line, then PROXY_EMPTY_POLICY."""
+        try:
+            if is_wrong_type(exc):
+                expected = {self.config.pool_key: ("zset",), self.config.dead_key: ("hash",)}
+                await self._wrong_types.check(self.client, expected, exc=exc)
+            else:
+                self._data_errors.failed(what, "Redis refused %s (%s); requests follow PROXY_EMPTY_POLICY=%s "
+                                         "until it works", what, str(exc)[:300], self.config.empty_policy, exc_info=exc)
+        except (*TRANSIENT_ERRORS, ResponseError) as lost:
+            self.outage.failed(lost)
+
+    async def _pool_ok(self, what: str) -> None:
+        self._data_errors.ok(what)
+        if self._wrong_types.reported:
+            expected = {self.config.pool_key: ("zset",), self.config.dead_key: ("hash",)}
+            await self._wrong_types.resolved(self.client, expected)
+
     async def _wait_for_proxies(self) -> None:
         """One poll loop per node, whatever the number of held requests; never blocks the reactor."""
         if self._waiter is None or self._waiter.done():
@@ -243,6 +293,9 @@ class ProxyPoolMiddleware:
                 await self._maybe_revive()
                 pooled, _ = await self.pool.counts()
             except TRANSIENT_ERRORS:
+                continue
+            except ResponseError as exc:
+                await self._refused("waiting for proxies", exc)
                 continue
             if pooled:
                 return
@@ -287,6 +340,9 @@ class ProxyPoolMiddleware:
             outcome = await self.pool.failure(proxy, failure)
         except TRANSIENT_ERRORS as exc:  # the outcome is lost; the crawl goes on
             self.outage.failed(exc)
+            return
+        except ResponseError as exc:  # a pool key of the wrong type: the outcome is lost, logged once
+            await self._refused("recording a proxy outcome", exc)
             return
         self.stats.inc_value("proxy/failed")
         self._forget_if_gone(proxy, outcome)

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
+from redis.exceptions import ResponseError
 from scrapy import Request, Spider, signals
 
 from distributed_crawler.connection import TRANSIENT_ERRORS, OutageLog, RedisConfig
@@ -26,6 +27,8 @@ from distributed_crawler.node import node_id_from_settings
 from distributed_crawler.scheduler import wake_engine
 from distributed_crawler.seeds import SeedError, parse_seed, preview
 from distributed_crawler.state import crawl_counts
+from distributed_crawler.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
+from distributed_crawler.untrusted import preview as raw_preview
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +70,8 @@ class RedisSpider(Spider):
         self.node_id = node_id_from_settings(settings)
         self._failed_max = int(get_setting(settings, "SCHEDULER_FAILED_MAX"))
         self._rejected: Counter[str] = Counter()
+        self._wrong_types = WrongTypeLog("reading seeds", logger)
+        self._data_errors = EpisodeLog(logger)
         crawler.signals.connect(self._log_rejected_summary, signal=signals.spider_closed)
 
     # -- seeds ----------------------------------------------------------------------------
@@ -97,6 +102,32 @@ class RedisSpider(Spider):
             dont_filter=True,  # as in scrapy-redis: pushing a seed again means "fetch it again"
         )
 
+    def _seed_request(self, raw: bytes) -> Request:
+        """`make_request_from_data`, with whatever a subclass's version raises on bad data as a SeedError."""
+        try:
+            return self.make_request_from_data(raw)
+        except SeedError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a seed is data: it never stops the spider
+            raise SeedError("bad_request", f"not a valid request ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+    def _expected_types(self) -> dict[str, tuple[str, ...]]:
+        """The Redis types of the keys `start()` reads (seeds, and the queues idle-close counts)."""
+        return {self.redis_key: (self.seeds_as,)}
+
+    async def _redis_refused(self, client: Any, exc: ResponseError) -> None:
+        """A key of the wrong type or a script error: one ERROR line, the spider keeps polling."""
+        if is_wrong_type(exc):
+            await self._wrong_types.check(client, self._expected_types(), exc=exc)
+        else:
+            self._data_errors.failed("reading seeds", "Redis refused reading seeds from %s (%s); the spider keeps "
+                                     "polling with backoff", self.redis_key, exc, exc_info=exc)
+
+    async def _redis_ok(self, client: Any) -> None:
+        self._data_errors.ok("reading seeds")
+        if self._wrong_types.reported:
+            await self._wrong_types.resolved(client, self._expected_types())
+
     def _reject(self, raw: bytes, error: SeedError) -> str:
         self._rejected[error.kind] += 1
         self.crawler.stats.inc_value(f"seeds/rejected/{error.kind}")
@@ -106,7 +137,8 @@ class RedisSpider(Spider):
                 "stats seeds/rejected/%s and listed by `dcrawl failed %s`",
                 self.redis_key, error.kind, error.reason, preview(raw), error.kind, error.kind, self.name,
             )
-        return failure_entry(preview(raw), f"rejected seed: {error.reason}", self.node_id, source="seed", kind=error.kind)
+        return failure_entry(preview(raw), f"rejected seed: {error.reason}", self.node_id, source="seed", kind=error.kind,
+                             payload=raw_preview(raw))
 
     def _log_rejected_summary(self, spider: Spider) -> None:
         if self._rejected:
@@ -129,15 +161,24 @@ class RedisSpider(Spider):
                     requests = []
                     for raw in raws:
                         try:
-                            requests.append(self.make_request_from_data(raw))
+                            requests.append(self._seed_request(raw))
                         except SeedError as exc:
                             rejects.append(self._reject(raw, exc))
                     if rejects:
                         await dead_letters.push(rejects)
                     busy = bool(raws) or self.max_idle_time == 0 or (await crawl_counts(client, self.keys)).busy
                     outage.ok()
+                    await self._redis_ok(client)
                 except TRANSIENT_ERRORS as exc:
                     outage.failed(exc)
+                    await asyncio.sleep(poll)
+                    poll = min(poll * 2, POLL_MAX)
+                    continue
+                except ResponseError as exc:  # not an outage: a key of the wrong type, a corrupt key
+                    try:
+                        await self._redis_refused(client, exc)
+                    except TRANSIENT_ERRORS as lost:
+                        outage.failed(lost)
                     await asyncio.sleep(poll)
                     poll = min(poll * 2, POLL_MAX)
                     continue

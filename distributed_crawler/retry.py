@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from redis.exceptions import ResponseError
 from scrapy import signals
 from scrapy.downloadermiddlewares.retry import RetryMiddleware
 from scrapy.utils.python import global_object_name
@@ -36,6 +37,7 @@ from distributed_crawler.defaults import get_setting
 from distributed_crawler.keys import SpiderKeys
 from distributed_crawler.leases import LEASE_META
 from distributed_crawler.node import node_id_from_settings
+from distributed_crawler.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -48,6 +50,7 @@ logger = logging.getLogger(__name__)
 RETRY_DELAY_META = "_dc_retry_delay"  # seconds the scheduler parks the request in delayed
 PROXY_BAN_META = "_dc_proxy_ban"  # set by the proxy middleware: this response is a ban
 PROXY_META = "_dc_proxy"  # the proxy the proxy middleware picked for this attempt
+DATA_BACKOFF_MAX = 5.0  # the failed list Redis refuses (wrong type): how often a dead letter tries again
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,9 @@ class DistributedRetryMiddleware(RetryMiddleware):
         self.client: Any = None
         self.dead_letters: DeadLetters | None = None
         self.codec: RequestCodec | None = None
+        self.failed_key = ""
+        self._wrong_types = WrongTypeLog("writing dead letters", logger)
+        self._data_errors = EpisodeLog(logger)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DistributedRetryMiddleware:
@@ -148,6 +154,7 @@ class DistributedRetryMiddleware(RetryMiddleware):
         keys = keys if isinstance(keys, SpiderKeys) else SpiderKeys.from_settings(self.crawler.settings, spider.name)
         self.client = self.redis_config.async_client()
         self.dead_letters = DeadLetters(self.client, keys.failed, self.node_id, self.config.failed_max)
+        self.failed_key = keys.failed
         self.codec = RequestCodec(spider, self.config.allowed_classes)
 
     async def spider_closed(self, spider: Spider) -> None:
@@ -214,13 +221,39 @@ class DistributedRetryMiddleware(RetryMiddleware):
         except (TypeError, ValueError) as exc:  # UnserializableRequestError is a TypeError
             extra["payload_error"] = str(exc)
         entry = failure_entry(request.url, str(reason), self.node_id, **extra)
-        for attempt in range(3):
+        attempt, delay = 0, 0.5
+        while True:
             try:
                 await self.dead_letters.push([entry])
+                await self._failed_key_ok()
                 return
             except TRANSIENT_ERRORS as exc:
-                if attempt == 2:  # the entry's payload may carry headers: not logged
+                attempt += 1
+                if attempt == 3:  # the entry's payload may carry headers: not logged
                     logger.error("Dead letter for %s not written (Redis: %s); failed after %s attempts: %s",
                                  request.url, exc, extra["attempts"], reason)
-                else:
-                    await asyncio.sleep(0.5)
+                    return
+                await asyncio.sleep(0.5)
+            except ResponseError as exc:  # the failed list is of the wrong type: wait until it is fixed
+                await self._refused(exc)
+                if not getattr(self.crawler, "crawling", True):
+                    logger.error("Dead letter for %s not written (Redis refused: %s) and the node is stopping; "
+                                 "failed after %s attempts: %s", request.url, str(exc)[:200], extra["attempts"], reason)
+                    return
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, DATA_BACKOFF_MAX)
+
+    async def _refused(self, exc: ResponseError) -> None:
+        try:
+            if is_wrong_type(exc):
+                await self._wrong_types.check(self.client, {self.failed_key: ("list",)}, exc=exc)
+            else:
+                self._data_errors.failed("writing dead letters", "Redis refused a dead letter for %s (%s); "
+                                         "retrying with backoff", self.failed_key, str(exc)[:300], exc_info=exc)
+        except (*TRANSIENT_ERRORS, ResponseError):
+            pass
+
+    async def _failed_key_ok(self) -> None:
+        self._data_errors.ok("writing dead letters")
+        if self._wrong_types.reported:
+            await self._wrong_types.resolved(self.client, {self.failed_key: ("list",)})

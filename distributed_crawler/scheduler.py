@@ -19,6 +19,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from redis.exceptions import ResponseError
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import build_from_crawler, load_object
 
@@ -26,7 +27,7 @@ from distributed_crawler.codec import PayloadError, RequestCodec, Unserializable
 from distributed_crawler.connection import TRANSIENT_ERRORS, OutageLog, RedisConfig, subscribe
 from distributed_crawler.defaults import get_setting
 from distributed_crawler.deadletters import DeadLetters
-from distributed_crawler.dupefilter import flush_crawl
+from distributed_crawler.dupefilter import DEDUP_TYPES, DedupDataError, flush_crawl
 from distributed_crawler.enqueue import Enqueuer
 from distributed_crawler.envelope import make_member, split_member
 from distributed_crawler.keys import SpiderKeys
@@ -35,6 +36,7 @@ from distributed_crawler.node import node_id_from_settings
 from distributed_crawler.retry import RETRY_DELAY_META
 from distributed_crawler.scripts import Scripts
 from distributed_crawler.shutdown import SecondSignalGuard
+from distributed_crawler.untrusted import EpisodeLog, WrongTypeLog, finite, has_envelope, is_wrong_type, preview
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -58,6 +60,7 @@ ACK_BATCH = 1000
 ACK_INTERVAL = 0.1
 DOORBELL_RETRY_SECONDS = 30  # pub/sub failed for another reason than an outage: polling meanwhile
 DUE_BATCH = 100  # due retries pop.lua moves from delayed back to the queue per call
+DATA_BACKOFF_MAX = 5.0  # a key of the wrong type or a corrupt key: how often a waiting node looks again
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,13 @@ class OutboxEntry(NamedTuple):
     delay: float = 0.0  # > 0: a retry, parked in {spider}:delayed for this many seconds
 
 
+def reclaim_counts(result: Any) -> tuple[int, int, int]:
+    """(requeued, dead-lettered, foreign) from reclaim.lua, whose newer versions add the third."""
+    values = [int(v) for v in list(result or [])[:3]]
+    values += [0] * (3 - len(values))
+    return values[0], values[1], values[2]
+
+
 def wake_engine(crawler: Crawler) -> None:
     """Ask the engine to call `next_request` now instead of on its 5-second heartbeat."""
     slot = getattr(crawler.engine, "_slot", None)
@@ -163,6 +173,8 @@ class RedisScheduler:
         self._guard: SecondSignalGuard | None = None
         self._quarantined: Request | None = None  # a redelivered request, run alone
         self._draining = False  # waiting for this node to be empty before taking one
+        self._wrong_types = WrongTypeLog("scheduling", logger)
+        self._data_errors = EpisodeLog(logger)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisScheduler:
@@ -333,7 +345,7 @@ class RedisScheduler:
             # a successor starts at 0 deliveries: a retry or redirect is not a redelivery
             make_member(payload, request.priority),
             handover,
-            max(0.0, float(request.meta.get(RETRY_DELAY_META) or 0)),
+            max(0.0, finite(request.meta.get(RETRY_DELAY_META))),
         )
         self._enqueued_seq += 1
         self._outbox.append((self._enqueued_seq, entry))
@@ -395,19 +407,78 @@ class RedisScheduler:
 
     # -- background tasks ------------------------------------------------------------------
     async def _retrying(self, what: str, call: Any) -> Any:
-        """Run a Redis call until it succeeds, backing off on outages (never drops work)."""
+        """Run a Redis call until it succeeds, backing off on outages and bad data (never drops work)."""
         delay = 0.1
         while not self._stopped:
             try:
                 result = await call()
-            except TRANSIENT_ERRORS as exc:
-                self._outage.failed(exc)
+            except Exception as exc:  # noqa: BLE001 - _redis_failed re-raises what is a bug
+                await self._redis_failed(what, exc)
                 await asyncio.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, 5.0)
+                delay = min(delay * 2, DATA_BACKOFF_MAX)
                 continue
-            self._outage.ok()
+            await self._redis_ok(what)
             return result
         raise asyncio.CancelledError  # closing: the caller's work stays leased or in the outbox
+
+    # -- what Redis may throw at a node ---------------------------------------------------------
+    def _expected_types(self) -> dict[str, tuple[str, ...]]:
+        """Every key the scheduler's scripts touch, with the Redis types they need."""
+        queue = ("zset",) if self.config.queue_type == "priority" else ("list",)
+        expected = {
+            self.keys.requests: queue, self.keys.processing: ("zset",), self.keys.delayed: ("zset",),
+            self.keys.seq: ("string",), self.keys.failed: ("list",),
+        }
+        dedup = getattr(self.df, "dedup", None)
+        expected[self.keys.dupefilter] = DEDUP_TYPES.get(getattr(dedup, "mode", ""), ("hash", "set", "MBbloom--"))
+        return expected
+
+    def _fixes(self) -> dict[str, str]:
+        return {self.keys.dupefilter: f"dcrawl dedup reset {self.keys.spider}"}
+
+    async def _redis_failed(self, what: str, exc: BaseException) -> None:
+        """Why a Redis call failed, logged once per episode; re-raises what is not Redis's or data's.
+
+        No scheduler task dies because of data: an outage, a key of the wrong type, a corrupt key
+        or a script that refuses it all mean "wait and retry"; the operator gets one ERROR line.
+        """
+        if isinstance(exc, TRANSIENT_ERRORS):
+            self._outage.failed(exc)
+        elif isinstance(exc, DedupDataError):
+            self._data_errors.failed(what, "%s; the node waits and retries (%s)", exc, what)
+        elif is_wrong_type(exc):
+            try:
+                await self._wrong_types.check(self.client, self._expected_types(), self._fixes(), exc)
+            except TRANSIENT_ERRORS as lost:
+                self._outage.failed(lost)
+        elif isinstance(exc, ResponseError):
+            await self._diagnose_script_error(what, exc)
+        else:
+            raise exc
+
+    async def _diagnose_script_error(self, what: str, exc: ResponseError) -> None:
+        """A script error that is not WRONGTYPE: a corrupt counter, foreign data, or a bug."""
+        fix = "a corrupt key or a bug: check the keys of this spider (`dcrawl status " + self.keys.spider + "`)"
+        if "integer" in str(exc) or "overflow" in str(exc):
+            try:
+                raw = await self.client.get(self.keys.seq)
+            except (*TRANSIENT_ERRORS, ResponseError):
+                raw = None
+            if raw is not None and not raw.isdigit():
+                fix = f"{self.keys.seq} holds {preview(raw, 40)!r}, not a counter: `redis-cli del '{self.keys.seq}'`"
+        self._data_errors.failed(
+            what, "Redis refused %s (%s); %s. The node keeps its work and retries with backoff",
+            what, str(exc)[:300], fix, exc_info=exc,
+        )
+
+    async def _redis_ok(self, what: str) -> None:
+        self._outage.ok()
+        self._data_errors.ok(what)
+        if self._wrong_types.reported:
+            try:
+                await self._wrong_types.resolved(self.client, self._expected_types())
+            except (*TRANSIENT_ERRORS, ResponseError):
+                pass  # looked at again after the next call
 
     async def _run_outbox(self) -> None:
         while not self._stopped:
@@ -485,7 +556,11 @@ class RedisScheduler:
                 envelope = split_member(lease)
                 request = self.codec.decode(envelope.payload)
             except (PayloadError, ValueError) as exc:
-                bad.append((lease, str(exc)))
+                bad.append((lease, str(exc)[:300]))
+                continue
+            except Exception as exc:  # noqa: BLE001 - a codec bug: visible, but the data is quarantined
+                logger.error("Decoding a leased request failed unexpectedly; it is dead-lettered", exc_info=exc)
+                bad.append((lease, f"{type(exc).__name__}: {exc}"[:300]))
                 continue
             request.meta[LEASE_META] = lease
             self.leases.buffered(lease)
@@ -566,30 +641,44 @@ class RedisScheduler:
     async def _run_leases(self) -> None:
         next_renew = time.monotonic()
         next_reclaim = time.monotonic()
+        backoff = 0.0  # grows while Redis refuses (outage, wrong type, corrupt key); 0 when all is well
         while not self._stopped:
-            acks = self.leases.take_ackable(self._flushed_seq)
-            if acks:
-                try:
-                    for i in range(0, len(acks), ACK_BATCH):
-                        await self.client.zrem(self.keys.processing, *acks[i : i + ACK_BATCH])
-                    self._outage.ok()
-                    self.stats.inc_value("scheduler/acked", len(acks))
-                except TRANSIENT_ERRORS as exc:
-                    self._outage.failed(exc)
-                    self.leases.requeue_acks(acks)
+            ok = await self._ack()
             now = time.monotonic()
+            what = "lease renewal"
             try:
                 if now >= next_renew:
                     next_renew = now + self.config.renew_interval
                     await self._renew()  # node reporting: the Heartbeat extension (extensions.py)
+                    await self._redis_ok(what)
+                what = "reclaim"
                 if now >= next_reclaim:
                     next_reclaim = now + min(5.0, self.config.renew_interval)
                     await self.reclaim()
-            except TRANSIENT_ERRORS as exc:
-                self._outage.failed(exc)
+                    await self._redis_ok(what)
+            except Exception as exc:  # noqa: BLE001 - _redis_failed re-raises what is a bug
+                await self._redis_failed(what, exc)
+                ok = False
+            backoff = 0.0 if ok else min(max(2 * backoff, ACK_INTERVAL), DATA_BACKOFF_MAX)
             if self._guard is not None:
                 self._guard.install()
-            await asyncio.sleep(ACK_INTERVAL)
+            await asyncio.sleep(max(ACK_INTERVAL, backoff))
+
+    async def _ack(self) -> bool:
+        """Remove the leases of finished requests (batched); False if Redis refused (kept for later)."""
+        acks = self.leases.take_ackable(self._flushed_seq)
+        if not acks:
+            return True
+        try:
+            for i in range(0, len(acks), ACK_BATCH):
+                await self.client.zrem(self.keys.processing, *acks[i : i + ACK_BATCH])
+        except Exception as exc:  # noqa: BLE001 - _redis_failed re-raises what is a bug
+            self.leases.requeue_acks(acks)
+            await self._redis_failed("acking finished requests", exc)
+            return False
+        await self._redis_ok("acking finished requests")
+        self.stats.inc_value("scheduler/acked", len(acks))
+        return True
 
     async def _renew(self) -> None:
         held = self.leases.held()
@@ -601,7 +690,14 @@ class RedisScheduler:
         """Return expired leases (of any node) to the queue; dead-letter the poison ones."""
         keys = [self.keys.processing, self.keys.requests, self.keys.failed, self.keys.seq]
         args = [self.config.queue_type, self.config.max_deliveries, limit, self.config.failed_max, self.node_id]
-        requeued, dead = await self.scripts.reclaim(keys=keys, args=args)
+        try:
+            result = await self.scripts.reclaim(keys=keys, args=args)
+        except ResponseError as exc:
+            # An older reclaim.lua stops at a lease it cannot parse: quarantine those, then again.
+            if isinstance(exc, TRANSIENT_ERRORS) or is_wrong_type(exc) or not await self._dead_letter_foreign(limit):
+                raise
+            result = await self.scripts.reclaim(keys=keys, args=args)
+        requeued, dead, foreign = reclaim_counts(result)
         if requeued or dead:
             self.stats.inc_value("scheduler/reclaimed", requeued)
             self.stats.inc_value("scheduler/dead_lettered", dead)
@@ -611,7 +707,39 @@ class RedisScheduler:
                 requeued, dead, self.config.max_deliveries,
             )
             self._new_work.set()
+        if foreign:
+            self._note_foreign(foreign)
         return requeued, dead
+
+    def _note_foreign(self, count: int) -> None:
+        self.stats.inc_value("scheduler/undecodable", count)
+        logger.warning("%d expired leases in %s were not ours (no <deliveries>:<priority>: envelope); "
+                       "they are in %s (`dcrawl failed %s`)", count, self.keys.processing, self.keys.failed,
+                       self.keys.spider)
+
+    async def _dead_letter_foreign(self, limit: int) -> int:
+        """Expired leases without our envelope (someone else's data) to the failed list, capped.
+
+        ZREM first, then the dead letter only if this node removed it: two nodes doing this at
+        once never write the same garbage twice (losing a preview of garbage on a crash is fine).
+        """
+        seconds, micros = await self.client.time()
+        now = seconds + micros / 1e6
+        expired = await self.client.zrangebyscore(self.keys.processing, "-inf", now, start=0, num=limit)
+        foreign = [lease for lease in expired if not has_envelope(lease)]
+        moved = []
+        for lease in foreign:
+            if await self.client.zrem(self.keys.processing, lease):
+                moved.append((lease, "lease without a <deliveries>:<priority>: envelope (not written by this crawler)"))
+        if moved:
+            try:
+                await self.dead_letters.undecodable(moved, self.keys.processing)  # source "queue": not requeued
+            except BaseException:
+                # e.g. the failed list is of the wrong type: back as expired leases, quarantined later
+                await self.client.zadd(self.keys.processing, {lease: 0 for lease, _ in moved})
+                raise
+            self._note_foreign(len(moved))
+        return len(foreign)
 
     def _buffer_leases(self) -> list[bytes]:
         """Leases of requests this node took but never started (the quarantined one included)."""
@@ -631,6 +759,6 @@ class RedisScheduler:
                 await self.scripts.release(keys=keys, args=[self.config.queue_type, *leases])
                 self.leases.forget(leases)
                 return
-            except TRANSIENT_ERRORS as exc:
-                self._outage.failed(exc)
+            except Exception as exc:  # noqa: BLE001 - _redis_failed re-raises what is a bug
+                await self._redis_failed("giving leases back", exc)
                 await asyncio.sleep(0.5)

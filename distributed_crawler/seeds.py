@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from distributed_crawler.codec import PRIVATE_META_PREFIX
+from distributed_crawler.envelope import MAX_PRIORITY
+
 ALLOWED_SCHEMES = ("http", "https")
 SEED_FIELDS = {"url", "meta", "priority", "callback", "method", "headers", "body"}
 PREVIEW_CHARS = 200
@@ -76,7 +79,9 @@ def parse_seed(raw: bytes | str, max_bytes: int) -> Seed:
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise SeedError("bad_json", f"broken JSON ({exc})") from None
+        raise SeedError("bad_json", f"broken JSON ({str(exc)[:100]})") from None
+    except RecursionError:
+        raise SeedError("bad_json", "JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise SeedError("bad_json", "JSON seed must be an object")
     unknown = set(data) - SEED_FIELDS
@@ -87,8 +92,13 @@ def parse_seed(raw: bytes | str, max_bytes: int) -> Seed:
     seed = Seed(url=check_url(_expect(data["url"], str, "url")))
     if "meta" in data:
         seed.meta = _expect(data["meta"], dict, "meta")
+        private = sorted(k for k in seed.meta if k.startswith(PRIVATE_META_PREFIX))
+        if private:
+            raise SeedError("bad_meta", f"meta key(s) {private[:5]} are reserved for the crawler")
     if "priority" in data:
         seed.priority = _expect(data["priority"], int, "priority")
+        if abs(seed.priority) > MAX_PRIORITY:
+            raise SeedError("bad_priority", f"'priority' must be between -{MAX_PRIORITY} and {MAX_PRIORITY}")
     if data.get("callback") is not None:
         seed.callback = _expect(data["callback"], str, "callback")
     if "method" in data:
@@ -96,7 +106,7 @@ def parse_seed(raw: bytes | str, max_bytes: int) -> Seed:
     if "headers" in data:
         seed.headers = _expect(data["headers"], dict, "headers")
         for k, v in seed.headers.items():
-            if not isinstance(v, (str, list)):
+            if not isinstance(v, (str, list)) or isinstance(v, list) and not all(isinstance(x, str) for x in v):
                 raise SeedError("bad_headers", f"header {k!r} must be a string or a list of strings")
     if "body" in data:
         seed.body = _expect(data["body"], str, "body")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import math
+import re
+import time
 from typing import Any
 
 from redis.exceptions import ResponseError
@@ -58,11 +60,12 @@ class OnceLog:
         self.log = log or logger
         self.counts: dict[str, int] = {}
 
-    def skipped(self, kind: str, message: str, *args: Any, level: int = logging.WARNING) -> bool:
+    def skipped(self, kind: str, message: str, *args: Any, level: int = logging.WARNING,
+                exc_info: Any = None) -> bool:
         """Record one skipped entry; returns True when this call logged it (the first of its kind)."""
         self.counts[kind] = self.counts.get(kind, 0) + 1
         if self.counts[kind] == 1:
-            self.log.log(level, message + " (logged once per kind)", *args)
+            self.log.log(level, message + " (logged once per kind)", *args, exc_info=exc_info)
             return True
         return False
 
@@ -84,3 +87,81 @@ def wrong_type_message(key: str, actual: str, allowed: str, fix: str | None = No
         f"Redis key {key} holds a {actual}, not a {allowed} as this crawler needs; nodes wait until it "
         f"is fixed: inspect it with `redis-cli type '{key}'`, then remove it with `{fix}`"
     )
+
+
+# A queue/lease member as our Lua scripts parse it: `<deliveries>:<priority>:<payload>`.
+ENVELOPE = re.compile(rb"^\d+:-?\d+:", re.DOTALL)
+REASON_CHARS = 300  # an error message quoting untrusted data is capped like the data itself
+
+
+def has_envelope(member: bytes | str) -> bool:
+    """Whether reclaim.lua / release.lua can parse this member (else it is quarantined, not run)."""
+    raw = member.encode("utf-8", "surrogateescape") if isinstance(member, str) else member
+    return bool(ENVELOPE.match(raw))
+
+
+def reason(exc: BaseException) -> str:
+    """An exception as a dead letter's reason: type and message, capped (it may quote the data)."""
+    return f"{type(exc).__name__}: {exc}"[:REASON_CHARS]
+
+
+class WrongTypeLog:
+    """One ERROR line per key of the wrong Redis type per episode, one line once it is fixed.
+
+    "Fixed" is checked with TYPE (only while something is reported), not inferred from a call
+    that happened to succeed without touching the key: no flapping log lines.
+    """
+
+    def __init__(self, what: str, log: logging.Logger | None = None) -> None:
+        self.what = what
+        self.log = log or logger
+        self.reported: dict[str, float] = {}  # key -> since (monotonic)
+        self._unknown = False
+
+    async def check(self, client: Any, expected: dict[str, tuple[str, ...]],
+                    fixes: dict[str, str] | None = None, exc: BaseException | None = None) -> list[tuple[str, str, str]]:
+        """After a WRONGTYPE: find the culprits among `expected` and log each new one once."""
+        wrong = await wrong_type_keys(client, expected)
+        for key, actual, allowed in wrong:
+            if key not in self.reported:
+                self.reported[key] = time.monotonic()
+                self.log.error("%s (seen during %s)", wrong_type_message(key, actual, allowed, (fixes or {}).get(key)),
+                               self.what)
+        if not wrong and not self._unknown:
+            self._unknown = True  # e.g. a Bloom piece key, or the key was fixed meanwhile
+            self.log.error("Redis answered WRONGTYPE during %s (%s) but none of %s holds a wrong type now; "
+                           "the node retries with backoff", self.what, exc, ", ".join(expected))
+        return wrong
+
+    async def resolved(self, client: Any, expected: dict[str, tuple[str, ...]]) -> None:
+        """After a success: log the reported keys that now hold the right type (or nothing)."""
+        self._unknown = False
+        pending = {key: allowed for key, allowed in expected.items() if key in self.reported}
+        if not pending:
+            return
+        still = {key for key, _, _ in await wrong_type_keys(client, pending)}
+        for key in pending:
+            if key not in still:
+                since = self.reported.pop(key)
+                self.log.warning("Redis key %s is fixed after %.1fs; %s resumes", key, time.monotonic() - since,
+                                 self.what)
+
+
+class EpisodeLog:
+    """A data error that keeps coming back: ERROR once (with its traceback) until the call works."""
+
+    def __init__(self, log: logging.Logger | None = None) -> None:
+        self.log = log or logger
+        self.failing: dict[str, float] = {}  # what -> since (monotonic)
+
+    def failed(self, what: str, message: str, *args: Any, exc_info: Any = None) -> bool:
+        if what in self.failing:
+            return False
+        self.failing[what] = time.monotonic()
+        self.log.error(message, *args, exc_info=exc_info)
+        return True
+
+    def ok(self, what: str) -> None:
+        since = self.failing.pop(what, None)
+        if since is not None:
+            self.log.warning("%s works again after %.1fs", what, time.monotonic() - since)
