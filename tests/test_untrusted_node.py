@@ -290,3 +290,18 @@ def test_worker_survives_garbage_and_a_wrong_type_key_mid_crawl(workers: Workers
     assert len(failed) == 6, failed
     assert all(len(e.get("payload", "")) <= 300 for e in failed)
     assert redis_client.zcard(KEYS.processing) == 0
+
+
+def test_preflight_lets_a_node_start_on_a_wrong_type_dupefilter(redis_url: str, redis_client, capsys) -> None:
+    """Bad data is waited out by the running node: the preflight warns instead of exiting 2
+    (under supervisor an exit would be a crash loop)."""
+    from scrapy.settings import Settings
+
+    from distributed_crawler.commands.crawl import check_dupefilter
+    from distributed_crawler.connection import RedisConfig
+
+    redis_client.set("{news}:dupefilter", "not a filter")
+    settings = Settings({"REDIS_URL": redis_url, "DUPEFILTER_CLASS": "distributed_crawler.dupefilter.BloomDupeFilter"})
+    check_dupefilter(settings, RedisConfig.from_settings(settings), "news")
+    err = capsys.readouterr().err
+    assert err.startswith("WARNING: ") and "{news}:dupefilter" in err and "dcrawl dedup reset" in err

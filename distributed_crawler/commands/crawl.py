@@ -15,7 +15,7 @@ from scrapy.utils.misc import load_object
 
 from distributed_crawler.connection import RedisConfig, RedisUnavailable
 from distributed_crawler.dupefilter import BloomConfig, BloomDupeFilter, DedupError, choose_dedup
-from distributed_crawler.enqueue import run_sync
+from distributed_crawler.enqueue import DedupDataError, run_sync
 from distributed_crawler.keys import SpiderKeys
 from distributed_crawler.pipelines import StorageConfig, StoragePipeline
 from distributed_crawler.politeness import DomainRateLimitMiddleware, PolitenessConfig
@@ -57,6 +57,9 @@ def check_dupefilter(settings: Any, redis_config: RedisConfig, spider: str) -> N
     try:
         key = SpiderKeys.from_settings(settings, spider).dupefilter
         run_sync(choose_dedup(client, key, BloomConfig.from_settings(settings)))
+    except DedupDataError as exc:
+        # bad data, not a bad setting: the node starts and waits for the fix (no supervisor crash loop)
+        print(f"WARNING: {exc}", file=sys.stderr)
     finally:
         client.close()
 
