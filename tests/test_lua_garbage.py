@@ -571,3 +571,21 @@ def test_counts_sizes_whatever_the_keys_hold(redis_client: redis.Redis) -> None:
     redis_client.xadd(FAILED, {"a": "b"})
     sizes = script(redis_client, "counts")(keys=[PROC, Q, SEQ, META, DELAYED, FAILED, "{g}:absent"])
     assert sizes == [2, 2, len(GARBAGE["invalid_utf8"]), 1, 3, 0, 0]
+
+
+@pytest.mark.parametrize("mode", ["set", "bitmap"])
+@pytest.mark.parametrize("blocked", [Q, DELAYED])
+def test_a_push_refused_half_way_leaves_the_url_unseen(redis_client: redis.Redis, mode: str, blocked: str) -> None:
+    """Lua does not roll back: a fingerprint marked seen before a refused push would be lost for good
+    (seen in the chaos test: a queue key briefly of the wrong type lost a page's links)."""
+    fp, delay = "0123456789abcdef01234567", "5" if blocked == DELAYED else "0"
+    pieces = make_bitmap(redis_client) if mode == "bitmap" else []
+    dedup_key = META if mode == "bitmap" else "{g}:df"
+    argv = ["priority", 1, "", mode, 1 if mode == "bitmap" else 0, "push", fp, "0", delay, good("a")]
+    call = lambda: script(redis_client, "enqueue")(keys=[Q, SEQ, PROC, DELAYED, dedup_key, *pieces], args=argv)  # noqa: E731
+    redis_client.set(blocked, "not a zset")
+    assert_wrongtype(call)
+    redis_client.delete(blocked)
+    assert call() == [0, 1]  # still new: pushed now
+    assert redis_client.zcard(blocked) == 1
+    assert call() == [0, 0]  # and seen from now on

@@ -24,7 +24,9 @@
 --   cover m bits), nothing was written: reread will not help, an operator must reset the filter
 --   (`dcrawl dedup reset SPIDER` or `redis-cli del` the meta hash and its pieces).
 -- Guarantees: a fingerprint is "new" exactly once across all nodes; a handed-over lease
--- disappears in the same atomic step that stores its successor (in the queue or in delayed).
+-- disappears in the same atomic step that stores its successor (in the queue or in delayed);
+-- a fingerprint is marked seen only after its request is stored, so a write refused half-way
+-- (WRONGTYPE, maxmemory: Lua does not roll back) never leaves a seen URL that is in no queue.
 -- Garbage: the meta hash is checked before anything is written (code 3 above); a sequence
 -- counter that is not an integer is reset; a member whose priority field is missing or out of
 -- range is pushed with its priority clamped to +-131071 (none = 0). A key of the wrong Redis
@@ -132,23 +134,17 @@ for i = 0, n - 1 do
   local dont_filter = ARGV[8 + 4 * i] == "1"
   local delay = tonumber(ARGV[9 + 4 * i])
   local member = ARGV[10 + 4 * i]
-  local new = false
-  if fp ~= "" then
-    if mode == "set" then
-      if action == "check" then new = redis.call("SISMEMBER", KEYS[5], fp) == 0
-      else new = redis.call("SADD", KEYS[5], fp) == 1 end
-    elseif mode == "redisbloom" then
-      if action == "check" then new = redis.call("BF.EXISTS", KEYS[5], fp) == 0
-      else new = redis.call("BF.ADD", KEYS[5], fp) == 1 end
+  local new, h1, h2 = false, nil, nil
+  if fp ~= "" then -- read first: the fingerprint is remembered only once its request is stored
+    if mode == "set" then new = redis.call("SISMEMBER", KEYS[5], fp) == 0
+    elseif mode == "redisbloom" then new = redis.call("BF.EXISTS", KEYS[5], fp) == 0
     else
-      local h1, h2 = hashes(fp)
+      h1, h2 = hashes(fp)
       new = not bitmap_seen(h1, h2)
-      if new and action ~= "check" then
-        if cur_n >= L[cur].cap then return finish(1, result) end
-        bitmap_add(h1, h2)
-      end
+      if new and action ~= "check" and cur_n >= L[cur].cap then return finish(1, result) end
     end
   end
+  local pushed = false
   if action == "push" and (new or dont_filter) then
     if delay > 0 then
       if not now then
@@ -172,8 +168,16 @@ for i = 0, n - 1 do
       redis.call("LPUSH", KEYS[1], member)
       queued = queued + 1
     end
-    new = true
+    pushed = true
   end
+  -- Only now mark it seen: a push refused half-way (a queue key of the wrong type, maxmemory)
+  -- aborts the script with the fingerprint still unseen, so the caller's retry pushes it.
+  if new and action ~= "check" then
+    if mode == "set" then redis.call("SADD", KEYS[5], fp)
+    elseif mode == "redisbloom" then redis.call("BF.ADD", KEYS[5], fp)
+    else bitmap_add(h1, h2) end
+  end
+  new = new or pushed
   result[#result + 1] = new and 1 or 0
 end
 local first_ack = 7 + 4 * n
