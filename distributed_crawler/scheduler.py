@@ -36,7 +36,7 @@ from distributed_crawler.node import node_id_from_settings
 from distributed_crawler.retry import RETRY_DELAY_META
 from distributed_crawler.scripts import Scripts
 from distributed_crawler.shutdown import SecondSignalGuard
-from distributed_crawler.untrusted import EpisodeLog, WrongTypeLog, finite, has_envelope, is_wrong_type, preview
+from distributed_crawler.untrusted import EpisodeLog, WrongTypeLog, finite, is_wrong_type, preview
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -120,13 +120,6 @@ class OutboxEntry(NamedTuple):
     member: str
     handover: bytes | None  # lease of the request this one succeeds (redirect, retry)
     delay: float = 0.0  # > 0: a retry, parked in {spider}:delayed for this many seconds
-
-
-def reclaim_counts(result: Any) -> tuple[int, int, int]:
-    """(requeued, dead-lettered, foreign) from reclaim.lua, whose newer versions add the third."""
-    values = [int(v) for v in list(result or [])[:3]]
-    values += [0] * (3 - len(values))
-    return values[0], values[1], values[2]
 
 
 def wake_engine(crawler: Crawler) -> None:
@@ -687,59 +680,21 @@ class RedisScheduler:
             await self.scripts.renew(keys=[self.keys.processing], args=[self.config.lease_seconds, *chunk])
 
     async def reclaim(self, limit: int = 500) -> tuple[int, int]:
-        """Return expired leases (of any node) to the queue; dead-letter the poison ones."""
+        """Return expired leases (of any node) to the queue; dead-letter the poison ones and the
+        ones that are not ours (no envelope: reclaim.lua moves them to the failed list)."""
         keys = [self.keys.processing, self.keys.requests, self.keys.failed, self.keys.seq]
         args = [self.config.queue_type, self.config.max_deliveries, limit, self.config.failed_max, self.node_id]
-        try:
-            result = await self.scripts.reclaim(keys=keys, args=args)
-        except ResponseError as exc:
-            # An older reclaim.lua stops at a lease it cannot parse: quarantine those, then again.
-            if isinstance(exc, TRANSIENT_ERRORS) or is_wrong_type(exc) or not await self._dead_letter_foreign(limit):
-                raise
-            result = await self.scripts.reclaim(keys=keys, args=args)
-        requeued, dead, foreign = reclaim_counts(result)
+        requeued, dead = await self.scripts.reclaim(keys=keys, args=args)
         if requeued or dead:
             self.stats.inc_value("scheduler/reclaimed", requeued)
             self.stats.inc_value("scheduler/dead_lettered", dead)
             logger.warning(
-                "Reclaimed %d expired leases (a node died or hung); %d dead-lettered after "
-                "SCHEDULER_MAX_DELIVERIES (%d) deliveries",
-                requeued, dead, self.config.max_deliveries,
+                "Reclaimed %d expired leases (a node died or hung); %d dead-lettered (delivered "
+                "SCHEDULER_MAX_DELIVERIES (%d) times, or not a queue entry: `dcrawl failed %s`)",
+                requeued, dead, self.config.max_deliveries, self.keys.spider,
             )
             self._new_work.set()
-        if foreign:
-            self._note_foreign(foreign)
         return requeued, dead
-
-    def _note_foreign(self, count: int) -> None:
-        self.stats.inc_value("scheduler/undecodable", count)
-        logger.warning("%d expired leases in %s were not ours (no <deliveries>:<priority>: envelope); "
-                       "they are in %s (`dcrawl failed %s`)", count, self.keys.processing, self.keys.failed,
-                       self.keys.spider)
-
-    async def _dead_letter_foreign(self, limit: int) -> int:
-        """Expired leases without our envelope (someone else's data) to the failed list, capped.
-
-        ZREM first, then the dead letter only if this node removed it: two nodes doing this at
-        once never write the same garbage twice (losing a preview of garbage on a crash is fine).
-        """
-        seconds, micros = await self.client.time()
-        now = seconds + micros / 1e6
-        expired = await self.client.zrangebyscore(self.keys.processing, "-inf", now, start=0, num=limit)
-        foreign = [lease for lease in expired if not has_envelope(lease)]
-        moved = []
-        for lease in foreign:
-            if await self.client.zrem(self.keys.processing, lease):
-                moved.append((lease, "lease without a <deliveries>:<priority>: envelope (not written by this crawler)"))
-        if moved:
-            try:
-                await self.dead_letters.undecodable(moved, self.keys.processing)  # source "queue": not requeued
-            except BaseException:
-                # e.g. the failed list is of the wrong type: back as expired leases, quarantined later
-                await self.client.zadd(self.keys.processing, {lease: 0 for lease, _ in moved})
-                raise
-            self._note_foreign(len(moved))
-        return len(foreign)
 
     def _buffer_leases(self) -> list[bytes]:
         """Leases of requests this node took but never started (the quarantined one included)."""

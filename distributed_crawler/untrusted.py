@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import time
 from typing import Any
 
@@ -89,15 +88,7 @@ def wrong_type_message(key: str, actual: str, allowed: str, fix: str | None = No
     )
 
 
-# A queue/lease member as our Lua scripts parse it: `<deliveries>:<priority>:<payload>`.
-ENVELOPE = re.compile(rb"^\d+:-?\d+:", re.DOTALL)
 REASON_CHARS = 300  # an error message quoting untrusted data is capped like the data itself
-
-
-def has_envelope(member: bytes | str) -> bool:
-    """Whether reclaim.lua / release.lua can parse this member (else it is quarantined, not run)."""
-    raw = member.encode("utf-8", "surrogateescape") if isinstance(member, str) else member
-    return bool(ENVELOPE.match(raw))
 
 
 def reason(exc: BaseException) -> str:

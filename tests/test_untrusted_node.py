@@ -27,9 +27,8 @@ from distributed_crawler.deadletters import DeadLetters
 from distributed_crawler.dupefilter import BitmapDedup, BloomConfig, DedupDataError, SetDedup, choose_dedup, reset_dedup
 from distributed_crawler.enqueue import Enqueuer
 from distributed_crawler.keys import SpiderKeys
-from distributed_crawler.scheduler import reclaim_counts
 from distributed_crawler.seeds import SeedError, parse_seed
-from distributed_crawler.untrusted import EpisodeLog, WrongTypeLog, has_envelope, preview
+from distributed_crawler.untrusted import EpisodeLog, WrongTypeLog, preview
 from tests.conftest import Workers
 from tests.site.server import NewsSite
 from tests.test_crash_safety import rows, wait_until
@@ -94,12 +93,9 @@ def test_seed_garbage_is_a_seed_error(raw: bytes, kind: str) -> None:
     assert info.value.kind == kind
 
 
-# -- envelopes, previews, reclaim results ---------------------------------------------------------
-def test_envelope_and_preview_helpers() -> None:
-    assert has_envelope(b"0:5:{}") and has_envelope("12:-3:x") and has_envelope(b"1:0:\xff")
-    assert not has_envelope(PICKLED) and not has_envelope(b"x:1:{}") and not has_envelope(b"1:x:{}")
+# -- previews ---------------------------------------------------------
+def test_preview_caps_and_replaces() -> None:
     assert len(preview(MEGABYTE)) == 300 and preview(b"\xff") == "\ufffd"
-    assert reclaim_counts([2, 1]) == (2, 1, 0) and reclaim_counts([2, 1, 4]) == (2, 1, 4)
 
 
 def test_dead_letters_cap_the_raw_payload(redis_client: redis.Redis, redis_url: str) -> None:
