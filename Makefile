@@ -20,7 +20,7 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@touch $@
 
 demo: $(STAMP)
-	$(PY) -m distributed_crawler.demo
+	$(PY) -m demo.run
 
 test: $(STAMP)
 	$(PY) -m pytest

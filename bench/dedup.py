@@ -30,10 +30,10 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.harness import Children, log, start_redis  # noqa: E402
-from distributed_crawler.dupefilter import BloomConfig, choose_dedup, describe_dedup  # noqa: E402
-from distributed_crawler.enqueue import Enqueuer, run_sync  # noqa: E402
-from distributed_crawler.envelope import make_member  # noqa: E402
-from distributed_crawler.keys import SpiderKeys  # noqa: E402
+from distributed_crawler.dedup.dupefilter import BloomConfig, choose_dedup, describe_dedup  # noqa: E402
+from distributed_crawler.queue.enqueue import Enqueuer, run_sync  # noqa: E402
+from distributed_crawler.queue.envelope import make_member  # noqa: E402
+from distributed_crawler.queue.keys import SpiderKeys  # noqa: E402
 from scrapy.settings import Settings  # noqa: E402
 
 BATCH = 500

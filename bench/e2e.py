@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sides", default=",".join(SIDES), help="comma-separated subset of: " + ", ".join(SIDES))
     parser.add_argument("--ours-set", metavar="KEY=VALUE", action="append", default=[],
                         help="extra Scrapy setting for our workers only, e.g. "
-                        "DUPEFILTER_CLASS=distributed_crawler.dupefilter.RedisSetDupeFilter")
+                        "DUPEFILTER_CLASS=distributed_crawler.dedup.dupefilter.RedisSetDupeFilter")
     parser.add_argument("--code", metavar="REF",
                         help="measure a snapshot of this commit (e.g. HEAD) instead of the working tree")
     parser.add_argument("--json", action="store_true", help="print one JSON object")

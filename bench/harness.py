@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from distributed_crawler.fingerprint import canonicalize_url  # noqa: E402
+from distributed_crawler.dedup.fingerprint import canonicalize_url  # noqa: E402
 
 PYTHON = sys.executable
 SIDES = ("ours", "scrapy-redis")

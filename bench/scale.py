@@ -49,15 +49,15 @@ import redis.asyncio
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.harness import Children, free_port, log  # noqa: E402
-from distributed_crawler.bloom import SDS_OVERHEAD, layer_plan, size_class  # noqa: E402
-from distributed_crawler.dupefilter import BloomConfig, choose_dedup  # noqa: E402
-from distributed_crawler.enqueue import Enqueuer, run_sync  # noqa: E402
-from distributed_crawler.envelope import make_member  # noqa: E402
-from distributed_crawler.keys import SpiderKeys  # noqa: E402
-from distributed_crawler.nodes import NodeKeys, beat, forget_old_nodes, heartbeat_script, read_nodes, read_totals  # noqa: E402
-from distributed_crawler.scheduler import DUE_BATCH  # noqa: E402
-from distributed_crawler.scripts import Scripts  # noqa: E402
-from distributed_crawler.state import crawl_counts  # noqa: E402
+from distributed_crawler.dedup.bloom import SDS_OVERHEAD, layer_plan, size_class  # noqa: E402
+from distributed_crawler.dedup.dupefilter import BloomConfig, choose_dedup  # noqa: E402
+from distributed_crawler.queue.enqueue import Enqueuer, run_sync  # noqa: E402
+from distributed_crawler.queue.envelope import make_member  # noqa: E402
+from distributed_crawler.queue.keys import SpiderKeys  # noqa: E402
+from distributed_crawler.monitoring.nodes import NodeKeys, beat, forget_old_nodes, heartbeat_script, read_nodes, read_totals  # noqa: E402
+from distributed_crawler.core.scheduler import DUE_BATCH  # noqa: E402
+from distributed_crawler.queue.scripts import Scripts  # noqa: E402
+from distributed_crawler.queue.counts import crawl_counts  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SPIDER = "sim"
@@ -175,8 +175,8 @@ def sample_payloads(n: int, seed: int) -> list[str]:
     """Queue members exactly as the scheduler writes them for the news spider's links."""
     from scrapy import Request
 
-    from distributed_crawler.codec import RequestCodec
-    from distributed_crawler.spiders.news import NewsSpider
+    from distributed_crawler.queue.codec import RequestCodec
+    from demo.spiders.news import NewsSpider
 
     spider = NewsSpider()
     codec = RequestCodec(spider, ())

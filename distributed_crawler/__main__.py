@@ -2,6 +2,6 @@
 
 import sys
 
-from distributed_crawler.cli import main
+from distributed_crawler.cli.main import main
 
 sys.exit(main())

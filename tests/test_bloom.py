@@ -16,14 +16,14 @@ from scrapy import Request
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
-from distributed_crawler.bloom import Layer, layer_plan, size_class
-from distributed_crawler.cli import main as dcrawl
-from distributed_crawler.dupefilter import (
+from distributed_crawler.dedup.bloom import Layer, layer_plan, size_class
+from distributed_crawler.cli.main import main as dcrawl
+from distributed_crawler.dedup.dupefilter import (
     BitmapDedup, BloomConfig, BloomDupeFilter, DedupError, RedisBloomDedup, choose_dedup, describe_dedup,
 )
-from distributed_crawler.enqueue import Enqueuer, run_sync
-from distributed_crawler.keys import SpiderKeys
-from distributed_crawler.spiders.news import NewsSpider
+from distributed_crawler.queue.enqueue import Enqueuer, run_sync
+from distributed_crawler.queue.keys import SpiderKeys
+from demo.spiders.news import NewsSpider
 from tests.conftest import ROOT, Workers
 from tests.site.server import NewsSite
 
@@ -135,7 +135,7 @@ def test_two_processes_adding_the_same_fingerprints_win_each_once(redis_url: str
 
 def test_request_seen_interface_works_on_its_own(redis_url: str) -> None:
     crawler = get_crawler(NewsSpider, settings_dict={"REDIS_URL": redis_url,
-                                                     "REQUEST_FINGERPRINTER_CLASS": "distributed_crawler.fingerprint.CanonicalFingerprinter"})
+                                                     "REQUEST_FINGERPRINTER_CLASS": "distributed_crawler.dedup.fingerprint.CanonicalFingerprinter"})
     crawler.spider = NewsSpider()
     df = BloomDupeFilter.from_crawler(crawler)
     try:

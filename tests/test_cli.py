@@ -9,14 +9,14 @@ import sys
 import pytest
 import redis
 
-from distributed_crawler.cli import main
+from distributed_crawler.cli.main import main
 from scrapy.settings import Settings
 
-from distributed_crawler.dupefilter import SetDedup
-from distributed_crawler.enqueue import Enqueuer, run_sync
-from distributed_crawler.envelope import make_member
-from distributed_crawler.keys import SpiderKeys
-from distributed_crawler.scripts import Scripts
+from distributed_crawler.dedup.dupefilter import SetDedup
+from distributed_crawler.queue.enqueue import Enqueuer, run_sync
+from distributed_crawler.queue.envelope import make_member
+from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.queue.scripts import Scripts
 from tests.conftest import ROOT, free_port
 
 KEYS = ["{news}:requests", "{news}:dupefilter", "{news}:seq", "{news}:processing"]

@@ -8,7 +8,7 @@ import pytest
 from scrapy import Request, Spider
 from scrapy.http import FormRequest, JsonRequest
 
-from distributed_crawler.codec import PayloadError, RequestCodec, UnserializableRequestError
+from distributed_crawler.queue.codec import PayloadError, RequestCodec, UnserializableRequestError
 
 
 class DemoSpider(Spider):

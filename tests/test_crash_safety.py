@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from distributed_crawler.fingerprint import canonicalize_url
-from distributed_crawler.storage import open_storage
+from distributed_crawler.dedup.fingerprint import canonicalize_url
+from distributed_crawler.storage.backends import open_storage
 from tests.conftest import Workers
 from tests.site.server import NewsSite
 
@@ -83,7 +83,7 @@ def test_slow_page_is_not_redelivered_while_its_node_lives(workers: Workers, red
 
 @pytest.mark.timeout(150)
 def test_poison_request_is_dead_lettered_and_the_crawl_goes_on(workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
-    settings = ["SPIDER_MODULES=distributed_crawler.spiders,tests.spiders", "SCHEDULER_LEASE_SECONDS=2",
+    settings = ["SPIDER_MODULES=demo.spiders,tests.spiders", "SCHEDULER_LEASE_SECONDS=2",
                 "SCHEDULER_MAX_DELIVERIES=3", "MAX_IDLE_TIME_BEFORE_CLOSE=3"]
     with NewsSite(articles=40, per_page=20, delay=0.0) as site:
         redis_client.lpush("poison:start_urls", site.url + "/")

@@ -4,7 +4,7 @@ import pytest
 from scrapy import Request
 from scrapy.settings import Settings
 
-from distributed_crawler.fingerprint import CanonicalFingerprinter, FingerprintConfig, canonicalize_url
+from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig, canonicalize_url
 
 
 @pytest.mark.parametrize(

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import redis
 
-from distributed_crawler.bloom import layer_plan, piece_key
-from distributed_crawler.envelope import MAX_PRIORITY, split_member
-from distributed_crawler.scripts import lua_source
+from distributed_crawler.dedup.bloom import layer_plan, piece_key
+from distributed_crawler.queue.envelope import MAX_PRIORITY, split_member
+from distributed_crawler.queue.scripts import lua_source
 
 Q, PROC, DELAYED, SEQ, FAILED = "{g}:requests", "{g}:processing", "{g}:delayed", "{g}:seq", "{g}:failed"
 META = "{g}:dupefilter"

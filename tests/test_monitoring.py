@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import redis
 
-from distributed_crawler.cli import main
+from distributed_crawler.cli.main import main
 from tests.conftest import ROOT, Workers, free_port
 from tests.site.server import NewsSite
 
@@ -166,7 +166,7 @@ def test_no_items_alert_is_logged_recorded_and_posted(
     with NewsSite(articles=200, per_page=20, delay=0.1) as site:
         redis_client.lpush("stalled:start_urls", site.url + "/")
         workers.start(
-            "stall-1", "SPIDER_MODULES=distributed_crawler.spiders,tests.spiders", "HEARTBEAT_INTERVAL=1",
+            "stall-1", "SPIDER_MODULES=demo.spiders,tests.spiders", "HEARTBEAT_INTERVAL=1",
             "HEALTH_NO_ITEMS_SECONDS=2", f"ALERT_WEBHOOK_URL={webhook.url}", "CONCURRENT_REQUESTS=2",
             spider="stalled",
         )

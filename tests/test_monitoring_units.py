@@ -21,13 +21,13 @@ from scrapy.exceptions import NotConfigured
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
-from distributed_crawler.alerts import AlertConfig, Alerter
-from distributed_crawler.dashboard import DashboardServer, discover_spiders
-from distributed_crawler.extensions import Heartbeat, HeartbeatConfig, RateWindow
-from distributed_crawler.metrics import MetricsConfig, PrometheusMetrics
-from distributed_crawler.enqueue import run_sync
-from distributed_crawler.nodes import NodeKeys, beat, heartbeat_script, read_history, read_nodes, read_totals
-from distributed_crawler.status import render_status, status_now
+from distributed_crawler.monitoring.alerts import AlertConfig, Alerter
+from distributed_crawler.monitoring.dashboard import DashboardServer, discover_spiders
+from distributed_crawler.monitoring.heartbeat import Heartbeat, HeartbeatConfig, RateWindow
+from distributed_crawler.monitoring.metrics import MetricsConfig, PrometheusMetrics
+from distributed_crawler.queue.enqueue import run_sync
+from distributed_crawler.monitoring.nodes import NodeKeys, beat, heartbeat_script, read_history, read_nodes, read_totals
+from distributed_crawler.monitoring.status import render_status, status_now
 
 
 def keys() -> NodeKeys:

@@ -29,13 +29,13 @@ from scrapy.exceptions import CloseSpider, DropItem
 from scrapy.utils.deprecate import argument_is_required
 from scrapy.utils.test import get_crawler
 
-from distributed_crawler.pipelines import (
+from distributed_crawler.storage.pipeline import (
     STORAGE_UNAVAILABLE,
     StorageConfig,
     StoragePipeline,
     item_to_row,
 )
-from distributed_crawler.storage import StorageBackend, StorageError, open_storage
+from distributed_crawler.storage.backends import StorageBackend, StorageError, open_storage
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -509,8 +509,8 @@ _CRAWL_SCRIPT = textwrap.dedent(
     import scrapy
     from scrapy import signals
     from scrapy.crawler import AsyncCrawlerProcess
-    from distributed_crawler.pipelines import StoragePipeline
-    from distributed_crawler.storage import StorageError, open_storage
+    from distributed_crawler.storage.pipeline import StoragePipeline
+    from distributed_crawler.storage.backends import StorageError, open_storage
 
     cfg = json.loads(sys.argv[1])
 

@@ -15,8 +15,8 @@ import pytest
 import redis
 from scrapy.settings import Settings
 
-from distributed_crawler.politeness import PolitenessConfig
-from distributed_crawler.scripts import lua_source
+from distributed_crawler.downloadermiddlewares.politeness import PolitenessConfig
+from distributed_crawler.queue.scripts import lua_source
 from tests.conftest import ROOT, Workers
 from tests.site.server import NewsSite
 

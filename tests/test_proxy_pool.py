@@ -11,12 +11,12 @@ import redis
 from redis.crc import key_slot
 from scrapy.settings import Settings
 
-from distributed_crawler.cli import main
-from distributed_crawler.enqueue import run_sync
-from distributed_crawler.proxies import (
+from distributed_crawler.cli.main import main
+from distributed_crawler.queue.enqueue import run_sync
+from distributed_crawler.proxies.pool import (
     FAILURE_PENALTY, INITIAL_SCORE, MAX_SCORE, ProxyConfig, ProxyPool, ProxyURLError, mask_proxy, parse_proxy,
 )
-from distributed_crawler.proxy_middleware import failure_reason
+from distributed_crawler.downloadermiddlewares.proxy import failure_reason
 
 A, B, C = "http://127.0.0.1:3001", "http://u:pw@127.0.0.1:3002", "https://10.0.0.3:443"
 
@@ -185,7 +185,7 @@ def middleware_run(redis_url: str, scenario, **settings):  # noqa: ANN001, ANN20
 
     from scrapy.utils.test import get_crawler
 
-    from distributed_crawler.proxy_middleware import ProxyPoolMiddleware
+    from distributed_crawler.downloadermiddlewares.proxy import ProxyPoolMiddleware
 
     crawler = get_crawler(settings_dict={"REDIS_URL": redis_url, **settings})
     mw = ProxyPoolMiddleware.from_crawler(crawler)
@@ -235,7 +235,7 @@ def test_middleware_records_outcomes_and_marks_bans(redis_url: str, redis_client
 
     seen, stats = middleware_run(redis_url, scenario, PROXY_LIST=[B], PROXY_BAN_BODY_REGEX="Access denied",
                                  PLAYWRIGHT_URL_PATTERNS=["/app/"], DOWNLOADER_MIDDLEWARES={
-                                     "distributed_crawler.rendering.RenderingMiddleware": 950})
+                                     "distributed_crawler.rendering.handler.RenderingMiddleware": 950})
     assert seen == {(200, b"ok"): None, (404, b"no suc"): None, (503, b"down"): None,
                     (200, b"<p>Acc"): "body matches PROXY_BAN_BODY_REGEX", (429, b""): "status 429"}
     # 10 + 1 (200) + 1 (404) + 0 (503) - 3 (regex) - 3 (429) - 3 (refused) = 3

@@ -8,11 +8,11 @@ import threading
 import pytest
 import redis
 
-from distributed_crawler.dupefilter import SetDedup
-from distributed_crawler.enqueue import Enqueuer, run_sync
-from distributed_crawler.envelope import make_member, split_member
-from distributed_crawler.keys import SpiderKeys
-from distributed_crawler.scripts import Scripts
+from distributed_crawler.dedup.dupefilter import SetDedup
+from distributed_crawler.queue.enqueue import Enqueuer, run_sync
+from distributed_crawler.queue.envelope import make_member, split_member
+from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.queue.scripts import Scripts
 
 Q, DF, SEQ, PROC, FAILED = "{t}:requests", "{t}:dupefilter", "{t}:seq", "{t}:processing", "{t}:failed"
 KEYS_T = SpiderKeys("t", "t:start_urls", Q, PROC, "{t}:delayed", DF, FAILED, SEQ, "{t}:stats", "{t}:nodes",

@@ -21,21 +21,21 @@ from scrapy.settings import Settings
 from scrapy.utils.project import get_project_settings
 
 from distributed_crawler import cli
-from distributed_crawler.cli import main
-from distributed_crawler.cluster_client import AsyncClusterClient
-from distributed_crawler.connection import TRANSIENT_ERRORS, RedisConfig, subscribe
-from distributed_crawler.dashboard import discover_spiders
-from distributed_crawler.dupefilter import SetDedup
-from distributed_crawler.enqueue import Enqueuer
-from distributed_crawler.envelope import make_member
-from distributed_crawler.keys import SpiderKeys
-from distributed_crawler.nodes import NodeKeys
+from distributed_crawler.cli.main import main
+from distributed_crawler.connection.cluster_client import AsyncClusterClient
+from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisConfig, subscribe
+from distributed_crawler.monitoring.dashboard import discover_spiders
+from distributed_crawler.dedup.dupefilter import SetDedup
+from distributed_crawler.queue.enqueue import Enqueuer
+from distributed_crawler.queue.envelope import make_member
+from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.monitoring.nodes import NodeKeys
 from tests.conftest import ROOT, RedisServer, Workers
 from tests.redis_topologies import RedisClusterNodes
 from tests.site.server import NewsSite
 from tests.test_e2e_crawl import assert_clean_logs, stored_rows
 
-TEST_SPIDERS = "SPIDER_MODULES=distributed_crawler.spiders,tests.spiders"
+TEST_SPIDERS = "SPIDER_MODULES=demo.spiders,tests.spiders"
 # Default proxy keys (the dead key then follows the pool's slot, docs/proxies.md); the per-domain
 # rate limit (one key a domain) is on to run its script on the cluster too.
 CLUSTER_SETTINGS = {"DOMAIN_RATE_LIMIT": "200"}

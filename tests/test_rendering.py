@@ -15,14 +15,14 @@ from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 from scrapy_playwright.page import PageMethod
 
-from distributed_crawler.codec import PayloadError, RequestCodec, UnserializableRequestError
-from distributed_crawler.frames import frames_text, static_iframe_urls
-from distributed_crawler.rendering import (
+from distributed_crawler.queue.codec import PayloadError, RequestCodec, UnserializableRequestError
+from distributed_crawler.rendering.frames import frames_text, static_iframe_urls
+from distributed_crawler.rendering.handler import (
     DEFAULT_CHROMIUM,
     RenderConfig,
     RenderingMiddleware,
 )
-from distributed_crawler.spiders.news import NewsSpider
+from demo.spiders.news import NewsSpider
 
 
 
@@ -180,7 +180,7 @@ def test_frames_are_not_shipped_to_other_nodes() -> None:
 
 # -- the news spider --------------------------------------------------------------------------
 def _news_spider(**settings: object) -> NewsSpider:
-    fingerprinter = {"REQUEST_FINGERPRINTER_CLASS": "distributed_crawler.fingerprint.CanonicalFingerprinter"}
+    fingerprinter = {"REQUEST_FINGERPRINTER_CLASS": "distributed_crawler.dedup.fingerprint.CanonicalFingerprinter"}
     crawler = get_crawler(NewsSpider, settings_dict={**fingerprinter, **settings})
     spider = NewsSpider.from_crawler(crawler)
     crawler.spider = spider
@@ -225,7 +225,7 @@ def test_iframe_follow_static_fetches_same_site_iframes_as_plain_requests() -> N
 def test_collect_frames_nested_and_cross_site() -> None:
     from playwright.async_api import async_playwright
 
-    from distributed_crawler.frames import collect_frames
+    from distributed_crawler.rendering.frames import collect_frames
     from tests.site.render_site import READY, RenderSite
 
     async def frames_of(site: RenderSite, *paths: str) -> list[list[dict]]:

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from distributed_crawler.rendering import DEFAULT_CHROMIUM
+from distributed_crawler.rendering.handler import DEFAULT_CHROMIUM
 from tests.conftest import Workers
 from tests.site.render_site import BROKEN_PAGES, READY, TOKENS, RenderSite
 
-RELAY = "SPIDER_MODULES=distributed_crawler.spiders,tests.spiders"
+RELAY = "SPIDER_MODULES=demo.spiders,tests.spiders"
 
 
 @pytest.fixture(autouse=True)

@@ -18,16 +18,16 @@ from scrapy.http import HtmlResponse
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
-from distributed_crawler.dupefilter import SetDedup
-from distributed_crawler.enqueue import Enqueuer, run_sync
-from distributed_crawler.envelope import make_member, split_member
-from distributed_crawler.keys import SpiderKeys
-from distributed_crawler.leases import LEASE_META
-from distributed_crawler.retry import (
+from distributed_crawler.dedup.dupefilter import SetDedup
+from distributed_crawler.queue.enqueue import Enqueuer, run_sync
+from distributed_crawler.queue.envelope import make_member, split_member
+from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.core.leases import LEASE_META
+from distributed_crawler.downloadermiddlewares.retry import (
     PROXY_BAN_META, PROXY_META, RETRY_DELAY_META, DistributedRetryMiddleware, RetryConfig, backoff_delay,
     parse_retry_after, retry_delay,
 )
-from distributed_crawler.scripts import Scripts
+from distributed_crawler.queue.scripts import Scripts
 from tests.conftest import ROOT, Workers, free_port
 from tests.site.server import FLAKY_FAILURES, FLAKY_OK_TEXT, NewsSite
 

@@ -12,7 +12,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import TextResponse
 from scrapy.utils.test import get_crawler
 
-from distributed_crawler.middlewares import RobotsTxtMiddleware
+from distributed_crawler.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
 
 ROBOTS = b"User-agent: *\nDisallow: /private/\n"
 

@@ -13,14 +13,14 @@ import pytest
 import redis
 from scrapy.settings import Settings
 
-from distributed_crawler.cli import main
+from distributed_crawler.cli.main import main
 from redis.exceptions import ClusterDownError, MasterDownError, ReadOnlyError, TryAgainError
 from redis.sentinel import MasterNotFoundError
 
-from distributed_crawler.connection import (
+from distributed_crawler.connection.clients import (
     TRANSIENT_ERRORS, NoReplicasError, RedisConfig, RedisUnavailable, parse_sentinels,
 )
-from distributed_crawler.scripts import Scripts, lua_source
+from distributed_crawler.queue.scripts import Scripts, lua_source
 from tests.conftest import RedisServer, Workers, free_port
 from tests.redis_topologies import SentinelSet
 from tests.site.server import NewsSite

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from distributed_crawler.storage import (
+from distributed_crawler.storage.backends import (
     COLUMNS,
     PostgresStorage,
     SQLiteStorage,
@@ -250,7 +250,7 @@ def test_close_is_idempotent(opened: Callable[[], StorageBackend]) -> None:
 _WRITER_SCRIPT = textwrap.dedent(
     """
     import sys
-    from distributed_crawler.storage import open_storage
+    from distributed_crawler.storage.backends import open_storage
 
     url, worker, batches = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     backend = open_storage(url)

@@ -17,10 +17,10 @@ import pytest
 import redis
 from scrapy.settings import Settings
 
-from distributed_crawler.cli import main, requeue_member
-from distributed_crawler.enqueue import run_sync
-from distributed_crawler.keys import SpiderKeys
-from distributed_crawler.nodes import NodeKeys, beat, heartbeat_script
+from distributed_crawler.cli.main import main, requeue_member
+from distributed_crawler.queue.enqueue import run_sync
+from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.monitoring.nodes import NodeKeys, beat, heartbeat_script
 from tests.conftest import ROOT
 from tests.garbage import write_all_garbage, write_wrong_types
 

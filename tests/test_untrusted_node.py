@@ -21,14 +21,14 @@ from scrapy import Request, Spider
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
-from distributed_crawler.bloom import BloomMetaError, BloomState
-from distributed_crawler.codec import PayloadError, RequestCodec
-from distributed_crawler.deadletters import DeadLetters
-from distributed_crawler.dupefilter import BitmapDedup, BloomConfig, DedupDataError, SetDedup, choose_dedup, reset_dedup
-from distributed_crawler.enqueue import Enqueuer
-from distributed_crawler.keys import SpiderKeys
-from distributed_crawler.seeds import SeedError, parse_seed
-from distributed_crawler.untrusted import EpisodeLog, WrongTypeLog, preview
+from distributed_crawler.dedup.bloom import BloomMetaError, BloomState
+from distributed_crawler.queue.codec import PayloadError, RequestCodec
+from distributed_crawler.queue.deadletters import DeadLetters
+from distributed_crawler.dedup.dupefilter import BitmapDedup, BloomConfig, DedupDataError, SetDedup, choose_dedup, reset_dedup
+from distributed_crawler.queue.enqueue import Enqueuer
+from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.queue.seeds import SeedError, parse_seed
+from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, preview
 from tests.conftest import Workers
 from tests.site.server import NewsSite
 from tests.test_crash_safety import rows, wait_until
@@ -193,7 +193,7 @@ def test_episode_log_once_until_ok(caplog: pytest.LogCaptureFixture) -> None:
 # -- politeness and proxies -------------------------------------------------------------------------
 def test_rate_key_garbage_never_breaks_a_request(redis_url: str, redis_client: redis.Redis,
                                                  caplog: pytest.LogCaptureFixture) -> None:
-    from distributed_crawler.politeness import DomainRateLimitMiddleware
+    from distributed_crawler.downloadermiddlewares.politeness import DomainRateLimitMiddleware
 
     crawler = get_crawler(settings_dict={"REDIS_URL": redis_url, "DOMAIN_RATE_LIMIT": 100})
     mw = DomainRateLimitMiddleware.from_crawler(crawler)
@@ -294,10 +294,10 @@ def test_preflight_lets_a_node_start_on_a_wrong_type_dupefilter(redis_url: str, 
     from scrapy.settings import Settings
 
     from distributed_crawler.commands.crawl import check_dupefilter
-    from distributed_crawler.connection import RedisConfig
+    from distributed_crawler.connection.clients import RedisConfig
 
     redis_client.set("{news}:dupefilter", "not a filter")
-    settings = Settings({"REDIS_URL": redis_url, "DUPEFILTER_CLASS": "distributed_crawler.dupefilter.BloomDupeFilter"})
+    settings = Settings({"REDIS_URL": redis_url, "DUPEFILTER_CLASS": "distributed_crawler.dedup.dupefilter.BloomDupeFilter"})
     check_dupefilter(settings, RedisConfig.from_settings(settings), "news")
     err = capsys.readouterr().err
     assert err.startswith("WARNING: ") and "{news}:dupefilter" in err and "dcrawl dedup reset" in err

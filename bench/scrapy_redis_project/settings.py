@@ -17,15 +17,15 @@ SCHEDULER_QUEUE_CLASS = "scrapy_redis.queue.PriorityQueue"
 # True is the only sane value with several workers: scrapy-redis's default (False) makes the first
 # worker that closes delete the shared queue and dupefilter under the others.
 SCHEDULER_PERSIST = True
-REQUEST_FINGERPRINTER_CLASS = "distributed_crawler.fingerprint.CanonicalFingerprinter"
+REQUEST_FINGERPRINTER_CLASS = "distributed_crawler.dedup.fingerprint.CanonicalFingerprinter"
 
-ITEM_PIPELINES = {"distributed_crawler.pipelines.StoragePipeline": 300}
+ITEM_PIPELINES = {"distributed_crawler.storage.pipeline.StoragePipeline": 300}
 # The same robots.txt middleware as our project when it has one (a fix to Scrapy's, unrelated to
 # scheduling), so that only the distributed core differs between the two sides.
-if find_spec("distributed_crawler.middlewares") is not None:
+if find_spec("distributed_crawler.downloadermiddlewares.robotstxt") is not None:
     DOWNLOADER_MIDDLEWARES = {
         "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
-        "distributed_crawler.middlewares.RobotsTxtMiddleware": 100,
+        "distributed_crawler.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": 100,
     }
 
 ROBOTSTXT_OBEY = True

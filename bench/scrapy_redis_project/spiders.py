@@ -8,7 +8,7 @@ from typing import Any
 
 from scrapy_redis.spiders import RedisSpider
 
-from distributed_crawler.spiders.news import NewsSpider
+from demo.spiders.news import NewsSpider
 
 
 class ScrapyRedisNewsSpider(RedisSpider):

@@ -13,16 +13,16 @@ from typing import Any
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.utils.misc import load_object
 
-from distributed_crawler.connection import RedisConfig, RedisUnavailable
-from distributed_crawler.dupefilter import BloomConfig, BloomDupeFilter, DedupError, choose_dedup
-from distributed_crawler.enqueue import DedupDataError, run_sync
-from distributed_crawler.keys import SpiderKeys
-from distributed_crawler.pipelines import StorageConfig, StoragePipeline
-from distributed_crawler.politeness import DomainRateLimitMiddleware, PolitenessConfig
-from distributed_crawler.proxies import ProxyConfig
-from distributed_crawler.proxy_middleware import ProxyPoolMiddleware
-from distributed_crawler.retry import DistributedRetryMiddleware, RetryConfig
-from distributed_crawler.storage import StorageError, open_storage
+from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
+from distributed_crawler.dedup.dupefilter import BloomConfig, BloomDupeFilter, DedupError, choose_dedup
+from distributed_crawler.queue.enqueue import DedupDataError, run_sync
+from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.storage.pipeline import StorageConfig, StoragePipeline
+from distributed_crawler.downloadermiddlewares.politeness import DomainRateLimitMiddleware, PolitenessConfig
+from distributed_crawler.proxies.pool import ProxyConfig
+from distributed_crawler.downloadermiddlewares.proxy import ProxyPoolMiddleware
+from distributed_crawler.downloadermiddlewares.retry import DistributedRetryMiddleware, RetryConfig
+from distributed_crawler.storage.backends import StorageError, open_storage
 
 
 class Command(ScrapyCrawlCommand):

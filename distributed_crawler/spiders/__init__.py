@@ -1,1 +1,1 @@
-"""Spiders of the demo project."""
+"""Spider base classes fed from Redis."""

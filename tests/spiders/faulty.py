@@ -7,7 +7,7 @@ import signal
 from typing import Any
 from urllib.parse import urlsplit
 
-from distributed_crawler.spiders.news import NewsSpider
+from demo.spiders.news import NewsSpider
 
 
 class PoisonSpider(NewsSpider):

@@ -12,7 +12,7 @@ from typing import Any
 
 from scrapy_playwright.page import PageMethod
 
-from distributed_crawler.spiders.news import NewsSpider
+from demo.spiders.news import NewsSpider
 from tests.site.render_site import GOOD_PAGES
 
 # Adds "pm-token-42" to the main document (the token is assembled in the browser).

@@ -6,7 +6,7 @@ from typing import Any
 
 from scrapy import Request
 
-from distributed_crawler.spiders.news import NewsSpider
+from demo.spiders.news import NewsSpider
 
 
 class StalledSpider(NewsSpider):

@@ -5,7 +5,7 @@ Used by the Redis Cluster test: two spiders' keys must land on different masters
 
 from __future__ import annotations
 
-from distributed_crawler.spiders.news import NewsSpider
+from demo.spiders.news import NewsSpider
 
 
 class WikiSpider(NewsSpider):

@@ -1,0 +1,1 @@
+"""The demo `news` project (scrapy.cfg at the repo root points here)."""

@@ -1,0 +1,1 @@
+"""`dcrawl`: operate the cluster from a shell."""

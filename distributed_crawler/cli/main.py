@@ -1,0 +1,440 @@
+"""`dcrawl`: operate the cluster from a shell (DESIGN §7).
+
+Every command takes `--redis-url` (default: env REDIS_URL, then the project settings); read
+commands take `--json`. Failures print one line and exit non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from typing import Any
+
+from redis.exceptions import ResponseError
+from rich.console import Console
+from rich.table import Table
+from scrapy.utils.project import get_project_settings
+
+from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
+from scrapy import Request
+from scrapy.utils.misc import load_object
+
+from distributed_crawler.queue.deadletters import fresh_payload
+from distributed_crawler.queue.envelope import MAX_PRIORITY, make_member
+from distributed_crawler.monitoring.nodes import clean_json
+from distributed_crawler.dedup.dupefilter import SetDedup, describe_dedup, reset_dedup
+from distributed_crawler.queue.enqueue import Enqueuer, run_sync
+from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
+from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.storage.backends import mask_url as mask_storage_url
+from distributed_crawler.storage.backends import open_storage
+from distributed_crawler.core.scheduler import SchedulerConfig
+from distributed_crawler.queue.scripts import Scripts
+from distributed_crawler.queue.seeds import SeedError, parse_seed
+from distributed_crawler.monitoring.status import render_status, status_now, watch_status
+from distributed_crawler.connection.untrusted import preview, text, wrong_type_message
+
+
+class CliError(Exception):
+    """A one-line message for the operator; exit code 1."""
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    settings = get_project_settings()
+    if args.redis_url:
+        settings.set("REDIS_URL", args.redis_url, priority="cmdline")
+    return settings
+
+
+def _connect(args: argparse.Namespace) -> tuple[Any, Any, SpiderKeys]:
+    settings = _settings(args)
+    config = RedisConfig.from_settings(settings)
+    config.check_reachable()
+    return settings, config.sync_client(), SpiderKeys.from_settings(settings, args.spider)
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def cmd_seed(args: argparse.Namespace) -> int:
+    settings, client, keys = _connect(args)
+    max_bytes = settings.getint("SEED_MAX_BYTES", 65536)
+    for seed in args.urls:
+        try:
+            parse_seed(seed, max_bytes)
+        except SeedError as exc:
+            raise CliError(f"not seeded: {seed[:80]!r}: {exc.reason}") from None
+    client.rpush(keys.start_urls, *args.urls)
+    print(f"seeded {len(args.urls)} into {keys.start_urls}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    settings, client, _ = _connect(args)
+    title = f"{args.spider} @ {mask(args)}"
+    if args.watch:
+        return watch_status(client, settings, args.spider, args.interval, args.json, title)
+    status = status_now(client, settings, args.spider)
+    if args.json:
+        _print_json(status)
+        return 0
+    Console().print(render_status(status, title))
+    return 0
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    from distributed_crawler.monitoring.dashboard import serve
+
+    settings = _settings(args)
+    RedisConfig.from_settings(settings).check_reachable()
+    return serve(settings, args.host, args.port, args.spider)
+
+
+def mask(args: argparse.Namespace) -> str:
+    return RedisConfig.from_settings(_settings(args)).masked_url
+
+
+FAILED_TEXT_FIELDS = ("url", "reason", "node", "source")
+MAX_REQUEUE_PAYLOAD = 1024 * 1024  # a dead letter's request payload larger than this stays in failed
+
+
+def read_dead_letter(item: bytes) -> tuple[dict[str, Any], bool]:
+    """One `{spider}:failed` entry as a dict, and whether it was readable (a JSON object).
+
+    An unreadable entry (not JSON, not an object, not UTF-8, pickle) is shown as an
+    "unreadable dead letter" with a capped preview of its bytes; it is never decoded further.
+    """
+    try:
+        entry = json.loads(item)
+    except (ValueError, RecursionError):
+        entry = None
+    if not isinstance(entry, dict):
+        return {"url": "", "reason": "unreadable dead letter", "raw": preview(item, 200)}, False
+    entry = clean_json(entry)
+    for name in FAILED_TEXT_FIELDS:
+        if name in entry and not isinstance(entry[name], str):
+            entry[name] = "" if entry[name] is None else json.dumps(entry[name])[:2000]
+    entry.setdefault("url", "")
+    entry.setdefault("reason", "no reason recorded")
+    return entry, True
+
+
+def _failed_entries(client: Any, key: str, count: int) -> tuple[list[bytes], list[dict[str, Any]], int, str]:
+    """Raw entries, decoded entries, how many were unreadable, and a wrong-type message ('' if none)."""
+    kind = text(client.type(key)) or "none"
+    if kind not in ("list", "none"):
+        return [], [], 0, wrong_type_message(key, kind, "list")
+    raw = client.lrange(key, 0, count)
+    decoded = [read_dead_letter(item) for item in raw]
+    return raw, [e for e, _ in decoded], sum(1 for _, ok in decoded if not ok), ""
+
+
+def cmd_failed(args: argparse.Namespace) -> int:
+    settings, client, keys = _connect(args)
+    raw, entries, unreadable, wrong = _failed_entries(client, keys.failed, -1 if args.requeue else args.limit - 1)
+    if wrong:
+        print(f"dcrawl: {wrong}", file=sys.stderr)
+        if args.json:
+            _print_json([])
+        return 0
+    note = (f"{unreadable} unreadable {'entry' if unreadable == 1 else 'entries'} in {keys.failed} "
+            "(not a JSON object; shown as 'unreadable dead letter', kept by --requeue)") if unreadable else ""
+    if args.requeue:
+        return _requeue(settings, client, keys, raw, entries)
+    if args.json:
+        _print_json(entries)
+        if note:
+            print(f"dcrawl: {note}", file=sys.stderr)
+        return 0
+    table = Table(title=f"{keys.failed}: {client.llen(keys.failed)} entries (showing {len(entries)})")
+    for col in ("url", "reason", "status", "attempts", "node"):
+        table.add_column(col, overflow="fold")
+    for e in entries:
+        table.add_row(str(e.get("url", ""))[:500], str(e.get("reason", ""))[:500], str(e.get("status") or "")[:20],
+                      str(e.get("attempts", ""))[:20], str(e.get("node", ""))[:100])
+    Console().print(table)
+    if note:
+        print(note)
+    return 0
+
+
+def requeue_member(entry: dict[str, Any]) -> str | None:
+    """The queue member a dead letter goes back as, or None when it carries no runnable request.
+
+    Only entries the scheduler dead-lettered after delivery (reclaim, retry, poison) carry a
+    request; their payload must be a JSON object with an http(s) URL, their priority an integer.
+    """
+    if entry.get("source") not in ("reclaim", "retry", "poison"):
+        return None
+    payload = entry.get("payload")
+    if not isinstance(payload, str) or not payload or len(payload) > MAX_REQUEUE_PAYLOAD:
+        return None
+    try:
+        request = json.loads(payload)
+    except (ValueError, RecursionError):
+        return None
+    url = request.get("url") if isinstance(request, dict) else None
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        return None
+    priority = entry.get("priority", 0)
+    if isinstance(priority, bool) or not isinstance(priority, (int, float)):
+        return None
+    if isinstance(priority, float) and not (math.isfinite(priority) and priority.is_integer()):
+        return None
+    if abs(priority) > MAX_PRIORITY:
+        return None
+    return make_member(fresh_payload(payload), int(priority))
+
+
+def _requeue(settings: Any, client: Any, keys: SpiderKeys, raw: list[bytes], entries: list[dict]) -> int:
+    """Failures that carry a request payload go back to the queue (fresh delivery and retry counts)."""
+    config = SchedulerConfig.from_settings(settings)
+    # No fingerprint: the entries are already in the filter and must be pushed anyway.
+    enqueuer = Enqueuer(client, keys, SetDedup(keys.dupefilter), config.queue_type, keys.doorbell)
+    requeued = kept = 0
+    for item, entry in zip(raw, entries):
+        member = requeue_member(entry)
+        if member is None:
+            kept += 1
+            continue
+        try:
+            run_sync(enqueuer.run("push", [("", True, member)]))
+        except ResponseError as exc:  # e.g. a queue or sequence key holding garbage: stop, keep the rest
+            print(f"requeued {requeued}; stopped: Redis refused the push ({str(exc)[:200]}); the entries stay in "
+                  f"{keys.failed}; see `dcrawl status {keys.spider}` for keys holding bad data", file=sys.stderr)
+            return 1
+        client.lrem(keys.failed, 1, item)
+        requeued += 1
+    print(f"requeued {requeued}; kept {kept} that carry no request (rejected seeds, undecodable payloads, unreadable entries)")
+    return 0
+
+
+def cmd_reclaim(args: argparse.Namespace) -> int:
+    settings, client, keys = _connect(args)
+    config = SchedulerConfig.from_settings(settings)
+    scripts = Scripts.register(client)
+    requeued, dead = scripts.reclaim(
+        keys=[keys.processing, keys.requests, keys.failed, keys.seq],
+        args=[config.queue_type, config.max_deliveries, 100_000, config.failed_max, "dcrawl"],
+    )
+    print(f"requeued {requeued} expired leases; dead-lettered {dead}")
+    return 0
+
+
+def _dupefilter(settings: Any, client: Any, keys: SpiderKeys) -> tuple[Any, Any]:
+    """The configured dupefilter and its backend, opened on a sync client."""
+    dupefilter_cls = load_object(settings["DUPEFILTER_CLASS"])
+    options = dupefilter_cls.options(settings)
+    df = dupefilter_cls(RedisConfig.from_settings(settings), keys, CanonicalFingerprinter(
+        FingerprintConfig.from_settings(settings)), **options)
+    return df, run_sync(df.open_dedup(client))
+
+
+def cmd_dedup(args: argparse.Namespace) -> int:
+    settings, client, keys = _connect(args)
+    if args.action == "stats":
+        stats = run_sync(describe_dedup(client, keys.dupefilter))
+        stats["bytes_per_item"] = round(stats["bytes"] / stats["count"], 3) if stats["count"] else None
+        stats["key"] = keys.dupefilter
+        if args.json:
+            _print_json(stats)
+        else:
+            for name, value in stats.items():
+                print(f"{name:>15}: {value}")
+        return 0
+    if args.action == "check":
+        if not args.url:
+            raise CliError("dedup check needs a URL")
+        df, dedup = _dupefilter(settings, client, keys)
+        enqueuer = Enqueuer(client, keys, dedup, "fifo")
+        fingerprint = df.fingerprint_hex(Request(args.url))
+        (new,) = run_sync(enqueuer.run("check", [(fingerprint, False, "")]))
+        print("new" if new else "seen")
+        return 0
+    if args.action == "reset":
+        if not args.yes and input(f"Delete the filter {keys.dupefilter} (every seen URL is forgotten)? [y/N] ") != "y":
+            print("not reset")
+            return 1
+        print(f"deleted {run_sync(reset_dedup(client, keys.dupefilter))} keys")
+        return 0
+    # rebuild: reset, then add every stored URL (the seed's periodic clean-up)
+    if not args.source:
+        raise CliError("dedup rebuild needs --from STORAGE_URL")
+    run_sync(reset_dedup(client, keys.dupefilter))
+    df, dedup = _dupefilter(settings, client, keys)
+    enqueuer = Enqueuer(client, keys, dedup, "fifo")
+    backend = open_storage(args.source)
+    added = 0
+    try:
+        for urls in backend.iter_urls(batch=1000):
+            entries = [(df.fingerprint_hex(Request(url)), False, "") for url in urls]
+            added += sum(run_sync(enqueuer.run("add", entries)))
+    finally:
+        backend.close()
+    print(f"rebuilt {keys.dupefilter} from {mask_storage_url(args.source)}: {added} URLs")
+    return 0
+
+
+def cmd_proxies(args: argparse.Namespace) -> int:
+    """The shared proxy pool: add, list, remove, reset (docs/proxies.md). Never prints a password."""
+    from distributed_crawler.proxies.pool import ProxyConfig, ProxyPool, mask_proxy, match_proxies, parse_proxies, read_proxy_file
+
+    settings = _settings(args)
+    redis_config = RedisConfig.from_settings(settings)
+    redis_config.check_reachable()
+    config = ProxyConfig.from_settings(settings)
+    pool = ProxyPool.from_config(redis_config.sync_client(), config)
+    if args.action == "add":
+        given = list(args.proxies) + (read_proxy_file(args.file) if args.file else [])
+        if not given:
+            raise CliError("proxies add needs proxy URLs or --file FILE")
+        proxies = parse_proxies(given, "proxies add")
+        added = run_sync(pool.add(proxies))
+        print(f"added {added} of {len(proxies)} to {config.pool_key} ({len(proxies) - added} already there)")
+        return 0
+    entries, notes = _proxy_entries(pool.client, config.pool_key, config.dead_key)
+    for note in notes:
+        print(f"dcrawl: {note}", file=sys.stderr)
+    if args.action == "list":
+        shown = [{**e, "url": mask_proxy(e["url"])[:300]} for e in entries]
+        summary = {
+            "pool_key": config.pool_key, "dead_key": config.dead_key,
+            "healthy": sum(1 for e in entries if e["state"] == "healthy"),
+            "failing": sum(1 for e in entries if e["state"] == "failing"),
+            "dead": sum(1 for e in entries if e["state"] == "dead"),
+        }
+        if args.json:
+            _print_json({**summary, "proxies": shown})
+            return 0
+        table = Table(title=f"{config.pool_key}: {summary['healthy']} healthy, {summary['failing']} failing, "
+                            f"{summary['dead']} dead ({config.dead_key})")
+        for col in ("proxy", "state", "score", "last error", "dead since"):
+            table.add_column(col, overflow="fold")
+        for e in shown:
+            since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["since"])) if e["since"] else ""
+            table.add_row(e["url"], e["state"], "" if e["score"] is None else f"{e['score']:g}", e["error"] or "", since)
+        Console().print(table)
+        return 0
+    known = [e["url"] for e in entries]
+    if args.action == "reset" and not args.proxies:
+        print(f"reset {run_sync(pool.reset(None))} proxies to the initial score (dead ones back in the pool)")
+        return 0
+    if not args.proxies:
+        raise CliError(f"proxies {args.action} needs proxy URLs (as listed, or host:port)")
+    matched, missing = match_proxies(list(args.proxies), known)
+    if missing:
+        raise CliError(f"not in the pool: {', '.join(mask_proxy(m) for m in missing)}; see dcrawl proxies list")
+    if args.action == "remove":
+        print(f"removed {run_sync(pool.remove(matched))} from {config.pool_key} and {config.dead_key}")
+    else:
+        print(f"reset {run_sync(pool.reset(matched))} proxies to the initial score")
+    return 0
+
+
+def _proxy_entries(client: Any, pool_key: str, dead_key: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The pool as ProxyPool.entries() lists it, read defensively: (entries, lines about what was skipped).
+
+    A member that is not UTF-8 text, a score that is not finite and a dead entry that is not a JSON
+    object are skipped or shown without the bad field; a key of the wrong type is named with its fix.
+    """
+    notes: list[str] = []
+    out: list[dict[str, Any]] = []
+    skipped = {pool_key: 0, dead_key: 0}
+
+    def member_url(raw: Any) -> str | None:
+        try:
+            url = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+        except UnicodeDecodeError:
+            return None
+        return url if url.isprintable() and len(url) <= 2048 else None
+
+    for key, expected in ((pool_key, "zset"), (dead_key, "hash")):
+        kind = text(client.type(key)) or "none"
+        if kind not in (expected, "none"):
+            notes.append(wrong_type_message(key, kind, expected))
+    if not any(pool_key in n for n in notes):
+        for raw, score in client.zrevrange(pool_key, 0, -1, withscores=True):
+            url = member_url(raw)
+            if url is None:
+                skipped[pool_key] += 1
+                continue
+            finite_score = score if math.isfinite(score) else None
+            out.append({"url": url, "state": "healthy" if score > 0 else "failing", "score": finite_score,
+                        "error": None, "since": None})
+    if not any(dead_key in n for n in notes):
+        for raw, value in sorted(client.hgetall(dead_key).items()):
+            url = member_url(raw)
+            if url is None:
+                skipped[dead_key] += 1
+                continue
+            info, _ = read_dead_letter(value)
+            score, since, error = info.get("score"), info.get("since"), info.get("error")
+            out.append({
+                "url": url, "state": "dead",
+                "score": score if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
+                "error": error[:500] if isinstance(error, str) else None,
+                "since": since if isinstance(since, (int, float)) and not isinstance(since, bool) and 0 < since < 1e11 else None,
+            })
+    for key, n in skipped.items():
+        if n:
+            notes.append(f"skipped {n} unreadable {'entry' if n == 1 else 'entries'} in {key}")
+    return out, notes
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dcrawl", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, func: Any, help: str, json_flag: bool = False) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help)
+        p.add_argument("--redis-url", help="default: env REDIS_URL, then the project settings")
+        if json_flag:
+            p.add_argument("--json", action="store_true", help="machine-readable output")
+        p.set_defaults(func=func)
+        return p
+
+    p = command("seed", cmd_seed, "push start URLs (plain or JSON) for a spider")
+    p.add_argument("spider")
+    p.add_argument("urls", nargs="+")
+    p = command("status", cmd_status, "queues, leases, failures and nodes of a spider", json_flag=True)
+    p.add_argument("spider")
+    p.add_argument("--watch", action="store_true", help="refresh until Ctrl-C (with --json: one object a line)")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes with --watch")
+    p = command("dashboard", cmd_dashboard, "serve a live web page and JSON of every spider (read-only)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port (0 = any free port; the URL is printed)")
+    p.add_argument("--spider", help="show only this spider (default: every spider found in Redis)")
+    p = command("failed", cmd_failed, "list dead letters, or --requeue them", json_flag=True)
+    p.add_argument("spider")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--requeue", action="store_true", help="push failed requests back to the queue")
+    p = command("proxies", cmd_proxies, "the shared proxy pool: add, list (health), remove, reset", json_flag=True)
+    p.add_argument("action", choices=["add", "list", "remove", "reset"])
+    p.add_argument("proxies", nargs="*", help="proxy URLs (remove/reset also take host:port or the masked URL)")
+    p.add_argument("--file", help="for add: a file with one proxy URL a line (# comments)")
+    p = command("reclaim", cmd_reclaim, "return expired leases to the queue now")
+    p.add_argument("spider")
+    p = command("dedup", cmd_dedup, "the seen-URL filter: stats, check URL, reset, rebuild --from", json_flag=True)
+    p.add_argument("action", choices=["stats", "check", "reset", "rebuild"])
+    p.add_argument("spider")
+    p.add_argument("url", nargs="?", help="for check")
+    p.add_argument("--from", dest="source", help="for rebuild: the STORAGE_URL whose urls are re-added")
+    p.add_argument("--yes", action="store_true", help="for reset: do not ask")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (CliError, RedisUnavailable, ValueError) as exc:
+        print(f"dcrawl: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

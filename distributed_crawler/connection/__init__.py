@@ -1,0 +1,1 @@
+"""Redis clients for every topology, outage handling, untrusted data."""

@@ -1,0 +1,357 @@
+"""Redis clients built from settings, with the password kept out of every log line.
+
+Three topologies, one factory (`RedisConfig.async_client()` / `sync_client()`):
+- a single server: `REDIS_URL` (`redis://`, `rediss://` TLS, `user:password@` ACL);
+- Redis Cluster (`REDIS_CLUSTER`): `REDIS_URL` names one seed node, redis-py's cluster client finds
+  the others and routes every key by its hash slot;
+- Sentinel (`REDIS_SENTINELS`, `REDIS_SENTINEL_MASTER`): the master's address comes from Sentinel
+  and changes on failover; `REDIS_URL` still gives the db, the credentials and TLS.
+This module adds the masking, the retry policy and the one-line "unreachable / misconfigured" error.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.asyncio.sentinel
+import redis.cluster
+import redis.sentinel
+from redis._parsers.base import BaseParser
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.connection import parse_url
+from redis.exceptions import ClusterDownError, ClusterError, ReadOnlyError, RedisClusterException
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import OutOfMemoryError, ResponseError, SlotNotCoveredError, TryAgainError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.sentinel import MasterNotFoundError
+from scrapy.settings import BaseSettings
+
+from distributed_crawler.connection.cluster_client import AsyncClusterClient
+from distributed_crawler.defaults import get_setting
+from distributed_crawler.connection.sentinel_pool import FollowingSentinelPool
+
+logger = logging.getLogger(__name__)
+
+
+class NoReplicasError(ResponseError):
+    """NOREPLICAS: the master takes no writes until `min-replicas-to-write` replicas are connected."""
+
+
+# redis-py maps reply error codes to exception classes in one table shared by all its parsers;
+# without this entry NOREPLICAS is a plain ResponseError, which cannot be told apart from a bug.
+BaseParser.EXCEPTION_CLASSES.setdefault("NOREPLICAS", NoReplicasError)
+
+# Errors that mean "Redis is not there right now", as opposed to a bug or a bad script: a server
+# down or restarting (LOADING is a ConnectionError), a Sentinel failover in progress (no master
+# known yet, or a demoted master answering READONLY), a master waiting for its replicas
+# (NOREPLICAS), a Cluster resharding or failing over, a server at `maxmemory` refusing writes
+# (OOM: the operator frees memory or raises the limit; waiting keeps the work, dying would not).
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
+    RedisConnectionError, RedisTimeoutError, OSError, OutOfMemoryError,
+    MasterNotFoundError, ReadOnlyError, NoReplicasError,
+    ClusterDownError, ClusterError, TryAgainError, SlotNotCoveredError,
+)
+SENTINEL_PORT = 26379
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
+class RedisUnavailable(RuntimeError):
+    """Redis cannot be reached or is not what the settings say; one line fit for an operator."""
+
+
+def mask_url(url: str) -> str:
+    """`redis://user:secret@host` -> `redis://user:***@host`; other URLs unchanged."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def parse_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE or text in _FALSE:
+        return text in _TRUE
+    raise ValueError(f"{name} ({value}) must be true or false (1 or 0)")
+
+
+def parse_sentinels(value: Any) -> tuple[tuple[str, int], ...]:
+    """`"h1:26379,h2:26379"`, or a list of `"host:port"` / `(host, port)`; port defaults to 26379."""
+    if not value:
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    hosts = []
+    for item in items:
+        if isinstance(item, (tuple, list)) and len(item) == 2:
+            host, port = str(item[0]), item[1]
+        else:
+            text = str(item).strip()
+            host, sep, port = text.rpartition(":")
+            if not sep or text.endswith("]"):  # no port (an IPv6 address is in brackets)
+                host, port = text, SENTINEL_PORT
+        try:
+            port = int(port)
+        except (TypeError, ValueError):
+            port = -1
+        if not host or not 0 < port < 65536:
+            raise ValueError(f"REDIS_SENTINELS ({value}) must be host:port[,host:port...], e.g. 10.0.0.5:26379")
+        hosts.append((host.strip("[]"), port))
+    return tuple(hosts)
+
+
+@dataclass(frozen=True)
+class RedisConfig:
+    """`REDIS_URL` and the topology (`REDIS_CLUSTER`, `REDIS_SENTINELS`; env vars override)."""
+
+    url: str = "redis://127.0.0.1:6379/0"
+    socket_timeout: float = 15.0
+    cluster: bool = False
+    sentinels: tuple[tuple[str, int], ...] = ()
+    sentinel_master: str = ""
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> RedisConfig:
+        url = str(get_setting(settings, "REDIS_URL"))
+        scheme = urlsplit(url).scheme
+        if scheme not in ("redis", "rediss", "unix"):
+            raise ValueError(
+                f"REDIS_URL ({mask_url(url)}) must start with redis://, rediss:// or unix://"
+            )
+        timeout = float(get_setting(settings, "REDIS_SOCKET_TIMEOUT"))
+        if timeout <= 0:
+            raise ValueError(f"REDIS_SOCKET_TIMEOUT ({timeout}) must be > 0")
+        cluster = parse_bool("REDIS_CLUSTER", get_setting(settings, "REDIS_CLUSTER"))
+        sentinels = parse_sentinels(get_setting(settings, "REDIS_SENTINELS"))
+        master = str(get_setting(settings, "REDIS_SENTINEL_MASTER") or "")
+        if cluster and sentinels:
+            raise ValueError("REDIS_CLUSTER and REDIS_SENTINELS are both set; a Redis Cluster fails over "
+                             "by itself: unset REDIS_SENTINELS (or REDIS_CLUSTER)")
+        if sentinels and not master:
+            raise ValueError("REDIS_SENTINELS is set but REDIS_SENTINEL_MASTER is empty; set it to the "
+                             "name in the sentinels' `sentinel monitor <name> ...` line")
+        if master and not sentinels:
+            raise ValueError(f"REDIS_SENTINEL_MASTER ({master}) is set but REDIS_SENTINELS is empty; "
+                             "set REDIS_SENTINELS=host:port[,host:port...]")
+        if (cluster or sentinels) and scheme == "unix":
+            mode = "REDIS_CLUSTER" if cluster else "REDIS_SENTINELS"
+            raise ValueError(f"REDIS_URL ({mask_url(url)}) is a unix socket; {mode} needs redis:// or rediss://")
+        if cluster and parse_url(url).get("db", 0) != 0:
+            raise ValueError(f"REDIS_URL ({mask_url(url)}) selects db {parse_url(url)['db']}; "
+                             "Redis Cluster has db 0 only: end the URL with /0")
+        return cls(url=url, socket_timeout=timeout, cluster=cluster, sentinels=sentinels, sentinel_master=master)
+
+    @property
+    def masked_url(self) -> str:
+        """Where the data lives, for log lines: URL (password masked) and topology."""
+        if self.cluster:
+            return f"{mask_url(self.url)} (cluster)"
+        if self.sentinels:
+            return f"sentinel master {self.sentinel_master} via {self.sentinel_hosts}"
+        return mask_url(self.url)
+
+    @property
+    def sentinel_hosts(self) -> str:
+        return ",".join(f"{host}:{port}" for host, port in self.sentinels)
+
+    def _client_kwargs(self) -> dict:
+        return {
+            "socket_timeout": self.socket_timeout,
+            "socket_connect_timeout": min(self.socket_timeout, 5.0),
+            "health_check_interval": 30,
+            "decode_responses": False,
+        }
+
+    def _sentinel_kwargs(self, retry: Any) -> tuple[dict, dict]:
+        """(kwargs for the sentinels, kwargs for the master): REDIS_URL's db, auth and TLS go to the
+        master; the sentinels get the timeouts, TLS and `retry` (one quick retry: a dead sentinel must
+        not hold up asking the next one); Sentinel's own password is not REDIS_URL's."""
+        url_kwargs = parse_url(self.url)
+        for name in ("host", "port", "connection_class"):
+            url_kwargs.pop(name, None)
+        tls = {k: v for k, v in url_kwargs.items() if k.startswith("ssl")}
+        if urlsplit(self.url).scheme == "rediss":
+            tls["ssl"] = True
+        sentinel = {"socket_timeout": min(self.socket_timeout, 5.0),
+                    "socket_connect_timeout": min(self.socket_timeout, 5.0), "retry": retry, **tls}
+        return sentinel, {**url_kwargs, **tls, **self._client_kwargs()}
+
+    def async_client(self) -> Any:
+        """Client for the crawl (asyncio reactor): a few quick retries, then callers back off."""
+        from redis.asyncio.retry import Retry
+
+        retry = Retry(ExponentialWithJitterBackoff(cap=1.0, base=0.05), 3)
+        if self.cluster:
+            return AsyncClusterClient.from_url(self.url, retry=retry, **self._client_kwargs())
+        if self.sentinels:
+            sentinel_retry = Retry(ExponentialWithJitterBackoff(cap=0.2, base=0.05), 1)
+            sentinel_kwargs, master_kwargs = self._sentinel_kwargs(sentinel_retry)
+            sentinel = redis.asyncio.sentinel.Sentinel(list(self.sentinels), sentinel_kwargs=sentinel_kwargs)
+            return sentinel.master_for(self.sentinel_master, redis_class=redis.asyncio.Redis,
+                                       connection_pool_class=FollowingSentinelPool, retry=retry, **master_kwargs)
+        return redis.asyncio.Redis.from_url(self.url, retry=retry, **self._client_kwargs())
+
+    def sync_client(self) -> Any:
+        """Client for the CLI and tools (a cluster client connects while it is built)."""
+        from redis.retry import Retry
+
+        retry = Retry(ExponentialWithJitterBackoff(cap=1.0, base=0.05), 2)
+        if self.cluster:
+            return redis.cluster.RedisCluster.from_url(self.url, retry=retry, **self._client_kwargs())
+        if self.sentinels:
+            sentinel_retry = Retry(ExponentialWithJitterBackoff(cap=0.2, base=0.05), 1)
+            sentinel_kwargs, master_kwargs = self._sentinel_kwargs(sentinel_retry)
+            sentinel = redis.sentinel.Sentinel(list(self.sentinels), sentinel_kwargs=sentinel_kwargs)
+            return sentinel.master_for(self.sentinel_master, redis_class=redis.Redis, retry=retry, **master_kwargs)
+        return redis.Redis.from_url(self.url, retry=retry, **self._client_kwargs())
+
+    def check_reachable(self) -> None:
+        """Raise `RedisUnavailable` with one clear line unless the configured topology answers."""
+        if self.sentinels:
+            self._check_sentinels()
+        client = None
+        try:
+            client = self.sync_client()
+            client.ping()
+            if self.cluster:
+                self._check_cluster_state(client)
+            elif not self.sentinels:
+                self._check_not_a_cluster_node(client)
+        except redis.AuthenticationError as exc:
+            raise RedisUnavailable(
+                f"Redis at {self.masked_url} refused the credentials ({exc}); "
+                "fix the user/password in REDIS_URL"
+            ) from None
+        except RedisClusterException as exc:
+            if "not enabled" in str(exc):
+                raise RedisUnavailable(
+                    f"REDIS_CLUSTER is on but Redis at {mask_url(self.url)} is not a cluster node ({exc}); "
+                    "unset REDIS_CLUSTER or point REDIS_URL at a node of the cluster"
+                ) from None
+            raise RedisUnavailable(
+                f"Cannot use Redis Cluster at {self.masked_url} ({type(exc).__name__}: {exc}); "
+                "start the cluster or set REDIS_URL to one of its nodes"
+            ) from None
+        except (redis.RedisError, OSError) as exc:
+            hint = ("check the master with `redis-cli -p <sentinel port> sentinel master "
+                    f"{self.sentinel_master}`" if self.sentinels else
+                    "start redis-server or set REDIS_URL (env var or setting) to a reachable server")
+            raise RedisUnavailable(
+                f"Cannot reach Redis at {self.masked_url} ({type(exc).__name__}: {exc}); {hint}"
+            ) from None
+        finally:
+            if client is not None:
+                client.close()
+
+    def _check_not_a_cluster_node(self, client: redis.Redis) -> None:
+        """A cluster node reached as a single server answers MOVED for most keys: say so now."""
+        try:
+            enabled = client.info("cluster").get("cluster_enabled")
+        except redis.ResponseError:  # INFO not allowed for this ACL user: nothing to learn
+            return
+        if enabled in (1, "1"):
+            raise RedisUnavailable(
+                f"Redis at {self.masked_url} is a Redis Cluster node; set REDIS_CLUSTER=1 "
+                "(setting, -s REDIS_CLUSTER=1 or env var)"
+            )
+
+    def _check_cluster_state(self, client: redis.cluster.RedisCluster) -> None:
+        info = client.cluster_info()
+        state = info.get("cluster_state") if isinstance(info, dict) else None
+        if state not in (None, "ok"):
+            raise RedisUnavailable(
+                f"Redis Cluster at {self.masked_url} reports cluster_state:{state}; "
+                "fix the cluster (`redis-cli --cluster check HOST:PORT`) before starting workers"
+            )
+
+    def _check_sentinels(self) -> None:
+        """Some sentinel answers, and knows the master by that name and has it up."""
+        from redis.retry import Retry
+
+        sentinel_kwargs, _ = self._sentinel_kwargs(Retry(ExponentialWithJitterBackoff(cap=0.2, base=0.05), 1))
+        sentinel = redis.sentinel.Sentinel(list(self.sentinels), sentinel_kwargs=sentinel_kwargs)
+        try:
+            errors, monitored = [], None
+            for client in sentinel.sentinels:
+                try:
+                    monitored = client.sentinel_masters()
+                    break
+                except (redis.RedisError, OSError) as exc:
+                    errors.append(f"{type(exc).__name__}: {exc}")
+            if monitored is None:
+                raise RedisUnavailable(
+                    f"Cannot reach any Redis Sentinel of REDIS_SENTINELS ({self.sentinel_hosts}) "
+                    f"({errors[-1] if errors else 'no sentinel'}); start redis-sentinel or fix REDIS_SENTINELS"
+                )
+            if self.sentinel_master not in monitored:
+                names = ", ".join(sorted(monitored)) or "none"
+                raise RedisUnavailable(
+                    f"Sentinel ({self.sentinel_hosts}) monitors no master named {self.sentinel_master!r} "
+                    f"(it monitors: {names}); fix REDIS_SENTINEL_MASTER"
+                )
+            try:
+                sentinel.discover_master(self.sentinel_master)
+            except MasterNotFoundError as exc:
+                raise RedisUnavailable(
+                    f"Sentinel ({self.sentinel_hosts}) has no healthy master {self.sentinel_master!r} now ({exc}); "
+                    "wait for the failover to finish or check `sentinel master "
+                    f"{self.sentinel_master}` on a sentinel"
+                ) from None
+        finally:
+            for client in sentinel.sentinels:
+                client.close()
+
+
+async def subscribe(client: Any, channel: str) -> Any:
+    """A pub/sub subscribed to `channel` on an asyncio client of any topology (close it after use)."""
+    if isinstance(client, redis.asyncio.cluster.RedisCluster):
+        await client.initialize()  # its pub/sub routes by the slot table, empty before the first command
+    pubsub = client.pubsub(ignore_subscribe_messages=True)
+    try:
+        await pubsub.subscribe(channel)
+    except BaseException:
+        await pubsub.aclose()
+        raise
+    return pubsub
+
+
+class OutageLog:
+    """Logs a Redis outage once when it starts and once when it ends, not once per call."""
+
+    def __init__(self, what: str, masked_url: str) -> None:
+        self.what = what
+        self.masked_url = masked_url
+        self.since: float | None = None
+
+    def failed(self, exc: BaseException) -> None:
+        if self.since is None:
+            self.since = time.monotonic()
+            if isinstance(exc, OutOfMemoryError):
+                logger.error(
+                    "Redis at %s is full (maxmemory reached) during %s: it refuses writes, the node "
+                    "waits with its work kept; raise maxmemory or free memory (docs/scaling.md)",
+                    self.masked_url, self.what,
+                )
+                return
+            logger.warning(
+                "Redis at %s unreachable during %s (%s: %s); retrying with backoff",
+                self.masked_url, self.what, type(exc).__name__, exc,
+            )
+
+    def ok(self) -> None:
+        if self.since is not None:
+            logger.warning(
+                "Redis at %s reachable again after %.1fs (%s)",
+                self.masked_url, time.monotonic() - self.since, self.what,
+            )
+            self.since = None

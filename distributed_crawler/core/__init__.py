@@ -1,0 +1,1 @@
+"""The scheduler with leases, and what it needs from Scrapy's engine."""

@@ -1,0 +1,719 @@
+"""`SCHEDULER`: one Redis queue shared by every node, with leases, no pickle, no blocked reactor.
+
+Scrapy's scheduler API is synchronous, so Redis work happens in background asyncio tasks:
+- the *outbox* task pushes enqueued requests (dedup check+add and push in one Lua call, batched);
+- the *feeder* task pops and leases requests into a small local buffer that `next_request` serves,
+  and wakes the engine when work arrives (no 5-second heartbeat stall);
+- the *lease* task acks finished leases in batches, renews the ones still held and, every few
+  seconds, returns expired leases of dead nodes to the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from redis.exceptions import ResponseError
+from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.misc import build_from_crawler, load_object
+
+from distributed_crawler.queue.codec import PayloadError, RequestCodec, UnserializableRequestError, allowed_classes
+from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig, subscribe
+from distributed_crawler.defaults import get_setting
+from distributed_crawler.queue.deadletters import DeadLetters
+from distributed_crawler.dedup.dupefilter import DEDUP_TYPES, DedupDataError, flush_crawl
+from distributed_crawler.queue.enqueue import Enqueuer
+from distributed_crawler.queue.envelope import make_member, split_member
+from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.core.leases import LEASE_META, LeaseTracker, Stage
+from distributed_crawler.core.node import node_id_from_settings
+from distributed_crawler.downloadermiddlewares.retry import RETRY_DELAY_META
+from distributed_crawler.queue.scripts import Scripts
+from distributed_crawler.core.shutdown import SecondSignalGuard
+from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, finite, is_wrong_type, preview
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
+    from twisted.internet.defer import Deferred
+
+logger = logging.getLogger(__name__)
+
+QUEUE_TYPES = {
+    "priority": "priority",
+    "fifo": "fifo",
+    "lifo": "lifo",
+    # scrapy-redis names, so a scrapy-redis project moves over unchanged
+    "scrapy_redis.queue.PriorityQueue": "priority",
+    "scrapy_redis.queue.FifoQueue": "fifo",
+    "scrapy_redis.queue.LifoQueue": "lifo",
+}
+OUTBOX_BATCH = 500
+ACK_BATCH = 1000
+ACK_INTERVAL = 0.1
+DOORBELL_RETRY_SECONDS = 30  # pub/sub failed for another reason than an outage: polling meanwhile
+DUE_BATCH = 100  # due retries pop.lua moves from delayed back to the queue per call
+DATA_BACKOFF_MAX = 5.0  # a key of the wrong type or a corrupt key: how often a waiting node looks again
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    queue_type: str = "priority"
+    persist: bool = True
+    flush_on_start: bool = False
+    lease_seconds: float = 60.0
+    max_deliveries: int = 5
+    prefetch: int = 16
+    poll_max_seconds: float = 1.0
+    failed_max: int = 100_000
+    allowed_classes: tuple[str, ...] = ()
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> SchedulerConfig:
+        raw_queue = str(get_setting(settings, "SCHEDULER_QUEUE_CLASS"))
+        if raw_queue not in QUEUE_TYPES:
+            raise ValueError(
+                f"SCHEDULER_QUEUE_CLASS ({raw_queue}) must be one of priority, fifo, lifo"
+            )
+        lease = float(get_setting(settings, "SCHEDULER_LEASE_SECONDS"))
+        if lease < 2:
+            raise ValueError(f"SCHEDULER_LEASE_SECONDS ({lease}) must be >= 2")
+        deliveries = int(get_setting(settings, "SCHEDULER_MAX_DELIVERIES"))
+        if deliveries < 1:
+            raise ValueError(f"SCHEDULER_MAX_DELIVERIES ({deliveries}) must be >= 1")
+        prefetch = int(get_setting(settings, "SCHEDULER_PREFETCH")) or max(
+            1, settings.getint("CONCURRENT_REQUESTS", 16)
+        )
+        if prefetch < 1:
+            raise ValueError(f"SCHEDULER_PREFETCH ({prefetch}) must be >= 1 (0 = automatic)")
+        poll = float(get_setting(settings, "SCHEDULER_POLL_MAX_SECONDS"))
+        if poll <= 0:
+            raise ValueError(f"SCHEDULER_POLL_MAX_SECONDS ({poll}) must be > 0")
+        return cls(
+            queue_type=QUEUE_TYPES[raw_queue],
+            persist=settings.getbool("SCHEDULER_PERSIST", True),
+            flush_on_start=settings.getbool("SCHEDULER_FLUSH_ON_START", False),
+            lease_seconds=lease,
+            max_deliveries=deliveries,
+            prefetch=prefetch,
+            poll_max_seconds=poll,
+            failed_max=int(get_setting(settings, "SCHEDULER_FAILED_MAX")),
+            allowed_classes=allowed_classes(settings),
+        )
+
+    @property
+    def renew_interval(self) -> float:
+        """Renew well before expiry: a third of the lease, at most every 10 s."""
+        return max(0.5, min(10.0, self.lease_seconds / 3))
+
+
+class OutboxEntry(NamedTuple):
+    fingerprint: str
+    dont_filter: bool
+    member: str
+    handover: bytes | None  # lease of the request this one succeeds (redirect, retry)
+    delay: float = 0.0  # > 0: a retry, parked in {spider}:delayed for this many seconds
+
+
+def wake_engine(crawler: Crawler) -> None:
+    """Ask the engine to call `next_request` now instead of on its 5-second heartbeat."""
+    slot = getattr(crawler.engine, "_slot", None)
+    if slot is not None:
+        slot.nextcall.schedule()
+
+
+class RedisScheduler:
+    def __init__(
+        self,
+        crawler: Crawler,
+        config: SchedulerConfig,
+        redis_config: RedisConfig,
+        keys: SpiderKeys,
+        dupefilter: Any,
+        node_id: str,
+    ) -> None:
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.config = config
+        self.redis_config = redis_config
+        self.keys = keys
+        self.df = dupefilter
+        self.node_id = node_id
+        self.leases = LeaseTracker()
+        self.client: Any = None
+        self.scripts: Scripts | None = None
+        self.enqueuer: Enqueuer | None = None
+        self.codec: RequestCodec | None = None
+        self.dead_letters: DeadLetters | None = None
+        self._buffer: deque[Request] = deque()
+        self._outbox: deque[tuple[int, OutboxEntry]] = deque()
+        self._enqueued_seq = 0  # sequence number of the last outbox entry
+        self._flushed_seq = 0  # every entry up to this one is in Redis
+        self._want_more = asyncio.Event()
+        self._outbox_ready = asyncio.Event()
+        self._new_work = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+        self._closing = False  # no more leasing
+        self._stopped = False  # background loops end
+        self._outage = OutageLog("scheduling", redis_config.masked_url)
+        self._guard: SecondSignalGuard | None = None
+        self._quarantined: Request | None = None  # a redelivered request, run alone
+        self._draining = False  # waiting for this node to be empty before taking one
+        self._wrong_types = WrongTypeLog("scheduling", logger)
+        self._data_errors = EpisodeLog(logger)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RedisScheduler:
+        settings = crawler.settings
+        assert crawler.spider is not None
+        dupefilter = build_from_crawler(load_object(settings["DUPEFILTER_CLASS"]), crawler)
+        for attr in ("open_dedup", "fingerprint_hex"):
+            if not hasattr(dupefilter, attr):
+                raise ValueError(
+                    f"DUPEFILTER_CLASS ({settings['DUPEFILTER_CLASS']}) is not a Redis dupefilter; "
+                    "use distributed_crawler.dedup.dupefilter.BloomDupeFilter"
+                )
+        return cls(
+            crawler,
+            SchedulerConfig.from_settings(settings),
+            RedisConfig.from_settings(settings),
+            SpiderKeys.from_settings(settings, crawler.spider.name),
+            dupefilter,
+            node_id_from_settings(settings),
+        )
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def open(self, spider: Spider) -> Deferred[None]:
+        # Scrapy awaits a Deferred here, not a coroutine.
+        return deferred_from_coro(self._open(spider))
+
+    def close(self, reason: str) -> Deferred[None]:
+        return deferred_from_coro(self._close(reason))
+
+    async def _open(self, spider: Spider) -> None:
+        self.client = self.redis_config.async_client()
+        self.scripts = Scripts.register(self.client)
+        dedup = await self._retrying("opening the dupefilter", lambda: self.df.open_dedup(self.client))
+        self.enqueuer = Enqueuer(self.client, self.keys, dedup, self.config.queue_type, self.keys.doorbell)
+        self.codec = RequestCodec(spider, self.config.allowed_classes)
+        self.dead_letters = DeadLetters(self.client, self.keys.failed, self.node_id, self.config.failed_max)
+        if self.config.flush_on_start:
+            await self.flush()
+        self._watch_scrapes()
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._run_outbox(), name="dc-outbox"),
+            loop.create_task(self._run_feeder(), name="dc-feeder"),
+            loop.create_task(self._run_leases(), name="dc-leases"),
+            loop.create_task(self._run_doorbell(), name="dc-doorbell"),
+        ]
+        for task in self._tasks:
+            task.add_done_callback(self._task_died)
+        if threading.current_thread() is threading.main_thread():
+            # Scrapy installs its own handlers once the reactor runs, and swaps them on the first
+            # signal: the lease task re-wraps whatever is installed (a no-op when ours is on top).
+            self._guard = SecondSignalGuard(self._force_release, on_first=self._stop_taking)
+            self._guard.install()
+        logger.info(
+            "Scheduler on %s: queue %s (%s), lease %ss, node %s",
+            self.redis_config.masked_url, self.keys.requests, self.config.queue_type,
+            self.config.lease_seconds, self.node_id,
+        )
+
+    def _task_died(self, task: asyncio.Task) -> None:
+        """A background task must never end on its own: stop this node loudly (work stays leased)."""
+        if task.cancelled() or self._closing:
+            return
+        logger.error(
+            "Scheduler task %s stopped: %r; closing this node (its leases return to the queue "
+            "after SCHEDULER_LEASE_SECONDS)", task.get_name(), task.exception(),
+            exc_info=task.exception(),
+        )
+        asyncio.ensure_future(self._close_node())
+
+    async def _close_node(self) -> None:
+        """Close the spider once the engine runs: a close while it is still opening (a task that
+        died at once) would be undone by its start, leaving a node that never ends."""
+        engine = self.crawler.engine
+        for _ in range(600):  # bounded: 60 s
+            if engine.running:
+                break
+            await asyncio.sleep(0.1)
+        await engine.close_spider_async(reason="scheduler_error")
+
+    def _stop_taking(self) -> None:
+        """First stop signal: lease nothing more (no pop may race the forced release)."""
+        self._closing = True
+
+    def _force_release(self) -> None:
+        """Second stop signal (runs in the signal handler): ack what is done, release the rest.
+
+        Synchronous on purpose: the reactor stops right after this returns.
+        """
+        client = self.redis_config.sync_client()
+        try:
+            done = self.leases.take_ackable(self._flushed_seq)
+            if done:
+                client.zrem(self.keys.processing, *done)
+            unacked = self.leases.unacked()
+            if unacked:
+                Scripts.register(client).release(
+                    keys=[self.keys.processing, self.keys.requests, self.keys.seq],
+                    args=[self.config.queue_type, *unacked],
+                )
+            self.leases.forget(unacked)
+        except Exception:  # noqa: BLE001 - leases then expire and are reclaimed; nothing is lost
+            pass
+        finally:
+            client.close()
+
+    async def _close(self, reason: str) -> None:
+        self._closing = True
+        feeder = self._tasks[1] if len(self._tasks) > 1 else None
+        if feeder:
+            feeder.cancel()
+        await self._release(self._buffer_leases())
+        self._buffer.clear()
+        # Everything the engine finished is queued for push or ack: drain both, bounded, and
+        # only while the tasks doing it are alive.
+        outbox_task, lease_task = self._tasks[0], self._tasks[2]
+        deadline = time.monotonic() + 30
+        while (self._outbox and not outbox_task.done() or self.leases.pending_acks() and not lease_task.done()) \
+                and time.monotonic() < deadline:
+            self._outbox_ready.set()
+            await asyncio.sleep(0.05)
+        self._stopped = True  # the loops check it too: a cancel swallowed inside redis-py ends them
+        for task in self._tasks:
+            task.cancel()
+        _, stuck = await asyncio.wait(self._tasks, timeout=5)
+        if stuck:
+            logger.warning("Scheduler tasks did not stop in 5 s: %s", ", ".join(t.get_name() for t in stuck))
+        unfinished = self.leases.held()
+        if unfinished:  # a forced stop: give this node's work back now rather than at expiry
+            await self._release(unfinished)
+        if self._outbox or self.leases.pending_acks():
+            dead = next((t for t in (outbox_task, lease_task) if t.done() and not t.cancelled() and t.exception()), None)
+            cause = f"scheduler task {dead.get_name()} failed: {dead.exception()!r}" if dead else (
+                f"Redis at {self.redis_config.masked_url} unreachable")
+            logger.error(
+                "%s at close: %d requests not pushed, %d leases not acked; their leases expire after "
+                "SCHEDULER_LEASE_SECONDS and another node redoes them",
+                cause, len(self._outbox), self.leases.pending_acks(),
+            )
+        if not self.config.persist and reason == "finished":
+            await self.flush()
+        self.df.close(reason)
+        await self.client.aclose()
+        if self._guard is not None:  # only now: a forced stop during the drain still releases
+            self._guard.uninstall()
+
+    async def flush(self) -> None:
+        await flush_crawl(self.client, self.keys)
+
+    # -- Scrapy's scheduler interface -----------------------------------------------------
+    def has_pending_requests(self) -> bool:
+        return bool(self._buffer) or self._quarantined is not None
+
+    def enqueue_request(self, request: Request) -> bool:
+        lease = request.meta.get(LEASE_META)
+        handover = lease if lease and self.leases.hand_over(lease) else None
+        try:
+            payload = self.codec.encode(request)
+        except UnserializableRequestError as exc:
+            self.stats.inc_value("scheduler/unserializable")
+            logger.error("Request not scheduled: %s", exc)
+            if handover:
+                self.leases.finished(handover, self._enqueued_seq)
+            return False
+        entry = OutboxEntry(
+            self.df.fingerprint_hex(request),
+            request.dont_filter,
+            # a successor starts at 0 deliveries: a retry or redirect is not a redelivery
+            make_member(payload, request.priority),
+            handover,
+            max(0.0, finite(request.meta.get(RETRY_DELAY_META))),
+        )
+        self._enqueued_seq += 1
+        self._outbox.append((self._enqueued_seq, entry))
+        self._outbox_ready.set()
+        return True
+
+    def next_request(self) -> Request | None:
+        quarantined = self._quarantined
+        if quarantined is not None and not self.crawler.engine.downloader.active:
+            lease = quarantined.meta[LEASE_META]
+            if self.leases.stage(lease) is Stage.BUFFERED and self._node_empty_but(lease):
+                self.leases.started(lease)
+                self.stats.inc_value("scheduler/dequeued/redis")
+                return quarantined
+        if not self._buffer:
+            self._want_more.set()
+            return None
+        request = self._buffer.popleft()
+        self.leases.started(request.meta[LEASE_META])
+        self.stats.inc_value("scheduler/dequeued/redis")
+        if len(self._buffer) <= self.config.prefetch // 4:
+            self._want_more.set()
+        return request
+
+    def __len__(self) -> int:
+        return len(self._buffer)
+
+    @property
+    def leases_held(self) -> int:
+        """Leases this node holds in Redis: buffered, running, or done and waiting for their ack."""
+        return len(self.leases) + self.leases.pending_acks()
+
+    # -- ack after the scrape ---------------------------------------------------------------
+    def _watch_scrapes(self) -> None:
+        """Mark a lease finished when the scraper is done with its response or failure.
+
+        The engine awaits `scraper.enqueue_scrape(result, request)`; it returns once every item
+        of the response went through the pipelines (ours awaits the storage commit) and every
+        child request reached `enqueue_request`. That is exactly when the lease may go.
+        """
+        scraper = self.crawler.engine.scraper
+        original = scraper.enqueue_scrape
+
+        def enqueue_scrape(result: Any, request: Request) -> Any:
+            lease = request.meta.get(LEASE_META)
+            if lease is None:
+                return original(result, request)
+            self.leases.scraping(lease)
+            d = original(result, request)
+
+            def done(value: Any) -> Any:
+                self.leases.finished(lease, self._enqueued_seq)
+                return value
+
+            d.addBoth(done)
+            return d
+
+        scraper.enqueue_scrape = enqueue_scrape
+
+    # -- background tasks ------------------------------------------------------------------
+    async def _retrying(self, what: str, call: Any) -> Any:
+        """Run a Redis call until it succeeds, backing off on outages and bad data (never drops work)."""
+        delay = 0.1
+        while not self._stopped:
+            try:
+                result = await call()
+            except Exception as exc:  # noqa: BLE001 - _redis_failed re-raises what is a bug
+                await self._redis_failed(what, exc)
+                await asyncio.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, DATA_BACKOFF_MAX)
+                continue
+            await self._redis_ok(what)
+            return result
+        raise asyncio.CancelledError  # closing: the caller's work stays leased or in the outbox
+
+    # -- what Redis may throw at a node ---------------------------------------------------------
+    def _expected_types(self) -> dict[str, tuple[str, ...]]:
+        """Every key the scheduler's scripts touch, with the Redis types they need."""
+        queue = ("zset",) if self.config.queue_type == "priority" else ("list",)
+        expected = {
+            self.keys.requests: queue, self.keys.processing: ("zset",), self.keys.delayed: ("zset",),
+            self.keys.seq: ("string",), self.keys.failed: ("list",),
+        }
+        dedup = getattr(self.df, "dedup", None)
+        expected[self.keys.dupefilter] = DEDUP_TYPES.get(getattr(dedup, "mode", ""), ("hash", "set", "MBbloom--"))
+        return expected
+
+    def _fixes(self) -> dict[str, str]:
+        return {self.keys.dupefilter: f"dcrawl dedup reset {self.keys.spider}"}
+
+    async def _redis_failed(self, what: str, exc: BaseException) -> None:
+        """Why a Redis call failed, logged once per episode; re-raises what is not Redis's or data's.
+
+        No scheduler task dies because of data: an outage, a key of the wrong type, a corrupt key
+        or a script that refuses it all mean "wait and retry"; the operator gets one ERROR line.
+        """
+        if isinstance(exc, TRANSIENT_ERRORS):
+            self._outage.failed(exc)
+        elif isinstance(exc, DedupDataError):
+            self._data_errors.failed(what, "%s; the node waits and retries (%s)", exc, what)
+        elif is_wrong_type(exc):
+            try:
+                await self._wrong_types.check(self.client, self._expected_types(), self._fixes(), exc)
+            except TRANSIENT_ERRORS as lost:
+                self._outage.failed(lost)
+        elif isinstance(exc, ResponseError):
+            await self._diagnose_script_error(what, exc)
+        else:
+            raise exc
+
+    async def _diagnose_script_error(self, what: str, exc: ResponseError) -> None:
+        """A script error that is not WRONGTYPE: a corrupt counter, foreign data, or a bug."""
+        fix = "a corrupt key or a bug: check the keys of this spider (`dcrawl status " + self.keys.spider + "`)"
+        if "integer" in str(exc) or "overflow" in str(exc):
+            try:
+                raw = await self.client.get(self.keys.seq)
+            except (*TRANSIENT_ERRORS, ResponseError):
+                raw = None
+            if raw is not None and not raw.isdigit():
+                fix = f"{self.keys.seq} holds {preview(raw, 40)!r}, not a counter: `redis-cli del '{self.keys.seq}'`"
+        self._data_errors.failed(
+            what, "Redis refused %s (%s); %s. The node keeps its work and retries with backoff",
+            what, str(exc)[:300], fix, exc_info=exc,
+        )
+
+    async def _redis_ok(self, what: str) -> None:
+        self._outage.ok()
+        self._data_errors.ok(what)
+        if self._wrong_types.reported:
+            try:
+                await self._wrong_types.resolved(self.client, self._expected_types())
+            except (*TRANSIENT_ERRORS, ResponseError):
+                pass  # looked at again after the next call
+
+    async def _run_outbox(self) -> None:
+        while not self._stopped:
+            if not self._outbox:
+                self._outbox_ready.clear()
+                await self._outbox_ready.wait()
+                continue
+            batch = [self._outbox[i] for i in range(min(OUTBOX_BATCH, len(self._outbox)))]
+            entries = [(e.fingerprint, e.dont_filter, e.member, e.delay) for _, e in batch]
+            handovers = [e.handover for _, e in batch if e.handover]
+            result = await self._retrying("enqueue", lambda: self.enqueuer.run("push", entries, handovers))
+            for _ in batch:
+                self._outbox.popleft()
+            self._flushed_seq = batch[-1][0]
+            pushed = sum(result)
+            added = sum(1 for r, (_, e) in zip(result, batch) if r and not e.dont_filter)
+            delayed = sum(1 for r, (_, e) in zip(result, batch) if r and e.delay > 0)
+            self.stats.inc_value("scheduler/enqueued/redis", pushed)
+            if delayed:
+                self.stats.inc_value("scheduler/delayed", delayed)
+            self.stats.inc_value("dupefilter/added", added)
+            if len(batch) - pushed:
+                self.stats.inc_value("dupefilter/filtered", len(batch) - pushed)
+            if pushed:
+                self._new_work.set()
+
+    def _wanted(self) -> int:
+        """How many more requests to lease: enough to keep the downloader full, no hoarding.
+
+        Leases held in a buffer are work other nodes cannot take, so a node holds at most
+        what its downloader can start soon (SCHEDULER_PREFETCH, default CONCURRENT_REQUESTS)
+        plus a quarter of that for batching.
+        """
+        if len(self._buffer) > self.config.prefetch // 4:
+            return 0
+        active = len(self.crawler.engine.downloader.active)
+        return self.config.prefetch + self.config.prefetch // 4 - len(self._buffer) - active
+
+    async def _run_feeder(self) -> None:
+        idle_wait = 0.01
+        while not self._closing:
+            if self._quarantined is not None or self._draining:
+                await self._quarantine_step()
+                continue
+            want = self._wanted()
+            if want <= 0:
+                self._want_more.clear()
+                await self._want_more.wait()
+                continue
+            keys = [self.keys.requests, self.keys.processing, self.keys.delayed, self.keys.seq]
+            args = [self.config.queue_type, want, self.config.lease_seconds, DUE_BATCH]
+            members = await self._retrying("pop", lambda: self.scripts.pop(keys=keys, args=args))
+            if members:
+                was_empty = not self._buffer
+                await self._accept(members)
+                if was_empty and self._buffer:
+                    wake_engine(self.crawler)
+                idle_wait = 0.01
+                if len(members) == want:
+                    continue
+            # The queue is (nearly) empty: wait for a local push or poll again, backing off.
+            self._new_work.clear()
+            try:
+                await asyncio.wait_for(self._new_work.wait(), timeout=idle_wait)
+            except asyncio.TimeoutError:
+                idle_wait = min(idle_wait * 2, self.config.poll_max_seconds)
+
+    async def _accept(self, members: list[bytes]) -> None:
+        was_empty = self._node_empty()
+        bad: list[tuple[bytes, str]] = []
+        normal: list[Request] = []
+        suspects: list[Request] = []
+        for lease in members:  # bytes, exactly as stored: acks must match them byte for byte
+            try:
+                envelope = split_member(lease)
+                request = self.codec.decode(envelope.payload)
+            except (PayloadError, ValueError) as exc:
+                bad.append((lease, str(exc)[:300]))
+                continue
+            except Exception as exc:  # noqa: BLE001 - a codec bug: visible, but the data is quarantined
+                logger.error("Decoding a leased request failed unexpectedly; it is dead-lettered", exc_info=exc)
+                bad.append((lease, f"{type(exc).__name__}: {exc}"[:300]))
+                continue
+            request.meta[LEASE_META] = lease
+            self.leases.buffered(lease)
+            (suspects if envelope.deliveries >= 2 else normal).append(request)
+        self.stats.inc_value("scheduler/leased", len(members) - len(bad))
+        if bad:
+            self.stats.inc_value("scheduler/undecodable", len(bad))
+            await self._retrying("dead-letter", lambda: self.dead_letters.undecodable(bad, self.keys.processing))
+        if not suspects:
+            self._buffer.extend(normal)
+            return
+        # Quarantine: a redelivered request may be what killed its last node, so it runs alone
+        # here. Otherwise every request in flight beside it would be charged a delivery each
+        # time it crashes a node, and innocent requests would be dead-lettered with the poison.
+        giving_back = suspects
+        if self._quarantined is None and was_empty:
+            self._quarantined, giving_back = suspects[0], suspects[1:] + normal
+            self.stats.inc_value("scheduler/quarantined")
+        else:
+            self._buffer.extend(normal)
+            self._draining = True  # finish current work, then take the redelivered one alone
+        await self._release([r.meta[LEASE_META] for r in giving_back])
+
+    def _node_empty(self) -> bool:
+        """This node holds no lease at all (nothing buffered, running or waiting for its ack)."""
+        return not self._buffer and not len(self.leases) and not self.leases.pending_acks()
+
+    async def _quarantine_step(self) -> None:
+        """While draining or running a quarantined request, do not lease anything else."""
+        if self._quarantined is not None:
+            lease = self._quarantined.meta[LEASE_META]
+            if not self.leases.holds(lease) and not self.leases.pending_acks():
+                self._quarantined = None  # done and acked
+            elif self.leases.holds(lease) and self._node_empty_but(lease):
+                wake_engine(self.crawler)
+        elif self._draining and self._node_empty():
+            self._draining = False
+        await asyncio.sleep(0.05)
+
+    def _node_empty_but(self, lease: bytes) -> bool:
+        return not self._buffer and self.leases.held() == [lease] and not self.leases.pending_acks()
+
+    async def _run_doorbell(self) -> None:
+        """Wake the feeder when any node pushes work (PUBLISHed by enqueue.lua), not on a poll.
+
+        Pub/sub only saves latency: if it cannot work here, idle nodes poll instead.
+        """
+        outage = OutageLog("doorbell", self.redis_config.masked_url)
+        unavailable_logged = False
+        while not self._stopped:
+            pubsub = None
+            try:
+                pubsub = await subscribe(self.client, self.keys.doorbell)
+                outage.ok()
+                while not self._stopped:
+                    if await pubsub.get_message(timeout=1.0) is not None:
+                        self._new_work.set()
+            except TRANSIENT_ERRORS as exc:
+                outage.failed(exc)
+                await asyncio.sleep(1.0)
+            except Exception as exc:  # noqa: BLE001 - e.g. a proxy without pub/sub
+                if not unavailable_logged:
+                    unavailable_logged = True
+                    logger.warning(
+                        "Doorbell (pub/sub on %s) unavailable (%s: %s); idle nodes poll for work every "
+                        "SCHEDULER_POLL_MAX_SECONDS (%ss) instead, and pub/sub is tried again every %ss",
+                        self.redis_config.masked_url, type(exc).__name__, exc, self.config.poll_max_seconds,
+                        DOORBELL_RETRY_SECONDS,
+                    )
+                for _ in range(DOORBELL_RETRY_SECONDS):
+                    if self._stopped:
+                        break
+                    await asyncio.sleep(1.0)
+            finally:
+                if pubsub is not None:
+                    await pubsub.aclose()
+
+    async def _run_leases(self) -> None:
+        next_renew = time.monotonic()
+        next_reclaim = time.monotonic()
+        backoff = 0.0  # grows while Redis refuses (outage, wrong type, corrupt key); 0 when all is well
+        while not self._stopped:
+            ok = await self._ack()
+            now = time.monotonic()
+            what = "lease renewal"
+            try:
+                if now >= next_renew:
+                    next_renew = now + self.config.renew_interval
+                    await self._renew()  # node reporting: the Heartbeat extension (extensions.py)
+                    await self._redis_ok(what)
+                what = "reclaim"
+                if now >= next_reclaim:
+                    next_reclaim = now + min(5.0, self.config.renew_interval)
+                    await self.reclaim()
+                    await self._redis_ok(what)
+            except Exception as exc:  # noqa: BLE001 - _redis_failed re-raises what is a bug
+                await self._redis_failed(what, exc)
+                ok = False
+            backoff = 0.0 if ok else min(max(2 * backoff, ACK_INTERVAL), DATA_BACKOFF_MAX)
+            if self._guard is not None:
+                self._guard.install()
+            await asyncio.sleep(max(ACK_INTERVAL, backoff))
+
+    async def _ack(self) -> bool:
+        """Remove the leases of finished requests (batched); False if Redis refused (kept for later)."""
+        acks = self.leases.take_ackable(self._flushed_seq)
+        if not acks:
+            return True
+        try:
+            for i in range(0, len(acks), ACK_BATCH):
+                await self.client.zrem(self.keys.processing, *acks[i : i + ACK_BATCH])
+        except Exception as exc:  # noqa: BLE001 - _redis_failed re-raises what is a bug
+            self.leases.requeue_acks(acks)
+            await self._redis_failed("acking finished requests", exc)
+            return False
+        await self._redis_ok("acking finished requests")
+        self.stats.inc_value("scheduler/acked", len(acks))
+        return True
+
+    async def _renew(self) -> None:
+        held = self.leases.held()
+        for i in range(0, len(held), ACK_BATCH):
+            chunk = held[i : i + ACK_BATCH]
+            await self.scripts.renew(keys=[self.keys.processing], args=[self.config.lease_seconds, *chunk])
+
+    async def reclaim(self, limit: int = 500) -> tuple[int, int]:
+        """Return expired leases (of any node) to the queue; dead-letter the poison ones and the
+        ones that are not ours (no envelope: reclaim.lua moves them to the failed list)."""
+        keys = [self.keys.processing, self.keys.requests, self.keys.failed, self.keys.seq]
+        args = [self.config.queue_type, self.config.max_deliveries, limit, self.config.failed_max, self.node_id]
+        requeued, dead = await self.scripts.reclaim(keys=keys, args=args)
+        if requeued or dead:
+            self.stats.inc_value("scheduler/reclaimed", requeued)
+            self.stats.inc_value("scheduler/dead_lettered", dead)
+            logger.warning(
+                "Reclaimed %d expired leases (a node died or hung); %d dead-lettered (delivered "
+                "SCHEDULER_MAX_DELIVERIES (%d) times, or not a queue entry: `dcrawl failed %s`)",
+                requeued, dead, self.config.max_deliveries, self.keys.spider,
+            )
+            self._new_work.set()
+        return requeued, dead
+
+    def _buffer_leases(self) -> list[bytes]:
+        """Leases of requests this node took but never started (the quarantined one included)."""
+        leases = [r.meta[LEASE_META] for r in self._buffer]
+        quarantined = self._quarantined
+        if quarantined is not None and self.leases.stage(quarantined.meta[LEASE_META]) is Stage.BUFFERED:
+            leases.append(quarantined.meta[LEASE_META])
+        return leases
+
+    async def _release(self, leases: list[bytes]) -> None:
+        """Give leases back to the queue front without counting a delivery (bounded tries)."""
+        if not leases:
+            return
+        keys = [self.keys.processing, self.keys.requests, self.keys.seq]
+        for _ in range(3):
+            try:
+                await self.scripts.release(keys=keys, args=[self.config.queue_type, *leases])
+                self.leases.forget(leases)
+                return
+            except Exception as exc:  # noqa: BLE001 - _redis_failed re-raises what is a bug
+                await self._redis_failed("giving leases back", exc)
+                await asyncio.sleep(0.5)

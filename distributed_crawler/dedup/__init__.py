@@ -1,0 +1,1 @@
+"""Seen-URL memory: canonical fingerprints and the Bloom dupefilter."""

@@ -1,0 +1,370 @@
+"""`DUPEFILTER_CLASS`: the cluster's shared memory of seen fingerprints.
+
+`BloomDupeFilter` (default) is a scalable Bloom filter: server-side RedisBloom when the server has
+it, else bit arrays in plain Redis sized exactly (bloom.py). `RedisSetDupeFilter` keeps exact
+fingerprints in a set (85 bytes each). Our scheduler folds the check into its enqueue script, so
+dedup and push cost one round trip; `request_seen` keeps Scrapy's interface working on its own.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from redis.exceptions import ResponseError
+from scrapy.dupefilters import BaseDupeFilter
+
+from distributed_crawler.dedup.bloom import BloomMetaError, BloomState, layer_plan, piece_key
+from distributed_crawler.connection.clients import RedisConfig
+from distributed_crawler.defaults import get_setting
+from distributed_crawler.queue.enqueue import DedupDataError, DedupError, Enqueuer, corrupt_message, maybe_await, run_sync
+from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.queue.scripts import lua_source
+from distributed_crawler.connection.untrusted import text, wrong_type_message
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
+    from scrapy.utils.request import RequestFingerprinterProtocol
+
+logger = logging.getLogger(__name__)
+
+BACKENDS = ("auto", "redisbloom", "bitmap")
+REDISBLOOM_TYPE = b"MBbloom--"
+
+
+# The Redis type each backend keeps at SCHEDULER_DUPEFILTER_KEY.
+DEDUP_TYPES: dict[str, tuple[str, ...]] = {"set": ("set",), "bitmap": ("hash",), "redisbloom": ("MBbloom--",)}
+
+
+class Dedup(Protocol):
+    """A dedup store as the enqueue script sees it (swappable: set, RedisBloom, bitmap)."""
+
+    mode: str
+    key: str
+
+    def script_keys(self) -> tuple[list[str], int]: ...
+    async def prepare(self, client: Any) -> None: ...
+    async def fix(self, client: Any, code: int) -> None: ...
+    async def stats(self, client: Any) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class BloomConfig:
+    backend: str = "auto"
+    capacity: int = 1_000_000
+    error_rate: float = 0.001
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> BloomConfig:
+        backend = str(get_setting(settings, "BLOOM_BACKEND"))
+        if backend not in BACKENDS:
+            raise ValueError(f"BLOOM_BACKEND ({backend}) must be one of {', '.join(BACKENDS)}")
+        capacity = int(get_setting(settings, "BLOOM_CAPACITY"))
+        if capacity < 1:
+            raise ValueError(f"BLOOM_CAPACITY ({capacity}) must be >= 1")
+        error_rate = float(get_setting(settings, "BLOOM_ERROR_RATE"))
+        if not 0 < error_rate < 1:
+            raise ValueError(f"BLOOM_ERROR_RATE ({error_rate}) must be between 0 and 1")
+        return cls(backend, capacity, error_rate)
+
+
+async def _memory(client: Any, keys: list[str]) -> int:
+    """`MEMORY USAGE` of the filter's keys (0 where the server lacks the command)."""
+    total = 0
+    for key in keys:
+        try:
+            total += await maybe_await(client.memory_usage(key)) or 0
+        except ResponseError:
+            return 0
+    return total
+
+
+class SetDedup:
+    mode = "set"
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def script_keys(self) -> tuple[list[str], int]:
+        return [self.key], 0
+
+    async def prepare(self, client: Any) -> None:
+        kind = text(await maybe_await(client.type(self.key)))
+        if kind not in ("none", "set"):
+            raise DedupDataError(wrong_type_message(self.key, kind, "set (RedisSetDupeFilter)", _reset_fix(self.key)))
+
+    async def fix(self, client: Any, code: int) -> None:
+        raise AssertionError(f"set dedup never asks for a fix (code {code})")
+
+    async def stats(self, client: Any) -> dict[str, Any]:
+        count = await maybe_await(client.scard(self.key))
+        return {"backend": "set", "count": count, "bytes": await _memory(client, [self.key]), "layers": 1,
+                "error_rate": 0.0}
+
+
+class RedisBloomDedup:
+    """RedisBloom's scalable filter (`BF.RESERVE ... EXPANSION 2`), through redis-py's commands."""
+
+    mode = "redisbloom"
+
+    def __init__(self, key: str, config: BloomConfig) -> None:
+        self.key = key
+        self.config = config
+
+    def script_keys(self) -> tuple[list[str], int]:
+        return [self.key], 0
+
+    async def prepare(self, client: Any) -> None:
+        if not await maybe_await(client.exists(self.key)):
+            try:
+                # RedisBloom tightens each new sub-filter by half, so a full stack's compound rate
+                # approaches twice the first one's: reserve at p/2 to stay below BLOOM_ERROR_RATE.
+                await maybe_await(client.bf().create(self.key, self.config.error_rate / 2, self.config.capacity, expansion=2))
+            except Exception as exc:  # noqa: BLE001 - another node reserved it first
+                if "exists" not in str(exc).lower():
+                    raise
+
+    async def fix(self, client: Any, code: int) -> None:
+        raise AssertionError(f"RedisBloom never asks for a fix (code {code})")
+
+    async def stats(self, client: Any) -> dict[str, Any]:
+        info = await maybe_await(client.bf().info(self.key))
+        return {"backend": "redisbloom", "count": info.insertedNum, "bytes": await _memory(client, [self.key]),
+                "layers": info.filterNum, "error_rate": self.config.error_rate}
+
+
+class BitmapDedup:
+    """Scalable Bloom filter in plain Redis strings: meta hash at `key`, pieces at `key:L:P`."""
+
+    mode = "bitmap"
+
+    def __init__(self, key: str, config: BloomConfig) -> None:
+        self.key = key
+        self.config = config
+        self.state = BloomState((), ())
+
+    def script_keys(self) -> tuple[list[str], int]:
+        return [self.key, *self.state.piece_keys(self.key)], len(self.state.layers)
+
+    async def prepare(self, client: Any) -> None:
+        await self.refresh(client)
+        if not self.state.layers:
+            await self.grow(client)
+
+    async def fix(self, client: Any, code: int) -> None:
+        await (self.grow(client) if code == 1 else self.refresh(client))
+
+    async def refresh(self, client: Any) -> None:
+        try:
+            self.state = BloomState.from_meta(await maybe_await(client.hgetall(self.key)))
+        except BloomMetaError as exc:
+            raise DedupDataError(corrupt_message(self.key, str(exc))) from None
+
+    async def grow(self, client: Any) -> None:
+        """Add layer `len(layers)` (a no-op if another node just did), then reread the layout."""
+        index = len(self.state.layers)
+        # A filter keeps growing with the sizing it was created with, whatever the settings say now.
+        capacity = self.state.capacity or self.config.capacity
+        error_rate = self.state.overall_error_rate or self.config.error_rate
+        layer = layer_plan(capacity, error_rate, index)
+        keys = [self.key, *(piece_key(self.key, index, j) for j in range(layer.pieces))]
+        fields = [x for kv in layer.to_meta(index).items() for x in kv]
+        args = [index, "bitmap", capacity, repr(error_rate), *layer.piece_lengths(), *fields]
+        added = await maybe_await(client.eval(lua_source("bloom_grow"), len(keys), *keys, *args))
+        if text(added) == "corrupt" or isinstance(added, int) and added < 0:  # newer bloom_grow.lua
+            raise DedupDataError(corrupt_message(self.key, "bloom_grow.lua cannot read its layers"))
+        if added:
+            logger.info(
+                "Bloom filter %s: layer %d added (capacity %d, error rate %.2g, %.1f MB)",
+                self.key, index, layer.capacity, layer.error_rate, layer.bits / 8e6,
+            )
+        await self.refresh(client)
+
+    async def stats(self, client: Any) -> dict[str, Any]:
+        await self.refresh(client)
+        return {"backend": "bitmap", "count": self.state.count,
+                "bytes": await _memory(client, [self.key, *self.state.piece_keys(self.key)]),
+                "layers": len(self.state.layers), "error_rate": self.state.error_rate()}
+
+
+async def has_bloom_commands(client: Any, key: str) -> bool:
+    """Whether the server has RedisBloom (Redis 8, Redis Stack): ask it a harmless BF.EXISTS."""
+    probe = f"{key}:probe"
+    # A cluster client looks a command's keys up in its command table first, and BF.* is missing
+    # there exactly when the server lacks it: name the key's node so the server itself answers.
+    route = {"target_nodes": client.get_node_from_key(probe)} if hasattr(client, "get_node_from_key") else {}
+    try:
+        await maybe_await(client.execute_command("BF.EXISTS", probe, "x", **route))
+    except ResponseError as exc:
+        if "unknown command" in str(exc).lower():
+            return False
+        raise
+    return True
+
+
+async def choose_dedup(client: Any, key: str, config: BloomConfig) -> Dedup:
+    """The backend already holding `key` wins; else RedisBloom if the server has it (auto)."""
+    kind = await maybe_await(client.type(key))
+    kind = kind.encode() if isinstance(kind, str) else kind
+    existing = {b"hash": "bitmap", REDISBLOOM_TYPE: "redisbloom"}.get(kind)
+    if kind not in (b"none", b"hash", REDISBLOOM_TYPE):
+        raise DedupDataError(wrong_type_message(key, text(kind), "hash or MBbloom-- (a Bloom filter)", _reset_fix(key)))
+    has_module = await has_bloom_commands(client, key)
+    wanted = config.backend
+    if wanted == "auto":
+        wanted = existing or ("redisbloom" if has_module else "bitmap")
+    elif existing and existing != wanted:
+        raise DedupError(
+            f"BLOOM_BACKEND ({wanted}) but {key} already holds a {existing} filter; "
+            f"set BLOOM_BACKEND={existing} or run `dcrawl dedup reset`"
+        )
+    if wanted == "redisbloom" and not has_module:
+        raise DedupError(
+            "BLOOM_BACKEND (redisbloom) but this Redis has no BF.* commands; use Redis 8 / Redis Stack "
+            "or set BLOOM_BACKEND=auto"
+        )
+    return RedisBloomDedup(key, config) if wanted == "redisbloom" else BitmapDedup(key, config)
+
+
+async def describe_dedup(client: Any, key: str) -> dict[str, Any]:
+    """Stats of whatever filter holds `key`, without creating or changing it."""
+    kind = await maybe_await(client.type(key))
+    kind = kind.encode() if isinstance(kind, str) else kind
+    config = BloomConfig()
+    if kind == b"set":
+        return await SetDedup(key).stats(client)
+    if kind == b"hash":
+        return await BitmapDedup(key, config).stats(client)
+    if kind == REDISBLOOM_TYPE:
+        return await RedisBloomDedup(key, config).stats(client)
+    return {"backend": "none", "count": 0, "bytes": 0, "layers": 0, "error_rate": 0.0}
+
+
+async def reset_dedup(client: Any, key: str) -> int:
+    """Delete the filter at `key` (all layers and pieces); returns how many keys went."""
+    kind = await maybe_await(client.type(key))
+    keys = [key]
+    if kind in (b"hash", "hash"):
+        keys += _piece_keys_anyway(await maybe_await(client.hgetall(key)), key)
+    return await maybe_await(client.delete(*keys))
+
+
+def _piece_keys_anyway(raw: dict[Any, Any], key: str) -> list[str]:
+    """Piece keys of a meta hash, even a corrupt one: every layer whose piece count still reads."""
+    try:
+        return BloomState.from_meta(raw).piece_keys(key)
+    except BloomMetaError:
+        pass
+    meta = {text(k): text(v) for k, v in raw.items()}
+    keys = []
+    for layer in range(64):
+        pieces = meta.get(f"L{layer}:pieces", "")
+        if not pieces.isdigit():
+            break
+        keys += [piece_key(key, layer, j) for j in range(min(int(pieces), 1 << 20))]
+    return keys
+
+
+def _reset_fix(key: str) -> str:
+    return f"dcrawl dedup reset {key.split(':', 1)[0].strip('{}')}"
+
+
+async def flush_crawl(client: Any, keys: SpiderKeys) -> None:
+    """Delete a spider's queue, leases and filter (seeds and dead letters are kept)."""
+    await reset_dedup(client, keys.dupefilter)
+    await maybe_await(client.delete(*keys.crawl_state()))
+
+
+class RedisDupeFilter(BaseDupeFilter):
+    """Shared by both filters: fingerprints, Scrapy's interface, and the dedup backend."""
+
+    def __init__(self, redis_config: RedisConfig, keys: SpiderKeys,
+                 fingerprinter: RequestFingerprinterProtocol, debug: bool = False) -> None:
+        self.redis_config = redis_config
+        self.keys = keys
+        self.key = keys.dupefilter
+        self.fingerprinter = fingerprinter
+        self.debug = debug
+        self.dedup: Dedup | None = None
+        self._sync: tuple[Any, Enqueuer] | None = None
+        self._logged_once = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RedisDupeFilter:
+        assert crawler.spider is not None, "the dupefilter is built once the spider exists"
+        assert crawler.request_fingerprinter is not None
+        return cls(
+            RedisConfig.from_settings(crawler.settings),
+            SpiderKeys.from_settings(crawler.settings, crawler.spider.name),
+            crawler.request_fingerprinter,
+            debug=crawler.settings.getbool("DUPEFILTER_DEBUG"),
+            **cls.options(crawler.settings),
+        )
+
+    @classmethod
+    def options(cls, settings: BaseSettings) -> dict[str, Any]:
+        return {}
+
+    async def make_dedup(self, client: Any) -> Dedup:
+        raise NotImplementedError
+
+    async def open_dedup(self, client: Any) -> Dedup:
+        """Resolve and prepare the backend (the scheduler calls this with its async client)."""
+        self.dedup = await self.make_dedup(client)
+        await self.dedup.prepare(client)
+        return self.dedup
+
+    def fingerprint_hex(self, request: Request) -> str:
+        return self.fingerprinter.fingerprint(request).hex()
+
+    def request_seen(self, request: Request) -> bool:
+        """Check and add in one script call (a blocking round trip: for direct callers only)."""
+        if self._sync is None:
+            client = self.redis_config.sync_client()
+            dedup = run_sync(self.make_dedup(client))
+            run_sync(dedup.prepare(client))
+            self._sync = (client, Enqueuer(client, self.keys, dedup, "fifo"))
+        _, enqueuer = self._sync
+        (new,) = run_sync(enqueuer.run("add", [(self.fingerprint_hex(request), False, "")]))
+        return not new
+
+    def log(self, request: Request, spider: Spider) -> None:
+        if self.debug:
+            logger.debug("Filtered duplicate request: %s", request)
+        elif not self._logged_once:
+            logger.debug(
+                "Filtered duplicate request: %s - no more duplicates will be shown "
+                "(see DUPEFILTER_DEBUG to show all duplicates)",
+                request,
+            )
+            self._logged_once = True
+
+    def close(self, reason: str) -> None:
+        if self._sync is not None:
+            self._sync[0].close()
+            self._sync = None
+
+
+class RedisSetDupeFilter(RedisDupeFilter):
+    """Exact: every fingerprint in one Redis set (about 85 bytes each)."""
+
+    async def make_dedup(self, client: Any) -> Dedup:
+        return SetDedup(self.key)
+
+
+class BloomDupeFilter(RedisDupeFilter):
+    """Scalable Bloom filter: `BLOOM_BACKEND`, `BLOOM_CAPACITY`, `BLOOM_ERROR_RATE`."""
+
+    def __init__(self, *args: Any, bloom: BloomConfig | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.bloom = bloom or BloomConfig()
+
+    @classmethod
+    def options(cls, settings: BaseSettings) -> dict[str, Any]:
+        return {"bloom": BloomConfig.from_settings(settings)}
+
+    async def make_dedup(self, client: Any) -> Dedup:
+        return await choose_dedup(client, self.key, self.bloom)

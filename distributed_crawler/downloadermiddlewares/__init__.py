@@ -1,0 +1,1 @@
+"""Downloader middlewares: robots.txt, retries, proxies, politeness."""

@@ -1,0 +1,237 @@
+"""Per-domain politeness across the cluster: at most DOMAIN_RATE_LIMIT requests per second to a
+domain from all nodes together, enforced on Redis server time (lua/rate.lua).
+
+Each request reserves the next free slot of its domain in one round trip, then sleeps
+(`asyncio.sleep`, never blocking the reactor) until that slot. Reservations are spaced one
+interval apart cluster-wide, so nodes waiting on the same domain never race for a slot. A request
+woken more than half an interval late (a busy event loop) gives its slot up and reserves again,
+so lateness never turns into a burst at the site.
+
+`DOMAIN_RATE_LIMITS = {"example.com": 0.5}` overrides the rate for a domain and its subdomains
+(which then share one budget); 0 there exempts the domain. With DOMAIN_RATE_LIMIT_PER_PROXY each
+proxy (`request.meta["_dc_proxy"]`, set by the proxy middleware, which runs before this one) has
+its own budget per domain. robots.txt requests count like any other request to the site.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from redis.exceptions import ResponseError
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.httpobj import urlparse_cached
+
+from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig
+from distributed_crawler.defaults import get_setting
+from distributed_crawler.core.leases import LEASE_META
+from distributed_crawler.downloadermiddlewares.retry import PROXY_META
+from distributed_crawler.queue.scripts import lua_source
+from distributed_crawler.connection.untrusted import EpisodeLog, OnceLog, WrongTypeLog, finite, is_wrong_type
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
+
+logger = logging.getLogger(__name__)
+
+DONT_RATE_LIMIT_META = "dont_rate_limit"
+MAX_RESERVATIONS = 3  # a request that keeps waking up late goes after its third slot anyway
+LATE_FLOOR = 0.05  # seconds of wake-up lateness always tolerated (high rates, tiny intervals)
+STOP_CHECK_SECONDS = 0.5  # a waiting request notices a graceful stop within this
+DATA_BACKOFF_MAX = 5.0  # a rate key Redis refuses (wrong type, corrupt): how often a request looks again
+
+
+def _rate(name: str, value: Any) -> float:
+    try:
+        rate = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} ({value!r}) must be a number of requests per second (0 = no limit)") from None
+    if rate < 0:
+        raise ValueError(f"{name} ({rate}) must be >= 0 requests per second (0 = no limit)")
+    return rate
+
+
+@dataclass(frozen=True)
+class PolitenessConfig:
+    rate: float = 0.0  # requests per second per domain, 0 = no limit
+    overrides: dict[str, float] = field(default_factory=dict)  # domain -> rate (0 = no limit)
+    per_proxy: bool = False
+    key_template: str = "dc:rate:%(domain)s"
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> PolitenessConfig:
+        rate = _rate("DOMAIN_RATE_LIMIT", get_setting(settings, "DOMAIN_RATE_LIMIT") or 0)
+        raw = get_setting(settings, "DOMAIN_RATE_LIMITS") or {}
+        if isinstance(raw, str):
+            try:
+                raw = json.loads(raw)
+            except ValueError:
+                raw = None
+        if not isinstance(raw, dict):
+            raise ValueError(
+                f"DOMAIN_RATE_LIMITS ({get_setting(settings, 'DOMAIN_RATE_LIMITS')!r}) must be a dict "
+                """of domain -> requests per second, e.g. -s 'DOMAIN_RATE_LIMITS={"example.com": 0.5}'"""
+            )
+        overrides = {str(d).lower().strip("."): _rate(f"DOMAIN_RATE_LIMITS[{d!r}]", r) for d, r in raw.items()}
+        template = str(get_setting(settings, "DOMAIN_RATE_KEY"))
+        try:
+            template % {"domain": "example.com"}
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"DOMAIN_RATE_KEY ({template}) must contain %(domain)s and no other placeholder") from None
+        if "%(domain)s" not in template:
+            raise ValueError(f"DOMAIN_RATE_KEY ({template}) must contain %(domain)s")
+        return cls(rate, overrides, settings.getbool("DOMAIN_RATE_LIMIT_PER_PROXY",
+                                                     get_setting(settings, "DOMAIN_RATE_LIMIT_PER_PROXY")), template)
+
+    @property
+    def enabled(self) -> bool:
+        return self.rate > 0 or any(r > 0 for r in self.overrides.values())
+
+    def limit_for(self, host: str) -> tuple[str, float]:
+        """(budget name, requests per second) of a host: the closest override, else the host."""
+        host = host.lower().rstrip(".")
+        labels = host.split(".")
+        for i in range(len(labels)):
+            domain = ".".join(labels[i:])
+            if domain in self.overrides:
+                return domain, self.overrides[domain]
+        return host, self.rate
+
+    def key(self, domain: str, proxy: str | None) -> str:
+        if self.per_proxy and proxy:
+            # the proxy's host:port plus a hash of the whole URL: readable, no credentials in keys
+            parts = urlsplit(proxy)
+            digest = hashlib.sha1(proxy.encode("utf-8")).hexdigest()[:8]
+            domain = f"{domain}@{parts.hostname}:{parts.port or ''}#{digest}"
+        return self.key_template % {"domain": domain}
+
+
+class DomainRateLimitMiddleware:
+    """Downloader middleware (720, after the proxy middleware): waits for the domain's slot."""
+
+    def __init__(self, crawler: Crawler, config: PolitenessConfig, redis_config: RedisConfig) -> None:
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.config = config
+        self.redis_config = redis_config
+        self.client: Any = None
+        self.script: Any = None
+        self._outage = OutageLog("politeness", redis_config.masked_url)
+        self._wrong_types = WrongTypeLog("politeness", logger)
+        self._data_errors = EpisodeLog(logger)
+        self._odd_waits = OnceLog(logger)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> DomainRateLimitMiddleware:
+        config = PolitenessConfig.from_settings(crawler.settings)
+        if not config.enabled:
+            raise NotConfigured  # off by default: no "Disabled" warning on every start
+        mw = cls(crawler, config, RedisConfig.from_settings(crawler.settings))
+        crawler.signals.connect(mw.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(mw.spider_closed, signal=signals.spider_closed)
+        return mw
+
+    def spider_opened(self, spider: Spider) -> None:
+        self.client = self.redis_config.async_client()
+        self.script = self.client.register_script(lua_source("rate"))
+        logger.info("Politeness: %s requests/s per domain cluster-wide, overrides %s%s",
+                    self.config.rate or "no limit", self.config.overrides or "none",
+                    ", per proxy" if self.config.per_proxy else "")
+
+    async def spider_closed(self, spider: Spider) -> None:
+        if self.client is not None:
+            await self.client.aclose()
+
+    async def process_request(self, request: Request, spider: Spider | None = None) -> Request | None:
+        if request.meta.get(DONT_RATE_LIMIT_META) or self.script is None:
+            return None
+        host = urlparse_cached(request).hostname
+        if not host:
+            return None
+        domain, rate = self.config.limit_for(host)
+        if rate <= 0:
+            return None
+        key = self.config.key(domain, request.meta.get(PROXY_META))
+        interval = 1.0 / rate
+        self.stats.inc_value("politeness/requests")
+        for _ in range(MAX_RESERVATIONS):
+            wait = await self._reserve(key, interval)
+            if wait <= 0:
+                return None
+            self.stats.inc_value("politeness/delayed")
+            self.stats.inc_value("politeness/wait_seconds", round(wait, 3))
+            due = time.monotonic() + wait
+            if not await self._sleep_until(due) and LEASE_META in request.meta:
+                # Stopping: a graceful stop would wait for every slot; hand the request back to
+                # the queue instead (its lease goes over to the copy, see scheduler.py).
+                self.stats.inc_value("politeness/handed_back")
+                again = request.copy()
+                again.dont_filter = True
+                return again
+            # A busy event loop wakes us late, right before the next node's slot: starting now
+            # would be a burst at the site. Give the slot up and queue again (bounded).
+            if time.monotonic() - due <= max(interval / 2, LATE_FLOOR):
+                return None
+            self.stats.inc_value("politeness/late")
+        return None
+
+    async def _sleep_until(self, due: float) -> bool:
+        """Sleep until `due` (monotonic); False as soon as the node starts stopping."""
+        while (left := due - time.monotonic()) > 0:
+            if not getattr(self.crawler, "crawling", True):
+                return False
+            await asyncio.sleep(min(left, STOP_CHECK_SECONDS))
+        return True
+
+    async def _reserve(self, key: str, interval: float) -> float:
+        """The wait before this request's slot; retries while Redis is away (the node is stalled then anyway)."""
+        delay = 0.1
+        while True:
+            try:
+                raw = await self.script(keys=[key], args=[f"{interval:.6f}"])
+            except TRANSIENT_ERRORS as exc:
+                self._outage.failed(exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            except ResponseError as exc:  # the rate key is of the wrong type or corrupt: wait, one ERROR line
+                await self._refused(key, exc)
+                if not getattr(self.crawler, "crawling", True):
+                    return 0.0  # stopping: the few requests in flight go, rather than hang the close
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, DATA_BACKOFF_MAX)
+                continue
+            self._outage.ok()
+            self._data_errors.ok(f"politeness ({key})")
+            if self._wrong_types.reported:
+                await self._wrong_types.resolved(self.client, {key: ("string",)})
+            return self._wait(raw, key)
+
+    def _wait(self, raw: Any, key: str) -> float:
+        """rate.lua's answer as seconds; NaN, infinite or negative (a corrupt key) counts as no wait."""
+        wait = finite(raw, -1.0)
+        if wait < 0:
+            self._odd_waits.skipped("wait", "rate.lua answered %r for %s (a corrupt key?); the request goes "
+                                    "now. Fix: `redis-cli del '%s'`", raw, key, key)
+            return 0.0
+        return wait
+
+    async def _refused(self, key: str, exc: ResponseError) -> None:
+        try:
+            if is_wrong_type(exc):
+                await self._wrong_types.check(self.client, {key: ("string",)}, exc=exc)
+            else:
+                self._data_errors.failed(f"politeness ({key})", "Redis refused the rate limit of %s (%s); requests "
+                                         "to that domain wait. Fix: `redis-cli del '%s'`", key, str(exc)[:300], key,
+                                         exc_info=exc)
+        except (*TRANSIENT_ERRORS, ResponseError) as lost:
+            self._outage.failed(lost)

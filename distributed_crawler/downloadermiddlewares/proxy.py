@@ -1,0 +1,361 @@
+"""Downloader middleware: send each request through a healthy proxy of the shared pool.
+
+Sits at 700, before Scrapy's HttpProxyMiddleware (750), which turns the credentials of
+`meta["proxy"]` into a `Proxy-Authorization` header. Per request it picks a proxy (weighted by
+health, see proxies.py), and records the outcome in Redis for every node:
+
+* success: a response that is not a ban and not a 5xx (a 404 is the site's answer);
+* failure: a connection error, timeout or tunnel error (`process_exception`, which then returns
+  None so the retry middleware retries), HTTP 407, a status in `PROXY_BAN_STATUSES`, or a body
+  matching `PROXY_BAN_BODY_REGEX`. A ban response is returned unchanged with
+  `meta["_dc_proxy_ban"]` set: the retry middleware (retry.py) retries it, through any node, and
+  the next attempt picks again.
+
+`meta["_dc_proxy"]` holds the masked proxy of the attempt; it also marks the proxy as the pool's,
+so codec.py never writes it, `meta["proxy"]` or the auth header into Redis. A request whose
+`meta["proxy"]` the spider set (even to None) keeps it and bypasses the pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import ResponseError
+from scrapy import signals
+from scrapy.core.downloader.handlers.http11 import TunnelError
+from scrapy.exceptions import (
+    CannotResolveHostError, DownloadConnectionRefusedError, DownloadFailedError, DownloadTimeoutError,
+    IgnoreRequest, NotConfigured, ResponseDataLossError,
+)
+from scrapy.http import TextResponse
+from scrapy.utils.httpobj import urlparse_cached
+from scrapy.utils.misc import load_object
+from twisted.internet import error as tx_errors
+from twisted.web.client import ResponseFailed, ResponseNeverReceived
+
+from distributed_crawler.queue.codec import POOL_PROXY_META
+from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig
+from distributed_crawler.core.leases import LEASE_META
+from distributed_crawler.proxies.pool import Outcome, ProxyConfig, ProxyPool, ProxyURLError, mask_proxy, parse_proxy
+from distributed_crawler.rendering.handler import RenderConfig, RenderingMiddleware
+from distributed_crawler.connection.untrusted import EpisodeLog, OnceLog, WrongTypeLog, is_wrong_type
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+BAN_META = "_dc_proxy_ban"  # retry.py treats a response carrying it as retryable
+EMPTY_POLL_SECONDS = 1.0  # how often a node looks for a proxy while the pool is empty
+REVIVE_CHECK_SECONDS = 5.0  # how often a node runs the revive script (cheap; any node may)
+PICK_TRIES = 5  # picks that may land on pool members that are not proxy URLs before "no proxy"
+# Download errors that count against the proxy (a cancelled download, e.g. DOWNLOAD_MAXSIZE, does not).
+PROXY_ERRORS: tuple[type[BaseException], ...] = (
+    DownloadConnectionRefusedError, DownloadTimeoutError, DownloadFailedError, ResponseDataLossError,
+    CannotResolveHostError, TunnelError, tx_errors.ConnectError, tx_errors.ConnectionLost,
+    tx_errors.ConnectionDone, tx_errors.TimeoutError, ResponseFailed, ResponseNeverReceived, OSError,
+)
+# Meta and header a pool proxy leaves on a request (HttpProxyMiddleware adds the last two).
+_STALE_META = (POOL_PROXY_META, BAN_META, "proxy", "_auth_proxy")
+
+
+def failure_reason(exc: BaseException) -> str:
+    """A short reason for the dead list: `connection refused`, `timeout`, `tunnel error: ...`."""
+    name = type(exc).__name__
+    text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+    if "ConnectionRefused" in name:
+        kind = "connection refused"
+    elif "Timeout" in name or "TimedOut" in name:
+        kind = "timeout"
+    elif name == "TunnelError":
+        kind = "tunnel error"
+    elif "ConnectionLost" in name or "ConnectionDone" in name or "DataLoss" in name or "ResponseNeverReceived" in name:
+        kind = "connection lost"
+    else:
+        kind = name
+    return f"{kind} ({name}: {text})" if text else f"{kind} ({name})"
+
+
+def _renders(settings: Any) -> bool:
+    """RenderingMiddleware is on: it marks requests for the browser after this middleware ran."""
+    for path, order in settings.getwithbase("DOWNLOADER_MIDDLEWARES").items():
+        if order is not None and (load_object(path) if isinstance(path, str) else path) is RenderingMiddleware:
+            return True
+    return False
+
+
+class ProxyPoolMiddleware:
+    def __init__(self, crawler: Crawler, config: ProxyConfig, redis_config: RedisConfig,
+                 render_config: RenderConfig | None = None) -> None:
+        self.crawler = crawler
+        self.config = config
+        self.render_config = render_config  # which requests the browser will fetch (RenderingMiddleware)
+        self.redis_config = redis_config
+        self.stats = crawler.stats
+        self.active = False
+        self.client: Any = None
+        self.pool: ProxyPool | None = None
+        self._members: dict[str, str] = {}  # masked -> proxy URL (the pool member)
+        self._sticky: dict[str, str] = {}  # domain -> proxy URL (PROXY_STICKY_DOMAINS)
+        self._next_revive = 0.0
+        self._waiter: asyncio.Future[None] | None = None
+        self._empty_warned = False
+        self.outage = OutageLog("proxy pick", redis_config.masked_url)
+        self._wrong_types = WrongTypeLog("the proxy pool", logger)
+        self._data_errors = EpisodeLog(logger)
+        self._bad_members = OnceLog(logger)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> ProxyPoolMiddleware:
+        config = ProxyConfig.from_settings(crawler.settings)
+        if config.enabled is False:
+            raise NotConfigured("PROXY_ENABLED is False")
+        render_config = RenderConfig.from_settings(crawler.settings) if _renders(crawler.settings) else None
+        mw = cls(crawler, config, RedisConfig.from_settings(crawler.settings), render_config)
+        crawler.signals.connect(mw.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(mw.spider_closed, signal=signals.spider_closed)
+        return mw
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    async def spider_opened(self, spider: Spider) -> None:
+        self.client = self.redis_config.async_client()
+        self.pool = ProxyPool.from_config(self.client, self.config)
+        try:
+            loaded = await self.pool.load(self.config.proxies)
+            pooled, dead = await self.pool.counts()
+        except ResponseError as exc:  # a pool key of the wrong type: requests follow PROXY_EMPTY_POLICY
+            await self._refused("loading the proxy pool", exc)
+            self.active = bool(self.config.enabled or self.config.proxies)
+            return
+        self.active = bool(self.config.enabled or self.config.proxies or pooled or dead)
+        if not self.active:
+            logger.info("Proxy pool off: PROXY_LIST, PROXY_FILE and %s are empty (PROXY_ENABLED=True "
+                        "turns it on anyway)", self.config.pool_key)
+            return
+        configured = (f"; {loaded} of the {len(self.config.proxies)} in PROXY_LIST/PROXY_FILE were new"
+                      if self.config.proxies else "")
+        logger.info("Proxy pool %s: %d proxies, %d dead%s; empty pool policy: %s",
+                    self.config.pool_key, pooled, dead, configured, self.config.empty_policy)
+
+    async def spider_closed(self, spider: Spider) -> None:
+        if self.client is not None:
+            client, self.client = self.client, None
+            await client.aclose()
+
+    def _stopping(self) -> bool:
+        return self.client is None or not getattr(self.crawler, "crawling", True)
+
+    # -- Scrapy hooks ---------------------------------------------------------------------------
+    async def process_request(self, request: Request, spider: Spider | None = None) -> Request | None:
+        if not self.active or self.pool is None:
+            return None
+        meta = request.meta
+        if "proxy" in meta and POOL_PROXY_META not in meta:
+            return None  # the spider chose (or refused, with None) a proxy itself
+        if meta.get("playwright") or (self.render_config is not None and self.render_config.should_render(request)):
+            return None  # the browser does not use meta["proxy"] (docs/proxies.md)
+        for key in _STALE_META:  # an earlier attempt's proxy (a local retry or redirect)
+            meta.pop(key, None)
+        request.headers.pop(b"Proxy-Authorization", None)
+        proxy = await self._choose(request)
+        if proxy is None:
+            if self._stopping():
+                self.stats.inc_value("proxy/handed_back")
+                if LEASE_META not in meta:  # e.g. robots.txt (engine.download): nothing to hand back
+                    raise IgnoreRequest("no proxy while the node is stopping")
+                again = request.copy()  # keeps the lease: the scheduler hands it back to the queue
+                again.dont_filter = True
+                return again
+            self.stats.inc_value("proxy/direct")
+            return None
+        masked = mask_proxy(proxy)
+        self._members[masked] = proxy
+        meta["proxy"] = proxy
+        meta[POOL_PROXY_META] = masked
+        self.stats.inc_value("proxy/used")
+        return None
+
+    async def process_response(self, request: Request, response: Response, spider: Spider | None = None) -> Response:
+        proxy = self._proxy_of(request)
+        if proxy is None:
+            return response
+        reason = self._ban_reason(response)
+        if reason is None:
+            if response.status < 500:  # a 5xx may be the site's or the proxy's: no score change
+                await self._record(request, proxy, None)
+            return response
+        request.meta[BAN_META] = reason
+        await self._record(request, proxy, reason)
+        return response
+
+    async def process_exception(self, request: Request, exception: Exception, spider: Spider | None = None) -> None:
+        proxy = self._proxy_of(request)
+        if proxy is None or not isinstance(exception, PROXY_ERRORS):
+            return None
+        await self._record(request, proxy, self._unmask(failure_reason(exception), proxy))
+        return None
+
+    # -- picking ----------------------------------------------------------------------------------
+    async def _choose(self, request: Request) -> str | None:
+        assert self.pool is not None
+        domain = urlparse_cached(request).hostname or ""
+        if self.config.sticky_domains and domain in self._sticky:
+            return self._sticky[domain]
+        while True:
+            try:
+                await self._maybe_revive()
+                proxy = await self._pick()
+                self.outage.ok()
+                await self._pool_ok("picking a proxy")
+            except TRANSIENT_ERRORS as exc:  # hold the request until Redis is back (or the node stops)
+                self.outage.failed(exc)
+                if self._stopping():
+                    return None
+                await asyncio.sleep(EMPTY_POLL_SECONDS)
+                continue
+            except ResponseError as exc:  # the pool's keys are unusable: as if it were empty
+                await self._refused("picking a proxy", exc)
+                proxy = None
+            if proxy is not None:
+                if self._empty_warned:
+                    self._empty_warned = False
+                    logger.warning("Proxy pool %s has proxies again; held requests go on", self.config.pool_key)
+                if self.config.sticky_domains:
+                    self._sticky[domain] = proxy
+                return proxy
+            if not self._empty_warned:
+                self._empty_warned = True
+                held = "requests are held until one is added (dcrawl proxies add URL) or revived"
+                direct = "requests go without a proxy"
+                logger.warning(
+                    "Proxy pool %s is empty: %s (PROXY_EMPTY_POLICY=%s)", self.config.pool_key,
+                    held if self.config.empty_policy == "wait" else direct, self.config.empty_policy,
+                )
+            if self.config.empty_policy == "direct" or self._stopping():
+                return None
+            self.stats.inc_value("proxy/held")
+            await self._wait_for_proxies()
+            if self._stopping():
+                return None
+
+    async def _pick(self) -> str | None:
+        """A pooled proxy that is a valid proxy URL; members that are not are skipped (logged once)."""
+        assert self.pool is not None
+        for _ in range(PICK_TRIES):
+            member = await self.pool.pick(random.random())
+            if member is None:
+                return None
+            try:
+                parse_proxy(member)
+            except ProxyURLError as exc:
+                self.stats.inc_value("proxy/invalid_member")
+                self._bad_members.skipped("member", "Proxy pool %s has a member that is not a proxy URL (%s); "
+                                          "skipped: remove it with `dcrawl proxies remove`", self.config.pool_key, exc)
+                continue
+            return member
+        return None
+
+    async def _refused(self, what: str, exc: ResponseError) -> None:
+        """A pool key of the wrong type or a failing script: one ERROR line, then PROXY_EMPTY_POLICY."""
+        try:
+            if is_wrong_type(exc):
+                expected = {self.config.pool_key: ("zset",), self.config.dead_key: ("hash",)}
+                await self._wrong_types.check(self.client, expected, exc=exc)
+            else:
+                self._data_errors.failed(what, "Redis refused %s (%s); requests follow PROXY_EMPTY_POLICY=%s "
+                                         "until it works", what, str(exc)[:300], self.config.empty_policy, exc_info=exc)
+        except (*TRANSIENT_ERRORS, ResponseError) as lost:
+            self.outage.failed(lost)
+
+    async def _pool_ok(self, what: str) -> None:
+        self._data_errors.ok(what)
+        if self._wrong_types.reported:
+            expected = {self.config.pool_key: ("zset",), self.config.dead_key: ("hash",)}
+            await self._wrong_types.resolved(self.client, expected)
+
+    async def _wait_for_proxies(self) -> None:
+        """One poll loop per node, whatever the number of held requests; never blocks the reactor."""
+        if self._waiter is None or self._waiter.done():
+            self._waiter = asyncio.ensure_future(self._poll_until_pooled())
+        await asyncio.shield(self._waiter)
+
+    async def _poll_until_pooled(self) -> None:
+        assert self.pool is not None
+        while not self._stopping():
+            await asyncio.sleep(EMPTY_POLL_SECONDS)
+            try:
+                await self._maybe_revive()
+                pooled, _ = await self.pool.counts()
+            except TRANSIENT_ERRORS:
+                continue
+            except ResponseError as exc:
+                await self._refused("waiting for proxies", exc)
+                continue
+            if pooled:
+                return
+
+    async def _maybe_revive(self) -> None:  # raises TRANSIENT_ERRORS
+        if not self.config.revive_seconds or time.monotonic() < self._next_revive or self.pool is None:
+            return
+        self._next_revive = time.monotonic() + REVIVE_CHECK_SECONDS
+        for proxy, error in await self.pool.revive(self.config.revive_seconds):
+            self.stats.inc_value("proxy/revived")
+            logger.info("Proxy %s revived after PROXY_REVIVE_SECONDS=%g (it had failed: %s)",
+                        mask_proxy(proxy), self.config.revive_seconds, error)
+
+    # -- recording ------------------------------------------------------------------------------
+    def _proxy_of(self, request: Request) -> str | None:
+        masked = request.meta.get(POOL_PROXY_META)
+        if not masked or self.pool is None or self.client is None:
+            return None
+        return self._members.get(masked)
+
+    def _ban_reason(self, response: Response) -> str | None:
+        if response.status == 407:
+            return "status 407 (proxy authentication required)"
+        if response.status in self.config.ban_statuses:
+            return f"status {response.status}"
+        regex = self.config.ban_body_regex
+        if regex is not None and isinstance(response, TextResponse) and regex.search(response.text):
+            return "body matches PROXY_BAN_BODY_REGEX"
+        return None
+
+    @staticmethod
+    def _unmask(reason: str, proxy: str) -> str:
+        """Error texts may quote the proxy URL: never with its password."""
+        return reason.replace(proxy, mask_proxy(proxy))
+
+    async def _record(self, request: Request, proxy: str, failure: str | None) -> None:
+        assert self.pool is not None
+        try:
+            if failure is None:
+                await self.pool.success(proxy)
+                return
+            outcome = await self.pool.failure(proxy, failure)
+        except TRANSIENT_ERRORS as exc:  # the outcome is lost; the crawl goes on
+            self.outage.failed(exc)
+            return
+        except ResponseError as exc:  # a pool key of the wrong type: the outcome is lost, logged once
+            await self._refused("recording a proxy outcome", exc)
+            return
+        self.stats.inc_value("proxy/failed")
+        self._forget_if_gone(proxy, outcome)
+        masked = mask_proxy(proxy)
+        if outcome.state == "evicted":
+            self.stats.inc_value("proxy/evicted")
+            revive = (f"another chance in {self.config.revive_seconds:g}s (PROXY_REVIVE_SECONDS)"
+                      if self.config.revive_seconds else "no revival (PROXY_REVIVE_SECONDS=0)")
+            logger.warning("Proxy %s evicted to %s: score %g < PROXY_MIN_SCORE %g, last error: %s; %s",
+                           masked, self.config.dead_key, outcome.score or 0, self.config.min_score, failure, revive)
+        else:
+            logger.debug("Proxy %s failed on %s: %s (%s)", masked, request.url, failure, outcome.state)
+
+    def _forget_if_gone(self, proxy: str, outcome: Outcome) -> None:
+        if outcome.state in ("evicted", "gone") and self._sticky:
+            self._sticky = {d: p for d, p in self._sticky.items() if p != proxy}

@@ -1,0 +1,259 @@
+"""Cluster-wide retries: a failed attempt waits in `{spider}:delayed`, any node takes it when due.
+
+Replaces Scrapy's RetryMiddleware (same settings and meta keys: RETRY_ENABLED, RETRY_TIMES,
+RETRY_HTTP_CODES, RETRY_EXCEPTIONS, RETRY_PRIORITY_ADJUST; `dont_retry`, `max_retry_times`).
+Instead of retrying at once in this process, the retry copy carries a delay (exponential backoff
+with jitter, or the site's `Retry-After`, capped by RETRY_BACKOFF_MAX); the scheduler stores it in
+`{spider}:delayed` in the same Lua call that removes the failed attempt's lease (enqueue.lua), and
+pop.lua moves it back to the queue when due on Redis server time.
+
+After the last retry the request goes to `{spider}:failed` with url, reason, status, attempts, the
+last proxy (masked), node, time and its payload, so `dcrawl failed SPIDER --requeue` can send it
+back. A ban seen by the proxy middleware (`request.meta["_dc_proxy_ban"]`) is retryable whatever
+its status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import ResponseError
+from scrapy import signals
+from scrapy.downloadermiddlewares.retry import RetryMiddleware
+from scrapy.utils.python import global_object_name
+from scrapy.utils.response import response_status_message
+
+from distributed_crawler.queue.codec import RequestCodec, allowed_classes
+from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisConfig, mask_url
+from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
+from distributed_crawler.defaults import get_setting
+from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.core.leases import LEASE_META
+from distributed_crawler.core.node import node_id_from_settings
+from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from scrapy.settings import BaseSettings
+
+logger = logging.getLogger(__name__)
+
+RETRY_DELAY_META = "_dc_retry_delay"  # seconds the scheduler parks the request in delayed
+PROXY_BAN_META = "_dc_proxy_ban"  # set by the proxy middleware: this response is a ban
+PROXY_META = "_dc_proxy"  # the proxy the proxy middleware picked for this attempt
+DATA_BACKOFF_MAX = 5.0  # the failed list Redis refuses (wrong type): how often a dead letter tries again
+
+
+@dataclass(frozen=True)
+class RetryConfig:
+    backoff_base: float = 1.0
+    backoff_max: float = 60.0
+    failed_max: int = 100_000
+    allowed_classes: tuple[str, ...] = ()
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> RetryConfig:
+        base = float(get_setting(settings, "RETRY_BACKOFF_BASE"))
+        if base <= 0:
+            raise ValueError(f"RETRY_BACKOFF_BASE ({base}) must be > 0 seconds")
+        cap = float(get_setting(settings, "RETRY_BACKOFF_MAX"))
+        if cap < base:
+            raise ValueError(f"RETRY_BACKOFF_MAX ({cap}) must be >= RETRY_BACKOFF_BASE ({base})")
+        times = settings.getint("RETRY_TIMES")
+        if times < 0:
+            raise ValueError(f"RETRY_TIMES ({times}) must be >= 0")
+        return cls(
+            backoff_base=base,
+            backoff_max=cap,
+            failed_max=int(get_setting(settings, "SCHEDULER_FAILED_MAX")),
+            allowed_classes=allowed_classes(settings),
+        )
+
+
+def backoff_delay(retry: int, base: float, cap: float, rand: Callable[[], float] = random.random) -> float:
+    """Seconds before retry number `retry` (1 = first retry): base * 2^(retry-1), capped.
+
+    "Equal jitter": a uniform pick in the upper half of that, so nodes that failed together do not
+    come back together, yet no retry comes back sooner than half its step.
+    """
+    step = min(cap, base * 2 ** max(0, retry - 1))
+    return step / 2 + step / 2 * rand()
+
+
+def parse_retry_after(value: bytes | str | None, date: bytes | str | None = None, now: float | None = None) -> float | None:
+    """`Retry-After` in seconds: delta-seconds or an HTTP date; None if absent or unreadable.
+
+    An HTTP date is measured against the response's own `Date` header when it has one (the site's
+    clock against itself), else against this node's clock.
+    """
+    if value is None:
+        return None
+    text = (value.decode("latin-1") if isinstance(value, bytes) else value).strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = email.utils.parsedate_to_datetime(text).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
+    reference = now if now is not None else time.time()
+    if date is not None:
+        try:
+            reference = email.utils.parsedate_to_datetime(
+                date.decode("latin-1") if isinstance(date, bytes) else date
+            ).timestamp()
+        except (TypeError, ValueError, IndexError):
+            pass
+    return max(0.0, when - reference)
+
+
+def retry_delay(retry: int, config: RetryConfig, retry_after: float | None = None,
+                rand: Callable[[], float] = random.random) -> float:
+    """The backoff, or the site's Retry-After when it asks for longer; never above the cap."""
+    delay = backoff_delay(retry, config.backoff_base, config.backoff_max, rand)
+    if retry_after is not None:
+        delay = max(delay, retry_after)
+    return min(delay, config.backoff_max)
+
+
+class DistributedRetryMiddleware(RetryMiddleware):
+    """Retries through `{spider}:delayed` (see the module docstring)."""
+
+    def __init__(self, settings: BaseSettings, config: RetryConfig, redis_config: RedisConfig, node_id: str) -> None:
+        super().__init__(settings)  # NotConfigured when RETRY_ENABLED is off
+        self.config = config
+        self.redis_config = redis_config
+        self.node_id = node_id
+        self.client: Any = None
+        self.dead_letters: DeadLetters | None = None
+        self.codec: RequestCodec | None = None
+        self.failed_key = ""
+        self._wrong_types = WrongTypeLog("writing dead letters", logger)
+        self._data_errors = EpisodeLog(logger)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> DistributedRetryMiddleware:
+        settings = crawler.settings
+        mw = cls(settings, RetryConfig.from_settings(settings), RedisConfig.from_settings(settings),
+                 node_id_from_settings(settings))
+        mw.crawler = crawler
+        crawler.signals.connect(mw.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(mw.spider_closed, signal=signals.spider_closed)
+        return mw
+
+    def spider_opened(self, spider: Spider) -> None:
+        keys = getattr(spider, "keys", None)
+        keys = keys if isinstance(keys, SpiderKeys) else SpiderKeys.from_settings(self.crawler.settings, spider.name)
+        self.client = self.redis_config.async_client()
+        self.dead_letters = DeadLetters(self.client, keys.failed, self.node_id, self.config.failed_max)
+        self.failed_key = keys.failed
+        self.codec = RequestCodec(spider, self.config.allowed_classes)
+
+    async def spider_closed(self, spider: Spider) -> None:
+        if self.client is not None:
+            await self.client.aclose()
+
+    # -- Scrapy hooks ---------------------------------------------------------------------
+    async def process_response(self, request: Request, response: Response, spider: Spider | None = None) -> Request | Response:
+        if request.meta.get("dont_retry", False):
+            return response
+        ban = request.meta.get(PROXY_BAN_META)
+        if ban:
+            reason = f"proxy ban: {ban}"
+        elif response.status in self.retry_http_codes:
+            reason = response_status_message(response.status)
+        else:
+            return response
+        retry_after = parse_retry_after(response.headers.get("Retry-After"), response.headers.get("Date"))
+        return await self._retry_later(request, reason, response.status, retry_after) or response
+
+    async def process_exception(self, request: Request, exception: Exception, spider: Spider | None = None) -> Request | None:
+        if isinstance(exception, self.exceptions_to_retry) and not request.meta.get("dont_retry", False):
+            reason = request.meta.get(PROXY_BAN_META) and f"proxy ban: {request.meta[PROXY_BAN_META]}"
+            return await self._retry_later(request, reason or exception, None, None)
+        return None
+
+    # -- retry or dead-letter -------------------------------------------------------------
+    async def _retry_later(self, request: Request, reason: str | Exception, status: int | None,
+                           retry_after: float | None) -> Request | None:
+        new = self._retry(request, reason)
+        if new is None:
+            await self._dead_letter(request, reason, status)
+            return None
+        delay = retry_delay(new.meta["retry_times"], self.config, retry_after)
+        for key in (PROXY_BAN_META, RETRY_DELAY_META):
+            new.meta.pop(key, None)
+        if PROXY_META in new.meta:  # the proxy middleware picks again (maybe another proxy)
+            for key in (PROXY_META, "proxy", "_auth_proxy"):
+                new.meta.pop(key, None)
+            new.headers.pop(b"Proxy-Authorization", None)
+        if LEASE_META in request.meta:  # from our scheduler: it parks the copy in delayed
+            new.meta[RETRY_DELAY_META] = delay
+            self.crawler.stats.inc_value("retry/delayed")
+        else:  # e.g. robots.txt, fetched by engine.download(): wait here, without blocking
+            await asyncio.sleep(delay)
+        return new
+
+    async def _dead_letter(self, request: Request, reason: str | Exception, status: int | None) -> None:
+        if isinstance(reason, Exception):
+            reason = f"{global_object_name(reason.__class__)}: {reason}"
+        if self.dead_letters is None or LEASE_META not in request.meta:
+            return  # not a scheduled request (robots.txt): nothing to requeue
+        self.crawler.stats.inc_value("retry/failed")
+        extra: dict[str, Any] = {
+            "status": status,
+            "attempts": int(request.meta.get("retry_times", 0)) + 1,
+            "proxy": mask_url(str(request.meta[PROXY_META])) if request.meta.get(PROXY_META) else None,
+            "source": "retry",
+            "priority": request.priority,
+        }
+        try:
+            clean = request.replace(meta={k: v for k, v in request.meta.items() if k != "retry_times"})
+            extra["payload"] = self.codec.encode(clean)
+        except (TypeError, ValueError) as exc:  # UnserializableRequestError is a TypeError
+            extra["payload_error"] = str(exc)
+        entry = failure_entry(request.url, str(reason), self.node_id, **extra)
+        attempt, delay = 0, 0.5
+        while True:
+            try:
+                await self.dead_letters.push([entry])
+                await self._failed_key_ok()
+                return
+            except TRANSIENT_ERRORS as exc:
+                attempt += 1
+                if attempt == 3:  # the entry's payload may carry headers: not logged
+                    logger.error("Dead letter for %s not written (Redis: %s); failed after %s attempts: %s",
+                                 request.url, exc, extra["attempts"], reason)
+                    return
+                await asyncio.sleep(0.5)
+            except ResponseError as exc:  # the failed list is of the wrong type: wait until it is fixed
+                await self._refused(exc)
+                if not getattr(self.crawler, "crawling", True):
+                    logger.error("Dead letter for %s not written (Redis refused: %s) and the node is stopping; "
+                                 "failed after %s attempts: %s", request.url, str(exc)[:200], extra["attempts"], reason)
+                    return
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, DATA_BACKOFF_MAX)
+
+    async def _refused(self, exc: ResponseError) -> None:
+        try:
+            if is_wrong_type(exc):
+                await self._wrong_types.check(self.client, {self.failed_key: ("list",)}, exc=exc)
+            else:
+                self._data_errors.failed("writing dead letters", "Redis refused a dead letter for %s (%s); "
+                                         "retrying with backoff", self.failed_key, str(exc)[:300], exc_info=exc)
+        except (*TRANSIENT_ERRORS, ResponseError):
+            pass
+
+    async def _failed_key_ok(self) -> None:
+        self._data_errors.ok("writing dead letters")
+        if self._wrong_types.reported:
+            await self._wrong_types.resolved(self.client, {self.failed_key: ("list",)})

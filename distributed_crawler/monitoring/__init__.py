@@ -1,0 +1,1 @@
+"""Heartbeats, alerts, status, dashboard and Prometheus."""

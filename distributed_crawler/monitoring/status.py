@@ -1,0 +1,270 @@
+"""The cluster's status in one dict (DESIGN §7), and its rich rendering for `dcrawl status`.
+
+`gather_status` is what `dcrawl status --json` prints and what the dashboard's JSON endpoint
+serves, so the two always agree. It works with a sync client (`run_sync`) and an asyncio one.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+from typing import Any
+
+from rich import box
+from rich.columns import Columns
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+from scrapy.settings import BaseSettings
+
+from distributed_crawler.connection.clients import TRANSIENT_ERRORS
+from distributed_crawler.defaults import get_setting
+from distributed_crawler.dedup.dupefilter import describe_dedup
+from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.queue.enqueue import maybe_await, run_sync
+from distributed_crawler.monitoring.nodes import (
+    PROXY_POOL_KEY, NodeKeys, Skips, clean_json, duration, proxy_health, read_history, read_nodes, read_totals, server_time,
+)
+from distributed_crawler.queue.counts import crawl_counts
+
+RECENT = 20  # alerts and failures listed
+FAILURE_FIELDS = ("url", "reason", "node", "time", "source", "attempts")
+TEXT_FIELDS = ("url", "reason", "node", "source", "kind", "spider", "reporter", "message")
+NUMBER_FIELDS = ("time", "attempts", "status")
+ENTRY_TEXT_CHARS = 2000  # a dead letter's url or reason shown at most this long
+
+
+def _clean_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    """A JSON entry with its known fields of the right type (text capped; time a finite number)."""
+    out = clean_json(entry)
+    for name in TEXT_FIELDS:
+        if name in out:
+            value = out[name]
+            out[name] = (value if isinstance(value, str) else "" if value is None else json.dumps(value))[:ENTRY_TEXT_CHARS]
+    for name in NUMBER_FIELDS:
+        if name in out and (isinstance(out[name], bool) or not isinstance(out[name], (int, float))):
+            out[name] = None
+    return out
+
+
+def _json_entries(raw: list[bytes], fields: tuple[str, ...] | None = None, skips: Skips | None = None,
+                  key: str = "", needs: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """JSON objects of a list (with one of `needs`); anything else is skipped and counted."""
+    entries = []
+    for item in raw:
+        try:
+            entry = json.loads(item)
+        except (ValueError, RecursionError):
+            entry = None
+        if not isinstance(entry, dict) or (needs and not any(isinstance(entry.get(n), str) for n in needs)):
+            if skips is not None:
+                skips.add(key)
+            continue
+        if fields is not None:
+            entry = {k: entry[k] for k in fields if k in entry}
+        entries.append(_clean_entry(entry))
+    return entries
+
+
+def _type_name(raw: Any) -> str:
+    return (raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)) or "none"
+
+
+async def _check_types(client: Any, expected: dict[str, tuple[str, ...]], skips: Skips) -> set[str]:
+    """Keys holding another Redis type than expected (recorded in `skips`); one round trip."""
+    pipe = client.pipeline(transaction=False)
+    names = list(expected)
+    for key in names:
+        pipe.type(key)
+    actual = await maybe_await(pipe.execute())
+    wrong = set()
+    for key, raw in zip(names, actual):
+        kind = _type_name(raw)
+        if kind != "none" and kind not in expected[key]:
+            skips.wrong_type(key, kind, "/".join(t for t in expected[key] if t != "MBbloom--") or expected[key][0])
+            wrong.add(key)
+    return wrong
+
+
+async def _dedup_stats(client: Any, key: str, skips: Skips) -> dict[str, Any]:
+    try:
+        stats = await describe_dedup(client, key)
+    except TRANSIENT_ERRORS:
+        raise
+    except Exception:  # noqa: BLE001 - a corrupt filter (DedupDataError, ValueError, WRONGTYPE...) is data, not our failure
+        skips.add(key)  # a filter whose meta does not read: its size is unknown, nodes say more
+        return {"backend": "unreadable", "count": 0, "bytes": 0, "layers": 0, "error_rate": 0.0}
+    return clean_json(stats)
+
+
+NO_DEDUP = {"backend": "none", "count": 0, "bytes": 0, "layers": 0, "error_rate": 0.0}
+
+
+async def gather_status(client: Any, settings: BaseSettings, spider: str, recent: int = RECENT) -> dict[str, Any]:
+    """Queues, nodes, dedup, totals, last hour's history, recent alerts and failures of `spider`.
+
+    Nothing read can make it fail: unreadable entries are skipped and counted (`skipped`), keys of
+    the wrong Redis type are read as empty and named with their fix (`wrong_type`).
+    """
+    keys = SpiderKeys.from_settings(settings, spider)
+    node_keys = NodeKeys.from_settings(settings, spider, keys)
+    proxy_key = str(settings.get("PROXY_POOL_KEY") or PROXY_POOL_KEY)
+    dead_key = str(get_setting(settings, "PROXY_DEAD_KEY"))
+    skips = Skips()
+    now = await server_time(client)
+    wrong = await _check_types(client, {
+        keys.start_urls: ("list", "set", "zset"), keys.requests: ("zset", "list"), keys.processing: ("zset",),
+        keys.delayed: ("zset",), keys.failed: ("list",), keys.dupefilter: ("set", "hash", "MBbloom--"),
+        node_keys.nodes: ("zset",), node_keys.last: ("hash",), node_keys.history: ("hash",),
+        node_keys.stats: ("hash",), node_keys.alerts: ("list",), proxy_key: ("zset",), dead_key: ("hash",),
+    }, skips)
+    counts = await crawl_counts(client, keys)
+    counts = replace(counts, **{  # counts.lua sizes any type: a wrong-type key holds no work of ours
+        name: 0 for name, key in (("seeds", keys.start_urls), ("pending", keys.requests), ("leased", keys.processing),
+                                  ("delayed", keys.delayed), ("failed", keys.failed)) if key in wrong
+    })
+    nodes = [] if node_keys.nodes in wrong else await read_nodes(client, node_keys, now, skips)
+    totals = {"pages": 0, "items": 0, "errors": 0} if node_keys.stats in wrong else await read_totals(client, node_keys, skips)
+    dedup = dict(NO_DEDUP) if keys.dupefilter in wrong else await _dedup_stats(client, keys.dupefilter, skips)
+    history = await read_history(client, node_keys, now) if node_keys.history not in wrong else [
+        {"minute": m["minute"], "pages": 0, "items": 0, "errors": 0}
+        for m in await read_history(_Empty(), node_keys, now)
+    ]
+    raw_alerts = [] if node_keys.alerts in wrong else await maybe_await(client.lrange(node_keys.alerts, 0, recent - 1))
+    raw_failures = [] if keys.failed in wrong else await maybe_await(client.lrange(keys.failed, 0, recent - 1))
+    proxies = {"total": 0, "healthy": 0} if proxy_key in wrong else await proxy_health(client, proxy_key)
+    proxies["dead"] = 0 if dead_key in wrong else int(await maybe_await(client.hlen(dead_key)))
+    alerts = _json_entries(raw_alerts, None, skips, node_keys.alerts, needs=("kind", "message"))
+    failures = _json_entries(raw_failures, FAILURE_FIELDS, skips, keys.failed, needs=("url", "reason"))
+    alive = [n for n in nodes if n["alive"]]
+    rate = round(sum(n["rate"] for n in alive), 1)
+    if not counts.pending:
+        eta: float | None = 0
+    else:
+        eta = round(counts.pending / rate * 60) if rate else None
+    return {
+        "spider": spider,
+        "time": round(now, 3),
+        "pending": counts.pending,
+        "leased": counts.leased,
+        "delayed": counts.delayed,
+        "failed": counts.failed,
+        "seeds": counts.seeds,
+        "nodes": nodes,
+        "dedup": dedup,
+        "totals": {
+            "nodes_alive": len(alive),
+            "nodes_dead": sum(1 for n in nodes if n["state"] == "dead"),
+            **totals,
+            "rate": rate,  # pages/min of the live nodes over the last minute
+            "eta_seconds": eta,  # to drain the pending queue at that rate (None: no rate)
+        },
+        "proxies": proxies,
+        "history": history,
+        "alerts": alerts,
+        "failures": failures,
+        **skips.as_json(),  # "skipped": {key: entries}, "wrong_type": [{key, type, expected, fix, message}]
+    }
+
+
+class _Empty:
+    """A stand-in client whose hashes are empty (the history of a key of the wrong type)."""
+
+    def hgetall(self, key: str) -> dict:
+        return {}
+
+
+def skip_lines(status: dict[str, Any]) -> list[str]:
+    """The lines about what a status left out (one for skipped entries, one per wrong-type key)."""
+    skips = Skips()
+    for key, n in (status.get("skipped") or {}).items():
+        skips.add(key, n)
+    for w in status.get("wrong_type") or []:
+        skips.wrong_type(w["key"], w["type"], w["expected"])
+    return skips.lines()
+
+
+# -- rendering -------------------------------------------------------------------------------
+def human_bytes(n: float) -> str:
+    for unit in ("B", "K", "M", "G"):
+        if n < 1024 or unit == "G":
+            return f"{n:.0f}{unit}" if unit in ("B", "K", "M") else f"{n:.1f}{unit}"
+        n /= 1024
+    return str(n)
+
+
+STATE_STYLE = {"running": "green", "idle": "cyan", "draining": "yellow", "closed": "dim", "dead": "bold red"}
+
+
+def render_status(status: dict[str, Any], title: str = "") -> Group:
+    now = status["time"]
+    t = status["totals"]
+    figures = [
+        ("pages/min", f"{t['rate']:.0f}"), ("pending", status["pending"]), ("leased", status["leased"]),
+        ("delayed", status["delayed"]), ("failed", status["failed"]), ("seeds", status["seeds"]),
+        ("seen", status["dedup"].get("count", 0)), ("pages", t["pages"]), ("items", t["items"]),
+        ("errors", t["errors"]),
+        ("drains in", duration(t["eta_seconds"]) if t["eta_seconds"] is not None else "?"),
+        ("nodes", f"{t['nodes_alive']} alive" + (f", {t['nodes_dead']} dead" if t["nodes_dead"] else "")),
+    ]
+    proxies = status["proxies"]
+    if proxies["total"] or proxies.get("dead"):
+        dead = f", {proxies['dead']} dead" if proxies.get("dead") else ""
+        figures.append(("proxies", f"{proxies['healthy']}/{proxies['total']} healthy{dead}"))
+    parts: list[Any] = [
+        Text(title or status["spider"], style="bold"),
+        Columns([Text.assemble((f"{label} ", "dim"), (str(value), "bold")) for label, value in figures], padding=(0, 3)),
+    ]
+    if status["nodes"]:
+        nodes = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        id_width = min(40, max(len(n["id"]) for n in status["nodes"]))
+        for col in ("node", "state", "/min", "pages", "items", "errors", "flight", "leases", "RSS", "seen ago"):
+            left = col in ("node", "state")
+            nodes.add_column(col, justify="left" if left else "right", no_wrap=True, min_width=id_width if col == "node" else None)
+        for n in status["nodes"]:
+            nodes.add_row(
+                n["id"], Text(n["state"], style=STATE_STYLE.get(n["state"], "")), f"{n['rate']:.0f}",
+                str(n["pages"]), str(n["items"]), str(n["errors"]), str(n["in_flight"]), str(n["leases"]),
+                human_bytes(n["rss"]) if n["rss"] else "", duration(max(0.0, now - n["last_seen"])),
+            )
+        parts.append(nodes)
+    else:
+        parts.append(Text("no node has reported yet", style="dim"))
+    for a in status["alerts"][:5]:
+        when = time.strftime("%H:%M:%S", time.localtime(a["time"])) if a.get("time") else "--:--:--"
+        parts.append(Text.assemble(("alert ", "bold red"), f"{when} {a.get('kind', '')} {a.get('node', '')}: {a.get('message', '')}"))
+    for line in skip_lines(status):
+        parts.append(Text(line, style="yellow"))
+    return Group(*parts)
+
+
+def status_now(client: Any, settings: BaseSettings, spider: str) -> dict[str, Any]:
+    """`gather_status` on a sync client."""
+    return run_sync(gather_status(client, settings, spider))
+
+
+def watch_status(client: Any, settings: BaseSettings, spider: str, interval: float, as_json: bool, title: str) -> int:
+    """Refresh the status every `interval` seconds until Ctrl-C; Redis outages are shown, not fatal."""
+    if interval <= 0:
+        raise ValueError(f"--interval ({interval}) must be > 0 seconds")
+    console = Console()
+    try:
+        if as_json:  # one object a line, for scripts
+            while True:
+                try:
+                    print(json.dumps(status_now(client, settings, spider), ensure_ascii=False), flush=True)
+                except TRANSIENT_ERRORS as exc:
+                    print(json.dumps({"spider": spider, "error": f"Redis unreachable: {exc}"}), flush=True)
+                time.sleep(interval)
+        with Live(console=console, auto_refresh=False, transient=False) as live:
+            while True:
+                try:
+                    view: Any = render_status(status_now(client, settings, spider), title)
+                except TRANSIENT_ERRORS as exc:
+                    view = Text(f"Redis unreachable ({exc}); retrying every {interval:g}s", style="bold red")
+                live.update(view, refresh=True)
+                time.sleep(interval)
+    except KeyboardInterrupt:
+        return 0

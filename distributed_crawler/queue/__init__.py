@@ -1,0 +1,1 @@
+"""The shared request queue: codec, envelope, keys, Lua scripts, enqueue, dead letters."""

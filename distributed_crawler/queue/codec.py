@@ -1,0 +1,233 @@
+"""Requests as JSON in Redis: never pickle.
+
+Anything in Redis may have been written by someone else, so decoding must not run code: the request
+class is checked against an allow-list before it is loaded, callbacks must be methods of the spider,
+and a payload that does not decode raises `PayloadError` (the scheduler dead-letters it).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request
+from scrapy.utils.misc import load_object
+
+from distributed_crawler.defaults import get_setting
+from distributed_crawler.queue.tagged import tag_values, untag_values
+
+if TYPE_CHECKING:
+    from scrapy import Spider
+
+DEFAULT_ALLOWED_CLASSES: frozenset[str] = frozenset(
+    {
+        "scrapy.http.request.Request",
+        "scrapy.http.request.form.FormRequest",
+        "scrapy.http.request.json_request.JsonRequest",
+        "scrapy.http.request.rpc.XmlRpcRequest",
+    }
+)
+# Meta keys that belong to one node's handling of one delivery; never shipped to another node.
+PRIVATE_META_PREFIX = "_dc_"
+# Set by proxy_middleware.py on requests it sent through a pool proxy (the masked proxy). Such a
+# request travels without the proxy, Scrapy's `_auth_proxy` and the Proxy-Authorization header:
+# the pool's credentials never reach Redis, and the next attempt picks a proxy again.
+POOL_PROXY_META = "_dc_proxy"
+_POOL_PROXY_FIELDS = frozenset({"proxy", "_auth_proxy"})
+# Meta keys Scrapy's own middlewares set that describe one download, not the request.
+_TRANSIENT_META = frozenset({
+    "download_slot", "download_latency", "download_timeout", "depth_checked",
+    "frames",  # rendering.py: the frames of one rendered download
+})
+
+FORMAT_VERSION = 1
+
+
+def allowed_classes(settings: Any) -> tuple[str, ...]:
+    """REQUEST_CLASS_ALLOWLIST as a tuple (a list, or "a,b" with -s)."""
+    allow = get_setting(settings, "REQUEST_CLASS_ALLOWLIST") or ()
+    if isinstance(allow, str):
+        allow = [a.strip() for a in allow.split(",") if a.strip()]
+    return tuple(allow)
+
+
+class PayloadError(ValueError):
+    """A payload from Redis that is not a request we are willing to build."""
+
+
+class UnserializableRequestError(TypeError):
+    """A request that cannot travel as JSON; the message names the offending key."""
+
+
+def _class_path(request: Request) -> str:
+    cls = type(request)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _find_unserializable(value: Any, path: str) -> str | None:
+    """Path of the first value json cannot encode, e.g. `meta['item'].price`."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                return f"{path}[{k!r}] (key must be a string)"
+            found = _find_unserializable(v, f"{path}[{k!r}]")
+            if found:
+                return found
+        return None
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            found = _find_unserializable(v, f"{path}[{i}]")
+            if found:
+                return found
+        return None
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return None
+    return f"{path} ({type(value).__name__})"
+
+
+class RequestCodec:
+    """Encode a `Request` to a JSON string and back, for one spider."""
+
+    def __init__(self, spider: Spider | None, allowed_classes: Iterable[str] = ()) -> None:
+        self.spider = spider
+        self.allowed = DEFAULT_ALLOWED_CLASSES | frozenset(allowed_classes)
+
+    # -- encode -------------------------------------------------------------
+    def to_dict(self, request: Request) -> dict[str, Any]:
+        class_path = _class_path(request)
+        if class_path not in self.allowed:
+            raise UnserializableRequestError(
+                f"request class {class_path} is not in REQUEST_CLASS_ALLOWLIST; add it there"
+            )
+        pooled = POOL_PROXY_META in request.meta
+        meta = {
+            k: v
+            for k, v in request.meta.items()
+            if not k.startswith(PRIVATE_META_PREFIX) and k not in _TRANSIENT_META
+            and not (pooled and k in _POOL_PROXY_FIELDS)
+        }
+        try:  # scrapy-playwright's PageMethod travels as tagged JSON (tagged.py)
+            meta = tag_values(meta, "meta")
+        except ValueError as exc:
+            raise UnserializableRequestError(f"{request.url}: {exc}") from None
+        for field, value in (("meta", meta), ("cb_kwargs", request.cb_kwargs)):
+            bad = _find_unserializable(value, field)
+            if bad:
+                raise UnserializableRequestError(
+                    f"{request.url}: {bad} is not JSON-serializable; "
+                    "store only JSON values (str, int, float, bool, None, list, dict) there"
+                )
+        d = request.to_dict(spider=self.spider)
+        return {
+            "v": FORMAT_VERSION,
+            "id": secrets.token_hex(8),  # two equal requests (dont_filter) stay two queue members
+            "class": class_path,
+            "url": d["url"],
+            "method": d["method"],
+            "callback": d["callback"],
+            "errback": d["errback"],
+            "headers": {
+                k.decode("latin-1"): [v.decode("latin-1") for v in vs]
+                for k, vs in d["headers"].items()
+                if not (pooled and k.lower() == b"proxy-authorization")
+            },
+            "body": base64.b64encode(d["body"]).decode("ascii") if d["body"] else "",
+            "cookies": d["cookies"],
+            "meta": meta,
+            "encoding": d["encoding"],
+            "priority": d["priority"],
+            "dont_filter": d["dont_filter"],
+            "flags": list(d["flags"]),
+            "cb_kwargs": d["cb_kwargs"],
+        }
+
+    def encode(self, request: Request) -> str:
+        try:
+            return json.dumps(self.to_dict(request), separators=(",", ":"), ensure_ascii=False)
+        except ValueError as exc:  # e.g. a method not found on the spider
+            raise UnserializableRequestError(f"{request.url}: {exc}") from None
+
+    # -- decode -------------------------------------------------------------
+    def decode(self, payload: str | bytes) -> Request:
+        """A request from untrusted JSON; anything malformed raises `PayloadError` with a reason."""
+        try:
+            d = json.loads(payload)
+        except (ValueError, UnicodeDecodeError):
+            raise PayloadError("not JSON (foreign or pickled data?)") from None
+        except RecursionError:
+            raise PayloadError("JSON nested too deeply") from None
+        if not isinstance(d, dict) or d.get("v") != FORMAT_VERSION:
+            raise PayloadError("not a request payload of this format version")
+        return self.from_dict(d)
+
+    def from_dict(self, d: dict[str, Any]) -> Request:
+        class_path = d.get("class")
+        if not isinstance(class_path, str) or class_path not in self.allowed:
+            raise PayloadError(f"request class {str(class_path)[:100]!r} is not allow-listed")
+        request_cls = load_object(class_path)
+        try:
+            return request_cls(**self._kwargs(d))
+        except PayloadError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - whatever the fields do to Request(), it is the data's fault
+            raise PayloadError(f"malformed request fields ({type(exc).__name__}: {exc})"[:300]) from None
+
+    def _kwargs(self, d: dict[str, Any]) -> dict[str, Any]:
+        """Request() arguments, every field checked for its JSON type first (it came from Redis)."""
+        url = _field(d, "url", str, required=True)
+        meta = _field(d, "meta", dict) or {}
+        priority = _field(d, "priority", int) or 0
+        if isinstance(priority, bool) or not -2**63 <= priority < 2**63:
+            raise PayloadError(f"priority {str(priority)[:30]} is out of range")
+        return {
+            "url": url,
+            "method": _field(d, "method", str) or "GET",
+            "headers": _headers(_field(d, "headers", dict) or {}),
+            "body": base64.b64decode(_field(d, "body", str) or "", validate=True),
+            "cookies": _field(d, "cookies", (dict, list)) or {},
+            # private meta belongs to one node's handling of one delivery: never taken from Redis
+            "meta": untag_values({k: v for k, v in meta.items() if not k.startswith(PRIVATE_META_PREFIX)}),
+            "encoding": _field(d, "encoding", str) or "utf-8",
+            "priority": priority,
+            "dont_filter": bool(d.get("dont_filter")),
+            "flags": [str(f) for f in _field(d, "flags", list) or []],
+            "cb_kwargs": _field(d, "cb_kwargs", dict) or {},
+            "callback": self._method(d.get("callback")),
+            "errback": self._method(d.get("errback")),
+        }
+
+    def _method(self, name: Any) -> Any:
+        if name is None:
+            return None
+        if not isinstance(name, str) or name.startswith("_") or self.spider is None:
+            raise PayloadError(f"callback {str(name)[:100]!r} is not a public spider method")
+        method = getattr(self.spider, name, None)
+        if not callable(method):
+            raise PayloadError(f"callback {name[:100]!r} not found on spider {self.spider.name!r}")
+        return method
+
+
+def _field(d: dict[str, Any], name: str, kind: type | tuple[type, ...], required: bool = False) -> Any:
+    """`d[name]` if it has the JSON type we need; None when absent/null (unless required)."""
+    value = d.get(name)
+    if value is None:
+        if required:
+            raise PayloadError(f"field {name!r} is missing")
+        return None
+    if not isinstance(value, kind):
+        raise PayloadError(f"field {name!r} is a {type(value).__name__}, not a {getattr(kind, '__name__', kind)}")
+    return value
+
+
+def _headers(raw: dict[str, Any]) -> dict[str, list[str]]:
+    """Header name -> list of strings (a single string is accepted as one value)."""
+    headers = {}
+    for name, values in raw.items():
+        values = [values] if isinstance(values, str) else values
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise PayloadError(f"header {name[:100]!r} must be a string or a list of strings")
+        headers[name] = values
+    return headers

@@ -1,0 +1,62 @@
+"""`{spider}:failed`: what could not be crawled, and why, as JSON an operator can read and requeue."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from distributed_crawler.connection.untrusted import preview
+
+PREVIEW_CHARS = 300
+
+
+def fresh_payload(payload: str) -> str:
+    """A dead letter's request payload with its retry count reset (for `dcrawl failed --requeue`)."""
+    try:
+        decoded = json.loads(payload)
+    except ValueError:
+        return payload  # not ours to rewrite: the scheduler dead-letters it again if it is garbage
+    meta = decoded.get("meta") if isinstance(decoded, dict) else None
+    if not isinstance(meta, dict) or "retry_times" not in meta:
+        return payload
+    meta.pop("retry_times")
+    return json.dumps(decoded, separators=(",", ":"), ensure_ascii=False)
+
+
+def failure_entry(url: str, reason: str, node: str, **extra: Any) -> str:
+    entry = {"url": url, "reason": reason, "node": node, "time": round(time.time(), 3)}
+    entry.update(extra)
+    return json.dumps(entry, ensure_ascii=False)
+
+
+class DeadLetters:
+    """Writes entries to the failed list (capped), in the same transaction as the lease removal."""
+
+    def __init__(self, client: Any, key: str, node_id: str, cap: int) -> None:
+        self.client = client
+        self.key = key
+        self.node_id = node_id
+        self.cap = cap
+
+    async def push(self, entries: list[str], remove_leases: tuple[str, list[bytes]] | None = None) -> None:
+        pipe = self.client.pipeline(transaction=True)
+        pipe.lpush(self.key, *entries)
+        pipe.ltrim(self.key, 0, self.cap - 1)
+        if remove_leases and remove_leases[1]:
+            pipe.zrem(remove_leases[0], *remove_leases[1])
+        await pipe.execute()
+
+    async def undecodable(self, bad: list[tuple[bytes, str]], processing_key: str, source: str = "queue") -> None:
+        """Payloads popped from the queue that are not ours to run (garbage, pickle, unknown class).
+
+        The payload is kept capped and only as text (invalid UTF-8 replaced): never unpickled.
+        """
+        entries = [
+            failure_entry(
+                "", f"undecodable payload: {reason[:PREVIEW_CHARS]}", self.node_id,
+                source=source, attempts=0, payload=preview(lease, PREVIEW_CHARS),
+            )
+            for lease, reason in bad
+        ]
+        await self.push(entries, (processing_key, [lease for lease, _ in bad]))

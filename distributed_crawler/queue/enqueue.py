@@ -1,0 +1,96 @@
+"""One call of enqueue.lua for a batch: dedup (set, RedisBloom or bitmap Bloom) and push.
+
+Shared by the scheduler's outbox (async client), `request_seen`, the CLI and the benchmark (sync
+clients): the same coroutine drives both, because with a sync client it never suspends.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Coroutine, Sequence
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import ResponseError
+
+from distributed_crawler.connection.clients import TRANSIENT_ERRORS
+from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.queue.scripts import lua_source
+from distributed_crawler.connection.untrusted import is_wrong_type
+
+if TYPE_CHECKING:
+    from distributed_crawler.dedup.dupefilter import Dedup
+
+# fingerprint hex ("" = no dedup), dont_filter, queue member[, delay in seconds: > 0 = to delayed]
+Entry = tuple[str, bool, str] | tuple[str, bool, str, float]
+MAX_FIXES = 20  # layer additions / layout refreshes in one call before giving up (never expected)
+CODE_CORRUPT = 3  # enqueue.lua: the dupefilter's meta hash is not a layout it can use
+
+
+class DedupError(RuntimeError):
+    """A dedup backend cannot be used as configured; the message says what to change."""
+
+
+class DedupDataError(DedupError):
+    """The filter's data in Redis is unusable (wrong type, corrupt meta hash): nodes wait, one ERROR line."""
+
+
+async def maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Run a coroutine that only awaits sync-client results (it never really suspends)."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise RuntimeError("coroutine suspended: it was given an asyncio client")
+
+
+class Enqueuer:
+    def __init__(self, client: Any, keys: SpiderKeys, dedup: Dedup, queue_type: str, doorbell: str = "") -> None:
+        self.client = client
+        self.keys = keys
+        self.dedup = dedup
+        self.queue_type = queue_type
+        self.doorbell = doorbell
+        self.script = client.register_script(lua_source("enqueue"))
+
+    async def run(self, action: str, entries: Sequence[Entry], handovers: Sequence[bytes] = ()) -> list[int]:
+        """`action` push / add / check; one 0/1 per entry (1 = new). Grows the filter as needed."""
+        results: list[int] = []
+        pending = list(entries)
+        for _ in range(MAX_FIXES):
+            dedup_keys, layers = self.dedup.script_keys()
+            argv: list[Any] = [self.queue_type, len(pending), self.doorbell, self.dedup.mode, layers, action]
+            for entry in pending:
+                delay = entry[3] if len(entry) > 3 else 0
+                argv += [entry[0], "1" if entry[1] else "0", f"{delay:.3f}" if delay > 0 else "0", entry[2]]
+            keys = [self.keys.requests, self.keys.seq, self.keys.processing, self.keys.delayed, *dedup_keys]
+            try:
+                code, *done = await maybe_await(self.script(keys=keys, args=argv + list(handovers)))
+            except ResponseError as exc:
+                await self._explain(exc)
+                raise
+            results += done
+            if code == 0:
+                return results
+            if code == CODE_CORRUPT:
+                raise DedupDataError(corrupt_message(self.dedup.key, "enqueue.lua cannot read its layers"))
+            pending = pending[len(done):]
+            await self.dedup.fix(self.client, code)
+        raise DedupDataError(corrupt_message(self.dedup.key, f"enqueue.lua kept asking for {MAX_FIXES} layout fixes"))
+
+    async def _explain(self, exc: ResponseError) -> None:
+        """A script error on a bitmap filter: reread its layout, which raises DedupDataError if corrupt."""
+        if self.dedup.mode == "bitmap" and not isinstance(exc, TRANSIENT_ERRORS) and not is_wrong_type(exc):
+            await self.dedup.fix(self.client, 2)
+
+
+def corrupt_message(key: str, why: str) -> str:
+    """The one ERROR line for a corrupt Bloom meta hash: what, and the command that fixes it."""
+    spider = key.split(":", 1)[0].strip("{}")
+    return (f"Bloom filter meta hash {key} is corrupt ({why}); no request can be deduplicated and nodes wait: "
+            f"inspect it with `redis-cli hgetall '{key}'`, then `dcrawl dedup reset {spider}` (forgets the seen "
+            f"URLs) or `dcrawl dedup rebuild {spider}`")

@@ -1,0 +1,119 @@
+"""Seeds from `<spider>:start_urls`: a plain URL or a JSON object, validated before anything runs.
+
+Anyone with Redis access can push a seed, so a seed is data, never code: only http(s) URLs, only
+JSON of the documented shape, only callbacks that are public methods of the spider.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from distributed_crawler.queue.codec import PRIVATE_META_PREFIX
+from distributed_crawler.queue.envelope import MAX_PRIORITY
+
+ALLOWED_SCHEMES = ("http", "https")
+SEED_FIELDS = {"url", "meta", "priority", "callback", "method", "headers", "body"}
+PREVIEW_CHARS = 200
+
+
+class SeedError(ValueError):
+    """A rejected seed; `kind` groups the log lines and the stats (`seeds/rejected/<kind>`)."""
+
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(reason)
+        self.kind = kind
+        self.reason = reason
+
+
+@dataclass
+class Seed:
+    url: str
+    meta: dict[str, Any] = field(default_factory=dict)
+    priority: int = 0
+    callback: str | None = None
+    method: str = "GET"
+    headers: dict[str, Any] = field(default_factory=dict)
+    body: str = ""
+
+
+def check_url(url: str) -> str:
+    url = url.strip()
+    if not url or any(c.isspace() for c in url):
+        raise SeedError("not_a_url", "not a URL (empty or contains whitespace)")
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ALLOWED_SCHEMES:
+        raise SeedError("bad_scheme", f"scheme {parts.scheme or '(none)'!r} is not http or https")
+    try:
+        host = parts.hostname
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        host = None
+    if not host:
+        raise SeedError("not_a_url", "not a URL (no host)")
+    return url
+
+
+def _expect(value: Any, kind: type | tuple[type, ...], name: str) -> Any:
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
+        expected = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise SeedError(f"bad_{name}", f"'{name}' must be {expected}, not {type(value).__name__}")
+    return value
+
+
+def parse_seed(raw: bytes | str, max_bytes: int) -> Seed:
+    """Turn one start_urls entry into a `Seed`, or raise `SeedError` saying why not."""
+    size = len(raw.encode("utf-8", "replace") if isinstance(raw, str) else raw)
+    if size > max_bytes:
+        raise SeedError("too_large", f"{size} bytes is more than SEED_MAX_BYTES ({max_bytes})")
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SeedError("not_utf8", "not UTF-8 text") from None
+    text = raw.strip()
+    if not text.startswith("{"):
+        return Seed(url=check_url(text))
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise SeedError("bad_json", f"broken JSON ({str(exc)[:100]})") from None
+    except RecursionError:
+        raise SeedError("bad_json", "JSON nested too deeply") from None
+    if not isinstance(data, dict):
+        raise SeedError("bad_json", "JSON seed must be an object")
+    unknown = set(data) - SEED_FIELDS
+    if unknown:
+        raise SeedError("unknown_field", f"unknown field(s) {sorted(unknown)}; allowed: {sorted(SEED_FIELDS)}")
+    if "url" not in data:
+        raise SeedError("bad_url", "'url' is missing")
+    seed = Seed(url=check_url(_expect(data["url"], str, "url")))
+    if "meta" in data:
+        seed.meta = _expect(data["meta"], dict, "meta")
+        private = sorted(k for k in seed.meta if k.startswith(PRIVATE_META_PREFIX))
+        if private:
+            raise SeedError("bad_meta", f"meta key(s) {private[:5]} are reserved for the crawler")
+    if "priority" in data:
+        seed.priority = _expect(data["priority"], int, "priority")
+        if abs(seed.priority) > MAX_PRIORITY:
+            raise SeedError("bad_priority", f"'priority' must be between -{MAX_PRIORITY} and {MAX_PRIORITY}")
+    if data.get("callback") is not None:
+        seed.callback = _expect(data["callback"], str, "callback")
+    if "method" in data:
+        seed.method = _expect(data["method"], str, "method").upper()
+    if "headers" in data:
+        seed.headers = _expect(data["headers"], dict, "headers")
+        for k, v in seed.headers.items():
+            if not isinstance(v, (str, list)) or isinstance(v, list) and not all(isinstance(x, str) for x in v):
+                raise SeedError("bad_headers", f"header {k!r} must be a string or a list of strings")
+    if "body" in data:
+        seed.body = _expect(data["body"], str, "body")
+    return seed
+
+
+def preview(raw: bytes | str) -> str:
+    """A short printable excerpt of a rejected seed, for the failed list and the log."""
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    return text[:PREVIEW_CHARS] + ("..." if len(text) > PREVIEW_CHARS else "")

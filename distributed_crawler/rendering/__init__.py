@@ -1,0 +1,1 @@
+"""Browser rendering (scrapy-playwright on Debian's Chromium)."""

@@ -1,0 +1,204 @@
+"""`RedisSpider`: a Scrapy 2.19 spider fed from `<name>:start_urls`, idle only when the cluster is.
+
+`start()` is a long-lived async generator: it reads seeds at once, keeps polling while the cluster
+works, and returns (letting the node close) only after the whole cluster has had no seed, pending,
+leased or delayed request for `MAX_IDLE_TIME_BEFORE_CLOSE` seconds. Attribute names follow
+scrapy-redis (`redis_key`, `redis_batch_size`, `max_idle_time`, `make_request_from_data`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections import Counter
+from collections.abc import AsyncIterator
+from typing import Any
+
+from redis.exceptions import ResponseError
+from scrapy import Request, Spider, signals
+
+from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig
+from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
+from distributed_crawler.defaults import get_setting
+from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.core.node import node_id_from_settings
+from distributed_crawler.core.scheduler import wake_engine
+from distributed_crawler.queue.seeds import SeedError, parse_seed, preview
+from distributed_crawler.queue.counts import crawl_counts
+from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
+from distributed_crawler.connection.untrusted import preview as raw_preview
+
+logger = logging.getLogger(__name__)
+
+POLL_MIN, POLL_MAX = 0.05, 1.0
+
+
+class RedisSpider(Spider):
+    redis_key: str | None = None
+    redis_batch_size: int | None = None
+    max_idle_time: float | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> RedisSpider:
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        spider._setup_redis(crawler)
+        return spider
+
+    def _setup_redis(self, crawler: Any) -> None:
+        settings = crawler.settings
+        self.redis_config = RedisConfig.from_settings(settings)
+        self.keys = SpiderKeys.from_settings(settings, self.name)
+        if self.redis_key:
+            start_urls = self.redis_key % {"name": self.name, "spider": self.name}
+            self.keys = dataclasses.replace(self.keys, start_urls=start_urls)
+        self.redis_key = self.keys.start_urls
+        if self.redis_batch_size is None:
+            self.redis_batch_size = int(get_setting(settings, "REDIS_START_URLS_BATCH_SIZE")) or settings.getint(
+                "CONCURRENT_REQUESTS", 16
+            )
+        if self.max_idle_time is None:
+            self.max_idle_time = float(get_setting(settings, "MAX_IDLE_TIME_BEFORE_CLOSE"))
+        if self.max_idle_time < 0:
+            raise ValueError(f"MAX_IDLE_TIME_BEFORE_CLOSE ({self.max_idle_time}) must be >= 0 (0 = run forever)")
+        self.seed_max_bytes = int(get_setting(settings, "SEED_MAX_BYTES"))
+        self.seeds_as = (
+            "zset" if settings.getbool("REDIS_START_URLS_AS_ZSET")
+            else "set" if settings.getbool("REDIS_START_URLS_AS_SET") else "list"
+        )
+        self.node_id = node_id_from_settings(settings)
+        self._failed_max = int(get_setting(settings, "SCHEDULER_FAILED_MAX"))
+        self._rejected: Counter[str] = Counter()
+        self._wrong_types = WrongTypeLog("reading seeds", logger)
+        self._data_errors = EpisodeLog(logger)
+        crawler.signals.connect(self._log_rejected_summary, signal=signals.spider_closed)
+
+    # -- seeds ----------------------------------------------------------------------------
+    async def _pop_seeds(self, client: Any) -> list[bytes]:
+        n = self.redis_batch_size
+        if self.seeds_as == "set":
+            return await client.spop(self.redis_key, n) or []
+        if self.seeds_as == "zset":
+            return [m for m, _ in await client.zpopmax(self.redis_key, n)]
+        return await client.lpop(self.redis_key, n) or []
+
+    def make_request_from_data(self, data: bytes | str) -> Request:
+        """A seed as a request; raises `SeedError` for anything we will not fetch."""
+        seed = parse_seed(data, self.seed_max_bytes)
+        callback = None
+        if seed.callback:
+            callback = getattr(self, seed.callback, None)
+            if seed.callback.startswith("_") or not callable(callback):
+                raise SeedError("bad_callback", f"callback {seed.callback!r} is not a method of spider {self.name!r}")
+        return Request(
+            seed.url,
+            callback=callback,
+            method=seed.method,
+            headers=seed.headers or None,
+            body=seed.body.encode("utf-8"),
+            meta=seed.meta,
+            priority=seed.priority,
+            dont_filter=True,  # as in scrapy-redis: pushing a seed again means "fetch it again"
+        )
+
+    def _seed_request(self, raw: bytes) -> Request:
+        """`make_request_from_data`, with whatever a subclass's version raises on bad data as a SeedError."""
+        try:
+            return self.make_request_from_data(raw)
+        except SeedError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a seed is data: it never stops the spider
+            raise SeedError("bad_request", f"not a valid request ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+    def _expected_types(self) -> dict[str, tuple[str, ...]]:
+        """The Redis types of the keys `start()` reads (seeds, and the queues idle-close counts)."""
+        return {self.redis_key: (self.seeds_as,)}
+
+    async def _redis_refused(self, client: Any, exc: ResponseError) -> None:
+        """A key of the wrong type or a script error: one ERROR line, the spider keeps polling."""
+        if is_wrong_type(exc):
+            await self._wrong_types.check(client, self._expected_types(), exc=exc)
+        else:
+            self._data_errors.failed("reading seeds", "Redis refused reading seeds from %s (%s); the spider keeps "
+                                     "polling with backoff", self.redis_key, exc, exc_info=exc)
+
+    async def _redis_ok(self, client: Any) -> None:
+        self._data_errors.ok("reading seeds")
+        if self._wrong_types.reported:
+            await self._wrong_types.resolved(client, self._expected_types())
+
+    def _reject(self, raw: bytes, error: SeedError) -> str:
+        self._rejected[error.kind] += 1
+        self.crawler.stats.inc_value(f"seeds/rejected/{error.kind}")
+        if self._rejected[error.kind] == 1:
+            logger.warning(
+                "Rejected a seed from %s (%s): %s: %r; further %s rejects are counted in "
+                "stats seeds/rejected/%s and listed by `dcrawl failed %s`",
+                self.redis_key, error.kind, error.reason, preview(raw), error.kind, error.kind, self.name,
+            )
+        return failure_entry(preview(raw), f"rejected seed: {error.reason}", self.node_id, source="seed", kind=error.kind,
+                             payload=raw_preview(raw))
+
+    def _log_rejected_summary(self, spider: Spider) -> None:
+        if self._rejected:
+            logger.warning(
+                "Rejected seeds: %s", ", ".join(f"{k}={v}" for k, v in sorted(self._rejected.items()))
+            )
+
+    # -- Scrapy 2.19 start ----------------------------------------------------------------
+    async def start(self) -> AsyncIterator[Any]:
+        client = self.redis_config.async_client()
+        dead_letters = DeadLetters(client, self.keys.failed, self.node_id, self._failed_max)
+        outage = OutageLog("reading seeds", self.redis_config.masked_url)
+        idle_since: float | None = None
+        poll = POLL_MIN
+        try:
+            while True:
+                try:
+                    raws = await self._pop_seeds(client)
+                    rejects = []
+                    requests = []
+                    for raw in raws:
+                        try:
+                            requests.append(self._seed_request(raw))
+                        except SeedError as exc:
+                            rejects.append(self._reject(raw, exc))
+                    if rejects:
+                        await dead_letters.push(rejects)
+                    busy = bool(raws) or self.max_idle_time == 0 or (await crawl_counts(client, self.keys)).busy
+                    outage.ok()
+                    await self._redis_ok(client)
+                except TRANSIENT_ERRORS as exc:
+                    outage.failed(exc)
+                    await asyncio.sleep(poll)
+                    poll = min(poll * 2, POLL_MAX)
+                    continue
+                except ResponseError as exc:  # not an outage: a key of the wrong type, a corrupt key
+                    try:
+                        await self._redis_refused(client, exc)
+                    except TRANSIENT_ERRORS as lost:
+                        outage.failed(lost)
+                    await asyncio.sleep(poll)
+                    poll = min(poll * 2, POLL_MAX)
+                    continue
+                for request in requests:
+                    yield request
+                if raws:
+                    idle_since, poll = None, POLL_MIN
+                    continue
+                if busy:
+                    idle_since = None
+                else:
+                    idle_since = idle_since or time.monotonic()
+                    if time.monotonic() - idle_since >= self.max_idle_time:
+                        logger.info(
+                            "Cluster idle for %.0fs (MAX_IDLE_TIME_BEFORE_CLOSE): closing this node",
+                            self.max_idle_time,
+                        )
+                        asyncio.get_running_loop().call_later(0.05, wake_engine, self.crawler)
+                        return
+                await asyncio.sleep(poll)
+                poll = min(poll * 2, POLL_MAX)
+        finally:
+            await client.aclose()

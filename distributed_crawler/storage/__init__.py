@@ -1,0 +1,1 @@
+"""Idempotent item storage and its pipeline."""
