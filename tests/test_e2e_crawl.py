@@ -106,12 +106,12 @@ def test_unreachable_storage_is_one_clear_line_and_nonzero_exit(redis_url: str) 
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("slow_open", [False, True], ids=["open", "still-opening"])
 def test_a_dead_scheduler_task_closes_the_node_instead_of_hanging(workers: Workers, redis_client: redis.Redis, slow_open: bool) -> None:
-    redis_client.set("{news}:requests", "not a queue")  # every pop fails with WRONGTYPE
     redis_client.lpush("news:start_urls", "http://127.0.0.1:9/")
+    bug = "SCHEDULER=tests.broken_scheduler.BuggyFeederScheduler"  # the feeder task dies at once
     # still-opening: the task dies while the pipelines open (a close then was undone by
     # the engine's start, and the node never ended)
-    extra = ['ITEM_PIPELINES={"tests.slow_open.SlowOpen": 100, "distributed_crawler.pipelines.StoragePipeline": 300}'] if slow_open else []
-    proc = workers.start("broken", *extra)
+    extra = ['ITEM_PIPELINES={"tests.slow_open.SlowOpen": 100, "distributed_crawler.storage.pipeline.StoragePipeline": 300}'] if slow_open else []
+    proc = workers.start("broken", bug, *extra)
     proc.wait(60)  # bounded: closing must not wait on the dead task
     log = workers.log("broken")
     assert "Scheduler task dc-feeder stopped" in log and "Closing spider (scheduler_error)" in log
