@@ -29,20 +29,23 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import Children, log, start_redis  # noqa: E402
-from distributed_crawler.dedup.dupefilter import BloomConfig, choose_dedup, describe_dedup  # noqa: E402
-from distributed_crawler.queue.enqueue import Enqueuer, run_sync  # noqa: E402
-from distributed_crawler.queue.envelope import make_member  # noqa: E402
-from distributed_crawler.queue.keys import SpiderKeys  # noqa: E402
-from scrapy.settings import Settings  # noqa: E402
+from scrapy.settings import Settings
+
+from bench.harness import Children, log, start_redis
+from distributed_crawler.dedup.dupefilter import BloomConfig, choose_dedup, describe_dedup
+from distributed_crawler.queue.enqueue import Enqueuer, run_sync
+from distributed_crawler.queue.envelope import make_member
+from distributed_crawler.queue.keys import SpiderKeys
 
 BATCH = 500
 
 
 def urls(n: int, seed: int) -> list[str]:
     rnd = random.Random(seed)
-    return [f"https://site{rnd.randrange(1000)}.example/news/{rnd.getrandbits(64):x}?page={rnd.randrange(50)}"
-            for _ in range(n)]
+    return [
+        f"https://site{rnd.randrange(1000)}.example/news/{rnd.getrandbits(64):x}?page={rnd.randrange(50)}"
+        for _ in range(n)
+    ]
 
 
 def fingerprints(batch: list[str]) -> list[str]:
@@ -73,8 +76,12 @@ def ours(client: redis.Redis, n: int, capacity: int, error_rate: float) -> dict:
         batch = urls(min(BATCH * 4, n - start), seed=10**12 + start)
         false_pos += len(batch) - sum(run_sync(enqueuer.run("check", [(h, False, "") for h in fingerprints(batch)])))
     return {
-        "backend": stats["backend"], "layers": stats["layers"], "added": added, "bytes": stats["bytes"],
-        "bytes_per_url": round(stats["bytes"] / n, 3), "measured_fpr": false_pos / n,
+        "backend": stats["backend"],
+        "layers": stats["layers"],
+        "added": added,
+        "bytes": stats["bytes"],
+        "bytes_per_url": round(stats["bytes"] / n, 3),
+        "measured_fpr": false_pos / n,
         "adds_per_s": round(n / elapsed),
     }
 
@@ -103,8 +110,12 @@ def baseline(client: redis.Redis, n: int, timed: int) -> dict:
         pipe.execute()
     # used_memory growth: exact MEMORY USAGE (samples=0) walks all members, minutes at 10M
     nbytes = client.info("memory")["used_memory"] - before
-    return {"bytes": nbytes, "bytes_per_url": round(nbytes / n, 3), "adds_per_s": round(timed / elapsed),
-            "timed_on": timed}
+    return {
+        "bytes": nbytes,
+        "bytes_per_url": round(nbytes / n, 3),
+        "adds_per_s": round(timed / elapsed),
+        "timed_on": timed,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,9 +139,14 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             children.kill_all()
     result = {
-        "n": args.n, "capacity": args.capacity or args.n, "target_fpr": args.error_rate, **mine,
-        "baseline_bytes": theirs["bytes"], "baseline_bytes_per_url": theirs["bytes_per_url"],
-        "baseline_adds_per_s": theirs["adds_per_s"], "baseline_timed_on": theirs["timed_on"],
+        "n": args.n,
+        "capacity": args.capacity or args.n,
+        "target_fpr": args.error_rate,
+        **mine,
+        "baseline_bytes": theirs["bytes"],
+        "baseline_bytes_per_url": theirs["bytes_per_url"],
+        "baseline_adds_per_s": theirs["adds_per_s"],
+        "baseline_timed_on": theirs["timed_on"],
         "smaller_than_set": round(theirs["bytes"] / mine["bytes"], 1),
         "speed_ratio": round(mine["adds_per_s"] / theirs["adds_per_s"], 2),
     }

@@ -36,23 +36,23 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import redis  # noqa: E402
+import redis
 
-from bench.harness import (  # noqa: E402
+from bench.harness import (
     SEED_KEY,
     SIDES,
     Children,
     StoredCounter,
-    WorkerSpec,
     Workers,
+    WorkerSpec,
     commandstats,
+    cpu_delta,
+    cpu_snapshot,
     fetch_accounting,
+    git_state,
     log,
     make_workdir,
     median,
-    cpu_delta,
-    cpu_snapshot,
-    git_state,
     prepare_code,
     probe_delta,
     site_state,
@@ -70,10 +70,20 @@ from bench.harness import (  # noqa: E402
 IDLE_CLOSE = 0.0
 STALL_SECONDS = 10.0  # no new row for this long and the crawl counts as over (pages were lost)
 STAT_KEYS = [
-    "downloader/request_count", "downloader/response_count", "item_scraped_count",
-    "storage/committed", "scheduler/enqueued/redis", "scheduler/dequeued/redis",
-    "dupefilter/filtered", "retry/count", "scheduler/leased", "scheduler/acked",
-    "scheduler/reclaimed", "scheduler/quarantined", "log_count/ERROR", "log_count/WARNING",
+    "downloader/request_count",
+    "downloader/response_count",
+    "item_scraped_count",
+    "storage/committed",
+    "scheduler/enqueued/redis",
+    "scheduler/dequeued/redis",
+    "dupefilter/filtered",
+    "retry/count",
+    "scheduler/leased",
+    "scheduler/acked",
+    "scheduler/reclaimed",
+    "scheduler/quarantined",
+    "log_count/ERROR",
+    "log_count/WARNING",
 ]
 
 
@@ -164,7 +174,8 @@ def run_once(children: Children, side: str, args: argparse.Namespace, run_no: in
         "redis_commands_per_page": round(commands / pages, 2) if pages else None,
         # From /proc, not commandstats' usec: a script's usec already includes its inner commands.
         "redis_server_cpu_us_per_page": round(1e6 * cpu["redis-server"] / pages, 1)
-        if pages and cpu.get("redis-server") is not None else None,
+        if pages and cpu.get("redis-server") is not None
+        else None,
         "evalsha": delta.get("evalsha", 0),
         "eval": delta.get("eval", 0),
         "round_trips": round(rt),
@@ -174,9 +185,11 @@ def run_once(children: Children, side: str, args: argparse.Namespace, run_no: in
         "cpu_seconds": cpu,
         "worker_cpu_ms_per_page": round(1000 * sum(worker_cpu) / pages, 2) if pages and worker_cpu else None,
         "cpu_busy_fraction_of_all_cores": round(ours_total / (seconds * (os.cpu_count() or 1)), 2)
-        if seconds > 0 else None,
+        if seconds > 0
+        else None,
         "other_programs_cpu_fraction_of_all_cores": round(foreign / (seconds * (os.cpu_count() or 1)), 2)
-        if seconds > 0 and foreign is not None else None,
+        if seconds > 0 and foreign is not None
+        else None,
         "loadavg_1m_at_start": round(load_at_start, 2),
         "commandstats": delta,
         "fetch": fetch_accounting(state),
@@ -193,17 +206,24 @@ def run_once(children: Children, side: str, args: argparse.Namespace, run_no: in
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    keys = ["pages_stored", "seconds", "pages_per_s", "pickup_seconds", "pages_per_s_from_first_fetch",
-            "redis_commands_per_page", "round_trips_per_page", "round_trips_per_dequeued_request",
-            "redis_server_cpu_us_per_page", "worker_cpu_ms_per_page",
-            "worker_seconds_blocked_in_sync_redis_calls"]
+    keys = [
+        "pages_stored",
+        "seconds",
+        "pages_per_s",
+        "pickup_seconds",
+        "pages_per_s_from_first_fetch",
+        "redis_commands_per_page",
+        "round_trips_per_page",
+        "round_trips_per_dequeued_request",
+        "redis_server_cpu_us_per_page",
+        "worker_cpu_ms_per_page",
+        "worker_seconds_blocked_in_sync_redis_calls",
+    ]
     out: dict[str, Any] = {}
     for side in SIDES:
         mine = [r for r in runs if r["side"] == side]
         out[side] = {f"median_{k}": median([r[k] for r in mine]) for k in keys}
-        out[side]["evalsha_per_page"] = median(
-            [r["evalsha"] / r["pages_stored"] for r in mine if r["pages_stored"]]
-        )
+        out[side]["evalsha_per_page"] = median([r["evalsha"] / r["pages_stored"] for r in mine if r["pages_stored"]])
     ours, theirs = out["ours"], out["scrapy-redis"]
 
     def ratio(key: str) -> float | None:
@@ -214,8 +234,10 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     # is less exposed to load from other programs than the ratio of the medians.
     pairs = [
         (a["pages_per_s"], b["pages_per_s"])
-        for a in runs if a["side"] == "ours"
-        for b in runs if b["side"] == "scrapy-redis" and b["run"] == a["run"]
+        for a in runs
+        if a["side"] == "ours"
+        for b in runs
+        if b["side"] == "scrapy-redis" and b["run"] == a["run"]
     ]
     pairwise = [round(a / b, 3) for a, b in pairs if a and b]
     out["ratio_ours_over_scrapy_redis"] = {
@@ -230,18 +252,30 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pages", type=int, default=5000, help="articles on the site (pages = articles + list pages + 4)")
-    parser.add_argument("--per-page", type=int, default=20,
-                        help="articles per list page: 20 = narrow crawl frontier (the spec), 250 = wide")
+    parser.add_argument(
+        "--pages", type=int, default=5000, help="articles on the site (pages = articles + list pages + 4)"
+    )
+    parser.add_argument(
+        "--per-page",
+        type=int,
+        default=20,
+        help="articles per list page: 20 = narrow crawl frontier (the spec), 250 = wide",
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--runs", type=int, default=2, help="runs per side, alternating A B A B")
     parser.add_argument("--timeout", type=float, default=180.0, help="max seconds per crawl")
     parser.add_argument("--sides", default=",".join(SIDES), help="comma-separated subset of: " + ", ".join(SIDES))
-    parser.add_argument("--ours-set", metavar="KEY=VALUE", action="append", default=[],
-                        help="extra Scrapy setting for our workers only, e.g. "
-                        "DUPEFILTER_CLASS=distributed_crawler.dedup.dupefilter.RedisSetDupeFilter")
-    parser.add_argument("--code", metavar="REF",
-                        help="measure a snapshot of this commit (e.g. HEAD) instead of the working tree")
+    parser.add_argument(
+        "--ours-set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="extra Scrapy setting for our workers only, e.g. "
+        "DUPEFILTER_CLASS=distributed_crawler.dedup.dupefilter.RedisSetDupeFilter",
+    )
+    parser.add_argument(
+        "--code", metavar="REF", help="measure a snapshot of this commit (e.g. HEAD) instead of the working tree"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--keep", metavar="DIR", help="keep logs, probes and SQLite files under DIR")
     args = parser.parse_args(argv)
@@ -256,10 +290,12 @@ def main(argv: list[str] | None = None) -> int:
             for side in [s for s in SIDES if s in args.sides.split(",")]:
                 log(f"run {run_no}/{args.runs}: {side}")
                 result = run_once(children, side, args, run_no)
-                log(f"  {side}: {result['pages_stored']}/{result['pages_expected']} pages in "
+                log(
+                    f"  {side}: {result['pages_stored']}/{result['pages_expected']} pages in "
                     f"{result['seconds']}s = {result['pages_per_s']} pages/s; "
                     f"{result['round_trips_per_page']} round trips/page; "
-                    f"{result['redis_commands_per_page']} commands/page")
+                    f"{result['redis_commands_per_page']} commands/page"
+                )
                 runs.append(result)
     finally:
         children.kill_all()
@@ -282,9 +318,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report, indent=2))
     else:
         for r in runs:
-            print(f"{r['side']:>12} run {r['run']}: {r['pages_stored']:5d} pages {r['seconds']:6.2f}s "
-                  f"{r['pages_per_s']:7.1f} p/s  rt/page {r['round_trips_per_page']}  "
-                  f"cmds/page {r['redis_commands_per_page']}")
+            print(
+                f"{r['side']:>12} run {r['run']}: {r['pages_stored']:5d} pages {r['seconds']:6.2f}s "
+                f"{r['pages_per_s']:7.1f} p/s  rt/page {r['round_trips_per_page']}  "
+                f"cmds/page {r['redis_commands_per_page']}"
+            )
         print(json.dumps(report["summary"], indent=2))
     return 0
 

@@ -108,9 +108,23 @@ def start_redis(children: Children, workdir: Path) -> tuple[subprocess.Popen, st
         raise SystemExit("redis-server is not installed (apt-get install redis-server)")
     port = free_port()
     proc = children.start(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(workdir),
-         "--save", "", "--appendonly", "no", "--logfile", str(workdir / "redis.log")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(workdir),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--logfile",
+            str(workdir / "redis.log"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     url = f"redis://127.0.0.1:{port}/0"
     client = redis.Redis.from_url(url, socket_timeout=2)
@@ -121,7 +135,7 @@ def start_redis(children: Children, workdir: Path) -> tuple[subprocess.Popen, st
             break
         except (redis.RedisError, OSError):
             if time.monotonic() > deadline or proc.poll() is not None:
-                raise SystemExit(f"redis-server did not start; see {workdir / 'redis.log'}")
+                raise SystemExit(f"redis-server did not start; see {workdir / 'redis.log'}") from None
             time.sleep(0.05)
     client.close()
     return proc, url
@@ -132,7 +146,9 @@ def start_site(
 ) -> tuple[subprocess.Popen, str]:
     proc = children.start(
         [PYTHON, str(code_root / "bench" / "site.py"), "--articles", str(articles), "--per-page", str(per_page)],
-        stdout=subprocess.PIPE, stderr=open(workdir / "site.log", "wb"), text=True,
+        stdout=subprocess.PIPE,
+        stderr=open(workdir / "site.log", "wb"),
+        text=True,
     )
     line = proc.stdout.readline().strip() if proc.stdout else ""
     if not line.startswith("READY "):
@@ -169,11 +185,13 @@ class WorkerSpec:
             **self.extra,
         }
         env = {k: v for k, v in os.environ.items() if k not in ("SCRAPY_SETTINGS_MODULE", "REDIS_URL")}
-        env.update({
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(self.code_root), env.get("PYTHONPATH", "")])),
-            "STORAGE_URL": self.storage_url,
-            "NODE_ID": node,
-        })
+        env.update(
+            {
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(self.code_root), env.get("PYTHONPATH", "")])),
+                "STORAGE_URL": self.storage_url,
+                "NODE_ID": node,
+            }
+        )
         if self.side == "ours":
             env["REDIS_URL"] = self.redis_url
             env["MAX_IDLE_TIME_BEFORE_CLOSE"] = str(self.idle_close)
@@ -199,9 +217,7 @@ class Workers:
     def start(self, node: str) -> subprocess.Popen:
         args, env, logfile, probe = self.spec.command(node)
         with open(logfile, "ab") as out:
-            proc = self.children.start(
-                args, cwd=self.spec.code_root, env=env, stdout=out, stderr=subprocess.STDOUT
-            )
+            proc = self.children.start(args, cwd=self.spec.code_root, env=env, stdout=out, stderr=subprocess.STDOUT)
         self.procs[node], self.logs[node], self.probes[node] = proc, logfile, probe
         return proc
 
@@ -288,14 +304,14 @@ def cpu_snapshot(procs: dict[str, subprocess.Popen]) -> dict[str, float | None]:
 
 def cpu_delta(before: dict[str, float | None], after: dict[str, float | None]) -> dict[str, float | None]:
     return {
-        name: round(after[name] - before[name], 2) if after.get(name) is not None and before.get(name) is not None else None
+        name: round(after[name] - before[name], 2)
+        if after.get(name) is not None and before.get(name) is not None
+        else None
         for name in before
     }
 
 
-def stats_delta(
-    before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]
-) -> tuple[dict[str, int], int]:
+def stats_delta(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> tuple[dict[str, int], int]:
     """Calls per command and total server microseconds between two snapshots, without the
     harness's own INFO calls."""
     calls = {k: v[0] - before.get(k, (0, 0))[0] for k, v in after.items() if k != "info"}

@@ -35,21 +35,21 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import redis  # noqa: E402
+import redis
 
-from bench.harness import (  # noqa: E402
+from bench.harness import (
     SEED_KEY,
     SIDES,
     Children,
     StoredCounter,
-    WorkerSpec,
     Workers,
+    WorkerSpec,
     fetch_accounting,
     git_state,
-    prepare_code,
     log,
     make_workdir,
     median,
+    prepare_code,
     site_state,
     start_redis,
     start_site,
@@ -61,8 +61,13 @@ LEASE_SECONDS = 10
 QUEUE_KEYS = {"ours": ("{news}:requests", "{news}:processing"), "scrapy-redis": ("news:requests", None)}
 RECLAIM_RE = re.compile(r"Reclaimed (\d+) expired leases")
 STAT_KEYS = [
-    "downloader/response_count", "item_scraped_count", "storage/committed",
-    "scheduler/reclaimed", "scheduler/quarantined", "scheduler/dead_lettered", "log_count/ERROR",
+    "downloader/response_count",
+    "item_scraped_count",
+    "storage/committed",
+    "scheduler/reclaimed",
+    "scheduler/quarantined",
+    "scheduler/dead_lettered",
+    "log_count/ERROR",
 ]
 
 
@@ -106,8 +111,14 @@ def run_once(children: Children, side: str, args: argparse.Namespace, run_no: in
             if n != last_count:
                 last_count, t_last = n, time.time()
             if time.time() - t0 >= len(timeline):
-                timeline.append([round(time.time() - t0, 1), n, client.zcard(queue_key),
-                                 client.zcard(leases_key) if leases_key else None])
+                timeline.append(
+                    [
+                        round(time.time() - t0, 1),
+                        n,
+                        client.zcard(queue_key),
+                        client.zcard(leases_key) if leases_key else None,
+                    ]
+                )
             if t_kill is None and n >= args.kill_at * len(expected):
                 victim, recent = busiest(db)
                 workers.kill9(victim)
@@ -169,13 +180,16 @@ def run_once(children: Children, side: str, args: argparse.Namespace, run_no: in
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pages", type=int, default=5000, help="articles on the site (pages = articles + list pages + 4)")
+    parser.add_argument(
+        "--pages", type=int, default=5000, help="articles on the site (pages = articles + list pages + 4)"
+    )
     parser.add_argument("--runs", type=int, default=2, help="runs per side, alternating A B A B")
     parser.add_argument("--kill-at", type=float, default=0.3, help="fraction of pages stored at the kill")
     parser.add_argument("--timeout", type=float, default=240.0, help="max seconds per crawl")
     parser.add_argument("--sides", default=",".join(SIDES), help="comma-separated subset of: " + ", ".join(SIDES))
-    parser.add_argument("--code", metavar="REF",
-                        help="measure a snapshot of this commit (e.g. HEAD) instead of the working tree")
+    parser.add_argument(
+        "--code", metavar="REF", help="measure a snapshot of this commit (e.g. HEAD) instead of the working tree"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--keep", metavar="DIR", help="keep logs, probes and SQLite files under DIR")
     args = parser.parse_args(argv)
@@ -190,8 +204,10 @@ def main(argv: list[str] | None = None) -> int:
             for side in [s for s in SIDES if s in args.sides.split(",")]:
                 log(f"run {run_no}/{args.runs}: {side}")
                 r = run_once(children, side, args, run_no)
-                log(f"  {side}: {r['pages_stored']}/{r['pages_expected']} stored, {r['pages_lost']} lost, "
-                    f"{r['duplicate_fetches']} duplicate fetches, last page {r['seconds_kill_to_last_page']}s after kill")
+                log(
+                    f"  {side}: {r['pages_stored']}/{r['pages_expected']} stored, {r['pages_lost']} lost, "
+                    f"{r['duplicate_fetches']} duplicate fetches, last page {r['seconds_kill_to_last_page']}s after kill"
+                )
                 runs.append(r)
     finally:
         children.kill_all()
@@ -220,8 +236,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report, indent=2))
     else:
         for r in runs:
-            print(f"{r['side']:>12} run {r['run']}: stored {r['pages_stored']}/{r['pages_expected']} "
-                  f"lost {r['pages_lost']} duplicate fetches {r['duplicate_fetches']}")
+            print(
+                f"{r['side']:>12} run {r['run']}: stored {r['pages_stored']}/{r['pages_expected']} "
+                f"lost {r['pages_lost']} duplicate fetches {r['duplicate_fetches']}"
+            )
         print(json.dumps(summary, indent=2))
     return 0
 

@@ -171,13 +171,19 @@ def _spread(kb: list[int]) -> dict[str, float]:
         return {}
     mb = [k / 1024 for k in kb]
     mean = statistics.fmean(mb)
-    return {"mean": round(mean, 1), "min": round(min(mb), 1), "max": round(max(mb), 1),
-            "range_pct": round(100 * max(mean - min(mb), max(mb) - mean) / mean, 1)}
+    return {
+        "mean": round(mean, 1),
+        "min": round(min(mb), 1),
+        "max": round(max(mb), 1),
+        "range_pct": round(100 * max(mean - min(mb), max(mb) - mean) / mean, 1),
+    }
 
 
 def _summary(what: str, r: dict[str, Any]) -> None:
-    log(f"{what}: {r['pages_per_s']} pages/s (load {r['load_mean']}), {r['cpu_s_per_page']} CPU s/page, "
-        f"PSS {r['pss_mb']} trend {r['pss_trend_mb_per_100_pages']} MB/100 pages, RSS {r['rss_mb']}")
+    log(
+        f"{what}: {r['pages_per_s']} pages/s (load {r['load_mean']}), {r['cpu_s_per_page']} CPU s/page, "
+        f"PSS {r['pss_mb']} trend {r['pss_trend_mb_per_100_pages']} MB/100 pages, RSS {r['rss_mb']}"
+    )
 
 
 # -- the two sides --------------------------------------------------------------------------------
@@ -187,8 +193,21 @@ class Redis:
 
         self.port = free_port()
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(workdir),
-             "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(workdir),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.client = redis.Redis.from_url(self.url)
@@ -210,25 +229,57 @@ def run_node(site: RenderSite, redis_srv: Redis, workdir: Path, pages: int, conc
     redis_srv.client.flushall()
     redis_srv.client.lpush("news:start_urls", f"{site.url}/many?n={pages}")
     db = workdir / f"items-{concurrency}.db"
-    env = {**os.environ, "REDIS_URL": redis_srv.url, "STORAGE_URL": f"sqlite:///{db}",
-           "MAX_IDLE_TIME_BEFORE_CLOSE": "2", "NODE_ID": f"bench-{concurrency}"}
-    args = [sys.executable, "-m", "scrapy", "crawl", "news", "-s", "PLAYWRIGHT_URL_PATTERNS=/r/page/",
-            "-s", f"CONCURRENT_REQUESTS={concurrency}", "-s", f"PLAYWRIGHT_MAX_PAGES={concurrency}",
-            "-s", "LOG_LEVEL=INFO"]
-    result = {"concurrency": concurrency, "pages": pages,
-              **measure(args, env, site, pages, workdir / f"node-{concurrency}.log")}
+    env = {
+        **os.environ,
+        "REDIS_URL": redis_srv.url,
+        "STORAGE_URL": f"sqlite:///{db}",
+        "MAX_IDLE_TIME_BEFORE_CLOSE": "2",
+        "NODE_ID": f"bench-{concurrency}",
+    }
+    args = [
+        sys.executable,
+        "-m",
+        "scrapy",
+        "crawl",
+        "news",
+        "-s",
+        "PLAYWRIGHT_URL_PATTERNS=/r/page/",
+        "-s",
+        f"CONCURRENT_REQUESTS={concurrency}",
+        "-s",
+        f"PLAYWRIGHT_MAX_PAGES={concurrency}",
+        "-s",
+        "LOG_LEVEL=INFO",
+    ]
+    result = {
+        "concurrency": concurrency,
+        "pages": pages,
+        **measure(args, env, site, pages, workdir / f"node-{concurrency}.log"),
+    }
     with sqlite3.connect(db) as conn:
         result["stored_with_token"] = conn.execute(
-            "SELECT count(*) FROM items WHERE url LIKE '%/r/page/%' AND text LIKE '%-token%'").fetchone()[0]
+            "SELECT count(*) FROM items WHERE url LIKE '%/r/page/%' AND text LIKE '%-token%'"
+        ).fetchone()[0]
     _summary(f"node, {concurrency} pages", result)
     return result
 
 
 def run_bare(site: RenderSite, workdir: Path, pages: int, concurrency: int) -> dict[str, Any]:
-    args = [sys.executable, str(Path(__file__).resolve()), "--bare-worker", site.url,
-            "--pages", str(pages), "--concurrency", str(concurrency)]
-    result = {"concurrency": concurrency, "pages": pages,
-              **measure(args, dict(os.environ), site, pages, workdir / f"bare-{concurrency}.log")}
+    args = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--bare-worker",
+        site.url,
+        "--pages",
+        str(pages),
+        "--concurrency",
+        str(concurrency),
+    ]
+    result = {
+        "concurrency": concurrency,
+        "pages": pages,
+        **measure(args, dict(os.environ), site, pages, workdir / f"bare-{concurrency}.log"),
+    }
     _summary(f"bare Playwright, {concurrency} pages", result)
     return result
 

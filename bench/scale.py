@@ -48,16 +48,23 @@ import redis.asyncio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import Children, free_port, log  # noqa: E402
-from distributed_crawler.dedup.bloom import SDS_OVERHEAD, layer_plan, size_class  # noqa: E402
-from distributed_crawler.dedup.dupefilter import BloomConfig, choose_dedup  # noqa: E402
-from distributed_crawler.queue.enqueue import Enqueuer, run_sync  # noqa: E402
-from distributed_crawler.queue.envelope import make_member  # noqa: E402
-from distributed_crawler.queue.keys import SpiderKeys  # noqa: E402
-from distributed_crawler.monitoring.nodes import NodeKeys, beat, forget_old_nodes, heartbeat_script, read_nodes, read_totals  # noqa: E402
-from distributed_crawler.core.scheduler import DUE_BATCH  # noqa: E402
-from distributed_crawler.queue.scripts import Scripts  # noqa: E402
-from distributed_crawler.queue.counts import crawl_counts  # noqa: E402
+from bench.harness import Children, free_port, log
+from distributed_crawler.core.scheduler import DUE_BATCH
+from distributed_crawler.dedup.bloom import SDS_OVERHEAD, layer_plan, size_class
+from distributed_crawler.dedup.dupefilter import BloomConfig, choose_dedup
+from distributed_crawler.monitoring.nodes import (
+    NodeKeys,
+    beat,
+    forget_old_nodes,
+    heartbeat_script,
+    read_nodes,
+    read_totals,
+)
+from distributed_crawler.queue.counts import crawl_counts
+from distributed_crawler.queue.enqueue import Enqueuer, run_sync
+from distributed_crawler.queue.envelope import make_member
+from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.queue.scripts import Scripts
 
 ROOT = Path(__file__).resolve().parent.parent
 SPIDER = "sim"
@@ -134,16 +141,48 @@ def model(w: Workload, member: int, queued_bytes: float) -> dict[str, float]:
     scripts = pages + pops + w.nodes * (1 / w.renew_every + 1 / RECLAIM_EVERY + 3 / w.heartbeat)
     _, _, pieces = bloom_bytes(w.capacity, w.error_rate, 1)  # pieces of the first layer: KEYS of every enqueue
     fp = "f" * 40
-    enqueue_in = resp_len("EVALSHA", "s" * 40, 4 + pieces, "{sim}:requests", "{sim}:seq", "{sim}:processing",
-                          "{sim}:dupefilter", *(["{sim}:dupefilter:0:000"] * pieces), "priority", w.links,
-                          "{sim}:doorbell", "bitmap", 1, "push", *([fp, "0", "m" * member] * w.links))
-    ack_in = resp_len("ZREM", "{sim}:processing", *(["m" * member] * max(1, round(pages / acks)))) / max(1, round(pages / acks))
+    enqueue_in = resp_len(
+        "EVALSHA",
+        "s" * 40,
+        4 + pieces,
+        "{sim}:requests",
+        "{sim}:seq",
+        "{sim}:processing",
+        "{sim}:dupefilter",
+        *(["{sim}:dupefilter:0:000"] * pieces),
+        "priority",
+        w.links,
+        "{sim}:doorbell",
+        "bitmap",
+        1,
+        "push",
+        *([fp, "0", "m" * member] * w.links),
+    )
+    ack_in = resp_len("ZREM", "{sim}:processing", *(["m" * member] * max(1, round(pages / acks)))) / max(
+        1, round(pages / acks)
+    )
     doorbell = pages * w.nodes  # one PUBLISH per enqueue call with a new link, to every node
     message = resp_len("message", "{sim}:doorbell", "1")
     # Every heartbeat reads every node's hash and last snapshot (read_nodes): nodes^2 per interval.
-    fields = {"id": "sim-00", "interval": w.heartbeat, "state": "running", "pages": 10**6, "items": 10**6, "errors": 0,
-              "in_flight": 10, "leases": 30, "rss": 150_000_000, "browser_pages": 0, "host": "sim-host", "pid": 12345,
-              "version": "0.1.0", "spider": SPIDER, "started": 1.7e9, "rate": 600.0, "last_seen": "1764700000.123"}
+    fields = {
+        "id": "sim-00",
+        "interval": w.heartbeat,
+        "state": "running",
+        "pages": 10**6,
+        "items": 10**6,
+        "errors": 0,
+        "in_flight": 10,
+        "leases": 30,
+        "rss": 150_000_000,
+        "browser_pages": 0,
+        "host": "sim-host",
+        "pid": 12345,
+        "version": "0.1.0",
+        "spider": SPIDER,
+        "started": 1.7e9,
+        "rate": 600.0,
+        "last_seen": "1764700000.123",
+    }
     node_read = resp_len(*[x for kv in fields.items() for x in kv]) + resp_len(json.dumps(fields))
     heartbeat_out = w.nodes * w.nodes * node_read / w.heartbeat
     return {
@@ -163,9 +202,12 @@ def memory_model(w: Workload, queued_bytes: float) -> dict[str, float]:
     bloom, layers, pieces = bloom_bytes(w.capacity, w.error_rate, w.urls)
     leases = w.nodes * (w.prefetch + w.prefetch // 4) * queued_bytes
     return {
-        "bloom_bytes": bloom, "bloom_layers": layers, "bloom_pieces": pieces,
+        "bloom_bytes": bloom,
+        "bloom_layers": layers,
+        "bloom_pieces": pieces,
         "bloom_bytes_per_url": bloom / w.urls,
-        "queue_bytes": w.pending * queued_bytes, "lease_bytes": leases,
+        "queue_bytes": w.pending * queued_bytes,
+        "lease_bytes": leases,
         "total_bytes": bloom + w.pending * queued_bytes + leases,
     }
 
@@ -175,17 +217,19 @@ def sample_payloads(n: int, seed: int) -> list[str]:
     """Queue members exactly as the scheduler writes them for the news spider's links."""
     from scrapy import Request
 
-    from distributed_crawler.queue.codec import RequestCodec
     from demo.spiders.news import NewsSpider
+    from distributed_crawler.queue.codec import RequestCodec
 
     spider = NewsSpider()
     codec = RequestCodec(spider, ())
     rnd = random.Random(seed)
     out = []
     for _ in range(n):
-        url = (f"https://www.example-news{rnd.randrange(100)}.com/{rnd.randrange(2000, 2027)}/"
-               f"{rnd.randrange(1, 13):02d}/{rnd.randrange(1, 29):02d}/world/"
-               f"article-headline-{rnd.getrandbits(40):x}.html")
+        url = (
+            f"https://www.example-news{rnd.randrange(100)}.com/{rnd.randrange(2000, 2027)}/"
+            f"{rnd.randrange(1, 13):02d}/{rnd.randrange(1, 29):02d}/world/"
+            f"article-headline-{rnd.getrandbits(40):x}.html"
+        )
         request = Request(url, callback=spider.parse, meta={"depth": rnd.randrange(1, 8)})
         out.append(make_member(codec.encode(request), 0))
     return out
@@ -194,7 +238,7 @@ def sample_payloads(n: int, seed: int) -> list[str]:
 def unique(member: str, rnd: random.Random) -> str:
     """The member with a fresh request id: equal members would collapse into one zset entry."""
     at = member.index('"id":"') + 6
-    return f"{member[:at]}{rnd.getrandbits(64):016x}{member[at + 16:]}"
+    return f"{member[:at]}{rnd.getrandbits(64):016x}{member[at + 16 :]}"
 
 
 # -- one simulated node ------------------------------------------------------------------------
@@ -245,11 +289,23 @@ class SimNode:
         return result
 
     async def run(self, until: float) -> None:
-        dedup = await choose_dedup(self.client, self.keys.dupefilter, BloomConfig("bitmap", self.w.capacity, self.w.error_rate))
+        dedup = await choose_dedup(
+            self.client, self.keys.dupefilter, BloomConfig("bitmap", self.w.capacity, self.w.error_rate)
+        )
         await dedup.prepare(self.client)
         self.enqueuer = Enqueuer(self.client, self.keys, dedup, "priority", self.keys.doorbell)
-        tasks = [asyncio.create_task(c) for c in (self.feeder(), self.engine(), self.run_outbox(), self.leases(),
-                                                  self.heartbeat(), self.seeds(), self.doorbell())]
+        tasks = [
+            asyncio.create_task(c)
+            for c in (
+                self.feeder(),
+                self.engine(),
+                self.run_outbox(),
+                self.leases(),
+                self.heartbeat(),
+                self.seeds(),
+                self.doorbell(),
+            )
+        ]
         await asyncio.sleep(max(0.0, until - time.time()))
         failed = [t for t in tasks if t.done() and not t.cancelled() and t.exception()]
         self.stopped = True
@@ -334,12 +390,18 @@ class SimNode:
                 next_renew = now + self.w.renew_every
                 held = [*self.buffer, *self.active]
                 if held:
-                    await self.timed("renew", self.scripts.renew(keys=[self.keys.processing], args=[self.w.lease, *held]))
+                    await self.timed(
+                        "renew", self.scripts.renew(keys=[self.keys.processing], args=[self.w.lease, *held])
+                    )
             if now >= next_reclaim:
                 next_reclaim = now + RECLAIM_EVERY
-                await self.timed("reclaim", self.scripts.reclaim(
-                    keys=[self.keys.processing, self.keys.requests, self.keys.failed, self.keys.seq],
-                    args=["priority", 5, 500, 100_000, self.id]))
+                await self.timed(
+                    "reclaim",
+                    self.scripts.reclaim(
+                        keys=[self.keys.processing, self.keys.requests, self.keys.failed, self.keys.seq],
+                        args=["priority", 5, 500, 100_000, self.id],
+                    ),
+                )
             await asyncio.sleep(ACK_INTERVAL)
 
     async def heartbeat(self) -> None:
@@ -348,12 +410,33 @@ class SimNode:
         while not self.stopped:
             began = time.monotonic()
             pages += int(self.w.rate * self.w.heartbeat)
-            fields = {"state": "running", "pages": pages, "items": pages, "errors": 0, "in_flight": len(self.active),
-                      "leases": len(self.buffer) + len(self.active), "rss": 150_000_000, "browser_pages": 0,
-                      "host": "sim-host", "pid": os.getpid(), "version": "0.1.0", "spider": SPIDER,
-                      "started": round(started, 3), "rate": self.w.rate * 60}
-            now = await self.timed("heartbeat", beat(self.beat_script, self.node_keys, self.id, self.w.heartbeat, fields,
-                                                     (int(self.w.rate * self.w.heartbeat),) * 2 + (0,)))
+            fields = {
+                "state": "running",
+                "pages": pages,
+                "items": pages,
+                "errors": 0,
+                "in_flight": len(self.active),
+                "leases": len(self.buffer) + len(self.active),
+                "rss": 150_000_000,
+                "browser_pages": 0,
+                "host": "sim-host",
+                "pid": os.getpid(),
+                "version": "0.1.0",
+                "spider": SPIDER,
+                "started": round(started, 3),
+                "rate": self.w.rate * 60,
+            }
+            now = await self.timed(
+                "heartbeat",
+                beat(
+                    self.beat_script,
+                    self.node_keys,
+                    self.id,
+                    self.w.heartbeat,
+                    fields,
+                    (int(self.w.rate * self.w.heartbeat),) * 2 + (0,),
+                ),
+            )
             await crawl_counts(self.client, self.keys)
             await read_nodes(self.client, self.node_keys, now)
             await read_totals(self.client, self.node_keys)
@@ -369,7 +452,10 @@ class SimNode:
 
     async def doorbell(self) -> None:
         """SUBSCRIBE on a raw socket; count `message` frames without parsing them in Python."""
-        host, port = self.client.connection_pool.connection_kwargs["host"], self.client.connection_pool.connection_kwargs["port"]
+        host, port = (
+            self.client.connection_pool.connection_kwargs["host"],
+            self.client.connection_pool.connection_kwargs["port"],
+        )
         reader, writer = await asyncio.open_connection(host, port)
         channel = self.keys.doorbell.encode()
         writer.write(b"*2\r\n$9\r\nSUBSCRIBE\r\n$%d\r\n%s\r\n" % (len(channel), channel))
@@ -382,7 +468,7 @@ class SimNode:
                 data = tail + chunk
                 if self.tally.measuring:
                     self.tally.doorbell += data.count(marker)
-                tail = data[-(len(marker) - 1):]
+                tail = data[-(len(marker) - 1) :]
         finally:
             writer.close()
 
@@ -393,8 +479,16 @@ def _settings() -> Any:
     return Settings()
 
 
-def child(url: str, w: Workload, members: list[str], first: int, count: int, start_at: float, measure: tuple[float, float],
-          out: Any) -> None:
+def child(
+    url: str,
+    w: Workload,
+    members: list[str],
+    first: int,
+    count: int,
+    start_at: float,
+    measure: tuple[float, float],
+    out: Any,
+) -> None:
     async def main() -> dict:
         tally = Tally()
         nodes = [SimNode(first + i, url, w, members, tally) for i in range(count)]
@@ -420,8 +514,14 @@ def child(url: str, w: Workload, members: list[str], first: int, count: int, sta
         await asyncio.gather(window(), lag(), *(n.run(until) for n in nodes))
         tally.latency["loop_lag"] = lags
         usage = resource.getrusage(resource.RUSAGE_SELF)
-        return {"trips": dict(tally.trips), "latency": tally.latency, "pages": tally.pages, "starved": tally.starved,
-                "doorbell": tally.doorbell, "cpu": usage.ru_utime + usage.ru_stime}
+        return {
+            "trips": dict(tally.trips),
+            "latency": tally.latency,
+            "pages": tally.pages,
+            "starved": tally.starved,
+            "doorbell": tally.doorbell,
+            "cpu": usage.ru_utime + usage.ru_stime,
+        }
 
     try:
         result = asyncio.new_event_loop().run_until_complete(main())
@@ -448,8 +548,22 @@ def redis_conf_args() -> list[str]:
 
 def start_redis(children: Children, workdir: Path) -> str:
     port = free_port()
-    proc = children.start(["redis-server", *redis_conf_args(), "--port", str(port), "--bind", "127.0.0.1",
-                           "--dir", str(workdir), "--logfile", str(workdir / "redis.log"), "--maxmemory", "0"])
+    proc = children.start(
+        [
+            "redis-server",
+            *redis_conf_args(),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(workdir),
+            "--logfile",
+            str(workdir / "redis.log"),
+            "--maxmemory",
+            "0",
+        ]
+    )
     url = f"redis://127.0.0.1:{port}/0"
     client = redis.Redis.from_url(url)
     deadline = time.monotonic() + 10
@@ -459,7 +573,7 @@ def start_redis(children: Children, workdir: Path) -> str:
             return url
         except (redis.RedisError, OSError):
             if time.monotonic() > deadline or proc.poll() is not None:
-                raise SystemExit(f"redis-server did not start; see {workdir / 'redis.log'}")
+                raise SystemExit(f"redis-server did not start; see {workdir / 'redis.log'}") from None
             time.sleep(0.05)
 
 
@@ -477,18 +591,26 @@ def prepare(client: redis.Redis, w: Workload, members: list[str], prefill: int) 
     queue = client.memory_usage(keys.requests, samples=0)
     n = client.zcard(keys.requests)
     filter_bytes = sum(client.memory_usage(k, samples=0) or 0 for k in [keys.dupefilter, *dedup.script_keys()[0][1:]])
-    return {"queued": n, "queue_memory_usage": queue, "bytes_per_queued_request": round(queue / n, 1),
-            "used_memory_per_queued_request": round(used / n, 1), "bloom_bytes_created": filter_bytes,
-            "bloom_pieces": len(dedup.script_keys()[0]) - 1}
+    return {
+        "queued": n,
+        "queue_memory_usage": queue,
+        "bytes_per_queued_request": round(queue / n, 1),
+        "used_memory_per_queued_request": round(used / n, 1),
+        "bloom_bytes_created": filter_bytes,
+        "bloom_pieces": len(dedup.script_keys()[0]) - 1,
+    }
 
 
 def info_snapshot(client: redis.Redis) -> dict[str, float]:
     cpu = client.info("cpu")
     stats = client.info("stats")
-    return {"cpu": cpu["used_cpu_sys_main_thread"] + cpu["used_cpu_user_main_thread"],
-            "cpu_all": cpu["used_cpu_sys"] + cpu["used_cpu_user"],
-            "net_in": stats["total_net_input_bytes"], "net_out": stats["total_net_output_bytes"],
-            "commands": stats["total_commands_processed"]}
+    return {
+        "cpu": cpu["used_cpu_sys_main_thread"] + cpu["used_cpu_user_main_thread"],
+        "cpu_all": cpu["used_cpu_sys"] + cpu["used_cpu_user"],
+        "net_in": stats["total_net_input_bytes"],
+        "net_out": stats["total_net_output_bytes"],
+        "commands": stats["total_commands_processed"],
+    }
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -515,7 +637,9 @@ def simulate(w: Workload, procs: int, seconds: float, warmup: float, prefill: in
             workers = []
             first = 0
             for count in share:
-                p = mp.get_context("fork").Process(target=child, args=(url, w, members, first, count, start_at, window, out))
+                p = mp.get_context("fork").Process(
+                    target=child, args=(url, w, members, first, count, start_at, window, out)
+                )
                 p.start()
                 workers.append(p)
                 first += count
@@ -548,7 +672,9 @@ def simulate(w: Workload, procs: int, seconds: float, warmup: float, prefill: in
     lat = {k: [x for r in results for x in r["latency"][k]] for k in ("enqueue", "pop", "loop_lag")}
     pages = sum(r["pages"] for r in results)
     evalsha = latency.get("latency_percentiles_usec_evalsha", {})
-    scripts = commandstats.get("cmdstat_evalsha", {}).get("calls", 0) + commandstats.get("cmdstat_eval", {}).get("calls", 0)
+    scripts = commandstats.get("cmdstat_evalsha", {}).get("calls", 0) + commandstats.get("cmdstat_eval", {}).get(
+        "calls", 0
+    )
     measured = {
         "pages_s": pages / elapsed,
         "round_trips_s": sum(trips.values()) / elapsed,
@@ -566,8 +692,13 @@ def simulate(w: Workload, procs: int, seconds: float, warmup: float, prefill: in
     achieved = Workload(**{**asdict(w), "rate": measured["pages_s"] / w.nodes})
     expected = model(achieved, round(member_len), queued_model)
     return {
-        "workload": asdict(w), "procs": procs, "seconds": elapsed, "member_bytes": member_len, **prep,
-        "load_avg_1min": [load_before, os.getloadavg()[0]], "cpus": os.cpu_count(),
+        "workload": asdict(w),
+        "procs": procs,
+        "seconds": elapsed,
+        "member_bytes": member_len,
+        **prep,
+        "load_avg_1min": [load_before, os.getloadavg()[0]],
+        "cpus": os.cpu_count(),
         "measured": {k: round(v, 2) for k, v in measured.items()},
         "model_at_target_rate": {k: round(v, 2) for k, v in target.items()},
         "model_at_achieved_rate": {k: round(v, 2) for k, v in expected.items() if k in measured},
@@ -578,14 +709,26 @@ def simulate(w: Workload, procs: int, seconds: float, warmup: float, prefill: in
         "redis_cpu_us_per_page": round((b["cpu"] - a["cpu"]) / max(1, pages) * 1e6, 1),
         "evalsha_server_usec": {q: evalsha.get(q) for q in ("p50", "p99", "p99.9")},
         "evalsha_server_usec_avg": commandstats.get("cmdstat_evalsha", {}).get("usec_per_call"),
-        "enqueue_client_ms": {"p50": round(percentile(lat["enqueue"], .5) * 1e3, 2), "p99": round(percentile(lat["enqueue"], .99) * 1e3, 2)},
-        "pop_client_ms": {"p50": round(percentile(lat["pop"], .5) * 1e3, 2), "p99": round(percentile(lat["pop"], .99) * 1e3, 2)},
-        "commands_per_page": {k[8:]: round(v["calls"] / max(1, pages), 2) for k, v in sorted(
-            commandstats.items(), key=lambda kv: -kv[1]["calls"])[:8]},
-        "sim_loop_lag_ms": {"p50": round(percentile(lat["loop_lag"], .5) * 1e3, 2), "p99": round(percentile(lat["loop_lag"], .99) * 1e3, 2)},
+        "enqueue_client_ms": {
+            "p50": round(percentile(lat["enqueue"], 0.5) * 1e3, 2),
+            "p99": round(percentile(lat["enqueue"], 0.99) * 1e3, 2),
+        },
+        "pop_client_ms": {
+            "p50": round(percentile(lat["pop"], 0.5) * 1e3, 2),
+            "p99": round(percentile(lat["pop"], 0.99) * 1e3, 2),
+        },
+        "commands_per_page": {
+            k[8:]: round(v["calls"] / max(1, pages), 2)
+            for k, v in sorted(commandstats.items(), key=lambda kv: -kv[1]["calls"])[:8]
+        },
+        "sim_loop_lag_ms": {
+            "p50": round(percentile(lat["loop_lag"], 0.5) * 1e3, 2),
+            "p99": round(percentile(lat["loop_lag"], 0.99) * 1e3, 2),
+        },
         "starved_slots": sum(r["starved"] for r in results),
         "sim_cpu_s": round(sum(r["cpu"] for r in results), 1),
-        "used_memory_end": memory, "queued_end": queued_end,
+        "used_memory_end": memory,
+        "queued_end": queued_end,
         "pages_s_per_redis_core": round(pages / elapsed / max(1e-9, (b["cpu"] - a["cpu"]) / elapsed)),
     }
 
@@ -607,12 +750,17 @@ def main(argv: list[str] | None = None) -> int:
         members = sample_payloads(2000, seed=1)
         member_len = statistics.mean(len(m.encode()) for m in members)
         queued = queued_bytes_model(round(member_len), w.pending)
-        result = {"workload": asdict(w), "member_bytes": round(member_len, 1),
-                  "rates": {k: round(v, 2) for k, v in model(w, int(member_len), queued).items()},
-                  "memory": {k: round(v, 3) for k, v in memory_model(w, queued).items()}}
+        result = {
+            "workload": asdict(w),
+            "member_bytes": round(member_len, 1),
+            "rates": {k: round(v, 2) for k, v in model(w, int(member_len), queued).items()},
+            "memory": {k: round(v, 3) for k, v in memory_model(w, queued).items()},
+        }
     else:
         result = simulate(w, args.procs, args.seconds, args.warmup, args.prefill)
-        result["memory_model"] = {k: round(v, 3) for k, v in memory_model(w, result["bytes_per_queued_request"]).items()}
+        result["memory_model"] = {
+            k: round(v, 3) for k, v in memory_model(w, result["bytes_per_queued_request"]).items()
+        }
     print(json.dumps(result, indent=None if args.json else 2))
     return 0
 

@@ -25,10 +25,10 @@ from scrapy.settings import Settings
 
 from distributed_crawler.connection.clients import mask_url
 from distributed_crawler.dedup.dupefilter import flush_crawl
-from distributed_crawler.queue.enqueue import run_sync
-from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.monitoring.nodes import NodeKeys
 from distributed_crawler.queue.counts import crawl_counts
+from distributed_crawler.queue.enqueue import run_sync
+from distributed_crawler.queue.keys import SpiderKeys
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / ".run"
@@ -61,8 +61,21 @@ def start_redis(stack: ExitStack) -> str:
     data = RUN / "redis"
     data.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data),
-         "--save", "", "--appendonly", "no", "--logfile", str(data / "redis.log")],
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(data),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--logfile",
+            str(data / "redis.log"),
+        ],
         stdout=subprocess.DEVNULL,
     )
     stack.callback(stop, proc)
@@ -78,7 +91,8 @@ def start_redis(stack: ExitStack) -> str:
 def start_site(stack: ExitStack, articles: int) -> str:
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "tests" / "site" / "server.py"), "--articles", str(articles)],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     stack.callback(stop, proc)
     line = proc.stdout.readline().strip()
@@ -143,15 +157,22 @@ def main(argv: list[str] | None = None) -> int:
         site = start_site(stack, args.articles)
         print(f"demo site: {site}/  redis: {mask_url(redis_url)}  storage: {db}")
         seed(redis_url, keys.start_urls, site + "/", client)
-        env = {**os.environ, "REDIS_URL": redis_url, "STORAGE_URL": f"sqlite:///{db}",
-               "MAX_IDLE_TIME_BEFORE_CLOSE": str(args.idle)}
+        env = {
+            **os.environ,
+            "REDIS_URL": redis_url,
+            "STORAGE_URL": f"sqlite:///{db}",
+            "MAX_IDLE_TIME_BEFORE_CLOSE": str(args.idle),
+        }
         workers = []
         for i in range(1, WORKERS + 1):
             log = open(RUN / f"worker-{i}.log", "w")
             stack.callback(log.close)
             proc = subprocess.Popen(
                 [sys.executable, "-m", "scrapy", "crawl", SPIDER],
-                cwd=ROOT, env={**env, "NODE_ID": f"demo-{i}"}, stdout=log, stderr=subprocess.STDOUT,
+                cwd=ROOT,
+                env={**env, "NODE_ID": f"demo-{i}"},
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
             stack.callback(stop, proc)
             workers.append(proc)
@@ -167,8 +188,11 @@ def main(argv: list[str] | None = None) -> int:
                 queues = f"pending {c.pending:4d} leased {c.leased:3d} seeds {c.seeds}"
             except redis.ResponseError as exc:  # garbage a script refused: the summary goes on
                 queues = f"queue counts unreadable ({str(exc)[:80]})"
-            print(f"[{now - started:5.1f}s] pages stored {total:4d} | {queues} | "
-                  f"{(total - last_total) / (now - last_time):6.1f} pages/s", flush=True)
+            print(
+                f"[{now - started:5.1f}s] pages stored {total:4d} | {queues} | "
+                f"{(total - last_total) / (now - last_time):6.1f} pages/s",
+                flush=True,
+            )
             last_total, last_time = total, now
             if now - started > TIMEOUT:
                 print("demo timed out; stopping the workers")

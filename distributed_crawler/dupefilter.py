@@ -2,4 +2,4 @@
 
 from distributed_crawler.dedup.dupefilter import BloomDupeFilter
 
-__all__ = ['BloomDupeFilter']
+__all__ = ["BloomDupeFilter"]

@@ -2,4 +2,4 @@
 
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter
 
-__all__ = ['CanonicalFingerprinter']
+__all__ = ["CanonicalFingerprinter"]

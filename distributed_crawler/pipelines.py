@@ -2,4 +2,4 @@
 
 from distributed_crawler.storage.pipeline import StoragePipeline
 
-__all__ = ['StoragePipeline']
+__all__ = ["StoragePipeline"]

@@ -2,4 +2,4 @@
 
 from distributed_crawler.spiders.redis_spider import RedisSpider
 
-__all__ = ['RedisSpider']
+__all__ = ["RedisSpider"]

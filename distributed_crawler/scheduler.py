@@ -2,4 +2,4 @@
 
 from distributed_crawler.core.scheduler import RedisScheduler
 
-__all__ = ['RedisScheduler']
+__all__ = ["RedisScheduler"]

@@ -46,9 +46,22 @@ class RedisServer:
         if not shutil.which("redis-server"):
             pytest.fail("redis-server is not installed: run `make test`, which installs it")
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.workdir),
-             "--save", "", "--appendonly", "no", *self.extra],  # later options win
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.workdir),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                *self.extra,
+            ],  # later options win
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         client = redis.Redis.from_url(self.url)
         for _ in range(200):
@@ -106,8 +119,12 @@ class Workers:
             args += ["-s", s]
         log = open(self.tmp_path / f"{node}.log", "ab")
         proc = subprocess.Popen(
-            args, cwd=ROOT, env={**os.environ, **self.env, "NODE_ID": node},
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            args,
+            cwd=ROOT,
+            env={**os.environ, **self.env, "NODE_ID": node},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         log.close()
         self.procs[node] = proc
@@ -148,10 +165,13 @@ class Workers:
 
 @pytest.fixture
 def workers(tmp_path: Path, redis_url: str) -> Iterator[Workers]:
-    w = Workers(tmp_path, {
-        "REDIS_URL": redis_url,
-        "STORAGE_URL": f"sqlite:///{tmp_path / 'items.db'}",
-        "MAX_IDLE_TIME_BEFORE_CLOSE": "2",
-    })
+    w = Workers(
+        tmp_path,
+        {
+            "REDIS_URL": redis_url,
+            "STORAGE_URL": f"sqlite:///{tmp_path / 'items.db'}",
+            "MAX_IDLE_TIME_BEFORE_CLOSE": "2",
+        },
+    )
     yield w
     w.stop_all()

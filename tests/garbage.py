@@ -23,8 +23,16 @@ import redis
 
 MB = 1024 * 1024
 KINDS = (
-    "pickle", "invalid_utf8", "binary", "truncated_json", "non_object_json", "no_envelope",
-    "bad_envelope", "huge", "bad_number", "wrong_field_type",
+    "pickle",
+    "invalid_utf8",
+    "binary",
+    "truncated_json",
+    "non_object_json",
+    "no_envelope",
+    "bad_envelope",
+    "huge",
+    "bad_number",
+    "wrong_field_type",
 )
 # Zset scores Redis accepts that no writer of ours produces (NaN is refused by ZADD itself).
 BAD_SCORES = (float("inf"), float("-inf"), 1e308, -1e308)
@@ -65,14 +73,22 @@ def garbage_values(kind: str, marker: str | Path = "/tmp/dc-garbage-unpickled", 
         yield b"just text " + t
     elif kind == "bad_envelope":
         body = b'{"url": "http://127.0.0.1:9/fuzz/' + t + b'/bad-envelope"}'
-        for head in (b"x:y:", b"0:nan:", b"0:1e999:", b"0:-inf:", b"99999999999999999999999:0:", b"-1:0:", b"0::", b"0:7"):
+        for head in (
+            b"x:y:",
+            b"0:nan:",
+            b"0:1e999:",
+            b"0:-inf:",
+            b"99999999999999999999999:0:",
+            b"-1:0:",
+            b"0::",
+            b"0:7",
+        ):
             yield head + body
     elif kind == "huge":
         yield t + b" " + b"A" * MB
-        yield b'0:0:{"url": "http://127.0.0.1:9/fuzz/' + t + b'/huge?' + b"q" * MB + b'"}'
+        yield b'0:0:{"url": "http://127.0.0.1:9/fuzz/' + t + b"/huge?" + b"q" * MB + b'"}'
     elif kind == "bad_number":
-        for number in BAD_NUMBERS:
-            yield number
+        yield from BAD_NUMBERS
     elif kind == "wrong_field_type":
         yield b'{"url": 12345, "meta": [1, 2], "token": "' + t + b'"}'
         yield b'{"url": "http://127.0.0.1:9/fuzz/' + t + b'/meta-list", "meta": ["x"], "priority": "high"}'
@@ -96,7 +112,10 @@ def queue_members(marker: str | Path, token: str) -> Iterator[tuple[str, bytes]]
         yield kind, value
         if kind in ("pickle", "binary", "invalid_utf8", "truncated_json", "non_object_json", "wrong_field_type"):
             yield f"{kind}_enveloped", b"0:0:" + value
-    yield "foreign_class", b'0:0:{"v": 1, "class": "os.system", "url": "http://127.0.0.1:9/fuzz/' + token.encode() + b'"}'
+    yield (
+        "foreign_class",
+        b'0:0:{"v": 1, "class": "os.system", "url": "http://127.0.0.1:9/fuzz/' + token.encode() + b'"}',
+    )
 
 
 def json_entry(**fields: Any) -> bytes:
@@ -104,8 +123,12 @@ def json_entry(**fields: Any) -> bytes:
 
 
 def write_all_garbage(
-    client: redis.Redis, spider: str = "news", marker: str | Path = "/tmp/dc-garbage-unpickled",
-    node_ids: tuple[str, ...] = (), now: float | None = None, token: str = "G",
+    client: redis.Redis,
+    spider: str = "news",
+    marker: str | Path = "/tmp/dc-garbage-unpickled",
+    node_ids: tuple[str, ...] = (),
+    now: float | None = None,
+    token: str = "G",
 ) -> dict[str, int]:
     """Every kind of garbage in every key of `spider` at once (types stay right). Returns key -> count.
 
@@ -135,21 +158,49 @@ def write_all_garbage(
     client.set(f"{s}:seq", b"nan-" + token.encode())
     count(f"{s}:seq")
     # dedup filter: a bitmap meta hash with nonsense, and a nonsense piece
-    client.hset(f"{s}:dupefilter", mapping={
-        "layers": b"nan", "capacity": b"\xff\xfe", "error_rate": b"inf", "L0:cap": b"-1", "L0:n": b"1e999",
-        "L0:m": pickle_payload(marker, token), "L0:pieces": b"99999999999999999999", f"junk-{token}": b"\x00\x01",
-    })
+    client.hset(
+        f"{s}:dupefilter",
+        mapping={
+            "layers": b"nan",
+            "capacity": b"\xff\xfe",
+            "error_rate": b"inf",
+            "L0:cap": b"-1",
+            "L0:n": b"1e999",
+            "L0:m": pickle_payload(marker, token),
+            "L0:pieces": b"99999999999999999999",
+            f"junk-{token}": b"\x00\x01",
+        },
+    )
     client.set(f"{s}:dupefilter:0:0", b"\xff" * 64)
     client.set(f"{s}:dupefilter:9:9", pickle_payload(marker, token))
     count(f"{s}:dupefilter", 8)
     # nodes: zset of ids (binary ids, insane scores), hashes, last snapshots, alerted
-    ids = [b"\xff\xfe" + token.encode(), pickle_payload(marker, token)[:40], b"n" * 300, b"", b"x:{y}:%(spider)s", *[n.encode() for n in node_ids]]
+    ids = [
+        b"\xff\xfe" + token.encode(),
+        pickle_payload(marker, token)[:40],
+        b"n" * 300,
+        b"",
+        b"x:{y}:%(spider)s",
+        *[n.encode() for n in node_ids],
+    ]
     client.zadd(f"{s}:nodes", {ids[0]: now, ids[1]: float("inf"), ids[2]: 1e308, ids[3]: now, ids[4]: float("-inf")})
     count(f"{s}:nodes", 5)
     bad_fields = {
-        "rate": b"nan", "pages": b"inf", "items": b"1e999", "errors": b"-inf", "leases": b"\xff", "rss": b"9" * 400,
-        "started": b"garbage", "last_seen": b"-1e308", "interval": b"0", "state": b"\xff\xfe", "host": pickle_payload(marker, token),
-        "report": b"[1, 2", "in_flight": b"NaN", "pid": b"12abc", "browser_pages": b"",
+        "rate": b"nan",
+        "pages": b"inf",
+        "items": b"1e999",
+        "errors": b"-inf",
+        "leases": b"\xff",
+        "rss": b"9" * 400,
+        "started": b"garbage",
+        "last_seen": b"-1e308",
+        "interval": b"0",
+        "state": b"\xff\xfe",
+        "host": pickle_payload(marker, token),
+        "report": b"[1, 2",
+        "in_flight": b"NaN",
+        "pid": b"12abc",
+        "browser_pages": b"",
     }
     for node in ids:
         key = f"{s}:node:".encode() + node
@@ -167,20 +218,40 @@ def write_all_garbage(
     client.hset(f"{s}:stats", mapping={f"junk-{i}": v for i, v in enumerate(BAD_NUMBERS)})
     client.hset(f"{s}:stats", mapping={"pages": b"nan", "items": b"\xff", "errors": b"1e999"})
     minute = int(now // 60)
-    client.hset(f"{s}:minutes", mapping={
-        f"p:{minute}": b"inf", f"i:{minute}": b"nan", f"e:{minute}": b"\xff", "p:nan": b"1", "p:" + "9" * 30: b"5",
-        f"q-{token}": pickle_payload(marker, token), "p:-1": b"-1e999",
-    })
+    client.hset(
+        f"{s}:minutes",
+        mapping={
+            f"p:{minute}": b"inf",
+            f"i:{minute}": b"nan",
+            f"e:{minute}": b"\xff",
+            "p:nan": b"1",
+            "p:" + "9" * 30: b"5",
+            f"q-{token}": pickle_payload(marker, token),
+            "p:-1": b"-1e999",
+        },
+    )
     count(f"{s}:stats", 3 + len(BAD_NUMBERS))
     count(f"{s}:minutes", 7)
     # the proxy pool (zset) and its dead hash, the rate keys (strings)
-    client.zadd("dc:proxies", {b"\xff\xfe" + token.encode(): float("inf"), pickle_payload(marker, token): 1e308,
-                               b"not a url " + token.encode(): float("-inf"), b"http://" + b"h" * 2000 + b":1": 5})
-    client.hset("dc:proxies:dead", mapping={
-        b"\xff\xfe": b"\x00", b"http://dead.invalid:1": b'{"score": "low", "since": "yesterday", "error": [1]}',
-        b"http://dead2.invalid:1": b"[1, 2]", b"http://dead3.invalid:1": b'{"score": NaN, "since": Infinity}',
-        pickle_payload(marker, token): pickle_payload(marker, token),
-    })
+    client.zadd(
+        "dc:proxies",
+        {
+            b"\xff\xfe" + token.encode(): float("inf"),
+            pickle_payload(marker, token): 1e308,
+            b"not a url " + token.encode(): float("-inf"),
+            b"http://" + b"h" * 2000 + b":1": 5,
+        },
+    )
+    client.hset(
+        "dc:proxies:dead",
+        mapping={
+            b"\xff\xfe": b"\x00",
+            b"http://dead.invalid:1": b'{"score": "low", "since": "yesterday", "error": [1]}',
+            b"http://dead2.invalid:1": b"[1, 2]",
+            b"http://dead3.invalid:1": b'{"score": NaN, "since": Infinity}',
+            pickle_payload(marker, token): pickle_payload(marker, token),
+        },
+    )
     count("dc:proxies", 4)
     count("dc:proxies:dead", 5)
     for domain, value in (("127.0.0.1", b"nan"), ("example.com", b"inf"), ("fuzz.invalid", b"\xff\xfe")):

@@ -67,18 +67,47 @@ class RedisClusterNodes:
                 node_dir = self.workdir / str(port)
                 node_dir.mkdir(parents=True, exist_ok=True)
                 self.commands.append(
-                    ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(node_dir),
-                     "--save", "", "--appendonly", "no", "--cluster-enabled", "yes",
-                     # the bus port is picked too: port + 10000 may be taken or out of range
-                     "--cluster-port", str(free_port()), "--cluster-config-file", "nodes.conf",
-                     "--cluster-node-timeout", "2000"])
-                self.procs.append(subprocess.Popen(self.commands[-1], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                    [
+                        "redis-server",
+                        "--port",
+                        str(port),
+                        "--bind",
+                        "127.0.0.1",
+                        "--dir",
+                        str(node_dir),
+                        "--save",
+                        "",
+                        "--appendonly",
+                        "no",
+                        "--cluster-enabled",
+                        "yes",
+                        # the bus port is picked too: port + 10000 may be taken or out of range
+                        "--cluster-port",
+                        str(free_port()),
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--cluster-node-timeout",
+                        "2000",
+                    ]
+                )
+                self.procs.append(
+                    subprocess.Popen(self.commands[-1], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                )
             for port in self.ports:
                 wait_for(f"cluster node :{port}", lambda p=port: _ping(p), timeout=10, every=0.025)
             subprocess.run(
-                ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.ports),
-                 "--cluster-replicas", str(self.replicas), "--cluster-yes"],
-                check=True, capture_output=True, timeout=60,
+                [
+                    "redis-cli",
+                    "--cluster",
+                    "create",
+                    *(f"127.0.0.1:{p}" for p in self.ports),
+                    "--cluster-replicas",
+                    str(self.replicas),
+                    "--cluster-yes",
+                ],
+                check=True,
+                capture_output=True,
+                timeout=60,
             )
             for port in self.ports:
                 wait_for(f"cluster_state:ok on :{port}", lambda p=port: self._state_ok(p), timeout=30)
@@ -164,7 +193,9 @@ class RedisClusterNodes:
         cluster layout survives in nodes.conf; the data does not, there is no AOF here)."""
         self.stop()
         time.sleep(down_seconds)
-        self.procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for cmd in self.commands]
+        self.procs = [
+            subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for cmd in self.commands
+        ]
         for port in self.ports:
             wait_for(f"cluster_state:ok on :{port}", lambda p=port: self._state_ok(p), timeout=30)
 
@@ -178,8 +209,14 @@ class RedisClusterNodes:
 class SentinelSet:
     """1 master + 1 replica + 1 Sentinel (quorum 1, fast failure detection and failover)."""
 
-    def __init__(self, workdir: Path, master_name: str = "dcmaster", down_after_ms: int = 1000,
-                 password: str = "", master_args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        master_name: str = "dcmaster",
+        down_after_ms: int = 1000,
+        password: str = "",
+        master_args: tuple[str, ...] = (),
+    ) -> None:
         self.workdir = workdir
         self.master_name = master_name
         self.down_after_ms = down_after_ms
@@ -203,8 +240,11 @@ class SentinelSet:
     @property
     def env(self) -> dict[str, str]:
         """What a worker needs to reach the master through Sentinel."""
-        return {"REDIS_SENTINELS": self.sentinels, "REDIS_SENTINEL_MASTER": self.master_name,
-                "REDIS_URL": "redis://127.0.0.1:6379/0"}  # host ignored with Sentinel; db, auth, TLS used
+        return {
+            "REDIS_SENTINELS": self.sentinels,
+            "REDIS_SENTINEL_MASTER": self.master_name,
+            "REDIS_URL": "redis://127.0.0.1:6379/0",
+        }  # host ignored with Sentinel; db, auth, TLS used
 
     def start(self) -> SentinelSet:
         _require_redis()
@@ -221,7 +261,9 @@ class SentinelSet:
                 + (f"sentinel auth-pass {self.master_name} {self.password}\n" if self.password else "")
             )
             self.sentinel_proc = subprocess.Popen(
-                ["redis-server", str(conf), "--sentinel"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                ["redis-server", str(conf), "--sentinel"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
             )
             wait_for("the replica in sync", self._replica_in_sync, timeout=30)
             wait_for("Sentinel to see the replica", self._sentinel_sees_replica, timeout=30)
@@ -265,6 +307,7 @@ class SentinelSet:
 
     def wait_failover(self, timeout: float = 60.0) -> None:
         """Until Sentinel names the replica as master and the replica accepts writes."""
+
         def promoted() -> bool:
             if self.master_port() != self.replica.port:
                 return False

@@ -7,8 +7,8 @@ import asyncio
 
 
 class SlowOpen:
-    async def open_spider(self, spider) -> None:  # noqa: ANN001
+    async def open_spider(self, spider) -> None:
         await asyncio.sleep(2)
 
-    def process_item(self, item, spider):  # noqa: ANN001, ANN201
+    def process_item(self, item, spider):
         return item

@@ -16,14 +16,20 @@ from scrapy import Request
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
-from distributed_crawler.dedup.bloom import Layer, layer_plan, size_class
+from demo.spiders.news import NewsSpider
 from distributed_crawler.cli.main import main as dcrawl
+from distributed_crawler.dedup.bloom import Layer, layer_plan, size_class
 from distributed_crawler.dedup.dupefilter import (
-    BitmapDedup, BloomConfig, BloomDupeFilter, DedupError, RedisBloomDedup, choose_dedup, describe_dedup,
+    BitmapDedup,
+    BloomConfig,
+    BloomDupeFilter,
+    DedupError,
+    RedisBloomDedup,
+    choose_dedup,
+    describe_dedup,
 )
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.keys import SpiderKeys
-from demo.spiders.news import NewsSpider
 from tests.conftest import ROOT, Workers
 from tests.site.server import NewsSite
 
@@ -34,8 +40,10 @@ def fps(start: int, n: int, salt: str = "seen") -> list[str]:
     return [hashlib.sha1(f"{salt}-{i}".encode()).hexdigest() for i in range(start, start + n)]
 
 
-@pytest.mark.parametrize(("nbytes", "cls"), [(100, 112), (1835000 + 10, 2097152), (1834998 + 10, 1835008),
-                                             (4194304, 4194304), (65537, 81920)])
+@pytest.mark.parametrize(
+    ("nbytes", "cls"),
+    [(100, 112), (1835000 + 10, 2097152), (1834998 + 10, 1835008), (4194304, 4194304), (65537, 81920)],
+)
 def test_jemalloc_size_classes(nbytes: int, cls: int) -> None:
     assert size_class(nbytes) == cls
 
@@ -48,7 +56,9 @@ def test_layer_sizing_is_exact_not_power_of_two() -> None:
     assert big.pieces > 1 and all(n + 10 <= 4 * 1024 * 1024 for n in big.piece_lengths())
     assert layer.pieces >= 16  # small pieces: the last one's rounding is all the waste
     assert sum(big.piece_lengths()) * 8 == big.bits
-    assert layer_plan(1000, 0.001, 1).capacity == 2000 and layer_plan(1000, 0.001, 1).error_rate == pytest.approx(0.00009)
+    assert layer_plan(1000, 0.001, 1).capacity == 2000 and layer_plan(1000, 0.001, 1).error_rate == pytest.approx(
+        0.00009
+    )
 
 
 @pytest.fixture(params=["bitmap", "redisbloom"])
@@ -71,7 +81,7 @@ def open_enqueuer(client: redis.Redis, mode: str, capacity: int, error_rate: flo
 def add(enqueuer: Enqueuer, fingerprints: list[str], action: str = "add") -> list[int]:
     out = []
     for i in range(0, len(fingerprints), 1000):
-        out += run_sync(enqueuer.run(action, [(fp, False, "") for fp in fingerprints[i:i + 1000]]))
+        out += run_sync(enqueuer.run(action, [(fp, False, "") for fp in fingerprints[i : i + 1000]]))
     return out
 
 
@@ -134,8 +144,13 @@ def test_two_processes_adding_the_same_fingerprints_win_each_once(redis_url: str
 
 
 def test_request_seen_interface_works_on_its_own(redis_url: str) -> None:
-    crawler = get_crawler(NewsSpider, settings_dict={"REDIS_URL": redis_url,
-                                                     "REQUEST_FINGERPRINTER_CLASS": "distributed_crawler.dedup.fingerprint.CanonicalFingerprinter"})
+    crawler = get_crawler(
+        NewsSpider,
+        settings_dict={
+            "REDIS_URL": redis_url,
+            "REQUEST_FINGERPRINTER_CLASS": "distributed_crawler.dedup.fingerprint.CanonicalFingerprinter",
+        },
+    )
     crawler.spider = NewsSpider()
     df = BloomDupeFilter.from_crawler(crawler)
     try:
@@ -152,11 +167,14 @@ def test_forcing_an_absent_backend_fails_clearly(redis_client: redis.Redis) -> N
     assert isinstance(run_sync(choose_dedup(fakeredis.FakeRedis(), "k", BloomConfig("auto"))), RedisBloomDedup)
 
 
-@pytest.mark.parametrize(("setting", "message"), [
-    ({"BLOOM_ERROR_RATE": 1.5}, r"BLOOM_ERROR_RATE \(1.5\) must be between 0 and 1"),
-    ({"BLOOM_CAPACITY": 0}, r"BLOOM_CAPACITY \(0\) must be >= 1"),
-    ({"BLOOM_BACKEND": "magic"}, r"BLOOM_BACKEND \(magic\) must be one of"),
-])
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"BLOOM_ERROR_RATE": 1.5}, r"BLOOM_ERROR_RATE \(1.5\) must be between 0 and 1"),
+        ({"BLOOM_CAPACITY": 0}, r"BLOOM_CAPACITY \(0\) must be >= 1"),
+        ({"BLOOM_BACKEND": "magic"}, r"BLOOM_BACKEND \(magic\) must be one of"),
+    ],
+)
 def test_bad_settings_name_the_value(setting: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         BloomConfig.from_settings(Settings(setting))
@@ -164,8 +182,12 @@ def test_bad_settings_name_the_value(setting: dict, message: str) -> None:
 
 def test_crawl_with_forced_redisbloom_on_plain_redis_is_one_line(redis_url: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "scrapy", "crawl", "news", "-s", "BLOOM_BACKEND=redisbloom"], cwd=ROOT,
-        capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "REDIS_URL": redis_url}, timeout=60,
+        [sys.executable, "-m", "scrapy", "crawl", "news", "-s", "BLOOM_BACKEND=redisbloom"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "REDIS_URL": redis_url},
+        timeout=60,
     )
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
@@ -173,8 +195,9 @@ def test_crawl_with_forced_redisbloom_on_plain_redis_is_one_line(redis_url: str)
 
 
 @pytest.mark.timeout(120)
-def test_persist_reset_and_rebuild(workers: Workers, redis_url: str, redis_client: redis.Redis,
-                                   tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_persist_reset_and_rebuild(
+    workers: Workers, redis_url: str, redis_client: redis.Redis, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     db = tmp_path / "items.db"
     with NewsSite(articles=40, per_page=20) as site:
         redis_client.lpush("news:start_urls", site.url + "/")

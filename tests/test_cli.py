@@ -8,10 +8,9 @@ import sys
 
 import pytest
 import redis
-
-from distributed_crawler.cli.main import main
 from scrapy.settings import Settings
 
+from distributed_crawler.cli.main import main
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member
@@ -77,7 +76,9 @@ def test_reclaim_and_failed_requeue(redis_url: str, redis_client: redis.Redis, c
 
 
 def test_seed_validates(redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture) -> None:
-    code, _ = run(capsys, "seed", "news", "http://e.com/", '{"url": "https://e.com/x", "priority": 3}', "--redis-url", redis_url)
+    code, _ = run(
+        capsys, "seed", "news", "http://e.com/", '{"url": "https://e.com/x", "priority": 3}', "--redis-url", redis_url
+    )
     assert code == 0 and redis_client.llen("news:start_urls") == 2
     assert main(["seed", "news", "javascript:alert(1)", "--redis-url", redis_url]) == 1
     assert "not http or https" in capsys.readouterr().err
@@ -85,9 +86,20 @@ def test_seed_validates(redis_url: str, redis_client: redis.Redis, capsys: pytes
 
 def test_unreachable_redis_one_line_masked() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "distributed_crawler", "status", "news", "--json",
-         "--redis-url", f"redis://ops:hunter2@127.0.0.1:{free_port()}/0"],
-        cwd=ROOT, capture_output=True, text=True, timeout=30,
+        [
+            sys.executable,
+            "-m",
+            "distributed_crawler",
+            "status",
+            "news",
+            "--json",
+            "--redis-url",
+            f"redis://ops:hunter2@127.0.0.1:{free_port()}/0",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and "redis://ops:***@127.0.0.1" in proc.stderr

@@ -14,13 +14,13 @@ from distributed_crawler.queue.codec import PayloadError, RequestCodec, Unserial
 class DemoSpider(Spider):
     name = "demo"
 
-    def parse_item(self, response):  # noqa: ANN001 - a callback target
+    def parse_item(self, response):
         pass
 
-    def on_error(self, failure):  # noqa: ANN001
+    def on_error(self, failure):
         pass
 
-    def _private(self, response):  # noqa: ANN001
+    def _private(self, response):
         pass
 
 
@@ -116,11 +116,13 @@ class Exploit:
     def __init__(self, marker: Path) -> None:
         self.marker = marker
 
-    def __reduce__(self):  # noqa: ANN204
+    def __reduce__(self):
         return (os.system, (f"touch {self.marker}",))
 
 
-@pytest.mark.parametrize("garbage", [b"", b"not json", b"[1,2]", b'{"v": 99}', b"\xff\xfe", b'{"v":1,"class":"scrapy.http.request.Request"}'])
+@pytest.mark.parametrize(
+    "garbage", [b"", b"not json", b"[1,2]", b'{"v": 99}', b"\xff\xfe", b'{"v":1,"class":"scrapy.http.request.Request"}']
+)
 def test_garbage_is_a_payload_error(codec: RequestCodec, garbage: bytes) -> None:
     with pytest.raises(PayloadError):
         codec.decode(garbage)
@@ -137,8 +139,11 @@ def test_pickle_bytes_are_never_unpickled(codec: RequestCodec, tmp_path: Path) -
 def test_pool_proxy_and_its_credentials_never_reach_the_payload(codec: RequestCodec) -> None:
     from scrapy.downloadermiddlewares.httpproxy import HttpProxyMiddleware
 
-    pooled = Request("http://example.com/p", headers={"X-Keep": "1"},
-                     meta={"proxy": "http://crawler:s3cret@127.0.0.1:3128", "_dc_proxy": "http://crawler:***@127.0.0.1:3128"})
+    pooled = Request(
+        "http://example.com/p",
+        headers={"X-Keep": "1"},
+        meta={"proxy": "http://crawler:s3cret@127.0.0.1:3128", "_dc_proxy": "http://crawler:***@127.0.0.1:3128"},
+    )
     HttpProxyMiddleware().process_request(pooled)  # as in a crawl: credentials -> header
     assert pooled.headers.get("Proxy-Authorization") and pooled.meta["_auth_proxy"]
     payload = codec.encode(pooled)

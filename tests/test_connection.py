@@ -35,7 +35,9 @@ def test_bad_scheme_is_rejected_with_the_fix() -> None:
 
 
 def test_wrong_password_says_so(redis_url: str, redis_client: redis.Redis) -> None:
-    redis_client.acl_setuser("crawler", enabled=True, passwords=["+right-pw"], keys=["*"], channels=["*"], commands=["+@all"])
+    redis_client.acl_setuser(
+        "crawler", enabled=True, passwords=["+right-pw"], keys=["*"], channels=["*"], commands=["+@all"]
+    )
     url = redis_url.replace("redis://", "redis://crawler:wrong-pw@")
     with pytest.raises(RedisUnavailable) as info:
         RedisConfig(url=url).check_reachable()
@@ -48,11 +50,17 @@ def rows(db: Path) -> set[str]:
 
 
 @pytest.mark.timeout(90)
-def test_crawl_as_acl_user_never_logs_the_password(site: NewsSite, redis_url: str, redis_client: redis.Redis, tmp_path: Path) -> None:
-    redis_client.acl_setuser("crawler", enabled=True, passwords=["+acl-pw-123"], keys=["*"], channels=["*"], commands=["+@all"])
+def test_crawl_as_acl_user_never_logs_the_password(
+    site: NewsSite, redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    redis_client.acl_setuser(
+        "crawler", enabled=True, passwords=["+acl-pw-123"], keys=["*"], channels=["*"], commands=["+@all"]
+    )
     url = redis_url.replace("redis://", "redis://crawler:acl-pw-123@")
-    workers = Workers(tmp_path, {"REDIS_URL": url, "STORAGE_URL": f"sqlite:///{tmp_path / 'items.db'}",
-                                 "MAX_IDLE_TIME_BEFORE_CLOSE": "2"})
+    workers = Workers(
+        tmp_path,
+        {"REDIS_URL": url, "STORAGE_URL": f"sqlite:///{tmp_path / 'items.db'}", "MAX_IDLE_TIME_BEFORE_CLOSE": "2"},
+    )
     redis_client.lpush("news:start_urls", site.url + "/")
     try:
         workers.start("acl", "LOG_LEVEL=DEBUG")
@@ -71,29 +79,83 @@ def tls_certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     def sh(*args: str) -> None:
         subprocess.run(args, cwd=d, check=True, capture_output=True, timeout=60)
 
-    sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
-       "-days", "2", "-subj", "/CN=test-ca")
-    sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
-       "-subj", "/CN=127.0.0.1")
+    sh(
+        "openssl",
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=test-ca",
+    )
+    sh(
+        "openssl",
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    )
     (d / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\n")
-    sh("openssl", "x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-       "-out", "server.crt", "-days", "2", "-extfile", "ext.cnf")
+    sh(
+        "openssl",
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    )
     return d
 
 
 @pytest.mark.timeout(90)
 def test_crawl_over_tls(site: NewsSite, tls_certs: Path, tmp_path: Path) -> None:
     server = RedisServer(tmp_path)
-    server.extra = ("--port", "0", "--tls-port", str(server.port), "--tls-cert-file", str(tls_certs / "server.crt"),
-                    "--tls-key-file", str(tls_certs / "server.key"), "--tls-ca-cert-file", str(tls_certs / "ca.crt"),
-                    "--tls-auth-clients", "no")
+    server.extra = (
+        "--port",
+        "0",
+        "--tls-port",
+        str(server.port),
+        "--tls-cert-file",
+        str(tls_certs / "server.crt"),
+        "--tls-key-file",
+        str(tls_certs / "server.key"),
+        "--tls-ca-cert-file",
+        str(tls_certs / "ca.crt"),
+        "--tls-auth-clients",
+        "no",
+    )
     url = f"rediss://127.0.0.1:{server.port}/0?ssl_ca_certs={tls_certs / 'ca.crt'}"
     server.url_override = url
     server.start()
     try:
         redis.Redis.from_url(url).lpush("news:start_urls", site.url + "/")
-        workers = Workers(tmp_path, {"REDIS_URL": url, "STORAGE_URL": f"sqlite:///{tmp_path / 'items.db'}",
-                                     "MAX_IDLE_TIME_BEFORE_CLOSE": "2"})
+        workers = Workers(
+            tmp_path,
+            {"REDIS_URL": url, "STORAGE_URL": f"sqlite:///{tmp_path / 'items.db'}", "MAX_IDLE_TIME_BEFORE_CLOSE": "2"},
+        )
         try:
             workers.start("tls")
             assert workers.wait_all(60) == {"tls": 0}
@@ -108,8 +170,9 @@ def test_crawl_over_tls(site: NewsSite, tls_certs: Path, tmp_path: Path) -> None
 def test_redis_restart_mid_crawl_is_survived(tmp_path: Path) -> None:
     server = RedisServer(tmp_path, "--appendonly", "yes", "--appendfsync", "always").start()
     db = tmp_path / "items.db"
-    workers = Workers(tmp_path, {"REDIS_URL": server.url, "STORAGE_URL": f"sqlite:///{db}",
-                                 "MAX_IDLE_TIME_BEFORE_CLOSE": "3"})
+    workers = Workers(
+        tmp_path, {"REDIS_URL": server.url, "STORAGE_URL": f"sqlite:///{db}", "MAX_IDLE_TIME_BEFORE_CLOSE": "3"}
+    )
     try:
         with NewsSite(articles=200, per_page=20, delay=0.05) as site:
             workers.start("survivor", "CONCURRENT_REQUESTS=4")

@@ -29,7 +29,7 @@ def rows(db: Path) -> list[str]:
             return []
 
 
-def wait_until(predicate, timeout: float, what: str) -> None:  # noqa: ANN001
+def wait_until(predicate, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
@@ -43,7 +43,9 @@ def assert_no_traceback(workers: Workers, *nodes: str) -> None:
 
 
 @pytest.mark.timeout(170)
-def test_kill9_repeatedly_loses_nothing_and_duplicates_nothing(workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
+def test_kill9_repeatedly_loses_nothing_and_duplicates_nothing(
+    workers: Workers, redis_client: redis.Redis, tmp_path: Path
+) -> None:
     db = tmp_path / "items.db"
     with NewsSite(articles=400, per_page=20, delay=0.02) as site:
         expected = site.expected_urls()
@@ -66,7 +68,9 @@ def test_kill9_repeatedly_loses_nothing_and_duplicates_nothing(workers: Workers,
 
 
 @pytest.mark.timeout(90)
-def test_slow_page_is_not_redelivered_while_its_node_lives(workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
+def test_slow_page_is_not_redelivered_while_its_node_lives(
+    workers: Workers, redis_client: redis.Redis, tmp_path: Path
+) -> None:
     with NewsSite(articles=4, per_page=20, delay=4.0) as site:  # every article takes 4 s > lease 2 s
         redis_client.lpush("news:start_urls", site.url + "/")
         for node in ("a", "b"):
@@ -82,9 +86,15 @@ def test_slow_page_is_not_redelivered_while_its_node_lives(workers: Workers, red
 
 
 @pytest.mark.timeout(150)
-def test_poison_request_is_dead_lettered_and_the_crawl_goes_on(workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
-    settings = ["SPIDER_MODULES=demo.spiders,tests.spiders", "SCHEDULER_LEASE_SECONDS=2",
-                "SCHEDULER_MAX_DELIVERIES=3", "MAX_IDLE_TIME_BEFORE_CLOSE=3"]
+def test_poison_request_is_dead_lettered_and_the_crawl_goes_on(
+    workers: Workers, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    settings = [
+        "SPIDER_MODULES=demo.spiders,tests.spiders",
+        "SCHEDULER_LEASE_SECONDS=2",
+        "SCHEDULER_MAX_DELIVERIES=3",
+        "MAX_IDLE_TIME_BEFORE_CLOSE=3",
+    ]
     with NewsSite(articles=40, per_page=20, delay=0.0) as site:
         redis_client.lpush("poison:start_urls", site.url + "/")
         deadline = time.monotonic() + 120
@@ -108,7 +118,9 @@ def test_poison_request_is_dead_lettered_and_the_crawl_goes_on(workers: Workers,
 
 
 @pytest.mark.timeout(120)
-def test_kill_between_callback_and_commit_loses_nothing(workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
+def test_kill_between_callback_and_commit_loses_nothing(
+    workers: Workers, redis_client: redis.Redis, tmp_path: Path
+) -> None:
     db = tmp_path / "items.db"
     open_storage(f"sqlite:///{db}").close()  # create the table, then lock the database:
     lock = sqlite3.connect(db, isolation_level=None)
@@ -132,7 +144,9 @@ def test_kill_between_callback_and_commit_loses_nothing(workers: Workers, redis_
 
 
 @pytest.mark.timeout(120)
-def test_sigterm_finishes_in_flight_work_and_leaves_no_lease(workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
+def test_sigterm_finishes_in_flight_work_and_leaves_no_lease(
+    workers: Workers, redis_client: redis.Redis, tmp_path: Path
+) -> None:
     db = tmp_path / "items.db"
     with NewsSite(articles=200, per_page=20, delay=0.05) as site:
         redis_client.lpush("news:start_urls", site.url + "/")

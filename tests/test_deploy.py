@@ -39,7 +39,7 @@ def article_fetches(site: NewsSite) -> Counter[str]:
     return Counter(m.group(1) for p in site.requested_paths() if (m := re.match(r"/article/(\d+)", p)))
 
 
-def wait_for(what: str, check, timeout: float, interval: float = 0.1) -> None:  # noqa: ANN001
+def wait_for(what: str, check, timeout: float, interval: float = 0.1) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
@@ -63,7 +63,7 @@ class Supervisor:
         assert "\nnumprocs=2\n" in text
         text = text.replace("\nnumprocs=2\n", f"\nnumprocs={numprocs}\n")
         text = text.replace("%(here)s/../.run", str(run_dir)).replace("%(here)s/..", str(ROOT))
-        assert not [l for l in text.splitlines() if "%(here)s" in l and not l.startswith(";")]
+        assert not [line for line in text.splitlines() if "%(here)s" in line and not line.startswith(";")]
         # Short leases only so the killed worker's pages come back within the test's time.
         text = text.replace("scrapy crawl news", f"scrapy crawl news -s SCHEDULER_LEASE_SECONDS={lease_seconds}", 1)
         self.conf = run_dir / "supervisord.conf"
@@ -76,10 +76,18 @@ class Supervisor:
         log = open(self.run_dir / "supervisord.out", "ab")
         self.proc = subprocess.Popen(
             [str(VENV_BIN / "supervisord"), "-n", "-c", str(self.conf)],
-            cwd=ROOT, env={**os.environ, **self.env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=ROOT,
+            env={**os.environ, **self.env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         log.close()
-        wait_for("supervisord's socket", lambda: (self.run_dir / "supervisor.sock").exists() or self.proc.poll() is not None, 30)
+        wait_for(
+            "supervisord's socket",
+            lambda: (self.run_dir / "supervisor.sock").exists() or self.proc.poll() is not None,
+            30,
+        )
         assert self.proc.poll() is None, (self.run_dir / "supervisord.out").read_text()
 
     def rpc(self) -> xmlrpc.client.ServerProxy:
@@ -125,18 +133,33 @@ def group_alive(pgid: int) -> bool:
 
 
 @pytest.mark.timeout(180)
-def test_supervisor_restarts_a_killed_worker_and_the_crawl_completes(redis_url: str, redis_client: redis.Redis, tmp_path: Path, run_dir: Path) -> None:
+def test_supervisor_restarts_a_killed_worker_and_the_crawl_completes(
+    redis_url: str, redis_client: redis.Redis, tmp_path: Path, run_dir: Path
+) -> None:
     db = tmp_path / "items.db"
-    sup = Supervisor(run_dir, {"REDIS_URL": redis_url, "STORAGE_URL": f"sqlite:///{db}",
-                               "MAX_IDLE_TIME_BEFORE_CLOSE": "2"},  # the conf must pin it to 0
-                     lease_seconds=8)
+    sup = Supervisor(
+        run_dir,
+        {
+            "REDIS_URL": redis_url,
+            "STORAGE_URL": f"sqlite:///{db}",
+            "MAX_IDLE_TIME_BEFORE_CLOSE": "2",
+        },  # the conf must pin it to 0
+        lease_seconds=8,
+    )
     groups: set[int] = set()
     try:
         with NewsSite(articles=200, per_page=20, delay=0.05) as site:
             sup.start()
-            wait_for("both workers RUNNING (up startsecs=5)", lambda: all(
-                p["statename"] == "RUNNING" for p in sup.processes().values()) and len(sup.processes()) == 2, 60)
-            wait_for("both schedulers open", lambda: all("Scheduler on" in sup.log(n) for n in ("news-0", "news-1")), 30)
+            wait_for(
+                "both workers RUNNING (up startsecs=5)",
+                lambda: (
+                    all(p["statename"] == "RUNNING" for p in sup.processes().values()) and len(sup.processes()) == 2
+                ),
+                60,
+            )
+            wait_for(
+                "both schedulers open", lambda: all("Scheduler on" in sup.log(n) for n in ("news-0", "news-1")), 30
+            )
             before = sup.processes()
             groups.update(p["pid"] for p in before.values())
             redis_client.lpush("news:start_urls", site.url + "/")
@@ -144,8 +167,11 @@ def test_supervisor_restarts_a_killed_worker_and_the_crawl_completes(redis_url: 
 
             victim = before["news-0"]["pid"]
             os.killpg(victim, signal.SIGKILL)  # the worker and everything it started
-            wait_for("news-0 restarted with a new pid and RUNNING", lambda: (
-                (p := sup.processes()["news-0"])["statename"] == "RUNNING" and p["pid"] not in (0, victim)), 60)
+            wait_for(
+                "news-0 restarted with a new pid and RUNNING",
+                lambda: (p := sup.processes()["news-0"])["statename"] == "RUNNING" and p["pid"] not in (0, victim),
+                60,
+            )
             restarted = sup.processes()["news-0"]
             groups.add(restarted["pid"])
             assert sup.processes()["news-1"]["pid"] == before["news-1"]["pid"], "the other worker must not restart"
@@ -166,14 +192,18 @@ def test_supervisor_restarts_a_killed_worker_and_the_crawl_completes(redis_url: 
     assert set(urls) == expected
     assert len(fetches) == 200
     twice = sum(1 for n in fetches.values() if n > 1)
-    print(f"\nkill -9 under supervisor: {len(urls)} pages stored once each, {twice} articles fetched twice "
-          f"(the killed worker's unacked leases), pid {victim} -> {restarted['pid']}")
+    print(
+        f"\nkill -9 under supervisor: {len(urls)} pages stored once each, {twice} articles fetched twice "
+        f"(the killed worker's unacked leases), pid {victim} -> {restarted['pid']}"
+    )
     assert redis_client.zcard("{news}:processing") == 0, "a graceful stop leaves no lease behind"
     assert not any(group_alive(g) for g in groups), "a worker process outlived supervisord"
     assert not (run_dir / "supervisord.pid").exists()
     host = platform.node()
     assert {n for (n,) in sqlite3.connect(db).execute("SELECT DISTINCT node FROM items")} <= {
-        f"{host}-news-0", f"{host}-news-1"}
+        f"{host}-news-0",
+        f"{host}-news-1",
+    }
     log0, log1 = sup.log("news-0"), sup.log("news-1")
     assert log0.count("Scheduler on") == 2, "the restarted worker appends to its own log file"
     assert "Closing spider (shutdown)" in log0 and "Closing spider (shutdown)" in log1
@@ -183,8 +213,12 @@ def test_supervisor_restarts_a_killed_worker_and_the_crawl_completes(redis_url: 
 @pytest.mark.timeout(120)
 def test_a_worker_started_before_redis_is_retried_until_redis_is_up(tmp_path: Path, run_dir: Path) -> None:
     server = RedisServer(tmp_path)  # its port, not listening yet
-    sup = Supervisor(run_dir, {"REDIS_URL": server.url, "STORAGE_URL": f"sqlite:///{tmp_path / 'items.db'}"},
-                     lease_seconds=60, numprocs=1)
+    sup = Supervisor(
+        run_dir,
+        {"REDIS_URL": server.url, "STORAGE_URL": f"sqlite:///{tmp_path / 'items.db'}"},
+        lease_seconds=60,
+        numprocs=1,
+    )
     try:
         sup.start()
         wait_for("the worker to fail its first start", lambda: "ERROR: Cannot reach Redis" in sup.log("news-0"), 60)
@@ -239,8 +273,9 @@ def test_redis_restart_with_deploy_conf_loses_nothing(tmp_path: Path, stop: str)
     crash loses nothing either; only a machine crash can lose the last second)."""
     server = RedisServer(tmp_path, *redis_conf_args()).start()
     db = tmp_path / "items.db"
-    workers = Workers(tmp_path, {"REDIS_URL": server.url, "STORAGE_URL": f"sqlite:///{db}",
-                                 "MAX_IDLE_TIME_BEFORE_CLOSE": "3"})
+    workers = Workers(
+        tmp_path, {"REDIS_URL": server.url, "STORAGE_URL": f"sqlite:///{db}", "MAX_IDLE_TIME_BEFORE_CLOSE": "3"}
+    )
     try:
         with NewsSite(articles=200, per_page=20, delay=0.05) as site:
             workers.start("w1", "CONCURRENT_REQUESTS=4")

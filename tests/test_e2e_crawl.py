@@ -29,7 +29,9 @@ def assert_clean_logs(workers: Workers) -> None:
 
 
 @pytest.mark.timeout(120)
-def test_two_workers_store_every_page_exactly_once(site: NewsSite, workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
+def test_two_workers_store_every_page_exactly_once(
+    site: NewsSite, workers: Workers, redis_client: redis.Redis, tmp_path: Path
+) -> None:
     # 8 slots a node: the small site's frontier is larger than one node's share, as in real crawls.
     workers.start("node-a", "CONCURRENT_REQUESTS=8")
     workers.start("node-b", "CONCURRENT_REQUESTS=8")
@@ -50,11 +52,18 @@ def test_two_workers_store_every_page_exactly_once(site: NewsSite, workers: Work
 
 
 @pytest.mark.timeout(90)
-def test_bad_seeds_and_foreign_payloads_are_dead_lettered_not_run(site: NewsSite, workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
+def test_bad_seeds_and_foreign_payloads_are_dead_lettered_not_run(
+    site: NewsSite, workers: Workers, redis_client: redis.Redis, tmp_path: Path
+) -> None:
     marker = tmp_path / "pwned"
     bad_seeds = [
-        "not a url", "file:///etc/passwd", "javascript:alert(1)", "{broken", '{"url": 5}',
-        '{"url": "http://e.com/", "meta": [1]}', "http://x/" + "a" * 100_000,
+        "not a url",
+        "file:///etc/passwd",
+        "javascript:alert(1)",
+        "{broken",
+        '{"url": 5}',
+        '{"url": "http://e.com/", "meta": [1]}',
+        "http://x/" + "a" * 100_000,
     ]
     redis_client.rpush("news:start_urls", *bad_seeds, site.url + "/about")
     pickled = pickle.dumps(("os.system", f"touch {marker}"))
@@ -72,15 +81,21 @@ def test_bad_seeds_and_foreign_payloads_are_dead_lettered_not_run(site: NewsSite
     log = workers.log("node-a")
     assert "Traceback" not in log
     # Logged once per kind, counted in stats.
-    assert log.count("Rejected a seed") == len({"not_a_url", "bad_scheme", "bad_json", "bad_url", "bad_meta", "too_large"})
+    assert log.count("Rejected a seed") == len(
+        {"not_a_url", "bad_scheme", "bad_json", "bad_url", "bad_meta", "too_large"}
+    )
     assert "'seeds/rejected/bad_scheme': 2" in log
 
 
 def test_unreachable_redis_is_one_clear_line_and_nonzero_exit() -> None:
     url = f"redis://admin:s3cret-pw@127.0.0.1:{free_port()}/0"
     proc = subprocess.run(
-        [sys.executable, "-m", "scrapy", "crawl", "news"], cwd=ROOT, capture_output=True, text=True,
-        env={"PATH": "/usr/bin:/bin", "REDIS_URL": url}, timeout=60,
+        [sys.executable, "-m", "scrapy", "crawl", "news"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "REDIS_URL": url},
+        timeout=60,
     )
     assert proc.returncode != 0
     errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
@@ -94,8 +109,12 @@ def test_unreachable_redis_is_one_clear_line_and_nonzero_exit() -> None:
 def test_unreachable_storage_is_one_clear_line_and_nonzero_exit(redis_url: str) -> None:
     storage = f"postgresql://crawler:pg-s3cret@127.0.0.1:{free_port()}/items"
     proc = subprocess.run(
-        [sys.executable, "-m", "scrapy", "crawl", "news"], cwd=ROOT, capture_output=True, text=True,
-        env={"PATH": "/usr/bin:/bin", "REDIS_URL": redis_url, "STORAGE_URL": storage}, timeout=60,
+        [sys.executable, "-m", "scrapy", "crawl", "news"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "REDIS_URL": redis_url, "STORAGE_URL": storage},
+        timeout=60,
     )
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
@@ -105,12 +124,20 @@ def test_unreachable_storage_is_one_clear_line_and_nonzero_exit(redis_url: str) 
 
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("slow_open", [False, True], ids=["open", "still-opening"])
-def test_a_dead_scheduler_task_closes_the_node_instead_of_hanging(workers: Workers, redis_client: redis.Redis, slow_open: bool) -> None:
+def test_a_dead_scheduler_task_closes_the_node_instead_of_hanging(
+    workers: Workers, redis_client: redis.Redis, slow_open: bool
+) -> None:
     redis_client.lpush("news:start_urls", "http://127.0.0.1:9/")
     bug = "SCHEDULER=tests.broken_scheduler.BuggyFeederScheduler"  # the feeder task dies at once
     # still-opening: the task dies while the pipelines open (a close then was undone by
     # the engine's start, and the node never ended)
-    extra = ['ITEM_PIPELINES={"tests.slow_open.SlowOpen": 100, "distributed_crawler.storage.pipeline.StoragePipeline": 300}'] if slow_open else []
+    extra = (
+        [
+            'ITEM_PIPELINES={"tests.slow_open.SlowOpen": 100, "distributed_crawler.storage.pipeline.StoragePipeline": 300}'
+        ]
+        if slow_open
+        else []
+    )
     proc = workers.start("broken", bug, *extra)
     proc.wait(60)  # bounded: closing must not wait on the dead task
     log = workers.log("broken")

@@ -23,8 +23,14 @@ from tests.site.server import NewsSite
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
-SETTINGS = ["SCHEDULER_LEASE_SECONDS=3", "MAX_IDLE_TIME_BEFORE_CLOSE=5", "CONCURRENT_REQUESTS=8",
-            "HEARTBEAT_INTERVAL=1", "PROXY_ENABLED=false", "DOMAIN_RATE_LIMIT=1000"]
+SETTINGS = [
+    "SCHEDULER_LEASE_SECONDS=3",
+    "MAX_IDLE_TIME_BEFORE_CLOSE=5",
+    "CONCURRENT_REQUESTS=8",
+    "HEARTBEAT_INTERVAL=1",
+    "PROXY_ENABLED=false",
+    "DOMAIN_RATE_LIMIT=1000",
+]
 TOKEN = re.compile(r"QZ(\d+)Q")
 
 
@@ -88,9 +94,18 @@ class Fuzzer(threading.Thread):
         kinds = list(all_values(self.marker, f"X{self.rounds}X"))
         values = [v for _, v in kinds]
         # seeds: only invalid ones (a valid JSON seed, even to a closed port, would be crawled legitimately)
-        bad_seeds = [v for k, v in kinds if k in ("pickle", "invalid_utf8", "binary", "truncated_json", "non_object_json", "huge", "bad_number")]
-        c.lpush("news:start_urls", *bad_seeds, b'{"url": 5}', b'{"url": "http://127.0.0.1:9/fuzz/x", "meta": [1]}',
-                b'{"url": "' + self.site_url.encode() + b'/fuzz/seed", "callback": "_set_crawler"}')
+        bad_seeds = [
+            v
+            for k, v in kinds
+            if k in ("pickle", "invalid_utf8", "binary", "truncated_json", "non_object_json", "huge", "bad_number")
+        ]
+        c.lpush(
+            "news:start_urls",
+            *bad_seeds,
+            b'{"url": 5}',
+            b'{"url": "http://127.0.0.1:9/fuzz/x", "meta": [1]}',
+            b'{"url": "' + self.site_url.encode() + b'/fuzz/seed", "callback": "_set_crawler"}',
+        )
         self.queue_garbage("{news}:requests", 0.0)
         self.queue_garbage("{news}:processing", now - 60)
         self.queue_garbage("{news}:delayed", now - 1)
@@ -105,11 +120,27 @@ class Fuzzer(threading.Thread):
             c.set("{news}:seq", saved or b"0") if c.get("{news}:seq") == b"nan" else None
         c.hset("{news}:dupefilter", mapping={f"junk{self.rounds}": b"\xff\xfe", "zz:nan": b"nan"})
         c.set("{news}:dupefilter:99:99", pickle_payload(self.marker))
-        c.zadd("{news}:nodes", {b"\xff\xfe" + str(self.rounds).encode(): now, pickle_payload(self.marker)[:30]: float("inf"),
-                                b"ghost": now, b"n" * 300: 1e308})
+        c.zadd(
+            "{news}:nodes",
+            {
+                b"\xff\xfe" + str(self.rounds).encode(): now,
+                pickle_payload(self.marker)[:30]: float("inf"),
+                b"ghost": now,
+                b"n" * 300: 1e308,
+            },
+        )
         for node in ("ghost", "n1", "n2", "n3"):
-            c.hset(f"{{news}}:node:{node}", mapping={"rate": b"nan", "pages": b"inf", "report": b"[1,", "state": b"\xff",
-                                                    "interval": b"-1e999", "rss": b"9" * 400})
+            c.hset(
+                f"{{news}}:node:{node}",
+                mapping={
+                    "rate": b"nan",
+                    "pages": b"inf",
+                    "report": b"[1,",
+                    "state": b"\xff",
+                    "interval": b"-1e999",
+                    "rss": b"9" * 400,
+                },
+            )
         c.hset("{news}:nodes:last", mapping={"ghost": values[0], "n1": b'{"rate": NaN, "pages": [1]}'})
         c.hset("{news}:nodes:alerted", mapping={"ghost": b"inf", b"\xff": values[1]})
         c.hset("{news}:stats", mapping={f"junk{self.rounds}": b"nan", "bogus": pickle_payload(self.marker)})
@@ -138,7 +169,9 @@ class Fuzzer(threading.Thread):
 
 
 @pytest.mark.timeout(150)
-def test_three_workers_crawl_through_garbage_and_kill9(workers: Workers, redis_url: str, redis_client: redis.Redis, tmp_path: Path) -> None:
+def test_three_workers_crawl_through_garbage_and_kill9(
+    workers: Workers, redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
     db = tmp_path / "items.db"
     marker = tmp_path / "unpickled-by-someone"
     started = time.monotonic()
@@ -159,8 +192,13 @@ def test_three_workers_crawl_through_garbage_and_kill9(workers: Workers, redis_u
                     assert time.monotonic() < deadline, f"stuck at {len(rows(db))}/{len(expected)} pages"
                     time.sleep(0.2)
                 # the operator's view during the chaos
-                proc = subprocess.run([sys.executable, "-m", "distributed_crawler", "status", "news", "--json", "--redis-url", redis_url],
-                                      cwd=ROOT, capture_output=True, text=True, timeout=30)
+                proc = subprocess.run(
+                    [sys.executable, "-m", "distributed_crawler", "status", "news", "--json", "--redis-url", redis_url],
+                    cwd=ROOT,
+                    capture_output=True,
+                    text=True,
+                    timeout=30,
+                )
                 assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
                 json.loads(proc.stdout)
                 statuses += 1
@@ -185,9 +223,11 @@ def test_three_workers_crawl_through_garbage_and_kill9(workers: Workers, redis_u
         if isinstance(entry, dict) and entry.get("reason") and isinstance(entry.get("payload"), str):
             failed.append(entry)
     dead_tokens = {int(t) for e in failed for t in TOKEN.findall(e["payload"])}
-    figures = (f"pages {len(stored)}/{len(expected)}, kills {kills}, fuzz rounds {fuzzer.rounds}, garbage written "
-               f"{fuzzer.written}, queue garbage {len(fuzzer.queue_tokens)}, dead letters {len(failed)}, "
-               f"wrong-type episodes {fuzzer.wrong_type_episodes}, status calls {statuses}")
+    figures = (
+        f"pages {len(stored)}/{len(expected)}, kills {kills}, fuzz rounds {fuzzer.rounds}, garbage written "
+        f"{fuzzer.written}, queue garbage {len(fuzzer.queue_tokens)}, dead letters {len(failed)}, "
+        f"wrong-type episodes {fuzzer.wrong_type_episodes}, status calls {statuses}"
+    )
     print(figures)
     assert not marker.exists(), "a pickle from the fuzzer was unpickled"
     assert fuzz_hits == 0, "a request written by the fuzzer was fetched"
@@ -196,8 +236,10 @@ def test_three_workers_crawl_through_garbage_and_kill9(workers: Workers, redis_u
     for node in workers.procs:
         log = workers.log(node)
         assert "'finish_reason': 'scheduler_error'" not in log, log[-4000:]
-        assert "Traceback" not in log, f"{node}: {log[log.index('Traceback') - 2000:][:6000]}"
+        assert "Traceback" not in log, f"{node}: {log[log.index('Traceback') - 2000 :][:6000]}"
     assert codes == {"n1": 0, "n2": 0, "n3": 0}, figures
     missing = fuzzer.queue_tokens - dead_tokens
-    assert not missing, f"{len(missing)} garbage queue entries not dead-lettered, e.g. QZ{sorted(missing)[0]}Q; {figures}"
+    assert not missing, (
+        f"{len(missing)} garbage queue entries not dead-lettered, e.g. QZ{sorted(missing)[0]}Q; {figures}"
+    )
     assert redis_client.zcard("{news}:processing") == 0

@@ -36,7 +36,7 @@ GARBAGE: dict[str, bytes] = {
     "non_numeric_envelope": b"x:y:{}",
     "huge_deliveries": b"99999999999999999999:1:{}",
     "huge_priority": b"1:99999999999999999999:{}",
-    "deliveries_only": b"5:{\"url\": \"http://d\"}",
+    "deliveries_only": b'5:{"url": "http://d"}',
     "nan": b"nan",
     "inf": b"inf",
     "megabyte": b"\x80garbage" * (1 << 17),
@@ -107,8 +107,18 @@ def test_reclaim_many_garbage_members_in_one_call_with_utf8_made_valid(redis_cli
     members = {bytes(rng.randrange(256) for _ in range(rng.randrange(1, 400))) for _ in range(300)}
     members = {m for m in members if not split_ok(m)}
     # truncated and broken multi-byte sequences of every length, beside valid ones
-    members |= {b"\xe2\x82", b"\xe2\x82A", b"\xf0\x9f\x98", b"\xf0\x9f\x98\x80ok", b"\xed\xa0\x80", b"\xc0\xaf",
-                b"\xf4\x90\x80\x80", b"\xe0\x80\x80", "héllo wörld ✓".encode(), b"x" * 299 + "é".encode()}
+    members |= {
+        b"\xe2\x82",
+        b"\xe2\x82A",
+        b"\xf0\x9f\x98",
+        b"\xf0\x9f\x98\x80ok",
+        b"\xed\xa0\x80",
+        b"\xc0\xaf",
+        b"\xf4\x90\x80\x80",
+        b"\xe0\x80\x80",
+        "héllo wörld ✓".encode(),
+        b"x" * 299 + "é".encode(),
+    }
     redis_client.zadd(PROC, dict.fromkeys(members, 0))
     requeued, dead = reclaim(redis_client)
     assert (requeued, dead) == (0, len(members))
@@ -145,10 +155,17 @@ def test_reclaim_poison_keeps_a_full_json_payload_and_a_string_url_only(redis_cl
 def test_reclaim_dead_letters_leases_that_would_never_expire(redis_client: redis.Redis) -> None:
     now = server_now(redis_client)
     ours_soon, ours_late = good("soon", 0, 1), good("late", 0, 1)
-    redis_client.zadd(PROC, {
-        good("forever", 4, 2): math.inf, b"\x80garbage-forever": math.inf, good("far", 0, 1): now + 2 * YEAR,
-        ours_soon: now + 60, ours_late: now + 300 * 86400, good("past", 1, 1): -math.inf,
-    })
+    redis_client.zadd(
+        PROC,
+        {
+            good("forever", 4, 2): math.inf,
+            b"\x80garbage-forever": math.inf,
+            good("far", 0, 1): now + 2 * YEAR,
+            ours_soon: now + 60,
+            ours_late: now + 300 * 86400,
+            good("past", 1, 1): -math.inf,
+        },
+    )
     assert reclaim(redis_client) == [1, 3]
     assert set(redis_client.zrange(PROC, 0, -1)) == {ours_soon, ours_late}  # legitimate leases untouched
     assert [json.loads(split_member(m).payload)["url"] for m in redis_client.zrange(Q, 0, -1)] == ["past"]
@@ -161,12 +178,16 @@ def test_reclaim_dead_letters_leases_that_would_never_expire(redis_client: redis
 
 
 def test_reclaim_limit_counts_far_future_leases_too(redis_client: redis.Redis) -> None:
-    redis_client.zadd(PROC, {good(f"e{i}", 0, 1): 1 for i in range(3)} | {good(f"f{i}", 0, 1): math.inf for i in range(3)})
+    redis_client.zadd(
+        PROC, {good(f"e{i}", 0, 1): 1 for i in range(3)} | {good(f"f{i}", 0, 1): math.inf for i in range(3)}
+    )
     assert reclaim(redis_client, limit=4) == [3, 1]
     assert reclaim(redis_client, limit=4) == [0, 2]
 
 
-@pytest.mark.parametrize("value", [b"abc", b"nan", b"1.5", b"99999999999999999999", b"9223372036854775807", b"\xff\x00"])
+@pytest.mark.parametrize(
+    "value", [b"abc", b"nan", b"1.5", b"99999999999999999999", b"9223372036854775807", b"\xff\x00"]
+)
 @pytest.mark.parametrize("name", ["reclaim", "release", "pop", "enqueue"])
 def test_a_garbage_sequence_counter_is_reset(redis_client: redis.Redis, name: str, value: bytes) -> None:
     redis_client.set(SEQ, value)
@@ -194,7 +215,9 @@ def test_a_sequence_counter_of_the_wrong_type_raises_wrongtype(redis_client: red
         assert_wrongtype(lambda: reclaim(redis_client))
     elif name == "release":
         redis_client.zadd(PROC, {good("a", 1, 1): server_now(redis_client) + 60})
-        assert_wrongtype(lambda: script(redis_client, "release")(keys=[PROC, Q, SEQ], args=["priority", good("a", 1, 1)]))
+        assert_wrongtype(
+            lambda: script(redis_client, "release")(keys=[PROC, Q, SEQ], args=["priority", good("a", 1, 1)])
+        )
     elif name == "pop":
         redis_client.zadd(DELAYED, {good("a", 1): 1})
         assert_wrongtype(lambda: pop(redis_client, "priority", 1))
@@ -245,7 +268,9 @@ def test_pop_ignores_queue_scores_of_inf(redis_client: redis.Redis) -> None:
 
 @pytest.mark.parametrize("qtype", ["priority", "fifo"])
 @pytest.mark.parametrize("kind", KINDS)
-def test_pop_moves_garbage_due_in_delayed_to_the_queue_and_leases_it(redis_client: redis.Redis, kind: str, qtype: str) -> None:
+def test_pop_moves_garbage_due_in_delayed_to_the_queue_and_leases_it(
+    redis_client: redis.Redis, kind: str, qtype: str
+) -> None:
     raw = GARBAGE[kind]
     redis_client.zadd(DELAYED, {raw: 1, good("retry", 3): 2, good("later"): server_now(redis_client) + 3600})
     leases = pop(redis_client, qtype, 10)
@@ -254,7 +279,9 @@ def test_pop_moves_garbage_due_in_delayed_to_the_queue_and_leases_it(redis_clien
 
 
 def test_pop_moves_delayed_entries_due_never_or_at_minus_inf(redis_client: redis.Redis) -> None:
-    redis_client.zadd(DELAYED, {b"garbage": math.inf, good("a"): -math.inf, good("b"): server_now(redis_client) + 2 * YEAR})
+    redis_client.zadd(
+        DELAYED, {b"garbage": math.inf, good("a"): -math.inf, good("b"): server_now(redis_client) + 2 * YEAR}
+    )
     leases = pop(redis_client, "priority", 10)
     assert len(leases) == 3 and redis_client.exists(DELAYED) == 0
 
@@ -326,17 +353,35 @@ def make_bitmap(client: redis.Redis) -> list[str]:
     return pieces
 
 
-def enqueue_bitmap(client: redis.Redis, pieces: list[str], layers: int = 1, fp: str = "0123456789abcdef01234567") -> list[int]:
+def enqueue_bitmap(
+    client: redis.Redis, pieces: list[str], layers: int = 1, fp: str = "0123456789abcdef01234567"
+) -> list[int]:
     argv = ["priority", 1, "", "bitmap", layers, "push", fp, "0", "0", good("a")]
     return script(client, "enqueue")(keys=[Q, SEQ, PROC, DELAYED, META, *pieces], args=argv)
 
 
-FIELD_GARBAGE = ["abc", "nan", "inf", "-inf", "-1", "1.5", "1e3", "0x10", " 7", "99999999999999999999", "", "\xff", "\x00"]
+FIELD_GARBAGE = [
+    "abc",
+    "nan",
+    "inf",
+    "-inf",
+    "-1",
+    "1.5",
+    "1e3",
+    "0x10",
+    " 7",
+    "99999999999999999999",
+    "",
+    "\xff",
+    "\x00",
+]
 
 
 @pytest.mark.parametrize("field", ["layers", "L0:m", "L0:k", "L0:pbits", "L0:cap", "L0:pieces", "L0:n"])
 @pytest.mark.parametrize("value", [*FIELD_GARBAGE, "0", None])
-def test_enqueue_reports_a_corrupt_bitmap_meta_hash_with_code_3(redis_client: redis.Redis, field: str, value: str | None) -> None:
+def test_enqueue_reports_a_corrupt_bitmap_meta_hash_with_code_3(
+    redis_client: redis.Redis, field: str, value: str | None
+) -> None:
     pieces = make_bitmap(redis_client)
     if value is None:
         redis_client.hdel(META, field)
@@ -412,7 +457,8 @@ HB_KEYS = ["{g}:nodes", "{g}:node:n1", "{g}:nodes:last", "{g}:nodes:alerted", "{
 def heartbeat(client: redis.Redis, deltas: tuple[int, int, int] = (5, 2, 1)) -> float:
     fields = {"id": "n1", "state": "running"}
     stamp = script(client, "heartbeat")(
-        keys=HB_KEYS, args=["n1", 30, 3900, *deltas, json.dumps(fields), "id", "n1", "state", "running"],
+        keys=HB_KEYS,
+        args=["n1", 30, 3900, *deltas, json.dumps(fields), "id", "n1", "state", "running"],
     )
     return float(stamp)
 
@@ -446,9 +492,18 @@ def rate(client: redis.Redis, interval: float = 2.0) -> float:
     return float(script(client, "rate")(keys=[RATE_KEY], args=[f"{interval:.6f}"]))
 
 
-@pytest.mark.parametrize("value", [
-    *FIELD_GARBAGE, "1e400", "-1e400", "1e18", "99999999999999999999999999999999999999", "-99999999999", "\x80\x04pickle",
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        *FIELD_GARBAGE,
+        "1e400",
+        "-1e400",
+        "1e18",
+        "99999999999999999999999999999999999999",
+        "-99999999999",
+        "\x80\x04pickle",
+    ],
+)
 def test_rate_treats_a_garbage_reservation_as_none(redis_client: redis.Redis, value: str) -> None:
     redis_client.set(RATE_KEY, value)
     wait = rate(redis_client)
@@ -489,7 +544,13 @@ def test_proxy_pick_keeps_weights_finite_with_inf_scores(redis_client: redis.Red
     redis_client.zadd(POOL, {"http://inf": math.inf, "http://ok": 10, "http://neg": -math.inf})
     # weights: -inf and +inf count as the minimum score (1 each), ok 11: total 13
     assert [pick(redis_client, r) for r in (0.0, 0.07, 0.08, 0.5, 0.92, 0.93, 0.999999)] == [
-        b"http://neg", b"http://neg", b"http://ok", b"http://ok", b"http://ok", b"http://inf", b"http://inf",
+        b"http://neg",
+        b"http://neg",
+        b"http://ok",
+        b"http://ok",
+        b"http://ok",
+        b"http://inf",
+        b"http://inf",
     ]
     redis_client.delete(POOL)
     redis_client.zadd(POOL, {"http://inf": math.inf})
@@ -512,7 +573,9 @@ def test_proxy_record_never_stores_or_returns_inf(redis_client: redis.Redis, sco
     assert math.isfinite(float(new))
     if state == b"evicted":
         entry = json.loads(redis_client.hget(DEAD, "http://p"))
-        assert entry["error"] == "boom" and math.isfinite(entry["score"]) and redis_client.zscore(POOL, "http://p") is None
+        assert (
+            entry["error"] == "boom" and math.isfinite(entry["score"]) and redis_client.zscore(POOL, "http://p") is None
+        )
     else:
         assert state in (b"ok", b"failed") and redis_client.zscore(POOL, "http://p") == float(new)
 
@@ -521,10 +584,15 @@ def test_proxy_revive_revives_entries_that_cannot_tell_their_age(redis_client: r
     now = server_now(redis_client)
     dead = {
         **{f"http://{kind}": raw for kind, raw in GARBAGE.items()},
-        "http://null": b"null", "http://string": b'"just a string"', "http://array": b'[1, {"since": 1}]',
-        "http://since-text": b'{"since": "abc", "error": "e1"}', "http://since-nan": b'{"since": "nan"}',
-        "http://since-inf": b'{"since": 1e400}', "http://since-table": b'{"since": {"a": 1}}',
-        "http://since-future": json.dumps({"since": now + YEAR}).encode(), "http://since-neg-inf": b'{"since": -1e400}',
+        "http://null": b"null",
+        "http://string": b'"just a string"',
+        "http://array": b'[1, {"since": 1}]',
+        "http://since-text": b'{"since": "abc", "error": "e1"}',
+        "http://since-nan": b'{"since": "nan"}',
+        "http://since-inf": b'{"since": 1e400}',
+        "http://since-table": b'{"since": {"a": 1}}',
+        "http://since-future": json.dumps({"since": now + YEAR}).encode(),
+        "http://since-neg-inf": b'{"since": -1e400}',
         "http://error-table": json.dumps({"since": 0, "error": {"x": 1}}).encode(),
         "http://error-long": json.dumps({"since": 0, "error": "e" * 5000}).encode(),
         "http://deep": b"[" * 5000 + b"]" * 5000,
@@ -551,7 +619,11 @@ def test_proxy_scripts_raise_wrongtype(redis_client: redis.Redis, key: str) -> N
     wrong_type(redis_client, key)
     calls = [
         lambda: script(redis_client, "proxy_add")(keys=[POOL, DEAD], args=["add", 10, "http://a"]),
-        lambda: script(redis_client, "proxy_revive")(keys=[POOL, DEAD], args=[600, 1]) if key == DEAD else pick(redis_client, 0.5),
+        lambda: (
+            script(redis_client, "proxy_revive")(keys=[POOL, DEAD], args=[600, 1])
+            if key == DEAD
+            else pick(redis_client, 0.5)
+        ),
     ]
     if key == POOL:
         calls.append(lambda: script(redis_client, "proxy_record")(keys=[POOL, DEAD], args=["http://a", 1, 20, 0, ""]))

@@ -19,7 +19,6 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,8 +32,13 @@ FAST = ["HEARTBEAT_INTERVAL=1", "SCHEDULER_LEASE_SECONDS=3", "CONCURRENT_REQUEST
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--disable-quic",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
 ]
 
 
@@ -67,7 +71,9 @@ def alerts(client: redis.Redis, spider: str) -> list[dict[str, Any]]:
 
 @pytest.mark.timeout(90)
 def test_status_shows_live_nodes_then_a_killed_node_dead_alerted_and_its_leases_reclaimed(
-    workers: Workers, redis_client: redis.Redis, redis_url: str,
+    workers: Workers,
+    redis_client: redis.Redis,
+    redis_url: str,
 ) -> None:
     with NewsSite(articles=200, per_page=20, delay=0.2) as site:
         workers.start("node-a", *FAST)
@@ -89,7 +95,8 @@ def test_status_shows_live_nodes_then_a_killed_node_dead_alerted_and_its_leases_
         killed_at = time.monotonic()
         s = wait_for(
             lambda: (lambda st: st if not nodes_by_id(st)["node-b"]["alive"] else None)(status(redis_url)),
-            10, "node-b to show as dead",
+            10,
+            "node-b to show as dead",
         )
         dead_after = time.monotonic() - killed_at
         assert dead_after <= 3 * 1 + 1.5, f"dead only after {dead_after:.1f}s (3 intervals of 1s)"
@@ -98,14 +105,19 @@ def test_status_shows_live_nodes_then_a_killed_node_dead_alerted_and_its_leases_
         assert nodes_by_id(s)["node-a"]["alive"]
 
         alert = wait_for(
-            lambda: [a for a in alerts(redis_client, "news") if a["kind"] == "dead_node"], 8, "a dead_node alert",
+            lambda: [a for a in alerts(redis_client, "news") if a["kind"] == "dead_node"],
+            8,
+            "a dead_node alert",
         )
         assert len(alert) == 1 and alert[0]["node"] == "node-b" and alert[0]["reporter"] == "node-a"
         assert alert[0]["leases"] > 0
 
         # Its leases expire (3 s) and node-a returns them to the queue, then crawls them.
-        wait_for(lambda: not held_at_kill & set(redis_client.zrange("{news}:processing", 0, -1)), 20,
-                 "the leases held at the kill to be reclaimed or acked")
+        wait_for(
+            lambda: not held_at_kill & set(redis_client.zrange("{news}:processing", 0, -1)),
+            20,
+            "the leases held at the kill to be reclaimed or acked",
+        )
         codes = workers.wait_all(timeout=60)
         expected = site.expected_urls()
     assert codes["node-a"] == 0
@@ -134,7 +146,7 @@ class Webhook:
         received = self.posts
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 received.append({"path": self.path, "type": self.headers.get("Content-Type"), "json": json.loads(body)})
                 self.send_response(204)
@@ -161,13 +173,19 @@ def webhook() -> Iterator[Webhook]:
 
 @pytest.mark.timeout(60)
 def test_no_items_alert_is_logged_recorded_and_posted(
-    workers: Workers, redis_client: redis.Redis, webhook: Webhook,
+    workers: Workers,
+    redis_client: redis.Redis,
+    webhook: Webhook,
 ) -> None:
     with NewsSite(articles=200, per_page=20, delay=0.1) as site:
         redis_client.lpush("stalled:start_urls", site.url + "/")
         workers.start(
-            "stall-1", "SPIDER_MODULES=demo.spiders,tests.spiders", "HEARTBEAT_INTERVAL=1",
-            "HEALTH_NO_ITEMS_SECONDS=2", f"ALERT_WEBHOOK_URL={webhook.url}", "CONCURRENT_REQUESTS=2",
+            "stall-1",
+            "SPIDER_MODULES=demo.spiders,tests.spiders",
+            "HEARTBEAT_INTERVAL=1",
+            "HEALTH_NO_ITEMS_SECONDS=2",
+            f"ALERT_WEBHOOK_URL={webhook.url}",
+            "CONCURRENT_REQUESTS=2",
             spider="stalled",
         )
         wait_for(lambda: webhook.posts, 30, "the webhook POST")
@@ -180,14 +198,19 @@ def test_no_items_alert_is_logged_recorded_and_posted(
     assert len(webhook.posts) == 1, "one alert per stall"
     assert [e["kind"] for e in entries] == ["no_items"] and entries[0]["node"] == "stall-1"
     log = workers.log("stall-1")
-    assert re.search(r"ERROR: Health alert \(no_items\) for node stall-1 of stalled: no item for \d+s", log), log[-3000:]
+    assert re.search(r"ERROR: Health alert \(no_items\) for node stall-1 of stalled: no item for \d+s", log), log[
+        -3000:
+    ]
     assert "Traceback" not in log
 
 
 def start_dashboard(redis_url: str, *args: str) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "distributed_crawler", "dashboard", "--port", "0", "--redis-url", redis_url, *args],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -215,7 +238,9 @@ def assert_same_status(read_a: Callable[[], dict[str, Any]], read_b: Callable[[]
 
 @pytest.mark.timeout(90)
 def test_dashboard_in_chromium_shows_both_nodes_and_matches_status_json(
-    workers: Workers, redis_client: redis.Redis, redis_url: str,
+    workers: Workers,
+    redis_client: redis.Redis,
+    redis_url: str,
 ) -> None:
     if not os.path.exists(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing: run `make test`, which installs Debian's chromium")

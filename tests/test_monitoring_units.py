@@ -25,9 +25,9 @@ from distributed_crawler.monitoring.alerts import AlertConfig, Alerter
 from distributed_crawler.monitoring.dashboard import DashboardServer, discover_spiders
 from distributed_crawler.monitoring.heartbeat import Heartbeat, HeartbeatConfig, RateWindow
 from distributed_crawler.monitoring.metrics import MetricsConfig, PrometheusMetrics
-from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.monitoring.nodes import NodeKeys, beat, heartbeat_script, read_history, read_nodes, read_totals
 from distributed_crawler.monitoring.status import render_status, status_now
+from distributed_crawler.queue.enqueue import run_sync
 
 
 def keys() -> NodeKeys:
@@ -42,10 +42,13 @@ def test_heartbeat_is_on_by_default_and_can_be_turned_off() -> None:
     assert HeartbeatConfig.from_settings(Settings()) == HeartbeatConfig(10.0, 300.0, True)
 
 
-@pytest.mark.parametrize(("setting", "value", "message"), [
-    ("HEARTBEAT_INTERVAL", 0, r"HEARTBEAT_INTERVAL \(0.0\) must be > 0"),
-    ("HEALTH_NO_ITEMS_SECONDS", -1, r"HEALTH_NO_ITEMS_SECONDS \(-1.0\) must be >= 0"),
-])
+@pytest.mark.parametrize(
+    ("setting", "value", "message"),
+    [
+        ("HEARTBEAT_INTERVAL", 0, r"HEARTBEAT_INTERVAL \(0.0\) must be > 0"),
+        ("HEALTH_NO_ITEMS_SECONDS", -1, r"HEALTH_NO_ITEMS_SECONDS \(-1.0\) must be >= 0"),
+    ],
+)
 def test_bad_heartbeat_settings_name_the_value(setting: str, value: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         HeartbeatConfig.from_settings(Settings({setting: value}))
@@ -75,7 +78,15 @@ def test_rate_window_is_pages_per_minute_over_the_last_minute() -> None:
 def test_beat_writes_node_hash_with_ttl_history_totals_and_liveness(redis_client: redis.Redis) -> None:
     k = keys()
     script = heartbeat_script(redis_client)
-    fields = {"state": "running", "pages": 5, "items": 4, "errors": 1, "leases": 3, "rate": 60.0, "started": time.time()}
+    fields = {
+        "state": "running",
+        "pages": 5,
+        "items": 4,
+        "errors": 1,
+        "leases": 3,
+        "rate": 60.0,
+        "started": time.time(),
+    }
     now = run_sync(beat(script, k, "n1", 1.0, fields, (5, 4, 1)))
     run_sync(beat(script, k, "n1", 1.0, {**fields, "pages": 7}, (2, 0, 0)))
     assert 0 < redis_client.ttl("{news}:node:n1") <= 4  # 3 intervals + 1 s
@@ -104,7 +115,7 @@ def test_beat_writes_node_hash_with_ttl_history_totals_and_liveness(redis_client
 
 # -- alerts -------------------------------------------------------------------------------------
 class SlowHook(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         time.sleep(2)
         self.send_response(204)
         self.end_headers()
@@ -113,7 +124,9 @@ class SlowHook(BaseHTTPRequestHandler):
         pass
 
 
-def test_alert_is_logged_recorded_and_never_waits_for_the_webhook(redis_url: str, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture) -> None:
+def test_alert_is_logged_recorded_and_never_waits_for_the_webhook(
+    redis_url: str, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), SlowHook)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/secret-token-path"
@@ -162,7 +175,9 @@ def fetch(url: str, method: str = "GET", token: str | None = None) -> tuple[int,
         return exc.code, exc.read()
 
 
-def test_dashboard_needs_its_token_is_read_only_and_serves_status_json(dashboard: DashboardServer, redis_client: redis.Redis) -> None:
+def test_dashboard_needs_its_token_is_read_only_and_serves_status_json(
+    dashboard: DashboardServer, redis_client: redis.Redis
+) -> None:
     run_sync(beat(heartbeat_script(redis_client), keys(), "n1", 10.0, {"state": "idle"}))
     redis_client.lpush("other:start_urls", "http://e.com/")
     assert fetch(dashboard.url)[0] == 401
@@ -184,7 +199,9 @@ def test_status_renders_dead_nodes_and_alerts(redis_client: redis.Redis) -> None
     script = heartbeat_script(redis_client)
     now = run_sync(beat(script, k, "worker-1", 1.0, {"state": "running", "pages": 3, "leases": 2}))
     redis_client.zadd(k.nodes, {"worker-1": now - 60})
-    redis_client.lpush(k.alerts, json.dumps({"time": now, "kind": "dead_node", "node": "worker-1", "message": "no heartbeat"}))
+    redis_client.lpush(
+        k.alerts, json.dumps({"time": now, "kind": "dead_node", "node": "worker-1", "message": "no heartbeat"})
+    )
     console = Console(record=True, width=100)
     console.print(render_status(status_now(redis_client, Settings(), "news"), "news @ test"))
     text = console.export_text()

@@ -29,13 +29,13 @@ from scrapy.exceptions import CloseSpider, DropItem
 from scrapy.utils.deprecate import argument_is_required
 from scrapy.utils.test import get_crawler
 
+from distributed_crawler.storage.backends import StorageBackend, StorageError, open_storage
 from distributed_crawler.storage.pipeline import (
     STORAGE_UNAVAILABLE,
     StorageConfig,
     StoragePipeline,
     item_to_row,
 )
-from distributed_crawler.storage.backends import StorageBackend, StorageError, open_storage
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -289,9 +289,7 @@ def test_commits_run_in_one_worker_thread(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------
 
 
-def test_storage_errors_are_retried_and_nothing_is_lost(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_storage_errors_are_retried_and_nothing_is_lost(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     cls, made = flaky_pipeline_cls(tmp_path, fail_first=2)
     pipeline = make_pipeline(
         tmp_path,
@@ -346,9 +344,7 @@ def test_retry_keeps_batches_in_order(tmp_path: Path) -> None:
     assert made[0].batch_sizes == [1, 1]
 
 
-def test_outage_at_close_is_bounded_and_reported(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_outage_at_close_is_bounded_and_reported(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     cls, _ = flaky_pipeline_cls(tmp_path, down=True)
     pipeline = make_pipeline(
         tmp_path,
@@ -431,16 +427,22 @@ class Page(scrapy.Item):
 
 def test_item_to_row_accepts_dicts_and_items() -> None:
     fetched = datetime(2024, 5, 1, 12, 0, tzinfo=timezone(timedelta(hours=2)))
-    assert item_to_row(
-        {"url": "https://e/1", "title": "T", "fetched_at": fetched, "status": "404", "other": 1}
-    ) == {
-        "url": "https://e/1", "title": "T", "text": None,
-        "fetched_at": "2024-05-01T10:00:00+00:00", "status": 404, "node": None,
+    assert item_to_row({"url": "https://e/1", "title": "T", "fetched_at": fetched, "status": "404", "other": 1}) == {
+        "url": "https://e/1",
+        "title": "T",
+        "text": None,
+        "fetched_at": "2024-05-01T10:00:00+00:00",
+        "status": 404,
+        "node": None,
     }
     row = item_to_row(Page(url="https://e/2", text="body\x00", extra="x"))
     assert row == {
-        "url": "https://e/2", "title": None, "text": "body",
-        "fetched_at": None, "status": None, "node": None,
+        "url": "https://e/2",
+        "title": None,
+        "text": "body",
+        "fetched_at": None,
+        "status": None,
+        "node": None,
     }
     with pytest.raises(DropItem):
         item_to_row(Page(title="no url"))
@@ -488,9 +490,7 @@ def test_config_env_overrides_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"STORAGE_RETRY_MAX_SECONDS": "inf"}, "STORAGE_RETRY_MAX_SECONDS (inf) must be > 0"),
     ],
 )
-def test_config_validation(
-    settings: dict[str, Any], message: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_config_validation(settings: dict[str, Any], message: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("STORAGE_URL", raising=False)
     with pytest.raises(ValueError) as info:
         StorageConfig.from_settings(settings)
@@ -573,21 +573,36 @@ _CRAWL_SCRIPT = textwrap.dedent(
 )
 
 
-def crawl(tmp_path: Path, *, items: int = 250, per_response: int = 50, from_start: bool = False,
-          fail_first: int = 0, down: bool = False,
-          **settings: Any) -> tuple[dict[str, Any], list[str], str]:
+def crawl(
+    tmp_path: Path,
+    *,
+    items: int = 250,
+    per_response: int = 50,
+    from_start: bool = False,
+    fail_first: int = 0,
+    down: bool = False,
+    **settings: Any,
+) -> tuple[dict[str, Any], list[str], str]:
     """Run ItemsSpider in a fresh process; return (stats, URLs scraped before visible, log)."""
     db = tmp_path / "items.db"
     cfg = {
-        "items": items, "per_response": per_response, "from_start": from_start,
-        "fail_first": fail_first, "down": down, "db": str(db),
+        "items": items,
+        "per_response": per_response,
+        "from_start": from_start,
+        "fail_first": fail_first,
+        "down": down,
+        "db": str(db),
         "settings": {"STORAGE_URL": f"sqlite:///{db}", **settings},
     }
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     env.pop("STORAGE_URL", None)
     proc = subprocess.run(
         [sys.executable, "-c", _CRAWL_SCRIPT, json.dumps(cfg)],
-        capture_output=True, text=True, timeout=50, env=env, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=50,
+        env=env,
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -596,9 +611,7 @@ def crawl(tmp_path: Path, *, items: int = 250, per_response: int = 50, from_star
 
 @pytest.mark.parametrize("from_start", [False, True], ids=["from_responses", "from_start"])
 def test_real_crawl_commits_before_item_scraped(tmp_path: Path, from_start: bool) -> None:
-    stats, not_visible, log = crawl(
-        tmp_path, from_start=from_start, STORAGE_BATCH_SIZE=100, STORAGE_FLUSH_SECONDS=0.5
-    )
+    stats, not_visible, log = crawl(tmp_path, from_start=from_start, STORAGE_BATCH_SIZE=100, STORAGE_FLUSH_SECONDS=0.5)
     assert stats["finish_reason"] == "finished"
     assert stats["item_scraped_count"] == 250
     assert not_visible == []  # item_scraped fired only for committed rows
@@ -610,7 +623,10 @@ def test_real_crawl_commits_before_item_scraped(tmp_path: Path, from_start: bool
 
 def test_real_crawl_survives_storage_errors(tmp_path: Path) -> None:
     stats, not_visible, log = crawl(
-        tmp_path, fail_first=2, STORAGE_BATCH_SIZE=100, STORAGE_FLUSH_SECONDS=0.3,
+        tmp_path,
+        fail_first=2,
+        STORAGE_BATCH_SIZE=100,
+        STORAGE_FLUSH_SECONDS=0.3,
         STORAGE_RETRY_MAX_SECONDS=0.2,
     )
     assert stats["finish_reason"] == "finished"
@@ -629,8 +645,14 @@ def test_real_crawl_closing_during_outage_does_not_hang(tmp_path: Path) -> None:
     the pipeline does (the scraper never re-checks for idleness after them).
     """
     stats, not_visible, log = crawl(
-        tmp_path, items=5, per_response=5, down=True, CLOSESPIDER_TIMEOUT=1, STORAGE_FLUSH_SECONDS=0.1,
-        STORAGE_RETRY_MAX_SECONDS=0.2, STORAGE_CLOSE_RETRY_SECONDS=1,
+        tmp_path,
+        items=5,
+        per_response=5,
+        down=True,
+        CLOSESPIDER_TIMEOUT=1,
+        STORAGE_FLUSH_SECONDS=0.1,
+        STORAGE_RETRY_MAX_SECONDS=0.2,
+        STORAGE_CLOSE_RETRY_SECONDS=1,
     )
     assert stats["finish_reason"] == "closespider_timeout"
     assert "item_scraped_count" not in stats

@@ -23,9 +23,14 @@ from tests.site.server import NewsSite
 
 # -- settings -------------------------------------------------------------------------------
 def test_overrides_match_the_domain_and_its_subdomains() -> None:
-    config = PolitenessConfig.from_settings(Settings({
-        "DOMAIN_RATE_LIMIT": 5, "DOMAIN_RATE_LIMITS": '{"example.com": 0.5, "free.org": 0}',
-    }))
+    config = PolitenessConfig.from_settings(
+        Settings(
+            {
+                "DOMAIN_RATE_LIMIT": 5,
+                "DOMAIN_RATE_LIMITS": '{"example.com": 0.5, "free.org": 0}',
+            }
+        )
+    )
     assert config.enabled
     assert config.limit_for("example.com") == ("example.com", 0.5)
     assert config.limit_for("WWW.Example.com.") == ("example.com", 0.5)  # one budget for the domain
@@ -51,7 +56,10 @@ def test_off_by_default() -> None:
     ("settings", "message"),
     [
         ({"DOMAIN_RATE_LIMIT": -1}, "DOMAIN_RATE_LIMIT (-1.0) must be >= 0 requests per second (0 = no limit)"),
-        ({"DOMAIN_RATE_LIMIT": "fast"}, "DOMAIN_RATE_LIMIT ('fast') must be a number of requests per second (0 = no limit)"),
+        (
+            {"DOMAIN_RATE_LIMIT": "fast"},
+            "DOMAIN_RATE_LIMIT ('fast') must be a number of requests per second (0 = no limit)",
+        ),
         ({"DOMAIN_RATE_LIMITS": "{bad json"}, "DOMAIN_RATE_LIMITS ('{bad json') must be a dict of domain"),
         ({"DOMAIN_RATE_LIMITS": {"e.com": "x"}}, "DOMAIN_RATE_LIMITS['e.com'] ('x') must be a number"),
         ({"DOMAIN_RATE_KEY": "dc:rate"}, "DOMAIN_RATE_KEY (dc:rate) must contain %(domain)s"),
@@ -143,8 +151,12 @@ def test_three_nodes_share_one_rate_per_domain(workers: Workers, redis_client: r
 )
 def test_a_bad_setting_stops_the_node_at_start_with_one_line(redis_url: str, setting: str, expected: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "scrapy", "crawl", "news", "-s", setting], cwd=ROOT, capture_output=True, text=True,
-        env={"PATH": "/usr/bin:/bin", "REDIS_URL": redis_url}, timeout=60,
+        [sys.executable, "-m", "scrapy", "crawl", "news", "-s", setting],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "REDIS_URL": redis_url},
+        timeout=60,
     )
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]

@@ -26,11 +26,16 @@ def stored(db: Path) -> set[str]:
 
 
 def dcrawl(redis_url: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "distributed_crawler", *args, "--redis-url", redis_url],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "distributed_crawler", *args, "--redis-url", redis_url],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
-def wait_for(predicate, what: str, timeout: float = 60) -> None:  # noqa: ANN001
+def wait_for(predicate, what: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
@@ -53,7 +58,11 @@ def proxies() -> Iterator[dict[str, TestProxy]]:
 
 @pytest.mark.timeout(240)
 def test_two_workers_crawl_through_the_pool_and_evict_the_bad_proxies(
-    site: NewsSite, workers: Workers, redis_url: str, redis_client: redis.Redis, proxies: dict[str, TestProxy],
+    site: NewsSite,
+    workers: Workers,
+    redis_url: str,
+    redis_client: redis.Redis,
+    proxies: dict[str, TestProxy],
     tmp_path: Path,
 ) -> None:
     closed = f"http://127.0.0.1:{free_port()}"
@@ -63,8 +72,11 @@ def test_two_workers_crawl_through_the_pool_and_evict_the_bad_proxies(
         f"PROXY_LIST={','.join(sorted(good | set(bad)))}",
         "PROXY_MIN_SCORE=5",  # 10 -> 7 -> 4: evicted at the second failure
         "PROXY_REVIVE_SECONDS=0",
-        "RETRY_TIMES=8", "RETRY_BACKOFF_BASE=0.05", "RETRY_BACKOFF_MAX=0.5",
-        "CONCURRENT_REQUESTS=4", "DOWNLOAD_TIMEOUT=20",
+        "RETRY_TIMES=8",
+        "RETRY_BACKOFF_BASE=0.05",
+        "RETRY_BACKOFF_MAX=0.5",
+        "CONCURRENT_REQUESTS=4",
+        "DOWNLOAD_TIMEOUT=20",
     ]
 
     def crawl(nodes: tuple[str, str]) -> None:
@@ -100,7 +112,9 @@ def test_two_workers_crawl_through_the_pool_and_evict_the_bad_proxies(
     crawl(("node-c", "node-d"))
     assert stored(tmp_path / "items.db") == site.expected_urls()
     assert {name: p.received for name, p in proxies.items() if name in ("auth", "ban")} == {
-        "auth": received["auth"], "ban": received["ban"]}
+        "auth": received["auth"],
+        "ban": received["ban"],
+    }
     assert site.hits() - hits == proxies["plain"].forwarded + proxies["authed"].forwarded - forwarded > 0
     listed = json.loads(dcrawl(redis_url, "proxies", "list", "--json").stdout)
     assert (listed["healthy"], listed["dead"]) == (2, 3) and SECRET not in json.dumps(listed)
@@ -110,7 +124,11 @@ def test_a_malformed_proxy_is_one_clear_line_and_exit_2(redis_url: str) -> None:
     bad = "http://crawler:s3cret-pw@127.0.0.1:notaport"
     proc = subprocess.run(
         [sys.executable, "-m", "scrapy", "crawl", "news", "-s", f"PROXY_LIST=http://127.0.0.1:3128,{bad}"],
-        cwd=ROOT, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "REDIS_URL": redis_url}, timeout=60,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "REDIS_URL": redis_url},
+        timeout=60,
     )
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
@@ -121,7 +139,11 @@ def test_a_malformed_proxy_is_one_clear_line_and_exit_2(redis_url: str) -> None:
 
 @pytest.mark.timeout(120)
 def test_empty_pool_holds_requests_until_a_proxy_is_added(
-    site: NewsSite, workers: Workers, redis_url: str, redis_client: redis.Redis, tmp_path: Path,
+    site: NewsSite,
+    workers: Workers,
+    redis_url: str,
+    redis_client: redis.Redis,
+    tmp_path: Path,
 ) -> None:
     workers.start("node-a", "PROXY_ENABLED=True", "CONCURRENT_REQUESTS=4")
     workers.wait_ready("node-a")
@@ -140,7 +162,10 @@ def test_empty_pool_holds_requests_until_a_proxy_is_added(
 
 @pytest.mark.timeout(120)
 def test_empty_pool_with_direct_policy_goes_without_a_proxy(
-    site: NewsSite, workers: Workers, redis_client: redis.Redis, tmp_path: Path,
+    site: NewsSite,
+    workers: Workers,
+    redis_client: redis.Redis,
+    tmp_path: Path,
 ) -> None:
     workers.start("node-a", "PROXY_ENABLED=True", "PROXY_EMPTY_POLICY=direct")
     workers.wait_ready("node-a")
@@ -153,7 +178,9 @@ def test_empty_pool_with_direct_policy_goes_without_a_proxy(
 
 @pytest.mark.timeout(120)
 def test_a_stopping_node_hands_held_requests_back_to_the_queue(
-    site: NewsSite, workers: Workers, redis_client: redis.Redis,
+    site: NewsSite,
+    workers: Workers,
+    redis_client: redis.Redis,
 ) -> None:
     import os
     import signal

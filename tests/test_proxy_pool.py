@@ -12,11 +12,18 @@ from redis.crc import key_slot
 from scrapy.settings import Settings
 
 from distributed_crawler.cli.main import main
-from distributed_crawler.queue.enqueue import run_sync
-from distributed_crawler.proxies.pool import (
-    FAILURE_PENALTY, INITIAL_SCORE, MAX_SCORE, ProxyConfig, ProxyPool, ProxyURLError, mask_proxy, parse_proxy,
-)
 from distributed_crawler.downloadermiddlewares.proxy import failure_reason
+from distributed_crawler.proxies.pool import (
+    FAILURE_PENALTY,
+    INITIAL_SCORE,
+    MAX_SCORE,
+    ProxyConfig,
+    ProxyPool,
+    ProxyURLError,
+    mask_proxy,
+    parse_proxy,
+)
+from distributed_crawler.queue.enqueue import run_sync
 
 A, B, C = "http://127.0.0.1:3001", "http://u:pw@127.0.0.1:3002", "https://10.0.0.3:443"
 
@@ -36,26 +43,40 @@ def test_parse_normalizes_and_masks() -> None:
     assert "s3cret" not in mask_proxy("http://user:s3cret@host:notaport")
 
 
-@pytest.mark.parametrize("bad", [
-    "127.0.0.1:3128", "socks5://127.0.0.1:1080", "http://user:s3cret@host:99999", "http://host:3128/path",
-    "http://user@host:3128", "http://:3128", "http://user:s3cret@host:notaport", "http://ho st:1",
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "127.0.0.1:3128",
+        "socks5://127.0.0.1:1080",
+        "http://user:s3cret@host:99999",
+        "http://host:3128/path",
+        "http://user@host:3128",
+        "http://:3128",
+        "http://user:s3cret@host:notaport",
+        "http://ho st:1",
+    ],
+)
 def test_malformed_proxies_are_rejected_without_the_password(bad: str) -> None:
     with pytest.raises(ProxyURLError) as exc:
         parse_proxy(bad)
     assert "s3cret" not in str(exc.value) and "http://[user:password@]host:port" in str(exc.value)
 
 
-def test_config_reads_list_file_and_checks_values(tmp_path) -> None:  # noqa: ANN001
+def test_config_reads_list_file_and_checks_values(tmp_path) -> None:
     listing = tmp_path / "proxies.txt"
     listing.write_text(f"# our proxies\n{A}\n\n  {B}  \n{A}\n")
     config = ProxyConfig.from_settings(Settings({"PROXY_LIST": f"{C},{A}", "PROXY_FILE": str(listing)}))
     assert config.proxies == (C, A, B)
     assert config.ban_statuses == {403, 429} and config.empty_policy == "wait" and config.enabled is None
     bad = {
-        "PROXY_LIST": ["http://ok:1", "ftp://x:1"], "PROXY_FILE": str(tmp_path / "missing.txt"),
-        "PROXY_BAN_STATUSES": "403,abc", "PROXY_BAN_BODY_REGEX": "(", "PROXY_MIN_SCORE": INITIAL_SCORE,
-        "PROXY_REVIVE_SECONDS": -1, "PROXY_EMPTY_POLICY": "sometimes", "PROXY_ENABLED": "maybe",
+        "PROXY_LIST": ["http://ok:1", "ftp://x:1"],
+        "PROXY_FILE": str(tmp_path / "missing.txt"),
+        "PROXY_BAN_STATUSES": "403,abc",
+        "PROXY_BAN_BODY_REGEX": "(",
+        "PROXY_MIN_SCORE": INITIAL_SCORE,
+        "PROXY_REVIVE_SECONDS": -1,
+        "PROXY_EMPTY_POLICY": "sometimes",
+        "PROXY_ENABLED": "maybe",
     }
     for name, value in bad.items():
         with pytest.raises(ValueError, match=name):
@@ -67,8 +88,9 @@ def test_config_reads_list_file_and_checks_values(tmp_path) -> None:  # noqa: AN
     assert (default.pool_key, default.dead_key) == ("dc:proxies", "{dc:proxies}:dead")
     assert key_slot(b"dc:proxies") == key_slot(default.dead_key.encode())
     assert ProxyConfig.from_settings(Settings({"REDIS_CLUSTER": "0"})).dead_key == "dc:proxies:dead"
-    cluster = ProxyConfig.from_settings(Settings({
-        "REDIS_CLUSTER": True, "PROXY_POOL_KEY": "{dc}:proxies", "PROXY_DEAD_KEY": "{dc}:proxies:dead"}))
+    cluster = ProxyConfig.from_settings(
+        Settings({"REDIS_CLUSTER": True, "PROXY_POOL_KEY": "{dc}:proxies", "PROXY_DEAD_KEY": "{dc}:proxies:dead"})
+    )
     assert cluster.dead_key == "{dc}:proxies:dead"
 
 
@@ -82,7 +104,9 @@ def test_failure_reasons_name_the_kind() -> None:
 
 
 # -- scoring, eviction, revival -------------------------------------------------------------------
-def test_scores_rise_to_the_cap_and_failures_evict_with_the_last_error(pool: ProxyPool, redis_client: redis.Redis) -> None:
+def test_scores_rise_to_the_cap_and_failures_evict_with_the_last_error(
+    pool: ProxyPool, redis_client: redis.Redis
+) -> None:
     assert run_sync(pool.load([A, B])) == 2
     for _ in range(30):
         run_sync(pool.success(A))
@@ -131,9 +155,11 @@ def test_pick_is_weighted_by_health(pool: ProxyPool, redis_client: redis.Redis) 
 
 
 # -- dcrawl proxies -----------------------------------------------------------------------------
-def test_cli_add_list_remove_reset(redis_url: str, redis_client: redis.Redis, tmp_path, capsys: pytest.CaptureFixture,  # noqa: ANN001
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_add_list_remove_reset(
+    redis_url: str, redis_client: redis.Redis, tmp_path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("COLUMNS", "200")  # rich folds long cells at 80
+
     def run(*args: str) -> tuple[int, str, str]:
         code = main(["proxies", *args, "--redis-url", redis_url])
         out, err = capsys.readouterr()
@@ -179,7 +205,7 @@ def test_status_shows_proxy_health(redis_url: str, redis_client: redis.Redis, ca
 
 
 # -- the middleware (real Redis, no network) ------------------------------------------------------
-def middleware_run(redis_url: str, scenario, **settings):  # noqa: ANN001, ANN201
+def middleware_run(redis_url: str, scenario, **settings):
     """Build ProxyPoolMiddleware from settings and run `scenario(mw)` inside spider_opened/closed."""
     import asyncio
 
@@ -190,7 +216,7 @@ def middleware_run(redis_url: str, scenario, **settings):  # noqa: ANN001, ANN20
     crawler = get_crawler(settings_dict={"REDIS_URL": redis_url, **settings})
     mw = ProxyPoolMiddleware.from_crawler(crawler)
 
-    async def run():  # noqa: ANN202
+    async def run():
         await mw.spider_opened(None)
         try:
             return await scenario(mw)
@@ -205,9 +231,15 @@ def test_middleware_records_outcomes_and_marks_bans(redis_url: str, redis_client
     from scrapy.exceptions import DownloadCancelledError, DownloadConnectionRefusedError
     from scrapy.http import HtmlResponse
 
-    async def scenario(mw):  # noqa: ANN001, ANN202
+    async def scenario(mw):
         seen = {}
-        for status, body in ((200, b"ok"), (404, b"no such page"), (503, b"down"), (200, b"<p>Access denied</p>"), (429, b"")):
+        for status, body in (
+            (200, b"ok"),
+            (404, b"no such page"),
+            (503, b"down"),
+            (200, b"<p>Access denied</p>"),
+            (429, b""),
+        ):
             request = Request(f"http://example.com/{status}")
             assert await mw.process_request(request) is None
             assert request.meta["proxy"] == B and request.meta["_dc_proxy"] == mask_proxy(B)
@@ -233,21 +265,33 @@ def test_middleware_records_outcomes_and_marks_bans(redis_url: str, redis_client
         await mw.process_exception(request, DownloadCancelledError("larger than DOWNLOAD_MAXSIZE"))
         return seen
 
-    seen, stats = middleware_run(redis_url, scenario, PROXY_LIST=[B], PROXY_BAN_BODY_REGEX="Access denied",
-                                 PLAYWRIGHT_URL_PATTERNS=["/app/"], DOWNLOADER_MIDDLEWARES={
-                                     "distributed_crawler.rendering.handler.RenderingMiddleware": 950})
-    assert seen == {(200, b"ok"): None, (404, b"no suc"): None, (503, b"down"): None,
-                    (200, b"<p>Acc"): "body matches PROXY_BAN_BODY_REGEX", (429, b""): "status 429"}
+    seen, stats = middleware_run(
+        redis_url,
+        scenario,
+        PROXY_LIST=[B],
+        PROXY_BAN_BODY_REGEX="Access denied",
+        PLAYWRIGHT_URL_PATTERNS=["/app/"],
+        DOWNLOADER_MIDDLEWARES={"distributed_crawler.rendering.handler.RenderingMiddleware": 950},
+    )
+    assert seen == {
+        (200, b"ok"): None,
+        (404, b"no suc"): None,
+        (503, b"down"): None,
+        (200, b"<p>Acc"): "body matches PROXY_BAN_BODY_REGEX",
+        (429, b""): "status 429",
+    }
     # 10 + 1 (200) + 1 (404) + 0 (503) - 3 (regex) - 3 (429) - 3 (refused) = 3
     assert redis_client.zscore("dc:proxies", B) == 3
     assert (stats["proxy/used"], stats["proxy/failed"]) == (7, 3) and "proxy/evicted" not in stats
 
 
-def test_middleware_sticky_domains_keep_one_proxy_until_it_is_evicted(redis_url: str, redis_client: redis.Redis) -> None:
+def test_middleware_sticky_domains_keep_one_proxy_until_it_is_evicted(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
     from scrapy import Request
     from scrapy.http import HtmlResponse
 
-    async def scenario(mw):  # noqa: ANN001, ANN202
+    async def scenario(mw):
         async def pick(url: str) -> str:
             request = Request(url)
             await mw.process_request(request)
@@ -269,7 +313,7 @@ def test_middleware_is_off_without_proxies_and_when_disabled(redis_url: str) -> 
     from scrapy import Request
     from scrapy.exceptions import NotConfigured
 
-    async def scenario(mw):  # noqa: ANN001, ANN202
+    async def scenario(mw):
         request = Request("http://example.com/")
         await mw.process_request(request)
         return mw.active, "proxy" in request.meta
@@ -282,10 +326,14 @@ def test_middleware_is_off_without_proxies_and_when_disabled(redis_url: str) -> 
 def test_middleware_revives_dead_proxies_on_server_time(redis_url: str, redis_client: redis.Redis) -> None:
     from scrapy import Request
 
-    redis_client.hset("dc:proxies:dead", A, json.dumps({"error": "timeout", "since": redis_client.time()[0] - 61, "score": -2}))
-    redis_client.hset("dc:proxies:dead", C, json.dumps({"error": "timeout", "since": redis_client.time()[0], "score": -2}))
+    redis_client.hset(
+        "dc:proxies:dead", A, json.dumps({"error": "timeout", "since": redis_client.time()[0] - 61, "score": -2})
+    )
+    redis_client.hset(
+        "dc:proxies:dead", C, json.dumps({"error": "timeout", "since": redis_client.time()[0], "score": -2})
+    )
 
-    async def scenario(mw):  # noqa: ANN001, ANN202
+    async def scenario(mw):
         request = Request("http://example.com/")
         await mw.process_request(request)  # the pool is empty but for A, revived on the way
         return request.meta["proxy"]

@@ -15,8 +15,20 @@ from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import Scripts
 
 Q, DF, SEQ, PROC, FAILED = "{t}:requests", "{t}:dupefilter", "{t}:seq", "{t}:processing", "{t}:failed"
-KEYS_T = SpiderKeys("t", "t:start_urls", Q, PROC, "{t}:delayed", DF, FAILED, SEQ, "{t}:stats", "{t}:nodes",
-                    "{t}:node:%(node)s", "{t}:doorbell")
+KEYS_T = SpiderKeys(
+    "t",
+    "t:start_urls",
+    Q,
+    PROC,
+    "{t}:delayed",
+    DF,
+    FAILED,
+    SEQ,
+    "{t}:stats",
+    "{t}:nodes",
+    "{t}:node:%(node)s",
+    "{t}:doorbell",
+)
 
 
 @pytest.fixture
@@ -28,7 +40,9 @@ def payload(url: str) -> str:
     return json.dumps({"url": url})
 
 
-def enqueue(scripts: Scripts, qtype: str, items: list[tuple[str, int]], dont_filter: bool = False, handover: list[str] = ()) -> list[int]:
+def enqueue(
+    scripts: Scripts, qtype: str, items: list[tuple[str, int]], dont_filter: bool = False, handover: list[str] = ()
+) -> list[int]:
     entries = [(url, dont_filter, make_member(payload(url), prio)) for url, prio in items]
     enqueuer = Enqueuer(scripts.client, KEYS_T, SetDedup(DF), qtype)
     return run_sync(enqueuer.run("push", entries, list(handover)))
@@ -50,7 +64,11 @@ def test_enqueue_dedups_atomically(scripts: Scripts) -> None:
 
 @pytest.mark.parametrize(
     ("qtype", "order"),
-    [("priority", ["hi", "a", "b", "c", "lo"]), ("fifo", ["a", "b", "c", "hi", "lo"]), ("lifo", ["lo", "hi", "c", "b", "a"])],
+    [
+        ("priority", ["hi", "a", "b", "c", "lo"]),
+        ("fifo", ["a", "b", "c", "hi", "lo"]),
+        ("lifo", ["lo", "hi", "c", "b", "a"]),
+    ],
 )
 def test_queue_orders(scripts: Scripts, qtype: str, order: list[str]) -> None:
     enqueue(scripts, qtype, [("a", 0), ("b", 0), ("c", 0), ("hi", 5), ("lo", -5)])
@@ -58,7 +76,9 @@ def test_queue_orders(scripts: Scripts, qtype: str, order: list[str]) -> None:
 
 
 @pytest.mark.parametrize("qtype", ["priority", "fifo", "lifo"])
-def test_pop_leases_with_server_time_and_counts_deliveries(scripts: Scripts, redis_client: redis.Redis, qtype: str) -> None:
+def test_pop_leases_with_server_time_and_counts_deliveries(
+    scripts: Scripts, redis_client: redis.Redis, qtype: str
+) -> None:
     enqueue(scripts, qtype, [("a", 3)])
     (lease,) = pop(scripts, qtype, 5, lease=30)
     assert split_member(lease).deliveries == 1 and split_member(lease).priority == 3
@@ -105,7 +125,9 @@ def test_reclaim_returns_expired_to_the_front_of_their_priority(scripts: Scripts
     assert urls(pop(scripts, "priority", 10)) == ["x", "y", "z", "low"]
 
 
-def test_reclaim_twice_concurrently_moves_each_lease_once(scripts: Scripts, redis_url: str, redis_client: redis.Redis) -> None:
+def test_reclaim_twice_concurrently_moves_each_lease_once(
+    scripts: Scripts, redis_url: str, redis_client: redis.Redis
+) -> None:
     n = 2000
     for i in range(0, n, 500):
         enqueue(scripts, "fifo", [(f"u{j}", 0) for j in range(i, i + 500)])

@@ -17,19 +17,18 @@ import redis
 import redis.asyncio.cluster
 from redis.cluster import key_slot
 from scrapy.settings import Settings
-
 from scrapy.utils.project import get_project_settings
 
 from distributed_crawler import cli
 from distributed_crawler.cli.main import main
-from distributed_crawler.connection.cluster_client import AsyncClusterClient
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisConfig, subscribe
-from distributed_crawler.monitoring.dashboard import discover_spiders
+from distributed_crawler.connection.cluster_client import AsyncClusterClient
 from distributed_crawler.dedup.dupefilter import SetDedup
+from distributed_crawler.monitoring.dashboard import discover_spiders
+from distributed_crawler.monitoring.nodes import NodeKeys
 from distributed_crawler.queue.enqueue import Enqueuer
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.monitoring.nodes import NodeKeys
 from tests.conftest import ROOT, RedisServer, Workers
 from tests.redis_topologies import RedisClusterNodes
 from tests.site.server import NewsSite
@@ -86,13 +85,20 @@ def dcrawl(capsys: pytest.CaptureFixture, *args: str) -> str:
 
 @pytest.mark.timeout(180)
 def test_two_workers_crawl_a_cluster_and_two_spiders_use_different_masters(
-    site: NewsSite, cluster: RedisClusterNodes, cluster_env: dict[str, str], tmp_path: Path,
+    site: NewsSite,
+    cluster: RedisClusterNodes,
+    cluster_env: dict[str, str],
+    tmp_path: Path,
     capsys: pytest.CaptureFixture,
 ) -> None:
-    news = Workers(tmp_path / "news", {**cluster_env, "STORAGE_URL": f"sqlite:///{tmp_path / 'news.db'}",
-                                       "MAX_IDLE_TIME_BEFORE_CLOSE": "2"})
-    wiki = Workers(tmp_path / "wiki", {**cluster_env, "STORAGE_URL": f"sqlite:///{tmp_path / 'wiki.db'}",
-                                       "MAX_IDLE_TIME_BEFORE_CLOSE": "2"})
+    news = Workers(
+        tmp_path / "news",
+        {**cluster_env, "STORAGE_URL": f"sqlite:///{tmp_path / 'news.db'}", "MAX_IDLE_TIME_BEFORE_CLOSE": "2"},
+    )
+    wiki = Workers(
+        tmp_path / "wiki",
+        {**cluster_env, "STORAGE_URL": f"sqlite:///{tmp_path / 'wiki.db'}", "MAX_IDLE_TIME_BEFORE_CLOSE": "2"},
+    )
     (tmp_path / "news").mkdir()
     (tmp_path / "wiki").mkdir()
     try:
@@ -161,15 +167,31 @@ def test_every_key_of_a_spider_shares_one_slot() -> None:
     for spider in ("news", "wiki"):
         keys = SpiderKeys.from_settings(settings, spider)
         node_keys = NodeKeys.from_settings(settings, spider, keys)
-        tagged = [keys.requests, keys.processing, keys.delayed, keys.dupefilter, keys.failed, keys.seq,
-                  keys.stats, keys.nodes, keys.node("n1"), keys.doorbell, f"{keys.dupefilter}:0:0", *node_keys.all()]
+        tagged = [
+            keys.requests,
+            keys.processing,
+            keys.delayed,
+            keys.dupefilter,
+            keys.failed,
+            keys.seq,
+            keys.stats,
+            keys.nodes,
+            keys.node("n1"),
+            keys.doorbell,
+            f"{keys.dupefilter}:0:0",
+            *node_keys.all(),
+        ]
         assert {key_slot(k.encode()) for k in tagged} == {key_slot(f"{{{spider}}}".encode())}, spider
 
 
 def crawl_preflight(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "scrapy", "crawl", "news", *args], cwd=ROOT, capture_output=True, text=True,
-        env={"PATH": "/usr/bin:/bin", **env}, timeout=60,
+        [sys.executable, "-m", "scrapy", "crawl", "news", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", **env},
+        timeout=60,
     )
 
 
@@ -201,8 +223,9 @@ def test_bad_cluster_settings_fail_with_the_fix() -> None:
     with pytest.raises(ValueError, match="Redis Cluster has db 0 only"):
         RedisConfig.from_settings(Settings({"REDIS_CLUSTER": True, "REDIS_URL": "redis://h:7000/3"}))
     with pytest.raises(ValueError, match="both set"):
-        RedisConfig.from_settings(Settings({"REDIS_CLUSTER": True, "REDIS_SENTINELS": "h:26379",
-                                            "REDIS_SENTINEL_MASTER": "m"}))
+        RedisConfig.from_settings(
+            Settings({"REDIS_CLUSTER": True, "REDIS_SENTINELS": "h:26379", "REDIS_SENTINEL_MASTER": "m"})
+        )
 
 
 @pytest.mark.timeout(60)
@@ -271,8 +294,14 @@ def test_whole_cluster_down_is_an_outage_not_a_crash(tmp_path: Path) -> None:
 def test_without_pub_sub_nodes_poll_and_the_crawl_completes(site: NewsSite, tmp_path: Path) -> None:
     """A Redis that refuses SUBSCRIBE (as some proxies in front of a cluster do): logged once, polling."""
     server = RedisServer(tmp_path, "--rename-command", "SUBSCRIBE", "").start()
-    workers = Workers(tmp_path, {"REDIS_URL": server.url, "STORAGE_URL": f"sqlite:///{tmp_path / 'items.db'}",
-                                 "MAX_IDLE_TIME_BEFORE_CLOSE": "2"})
+    workers = Workers(
+        tmp_path,
+        {
+            "REDIS_URL": server.url,
+            "STORAGE_URL": f"sqlite:///{tmp_path / 'items.db'}",
+            "MAX_IDLE_TIME_BEFORE_CLOSE": "2",
+        },
+    )
     try:
         workers.start("node-a", "SCHEDULER_POLL_MAX_SECONDS=0.5")
         workers.wait_ready("node-a", timeout=60)
@@ -291,13 +320,19 @@ def test_without_pub_sub_nodes_poll_and_the_crawl_completes(site: NewsSite, tmp_
 
 
 @pytest.mark.timeout(240)
-def test_crawl_survives_kill_9_of_the_spiders_master(tmp_path: Path, record_property: Callable[[str, object], None]) -> None:
+def test_crawl_survives_kill_9_of_the_spiders_master(
+    tmp_path: Path, record_property: Callable[[str, object], None]
+) -> None:
     """3 masters + 3 replicas: the master holding {news} dies mid-crawl, its replica takes over."""
     nodes = RedisClusterNodes(tmp_path / "cluster", replicas=1).start()
     master = nodes.master_port_of("{news}:requests")
     seed_port = next(p for p in nodes.ports if p != master)  # a live seed node for the test's own clients
-    env = {"REDIS_URL": f"redis://127.0.0.1:{seed_port}/0", "REDIS_CLUSTER": "1",
-           "STORAGE_URL": f"sqlite:///{tmp_path / 'items.db'}", "MAX_IDLE_TIME_BEFORE_CLOSE": "5"}
+    env = {
+        "REDIS_URL": f"redis://127.0.0.1:{seed_port}/0",
+        "REDIS_CLUSTER": "1",
+        "STORAGE_URL": f"sqlite:///{tmp_path / 'items.db'}",
+        "MAX_IDLE_TIME_BEFORE_CLOSE": "5",
+    }
     workers = Workers(tmp_path, env)
     settings = ("CONCURRENT_REQUESTS=4", "SCHEDULER_LEASE_SECONDS=4", *NODE_SETTINGS)
     try:
@@ -327,9 +362,11 @@ def test_crawl_survives_kill_9_of_the_spiders_master(tmp_path: Path, record_prop
     assert len(urls) == len(set(urls)), "a page was stored twice"
     lost = sorted(expected - set(urls))
     twice = sorted(p for p, n in Counter(paths).items() if n > 1 and site.url + p in expected and p != "/flaky")
-    report = (f"Cluster failover (kill -9 of the {{news}} master) mid-crawl: {len(expected)} pages, "
-              f"{len(set(urls))} stored, {len(lost)} lost {lost[:5]}, {len(twice)} fetched more than once "
-              f"{twice[:5]}, {killed_at} requests before the kill")
+    report = (
+        f"Cluster failover (kill -9 of the {{news}} master) mid-crawl: {len(expected)} pages, "
+        f"{len(set(urls))} stored, {len(lost)} lost {lost[:5]}, {len(twice)} fetched more than once "
+        f"{twice[:5]}, {killed_at} requests before the kill"
+    )
     print(report)
     record_property("cluster_failover", report)
     assert len(lost) <= 10, report  # asynchronous replication: see docs/high-availability.md

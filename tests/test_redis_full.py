@@ -20,11 +20,14 @@ FULL_LINE = "is full (maxmemory reached)"
 def test_full_redis_stalls_the_node_without_losing_work(tmp_path: Path) -> None:
     server = RedisServer(tmp_path, "--maxmemory-policy", "noeviction").start()
     client = redis.Redis.from_url(server.url)
-    workers = Workers(tmp_path, {
-        "REDIS_URL": server.url,
-        "STORAGE_URL": f"sqlite:///{tmp_path / 'items.db'}",
-        "MAX_IDLE_TIME_BEFORE_CLOSE": "2",
-    })
+    workers = Workers(
+        tmp_path,
+        {
+            "REDIS_URL": server.url,
+            "STORAGE_URL": f"sqlite:///{tmp_path / 'items.db'}",
+            "MAX_IDLE_TIME_BEFORE_CLOSE": "2",
+        },
+    )
     try:
         with NewsSite(articles=120, per_page=20, delay=0.05) as site:
             workers.start("node-a", "CONCURRENT_REQUESTS=4", "HEARTBEAT_INTERVAL=1")

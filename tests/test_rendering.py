@@ -15,6 +15,7 @@ from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 from scrapy_playwright.page import PageMethod
 
+from demo.spiders.news import NewsSpider
 from distributed_crawler.queue.codec import PayloadError, RequestCodec, UnserializableRequestError
 from distributed_crawler.rendering.frames import frames_text, static_iframe_urls
 from distributed_crawler.rendering.handler import (
@@ -22,15 +23,12 @@ from distributed_crawler.rendering.handler import (
     RenderConfig,
     RenderingMiddleware,
 )
-from demo.spiders.news import NewsSpider
-
 
 
 @pytest.fixture
 def needs_chromium() -> None:
     if not os.path.exists(DEFAULT_CHROMIUM):
         pytest.fail(f"{DEFAULT_CHROMIUM} is missing: run `make test`, which installs Debian's chromium")
-
 
 
 def config(**settings: object) -> RenderConfig:
@@ -40,7 +38,8 @@ def config(**settings: object) -> RenderConfig:
 # -- settings -------------------------------------------------------------------------------
 def test_patterns_from_a_list_or_a_comma_separated_string() -> None:
     assert [p.pattern for p in config(PLAYWRIGHT_URL_PATTERNS=[r"/app/", r"\.js\?x=1,2"]).url_patterns] == [
-        "/app/", r"\.js\?x=1,2",
+        "/app/",
+        r"\.js\?x=1,2",
     ]
     assert [p.pattern for p in config(PLAYWRIGHT_URL_PATTERNS="/app/, /spa/").url_patterns] == ["/app/", "/spa/"]
     assert config().url_patterns == ()
@@ -76,8 +75,15 @@ def test_debian_chromium_is_the_default_browser_with_closed_network_flags() -> N
     assert cfg.executable_path == DEFAULT_CHROMIUM and cfg.unavailable_reason is None
     options = config(PLAYWRIGHT_LAUNCH_OPTIONS={"args": ["--lang=de"], "slow_mo": 5}).launch_options()
     assert options["executable_path"] == DEFAULT_CHROMIUM and options["slow_mo"] == 5
-    for flag in ("--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-quic", "--lang=de"):
+    for flag in (
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-quic",
+        "--lang=de",
+    ):
         assert flag in options["args"]
     assert ("--no-sandbox" in options["args"]) == (os.geteuid() == 0)
 
@@ -110,7 +116,10 @@ def test_what_gets_rendered() -> None:
 def test_middleware_marks_requests_for_the_handler() -> None:
     crawler = get_crawler(settings_dict={"PLAYWRIGHT_URL_PATTERNS": "/app/"})
     mw = RenderingMiddleware.from_crawler(crawler)
-    rendered, plain = Request("http://e.com/app/"), Request("http://e.com/", meta={"playwright": True, "dont_render": True})
+    rendered, plain = (
+        Request("http://e.com/app/"),
+        Request("http://e.com/", meta={"playwright": True, "dont_render": True}),
+    )
     for request in (rendered, plain):
         assert mw.process_request(request) is None
     assert rendered.meta["playwright"] is True and plain.meta["playwright"] is False
@@ -121,20 +130,23 @@ def test_middleware_marks_requests_for_the_handler() -> None:
 class _Spider(Spider):
     name = "s"
 
-    def parse(self, response):  # noqa: ANN001
+    def parse(self, response):
         pass
 
 
 def test_page_methods_survive_the_json_codec() -> None:
     codec = RequestCodec(_Spider())
-    request = Request("http://e.com/app", meta={
-        "render": True,
-        "playwright_page_methods": [
-            PageMethod("wait_for_selector", "#main", state="attached", timeout=5000),
-            PageMethod("evaluate", "window.scrollBy(0, 500)"),
-        ],
-        "named": {"scroll": PageMethod("wait_for_timeout", 100)},
-    })
+    request = Request(
+        "http://e.com/app",
+        meta={
+            "render": True,
+            "playwright_page_methods": [
+                PageMethod("wait_for_selector", "#main", state="attached", timeout=5000),
+                PageMethod("evaluate", "window.scrollBy(0, 500)"),
+            ],
+            "named": {"scroll": PageMethod("wait_for_timeout", 100)},
+        },
+    )
     payload = codec.encode(request)
     assert "pickle" not in payload and '"__dc_type__":"PageMethod"' in payload
     decoded = codec.decode(payload).meta
@@ -147,10 +159,16 @@ def test_page_methods_survive_the_json_codec() -> None:
 
 def test_page_methods_that_cannot_travel_are_refused_by_name() -> None:
     codec = RequestCodec(_Spider())
-    with pytest.raises(UnserializableRequestError, match=r"meta\['playwright_page_methods'\]\[0\] is a PageMethod with a callable"):
+    with pytest.raises(
+        UnserializableRequestError, match=r"meta\['playwright_page_methods'\]\[0\] is a PageMethod with a callable"
+    ):
         codec.encode(Request("http://e.com/", meta={"playwright_page_methods": [PageMethod(lambda page: None)]}))
     with pytest.raises(UnserializableRequestError, match="'set_input_files' is not in tagged.PAGE_METHOD_ALLOWLIST"):
-        codec.encode(Request("http://e.com/", meta={"playwright_page_methods": [PageMethod("set_input_files", "x", "/etc/passwd")]}))
+        codec.encode(
+            Request(
+                "http://e.com/", meta={"playwright_page_methods": [PageMethod("set_input_files", "x", "/etc/passwd")]}
+            )
+        )
     with pytest.raises(UnserializableRequestError, match="must not get a file path"):
         codec.encode(Request("http://e.com/", meta={"pm": [PageMethod("screenshot", path="/tmp/x.png")]}))
     with pytest.raises(UnserializableRequestError, match="reserved key"):
@@ -198,8 +216,11 @@ def test_news_item_text_includes_the_text_of_every_frame() -> None:
         {"url": "http://e.com/f1", "name": "a", "parent_url": "http://e.com/", "html": "", "text": "first frame"},
         {"url": "http://x.org/f2", "name": "", "parent_url": "http://e.com/f1", "html": "", "text": "nested frame"},
     ]
-    response = _response("http://e.com/", "<html><body><p>main text</p><iframe src='/f1'></iframe></body></html>",
-                         {"playwright": True, "frames": frames})
+    response = _response(
+        "http://e.com/",
+        "<html><body><p>main text</p><iframe src='/f1'></iframe></body></html>",
+        {"playwright": True, "frames": frames},
+    )
     out = list(spider.parse(response))
     assert out[0]["text"] == "main text first frame nested frame"
     assert len(out) == 1, "a rendered page does not fetch its iframes again"
@@ -207,15 +228,22 @@ def test_news_item_text_includes_the_text_of_every_frame() -> None:
 
 
 def test_iframe_follow_static_fetches_same_site_iframes_as_plain_requests() -> None:
-    body = ("<html><body><iframe src='/widget?a=1'></iframe><iframe src='/widget?a=1'></iframe>"
-            "<iframe src='http://other.org/ad'></iframe><iframe src='about:blank'></iframe></body></html>")
+    body = (
+        "<html><body><iframe src='/widget?a=1'></iframe><iframe src='/widget?a=1'></iframe>"
+        "<iframe src='http://other.org/ad'></iframe><iframe src='about:blank'></iframe></body></html>"
+    )
     off = list(_news_spider().parse(_response("http://e.com/p", body)))
     assert [r for r in off if isinstance(r, Request)] == []
-    on = [r for r in _news_spider(IFRAME_FOLLOW_STATIC="True").parse(_response("http://e.com/p", body)) if isinstance(r, Request)]
+    on = [
+        r
+        for r in _news_spider(IFRAME_FOLLOW_STATIC="True").parse(_response("http://e.com/p", body))
+        if isinstance(r, Request)
+    ]
     assert [r.url for r in on] == ["http://e.com/widget?a=1"]
     assert on[0].meta["dont_render"] is True
     assert static_iframe_urls(_response("http://e.com/p", body), same_host_only=False) == [
-        "http://e.com/widget?a=1", "http://other.org/ad",
+        "http://e.com/widget?a=1",
+        "http://other.org/ad",
     ]
 
 

@@ -114,19 +114,28 @@ def gave_up_line(log: str, url: str) -> str:
 
 def assert_no_page_left(log: str, rendered: int) -> None:
     assert "'render/pages_open': 0" in log, log[-3000:]
-    assert re.search(rf"Rendering closed: {rendered} pages rendered, .*now 0 pages and 0 contexts open", log), log[-3000:]
+    assert re.search(rf"Rendering closed: {rendered} pages rendered, .*now 0 pages and 0 contexts open", log), log[
+        -3000:
+    ]
     assert "Closing page due to failed request" not in log  # every page closed by us, not by the fallback
 
 
 @pytest.mark.timeout(120)
-def test_rendered_site_stores_every_token_and_broken_pages_fail_clearly(workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
+def test_rendered_site_stores_every_token_and_broken_pages_fail_clearly(
+    workers: Workers, redis_client: redis.Redis, tmp_path: Path
+) -> None:
     with RenderSite() as site, BrowserProcesses(workers) as procs:
         for path, tokens in TOKENS.items():  # the tokens exist only once JavaScript ran
             static = urllib.request.urlopen(site.url + path).read().decode()
             assert not any(t in static for t in tokens)
         redis_client.lpush("news:start_urls", site.url + "/")
-        workers.start("r1", "PLAYWRIGHT_URL_PATTERNS=/r/", f"PLAYWRIGHT_WAIT_FOR={READY}",
-                      "PLAYWRIGHT_RENDER_TIMEOUT=4", "RETRY_TIMES=1")
+        workers.start(
+            "r1",
+            "PLAYWRIGHT_URL_PATTERNS=/r/",
+            f"PLAYWRIGHT_WAIT_FOR={READY}",
+            "PLAYWRIGHT_RENDER_TIMEOUT=4",
+            "RETRY_TIMES=1",
+        )
         assert workers.wait_all(timeout=90) == {"r1": 0}
         procs.assert_gone()
         hits = {p: site.hits(p) for p in [*BROKEN_PAGES, "/img.png", "/"]}
@@ -148,11 +157,18 @@ def test_rendered_site_stores_every_token_and_broken_pages_fail_clearly(workers:
 
 
 @pytest.mark.timeout(180)
-def test_200_rendered_pages_leave_no_page_context_or_browser(workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
+def test_200_rendered_pages_leave_no_page_context_or_browser(
+    workers: Workers, redis_client: redis.Redis, tmp_path: Path
+) -> None:
     with RenderSite() as site, BrowserProcesses(workers) as procs:
         redis_client.lpush("news:start_urls", site.url + "/many?n=200")
-        workers.start("leak", "PLAYWRIGHT_URL_PATTERNS=/r/page/", "PLAYWRIGHT_RESTART_AFTER_PAGES=80",
-                      "CONCURRENT_REQUESTS=8", "PLAYWRIGHT_MAX_PAGES=8")
+        workers.start(
+            "leak",
+            "PLAYWRIGHT_URL_PATTERNS=/r/page/",
+            "PLAYWRIGHT_RESTART_AFTER_PAGES=80",
+            "CONCURRENT_REQUESTS=8",
+            "PLAYWRIGHT_MAX_PAGES=8",
+        )
         assert workers.wait_all(timeout=160) == {"leak": 0}
         procs.assert_gone()
     stored = rows(tmp_path / "items.db")
@@ -172,8 +188,10 @@ def test_contexts_per_node_are_bounded(workers: Workers, redis_client: redis.Red
     # Seeds may name a browser context each (scrapy-playwright's `playwright_context`): a node keeps
     # at most PLAYWRIGHT_MAX_PAGES of them, closing idle ones, and never waits for one.
     with RenderSite() as site:
-        seeds = [json.dumps({"url": f"{site.url}/r/page/{i}", "meta": {"render": True, "playwright_context": f"ctx-{i}"}})
-                 for i in range(1, 13)]
+        seeds = [
+            json.dumps({"url": f"{site.url}/r/page/{i}", "meta": {"render": True, "playwright_context": f"ctx-{i}"}})
+            for i in range(1, 13)
+        ]
         redis_client.rpush("news:start_urls", *seeds)
         workers.start("ctx", "PLAYWRIGHT_MAX_PAGES=3", "CONCURRENT_REQUESTS=6")
         assert workers.wait_all(timeout=45) == {"ctx": 0}
@@ -186,7 +204,9 @@ def test_contexts_per_node_are_bounded(workers: Workers, redis_client: redis.Red
 
 
 @pytest.mark.timeout(120)
-def test_rendered_request_with_page_methods_travels_through_redis_to_another_node(workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
+def test_rendered_request_with_page_methods_travels_through_redis_to_another_node(
+    workers: Workers, redis_client: redis.Redis, tmp_path: Path
+) -> None:
     with RenderSite() as site:
         redis_client.lpush("render_relay:start_urls", site.url + "/")
         # node-a parses the plain index, queues rendered requests with a PageMethod, and stops
@@ -210,11 +230,17 @@ def test_rendered_request_with_page_methods_travels_through_redis_to_another_nod
 
 
 @pytest.mark.timeout(90)
-def test_render_slower_than_the_lease_is_not_redelivered(workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
+def test_render_slower_than_the_lease_is_not_redelivered(
+    workers: Workers, redis_client: redis.Redis, tmp_path: Path
+) -> None:
     with RenderSite() as site:
         redis_client.lpush("news:start_urls", site.url + "/r/slow?s=6")  # 6 s render > 2 s lease
-        settings = ["SCHEDULER_LEASE_SECONDS=2", "PLAYWRIGHT_URL_PATTERNS=/r/", f"PLAYWRIGHT_WAIT_FOR={READY}",
-                    "PLAYWRIGHT_RENDER_TIMEOUT=20"]
+        settings = [
+            "SCHEDULER_LEASE_SECONDS=2",
+            "PLAYWRIGHT_URL_PATTERNS=/r/",
+            f"PLAYWRIGHT_WAIT_FOR={READY}",
+            "PLAYWRIGHT_RENDER_TIMEOUT=20",
+        ]
         workers.start("a", *settings)
         workers.start("b", *settings)
         assert workers.wait_all(timeout=70) == {"a": 0, "b": 0}
@@ -227,7 +253,9 @@ def test_render_slower_than_the_lease_is_not_redelivered(workers: Workers, redis
 
 
 @pytest.mark.timeout(60)
-def test_without_a_browser_plain_pages_work_and_rendered_ones_fail_clearly(workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
+def test_without_a_browser_plain_pages_work_and_rendered_ones_fail_clearly(
+    workers: Workers, redis_client: redis.Redis, tmp_path: Path
+) -> None:
     workers.env["PLAYWRIGHT_EXECUTABLE_PATH"] = "/nonexistent/chromium"
     with RenderSite() as site:
         redis_client.lpush("news:start_urls", site.url + "/f/static", site.url + "/r/main")
@@ -246,7 +274,9 @@ def test_without_a_browser_plain_pages_work_and_rendered_ones_fail_clearly(worke
 
 
 @pytest.mark.timeout(60)
-def test_plain_crawl_starts_no_browser_and_follows_static_iframes(workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
+def test_plain_crawl_starts_no_browser_and_follows_static_iframes(
+    workers: Workers, redis_client: redis.Redis, tmp_path: Path
+) -> None:
     with RenderSite() as site, BrowserProcesses(workers) as procs:
         redis_client.lpush("news:start_urls", site.url + "/static")
         workers.start("plain", "IFRAME_FOLLOW_STATIC=True")
@@ -260,7 +290,9 @@ def test_plain_crawl_starts_no_browser_and_follows_static_iframes(workers: Worke
 
 
 @pytest.mark.timeout(60)
-def test_stalled_render_is_cancelled_at_the_deadline_and_its_page_closed(workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
+def test_stalled_render_is_cancelled_at_the_deadline_and_its_page_closed(
+    workers: Workers, redis_client: redis.Redis, tmp_path: Path
+) -> None:
     with RenderSite() as site, BrowserProcesses(workers) as procs:
         redis_client.lpush("render_relay:start_urls", site.url + "/")
         workers.start("stall", RELAY, "RENDER_RELAY_STALL=1", "RETRY_TIMES=0", spider="render_relay")
@@ -275,12 +307,16 @@ def test_stalled_render_is_cancelled_at_the_deadline_and_its_page_closed(workers
 
 
 @pytest.mark.timeout(60)
-def test_stop_signal_to_the_whole_group_requeues_renders_in_flight(workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
+def test_stop_signal_to_the_whole_group_requeues_renders_in_flight(
+    workers: Workers, redis_client: redis.Redis, tmp_path: Path
+) -> None:
     # supervisord's stopasgroup and systemd's default KillMode signal the Playwright driver too: it
     # closes Chromium at once. The interrupted renders go back to the queue, no retry spent.
     with RenderSite() as site, BrowserProcesses(workers) as procs:
         redis_client.lpush("news:start_urls", site.url + "/r/slow?s=30", site.url + "/r/slow?s=31")
-        workers.start("stop", "PLAYWRIGHT_URL_PATTERNS=/r/", f"PLAYWRIGHT_WAIT_FOR={READY}", "PLAYWRIGHT_RENDER_TIMEOUT=50")
+        workers.start(
+            "stop", "PLAYWRIGHT_URL_PATTERNS=/r/", f"PLAYWRIGHT_WAIT_FOR={READY}", "PLAYWRIGHT_RENDER_TIMEOUT=50"
+        )
         deadline = time.monotonic() + 30
         while site.hits("/r/slow") < 2:
             assert time.monotonic() < deadline, workers.log("stop")[-3000:]

@@ -18,15 +18,21 @@ from scrapy.http import HtmlResponse
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
+from distributed_crawler.core.leases import LEASE_META
 from distributed_crawler.dedup.dupefilter import SetDedup
+from distributed_crawler.downloadermiddlewares.retry import (
+    PROXY_BAN_META,
+    PROXY_META,
+    RETRY_DELAY_META,
+    DistributedRetryMiddleware,
+    RetryConfig,
+    backoff_delay,
+    parse_retry_after,
+    retry_delay,
+)
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.core.leases import LEASE_META
-from distributed_crawler.downloadermiddlewares.retry import (
-    PROXY_BAN_META, PROXY_META, RETRY_DELAY_META, DistributedRetryMiddleware, RetryConfig, backoff_delay,
-    parse_retry_after, retry_delay,
-)
 from distributed_crawler.queue.scripts import Scripts
 from tests.conftest import ROOT, Workers, free_port
 from tests.site.server import FLAKY_FAILURES, FLAKY_OK_TEXT, NewsSite
@@ -67,7 +73,10 @@ def test_retry_delay_honours_retry_after_up_to_the_cap() -> None:
     ("settings", "message"),
     [
         ({"RETRY_BACKOFF_BASE": 0}, "RETRY_BACKOFF_BASE (0.0) must be > 0 seconds"),
-        ({"RETRY_BACKOFF_BASE": 5, "RETRY_BACKOFF_MAX": 2}, "RETRY_BACKOFF_MAX (2.0) must be >= RETRY_BACKOFF_BASE (5.0)"),
+        (
+            {"RETRY_BACKOFF_BASE": 5, "RETRY_BACKOFF_MAX": 2},
+            "RETRY_BACKOFF_MAX (2.0) must be >= RETRY_BACKOFF_BASE (5.0)",
+        ),
         ({"RETRY_TIMES": -1}, "RETRY_TIMES (-1) must be >= 0"),
     ],
 )
@@ -96,7 +105,7 @@ def test_retry_successor_waits_in_delayed_and_takes_over_the_lease(redis_client:
     assert push(redis_client, qtype, "http://e.com/a", delay=30, handover=[lease]) == [1]
     # one atomic step: the failed attempt's lease is gone, the successor waits in delayed
     assert redis_client.zcard(KEYS.processing) == 0 and redis_client.exists(KEYS.requests) == 0
-    (member, due), = redis_client.zrange(KEYS.delayed, 0, -1, withscores=True)
+    ((member, due),) = redis_client.zrange(KEYS.delayed, 0, -1, withscores=True)
     now = float(redis_client.time()[0])
     assert now + 25 <= due <= now + 31  # due on Redis server time
     assert pop(redis_client, qtype) == []  # not due yet
@@ -132,25 +141,35 @@ def test_delayed_push_does_not_ring_the_doorbell(redis_client: redis.Redis) -> N
 class _Spider(Spider):
     name = "news"
 
-    def parse(self, response):  # noqa: ANN001, ANN201
+    def parse(self, response):
         return None
 
 
-def test_proxy_ban_is_retried_later_then_dead_lettered_with_the_masked_proxy(redis_url: str, redis_client: redis.Redis) -> None:
+def test_proxy_ban_is_retried_later_then_dead_lettered_with_the_masked_proxy(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
     crawler = get_crawler(_Spider, settings_dict={"REDIS_URL": redis_url, "RETRY_TIMES": 1, "NODE_ID": "n1"})
     crawler.spider = _Spider.from_crawler(crawler)
     mw = DistributedRetryMiddleware.from_crawler(crawler)
 
     def attempt(request: Request) -> Request:
-        request.meta.update({PROXY_META: "http://user:***@10.0.0.1:3128", "proxy": "http://user:pw@10.0.0.1:3128",
-                             PROXY_BAN_META: "status 403", LEASE_META: b"1:0:{}"})
+        request.meta.update(
+            {
+                PROXY_META: "http://user:***@10.0.0.1:3128",
+                "proxy": "http://user:pw@10.0.0.1:3128",
+                PROXY_BAN_META: "status 403",
+                LEASE_META: b"1:0:{}",
+            }
+        )
         return request
 
     async def scenario() -> tuple[object, object]:
         mw.spider_opened(crawler.spider)
         try:
             first = attempt(Request("http://e.com/p", callback=crawler.spider.parse))
-            response = HtmlResponse(first.url, status=403, body=b"banned", request=first)  # 403: not in RETRY_HTTP_CODES
+            response = HtmlResponse(
+                first.url, status=403, body=b"banned", request=first
+            )  # 403: not in RETRY_HTTP_CODES
             retry = await mw.process_response(first, response)
             last = attempt(retry.replace())
             gave_up = await mw.process_response(last, HtmlResponse(last.url, status=403, body=b"", request=last))
@@ -204,7 +223,9 @@ def test_flaky_page_succeeds_on_a_later_attempt(workers: Workers, redis_client: 
 
 
 @pytest.mark.timeout(180)
-def test_a_page_that_always_fails_is_dead_lettered_then_requeued(workers: Workers, redis_url: str, redis_client: redis.Redis) -> None:
+def test_a_page_that_always_fails_is_dead_lettered_then_requeued(
+    workers: Workers, redis_url: str, redis_client: redis.Redis
+) -> None:
     with NewsSite(articles=0) as site:
         workers.start("node-a", "RETRY_TIMES=3", *FAST)
         workers.start("node-b", "RETRY_TIMES=3", *FAST)
@@ -227,7 +248,10 @@ def test_a_page_that_always_fails_is_dead_lettered_then_requeued(workers: Worker
 
         requeue = subprocess.run(
             [sys.executable, "-m", "distributed_crawler", "failed", "news", "--requeue", "--redis-url", redis_url],
-            cwd=ROOT, capture_output=True, text=True, timeout=60,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert requeue.returncode == 0 and "requeued 2" in requeue.stdout, requeue.stdout + requeue.stderr
         assert redis_client.llen(KEYS.failed) == 0
@@ -247,12 +271,17 @@ def test_retry_after_sets_the_due_time_and_the_node_waits_for_it(workers: Worker
     with NewsSite(articles=0) as site:
         proc = workers.start("node-a", "RETRY_BACKOFF_BASE=0.2", "RETRY_BACKOFF_MAX=120")
         workers.wait_ready("node-a")
-        redis_client.lpush("news:start_urls", site.url + "/busy?after=30", site.url + "/busy?after=1000&date=1&status=429")
+        redis_client.lpush(
+            "news:start_urls", site.url + "/busy?after=30", site.url + "/busy?after=1000&date=1&status=429"
+        )
         deadline = time.monotonic() + 60
         while redis_client.zcard(KEYS.delayed) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
         now = float(redis_client.time()[0])
-        due = {json.loads(split_member(m).payload)["url"]: s for m, s in redis_client.zrange(KEYS.delayed, 0, -1, withscores=True)}
+        due = {
+            json.loads(split_member(m).payload)["url"]: s
+            for m, s in redis_client.zrange(KEYS.delayed, 0, -1, withscores=True)
+        }
         assert len(due) == 2, workers.log("node-a")[-3000:]
         assert now + 20 <= due[site.url + "/busy?after=30"] <= now + 31  # Retry-After: 30 (seconds)
         capped = due[site.url + "/busy?after=1000&date=1&status=429"]

@@ -15,10 +15,26 @@ MAX = 65536
         (b"http://example.com/", Seed(url="http://example.com/")),
         (b"  https://example.com/a?b=1 \n", Seed(url="https://example.com/a?b=1")),
         (
-            json.dumps({"url": "http://e.com/", "meta": {"k": 1}, "priority": 5, "callback": "parse",
-                        "method": "post", "headers": {"X": "1"}, "body": "a=1"}).encode(),
-            Seed(url="http://e.com/", meta={"k": 1}, priority=5, callback="parse", method="POST",
-                 headers={"X": "1"}, body="a=1"),
+            json.dumps(
+                {
+                    "url": "http://e.com/",
+                    "meta": {"k": 1},
+                    "priority": 5,
+                    "callback": "parse",
+                    "method": "post",
+                    "headers": {"X": "1"},
+                    "body": "a=1",
+                }
+            ).encode(),
+            Seed(
+                url="http://e.com/",
+                meta={"k": 1},
+                priority=5,
+                callback="parse",
+                method="POST",
+                headers={"X": "1"},
+                body="a=1",
+            ),
         ),
     ],
 )

@@ -11,14 +11,17 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.exceptions import ClusterDownError, MasterDownError, ReadOnlyError, TryAgainError
+from redis.sentinel import MasterNotFoundError
 from scrapy.settings import Settings
 
 from distributed_crawler.cli.main import main
-from redis.exceptions import ClusterDownError, MasterDownError, ReadOnlyError, TryAgainError
-from redis.sentinel import MasterNotFoundError
-
 from distributed_crawler.connection.clients import (
-    TRANSIENT_ERRORS, NoReplicasError, RedisConfig, RedisUnavailable, parse_sentinels,
+    TRANSIENT_ERRORS,
+    NoReplicasError,
+    RedisConfig,
+    RedisUnavailable,
+    parse_sentinels,
 )
 from distributed_crawler.queue.scripts import Scripts, lua_source
 from tests.conftest import RedisServer, Workers, free_port
@@ -46,16 +49,25 @@ def wait_until(what: str, check: Callable[[], bool], timeout: float) -> None:
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("failover", ["kill-9", "demote"])
 def test_crawl_through_sentinel_survives_a_failover(
-    failover: str, sentinel_set: SentinelSet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture, record_property: Callable[[str, object], None],
+    failover: str,
+    sentinel_set: SentinelSet,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+    record_property: Callable[[str, object], None],
 ) -> None:
     """kill-9: the master dies. demote: `SENTINEL FAILOVER` turns the live master into a replica,
     so workers still connected to it get READONLY until they follow Sentinel to the new master."""
     for name, value in sentinel_set.env.items():
         monkeypatch.setenv(name, value)
-    workers = Workers(tmp_path, {
-        **sentinel_set.env, "STORAGE_URL": f"sqlite:///{tmp_path / 'items.db'}", "MAX_IDLE_TIME_BEFORE_CLOSE": "5",
-    })
+    workers = Workers(
+        tmp_path,
+        {
+            **sentinel_set.env,
+            "STORAGE_URL": f"sqlite:///{tmp_path / 'items.db'}",
+            "MAX_IDLE_TIME_BEFORE_CLOSE": "5",
+        },
+    )
     # Slow pages, few slots: the crawl is still running when the master dies. Short leases: a
     # lease whose ack the failover lost comes back (and is fetched again) within seconds.
     settings = ("CONCURRENT_REQUESTS=4", "SCHEDULER_LEASE_SECONDS=4", "HEARTBEAT_INTERVAL=1")
@@ -95,9 +107,11 @@ def test_crawl_through_sentinel_survives_a_failover(
     lost = sorted(expected - set(urls))
     # /flaky fails on purpose before it answers: its retries are not failover duplicates
     twice = sorted(p for p, n in Counter(paths).items() if n > 1 and site.url + p in expected and p != "/flaky")
-    report = (f"Sentinel failover ({failover}) mid-crawl: {len(expected)} pages, {len(set(urls))} stored, "
-              f"{len(lost)} lost {lost[:5]}, {len(twice)} fetched more than once {twice[:5]}, "
-              f"{killed_at} requests before the kill")
+    report = (
+        f"Sentinel failover ({failover}) mid-crawl: {len(expected)} pages, {len(set(urls))} stored, "
+        f"{len(lost)} lost {lost[:5]}, {len(twice)} fetched more than once {twice[:5]}, "
+        f"{killed_at} requests before the kill"
+    )
     print(report)
     record_property(f"sentinel_failover_{failover}", report)
     # With asynchronous replication a push the old master acked but never sent to the replica is
@@ -127,20 +141,30 @@ def test_sentinels_setting_forms() -> None:
         parse_sentinels("s1:x")
     with pytest.raises(ValueError, match="REDIS_SENTINEL_MASTER is empty"):
         RedisConfig.from_settings(Settings({"REDIS_SENTINELS": "s1:26379"}))
-    config = RedisConfig.from_settings(Settings({
-        "REDIS_SENTINELS": "s1:26379", "REDIS_SENTINEL_MASTER": "m", "REDIS_URL": "redis://u:pw@ignored:1/2",
-    }))
+    config = RedisConfig.from_settings(
+        Settings(
+            {
+                "REDIS_SENTINELS": "s1:26379",
+                "REDIS_SENTINEL_MASTER": "m",
+                "REDIS_URL": "redis://u:pw@ignored:1/2",
+            }
+        )
+    )
     assert config.masked_url == "sentinel master m via s1:26379" and "pw" not in config.masked_url
 
 
 def test_unreachable_sentinel_is_one_clear_line() -> None:
     port = free_port()
-    error = one_error_line(crawl_preflight({"REDIS_SENTINELS": f"127.0.0.1:{port}", "REDIS_SENTINEL_MASTER": "dcmaster"}))
+    error = one_error_line(
+        crawl_preflight({"REDIS_SENTINELS": f"127.0.0.1:{port}", "REDIS_SENTINEL_MASTER": "dcmaster"})
+    )
     assert f"Cannot reach any Redis Sentinel of REDIS_SENTINELS (127.0.0.1:{port})" in error
 
 
 def test_unknown_master_name_is_one_clear_line(sentinel_set: SentinelSet) -> None:
-    error = one_error_line(crawl_preflight({"REDIS_SENTINELS": sentinel_set.sentinels, "REDIS_SENTINEL_MASTER": "nope"}))
+    error = one_error_line(
+        crawl_preflight({"REDIS_SENTINELS": sentinel_set.sentinels, "REDIS_SENTINEL_MASTER": "nope"})
+    )
     assert "monitors no master named 'nope' (it monitors: dcmaster); fix REDIS_SENTINEL_MASTER" in error
 
 
@@ -166,10 +190,17 @@ def test_failover_and_replica_errors_count_as_transient(tmp_path: Path) -> None:
 def test_password_from_redis_url_reaches_the_master_not_the_sentinel(tmp_path: Path) -> None:
     topology = SentinelSet(tmp_path / "auth", password="m4ster-pw").start()
     try:
+
         def config(url: str) -> RedisConfig:
-            return RedisConfig.from_settings(Settings({
-                "REDIS_SENTINELS": topology.sentinels, "REDIS_SENTINEL_MASTER": topology.master_name, "REDIS_URL": url,
-            }))
+            return RedisConfig.from_settings(
+                Settings(
+                    {
+                        "REDIS_SENTINELS": topology.sentinels,
+                        "REDIS_SENTINEL_MASTER": topology.master_name,
+                        "REDIS_URL": url,
+                    }
+                )
+            )
 
         good = config("redis://:m4ster-pw@unused/0")
         good.check_reachable()
@@ -192,9 +223,14 @@ def test_workers_follow_sentinel_while_the_old_master_still_takes_writes(tmp_pat
     keep succeeding there, so only asking Sentinel again moves a client to the new master."""
     no_demotion = ("--rename-command", "REPLICAOF", "", "--rename-command", "SLAVEOF", "")
     topology = SentinelSet(tmp_path / "partition", master_args=no_demotion).start()
-    config = RedisConfig.from_settings(Settings({
-        "REDIS_SENTINELS": topology.sentinels, "REDIS_SENTINEL_MASTER": topology.master_name,
-    }))
+    config = RedisConfig.from_settings(
+        Settings(
+            {
+                "REDIS_SENTINELS": topology.sentinels,
+                "REDIS_SENTINEL_MASTER": topology.master_name,
+            }
+        )
+    )
     old = redis.Redis.from_url(topology.master.url)
     new = redis.Redis.from_url(topology.replica.url)
 

@@ -16,10 +16,10 @@ import urllib.error
 import urllib.request
 import urllib.robotparser
 from collections import deque
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
 import pytest
@@ -54,9 +54,7 @@ def canonicalize(url: str) -> str:
     default = {"http": 80, "https": 443}.get(scheme)
     netloc = host if port is None or port == default else f"{host}:{port}"
     query = sorted(
-        (k, v)
-        for k, v in parse_qsl(parts.query, keep_blank_values=True)
-        if not (k.startswith("utm_") or k in TRACKING)
+        (k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not (k.startswith("utm_") or k in TRACKING)
     )
     return urlunsplit((scheme, netloc, parts.path or "/", urlencode(query), ""))
 

@@ -62,8 +62,7 @@ def pg_url() -> Iterator[str]:
     admin = _pg_admin_dsn()
     if admin is None:
         pytest.skip(
-            f"no PostgreSQL reachable at {PG_HOST}:{PG_PORT} with trust auth "
-            "as user postgres or root (database 'test')"
+            f"no PostgreSQL reachable at {PG_HOST}:{PG_PORT} with trust auth as user postgres or root (database 'test')"
         )
     import psycopg
 
@@ -115,8 +114,7 @@ def table_columns(url: str) -> dict[str, str]:
 
     with psycopg.connect(url) as conn:
         info = conn.execute(
-            "SELECT column_name, data_type FROM information_schema.columns "
-            "WHERE table_name = 'items'"
+            "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'items'"
         ).fetchall()
     return {name: dtype.upper() for name, dtype in info}
 
@@ -169,9 +167,7 @@ def test_reopen_keeps_rows(storage_url: str, opened: Callable[[], StorageBackend
     assert opened().count() == 1  # CREATE TABLE IF NOT EXISTS, data kept
 
 
-def test_upsert_updates_instead_of_duplicating(
-    storage_url: str, opened: Callable[[], StorageBackend]
-) -> None:
+def test_upsert_updates_instead_of_duplicating(storage_url: str, opened: Callable[[], StorageBackend]) -> None:
     backend = opened()
     backend.upsert_many([row(1), row(2)])
     backend.upsert_many([row(1, title="new", status=404, node="node-b"), row(3)])
@@ -198,9 +194,7 @@ def test_url_is_primary_key(storage_url: str, opened: Callable[[], StorageBacken
                 conn.execute(insert)
 
 
-def test_same_url_twice_in_one_batch_last_wins(
-    storage_url: str, opened: Callable[[], StorageBackend]
-) -> None:
+def test_same_url_twice_in_one_batch_last_wins(storage_url: str, opened: Callable[[], StorageBackend]) -> None:
     backend = opened()
     backend.upsert_many([row(1, title="old"), row(2), row(1, title="latest")])
     assert backend.count() == 2
@@ -210,8 +204,14 @@ def test_same_url_twice_in_one_batch_last_wins(
 def test_missing_columns_are_null(storage_url: str, opened: Callable[[], StorageBackend]) -> None:
     opened().upsert_many([{"url": "https://example.com/bare"}])
     assert read_rows(storage_url) == [
-        {"url": "https://example.com/bare", "title": None, "text": None,
-         "fetched_at": None, "status": None, "node": None}
+        {
+            "url": "https://example.com/bare",
+            "title": None,
+            "text": None,
+            "fetched_at": None,
+            "status": None,
+            "node": None,
+        }
     ]
 
 
@@ -274,7 +274,10 @@ def test_concurrent_writer_processes(storage_url: str, opened: Callable[[], Stor
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", _WRITER_SCRIPT, storage_url, str(w), "30"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
         )
         for w in range(4)
     ]
@@ -334,9 +337,7 @@ def test_sqlite_pragmas(tmp_path: Path) -> None:
         assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_sqlite_relative_path_uses_cwd_and_creates_dirs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_sqlite_relative_path_uses_cwd_and_creates_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     backend = open_storage("sqlite:///data/items.db")
     try:
@@ -450,10 +451,14 @@ def test_postgres_missing_database_is_storage_error(pg_url: str) -> None:
         ("postgresql://user:@host/db", "postgresql://user:***@host/db"),
         ("postgresql://user@host/db", "postgresql://user@host/db"),
         ("postgresql://host/db", "postgresql://host/db"),
-        ("postgresql://user:secret@host/db?sslmode=require&application_name=a@b",
-         "postgresql://user:***@host/db?sslmode=require&application_name=a@b"),
-        ("postgresql://host/db?user=u&password=secret&sslmode=require",
-         "postgresql://host/db?user=u&password=***&sslmode=require"),
+        (
+            "postgresql://user:secret@host/db?sslmode=require&application_name=a@b",
+            "postgresql://user:***@host/db?sslmode=require&application_name=a@b",
+        ),
+        (
+            "postgresql://host/db?user=u&password=secret&sslmode=require",
+            "postgresql://host/db?user=u&password=***&sslmode=require",
+        ),
         ("host=h user=u password=secret dbname=d", "host=h user=u password=*** dbname=d"),
         ("host=h password='se cret' dbname=d", "host=h password=*** dbname=d"),
         ("sqlite:///data/items.db", "sqlite:///data/items.db"),

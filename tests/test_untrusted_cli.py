@@ -18,9 +18,9 @@ import redis
 from scrapy.settings import Settings
 
 from distributed_crawler.cli.main import main, requeue_member
+from distributed_crawler.monitoring.nodes import NodeKeys, beat, heartbeat_script
 from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.monitoring.nodes import NodeKeys, beat, heartbeat_script
 from tests.conftest import ROOT
 from tests.garbage import write_all_garbage, write_wrong_types
 
@@ -28,8 +28,14 @@ DCRAWL = [sys.executable, "-m", "distributed_crawler"]
 
 
 def dcrawl(redis_url: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*DCRAWL, *args, "--redis-url", redis_url], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60, errors="replace")
+    return subprocess.run(
+        [*DCRAWL, *args, "--redis-url", redis_url],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        errors="replace",
+    )
 
 
 def assert_readable(proc: subprocess.CompletedProcess) -> None:
@@ -40,17 +46,37 @@ def assert_readable(proc: subprocess.CompletedProcess) -> None:
 def garbage(redis_client: redis.Redis, tmp_path: Path) -> Path:
     """A live node with real heartbeats, a real dead letter, then every kind of garbage everywhere."""
     keys = NodeKeys.from_settings(Settings(), "news")
-    run_sync(beat(heartbeat_script(redis_client), keys, "node-1", 10.0,
-                  {"state": "running", "pages": 7, "items": 4, "rate": 3.5, "host": "h"}, (7, 4, 0)))
-    redis_client.lpush("{news}:failed", json.dumps({"url": "http://e.com/ok", "reason": "HTTP 500", "source": "retry",
-                                                    "payload": json.dumps({"url": "http://e.com/ok"}), "priority": 0}))
+    run_sync(
+        beat(
+            heartbeat_script(redis_client),
+            keys,
+            "node-1",
+            10.0,
+            {"state": "running", "pages": 7, "items": 4, "rate": 3.5, "host": "h"},
+            (7, 4, 0),
+        )
+    )
+    redis_client.lpush(
+        "{news}:failed",
+        json.dumps(
+            {
+                "url": "http://e.com/ok",
+                "reason": "HTTP 500",
+                "source": "retry",
+                "payload": json.dumps({"url": "http://e.com/ok"}),
+                "priority": 0,
+            }
+        ),
+    )
     marker = tmp_path / "unpickled"
     write_all_garbage(redis_client, "news", marker=marker, node_ids=("node-1",))
     return marker
 
 
 @pytest.mark.timeout(120)
-def test_status_and_failed_survive_every_kind_of_garbage_in_every_key(redis_url: str, redis_client: redis.Redis, tmp_path: Path) -> None:
+def test_status_and_failed_survive_every_kind_of_garbage_in_every_key(
+    redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
     marker = garbage(redis_client, tmp_path)
 
     proc = dcrawl(redis_url, "status", "news", "--json")
@@ -99,7 +125,9 @@ def test_status_and_failed_survive_every_kind_of_garbage_in_every_key(redis_url:
 
 
 @pytest.mark.timeout(120)
-def test_keys_of_the_wrong_type_are_named_with_their_fix(redis_url: str, redis_client: redis.Redis, tmp_path: Path) -> None:
+def test_keys_of_the_wrong_type_are_named_with_their_fix(
+    redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
     garbage(redis_client, tmp_path)
     wrong = write_wrong_types(redis_client)
     proc = dcrawl(redis_url, "status", "news", "--json")
@@ -113,19 +141,31 @@ def test_keys_of_the_wrong_type_are_named_with_their_fix(redis_url: str, redis_c
     flat = " ".join(proc.stdout.split())
     for key in wrong:
         assert f"redis-cli del '{key}'" in flat
-    for args in (("failed", "news"), ("failed", "news", "--json"), ("failed", "news", "--requeue"), ("proxies", "list")):
+    for args in (
+        ("failed", "news"),
+        ("failed", "news", "--json"),
+        ("failed", "news", "--requeue"),
+        ("proxies", "list"),
+    ):
         proc = dcrawl(redis_url, *args)
         assert_readable(proc)
     assert "redis-cli del '{news}:failed'" in dcrawl(redis_url, "failed", "news").stderr
 
 
 @pytest.mark.timeout(120)
-def test_dashboard_api_survives_garbage_and_wrong_types(redis_url: str, redis_client: redis.Redis, tmp_path: Path) -> None:
+def test_dashboard_api_survives_garbage_and_wrong_types(
+    redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
     garbage(redis_client, tmp_path)
     redis_client.set("{other}:nodes", "a string")  # a second spider whose nodes key is of the wrong type
     redis_client.zadd(b"{\xff\xfe}:requests", {b"x": 1})  # a spider name that is not text
-    proc = subprocess.Popen([*DCRAWL, "dashboard", "--port", "0", "--redis-url", redis_url], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*DCRAWL, "dashboard", "--port", "0", "--redis-url", redis_url],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline()
         url = line.split(" on ", 1)[1].split()[0]
@@ -134,7 +174,7 @@ def test_dashboard_api_survives_garbage_and_wrong_types(redis_url: str, redis_cl
                 assert response.status == 200
                 body = response.read().decode()
             if path.startswith("api/"):
-                data = json.loads(body, parse_constant=lambda c: pytest.fail(f"{c} in {path}"))
+                data = json.loads(body, parse_constant=lambda c, path=path: pytest.fail(f"{c} in {path}"))
                 if path == "api/status":
                     assert set(data["spiders"]) == {"news", "other"}
                     assert data["spiders"]["news"]["skipped"]
@@ -152,20 +192,32 @@ def test_requeue_member_takes_only_valid_requests() -> None:
     ok = {"source": "retry", "payload": '{"url": "http://e.com/", "meta": {"retry_times": 2}}', "priority": 3}
     assert requeue_member(ok) == '0:3:{"url":"http://e.com/","meta":{}}'
     for bad in (
-        {**ok, "priority": "high"}, {**ok, "priority": float("nan")}, {**ok, "priority": 1e999},
-        {**ok, "priority": 2**40}, {**ok, "priority": [1]}, {**ok, "priority": True}, {**ok, "priority": 1.5},
-        {**ok, "payload": "\x80\x04garbage"}, {**ok, "payload": "[1, 2]"}, {**ok, "payload": '{"url": 5}'},
-        {**ok, "payload": '{"url": "file:///etc/passwd"}'}, {**ok, "payload": 42}, {**ok, "payload": ""},
+        {**ok, "priority": "high"},
+        {**ok, "priority": float("nan")},
+        {**ok, "priority": 1e999},
+        {**ok, "priority": 2**40},
+        {**ok, "priority": [1]},
+        {**ok, "priority": True},
+        {**ok, "priority": 1.5},
+        {**ok, "payload": "\x80\x04garbage"},
+        {**ok, "payload": "[1, 2]"},
+        {**ok, "payload": '{"url": 5}'},
+        {**ok, "payload": '{"url": "file:///etc/passwd"}'},
+        {**ok, "payload": 42},
+        {**ok, "payload": ""},
         {**ok, "payload": '{"url": "http://e.com/' + "a" * 2_000_000 + '"}'},
-        {**ok, "source": "seed"}, {**ok, "source": ["retry"]}, {"url": "", "reason": "unreadable dead letter"},
+        {**ok, "source": "seed"},
+        {**ok, "source": ["retry"]},
+        {"url": "", "reason": "unreadable dead letter"},
     ):
         assert requeue_member(bad) is None, bad
     assert requeue_member({**ok, "priority": 4.0}) is not None
     assert requeue_member({k: v for k, v in ok.items() if k != "priority"}).startswith("0:0:")
 
 
-def test_status_in_process_reads_garbage_with_the_sync_client(redis_url: str, redis_client: redis.Redis,
-                                                             tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_status_in_process_reads_garbage_with_the_sync_client(
+    redis_url: str, redis_client: redis.Redis, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     garbage(redis_client, tmp_path)
     assert main(["status", "news", "--json", "--redis-url", redis_url]) == 0
     status = json.loads(capsys.readouterr().out)

@@ -21,14 +21,21 @@ from scrapy import Request, Spider
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
+from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, preview
 from distributed_crawler.dedup.bloom import BloomMetaError, BloomState
+from distributed_crawler.dedup.dupefilter import (
+    BitmapDedup,
+    BloomConfig,
+    DedupDataError,
+    SetDedup,
+    choose_dedup,
+    reset_dedup,
+)
 from distributed_crawler.queue.codec import PayloadError, RequestCodec
 from distributed_crawler.queue.deadletters import DeadLetters
-from distributed_crawler.dedup.dupefilter import BitmapDedup, BloomConfig, DedupDataError, SetDedup, choose_dedup, reset_dedup
 from distributed_crawler.queue.enqueue import Enqueuer
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.seeds import SeedError, parse_seed
-from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, preview
 from tests.conftest import Workers
 from tests.site.server import NewsSite
 from tests.test_crash_safety import rows, wait_until
@@ -41,29 +48,58 @@ MEGABYTE = b"x" * (1 << 20)
 class NewsLike(Spider):
     name = "news"
 
-    def parse(self, response):  # noqa: ANN001, ANN201
+    def parse(self, response):
         return None
 
 
-def payload(**fields) -> str:  # noqa: ANN003
+def payload(**fields) -> str:
     base = {"v": 1, "class": "scrapy.http.request.Request", "url": "http://example.com/"}
     base.update(fields)
     return json.dumps(base)
 
 
 # -- codec: any malformed payload is a PayloadError with a reason ----------------------------------
-@pytest.mark.parametrize("raw", [
-    PICKLED, b"\xff\xfe\x00binary", b'{"v": 1, "url": "http://e', b"[1, 2, 3]", b'"a string"', b"null",
-    b"[" * 100_000, MEGABYTE, b"NaN",
-    payload(url=5), payload(url=None), payload(meta=[1, 2]), payload(meta="m"), payload(headers="h"),
-    payload(headers={"A": [1]}), payload(headers={"A": {"b": 1}}), payload(priority="high"),
-    payload(priority=1.5), payload(priority=10**30), payload(priority=True), payload(callback=5),
-    payload(callback="_private"), payload(callback="nope"), payload(errback=["x"]), payload(body=7),
-    payload(body="!!not base64!!"), payload(cookies="c=1"), payload(flags="f"), payload(cb_kwargs=[1]),
-    payload(encoding=5), payload(encoding="no-such-codec"), payload(method=5), payload(**{"class": ["x"]}),
-    payload(**{"class": "os.system"}), payload(url="no scheme"),
-    '{"v": 1, "class": "scrapy.http.request.Request", "url": "http://e/", "priority": Infinity}',
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        PICKLED,
+        b"\xff\xfe\x00binary",
+        b'{"v": 1, "url": "http://e',
+        b"[1, 2, 3]",
+        b'"a string"',
+        b"null",
+        b"[" * 100_000,
+        MEGABYTE,
+        b"NaN",
+        payload(url=5),
+        payload(url=None),
+        payload(meta=[1, 2]),
+        payload(meta="m"),
+        payload(headers="h"),
+        payload(headers={"A": [1]}),
+        payload(headers={"A": {"b": 1}}),
+        payload(priority="high"),
+        payload(priority=1.5),
+        payload(priority=10**30),
+        payload(priority=True),
+        payload(callback=5),
+        payload(callback="_private"),
+        payload(callback="nope"),
+        payload(errback=["x"]),
+        payload(body=7),
+        payload(body="!!not base64!!"),
+        payload(cookies="c=1"),
+        payload(flags="f"),
+        payload(cb_kwargs=[1]),
+        payload(encoding=5),
+        payload(encoding="no-such-codec"),
+        payload(method=5),
+        payload(**{"class": ["x"]}),
+        payload(**{"class": "os.system"}),
+        payload(url="no scheme"),
+        '{"v": 1, "class": "scrapy.http.request.Request", "url": "http://e/", "priority": Infinity}',
+    ],
+)
 def test_codec_rejects_garbage_with_payload_error(raw: bytes | str) -> None:
     with pytest.raises(PayloadError):
         RequestCodec(NewsLike()).decode(raw)
@@ -75,18 +111,27 @@ def test_codec_drops_private_meta_from_redis() -> None:
 
 
 # -- seeds ------------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("raw", "kind"), [
-    (PICKLED, "not_utf8"), (b"\xff\xfe", "not_utf8"), (MEGABYTE, "too_large"), (b"{" + b"[" * 60_000, "bad_json"),
-    (b'{"url": 5}', "bad_url"), (b'{"url": "http://e.com/", "meta": [1]}', "bad_meta"),
-    (b'{"url": "http://e.com/", "headers": "h"}', "bad_headers"),
-    (b'{"url": "http://e.com/", "headers": {"a": [1]}}', "bad_headers"),
-    (b'{"url": "http://e.com/", "priority": "1"}', "bad_priority"),
-    (b'{"url": "http://e.com/", "priority": 1.5}', "bad_priority"),
-    (b'{"url": "http://e.com/", "priority": 99999999999}', "bad_priority"),
-    (b'{"url": "http://e.com/", "callback": 3}', "bad_callback"),
-    (b'{"url": "http://e.com/", "meta": {"_dc_lease": "x"}}', "bad_meta"),
-    (b"[1]", "bad_scheme"), (b"\x00\x01\x02", "bad_scheme"), (b"http://", "not_a_url"),
-])
+@pytest.mark.parametrize(
+    ("raw", "kind"),
+    [
+        (PICKLED, "not_utf8"),
+        (b"\xff\xfe", "not_utf8"),
+        (MEGABYTE, "too_large"),
+        (b"{" + b"[" * 60_000, "bad_json"),
+        (b'{"url": 5}', "bad_url"),
+        (b'{"url": "http://e.com/", "meta": [1]}', "bad_meta"),
+        (b'{"url": "http://e.com/", "headers": "h"}', "bad_headers"),
+        (b'{"url": "http://e.com/", "headers": {"a": [1]}}', "bad_headers"),
+        (b'{"url": "http://e.com/", "priority": "1"}', "bad_priority"),
+        (b'{"url": "http://e.com/", "priority": 1.5}', "bad_priority"),
+        (b'{"url": "http://e.com/", "priority": 99999999999}', "bad_priority"),
+        (b'{"url": "http://e.com/", "callback": 3}', "bad_callback"),
+        (b'{"url": "http://e.com/", "meta": {"_dc_lease": "x"}}', "bad_meta"),
+        (b"[1]", "bad_scheme"),
+        (b"\x00\x01\x02", "bad_scheme"),
+        (b"http://", "not_a_url"),
+    ],
+)
 def test_seed_garbage_is_a_seed_error(raw: bytes, kind: str) -> None:
     with pytest.raises(SeedError) as info:
         parse_seed(raw, 65536)
@@ -103,7 +148,8 @@ def test_dead_letters_cap_the_raw_payload(redis_client: redis.Redis, redis_url: 
         client = redis.asyncio.Redis.from_url(redis_url)
         await client.zadd(KEYS.processing, {b"1:0:" + MEGABYTE: 1, b"1:0:" + PICKLED: 1})
         await DeadLetters(client, KEYS.failed, "n", 10).undecodable(
-            [(b"1:0:" + MEGABYTE, "r" * 5000), (b"1:0:" + PICKLED, "pickle")], KEYS.processing)
+            [(b"1:0:" + MEGABYTE, "r" * 5000), (b"1:0:" + PICKLED, "pickle")], KEYS.processing
+        )
         await client.aclose()
 
     asyncio.run(run())
@@ -113,15 +159,37 @@ def test_dead_letters_cap_the_raw_payload(redis_client: redis.Redis, redis_url: 
 
 
 # -- Bloom meta hash --------------------------------------------------------------------------------
-GOOD_META = {"layers": "1", "L0:cap": "1000", "L0:p": "0.001", "L0:m": "16384", "L0:k": "10",
-             "L0:pbits": "16384", "L0:pieces": "1", "L0:n": "3", "capacity": "1000", "error_rate": "0.001"}
+GOOD_META = {
+    "layers": "1",
+    "L0:cap": "1000",
+    "L0:p": "0.001",
+    "L0:m": "16384",
+    "L0:k": "10",
+    "L0:pbits": "16384",
+    "L0:pieces": "1",
+    "L0:n": "3",
+    "capacity": "1000",
+    "error_rate": "0.001",
+}
 
 
-@pytest.mark.parametrize("change", [
-    {"layers": "abc"}, {"layers": "nan"}, {"layers": "1e9"}, {"layers": "-1"}, {"layers": "2"},
-    {"L0:m": "x"}, {"L0:k": "0"}, {"L0:p": "nan"}, {"L0:p": "inf"}, {"L0:pieces": "-4"}, {"L0:cap": None},
-    {"L0:k": b"\xff"},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"layers": "abc"},
+        {"layers": "nan"},
+        {"layers": "1e9"},
+        {"layers": "-1"},
+        {"layers": "2"},
+        {"L0:m": "x"},
+        {"L0:k": "0"},
+        {"L0:p": "nan"},
+        {"L0:p": "inf"},
+        {"L0:pieces": "-4"},
+        {"L0:cap": None},
+        {"L0:k": b"\xff"},
+    ],
+)
 def test_bloom_meta_garbage_is_a_bloom_meta_error(change: dict) -> None:
     meta = {**GOOD_META, **change}
     meta = {k: v for k, v in meta.items() if v is not None}
@@ -191,8 +259,9 @@ def test_episode_log_once_until_ok(caplog: pytest.LogCaptureFixture) -> None:
 
 
 # -- politeness and proxies -------------------------------------------------------------------------
-def test_rate_key_garbage_never_breaks_a_request(redis_url: str, redis_client: redis.Redis,
-                                                 caplog: pytest.LogCaptureFixture) -> None:
+def test_rate_key_garbage_never_breaks_a_request(
+    redis_url: str, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
     from distributed_crawler.downloadermiddlewares.politeness import DomainRateLimitMiddleware
 
     crawler = get_crawler(settings_dict={"REDIS_URL": redis_url, "DOMAIN_RATE_LIMIT": 100})
@@ -222,16 +291,17 @@ def test_rate_key_garbage_never_breaks_a_request(redis_url: str, redis_client: r
     assert len(errors) == 1 and "holds a hash" in errors[0]
 
 
-def test_proxy_pool_garbage_members_and_wrong_type(redis_url: str, redis_client: redis.Redis,
-                                                   caplog: pytest.LogCaptureFixture) -> None:
+def test_proxy_pool_garbage_members_and_wrong_type(
+    redis_url: str, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
     from tests.test_proxy_pool import middleware_run
 
     good = "http://127.0.0.1:3128"
     redis_client.zadd("dc:proxies", {b"\x80\x04garbage": 50, "not a url": 50, "ftp://x:1": 50, good: 1})
 
-    async def picks(mw):  # noqa: ANN001, ANN202
+    async def picks(mw):
         mw.crawler.crawling = True
-        return [(await mw.process_request(Request(f"http://example.com/{i}")), ) for i in range(20)]
+        return [(await mw.process_request(Request(f"http://example.com/{i}")),) for i in range(20)]
 
     with caplog.at_level(logging.WARNING):
         middleware_run(redis_url, picks, PROXY_EMPTY_POLICY="direct")
@@ -241,7 +311,7 @@ def test_proxy_pool_garbage_members_and_wrong_type(redis_url: str, redis_client:
     redis_client.set("dc:proxies", "x")
     caplog.clear()
 
-    async def direct(mw):  # noqa: ANN001, ANN202
+    async def direct(mw):
         mw.crawler.crawling = True
         requests = [Request(f"http://example.com/{i}") for i in range(5)]
         for request in requests:
@@ -258,12 +328,14 @@ def test_proxy_pool_garbage_members_and_wrong_type(redis_url: str, redis_client:
 # -- a real worker --------------------------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_worker_survives_garbage_and_a_wrong_type_key_mid_crawl(workers: Workers, redis_client: redis.Redis,
-                                                                tmp_path: Path) -> None:
+def test_worker_survives_garbage_and_a_wrong_type_key_mid_crawl(
+    workers: Workers, redis_client: redis.Redis, tmp_path: Path
+) -> None:
     garbage_lease = b"\x80\x04" + PICKLED  # expired, without an envelope: reclaim must not die on it
     redis_client.zadd(KEYS.processing, {garbage_lease: 1})
-    redis_client.zadd(KEYS.requests, {b"not ours at all": -1, b"0:0:" + payload(url=5).encode(): -2,
-                                      b"0:0:" + MEGABYTE: -3})
+    redis_client.zadd(
+        KEYS.requests, {b"not ours at all": -1, b"0:0:" + payload(url=5).encode(): -2, b"0:0:" + MEGABYTE: -3}
+    )
     with NewsSite(articles=30, per_page=10, delay=0.3) as site:
         redis_client.lpush("news:start_urls", site.url + "/", PICKLED, b'{"url": "http://e.com/", "meta": [1]}')
         workers.start("w", "SCHEDULER_LEASE_SECONDS=3", "CONCURRENT_REQUESTS=2", "MAX_IDLE_TIME_BEFORE_CLOSE=2")
@@ -297,7 +369,9 @@ def test_preflight_lets_a_node_start_on_a_wrong_type_dupefilter(redis_url: str, 
     from distributed_crawler.connection.clients import RedisConfig
 
     redis_client.set("{news}:dupefilter", "not a filter")
-    settings = Settings({"REDIS_URL": redis_url, "DUPEFILTER_CLASS": "distributed_crawler.dedup.dupefilter.BloomDupeFilter"})
+    settings = Settings(
+        {"REDIS_URL": redis_url, "DUPEFILTER_CLASS": "distributed_crawler.dedup.dupefilter.BloomDupeFilter"}
+    )
     check_dupefilter(settings, RedisConfig.from_settings(settings), "news")
     err = capsys.readouterr().err
     assert err.startswith("WARNING: ") and "{news}:dupefilter" in err and "dcrawl dedup reset" in err

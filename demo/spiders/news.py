@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 from scrapy.http import Response, TextResponse
 
-from distributed_crawler.rendering.frames import frames_text, static_iframe_urls
 from demo.items import PageItem
+from distributed_crawler.rendering.frames import frames_text, static_iframe_urls
 from distributed_crawler.spiders.redis_spider import RedisSpider
 
 _SPACES = re.compile(r"\s+")
@@ -38,7 +38,7 @@ class NewsSpider(RedisSpider):
             url=fingerprinter.canonical_url(response.url),
             title=(response.css("title::text").get() or "").strip(),
             text=" ".join(filter(None, (visible_text(response), frames_text(response.meta.get("frames"))))),
-            fetched_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            fetched_at=datetime.now(UTC).isoformat(timespec="seconds"),
             status=response.status,
             node=self.node_id,
         )

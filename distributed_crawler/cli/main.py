@@ -16,26 +16,25 @@ from typing import Any
 from redis.exceptions import ResponseError
 from rich.console import Console
 from rich.table import Table
+from scrapy import Request
+from scrapy.utils.misc import load_object
 from scrapy.utils.project import get_project_settings
 
 from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
-from scrapy import Request
-from scrapy.utils.misc import load_object
-
-from distributed_crawler.queue.deadletters import fresh_payload
-from distributed_crawler.queue.envelope import MAX_PRIORITY, make_member
-from distributed_crawler.monitoring.nodes import clean_json
-from distributed_crawler.dedup.dupefilter import SetDedup, describe_dedup, reset_dedup
-from distributed_crawler.queue.enqueue import Enqueuer, run_sync
-from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.storage.backends import mask_url as mask_storage_url
-from distributed_crawler.storage.backends import open_storage
+from distributed_crawler.connection.untrusted import preview, text, wrong_type_message
 from distributed_crawler.core.scheduler import SchedulerConfig
+from distributed_crawler.dedup.dupefilter import SetDedup, describe_dedup, reset_dedup
+from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
+from distributed_crawler.monitoring.nodes import clean_json
+from distributed_crawler.monitoring.status import render_status, status_now, watch_status
+from distributed_crawler.queue.deadletters import fresh_payload
+from distributed_crawler.queue.enqueue import Enqueuer, run_sync
+from distributed_crawler.queue.envelope import MAX_PRIORITY, make_member
+from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import Scripts
 from distributed_crawler.queue.seeds import SeedError, parse_seed
-from distributed_crawler.monitoring.status import render_status, status_now, watch_status
-from distributed_crawler.connection.untrusted import preview, text, wrong_type_message
+from distributed_crawler.storage.backends import mask_url as mask_storage_url
+from distributed_crawler.storage.backends import open_storage
 
 
 class CliError(Exception):
@@ -141,8 +140,14 @@ def cmd_failed(args: argparse.Namespace) -> int:
         if args.json:
             _print_json([])
         return 0
-    note = (f"{unreadable} unreadable {'entry' if unreadable == 1 else 'entries'} in {keys.failed} "
-            "(not a JSON object; shown as 'unreadable dead letter', kept by --requeue)") if unreadable else ""
+    note = (
+        (
+            f"{unreadable} unreadable {'entry' if unreadable == 1 else 'entries'} in {keys.failed} "
+            "(not a JSON object; shown as 'unreadable dead letter', kept by --requeue)"
+        )
+        if unreadable
+        else ""
+    )
     if args.requeue:
         return _requeue(settings, client, keys, raw, entries)
     if args.json:
@@ -154,8 +159,13 @@ def cmd_failed(args: argparse.Namespace) -> int:
     for col in ("url", "reason", "status", "attempts", "node"):
         table.add_column(col, overflow="fold")
     for e in entries:
-        table.add_row(str(e.get("url", ""))[:500], str(e.get("reason", ""))[:500], str(e.get("status") or "")[:20],
-                      str(e.get("attempts", ""))[:20], str(e.get("node", ""))[:100])
+        table.add_row(
+            str(e.get("url", ""))[:500],
+            str(e.get("reason", ""))[:500],
+            str(e.get("status") or "")[:20],
+            str(e.get("attempts", ""))[:20],
+            str(e.get("node", ""))[:100],
+        )
     Console().print(table)
     if note:
         print(note)
@@ -204,12 +214,17 @@ def _requeue(settings: Any, client: Any, keys: SpiderKeys, raw: list[bytes], ent
         try:
             run_sync(enqueuer.run("push", [("", True, member)]))
         except ResponseError as exc:  # e.g. a queue or sequence key holding garbage: stop, keep the rest
-            print(f"requeued {requeued}; stopped: Redis refused the push ({str(exc)[:200]}); the entries stay in "
-                  f"{keys.failed}; see `dcrawl status {keys.spider}` for keys holding bad data", file=sys.stderr)
+            print(
+                f"requeued {requeued}; stopped: Redis refused the push ({str(exc)[:200]}); the entries stay in "
+                f"{keys.failed}; see `dcrawl status {keys.spider}` for keys holding bad data",
+                file=sys.stderr,
+            )
             return 1
         client.lrem(keys.failed, 1, item)
         requeued += 1
-    print(f"requeued {requeued}; kept {kept} that carry no request (rejected seeds, undecodable payloads, unreadable entries)")
+    print(
+        f"requeued {requeued}; kept {kept} that carry no request (rejected seeds, undecodable payloads, unreadable entries)"
+    )
     return 0
 
 
@@ -229,8 +244,12 @@ def _dupefilter(settings: Any, client: Any, keys: SpiderKeys) -> tuple[Any, Any]
     """The configured dupefilter and its backend, opened on a sync client."""
     dupefilter_cls = load_object(settings["DUPEFILTER_CLASS"])
     options = dupefilter_cls.options(settings)
-    df = dupefilter_cls(RedisConfig.from_settings(settings), keys, CanonicalFingerprinter(
-        FingerprintConfig.from_settings(settings)), **options)
+    df = dupefilter_cls(
+        RedisConfig.from_settings(settings),
+        keys,
+        CanonicalFingerprinter(FingerprintConfig.from_settings(settings)),
+        **options,
+    )
     return df, run_sync(df.open_dedup(client))
 
 
@@ -281,7 +300,14 @@ def cmd_dedup(args: argparse.Namespace) -> int:
 
 def cmd_proxies(args: argparse.Namespace) -> int:
     """The shared proxy pool: add, list, remove, reset (docs/proxies.md). Never prints a password."""
-    from distributed_crawler.proxies.pool import ProxyConfig, ProxyPool, mask_proxy, match_proxies, parse_proxies, read_proxy_file
+    from distributed_crawler.proxies.pool import (
+        ProxyConfig,
+        ProxyPool,
+        mask_proxy,
+        match_proxies,
+        parse_proxies,
+        read_proxy_file,
+    )
 
     settings = _settings(args)
     redis_config = RedisConfig.from_settings(settings)
@@ -302,7 +328,8 @@ def cmd_proxies(args: argparse.Namespace) -> int:
     if args.action == "list":
         shown = [{**e, "url": mask_proxy(e["url"])[:300]} for e in entries]
         summary = {
-            "pool_key": config.pool_key, "dead_key": config.dead_key,
+            "pool_key": config.pool_key,
+            "dead_key": config.dead_key,
             "healthy": sum(1 for e in entries if e["state"] == "healthy"),
             "failing": sum(1 for e in entries if e["state"] == "failing"),
             "dead": sum(1 for e in entries if e["state"] == "dead"),
@@ -310,13 +337,17 @@ def cmd_proxies(args: argparse.Namespace) -> int:
         if args.json:
             _print_json({**summary, "proxies": shown})
             return 0
-        table = Table(title=f"{config.pool_key}: {summary['healthy']} healthy, {summary['failing']} failing, "
-                            f"{summary['dead']} dead ({config.dead_key})")
+        table = Table(
+            title=f"{config.pool_key}: {summary['healthy']} healthy, {summary['failing']} failing, "
+            f"{summary['dead']} dead ({config.dead_key})"
+        )
         for col in ("proxy", "state", "score", "last error", "dead since"):
             table.add_column(col, overflow="fold")
         for e in shown:
             since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["since"])) if e["since"] else ""
-            table.add_row(e["url"], e["state"], "" if e["score"] is None else f"{e['score']:g}", e["error"] or "", since)
+            table.add_row(
+                e["url"], e["state"], "" if e["score"] is None else f"{e['score']:g}", e["error"] or "", since
+            )
         Console().print(table)
         return 0
     known = [e["url"] for e in entries]
@@ -363,8 +394,15 @@ def _proxy_entries(client: Any, pool_key: str, dead_key: str) -> tuple[list[dict
                 skipped[pool_key] += 1
                 continue
             finite_score = score if math.isfinite(score) else None
-            out.append({"url": url, "state": "healthy" if score > 0 else "failing", "score": finite_score,
-                        "error": None, "since": None})
+            out.append(
+                {
+                    "url": url,
+                    "state": "healthy" if score > 0 else "failing",
+                    "score": finite_score,
+                    "error": None,
+                    "since": None,
+                }
+            )
     if not any(dead_key in n for n in notes):
         for raw, value in sorted(client.hgetall(dead_key).items()):
             url = member_url(raw)
@@ -373,12 +411,17 @@ def _proxy_entries(client: Any, pool_key: str, dead_key: str) -> tuple[list[dict
                 continue
             info, _ = read_dead_letter(value)
             score, since, error = info.get("score"), info.get("since"), info.get("error")
-            out.append({
-                "url": url, "state": "dead",
-                "score": score if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
-                "error": error[:500] if isinstance(error, str) else None,
-                "since": since if isinstance(since, (int, float)) and not isinstance(since, bool) and 0 < since < 1e11 else None,
-            })
+            out.append(
+                {
+                    "url": url,
+                    "state": "dead",
+                    "score": score if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
+                    "error": error[:500] if isinstance(error, str) else None,
+                    "since": since
+                    if isinstance(since, (int, float)) and not isinstance(since, bool) and 0 < since < 1e11
+                    else None,
+                }
+            )
     for key, n in skipped.items():
         if n:
             notes.append(f"skipped {n} unreadable {'entry' if n == 1 else 'entries'} in {key}")

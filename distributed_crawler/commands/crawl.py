@@ -15,14 +15,14 @@ from scrapy.utils.misc import load_object
 
 from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
 from distributed_crawler.dedup.dupefilter import BloomConfig, BloomDupeFilter, DedupError, choose_dedup
-from distributed_crawler.queue.enqueue import DedupDataError, run_sync
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.storage.pipeline import StorageConfig, StoragePipeline
 from distributed_crawler.downloadermiddlewares.politeness import DomainRateLimitMiddleware, PolitenessConfig
-from distributed_crawler.proxies.pool import ProxyConfig
 from distributed_crawler.downloadermiddlewares.proxy import ProxyPoolMiddleware
 from distributed_crawler.downloadermiddlewares.retry import DistributedRetryMiddleware, RetryConfig
+from distributed_crawler.proxies.pool import ProxyConfig
+from distributed_crawler.queue.enqueue import DedupDataError, run_sync
+from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.storage.backends import StorageError, open_storage
+from distributed_crawler.storage.pipeline import StorageConfig, StoragePipeline
 
 
 class Command(ScrapyCrawlCommand):
@@ -33,9 +33,15 @@ class Command(ScrapyCrawlCommand):
             redis_config.check_reachable()
             if args:
                 check_dupefilter(self.settings, redis_config, args[0])
-            if any(ProxyPoolMiddleware is _load(m) for m, on in self.settings.getdict("DOWNLOADER_MIDDLEWARES").items() if on is not None):
+            if any(
+                ProxyPoolMiddleware is _load(m)
+                for m, on in self.settings.getdict("DOWNLOADER_MIDDLEWARES").items()
+                if on is not None
+            ):
                 ProxyConfig.from_settings(self.settings)  # a malformed proxy URL: one line, exit 2
-            middlewares = {_load(m) for m, on in self.settings.getdict("DOWNLOADER_MIDDLEWARES").items() if on is not None}
+            middlewares = {
+                _load(m) for m, on in self.settings.getdict("DOWNLOADER_MIDDLEWARES").items() if on is not None
+            }
             if DistributedRetryMiddleware in middlewares:
                 RetryConfig.from_settings(self.settings)  # e.g. RETRY_BACKOFF_MAX below the base
             if DomainRateLimitMiddleware in middlewares:

@@ -26,16 +26,24 @@ import redis.sentinel
 from redis._parsers.base import BaseParser
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.connection import parse_url
-from redis.exceptions import ClusterDownError, ClusterError, ReadOnlyError, RedisClusterException
+from redis.exceptions import (
+    ClusterDownError,
+    ClusterError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    RedisClusterException,
+    ResponseError,
+    SlotNotCoveredError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import OutOfMemoryError, ResponseError, SlotNotCoveredError, TryAgainError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.sentinel import MasterNotFoundError
 from scrapy.settings import BaseSettings
 
 from distributed_crawler.connection.cluster_client import AsyncClusterClient
-from distributed_crawler.defaults import get_setting
 from distributed_crawler.connection.sentinel_pool import FollowingSentinelPool
+from distributed_crawler.defaults import get_setting
 
 logger = logging.getLogger(__name__)
 
@@ -54,9 +62,17 @@ BaseParser.EXCEPTION_CLASSES.setdefault("NOREPLICAS", NoReplicasError)
 # (NOREPLICAS), a Cluster resharding or failing over, a server at `maxmemory` refusing writes
 # (OOM: the operator frees memory or raises the limit; waiting keeps the work, dying would not).
 TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
-    RedisConnectionError, RedisTimeoutError, OSError, OutOfMemoryError,
-    MasterNotFoundError, ReadOnlyError, NoReplicasError,
-    ClusterDownError, ClusterError, TryAgainError, SlotNotCoveredError,
+    RedisConnectionError,
+    RedisTimeoutError,
+    OSError,
+    OutOfMemoryError,
+    MasterNotFoundError,
+    ReadOnlyError,
+    NoReplicasError,
+    ClusterDownError,
+    ClusterError,
+    TryAgainError,
+    SlotNotCoveredError,
 )
 SENTINEL_PORT = 26379
 _TRUE = ("1", "true", "yes", "on")
@@ -125,9 +141,7 @@ class RedisConfig:
         url = str(get_setting(settings, "REDIS_URL"))
         scheme = urlsplit(url).scheme
         if scheme not in ("redis", "rediss", "unix"):
-            raise ValueError(
-                f"REDIS_URL ({mask_url(url)}) must start with redis://, rediss:// or unix://"
-            )
+            raise ValueError(f"REDIS_URL ({mask_url(url)}) must start with redis://, rediss:// or unix://")
         timeout = float(get_setting(settings, "REDIS_SOCKET_TIMEOUT"))
         if timeout <= 0:
             raise ValueError(f"REDIS_SOCKET_TIMEOUT ({timeout}) must be > 0")
@@ -135,20 +149,28 @@ class RedisConfig:
         sentinels = parse_sentinels(get_setting(settings, "REDIS_SENTINELS"))
         master = str(get_setting(settings, "REDIS_SENTINEL_MASTER") or "")
         if cluster and sentinels:
-            raise ValueError("REDIS_CLUSTER and REDIS_SENTINELS are both set; a Redis Cluster fails over "
-                             "by itself: unset REDIS_SENTINELS (or REDIS_CLUSTER)")
+            raise ValueError(
+                "REDIS_CLUSTER and REDIS_SENTINELS are both set; a Redis Cluster fails over "
+                "by itself: unset REDIS_SENTINELS (or REDIS_CLUSTER)"
+            )
         if sentinels and not master:
-            raise ValueError("REDIS_SENTINELS is set but REDIS_SENTINEL_MASTER is empty; set it to the "
-                             "name in the sentinels' `sentinel monitor <name> ...` line")
+            raise ValueError(
+                "REDIS_SENTINELS is set but REDIS_SENTINEL_MASTER is empty; set it to the "
+                "name in the sentinels' `sentinel monitor <name> ...` line"
+            )
         if master and not sentinels:
-            raise ValueError(f"REDIS_SENTINEL_MASTER ({master}) is set but REDIS_SENTINELS is empty; "
-                             "set REDIS_SENTINELS=host:port[,host:port...]")
+            raise ValueError(
+                f"REDIS_SENTINEL_MASTER ({master}) is set but REDIS_SENTINELS is empty; "
+                "set REDIS_SENTINELS=host:port[,host:port...]"
+            )
         if (cluster or sentinels) and scheme == "unix":
             mode = "REDIS_CLUSTER" if cluster else "REDIS_SENTINELS"
             raise ValueError(f"REDIS_URL ({mask_url(url)}) is a unix socket; {mode} needs redis:// or rediss://")
         if cluster and parse_url(url).get("db", 0) != 0:
-            raise ValueError(f"REDIS_URL ({mask_url(url)}) selects db {parse_url(url)['db']}; "
-                             "Redis Cluster has db 0 only: end the URL with /0")
+            raise ValueError(
+                f"REDIS_URL ({mask_url(url)}) selects db {parse_url(url)['db']}; "
+                "Redis Cluster has db 0 only: end the URL with /0"
+            )
         return cls(url=url, socket_timeout=timeout, cluster=cluster, sentinels=sentinels, sentinel_master=master)
 
     @property
@@ -182,8 +204,12 @@ class RedisConfig:
         tls = {k: v for k, v in url_kwargs.items() if k.startswith("ssl")}
         if urlsplit(self.url).scheme == "rediss":
             tls["ssl"] = True
-        sentinel = {"socket_timeout": min(self.socket_timeout, 5.0),
-                    "socket_connect_timeout": min(self.socket_timeout, 5.0), "retry": retry, **tls}
+        sentinel = {
+            "socket_timeout": min(self.socket_timeout, 5.0),
+            "socket_connect_timeout": min(self.socket_timeout, 5.0),
+            "retry": retry,
+            **tls,
+        }
         return sentinel, {**url_kwargs, **tls, **self._client_kwargs()}
 
     def async_client(self) -> Any:
@@ -197,8 +223,13 @@ class RedisConfig:
             sentinel_retry = Retry(ExponentialWithJitterBackoff(cap=0.2, base=0.05), 1)
             sentinel_kwargs, master_kwargs = self._sentinel_kwargs(sentinel_retry)
             sentinel = redis.asyncio.sentinel.Sentinel(list(self.sentinels), sentinel_kwargs=sentinel_kwargs)
-            return sentinel.master_for(self.sentinel_master, redis_class=redis.asyncio.Redis,
-                                       connection_pool_class=FollowingSentinelPool, retry=retry, **master_kwargs)
+            return sentinel.master_for(
+                self.sentinel_master,
+                redis_class=redis.asyncio.Redis,
+                connection_pool_class=FollowingSentinelPool,
+                retry=retry,
+                **master_kwargs,
+            )
         return redis.asyncio.Redis.from_url(self.url, retry=retry, **self._client_kwargs())
 
     def sync_client(self) -> Any:
@@ -229,8 +260,7 @@ class RedisConfig:
                 self._check_not_a_cluster_node(client)
         except redis.AuthenticationError as exc:
             raise RedisUnavailable(
-                f"Redis at {self.masked_url} refused the credentials ({exc}); "
-                "fix the user/password in REDIS_URL"
+                f"Redis at {self.masked_url} refused the credentials ({exc}); fix the user/password in REDIS_URL"
             ) from None
         except RedisClusterException as exc:
             if "not enabled" in str(exc):
@@ -243,9 +273,11 @@ class RedisConfig:
                 "start the cluster or set REDIS_URL to one of its nodes"
             ) from None
         except (redis.RedisError, OSError) as exc:
-            hint = ("check the master with `redis-cli -p <sentinel port> sentinel master "
-                    f"{self.sentinel_master}`" if self.sentinels else
-                    "start redis-server or set REDIS_URL (env var or setting) to a reachable server")
+            hint = (
+                f"check the master with `redis-cli -p <sentinel port> sentinel master {self.sentinel_master}`"
+                if self.sentinels
+                else "start redis-server or set REDIS_URL (env var or setting) to a reachable server"
+            )
             raise RedisUnavailable(
                 f"Cannot reach Redis at {self.masked_url} ({type(exc).__name__}: {exc}); {hint}"
             ) from None
@@ -340,18 +372,24 @@ class OutageLog:
                 logger.error(
                     "Redis at %s is full (maxmemory reached) during %s: it refuses writes, the node "
                     "waits with its work kept; raise maxmemory or free memory (docs/scaling.md)",
-                    self.masked_url, self.what,
+                    self.masked_url,
+                    self.what,
                 )
                 return
             logger.warning(
                 "Redis at %s unreachable during %s (%s: %s); retrying with backoff",
-                self.masked_url, self.what, type(exc).__name__, exc,
+                self.masked_url,
+                self.what,
+                type(exc).__name__,
+                exc,
             )
 
     def ok(self) -> None:
         if self.since is not None:
             logger.warning(
                 "Redis at %s reachable again after %.1fs (%s)",
-                self.masked_url, time.monotonic() - self.since, self.what,
+                self.masked_url,
+                time.monotonic() - self.since,
+                self.what,
             )
             self.since = None

@@ -59,8 +59,7 @@ class OnceLog:
         self.log = log or logger
         self.counts: dict[str, int] = {}
 
-    def skipped(self, kind: str, message: str, *args: Any, level: int = logging.WARNING,
-                exc_info: Any = None) -> bool:
+    def skipped(self, kind: str, message: str, *args: Any, level: int = logging.WARNING, exc_info: Any = None) -> bool:
         """Record one skipped entry; returns True when this call logged it (the first of its kind)."""
         self.counts[kind] = self.counts.get(kind, 0) + 1
         if self.counts[kind] == 1:
@@ -109,19 +108,30 @@ class WrongTypeLog:
         self.reported: dict[str, float] = {}  # key -> since (monotonic)
         self._unknown = False
 
-    async def check(self, client: Any, expected: dict[str, tuple[str, ...]],
-                    fixes: dict[str, str] | None = None, exc: BaseException | None = None) -> list[tuple[str, str, str]]:
+    async def check(
+        self,
+        client: Any,
+        expected: dict[str, tuple[str, ...]],
+        fixes: dict[str, str] | None = None,
+        exc: BaseException | None = None,
+    ) -> list[tuple[str, str, str]]:
         """After a WRONGTYPE: find the culprits among `expected` and log each new one once."""
         wrong = await wrong_type_keys(client, expected)
         for key, actual, allowed in wrong:
             if key not in self.reported:
                 self.reported[key] = time.monotonic()
-                self.log.error("%s (seen during %s)", wrong_type_message(key, actual, allowed, (fixes or {}).get(key)),
-                               self.what)
+                self.log.error(
+                    "%s (seen during %s)", wrong_type_message(key, actual, allowed, (fixes or {}).get(key)), self.what
+                )
         if not wrong and not self._unknown:
             self._unknown = True  # e.g. a Bloom piece key, or the key was fixed meanwhile
-            self.log.error("Redis answered WRONGTYPE during %s (%s) but none of %s holds a wrong type now; "
-                           "the node retries with backoff", self.what, exc, ", ".join(expected))
+            self.log.error(
+                "Redis answered WRONGTYPE during %s (%s) but none of %s holds a wrong type now; "
+                "the node retries with backoff",
+                self.what,
+                exc,
+                ", ".join(expected),
+            )
         return wrong
 
     async def resolved(self, client: Any, expected: dict[str, tuple[str, ...]]) -> None:
@@ -134,8 +144,9 @@ class WrongTypeLog:
         for key in pending:
             if key not in still:
                 since = self.reported.pop(key)
-                self.log.warning("Redis key %s is fixed after %.1fs; %s resumes", key, time.monotonic() - since,
-                                 self.what)
+                self.log.warning(
+                    "Redis key %s is fixed after %.1fs; %s resumes", key, time.monotonic() - since, self.what
+                )
 
 
 class EpisodeLog:

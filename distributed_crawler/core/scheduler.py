@@ -17,26 +17,27 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from redis.exceptions import ResponseError
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import build_from_crawler, load_object
 
-from distributed_crawler.queue.codec import PayloadError, RequestCodec, UnserializableRequestError, allowed_classes
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig, subscribe
-from distributed_crawler.defaults import get_setting
-from distributed_crawler.queue.deadletters import DeadLetters
+from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, finite, is_wrong_type, preview
+from distributed_crawler.core.leases import LEASE_META, LeaseTracker, Stage
+from distributed_crawler.core.node import node_id_from_settings
+from distributed_crawler.core.shutdown import SecondSignalGuard
 from distributed_crawler.dedup.dupefilter import DEDUP_TYPES, DedupDataError, flush_crawl
+from distributed_crawler.defaults import get_setting
+from distributed_crawler.downloadermiddlewares.retry import RETRY_DELAY_META
+from distributed_crawler.queue.codec import PayloadError, RequestCodec, UnserializableRequestError, allowed_classes
+from distributed_crawler.queue.deadletters import DeadLetters
 from distributed_crawler.queue.enqueue import Enqueuer
 from distributed_crawler.queue.envelope import make_member, split_member
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.core.leases import LEASE_META, LeaseTracker, Stage
-from distributed_crawler.core.node import node_id_from_settings
-from distributed_crawler.downloadermiddlewares.retry import RETRY_DELAY_META
 from distributed_crawler.queue.scripts import Scripts
-from distributed_crawler.core.shutdown import SecondSignalGuard
-from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, finite, is_wrong_type, preview
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -79,9 +80,7 @@ class SchedulerConfig:
     def from_settings(cls, settings: BaseSettings) -> SchedulerConfig:
         raw_queue = str(get_setting(settings, "SCHEDULER_QUEUE_CLASS"))
         if raw_queue not in QUEUE_TYPES:
-            raise ValueError(
-                f"SCHEDULER_QUEUE_CLASS ({raw_queue}) must be one of priority, fifo, lifo"
-            )
+            raise ValueError(f"SCHEDULER_QUEUE_CLASS ({raw_queue}) must be one of priority, fifo, lifo")
         lease = float(get_setting(settings, "SCHEDULER_LEASE_SECONDS"))
         if lease < 2:
             raise ValueError(f"SCHEDULER_LEASE_SECONDS ({lease}) must be >= 2")
@@ -223,8 +222,11 @@ class RedisScheduler:
             self._guard.install()
         logger.info(
             "Scheduler on %s: queue %s (%s), lease %ss, node %s",
-            self.redis_config.masked_url, self.keys.requests, self.config.queue_type,
-            self.config.lease_seconds, self.node_id,
+            self.redis_config.masked_url,
+            self.keys.requests,
+            self.config.queue_type,
+            self.config.lease_seconds,
+            self.node_id,
         )
 
     def _task_died(self, task: asyncio.Task) -> None:
@@ -233,7 +235,9 @@ class RedisScheduler:
             return
         logger.error(
             "Scheduler task %s stopped: %r; closing this node (its leases return to the queue "
-            "after SCHEDULER_LEASE_SECONDS)", task.get_name(), task.exception(),
+            "after SCHEDULER_LEASE_SECONDS)",
+            task.get_name(),
+            task.exception(),
             exc_info=task.exception(),
         )
         asyncio.ensure_future(self._close_node())
@@ -285,8 +289,9 @@ class RedisScheduler:
         # only while the tasks doing it are alive.
         outbox_task, lease_task = self._tasks[0], self._tasks[2]
         deadline = time.monotonic() + 30
-        while (self._outbox and not outbox_task.done() or self.leases.pending_acks() and not lease_task.done()) \
-                and time.monotonic() < deadline:
+        while (
+            self._outbox and not outbox_task.done() or self.leases.pending_acks() and not lease_task.done()
+        ) and time.monotonic() < deadline:
             self._outbox_ready.set()
             await asyncio.sleep(0.05)
         self._stopped = True  # the loops check it too: a cancel swallowed inside redis-py ends them
@@ -299,13 +304,20 @@ class RedisScheduler:
         if unfinished:  # a forced stop: give this node's work back now rather than at expiry
             await self._release(unfinished)
         if self._outbox or self.leases.pending_acks():
-            dead = next((t for t in (outbox_task, lease_task) if t.done() and not t.cancelled() and t.exception()), None)
-            cause = f"scheduler task {dead.get_name()} failed: {dead.exception()!r}" if dead else (
-                f"Redis at {self.redis_config.masked_url} unreachable")
+            dead = next(
+                (t for t in (outbox_task, lease_task) if t.done() and not t.cancelled() and t.exception()), None
+            )
+            cause = (
+                f"scheduler task {dead.get_name()} failed: {dead.exception()!r}"
+                if dead
+                else (f"Redis at {self.redis_config.masked_url} unreachable")
+            )
             logger.error(
                 "%s at close: %d requests not pushed, %d leases not acked; their leases expire after "
                 "SCHEDULER_LEASE_SECONDS and another node redoes them",
-                cause, len(self._outbox), self.leases.pending_acks(),
+                cause,
+                len(self._outbox),
+                self.leases.pending_acks(),
             )
         if not self.config.persist and reason == "finished":
             await self.flush()
@@ -419,8 +431,11 @@ class RedisScheduler:
         """Every key the scheduler's scripts touch, with the Redis types they need."""
         queue = ("zset",) if self.config.queue_type == "priority" else ("list",)
         expected = {
-            self.keys.requests: queue, self.keys.processing: ("zset",), self.keys.delayed: ("zset",),
-            self.keys.seq: ("string",), self.keys.failed: ("list",),
+            self.keys.requests: queue,
+            self.keys.processing: ("zset",),
+            self.keys.delayed: ("zset",),
+            self.keys.seq: ("string",),
+            self.keys.failed: ("list",),
         }
         dedup = getattr(self.df, "dedup", None)
         expected[self.keys.dupefilter] = DEDUP_TYPES.get(getattr(dedup, "mode", ""), ("hash", "set", "MBbloom--"))
@@ -460,8 +475,12 @@ class RedisScheduler:
             if raw is not None and not raw.isdigit():
                 fix = f"{self.keys.seq} holds {preview(raw, 40)!r}, not a counter: `redis-cli del '{self.keys.seq}'`"
         self._data_errors.failed(
-            what, "Redis refused %s (%s); %s. The node keeps its work and retries with backoff",
-            what, str(exc)[:300], fix, exc_info=exc,
+            what,
+            "Redis refused %s (%s); %s. The node keeps its work and retries with backoff",
+            what,
+            str(exc)[:300],
+            fix,
+            exc_info=exc,
         )
 
     async def _redis_ok(self, what: str) -> None:
@@ -482,7 +501,7 @@ class RedisScheduler:
             batch = [self._outbox[i] for i in range(min(OUTBOX_BATCH, len(self._outbox)))]
             entries = [(e.fingerprint, e.dont_filter, e.member, e.delay) for _, e in batch]
             handovers = [e.handover for _, e in batch if e.handover]
-            result = await self._retrying("enqueue", lambda: self.enqueuer.run("push", entries, handovers))
+            result = await self._retrying("enqueue", partial(self.enqueuer.run, "push", entries, handovers))
             for _ in batch:
                 self._outbox.popleft()
             self._flushed_seq = batch[-1][0]
@@ -523,7 +542,7 @@ class RedisScheduler:
                 continue
             keys = [self.keys.requests, self.keys.processing, self.keys.delayed, self.keys.seq]
             args = [self.config.queue_type, want, self.config.lease_seconds, DUE_BATCH]
-            members = await self._retrying("pop", lambda: self.scripts.pop(keys=keys, args=args))
+            members = await self._retrying("pop", partial(self.scripts.pop, keys=keys, args=args))
             if members:
                 was_empty = not self._buffer
                 await self._accept(members)
@@ -536,7 +555,7 @@ class RedisScheduler:
             self._new_work.clear()
             try:
                 await asyncio.wait_for(self._new_work.wait(), timeout=idle_wait)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 idle_wait = min(idle_wait * 2, self.config.poll_max_seconds)
 
     async def _accept(self, members: list[bytes]) -> None:
@@ -551,7 +570,7 @@ class RedisScheduler:
             except (PayloadError, ValueError) as exc:
                 bad.append((lease, str(exc)[:300]))
                 continue
-            except Exception as exc:  # noqa: BLE001 - a codec bug: visible, but the data is quarantined
+            except Exception as exc:
                 logger.error("Decoding a leased request failed unexpectedly; it is dead-lettered", exc_info=exc)
                 bad.append((lease, f"{type(exc).__name__}: {exc}"[:300]))
                 continue
@@ -620,7 +639,10 @@ class RedisScheduler:
                     logger.warning(
                         "Doorbell (pub/sub on %s) unavailable (%s: %s); idle nodes poll for work every "
                         "SCHEDULER_POLL_MAX_SECONDS (%ss) instead, and pub/sub is tried again every %ss",
-                        self.redis_config.masked_url, type(exc).__name__, exc, self.config.poll_max_seconds,
+                        self.redis_config.masked_url,
+                        type(exc).__name__,
+                        exc,
+                        self.config.poll_max_seconds,
                         DOORBELL_RETRY_SECONDS,
                     )
                 for _ in range(DOORBELL_RETRY_SECONDS):
@@ -691,7 +713,10 @@ class RedisScheduler:
             logger.warning(
                 "Reclaimed %d expired leases (a node died or hung); %d dead-lettered (delivered "
                 "SCHEDULER_MAX_DELIVERIES (%d) times, or not a queue entry: `dcrawl failed %s`)",
-                requeued, dead, self.config.max_deliveries, self.keys.spider,
+                requeued,
+                dead,
+                self.config.max_deliveries,
+                self.keys.spider,
             )
             self._new_work.set()
         return requeued, dead

@@ -76,16 +76,24 @@ class Layer:
 
     def to_meta(self, index: int) -> dict[str, Any]:
         return {
-            f"L{index}:cap": self.capacity, f"L{index}:p": repr(self.error_rate), f"L{index}:m": self.bits,
-            f"L{index}:k": self.hashes, f"L{index}:pbits": self.piece_bits, f"L{index}:pieces": self.pieces,
+            f"L{index}:cap": self.capacity,
+            f"L{index}:p": repr(self.error_rate),
+            f"L{index}:m": self.bits,
+            f"L{index}:k": self.hashes,
+            f"L{index}:pbits": self.piece_bits,
+            f"L{index}:pieces": self.pieces,
         }
 
     @classmethod
     def from_meta(cls, meta: dict[str, str], index: int) -> Layer:
         """Raises KeyError / ValueError when a field is missing or not a number (BloomState says so)."""
         return cls(
-            int(meta[f"L{index}:cap"]), float(meta[f"L{index}:p"]), int(meta[f"L{index}:m"]),
-            int(meta[f"L{index}:k"]), int(meta[f"L{index}:pbits"]), int(meta[f"L{index}:pieces"]),
+            int(meta[f"L{index}:cap"]),
+            float(meta[f"L{index}:p"]),
+            int(meta[f"L{index}:m"]),
+            int(meta[f"L{index}:k"]),
+            int(meta[f"L{index}:pbits"]),
+            int(meta[f"L{index}:pieces"]),
         )
 
     def fill_error_rate(self, count: int) -> float:
@@ -119,8 +127,12 @@ class BloomState:
         except (KeyError, ValueError, OverflowError) as exc:
             raise BloomMetaError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
         for i, layer in enumerate(layers):
-            if min(layer.capacity, layer.bits, layer.hashes, layer.piece_bits, layer.pieces) < 1 or \
-                    not 0 < layer.error_rate < 1 or layer.hashes > MAX_K or layer.pieces > MAX_PIECES:
+            if (
+                min(layer.capacity, layer.bits, layer.hashes, layer.piece_bits, layer.pieces) < 1
+                or not 0 < layer.error_rate < 1
+                or layer.hashes > MAX_K
+                or layer.pieces > MAX_PIECES
+            ):
                 raise BloomMetaError(f"layer {i} has impossible parameters ({layer})")
         return cls(
             layers,

@@ -15,13 +15,20 @@ from typing import TYPE_CHECKING, Any, Protocol
 from redis.exceptions import ResponseError
 from scrapy.dupefilters import BaseDupeFilter
 
-from distributed_crawler.dedup.bloom import BloomMetaError, BloomState, layer_plan, piece_key
 from distributed_crawler.connection.clients import RedisConfig
+from distributed_crawler.connection.untrusted import text, wrong_type_message
+from distributed_crawler.dedup.bloom import BloomMetaError, BloomState, layer_plan, piece_key
 from distributed_crawler.defaults import get_setting
-from distributed_crawler.queue.enqueue import DedupDataError, DedupError, Enqueuer, corrupt_message, maybe_await, run_sync
+from distributed_crawler.queue.enqueue import (
+    DedupDataError,
+    DedupError,
+    Enqueuer,
+    corrupt_message,
+    maybe_await,
+    run_sync,
+)
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import lua_source
-from distributed_crawler.connection.untrusted import text, wrong_type_message
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -101,8 +108,13 @@ class SetDedup:
 
     async def stats(self, client: Any) -> dict[str, Any]:
         count = await maybe_await(client.scard(self.key))
-        return {"backend": "set", "count": count, "bytes": await _memory(client, [self.key]), "layers": 1,
-                "error_rate": 0.0}
+        return {
+            "backend": "set",
+            "count": count,
+            "bytes": await _memory(client, [self.key]),
+            "layers": 1,
+            "error_rate": 0.0,
+        }
 
 
 class RedisBloomDedup:
@@ -122,8 +134,10 @@ class RedisBloomDedup:
             try:
                 # RedisBloom tightens each new sub-filter by half, so a full stack's compound rate
                 # approaches twice the first one's: reserve at p/2 to stay below BLOOM_ERROR_RATE.
-                await maybe_await(client.bf().create(self.key, self.config.error_rate / 2, self.config.capacity, expansion=2))
-            except Exception as exc:  # noqa: BLE001 - another node reserved it first
+                await maybe_await(
+                    client.bf().create(self.key, self.config.error_rate / 2, self.config.capacity, expansion=2)
+                )
+            except Exception as exc:
                 if "exists" not in str(exc).lower():
                     raise
 
@@ -132,8 +146,13 @@ class RedisBloomDedup:
 
     async def stats(self, client: Any) -> dict[str, Any]:
         info = await maybe_await(client.bf().info(self.key))
-        return {"backend": "redisbloom", "count": info.insertedNum, "bytes": await _memory(client, [self.key]),
-                "layers": info.filterNum, "error_rate": self.config.error_rate}
+        return {
+            "backend": "redisbloom",
+            "count": info.insertedNum,
+            "bytes": await _memory(client, [self.key]),
+            "layers": info.filterNum,
+            "error_rate": self.config.error_rate,
+        }
 
 
 class BitmapDedup:
@@ -179,15 +198,23 @@ class BitmapDedup:
         if added:
             logger.info(
                 "Bloom filter %s: layer %d added (capacity %d, error rate %.2g, %.1f MB)",
-                self.key, index, layer.capacity, layer.error_rate, layer.bits / 8e6,
+                self.key,
+                index,
+                layer.capacity,
+                layer.error_rate,
+                layer.bits / 8e6,
             )
         await self.refresh(client)
 
     async def stats(self, client: Any) -> dict[str, Any]:
         await self.refresh(client)
-        return {"backend": "bitmap", "count": self.state.count,
-                "bytes": await _memory(client, [self.key, *self.state.piece_keys(self.key)]),
-                "layers": len(self.state.layers), "error_rate": self.state.error_rate()}
+        return {
+            "backend": "bitmap",
+            "count": self.state.count,
+            "bytes": await _memory(client, [self.key, *self.state.piece_keys(self.key)]),
+            "layers": len(self.state.layers),
+            "error_rate": self.state.error_rate(),
+        }
 
 
 async def has_bloom_commands(client: Any, key: str) -> bool:
@@ -281,8 +308,13 @@ async def flush_crawl(client: Any, keys: SpiderKeys) -> None:
 class RedisDupeFilter(BaseDupeFilter):
     """Shared by both filters: fingerprints, Scrapy's interface, and the dedup backend."""
 
-    def __init__(self, redis_config: RedisConfig, keys: SpiderKeys,
-                 fingerprinter: RequestFingerprinterProtocol, debug: bool = False) -> None:
+    def __init__(
+        self,
+        redis_config: RedisConfig,
+        keys: SpiderKeys,
+        fingerprinter: RequestFingerprinterProtocol,
+        debug: bool = False,
+    ) -> None:
         self.redis_config = redis_config
         self.keys = keys
         self.key = keys.dupefilter

@@ -30,11 +30,11 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig
-from distributed_crawler.defaults import get_setting
+from distributed_crawler.connection.untrusted import EpisodeLog, OnceLog, WrongTypeLog, finite, is_wrong_type
 from distributed_crawler.core.leases import LEASE_META
+from distributed_crawler.defaults import get_setting
 from distributed_crawler.downloadermiddlewares.retry import PROXY_META
 from distributed_crawler.queue.scripts import lua_source
-from distributed_crawler.connection.untrusted import EpisodeLog, OnceLog, WrongTypeLog, finite, is_wrong_type
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -89,8 +89,12 @@ class PolitenessConfig:
             raise ValueError(f"DOMAIN_RATE_KEY ({template}) must contain %(domain)s and no other placeholder") from None
         if "%(domain)s" not in template:
             raise ValueError(f"DOMAIN_RATE_KEY ({template}) must contain %(domain)s")
-        return cls(rate, overrides, settings.getbool("DOMAIN_RATE_LIMIT_PER_PROXY",
-                                                     get_setting(settings, "DOMAIN_RATE_LIMIT_PER_PROXY")), template)
+        return cls(
+            rate,
+            overrides,
+            settings.getbool("DOMAIN_RATE_LIMIT_PER_PROXY", get_setting(settings, "DOMAIN_RATE_LIMIT_PER_PROXY")),
+            template,
+        )
 
     @property
     def enabled(self) -> bool:
@@ -143,9 +147,12 @@ class DomainRateLimitMiddleware:
     def spider_opened(self, spider: Spider) -> None:
         self.client = self.redis_config.async_client()
         self.script = self.client.register_script(lua_source("rate"))
-        logger.info("Politeness: %s requests/s per domain cluster-wide, overrides %s%s",
-                    self.config.rate or "no limit", self.config.overrides or "none",
-                    ", per proxy" if self.config.per_proxy else "")
+        logger.info(
+            "Politeness: %s requests/s per domain cluster-wide, overrides %s%s",
+            self.config.rate or "no limit",
+            self.config.overrides or "none",
+            ", per proxy" if self.config.per_proxy else "",
+        )
 
     async def spider_closed(self, spider: Spider) -> None:
         if self.client is not None:
@@ -220,8 +227,13 @@ class DomainRateLimitMiddleware:
         """rate.lua's answer as seconds; NaN, infinite or negative (a corrupt key) counts as no wait."""
         wait = finite(raw, -1.0)
         if wait < 0:
-            self._odd_waits.skipped("wait", "rate.lua answered %r for %s (a corrupt key?); the request goes "
-                                    "now. Fix: `redis-cli del '%s'`", raw, key, key)
+            self._odd_waits.skipped(
+                "wait",
+                "rate.lua answered %r for %s (a corrupt key?); the request goes now. Fix: `redis-cli del '%s'`",
+                raw,
+                key,
+                key,
+            )
             return 0.0
         return wait
 
@@ -230,8 +242,13 @@ class DomainRateLimitMiddleware:
             if is_wrong_type(exc):
                 await self._wrong_types.check(self.client, {key: ("string",)}, exc=exc)
             else:
-                self._data_errors.failed(f"politeness ({key})", "Redis refused the rate limit of %s (%s); requests "
-                                         "to that domain wait. Fix: `redis-cli del '%s'`", key, str(exc)[:300], key,
-                                         exc_info=exc)
+                self._data_errors.failed(
+                    f"politeness ({key})",
+                    "Redis refused the rate limit of %s (%s); requests to that domain wait. Fix: `redis-cli del '%s'`",
+                    key,
+                    str(exc)[:300],
+                    key,
+                    exc_info=exc,
+                )
         except (*TRANSIENT_ERRORS, ResponseError) as lost:
             self._outage.failed(lost)

@@ -28,8 +28,13 @@ from redis.exceptions import ResponseError
 from scrapy import signals
 from scrapy.core.downloader.handlers.http11 import TunnelError
 from scrapy.exceptions import (
-    CannotResolveHostError, DownloadConnectionRefusedError, DownloadFailedError, DownloadTimeoutError,
-    IgnoreRequest, NotConfigured, ResponseDataLossError,
+    CannotResolveHostError,
+    DownloadConnectionRefusedError,
+    DownloadFailedError,
+    DownloadTimeoutError,
+    IgnoreRequest,
+    NotConfigured,
+    ResponseDataLossError,
 )
 from scrapy.http import TextResponse
 from scrapy.utils.httpobj import urlparse_cached
@@ -37,12 +42,12 @@ from scrapy.utils.misc import load_object
 from twisted.internet import error as tx_errors
 from twisted.web.client import ResponseFailed, ResponseNeverReceived
 
-from distributed_crawler.queue.codec import POOL_PROXY_META
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig
+from distributed_crawler.connection.untrusted import EpisodeLog, OnceLog, WrongTypeLog, is_wrong_type
 from distributed_crawler.core.leases import LEASE_META
 from distributed_crawler.proxies.pool import Outcome, ProxyConfig, ProxyPool, ProxyURLError, mask_proxy, parse_proxy
+from distributed_crawler.queue.codec import POOL_PROXY_META
 from distributed_crawler.rendering.handler import RenderConfig, RenderingMiddleware
-from distributed_crawler.connection.untrusted import EpisodeLog, OnceLog, WrongTypeLog, is_wrong_type
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -57,9 +62,19 @@ REVIVE_CHECK_SECONDS = 5.0  # how often a node runs the revive script (cheap; an
 PICK_TRIES = 5  # picks that may land on pool members that are not proxy URLs before "no proxy"
 # Download errors that count against the proxy (a cancelled download, e.g. DOWNLOAD_MAXSIZE, does not).
 PROXY_ERRORS: tuple[type[BaseException], ...] = (
-    DownloadConnectionRefusedError, DownloadTimeoutError, DownloadFailedError, ResponseDataLossError,
-    CannotResolveHostError, TunnelError, tx_errors.ConnectError, tx_errors.ConnectionLost,
-    tx_errors.ConnectionDone, tx_errors.TimeoutError, ResponseFailed, ResponseNeverReceived, OSError,
+    DownloadConnectionRefusedError,
+    DownloadTimeoutError,
+    DownloadFailedError,
+    ResponseDataLossError,
+    CannotResolveHostError,
+    TunnelError,
+    tx_errors.ConnectError,
+    tx_errors.ConnectionLost,
+    tx_errors.ConnectionDone,
+    tx_errors.TimeoutError,
+    ResponseFailed,
+    ResponseNeverReceived,
+    OSError,
 )
 # Meta and header a pool proxy leaves on a request (HttpProxyMiddleware adds the last two).
 _STALE_META = (POOL_PROXY_META, BAN_META, "proxy", "_auth_proxy")
@@ -91,8 +106,13 @@ def _renders(settings: Any) -> bool:
 
 
 class ProxyPoolMiddleware:
-    def __init__(self, crawler: Crawler, config: ProxyConfig, redis_config: RedisConfig,
-                 render_config: RenderConfig | None = None) -> None:
+    def __init__(
+        self,
+        crawler: Crawler,
+        config: ProxyConfig,
+        redis_config: RedisConfig,
+        render_config: RenderConfig | None = None,
+    ) -> None:
         self.crawler = crawler
         self.config = config
         self.render_config = render_config  # which requests the browser will fetch (RenderingMiddleware)
@@ -135,13 +155,24 @@ class ProxyPoolMiddleware:
             return
         self.active = bool(self.config.enabled or self.config.proxies or pooled or dead)
         if not self.active:
-            logger.info("Proxy pool off: PROXY_LIST, PROXY_FILE and %s are empty (PROXY_ENABLED=True "
-                        "turns it on anyway)", self.config.pool_key)
+            logger.info(
+                "Proxy pool off: PROXY_LIST, PROXY_FILE and %s are empty (PROXY_ENABLED=True turns it on anyway)",
+                self.config.pool_key,
+            )
             return
-        configured = (f"; {loaded} of the {len(self.config.proxies)} in PROXY_LIST/PROXY_FILE were new"
-                      if self.config.proxies else "")
-        logger.info("Proxy pool %s: %d proxies, %d dead%s; empty pool policy: %s",
-                    self.config.pool_key, pooled, dead, configured, self.config.empty_policy)
+        configured = (
+            f"; {loaded} of the {len(self.config.proxies)} in PROXY_LIST/PROXY_FILE were new"
+            if self.config.proxies
+            else ""
+        )
+        logger.info(
+            "Proxy pool %s: %d proxies, %d dead%s; empty pool policy: %s",
+            self.config.pool_key,
+            pooled,
+            dead,
+            configured,
+            self.config.empty_policy,
+        )
 
     async def spider_closed(self, spider: Spider) -> None:
         if self.client is not None:
@@ -234,8 +265,10 @@ class ProxyPoolMiddleware:
                 held = "requests are held until one is added (dcrawl proxies add URL) or revived"
                 direct = "requests go without a proxy"
                 logger.warning(
-                    "Proxy pool %s is empty: %s (PROXY_EMPTY_POLICY=%s)", self.config.pool_key,
-                    held if self.config.empty_policy == "wait" else direct, self.config.empty_policy,
+                    "Proxy pool %s is empty: %s (PROXY_EMPTY_POLICY=%s)",
+                    self.config.pool_key,
+                    held if self.config.empty_policy == "wait" else direct,
+                    self.config.empty_policy,
                 )
             if self.config.empty_policy == "direct" or self._stopping():
                 return None
@@ -255,8 +288,13 @@ class ProxyPoolMiddleware:
                 parse_proxy(member)
             except ProxyURLError as exc:
                 self.stats.inc_value("proxy/invalid_member")
-                self._bad_members.skipped("member", "Proxy pool %s has a member that is not a proxy URL (%s); "
-                                          "skipped: remove it with `dcrawl proxies remove`", self.config.pool_key, exc)
+                self._bad_members.skipped(
+                    "member",
+                    "Proxy pool %s has a member that is not a proxy URL (%s); "
+                    "skipped: remove it with `dcrawl proxies remove`",
+                    self.config.pool_key,
+                    exc,
+                )
                 continue
             return member
         return None
@@ -268,8 +306,14 @@ class ProxyPoolMiddleware:
                 expected = {self.config.pool_key: ("zset",), self.config.dead_key: ("hash",)}
                 await self._wrong_types.check(self.client, expected, exc=exc)
             else:
-                self._data_errors.failed(what, "Redis refused %s (%s); requests follow PROXY_EMPTY_POLICY=%s "
-                                         "until it works", what, str(exc)[:300], self.config.empty_policy, exc_info=exc)
+                self._data_errors.failed(
+                    what,
+                    "Redis refused %s (%s); requests follow PROXY_EMPTY_POLICY=%s until it works",
+                    what,
+                    str(exc)[:300],
+                    self.config.empty_policy,
+                    exc_info=exc,
+                )
         except (*TRANSIENT_ERRORS, ResponseError) as lost:
             self.outage.failed(lost)
 
@@ -306,8 +350,12 @@ class ProxyPoolMiddleware:
         self._next_revive = time.monotonic() + REVIVE_CHECK_SECONDS
         for proxy, error in await self.pool.revive(self.config.revive_seconds):
             self.stats.inc_value("proxy/revived")
-            logger.info("Proxy %s revived after PROXY_REVIVE_SECONDS=%g (it had failed: %s)",
-                        mask_proxy(proxy), self.config.revive_seconds, error)
+            logger.info(
+                "Proxy %s revived after PROXY_REVIVE_SECONDS=%g (it had failed: %s)",
+                mask_proxy(proxy),
+                self.config.revive_seconds,
+                error,
+            )
 
     # -- recording ------------------------------------------------------------------------------
     def _proxy_of(self, request: Request) -> str | None:
@@ -349,10 +397,20 @@ class ProxyPoolMiddleware:
         masked = mask_proxy(proxy)
         if outcome.state == "evicted":
             self.stats.inc_value("proxy/evicted")
-            revive = (f"another chance in {self.config.revive_seconds:g}s (PROXY_REVIVE_SECONDS)"
-                      if self.config.revive_seconds else "no revival (PROXY_REVIVE_SECONDS=0)")
-            logger.warning("Proxy %s evicted to %s: score %g < PROXY_MIN_SCORE %g, last error: %s; %s",
-                           masked, self.config.dead_key, outcome.score or 0, self.config.min_score, failure, revive)
+            revive = (
+                f"another chance in {self.config.revive_seconds:g}s (PROXY_REVIVE_SECONDS)"
+                if self.config.revive_seconds
+                else "no revival (PROXY_REVIVE_SECONDS=0)"
+            )
+            logger.warning(
+                "Proxy %s evicted to %s: score %g < PROXY_MIN_SCORE %g, last error: %s; %s",
+                masked,
+                self.config.dead_key,
+                outcome.score or 0,
+                self.config.min_score,
+                failure,
+                revive,
+            )
         else:
             logger.debug("Proxy %s failed on %s: %s (%s)", masked, request.url, failure, outcome.state)
 

@@ -30,14 +30,14 @@ from scrapy.downloadermiddlewares.retry import RetryMiddleware
 from scrapy.utils.python import global_object_name
 from scrapy.utils.response import response_status_message
 
-from distributed_crawler.queue.codec import RequestCodec, allowed_classes
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisConfig, mask_url
-from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
-from distributed_crawler.defaults import get_setting
-from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
 from distributed_crawler.core.leases import LEASE_META
 from distributed_crawler.core.node import node_id_from_settings
-from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
+from distributed_crawler.defaults import get_setting
+from distributed_crawler.queue.codec import RequestCodec, allowed_classes
+from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
+from distributed_crawler.queue.keys import SpiderKeys
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -89,7 +89,9 @@ def backoff_delay(retry: int, base: float, cap: float, rand: Callable[[], float]
     return step / 2 + step / 2 * rand()
 
 
-def parse_retry_after(value: bytes | str | None, date: bytes | str | None = None, now: float | None = None) -> float | None:
+def parse_retry_after(
+    value: bytes | str | None, date: bytes | str | None = None, now: float | None = None
+) -> float | None:
     """`Retry-After` in seconds: delta-seconds or an HTTP date; None if absent or unreadable.
 
     An HTTP date is measured against the response's own `Date` header when it has one (the site's
@@ -115,8 +117,9 @@ def parse_retry_after(value: bytes | str | None, date: bytes | str | None = None
     return max(0.0, when - reference)
 
 
-def retry_delay(retry: int, config: RetryConfig, retry_after: float | None = None,
-                rand: Callable[[], float] = random.random) -> float:
+def retry_delay(
+    retry: int, config: RetryConfig, retry_after: float | None = None, rand: Callable[[], float] = random.random
+) -> float:
     """The backoff, or the site's Retry-After when it asks for longer; never above the cap."""
     delay = backoff_delay(retry, config.backoff_base, config.backoff_max, rand)
     if retry_after is not None:
@@ -142,8 +145,12 @@ class DistributedRetryMiddleware(RetryMiddleware):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DistributedRetryMiddleware:
         settings = crawler.settings
-        mw = cls(settings, RetryConfig.from_settings(settings), RedisConfig.from_settings(settings),
-                 node_id_from_settings(settings))
+        mw = cls(
+            settings,
+            RetryConfig.from_settings(settings),
+            RedisConfig.from_settings(settings),
+            node_id_from_settings(settings),
+        )
         mw.crawler = crawler
         crawler.signals.connect(mw.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(mw.spider_closed, signal=signals.spider_closed)
@@ -162,7 +169,9 @@ class DistributedRetryMiddleware(RetryMiddleware):
             await self.client.aclose()
 
     # -- Scrapy hooks ---------------------------------------------------------------------
-    async def process_response(self, request: Request, response: Response, spider: Spider | None = None) -> Request | Response:
+    async def process_response(
+        self, request: Request, response: Response, spider: Spider | None = None
+    ) -> Request | Response:
         if request.meta.get("dont_retry", False):
             return response
         ban = request.meta.get(PROXY_BAN_META)
@@ -175,15 +184,18 @@ class DistributedRetryMiddleware(RetryMiddleware):
         retry_after = parse_retry_after(response.headers.get("Retry-After"), response.headers.get("Date"))
         return await self._retry_later(request, reason, response.status, retry_after) or response
 
-    async def process_exception(self, request: Request, exception: Exception, spider: Spider | None = None) -> Request | None:
+    async def process_exception(
+        self, request: Request, exception: Exception, spider: Spider | None = None
+    ) -> Request | None:
         if isinstance(exception, self.exceptions_to_retry) and not request.meta.get("dont_retry", False):
             reason = request.meta.get(PROXY_BAN_META) and f"proxy ban: {request.meta[PROXY_BAN_META]}"
             return await self._retry_later(request, reason or exception, None, None)
         return None
 
     # -- retry or dead-letter -------------------------------------------------------------
-    async def _retry_later(self, request: Request, reason: str | Exception, status: int | None,
-                           retry_after: float | None) -> Request | None:
+    async def _retry_later(
+        self, request: Request, reason: str | Exception, status: int | None, retry_after: float | None
+    ) -> Request | None:
         new = self._retry(request, reason)
         if new is None:
             await self._dead_letter(request, reason, status)
@@ -230,15 +242,26 @@ class DistributedRetryMiddleware(RetryMiddleware):
             except TRANSIENT_ERRORS as exc:
                 attempt += 1
                 if attempt == 3:  # the entry's payload may carry headers: not logged
-                    logger.error("Dead letter for %s not written (Redis: %s); failed after %s attempts: %s",
-                                 request.url, exc, extra["attempts"], reason)
+                    logger.error(
+                        "Dead letter for %s not written (Redis: %s); failed after %s attempts: %s",
+                        request.url,
+                        exc,
+                        extra["attempts"],
+                        reason,
+                    )
                     return
                 await asyncio.sleep(0.5)
             except ResponseError as exc:  # the failed list is of the wrong type: wait until it is fixed
                 await self._refused(exc)
                 if not getattr(self.crawler, "crawling", True):
-                    logger.error("Dead letter for %s not written (Redis refused: %s) and the node is stopping; "
-                                 "failed after %s attempts: %s", request.url, str(exc)[:200], extra["attempts"], reason)
+                    logger.error(
+                        "Dead letter for %s not written (Redis refused: %s) and the node is stopping; "
+                        "failed after %s attempts: %s",
+                        request.url,
+                        str(exc)[:200],
+                        extra["attempts"],
+                        reason,
+                    )
                     return
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, DATA_BACKOFF_MAX)
@@ -248,8 +271,13 @@ class DistributedRetryMiddleware(RetryMiddleware):
             if is_wrong_type(exc):
                 await self._wrong_types.check(self.client, {self.failed_key: ("list",)}, exc=exc)
             else:
-                self._data_errors.failed("writing dead letters", "Redis refused a dead letter for %s (%s); "
-                                         "retrying with backoff", self.failed_key, str(exc)[:300], exc_info=exc)
+                self._data_errors.failed(
+                    "writing dead letters",
+                    "Redis refused a dead letter for %s (%s); retrying with backoff",
+                    self.failed_key,
+                    str(exc)[:300],
+                    exc_info=exc,
+                )
         except (*TRANSIENT_ERRORS, ResponseError):
             pass
 

@@ -20,8 +20,8 @@ from scrapy.settings import BaseSettings
 
 from distributed_crawler import __version__
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS
-from distributed_crawler.defaults import get_setting
 from distributed_crawler.connection.untrusted import OnceLog, is_wrong_type, wrong_type_message
+from distributed_crawler.defaults import get_setting
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def post_json(url: str, payload: dict[str, Any], timeout: float) -> int:
         headers={"Content-Type": "application/json", "User-Agent": f"distributed_crawler/{__version__}"},
         method="POST",
     )
-    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - http(s) checked
+    with urllib.request.urlopen(request, timeout=timeout) as response:
         return response.status
 
 
@@ -80,8 +80,13 @@ class Alerter:
 
     async def alert(self, kind: str, node: str, message: str, now: float, **details: Any) -> dict[str, Any]:
         entry = {
-            "time": round(now, 3), "kind": kind, "spider": self.spider, "node": node,
-            "reporter": self.reporter, "message": message, **details,
+            "time": round(now, 3),
+            "kind": kind,
+            "spider": self.spider,
+            "node": node,
+            "reporter": self.reporter,
+            "message": message,
+            **details,
         }
         logger.error("Health alert (%s) for node %s of %s: %s", kind, node, self.spider, message)
         try:
@@ -93,8 +98,12 @@ class Alerter:
             logger.warning("Alert not recorded in %s (Redis unreachable: %s)", self.key, exc)
         except ResponseError as exc:  # the alerts key holds another type: the alert is still logged
             if is_wrong_type(exc):
-                self._bad_data.skipped("wrong_type", "Alert not recorded: %s", wrong_type_message(self.key, "other type", "list"),
-                                       level=logging.ERROR)
+                self._bad_data.skipped(
+                    "wrong_type",
+                    "Alert not recorded: %s",
+                    wrong_type_message(self.key, "other type", "list"),
+                    level=logging.ERROR,
+                )
             else:
                 self._bad_data.skipped("response_error", "Alert not recorded in %s: %s", self.key, exc)
         if self.config.webhook_url:
@@ -110,7 +119,10 @@ class Alerter:
         except (urllib.error.URLError, OSError, ValueError) as exc:
             logger.warning(
                 "Alert webhook POST to %s failed (%s: %s); the alert is in %s",
-                safe_url(url), type(exc).__name__, getattr(exc, "reason", exc), self.key,
+                safe_url(url),
+                type(exc).__name__,
+                getattr(exc, "reason", exc),
+                self.key,
             )
 
     async def close(self) -> None:

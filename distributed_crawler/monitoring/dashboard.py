@@ -41,7 +41,13 @@ def key_pattern(template: str) -> tuple[str, re.Pattern[str]]:
     filled = template.replace("%(spider)s", marker).replace("%(name)s", marker)
     glob = filled.replace("*", r"\*").replace("?", r"\?").replace("[", r"\[").replace(marker, "*")
     first, *rest = filled.split(marker)
-    regex = "^" + re.escape(first) + ("(.+)" if rest else "") + "".join(re.escape(p) if i == 0 else r"\1" + re.escape(p) for i, p in enumerate(rest)) + "$"
+    regex = (
+        "^"
+        + re.escape(first)
+        + ("(.+)" if rest else "")
+        + "".join(re.escape(p) if i == 0 else r"\1" + re.escape(p) for i, p in enumerate(rest))
+        + "$"
+    )
     return glob, re.compile(regex)
 
 
@@ -99,7 +105,7 @@ class DashboardHandler(BaseHTTPRequestHandler):
     server: DashboardServer
     server_version = "dcrawl-dashboard"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - BaseHTTPRequestHandler's name
+    def log_message(self, format: str, *args: Any) -> None:
         logger.debug("%s %s", self.address_string(), format % args)
 
     def _send(self, code: int, body: bytes, content_type: str) -> None:
@@ -119,7 +125,9 @@ class DashboardHandler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def _json(self, code: int, data: Any) -> None:
-        self._send(code, json.dumps(data, indent=2, ensure_ascii=False).encode("utf-8"), "application/json; charset=utf-8")
+        self._send(
+            code, json.dumps(data, indent=2, ensure_ascii=False).encode("utf-8"), "application/json; charset=utf-8"
+        )
 
     def _authorized(self, query: dict[str, list[str]]) -> bool:
         token = self.server.token
@@ -129,7 +137,7 @@ class DashboardHandler(BaseHTTPRequestHandler):
         given = header[7:] if header.startswith("Bearer ") else (query.get("token") or [""])[0]
         return hmac.compare_digest(given.encode(), token.encode())
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         parts = urlsplit(self.path)
         if not self._authorized(parse_qs(parts.query)):
             self._json(401, {"error": "DASHBOARD_TOKEN required: ?token=... or Authorization: Bearer ..."})
@@ -145,18 +153,18 @@ class DashboardHandler(BaseHTTPRequestHandler):
                 spiders = {name: self.server.status(name) for name in self.server.spiders()}
                 self._json(200, {"time": round(time.time(), 3), "spiders": spiders})
             elif path.startswith("/api/status/"):
-                self._json(200, self.server.status(unquote(path[len("/api/status/"):])))
+                self._json(200, self.server.status(unquote(path[len("/api/status/") :])))
             else:
                 self._json(404, {"error": "not found"})
         except TRANSIENT_ERRORS as exc:
             self._json(503, {"error": f"Redis unreachable: {exc}"})
 
-    do_HEAD = do_GET  # noqa: N815
+    do_HEAD = do_GET
 
     def _read_only(self) -> None:
         self._json(405, {"error": "read-only"})
 
-    do_POST = do_PUT = do_PATCH = do_DELETE = _read_only  # noqa: N815
+    do_POST = do_PUT = do_PATCH = do_DELETE = _read_only
 
 
 def is_loopback(host: str) -> bool:
@@ -171,12 +179,17 @@ def is_loopback(host: str) -> bool:
 def serve(settings: BaseSettings, host: str, port: int, spider: str | None) -> int:
     token = str(get_setting(settings, "DASHBOARD_TOKEN") or "")
     if not is_loopback(host) and not token:
-        print(f"dcrawl: warning: the dashboard on {host} is open to anyone who can reach it; "
-              "set DASHBOARD_TOKEN to require a token", file=sys.stderr)
+        print(
+            f"dcrawl: warning: the dashboard on {host} is open to anyone who can reach it; "
+            "set DASHBOARD_TOKEN to require a token",
+            file=sys.stderr,
+        )
     try:
         server = DashboardServer((host, port), settings, spider, token)
     except OSError as exc:
-        raise ValueError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick another --port or --host") from None
+        raise ValueError(
+            f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick another --port or --host"
+        ) from None
     what = f"spider {spider}" if spider else "every spider in Redis"
     print(f"Dashboard of {what} on {server.url}{'?token=...' if token else ''} (Ctrl-C stops)", flush=True)
     try:

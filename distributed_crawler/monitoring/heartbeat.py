@@ -30,14 +30,22 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from distributed_crawler import __version__
-from distributed_crawler.monitoring.alerts import AlertConfig, Alerter
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig
-from distributed_crawler.defaults import get_setting
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.core.node import node_id_from_settings
-from distributed_crawler.monitoring.nodes import NodeKeys, beat, duration, forget_old_nodes, heartbeat_script, read_nodes, read_totals
-from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
+from distributed_crawler.core.node import node_id_from_settings
+from distributed_crawler.defaults import get_setting
+from distributed_crawler.monitoring.alerts import AlertConfig, Alerter
+from distributed_crawler.monitoring.nodes import (
+    NodeKeys,
+    beat,
+    duration,
+    forget_old_nodes,
+    heartbeat_script,
+    read_nodes,
+    read_totals,
+)
+from distributed_crawler.queue.counts import crawl_counts
+from distributed_crawler.queue.keys import SpiderKeys
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -158,8 +166,12 @@ class RateWindow:
 
 class Heartbeat:
     def __init__(
-        self, crawler: Crawler, config: HeartbeatConfig, redis_config: RedisConfig,
-        alert_config: AlertConfig, node_id: str,
+        self,
+        crawler: Crawler,
+        config: HeartbeatConfig,
+        redis_config: RedisConfig,
+        alert_config: AlertConfig,
+        node_id: str,
     ) -> None:
         self.crawler = crawler
         self.config = config
@@ -232,7 +244,7 @@ class Heartbeat:
         logger.info("Node %s report: %s", self.node_id, ", ".join(f"{k}={v}" for k, v in report.items()))
         try:
             await asyncio.wait_for(self._beat(sample, report=report), CLOSE_TIMEOUT)
-        except (*TRANSIENT_ERRORS, ResponseError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, *TRANSIENT_ERRORS, ResponseError) as exc:
             logger.warning("Final heartbeat of node %s not written (%s); it will show as dead", self.node_id, exc)
         if self.alerter is not None:
             await self.alerter.close()
@@ -251,9 +263,10 @@ class Heartbeat:
                 raise
             except ResponseError as exc:  # a key of the wrong type or a corrupt one: named once, then wait
                 await self._refused(exc)
-            except Exception as exc:  # a bug here must not stop the heartbeats for good; logged once a run
-                self._errors.failed("heartbeat", "Heartbeat of node %s failed; trying again every interval",
-                                    self.node_id, exc_info=exc)
+            except Exception as exc:  # noqa: BLE001 - a bug here must not stop the heartbeats for good; logged once a run
+                self._errors.failed(
+                    "heartbeat", "Heartbeat of node %s failed; trying again every interval", self.node_id, exc_info=exc
+                )
             await asyncio.sleep(max(0.05, self.config.interval - (time.monotonic() - began)))
 
     def _expected_types(self) -> dict[str, tuple[str, ...]]:
@@ -269,8 +282,13 @@ class Heartbeat:
             if is_wrong_type(exc):
                 await self._wrong_types.check(self.client, self._expected_types(), exc=exc)
             else:
-                self._errors.failed("heartbeat", "Redis refused the heartbeat of node %s (%s); trying again every "
-                                    "interval", self.node_id, str(exc)[:300], exc_info=exc)
+                self._errors.failed(
+                    "heartbeat",
+                    "Redis refused the heartbeat of node %s (%s); trying again every interval",
+                    self.node_id,
+                    str(exc)[:300],
+                    exc_info=exc,
+                )
         except (*TRANSIENT_ERRORS, ResponseError) as lost:
             self._outage.failed(lost)
 
@@ -283,11 +301,16 @@ class Heartbeat:
     async def _beat(self, sample: NodeSample, report: dict[str, Any] | None = None) -> float:
         assert self.keys is not None
         fields = asdict(sample)
-        fields.update({
-            "host": socket.gethostname(), "pid": os.getpid(), "version": __version__,
-            "spider": self.keys.spider, "started": round(self.started, 3),
-            "rate": self.rate.add(time.monotonic(), sample.pages),
-        })
+        fields.update(
+            {
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "version": __version__,
+                "spider": self.keys.spider,
+                "started": round(self.started, 3),
+                "rate": self.rate.add(time.monotonic(), sample.pages),
+            }
+        )
         if report is not None:
             fields["report"] = report
         counted = (sample.pages, sample.items, sample.errors)
@@ -323,11 +346,16 @@ class Heartbeat:
             self._stall_alerted = True
             assert self.alerter is not None
             await self.alerter.alert(
-                "no_items", self.node_id,
+                "no_items",
+                self.node_id,
                 f"no item for {quiet:.0f}s while work was available ({sample.pages} pages, "
                 f"{sample.leases} leases held, {counts.pending} pending); HEALTH_NO_ITEMS_SECONDS="
                 f"{self.config.no_items_seconds:g}",
-                now, pages=sample.pages, items=sample.items, leases=sample.leases, pending=counts.pending,
+                now,
+                pages=sample.pages,
+                items=sample.items,
+                leases=sample.leases,
+                pending=counts.pending,
             )
 
     async def _check_dead_nodes(self, nodes: list[dict[str, Any]], now: float) -> None:
@@ -340,10 +368,15 @@ class Heartbeat:
                 continue  # another node alerted already
             silent = now - node["last_seen"]
             await self.alerter.alert(
-                "dead_node", node["id"],
+                "dead_node",
+                node["id"],
                 f"no heartbeat for {silent:.0f}s while holding {node['leases']} leases; they return to the "
                 f"queue once they expire (SCHEDULER_LEASE_SECONDS)",
-                now, leases=node["leases"], last_seen=node["last_seen"], pages=node["pages"], items=node["items"],
+                now,
+                leases=node["leases"],
+                last_seen=node["last_seen"],
+                pages=node["pages"],
+                items=node["items"],
             )
 
     def _log_progress(self, counts: Any, nodes: list[dict[str, Any]], totals: dict[str, int]) -> None:
@@ -354,7 +387,16 @@ class Heartbeat:
         logger.info(
             "Cluster %s: %d nodes alive%s, %d pages (%.0f/min), %d items, %d errors; "
             "pending %d, leased %d, delayed %d, failed %d; queue drains in ~%s",
-            self.keys.spider if self.keys else "?", len(alive), f" ({dead} dead)" if dead else "",
-            totals["pages"], rate, totals["items"], totals["errors"],
-            counts.pending, counts.leased, counts.delayed, counts.failed, duration(eta) if counts.pending else "0s",
+            self.keys.spider if self.keys else "?",
+            len(alive),
+            f" ({dead} dead)" if dead else "",
+            totals["pages"],
+            rate,
+            totals["items"],
+            totals["errors"],
+            counts.pending,
+            counts.leased,
+            counts.delayed,
+            counts.failed,
+            duration(eta) if counts.pending else "0s",
         )

@@ -28,13 +28,13 @@ from scrapy.exceptions import NotConfigured
 
 from distributed_crawler import __version__
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisConfig
+from distributed_crawler.connection.untrusted import OnceLog, is_wrong_type
+from distributed_crawler.core.node import node_id_from_settings
 from distributed_crawler.defaults import get_setting
 from distributed_crawler.monitoring.heartbeat import sample_node
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.core.node import node_id_from_settings
 from distributed_crawler.monitoring.nodes import PROXY_POOL_KEY, proxy_health
 from distributed_crawler.queue.counts import crawl_counts
-from distributed_crawler.connection.untrusted import OnceLog, is_wrong_type
+from distributed_crawler.queue.keys import SpiderKeys
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -59,7 +59,9 @@ class MetricsConfig:
             raise ValueError(f"PROMETHEUS_PORT ({raw}) must be a port number (0 = off)") from None
         if not 0 <= port <= 65535:
             raise ValueError(f"PROMETHEUS_PORT ({port}) must be between 1 and 65535 (0 = off)")
-        return cls(port, str(get_setting(settings, "PROMETHEUS_HOST")), float(get_setting(settings, "HEARTBEAT_INTERVAL")))
+        return cls(
+            port, str(get_setting(settings, "PROMETHEUS_HOST")), float(get_setting(settings, "HEARTBEAT_INTERVAL"))
+        )
 
 
 class PrometheusMetrics:
@@ -84,8 +86,9 @@ class PrometheusMetrics:
         try:
             import prometheus_client  # noqa: F401
         except ImportError:
-            raise ValueError("PROMETHEUS_PORT is set but prometheus-client is not installed: "
-                             "pip install -r requirements.txt") from None
+            raise ValueError(
+                "PROMETHEUS_PORT is set but prometheus-client is not installed: pip install -r requirements.txt"
+            ) from None
         ext = cls(crawler, config, RedisConfig.from_settings(crawler.settings), node_id_from_settings(crawler.settings))
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
@@ -102,7 +105,9 @@ class PrometheusMetrics:
         except OSError as exc:
             logger.error(
                 "Prometheus metrics off: cannot listen on %s:%d (%s); set PROMETHEUS_PORT to a free port",
-                self.config.host, self.config.port, exc,
+                self.config.host,
+                self.config.port,
+                exc,
             )
             return
         logger.info("Prometheus metrics on http://%s:%d/metrics", self.config.host, self.config.port)
@@ -127,8 +132,11 @@ class PrometheusMetrics:
                 try:
                     counts = await crawl_counts(client, keys)
                     self.queues = {
-                        "pending": counts.pending, "leased": counts.leased, "delayed": counts.delayed,
-                        "failed": counts.failed, "seeds": counts.seeds,
+                        "pending": counts.pending,
+                        "leased": counts.leased,
+                        "delayed": counts.delayed,
+                        "failed": counts.failed,
+                        "seeds": counts.seeds,
                     }
                     self.proxies = await proxy_health(client, proxy_key)
                 except TRANSIENT_ERRORS:
@@ -137,7 +145,10 @@ class PrometheusMetrics:
                     self._bad_data.skipped(
                         "wrong_type" if is_wrong_type(exc) else "response_error",
                         "Prometheus cluster gauges not refreshed (%s); run `dcrawl status %s` to see which key "
-                        "holds bad data", exc, keys.spider, level=logging.ERROR,
+                        "holds bad data",
+                        exc,
+                        keys.spider,
+                        level=logging.ERROR,
                     )
                 await asyncio.sleep(self.config.refresh)
         finally:
@@ -169,12 +180,16 @@ class PrometheusMetrics:
             gauge = GaugeMetricFamily(name, help_text, labels=["spider", "node"])
             gauge.add_metric(labels, value)
             yield gauge
-        queues = GaugeMetricFamily("dcrawl_queue_requests", "Requests of the whole cluster by queue", labels=["spider", "queue"])
+        queues = GaugeMetricFamily(
+            "dcrawl_queue_requests", "Requests of the whole cluster by queue", labels=["spider", "queue"]
+        )
         for queue, value in self.queues.items():
             queues.add_metric([self.spider, queue], value)
         yield queues
         if self.proxies.get("total"):
-            proxies = GaugeMetricFamily("dcrawl_proxies", "Proxies in the shared pool by health", labels=["spider", "health"])
+            proxies = GaugeMetricFamily(
+                "dcrawl_proxies", "Proxies in the shared pool by health", labels=["spider", "health"]
+            )
             proxies.add_metric([self.spider, "healthy"], self.proxies["healthy"])
             proxies.add_metric([self.spider, "unhealthy"], self.proxies["total"] - self.proxies["healthy"])
             yield proxies

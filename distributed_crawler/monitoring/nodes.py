@@ -85,7 +85,11 @@ def heartbeat_script(client: Any) -> Any:
 
 
 async def beat(
-    script: Any, keys: NodeKeys, node_id: str, interval: float, fields: dict[str, Any],
+    script: Any,
+    keys: NodeKeys,
+    node_id: str,
+    interval: float,
+    fields: dict[str, Any],
     deltas: tuple[int, int, int] = (0, 0, 0),
 ) -> float:
     """Record that `node_id` is alive now, with its fields; one round trip. Returns server time.
@@ -98,10 +102,12 @@ async def beat(
     pairs: list[Any] = []
     for name, value in fields.items():
         pairs += [name, json.dumps(value) if isinstance(value, (dict, list)) else value]
-    stamp = await maybe_await(script(
-        keys=[keys.nodes, keys.node(node_id), keys.last, keys.alerted, keys.history, keys.stats],
-        args=[node_id, ttl, HISTORY_TTL, *deltas, json.dumps(fields, default=str), *pairs],
-    ))
+    stamp = await maybe_await(
+        script(
+            keys=[keys.nodes, keys.node(node_id), keys.last, keys.alerted, keys.history, keys.stats],
+            args=[node_id, ttl, HISTORY_TTL, *deltas, json.dumps(fields, default=str), *pairs],
+        )
+    )
     return float(stamp)
 
 
@@ -164,8 +170,13 @@ class Skips:
         return {
             "skipped": dict(sorted(self.counts.items())),
             "wrong_type": [
-                {"key": key, "type": actual, "expected": expected, "fix": f"redis-cli del '{key}'",
-                 "message": wrong_type_message(key, actual, expected)}
+                {
+                    "key": key,
+                    "type": actual,
+                    "expected": expected,
+                    "fix": f"redis-cli del '{key}'",
+                    "message": wrong_type_message(key, actual, expected),
+                }
                 for key, (actual, expected) in sorted(self.wrong.items())
             ],
         }
@@ -178,7 +189,9 @@ def _count(value: Any) -> int:
 
 
 def _short(value: Any) -> str:
-    return (value.decode("utf-8", "replace") if isinstance(value, bytes) else value if isinstance(value, str) else "")[:MAX_TEXT]
+    return (value.decode("utf-8", "replace") if isinstance(value, bytes) else value if isinstance(value, str) else "")[
+        :MAX_TEXT
+    ]
 
 
 def _report(value: Any) -> dict[str, Any] | None:
@@ -206,7 +219,9 @@ def clean_json(value: Any, depth: int = 0) -> Any:
     return value
 
 
-def node_view(node_id: str, last_seen: float, fields: dict[str, str], snapshot: dict[str, Any], now: float) -> dict[str, Any]:
+def node_view(
+    node_id: str, last_seen: float, fields: dict[str, str], snapshot: dict[str, Any], now: float
+) -> dict[str, Any]:
     """One node as `dcrawl status` shows it: the live hash if it has not expired, else the last snapshot.
 
     `alive`: it beat within 3 intervals (and did not close). `state`: running, idle, draining or
@@ -272,7 +287,9 @@ def _node_id(raw: Any) -> str | None:
     return raw
 
 
-async def read_nodes(client: Any, keys: NodeKeys, now: float | None = None, skips: Skips | None = None) -> list[dict[str, Any]]:
+async def read_nodes(
+    client: Any, keys: NodeKeys, now: float | None = None, skips: Skips | None = None
+) -> list[dict[str, Any]]:
     """Every node seen for this spider in the last day, newest heartbeat first; two round trips.
 
     Entries that cannot be a node (an id that is not text, a heartbeat time that is not a finite

@@ -20,14 +20,23 @@ from rich.text import Text
 from scrapy.settings import BaseSettings
 
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS
-from distributed_crawler.defaults import get_setting
 from distributed_crawler.dedup.dupefilter import describe_dedup
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.enqueue import maybe_await, run_sync
+from distributed_crawler.defaults import get_setting
 from distributed_crawler.monitoring.nodes import (
-    PROXY_POOL_KEY, NodeKeys, Skips, clean_json, duration, proxy_health, read_history, read_nodes, read_totals, server_time,
+    PROXY_POOL_KEY,
+    NodeKeys,
+    Skips,
+    clean_json,
+    duration,
+    proxy_health,
+    read_history,
+    read_nodes,
+    read_totals,
+    server_time,
 )
 from distributed_crawler.queue.counts import crawl_counts
+from distributed_crawler.queue.enqueue import maybe_await, run_sync
+from distributed_crawler.queue.keys import SpiderKeys
 
 RECENT = 20  # alerts and failures listed
 FAILURE_FIELDS = ("url", "reason", "node", "time", "source", "attempts")
@@ -42,15 +51,22 @@ def _clean_entry(entry: dict[str, Any]) -> dict[str, Any]:
     for name in TEXT_FIELDS:
         if name in out:
             value = out[name]
-            out[name] = (value if isinstance(value, str) else "" if value is None else json.dumps(value))[:ENTRY_TEXT_CHARS]
+            out[name] = (value if isinstance(value, str) else "" if value is None else json.dumps(value))[
+                :ENTRY_TEXT_CHARS
+            ]
     for name in NUMBER_FIELDS:
         if name in out and (isinstance(out[name], bool) or not isinstance(out[name], (int, float))):
             out[name] = None
     return out
 
 
-def _json_entries(raw: list[bytes], fields: tuple[str, ...] | None = None, skips: Skips | None = None,
-                  key: str = "", needs: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def _json_entries(
+    raw: list[bytes],
+    fields: tuple[str, ...] | None = None,
+    skips: Skips | None = None,
+    key: str = "",
+    needs: tuple[str, ...] = (),
+) -> list[dict[str, Any]]:
     """JSON objects of a list (with one of `needs`); anything else is skipped and counted."""
     entries = []
     for item in raw:
@@ -114,24 +130,55 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
     dead_key = str(get_setting(settings, "PROXY_DEAD_KEY"))
     skips = Skips()
     now = await server_time(client)
-    wrong = await _check_types(client, {
-        keys.start_urls: ("list", "set", "zset"), keys.requests: ("zset", "list"), keys.processing: ("zset",),
-        keys.delayed: ("zset",), keys.failed: ("list",), keys.dupefilter: ("set", "hash", "MBbloom--"),
-        node_keys.nodes: ("zset",), node_keys.last: ("hash",), node_keys.history: ("hash",),
-        node_keys.stats: ("hash",), node_keys.alerts: ("list",), proxy_key: ("zset",), dead_key: ("hash",),
-    }, skips)
+    wrong = await _check_types(
+        client,
+        {
+            keys.start_urls: ("list", "set", "zset"),
+            keys.requests: ("zset", "list"),
+            keys.processing: ("zset",),
+            keys.delayed: ("zset",),
+            keys.failed: ("list",),
+            keys.dupefilter: ("set", "hash", "MBbloom--"),
+            node_keys.nodes: ("zset",),
+            node_keys.last: ("hash",),
+            node_keys.history: ("hash",),
+            node_keys.stats: ("hash",),
+            node_keys.alerts: ("list",),
+            proxy_key: ("zset",),
+            dead_key: ("hash",),
+        },
+        skips,
+    )
     counts = await crawl_counts(client, keys)
-    counts = replace(counts, **{  # counts.lua sizes any type: a wrong-type key holds no work of ours
-        name: 0 for name, key in (("seeds", keys.start_urls), ("pending", keys.requests), ("leased", keys.processing),
-                                  ("delayed", keys.delayed), ("failed", keys.failed)) if key in wrong
-    })
+    counts = replace(
+        counts,
+        **{  # counts.lua sizes any type: a wrong-type key holds no work of ours
+            name: 0
+            for name, key in (
+                ("seeds", keys.start_urls),
+                ("pending", keys.requests),
+                ("leased", keys.processing),
+                ("delayed", keys.delayed),
+                ("failed", keys.failed),
+            )
+            if key in wrong
+        },
+    )
     nodes = [] if node_keys.nodes in wrong else await read_nodes(client, node_keys, now, skips)
-    totals = {"pages": 0, "items": 0, "errors": 0} if node_keys.stats in wrong else await read_totals(client, node_keys, skips)
+    totals = (
+        {"pages": 0, "items": 0, "errors": 0}
+        if node_keys.stats in wrong
+        else await read_totals(client, node_keys, skips)
+    )
     dedup = dict(NO_DEDUP) if keys.dupefilter in wrong else await _dedup_stats(client, keys.dupefilter, skips)
-    history = await read_history(client, node_keys, now) if node_keys.history not in wrong else [
-        {"minute": m["minute"], "pages": 0, "items": 0, "errors": 0}
-        for m in await read_history(_Empty(), node_keys, now)
-    ]
+    history = (
+        await read_history(client, node_keys, now)
+        if node_keys.history not in wrong
+        else [
+            {"minute": m["minute"], "pages": 0, "items": 0, "errors": 0}
+            for m in await read_history(_Empty(), node_keys, now)
+        ]
+    )
     raw_alerts = [] if node_keys.alerts in wrong else await maybe_await(client.lrange(node_keys.alerts, 0, recent - 1))
     raw_failures = [] if keys.failed in wrong else await maybe_await(client.lrange(keys.failed, 0, recent - 1))
     proxies = {"total": 0, "healthy": 0} if proxy_key in wrong else await proxy_health(client, proxy_key)
@@ -202,9 +249,15 @@ def render_status(status: dict[str, Any], title: str = "") -> Group:
     now = status["time"]
     t = status["totals"]
     figures = [
-        ("pages/min", f"{t['rate']:.0f}"), ("pending", status["pending"]), ("leased", status["leased"]),
-        ("delayed", status["delayed"]), ("failed", status["failed"]), ("seeds", status["seeds"]),
-        ("seen", status["dedup"].get("count", 0)), ("pages", t["pages"]), ("items", t["items"]),
+        ("pages/min", f"{t['rate']:.0f}"),
+        ("pending", status["pending"]),
+        ("leased", status["leased"]),
+        ("delayed", status["delayed"]),
+        ("failed", status["failed"]),
+        ("seeds", status["seeds"]),
+        ("seen", status["dedup"].get("count", 0)),
+        ("pages", t["pages"]),
+        ("items", t["items"]),
         ("errors", t["errors"]),
         ("drains in", duration(t["eta_seconds"]) if t["eta_seconds"] is not None else "?"),
         ("nodes", f"{t['nodes_alive']} alive" + (f", {t['nodes_dead']} dead" if t["nodes_dead"] else "")),
@@ -215,26 +268,41 @@ def render_status(status: dict[str, Any], title: str = "") -> Group:
         figures.append(("proxies", f"{proxies['healthy']}/{proxies['total']} healthy{dead}"))
     parts: list[Any] = [
         Text(title or status["spider"], style="bold"),
-        Columns([Text.assemble((f"{label} ", "dim"), (str(value), "bold")) for label, value in figures], padding=(0, 3)),
+        Columns(
+            [Text.assemble((f"{label} ", "dim"), (str(value), "bold")) for label, value in figures], padding=(0, 3)
+        ),
     ]
     if status["nodes"]:
         nodes = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
         id_width = min(40, max(len(n["id"]) for n in status["nodes"]))
         for col in ("node", "state", "/min", "pages", "items", "errors", "flight", "leases", "RSS", "seen ago"):
             left = col in ("node", "state")
-            nodes.add_column(col, justify="left" if left else "right", no_wrap=True, min_width=id_width if col == "node" else None)
+            nodes.add_column(
+                col, justify="left" if left else "right", no_wrap=True, min_width=id_width if col == "node" else None
+            )
         for n in status["nodes"]:
             nodes.add_row(
-                n["id"], Text(n["state"], style=STATE_STYLE.get(n["state"], "")), f"{n['rate']:.0f}",
-                str(n["pages"]), str(n["items"]), str(n["errors"]), str(n["in_flight"]), str(n["leases"]),
-                human_bytes(n["rss"]) if n["rss"] else "", duration(max(0.0, now - n["last_seen"])),
+                n["id"],
+                Text(n["state"], style=STATE_STYLE.get(n["state"], "")),
+                f"{n['rate']:.0f}",
+                str(n["pages"]),
+                str(n["items"]),
+                str(n["errors"]),
+                str(n["in_flight"]),
+                str(n["leases"]),
+                human_bytes(n["rss"]) if n["rss"] else "",
+                duration(max(0.0, now - n["last_seen"])),
             )
         parts.append(nodes)
     else:
         parts.append(Text("no node has reported yet", style="dim"))
     for a in status["alerts"][:5]:
         when = time.strftime("%H:%M:%S", time.localtime(a["time"])) if a.get("time") else "--:--:--"
-        parts.append(Text.assemble(("alert ", "bold red"), f"{when} {a.get('kind', '')} {a.get('node', '')}: {a.get('message', '')}"))
+        parts.append(
+            Text.assemble(
+                ("alert ", "bold red"), f"{when} {a.get('kind', '')} {a.get('node', '')}: {a.get('message', '')}"
+            )
+        )
     for line in skip_lines(status):
         parts.append(Text(line, style="yellow"))
     return Group(*parts)

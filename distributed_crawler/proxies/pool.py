@@ -235,7 +235,9 @@ def _text(value: Any) -> str:
 class ProxyPool:
     """The pool's Redis operations on one client (sync or asyncio)."""
 
-    def __init__(self, client: Any, pool_key: str = "dc:proxies", dead_key: str = "dc:proxies:dead", min_score: float = 0.0) -> None:
+    def __init__(
+        self, client: Any, pool_key: str = "dc:proxies", dead_key: str = "dc:proxies:dead", min_score: float = 0.0
+    ) -> None:
         self.client = client
         self.pool_key = pool_key
         self.dead_key = dead_key
@@ -267,9 +269,12 @@ class ProxyPool:
 
     async def pick(self, rnd: float | None = None) -> str | None:
         """A pooled proxy, weighted by health; None when the pool is empty."""
-        value = await maybe_await(self._pick(
-            keys=[self.pool_key], args=[random.random() if rnd is None else rnd, self.min_score],
-        ))
+        value = await maybe_await(
+            self._pick(
+                keys=[self.pool_key],
+                args=[random.random() if rnd is None else rnd, self.min_score],
+            )
+        )
         return _text(value) if value else None
 
     async def success(self, proxy: str) -> Outcome:
@@ -279,9 +284,12 @@ class ProxyPool:
         return await self._apply(proxy, -FAILURE_PENALTY, error)
 
     async def _apply(self, proxy: str, delta: float, error: str) -> Outcome:
-        state, score = await maybe_await(self._record(
-            keys=self._keys, args=[proxy, delta, MAX_SCORE, self.min_score, error[:500]],
-        ))
+        state, score = await maybe_await(
+            self._record(
+                keys=self._keys,
+                args=[proxy, delta, MAX_SCORE, self.min_score, error[:500]],
+            )
+        )
         score_text = _text(score)
         return Outcome(_text(state), float(score_text) if score_text else None)
 
@@ -340,10 +348,15 @@ class ProxyPool:
                 info = {}
             if not isinstance(info, dict):
                 info = {}
-            out.append({
-                "url": _text(member), "state": "dead", "score": info.get("score"),
-                "error": info.get("error"), "since": info.get("since"),
-            })
+            out.append(
+                {
+                    "url": _text(member),
+                    "state": "dead",
+                    "score": info.get("score"),
+                    "error": info.get("error"),
+                    "since": info.get("since"),
+                }
+            )
         return out
 
 
@@ -357,7 +370,8 @@ def match_proxies(wanted: list[str], known: list[str]) -> tuple[list[str], list[
         except ProxyURLError:
             normalized = None
         hits = [
-            k for k in known
+            k
+            for k in known
             if k == normalized or k == arg or mask_proxy(k) == arg or k.rsplit("@", 1)[-1].split("://")[-1] == arg
         ]
         if hits:

@@ -38,10 +38,15 @@ PRIVATE_META_PREFIX = "_dc_"
 POOL_PROXY_META = "_dc_proxy"
 _POOL_PROXY_FIELDS = frozenset({"proxy", "_auth_proxy"})
 # Meta keys Scrapy's own middlewares set that describe one download, not the request.
-_TRANSIENT_META = frozenset({
-    "download_slot", "download_latency", "download_timeout", "depth_checked",
-    "frames",  # rendering.py: the frames of one rendered download
-})
+_TRANSIENT_META = frozenset(
+    {
+        "download_slot",
+        "download_latency",
+        "download_timeout",
+        "depth_checked",
+        "frames",  # rendering.py: the frames of one rendered download
+    }
+)
 
 FORMAT_VERSION = 1
 
@@ -106,7 +111,8 @@ class RequestCodec:
         meta = {
             k: v
             for k, v in request.meta.items()
-            if not k.startswith(PRIVATE_META_PREFIX) and k not in _TRANSIENT_META
+            if not k.startswith(PRIVATE_META_PREFIX)
+            and k not in _TRANSIENT_META
             and not (pooled and k in _POOL_PROXY_FIELDS)
         }
         try:  # scrapy-playwright's PageMethod travels as tagged JSON (tagged.py)
@@ -180,7 +186,7 @@ class RequestCodec:
         url = _field(d, "url", str, required=True)
         meta = _field(d, "meta", dict) or {}
         priority = _field(d, "priority", int) or 0
-        if isinstance(priority, bool) or not -2**63 <= priority < 2**63:
+        if isinstance(priority, bool) or not -(2**63) <= priority < 2**63:
             raise PayloadError(f"priority {str(priority)[:30]} is out of range")
         return {
             "url": url,

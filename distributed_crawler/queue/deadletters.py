@@ -54,8 +54,12 @@ class DeadLetters:
         """
         entries = [
             failure_entry(
-                "", f"undecodable payload: {reason[:PREVIEW_CHARS]}", self.node_id,
-                source=source, attempts=0, payload=preview(lease, PREVIEW_CHARS),
+                "",
+                f"undecodable payload: {reason[:PREVIEW_CHARS]}",
+                self.node_id,
+                source=source,
+                attempts=0,
+                payload=preview(lease, PREVIEW_CHARS),
             )
             for lease, reason in bad
         ]

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import ResponseError
 
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS
+from distributed_crawler.connection.untrusted import is_wrong_type
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import lua_source
-from distributed_crawler.connection.untrusted import is_wrong_type
 
 if TYPE_CHECKING:
     from distributed_crawler.dedup.dupefilter import Dedup
@@ -78,7 +78,7 @@ class Enqueuer:
                 return results
             if code == CODE_CORRUPT:
                 raise DedupDataError(corrupt_message(self.dedup.key, "enqueue.lua cannot read its layers"))
-            pending = pending[len(done):]
+            pending = pending[len(done) :]
             await self.dedup.fix(self.client, code)
         raise DedupDataError(corrupt_message(self.dedup.key, f"enqueue.lua kept asking for {MAX_FIXES} layout fixes"))
 
@@ -91,6 +91,8 @@ class Enqueuer:
 def corrupt_message(key: str, why: str) -> str:
     """The one ERROR line for a corrupt Bloom meta hash: what, and the command that fixes it."""
     spider = key.split(":", 1)[0].strip("{}")
-    return (f"Bloom filter meta hash {key} is corrupt ({why}); no request can be deduplicated and nodes wait: "
-            f"inspect it with `redis-cli hgetall '{key}'`, then `dcrawl dedup reset {spider}` (forgets the seen "
-            f"URLs) or `dcrawl dedup rebuild {spider}`")
+    return (
+        f"Bloom filter meta hash {key} is corrupt ({why}); no request can be deduplicated and nodes wait: "
+        f"inspect it with `redis-cli hgetall '{key}'`, then `dcrawl dedup reset {spider}` (forgets the seen "
+        f"URLs) or `dcrawl dedup rebuild {spider}`"
+    )

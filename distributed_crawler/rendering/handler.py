@@ -68,10 +68,23 @@ CHROMIUM_ARGS = (
     "--disable-dev-shm-usage",  # containers often have a tiny /dev/shm
 )
 LOAD_STATES = frozenset({"load", "domcontentloaded", "networkidle", "commit"})
-RESOURCE_TYPES = frozenset({
-    "document", "stylesheet", "image", "media", "font", "script", "texttrack", "xhr", "fetch",
-    "eventsource", "websocket", "manifest", "other",
-})
+RESOURCE_TYPES = frozenset(
+    {
+        "document",
+        "stylesheet",
+        "image",
+        "media",
+        "font",
+        "script",
+        "texttrack",
+        "xhr",
+        "fetch",
+        "eventsource",
+        "websocket",
+        "manifest",
+        "other",
+    }
+)
 # A page is reused by later renders (opening one costs ~200 ms: a renderer process) unless a render
 # failed on it or may have changed its settings. Its renderer's memory grows with every document it
 # shows, so after about PAGE_MAX_USES renders (each page draws its own number, see _track) it is
@@ -79,11 +92,32 @@ RESOURCE_TYPES = frozenset({
 PAGE_MAX_USES = 10
 IDLE_PAGE_SECONDS = 10.0  # a parked page unused this long is closed (its scripts stop, memory goes)
 # Page methods that only act on the current document: a page that ran them can be reused.
-DOCUMENT_PAGE_METHODS = frozenset({
-    "wait_for_selector", "wait_for_load_state", "wait_for_timeout", "wait_for_function", "wait_for_url",
-    "evaluate", "click", "dblclick", "fill", "type", "press", "hover", "focus", "check", "uncheck",
-    "select_option", "dispatch_event", "screenshot", "pdf", "content", "title", "reload",
-})
+DOCUMENT_PAGE_METHODS = frozenset(
+    {
+        "wait_for_selector",
+        "wait_for_load_state",
+        "wait_for_timeout",
+        "wait_for_function",
+        "wait_for_url",
+        "evaluate",
+        "click",
+        "dblclick",
+        "fill",
+        "type",
+        "press",
+        "hover",
+        "focus",
+        "check",
+        "uncheck",
+        "select_option",
+        "dispatch_event",
+        "screenshot",
+        "pdf",
+        "content",
+        "title",
+        "reload",
+    }
+)
 # Meta keys that hand the page to user code or change it beyond one document.
 _UNPOOLABLE_META = ("playwright_include_page", "playwright_page_event_handlers", "playwright_page_init_callback")
 HARD_TIMEOUT_GRACE = 2.0  # beyond PLAYWRIGHT_RENDER_TIMEOUT, for calls without a timeout of their own
@@ -145,8 +179,7 @@ class RenderConfig:
         wait_for = str(get_setting(settings, "PLAYWRIGHT_WAIT_FOR") or "").strip()
         if not wait_for:
             raise ValueError(
-                "PLAYWRIGHT_WAIT_FOR is empty: use a load state (load, domcontentloaded, networkidle) "
-                "or a CSS selector"
+                "PLAYWRIGHT_WAIT_FOR is empty: use a load state (load, domcontentloaded, networkidle) or a CSS selector"
             )
         timeout = float(get_setting(settings, "PLAYWRIGHT_RENDER_TIMEOUT"))
         if not timeout > 0:
@@ -303,7 +336,8 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         if cfg.unavailable_reason:
             logger.warning(
                 "Rendering unavailable on this node: %s. Requests marked for rendering will fail; "
-                "all other requests are unaffected.", cfg.unavailable_reason,
+                "all other requests are unaffected.",
+                cfg.unavailable_reason,
             )
 
     @classmethod
@@ -469,7 +503,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         """Close pages parked for IDLE_PAGE_SECONDS; check again while some stay parked."""
         self._sweep = None
         cutoff = time.monotonic() - IDLE_PAGE_SECONDS
-        for context, pages in self._idle.items():
+        for _context, pages in self._idle.items():
             stale = [p for p in pages if self._parked_at.get(p, 0) <= cutoff]
             for page in stale:
                 pages.remove(page)
@@ -488,10 +522,10 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         if name in self.context_wrappers:
             return
         while len(self.context_wrappers) >= self.render_config.max_pages:
-            victim = next((
-                n for n, w in self.context_wrappers.items()
-                if not set(w.context.pages) - set(self._idle.get(n, ()))
-            ), None)
+            victim = next(
+                (n for n, w in self.context_wrappers.items() if not set(w.context.pages) - set(self._idle.get(n, ()))),
+                None,
+            )
             if victim is None:
                 return
             wrapper = self.context_wrappers.pop(victim)
@@ -514,8 +548,11 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         for page in spent:
             await self._close_page(page)
         if (
-            reusable and not self._closed and not self._restart_due()
-            and self._uses.get(last, 0) < self._max_uses.get(last, 0) and await self._reset(last)
+            reusable
+            and not self._closed
+            and not self._restart_due()
+            and self._uses.get(last, 0) < self._max_uses.get(last, 0)
+            and await self._reset(last)
         ):
             self._park(last, context)
         else:
@@ -547,7 +584,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             error: Exception = exc
         except PlaywrightTimeoutError as exc:
             error = RenderTimeoutError(f"render of {request.url} timed out: {_first_line(exc)}")
-        except asyncio.TimeoutError:
+        except TimeoutError:
             error = RenderTimeoutError(f"render of {request.url} did not finish in {timeout:g}s")
         except TargetClosedError:
             raise  # the page or browser went away: scrapy-playwright retries with a new page
@@ -607,7 +644,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         await super()._apply_page_methods(page, request, spider)
         try:
             frames = await asyncio.wait_for(collect_frames(page), max(0.5, self._remaining(request)))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise RenderTimeoutError(f"render of {request.url} timed out while reading its frames") from None
         request.meta["frames"] = frames
         self.stats.inc_value("render/frames", len(frames))
@@ -670,7 +707,8 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         self.stats.inc_value("render/browser_restarts")
         logger.info(
             "Restarted the browser after %d pages (PLAYWRIGHT_RESTART_AFTER_PAGES); %d restarts so far",
-            self.render_config.restart_after_pages, self.browser_restarts,
+            self.render_config.restart_after_pages,
+            self.browser_restarts,
         )
 
     async def _browser_disconnected_callback(self, browser: Any = None) -> None:
@@ -707,8 +745,11 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         logger.info(
             "Rendering closed: %d pages rendered, %d browser restarts; %d pages were open at close, "
             "now %d pages and %d contexts open",
-            self.pages_rendered, self.browser_restarts, open_before,
-            self.open_page_count(), len(self.context_wrappers),
+            self.pages_rendered,
+            self.browser_restarts,
+            open_before,
+            self.open_page_count(),
+            len(self.context_wrappers),
         )
 
 

@@ -20,15 +20,15 @@ from redis.exceptions import ResponseError
 from scrapy import Request, Spider, signals
 
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig
-from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
-from distributed_crawler.defaults import get_setting
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.core.node import node_id_from_settings
-from distributed_crawler.core.scheduler import wake_engine
-from distributed_crawler.queue.seeds import SeedError, parse_seed, preview
-from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
 from distributed_crawler.connection.untrusted import preview as raw_preview
+from distributed_crawler.core.node import node_id_from_settings
+from distributed_crawler.core.scheduler import wake_engine
+from distributed_crawler.defaults import get_setting
+from distributed_crawler.queue.counts import crawl_counts
+from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
+from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.queue.seeds import SeedError, parse_seed, preview
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +64,11 @@ class RedisSpider(Spider):
             raise ValueError(f"MAX_IDLE_TIME_BEFORE_CLOSE ({self.max_idle_time}) must be >= 0 (0 = run forever)")
         self.seed_max_bytes = int(get_setting(settings, "SEED_MAX_BYTES"))
         self.seeds_as = (
-            "zset" if settings.getbool("REDIS_START_URLS_AS_ZSET")
-            else "set" if settings.getbool("REDIS_START_URLS_AS_SET") else "list"
+            "zset"
+            if settings.getbool("REDIS_START_URLS_AS_ZSET")
+            else "set"
+            if settings.getbool("REDIS_START_URLS_AS_SET")
+            else "list"
         )
         self.node_id = node_id_from_settings(settings)
         self._failed_max = int(get_setting(settings, "SCHEDULER_FAILED_MAX"))
@@ -120,8 +123,13 @@ class RedisSpider(Spider):
         if is_wrong_type(exc):
             await self._wrong_types.check(client, self._expected_types(), exc=exc)
         else:
-            self._data_errors.failed("reading seeds", "Redis refused reading seeds from %s (%s); the spider keeps "
-                                     "polling with backoff", self.redis_key, exc, exc_info=exc)
+            self._data_errors.failed(
+                "reading seeds",
+                "Redis refused reading seeds from %s (%s); the spider keeps polling with backoff",
+                self.redis_key,
+                exc,
+                exc_info=exc,
+            )
 
     async def _redis_ok(self, client: Any) -> None:
         self._data_errors.ok("reading seeds")
@@ -135,16 +143,26 @@ class RedisSpider(Spider):
             logger.warning(
                 "Rejected a seed from %s (%s): %s: %r; further %s rejects are counted in "
                 "stats seeds/rejected/%s and listed by `dcrawl failed %s`",
-                self.redis_key, error.kind, error.reason, preview(raw), error.kind, error.kind, self.name,
+                self.redis_key,
+                error.kind,
+                error.reason,
+                preview(raw),
+                error.kind,
+                error.kind,
+                self.name,
             )
-        return failure_entry(preview(raw), f"rejected seed: {error.reason}", self.node_id, source="seed", kind=error.kind,
-                             payload=raw_preview(raw))
+        return failure_entry(
+            preview(raw),
+            f"rejected seed: {error.reason}",
+            self.node_id,
+            source="seed",
+            kind=error.kind,
+            payload=raw_preview(raw),
+        )
 
     def _log_rejected_summary(self, spider: Spider) -> None:
         if self._rejected:
-            logger.warning(
-                "Rejected seeds: %s", ", ".join(f"{k}={v}" for k, v in sorted(self._rejected.items()))
-            )
+            logger.warning("Rejected seeds: %s", ", ".join(f"{k}={v}" for k, v in sorted(self._rejected.items())))
 
     # -- Scrapy 2.19 start ----------------------------------------------------------------
     async def start(self) -> AsyncIterator[Any]:

@@ -39,10 +39,7 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 #: How long a PostgreSQL connection attempt may take (s).
 POSTGRES_CONNECT_TIMEOUT = 10
 
-_SUPPORTED_HINT = (
-    "use sqlite:///relative/path.db, sqlite:////absolute/path.db "
-    "or postgresql://user:pass@host:port/db"
-)
+_SUPPORTED_HINT = "use sqlite:///relative/path.db, sqlite:////absolute/path.db or postgresql://user:pass@host:port/db"
 
 
 class StorageError(Exception):
@@ -74,9 +71,7 @@ class StorageBackend(Protocol):
 # URL masking
 # --------------------------------------------------------------------------
 
-_KV_PASSWORD_RE = re.compile(
-    r"""(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s]+)""", re.IGNORECASE
-)
+_KV_PASSWORD_RE = re.compile(r"""(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s]+)""", re.IGNORECASE)
 _QUERY_PASSWORD_RE = re.compile(r"([?&]password=)([^&#]*)", re.IGNORECASE)
 
 
@@ -201,9 +196,7 @@ class SQLiteStorage:
                 ) from None
         self._conn: sqlite3.Connection | None = None
         try:
-            self._conn = sqlite3.connect(
-                self.path, timeout=busy_timeout_ms / 1000, isolation_level=None
-            )
+            self._conn = sqlite3.connect(self.path, timeout=busy_timeout_ms / 1000, isolation_level=None)
             self._init_schema(busy_timeout_ms)
         except sqlite3.Error as exc:
             self.close()
@@ -247,10 +240,7 @@ class SQLiteStorage:
         conn = self._require()
         cols = ", ".join(COLUMNS)
         params = ", ".join(f":{c}" for c in COLUMNS)
-        sql = (
-            f"INSERT INTO items ({cols}) VALUES ({params}) "
-            f"ON CONFLICT (url) DO UPDATE SET {_SET_CLAUSE}"
-        )
+        sql = f"INSERT INTO items ({cols}) VALUES ({params}) ON CONFLICT (url) DO UPDATE SET {_SET_CLAUSE}"
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -261,9 +251,7 @@ class SQLiteStorage:
                     conn.execute("ROLLBACK")
                 raise
         except sqlite3.Error as exc:
-            raise StorageError(
-                f"SQLite write to {self.url} failed: {safe_error_text(exc, self.url)}"
-            ) from exc
+            raise StorageError(f"SQLite write to {self.url} failed: {safe_error_text(exc, self.url)}") from exc
 
     def count(self) -> int:
         """Number of rows in ``items``."""
@@ -359,7 +347,7 @@ class PostgresStorage:
                 logger.info("Reconnecting to PostgreSQL storage %s", self.masked)
                 try:
                     conn.close()
-                except Exception:  # pragma: no cover - best effort
+                except Exception:  # noqa: BLE001 - best effort
                     pass
             self._conn = None
             conn = self._connect()
@@ -374,18 +362,13 @@ class PostgresStorage:
             return
         cols = ", ".join(COLUMNS)
         params = ", ".join(f"%({c})s" for c in COLUMNS)
-        sql = (
-            f"INSERT INTO items ({cols}) VALUES ({params}) "
-            f"ON CONFLICT (url) DO UPDATE SET {_SET_CLAUSE}"
-        )
+        sql = f"INSERT INTO items ({cols}) VALUES ({params}) ON CONFLICT (url) DO UPDATE SET {_SET_CLAUSE}"
         try:
             conn = self._connection()
             with conn.transaction(), conn.cursor() as cur:
                 cur.executemany(sql, prepared)
         except psycopg.Error as exc:
-            raise StorageError(
-                f"PostgreSQL write to {self.masked} failed: {safe_error_text(exc, self.dsn)}"
-            ) from None
+            raise StorageError(f"PostgreSQL write to {self.masked} failed: {safe_error_text(exc, self.dsn)}") from None
 
     def iter_urls(self, batch: int = 1000) -> Iterator[list[str]]:
         conn = self._connection()
@@ -404,9 +387,7 @@ class PostgresStorage:
                 row = conn.execute("SELECT COUNT(*) FROM items").fetchone()
             return int(row[0])
         except psycopg.Error as exc:
-            raise StorageError(
-                f"PostgreSQL count on {self.masked} failed: {safe_error_text(exc, self.dsn)}"
-            ) from None
+            raise StorageError(f"PostgreSQL count on {self.masked} failed: {safe_error_text(exc, self.dsn)}") from None
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -454,6 +435,4 @@ def open_storage(url: str) -> StorageBackend:
     if base_scheme in ("postgresql", "postgres"):
         dsn = url if scheme == base_scheme else "postgresql://" + url.split("://", 1)[1]
         return PostgresStorage(dsn)
-    raise StorageError(
-        f"Unsupported STORAGE_URL scheme {scheme!r} in {mask_url(url)}: {_SUPPORTED_HINT}"
-    )
+    raise StorageError(f"Unsupported STORAGE_URL scheme {scheme!r} in {mask_url(url)}: {_SUPPORTED_HINT}")

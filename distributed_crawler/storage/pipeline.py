@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from itemadapter import ItemAdapter
@@ -168,10 +168,10 @@ def _iso_utc(value: Any) -> str | None:
         return None
     if isinstance(value, datetime):
         if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
-        return value.astimezone(timezone.utc).isoformat()
+            value = value.replace(tzinfo=UTC)
+        return value.astimezone(UTC).isoformat()
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return datetime.fromtimestamp(value, tz=timezone.utc).isoformat()
+        return datetime.fromtimestamp(value, tz=UTC).isoformat()
     return _text(value)
 
 
@@ -338,10 +338,14 @@ class StoragePipeline:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="storage")
         try:
             self._backend = await self._call(self._open_backend)
-        except Exception as exc:
-            reason = str(exc) if isinstance(exc, StorageError) else (
-                f"Cannot open storage {self.config.masked_url}: "
-                f"{type(exc).__name__}: {safe_error_text(exc, self.config.url)}"
+        except Exception as exc:  # noqa: BLE001 - any failure to open is one line for the operator
+            reason = (
+                str(exc)
+                if isinstance(exc, StorageError)
+                else (
+                    f"Cannot open storage {self.config.masked_url}: "
+                    f"{type(exc).__name__}: {safe_error_text(exc, self.config.url)}"
+                )
             )
             logger.error("Storage unavailable, stopping the crawl: %s", reason)
             self._executor.shutdown(wait=False)
@@ -382,7 +386,7 @@ class StoragePipeline:
             timeout = self.config.close_retry_seconds + 35.0
             try:
                 await asyncio.wait_for(asyncio.shield(writer), timeout=timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 writer.cancel()
                 for batch in list(self._pending):
                     self._fail(batch, f"storage call still running after {timeout:.0f}s")
@@ -525,8 +529,7 @@ class StoragePipeline:
         elif now - self._last_warning >= OUTAGE_REMINDER_SECONDS:
             self._last_warning = now
             logger.warning(
-                "Storage %s still failing after %.0fs and %d attempts (%s); "
-                "%d items waiting (first %s)",
+                "Storage %s still failing after %.0fs and %d attempts (%s); %d items waiting (first %s)",
                 self.config.masked_url,
                 now - self._outage_started,
                 self._outage_failures,
@@ -550,6 +553,4 @@ class StoragePipeline:
             error,
             " ".join(urls),
         )
-        batch.done.set_exception(
-            StorageError(f"item not stored in {self.config.masked_url}: {error}")
-        )
+        batch.done.set_exception(StorageError(f"item not stored in {self.config.masked_url}: {error}"))

@@ -21,8 +21,16 @@ from types import TracebackType
 from urllib.parse import urlsplit
 
 MODES = ("forward", "auth", "ban")
-HOP_BY_HOP = {"connection", "keep-alive", "proxy-authorization", "proxy-connection", "te", "trailer",
-              "transfer-encoding", "upgrade"}
+HOP_BY_HOP = {
+    "connection",
+    "keep-alive",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+}
 
 
 class TestProxy:
@@ -58,8 +66,12 @@ class TestProxy:
         server.proxy = self
         self._server = server
         self.port = server.server_address[1]
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1},
-                                        name=f"TestProxy-{self.mode}-{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name=f"TestProxy-{self.mode}-{self.port}",
+            daemon=True,
+        )
         self._thread.start()
         return self
 
@@ -74,7 +86,9 @@ class TestProxy:
     def __enter__(self) -> TestProxy:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
 
@@ -141,7 +155,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(data)
 
-    do_GET = do_POST = do_HEAD = _handle  # noqa: N815
+    do_GET = do_POST = do_HEAD = _handle
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: object) -> None:
         """Quiet."""

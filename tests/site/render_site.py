@@ -51,7 +51,7 @@ def _js_token(name: str) -> str:
 
 def _doc(title: str, body: str, script: str = "") -> bytes:
     return (
-        f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>\n"
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title></head>\n'
         f"<body>\n{body}\n<script>\n{script}\n</script>\n</body></html>\n"
     ).encode()
 
@@ -108,7 +108,9 @@ class RenderSite:
     def __enter__(self) -> RenderSite:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
     # -- accounting -------------------------------------------------------------------------
@@ -152,11 +154,19 @@ class RenderSite:
             script += "document.documentElement.setAttribute('data-ready', '1');\n}, 50);"
             return 200, html_type, _doc("main", "<h1>JS page</h1><div id=main>loading</div>", script)
         if path == "/r/iframe":
-            return 200, html_type, _doc("iframe", '<p>outer</p><iframe name="inner" src="/f/inner"></iframe>', _ready_on_load())
+            return (
+                200,
+                html_type,
+                _doc("iframe", '<p>outer</p><iframe name="inner" src="/f/inner"></iframe>', _ready_on_load()),
+            )
         if path == "/f/inner":
             return 200, html_type, _doc("inner", "<p id=t></p>", _writes("t", "inner"))
         if path == "/r/nested":
-            return 200, html_type, _doc("nested", '<p>outer</p><iframe name="l1" src="/f/level1"></iframe>', _ready_on_load())
+            return (
+                200,
+                html_type,
+                _doc("nested", '<p>outer</p><iframe name="l1" src="/f/level1"></iframe>', _ready_on_load()),
+            )
         if path == "/f/level1":
             body = '<p id=t></p><iframe name="l2" src="/f/level2"></iframe>'
             return 200, html_type, _doc("level1", body, _writes("t", "level1"))
@@ -198,7 +208,7 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # quiet
         pass
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         site: RenderSite = self.server.site  # type: ignore[attr-defined]
         role: str = self.server.role  # type: ignore[attr-defined]
         path = urlsplit(self.path).path

@@ -32,8 +32,8 @@ import socket
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType, TracebackType
 from urllib.parse import parse_qsl, urlsplit
 
@@ -62,7 +62,7 @@ _WORDS = (
 def _page(title: str, body: str) -> bytes:
     """Wrap a body in a minimal UTF-8 HTML document (every page needs a <title>)."""
     doc = (
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{html.escape(title)}</title>\n</head>\n<body>\n{body}\n</body>\n</html>\n"
     )
     return doc.encode("utf-8")
@@ -229,8 +229,10 @@ class NewsSite:
         if path == "/flaky":
             if self._next_flaky() <= FLAKY_FAILURES:
                 return 503, html_type, _page("Unavailable", "<p>Temporarily unavailable.</p>")
-            return 200, html_type, _page(
-                "Flaky", f"<p>{FLAKY_OK_TEXT}: third time lucky.</p>\n<p>{_a('/', 'Home')}</p>"
+            return (
+                200,
+                html_type,
+                _page("Flaky", f"<p>{FLAKY_OK_TEXT}: third time lucky.</p>\n<p>{_a('/', 'Home')}</p>"),
             )
         if path == "/down":
             return 503, html_type, _page("Unavailable", "<p>Down for good.</p>")
@@ -299,9 +301,7 @@ class NewsSite:
     def _list_page(self, page: int) -> bytes:
         first = (page - 1) * self.per_page + 1
         last = min(page * self.per_page, self.articles)
-        items = "\n".join(
-            f"<li>{_a(self._article_href(i), f'Article {i}')}</li>" for i in range(first, last + 1)
-        )
+        items = "\n".join(f"<li>{_a(self._article_href(i), f'Article {i}')}</li>" for i in range(first, last + 1))
         nav = [_a("/?utm_source=nav", "Home")]
         if page > 1:
             nav.append(_a(self._list_href(1, page + 3), "First"))
@@ -313,7 +313,7 @@ class NewsSite:
             nav.append(_a(self._list_href(self.num_pages, page + 4), "Last"))
         body = (
             f"<h1>News, page {page} of {self.num_pages}</h1>\n<ul>\n{items}\n</ul>\n"
-            f"<p class=\"nav\">{' | '.join(nav)}</p>"
+            f'<p class="nav">{" | ".join(nav)}</p>'
         )
         return _page(f"News - page {page}", body)
 
@@ -331,8 +331,9 @@ class NewsSite:
         page = self.list_page_of(article_id)
         nav.append(_a(self._list_href(page, article_id), "Back to list"))
         body = (
-            f"<h1 id=\"top\">Article {article_id}</h1>\n" + "\n".join(paragraphs)
-            + f"\n<p class=\"nav\">{' | '.join(nav)}</p>"
+            f'<h1 id="top">Article {article_id}</h1>\n'
+            + "\n".join(paragraphs)
+            + f'\n<p class="nav">{" | ".join(nav)}</p>'
         )
         return _page(f"Article {article_id}", body)
 
@@ -428,13 +429,13 @@ class _Handler(BaseHTTPRequestHandler):
         if send_body:
             self.wfile.write(body)
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server naming)
+    def do_GET(self) -> None:
         self._respond(send_body=True)
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self._respond(send_body=False)
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: object) -> None:
         """Silence per-request logging (stderr noise drowns test output)."""
 
 

@@ -28,11 +28,18 @@ class RenderRelaySpider(NewsSpider):
             return
         if self.settings.getbool("RENDER_RELAY_STALL"):
             method = PageMethod("evaluate", "new Promise(function () {})")  # never settles
-            yield response.follow("/r/main", callback=self.parse,
-                                  meta={"render": True, "render_timeout": 2, "playwright_page_methods": [method]})
+            yield response.follow(
+                "/r/main",
+                callback=self.parse,
+                meta={"render": True, "render_timeout": 2, "playwright_page_methods": [method]},
+            )
             return
         for path in GOOD_PAGES:
-            yield response.follow(path, callback=self.parse, meta={
-                "render": True,
-                "playwright_page_methods": [PageMethod("evaluate", ADD_TOKEN)],
-            })
+            yield response.follow(
+                path,
+                callback=self.parse,
+                meta={
+                    "render": True,
+                    "playwright_page_methods": [PageMethod("evaluate", ADD_TOKEN)],
+                },
+            )
