@@ -1,4 +1,4 @@
-"""What the `news` spider stores: one row per page, keyed by canonical URL (DESIGN §6)."""
+"""What the `news` spider stores: one row per page, keyed by canonical URL (docs/architecture.md §8)."""
 
 from __future__ import annotations
 

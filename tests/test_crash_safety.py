@@ -1,4 +1,4 @@
-"""Delivery guarantee end to end (DESIGN §4): kill -9, slow pages, poison, ack after commit, stop."""
+"""Delivery guarantee end to end (docs/architecture.md §5): kill -9, slow pages, poison, ack after commit, stop."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`news`: follows same-site links from its seeds and stores every page once (DESIGN §6).
+"""`news`: follows same-site links from its seeds and stores every page once (docs/architecture.md §8).
 
 A rendered page's `text` includes the visible text of all its frames (`response.meta["frames"]`,
 rendering.py). With `IFRAME_FOLLOW_STATIC = True`, a page that was not rendered has its same-site

@@ -1,4 +1,4 @@
-"""`dcrawl`: operate the cluster from a shell (DESIGN §7).
+"""`dcrawl`: operate the cluster from a shell (docs/architecture.md §9).
 
 Every command takes `--redis-url` (default: env REDIS_URL, then the project settings); read
 commands take `--json`. Failures print one line and exit non-zero.

@@ -35,7 +35,7 @@ FORGET_SECONDS = 24 * 3600  # dead and closed nodes are listed this long after t
 HISTORY_MINUTES = 60
 HISTORY_TTL = 2 * 3600  # the per-minute counters vanish this long after the last heartbeat
 DEFAULT_INTERVAL = 10.0
-PROXY_POOL_KEY = "dc:proxies"  # DESIGN §3: zset, score = health
+PROXY_POOL_KEY = "dc:proxies"  # docs/architecture.md §4: zset, score = health
 
 # Node hash fields and how to read them back.
 FLOAT_FIELDS = ("started", "last_seen", "interval", "rate")

@@ -1,4 +1,4 @@
-"""The cluster's status in one dict (DESIGN §7), and its rich rendering for `dcrawl status`.
+"""The cluster's status in one dict (docs/architecture.md §9), and its rich rendering for `dcrawl status`.
 
 `gather_status` is what `dcrawl status --json` prints and what the dashboard's JSON endpoint
 serves, so the two always agree. It works with a sync client (`run_sync`) and an asyncio one.

@@ -1,4 +1,4 @@
-"""Redis key names of one spider, resolved once from settings (DESIGN §3)."""
+"""Redis key names of one spider, resolved once from settings (docs/architecture.md §4)."""
 
 from __future__ import annotations
 
