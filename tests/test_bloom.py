@@ -95,6 +95,7 @@ def test_check_and_add(backend: tuple[str, redis.Redis]) -> None:
     assert run_sync(describe_dedup(client, KEYS.dupefilter))["count"] == 6
 
 
+@pytest.mark.slow
 def test_growth_keeps_the_error_rate(backend: tuple[str, redis.Redis]) -> None:
     mode, client = backend
     capacity, p = 5000, 0.001
@@ -115,6 +116,7 @@ def test_growth_keeps_the_error_rate(backend: tuple[str, redis.Redis]) -> None:
     assert false_positives / unseen <= 1.2 * p, f"{false_positives} false positives in {unseen}"
 
 
+@pytest.mark.slow
 def test_bitmap_memory_is_the_formula(redis_client: redis.Redis) -> None:
     n = 200_000
     enqueuer = open_enqueuer(redis_client, "bitmap", n)
@@ -130,6 +132,7 @@ def _add_all(url: str, capacity: int, out: multiprocessing.Queue) -> None:
     out.put(add(enqueuer, fps(0, 10_000)))
 
 
+@pytest.mark.e2e
 def test_two_processes_adding_the_same_fingerprints_win_each_once(redis_url: str) -> None:
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
@@ -180,6 +183,7 @@ def test_bad_settings_name_the_value(setting: dict, message: str) -> None:
         BloomConfig.from_settings(Settings(setting))
 
 
+@pytest.mark.e2e
 def test_crawl_with_forced_redisbloom_on_plain_redis_is_one_line(redis_url: str) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "scrapy", "crawl", "news", "-s", "BLOOM_BACKEND=redisbloom"],
@@ -194,6 +198,8 @@ def test_crawl_with_forced_redisbloom_on_plain_redis_is_one_line(redis_url: str)
     assert len(errors) == 1 and "BLOOM_BACKEND (redisbloom)" in errors[0] and "Traceback" not in proc.stderr
 
 
+@pytest.mark.e2e
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_persist_reset_and_rebuild(
     workers: Workers, redis_url: str, redis_client: redis.Redis, tmp_path: Path, capsys: pytest.CaptureFixture

@@ -84,6 +84,7 @@ def test_seed_validates(redis_url: str, redis_client: redis.Redis, capsys: pytes
     assert "not http or https" in capsys.readouterr().err
 
 
+@pytest.mark.e2e
 def test_unreachable_redis_one_line_masked() -> None:
     proc = subprocess.run(
         [

@@ -49,6 +49,8 @@ def rows(db: Path) -> set[str]:
         return {r[0] for r in conn.execute("SELECT url FROM items")}
 
 
+@pytest.mark.e2e
+@pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_crawl_as_acl_user_never_logs_the_password(
     site: NewsSite, redis_url: str, redis_client: redis.Redis, tmp_path: Path
@@ -130,6 +132,8 @@ def tls_certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
+@pytest.mark.e2e
+@pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_crawl_over_tls(site: NewsSite, tls_certs: Path, tmp_path: Path) -> None:
     server = RedisServer(tmp_path)
@@ -166,6 +170,8 @@ def test_crawl_over_tls(site: NewsSite, tls_certs: Path, tmp_path: Path) -> None
     assert rows(tmp_path / "items.db") == site.expected_urls()
 
 
+@pytest.mark.e2e
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_redis_restart_mid_crawl_is_survived(tmp_path: Path) -> None:
     server = RedisServer(tmp_path, "--appendonly", "yes", "--appendfsync", "always").start()

@@ -16,6 +16,8 @@ from distributed_crawler.storage.backends import open_storage
 from tests.conftest import Workers
 from tests.site.server import NewsSite
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 FAST_LEASE = ["SCHEDULER_LEASE_SECONDS=3"]
 
 

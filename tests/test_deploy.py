@@ -23,6 +23,8 @@ from supervisor.xmlrpc import SupervisorTransport
 from tests.conftest import ROOT, RedisServer, Workers
 from tests.site.server import NewsSite
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 DEPLOY = ROOT / "deploy"
 VENV_BIN = ROOT / ".venv" / "bin"
 # Directives of deploy/redis.conf the tests replace: where the private server listens and writes.

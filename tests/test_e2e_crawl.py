@@ -15,6 +15,8 @@ import redis
 from tests.conftest import ROOT, Workers, free_port
 from tests.site.server import NewsSite
 
+pytestmark = [pytest.mark.e2e]
+
 
 def stored_rows(db: Path) -> list[tuple[str, str]]:
     with sqlite3.connect(db) as conn:

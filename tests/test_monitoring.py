@@ -28,6 +28,8 @@ from distributed_crawler.cli.main import main
 from tests.conftest import ROOT, Workers, free_port
 from tests.site.server import NewsSite
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 FAST = ["HEARTBEAT_INTERVAL=1", "SCHEDULER_LEASE_SECONDS=3", "CONCURRENT_REQUESTS=4"]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = "/usr/bin/chromium"

@@ -609,6 +609,8 @@ def crawl(
     return result["stats"], result["not_visible"], proc.stderr
 
 
+@pytest.mark.e2e
+@pytest.mark.slow
 @pytest.mark.parametrize("from_start", [False, True], ids=["from_responses", "from_start"])
 def test_real_crawl_commits_before_item_scraped(tmp_path: Path, from_start: bool) -> None:
     stats, not_visible, log = crawl(tmp_path, from_start=from_start, STORAGE_BATCH_SIZE=100, STORAGE_FLUSH_SECONDS=0.5)
@@ -621,6 +623,7 @@ def test_real_crawl_commits_before_item_scraped(tmp_path: Path, from_start: bool
     assert " ERROR: " not in log and "Traceback" not in log
 
 
+@pytest.mark.e2e
 def test_real_crawl_survives_storage_errors(tmp_path: Path) -> None:
     stats, not_visible, log = crawl(
         tmp_path,
@@ -637,6 +640,7 @@ def test_real_crawl_survives_storage_errors(tmp_path: Path) -> None:
     assert log.count(" WARNING: ") == 1
 
 
+@pytest.mark.e2e
 def test_real_crawl_closing_during_outage_does_not_hang(tmp_path: Path) -> None:
     """The spider closes (here by timeout) while the storage is down: bounded, reported.
 
@@ -660,6 +664,7 @@ def test_real_crawl_closing_during_outage_does_not_hang(tmp_path: Path) -> None:
     assert "5 items NOT stored" in log
 
 
+@pytest.mark.e2e
 def test_real_crawl_storage_unavailable(tmp_path: Path) -> None:
     stats, _, log = crawl(tmp_path, STORAGE_URL="postgresql://crawler:s3cretpw@127.0.0.1:1/items")
     assert stats["finish_reason"] == STORAGE_UNAVAILABLE

@@ -17,6 +17,8 @@ from tests.conftest import ROOT, Workers, free_port
 from tests.proxies.server import TestProxy
 from tests.site.server import NewsSite
 
+pytestmark = [pytest.mark.e2e]
+
 SECRET = "pr0xy-s3cret"
 
 
@@ -56,6 +58,7 @@ def proxies() -> Iterator[dict[str, TestProxy]]:
         proxy.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_two_workers_crawl_through_the_pool_and_evict_the_bad_proxies(
     site: NewsSite,
@@ -137,6 +140,7 @@ def test_a_malformed_proxy_is_one_clear_line_and_exit_2(redis_url: str) -> None:
     assert "Traceback" not in proc.stderr and "s3cret-pw" not in proc.stderr + proc.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_empty_pool_holds_requests_until_a_proxy_is_added(
     site: NewsSite,
@@ -160,6 +164,7 @@ def test_empty_pool_holds_requests_until_a_proxy_is_added(
     assert log.count("is empty: requests are held") == 1 and "has proxies again" in log
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_empty_pool_with_direct_policy_goes_without_a_proxy(
     site: NewsSite,

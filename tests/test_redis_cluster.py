@@ -34,6 +34,8 @@ from tests.redis_topologies import RedisClusterNodes
 from tests.site.server import NewsSite
 from tests.test_e2e_crawl import assert_clean_logs, stored_rows
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 TEST_SPIDERS = "SPIDER_MODULES=demo.spiders,tests.spiders"
 # Default proxy keys (the dead key then follows the pool's slot, docs/proxies.md); the per-domain
 # rate limit (one key a domain) is on to run its script on the cluster too.

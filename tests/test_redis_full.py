@@ -13,6 +13,8 @@ import redis
 from tests.conftest import RedisServer, Workers
 from tests.site.server import NewsSite
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 FULL_LINE = "is full (maxmemory reached)"
 
 

@@ -248,6 +248,8 @@ def test_iframe_follow_static_fetches_same_site_iframes_as_plain_requests() -> N
 
 
 # -- frames from a real Chromium ----------------------------------------------------------------
+@pytest.mark.e2e
+@pytest.mark.slow
 @pytest.mark.usefixtures("needs_chromium")
 @pytest.mark.timeout(60)
 def test_collect_frames_nested_and_cross_site() -> None:

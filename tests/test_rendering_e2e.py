@@ -21,6 +21,8 @@ from distributed_crawler.rendering.handler import DEFAULT_CHROMIUM
 from tests.conftest import Workers
 from tests.site.render_site import BROKEN_PAGES, READY, TOKENS, RenderSite
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 RELAY = "SPIDER_MODULES=demo.spiders,tests.spiders"
 
 

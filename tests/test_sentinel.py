@@ -30,6 +30,8 @@ from tests.site.server import NewsSite
 from tests.test_e2e_crawl import stored_rows
 from tests.test_redis_cluster import crawl_preflight, one_error_line
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 
 @pytest.fixture
 def sentinel_set(tmp_path: Path) -> Iterator[SentinelSet]:

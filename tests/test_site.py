@@ -260,6 +260,7 @@ def test_delay_applies_to_articles() -> None:
     assert fast < 0.3
 
 
+@pytest.mark.e2e
 def test_cli_ready_line_and_clean_sigterm() -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.Popen(
@@ -288,6 +289,7 @@ def test_cli_ready_line_and_clean_sigterm() -> None:
     assert err == ""
 
 
+@pytest.mark.e2e
 def test_cli_sigint_exits_zero() -> None:
     proc = subprocess.Popen(
         [sys.executable, str(SERVER_SCRIPT), "--articles", "2"],

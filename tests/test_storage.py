@@ -268,6 +268,8 @@ _WRITER_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.e2e
+@pytest.mark.slow
 def test_concurrent_writer_processes(storage_url: str, opened: Callable[[], StorageBackend]) -> None:
     """Several processes on one store (a brand-new SQLite file): no dups, no lock errors."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}

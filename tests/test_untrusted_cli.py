@@ -73,6 +73,8 @@ def garbage(redis_client: redis.Redis, tmp_path: Path) -> Path:
     return marker
 
 
+@pytest.mark.e2e
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_status_and_failed_survive_every_kind_of_garbage_in_every_key(
     redis_url: str, redis_client: redis.Redis, tmp_path: Path
@@ -124,6 +126,8 @@ def test_status_and_failed_survive_every_kind_of_garbage_in_every_key(
     assert not marker.exists(), "something unpickled a payload"
 
 
+@pytest.mark.e2e
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_keys_of_the_wrong_type_are_named_with_their_fix(
     redis_url: str, redis_client: redis.Redis, tmp_path: Path
@@ -152,6 +156,7 @@ def test_keys_of_the_wrong_type_are_named_with_their_fix(
     assert "redis-cli del '{news}:failed'" in dcrawl(redis_url, "failed", "news").stderr
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(120)
 def test_dashboard_api_survives_garbage_and_wrong_types(
     redis_url: str, redis_client: redis.Redis, tmp_path: Path

@@ -326,6 +326,7 @@ def test_proxy_pool_garbage_members_and_wrong_type(
 
 
 # -- a real worker --------------------------------------------------------------------------------------
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_worker_survives_garbage_and_a_wrong_type_key_mid_crawl(
