@@ -1,0 +1,137 @@
+"""Every touch of Scrapy's or scrapy-playwright's internals: one home, checked on upgrade.
+
+Each function below relies on something private (or undocumented) and says where it lives in the
+versions it was checked against (CHECKED_SCRAPY, CHECKED_SCRAPY_PLAYWRIGHT). The private
+scrapy-playwright methods our rendering handler overrides are listed in PLAYWRIGHT_OVERRIDES (the
+overrides themselves stay methods of rendering/handler.py, which checks itself against this list).
+tests/test_internals.py fails on an upgrade that changes any of it: re-check this module then.
+
+Nothing of ours is imported here: every layer may use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+
+CHECKED_SCRAPY = "2.19.0"
+CHECKED_SCRAPY_PLAYWRIGHT = "0.0.48"
+
+# -- Scrapy (2.19.0) ---------------------------------------------------------------------------
+# (owner, attribute, parameter names or None for a plain attribute): what the functions below read.
+SCRAPY_CONTRACT: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
+    ("scrapy.core.engine.ExecutionEngine", "_slot", None),  # set in open_spider
+    ("scrapy.core.engine._Slot", "nextcall", None),
+    ("scrapy.core.engine._Slot", "closing", None),
+    ("scrapy.utils.reactor.CallLaterOnce", "schedule", ("self", "delay")),
+    ("scrapy.core.scraper.Scraper", "enqueue_scrape", ("self", "result", "request")),
+    ("scrapy.core.scraper.Scraper", "slot", None),
+    ("scrapy.core.scraper.Slot", "closing", None),
+    ("scrapy.core.downloader.Downloader", "active", None),
+    ("scrapy.crawler.Crawler", "crawling", None),
+)
+
+
+def wake_engine(crawler: Crawler) -> None:
+    """Ask the engine to call `next_request` now instead of on its 5-second heartbeat.
+
+    Scrapy 2.19.0, scrapy/core/engine.py: `ExecutionEngine._slot` (a `_Slot`, None until the spider
+    opens) and `_Slot.nextcall` (scrapy/utils/reactor.py `CallLaterOnce.schedule()`).
+    """
+    slot = getattr(getattr(crawler, "engine", None), "_slot", None)
+    if slot is not None:
+        slot.nextcall.schedule()
+
+
+def watch_scrapes(crawler: Crawler, on_scrape: Callable[[Request], Callable[[], None] | None]) -> None:
+    """Call `on_scrape(request)` when the scraper takes a response (or failure) of `request`; the
+    callable it returns (if any) runs once every item went through the pipelines and every child
+    request reached the scheduler.
+
+    Scrapy 2.19.0, scrapy/core/scraper.py: the engine calls `engine.scraper.enqueue_scrape(result,
+    request)` (an instance attribute we replace) and awaits the Deferred it returns.
+    """
+    scraper = crawler.engine.scraper  # type: ignore[union-attr]
+    original = scraper.enqueue_scrape
+
+    def enqueue_scrape(result: Any, request: Request) -> Any:
+        done = on_scrape(request)
+        d = original(result, request)
+        if done is not None:
+
+            def finished(value: Any) -> Any:
+                done()
+                return value
+
+            d.addBoth(finished)
+        return d
+
+    scraper.enqueue_scrape = enqueue_scrape  # type: ignore[method-assign]
+
+
+def downloads_in_flight(crawler: Crawler) -> int:
+    """Requests the downloader is fetching now.
+
+    Scrapy 2.19.0, scrapy/core/downloader/__init__.py: `Downloader.active` (a set of requests).
+    """
+    downloader = getattr(getattr(crawler, "engine", None), "downloader", None)
+    return len(downloader.active) if downloader is not None else 0
+
+
+def spider_closing(crawler: Crawler) -> bool:
+    """The engine has started closing the spider (it now waits for the requests and items in
+    progress). Scrapy calls `close_spider` of pipelines only after that, so this is the only way to
+    see a close coming.
+
+    Scrapy 2.19.0: scrapy/core/engine.py `ExecutionEngine._slot.closing` (set first) and
+    scrapy/core/scraper.py `Scraper.slot.closing` (a Deferred once closing, else None).
+    """
+    try:
+        engine = getattr(crawler, "engine", None)
+    except (AttributeError, RuntimeError):  # crawl not started
+        return False
+    slots = (getattr(engine, "_slot", None), getattr(getattr(engine, "scraper", None), "slot", None))
+    return any(getattr(slot, "closing", None) is not None for slot in slots)
+
+
+def node_stopping(crawler: Crawler) -> bool:
+    """The node is stopping: a stop signal (`Crawler.stop()` clears `crawling`) or the spider is
+    closing (`spider_closing`). A crawler without `crawling` (a test double) is running.
+
+    Scrapy 2.19.0, scrapy/crawler.py: `Crawler.crawling` (public, but its meaning is not
+    documented: False before `crawl()` and from the first line of `stop()`).
+    """
+    return not getattr(crawler, "crawling", True) or spider_closing(crawler)
+
+
+# -- scrapy-playwright (0.0.48) ------------------------------------------------------------------
+# Private methods of scrapy_playwright/handler.py `ScrapyPlaywrightDownloadHandler` that
+# rendering/handler.py overrides: name -> parameter names (async unless listed in _SYNC).
+PLAYWRIGHT_OVERRIDES: dict[str, tuple[str, ...]] = {
+    "_maybe_launch_in_thread": ("self",),  # engine_started: we launch lazily instead
+    "_engine_started": ("self",),  # older versions' engine_started hook
+    "_create_page": ("self", "request", "spider"),  # pooled pages
+    "_download_request_with_page": ("self", "request", "page", "spider"),  # hard timeout, page errors
+    "_get_response_and_download": ("self", "request", "page", "spider"),  # goto wait_until / timeout
+    "_apply_page_methods": ("self", "page", "request", "spider"),  # PLAYWRIGHT_WAIT_FOR, frames
+    "_browser_disconnected_callback": ("self",),  # ours takes the browser (ignores retired ones)
+}
+PLAYWRIGHT_SYNC_OVERRIDES = frozenset({"_engine_started"})
+# Private methods and attributes of ScrapyPlaywrightDownloadHandler rendering/handler.py calls or reads.
+PLAYWRIGHT_CALLED: dict[str, tuple[str, ...]] = {
+    "_launch": ("self",),
+    "_download_request": ("self", "request", "spider"),
+}
+PLAYWRIGHT_ATTRIBUTES = ("browser", "context_wrappers", "config", "abort_request", "stats", "_crawler")
+# Fields of scrapy_playwright.handler.Config that rendering/handler.py reads or sets.
+PLAYWRIGHT_CONFIG_FIELDS = (
+    "cdp_url",
+    "connect_url",
+    "launch_options",
+    "navigation_timeout_ms",
+    "max_pages_per_context",
+)

@@ -1,0 +1,85 @@
+"""Every `request.meta` key our components pass each other: one name per key, one home.
+
+Private keys start with `_dc_` (PRIVATE_META_PREFIX): they describe one node's handling of one
+delivery and never travel to Redis (queue/codec.py drops them). Public keys are per-request
+switches a spider sets (snake_case, like Scrapy's `dont_retry`). Keys owned by Scrapy or
+scrapy-playwright are listed too when we read or write them, so a rename shows up here.
+
+This module imports nothing of ours: every layer may use it.
+"""
+
+from __future__ import annotations
+
+# -- private: one node, one delivery (never written to Redis) ---------------------------------
+PRIVATE_META_PREFIX = "_dc_"  # queue/codec.py drops keys with it; queue/seeds.py refuses them in seeds
+# Set by core/scheduler.py on each request it leases (the lease id); read by the scheduler (ack,
+# hand-over), retry.py, proxy.py and politeness.py ("did this request come from our queue?").
+LEASE_META = "_dc_lease"
+# Set by downloadermiddlewares/retry.py on a retry copy (seconds to wait); read by core/scheduler.py,
+# which parks the copy in {spider}:delayed for that long.
+RETRY_DELAY_META = "_dc_retry_delay"
+# Set by downloadermiddlewares/proxy.py on a response that is a ban (the reason); read by retry.py,
+# which retries it whatever its status.
+PROXY_BAN_META = "_dc_proxy_ban"
+# Set by downloadermiddlewares/proxy.py: the masked pool proxy of this attempt; read by retry.py
+# (dead-letter entry, re-pick on retry), politeness.py (per-proxy rate key) and queue/codec.py (the
+# proxy, `_auth_proxy` and the Proxy-Authorization header are the pool's: never shipped).
+POOL_PROXY_META = "_dc_proxy"
+
+# -- public: per-request switches a spider sets ------------------------------------------------
+# Read by rendering/config.py (RenderConfig.should_render): render this request in the browser.
+RENDER_META = "render"
+# Read by rendering/config.py: never render this request (wins over `render` and URL patterns).
+DONT_RENDER_META = "dont_render"
+# Read by rendering/config.py: PLAYWRIGHT_WAIT_FOR for this request (load state or CSS selector).
+RENDER_WAIT_FOR_META = "render_wait_for"
+# Read by rendering/config.py: PLAYWRIGHT_RENDER_TIMEOUT (seconds) for this request.
+RENDER_TIMEOUT_META = "render_timeout"
+# Read by downloadermiddlewares/politeness.py: skip the cluster-wide per-domain rate limit.
+DONT_RATE_LIMIT_META = "dont_rate_limit"
+
+# -- set for the spider -------------------------------------------------------------------------
+# Set by rendering/handler.py after a render (every frame of the page); read by spiders through
+# rendering/frames.py. Describes one download: queue/codec.py never ships it.
+FRAMES_META = "frames"
+
+# -- owned by scrapy-playwright (we set or read them) ---------------------------------------------
+# Set (True/False) by rendering/middleware.py (RenderingMiddleware, 650): THE decision "this request
+# is rendered", made once; read by rendering/handler.py and by downloadermiddlewares/proxy.py (700),
+# which leaves rendered requests to the browser.
+PLAYWRIGHT_META = "playwright"
+PLAYWRIGHT_CONTEXT_META = "playwright_context"  # read by rendering/handler.py (page pool per context)
+PLAYWRIGHT_INCLUDE_PAGE_META = "playwright_include_page"  # set/read by rendering/handler.py
+PLAYWRIGHT_PAGE_META = "playwright_page"  # set by scrapy-playwright; popped by rendering/handler.py
+PLAYWRIGHT_PAGE_GOTO_KWARGS_META = "playwright_page_goto_kwargs"  # set by rendering/handler.py (timeout, wait)
+PLAYWRIGHT_PAGE_METHODS_META = "playwright_page_methods"  # read by rendering/handler.py (page reusable?)
+PLAYWRIGHT_PAGE_EVENT_HANDLERS_META = "playwright_page_event_handlers"  # read by rendering/handler.py
+PLAYWRIGHT_PAGE_INIT_CALLBACK_META = "playwright_page_init_callback"  # read by rendering/handler.py
+
+# -- owned by Scrapy (we set or read them) ----------------------------------------------------------
+# Set by downloadermiddlewares/proxy.py (a pool proxy) or by the spider (its own, or None = none);
+# read by Scrapy's HttpProxyMiddleware (750).
+PROXY_META = "proxy"
+# Set by Scrapy's HttpProxyMiddleware (private); dropped by proxy.py, retry.py and queue/codec.py.
+AUTH_PROXY_META = "_auth_proxy"
+DONT_RETRY_META = "dont_retry"  # read by downloadermiddlewares/retry.py (Scrapy's meaning)
+RETRY_TIMES_META = "retry_times"  # read by downloadermiddlewares/retry.py; queue/deadletters.py resets it on requeue
+
+# Keys that describe one download, not the request: queue/codec.py never ships them.
+TRANSIENT_META = frozenset(
+    {
+        "download_slot",  # Scrapy's downloader
+        "download_latency",  # Scrapy's downloader
+        "download_timeout",  # Scrapy's DownloadTimeoutMiddleware
+        "depth_checked",  # Scrapy's DepthMiddleware
+        FRAMES_META,
+    }
+)
+# What a pool proxy leaves in meta: queue/codec.py drops these from a request carrying POOL_PROXY_META.
+POOL_PROXY_FIELDS = frozenset({PROXY_META, AUTH_PROXY_META})
+# Meta keys that hand a page to user code or change it beyond one document: such a page is not reused.
+UNPOOLABLE_META = (
+    PLAYWRIGHT_INCLUDE_PAGE_META,
+    PLAYWRIGHT_PAGE_EVENT_HANDLERS_META,
+    PLAYWRIGHT_PAGE_INIT_CALLBACK_META,
+)
