@@ -1,12 +1,14 @@
 # Two commands on a fresh Debian machine (as root): `make demo` and `make test`.
 # Each sets up what it needs, idempotently: Debian packages when missing, .venv, pip install.
+# `make test` = `make lint`, then `make test-fast`, then the full suite (what CI runs). While
+# editing: `make lint` (ruff, mypy) and `make test-fast` (tests marked neither e2e nor slow).
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # chromium: the browser Playwright renders with (it cannot download its own here).
 APT_PACKAGES := redis-server chromium
 
-.PHONY: demo test setup clean
+.PHONY: demo test test-fast test-full lint setup clean
 
 setup: $(STAMP)
 
@@ -22,8 +24,21 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 demo: $(STAMP)
 	$(PY) -m demo.run
 
-test: $(STAMP)
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not e2e and not slow"
+
+test-full: $(STAMP)
 	$(PY) -m pytest
+
+test: $(STAMP)  # in this order even under make -j
+	$(MAKE) --no-print-directory lint
+	$(MAKE) --no-print-directory test-fast
+	$(MAKE) --no-print-directory test-full
 
 clean:
 	rm -rf .run data/demo-items.db* .pytest_cache

@@ -55,7 +55,7 @@ def watch_scrapes(crawler: Crawler, on_scrape: Callable[[Request], Callable[[], 
     Scrapy 2.19.0, scrapy/core/scraper.py: the engine calls `engine.scraper.enqueue_scrape(result,
     request)` (an instance attribute we replace) and awaits the Deferred it returns.
     """
-    scraper = crawler.engine.scraper  # type: ignore[union-attr]
+    scraper = crawler.engine.scraper
     original = scraper.enqueue_scrape
 
     def enqueue_scrape(result: Any, request: Request) -> Any:

@@ -313,7 +313,8 @@ class RedisConfig:
         sentinel_kwargs, _ = self._sentinel_kwargs(Retry(ExponentialWithJitterBackoff(cap=0.2, base=0.05), 1))
         sentinel = redis.sentinel.Sentinel(list(self.sentinels), sentinel_kwargs=sentinel_kwargs)
         try:
-            errors, monitored = [], None
+            errors: list[str] = []
+            monitored: Any = None  # master name -> state (redis-py also types a RESP3 list we never get)
             for client in sentinel.sentinels:
                 try:
                     monitored = client.sentinel_masters()

@@ -29,7 +29,7 @@ class AsyncClusterClient(redis.asyncio.cluster.RedisCluster):
     connection error. That cause decides: a ConnectionError, which callers wait out.
     """
 
-    async def initialize(self, *args: Any, **kwargs: Any) -> AsyncClusterClient:
+    async def initialize(self, *args: Any, **kwargs: Any) -> redis.asyncio.cluster.RedisCluster:
         try:
             return await super().initialize(*args, **kwargs)
         except RedisClusterException as exc:
@@ -48,7 +48,8 @@ class AsyncClusterClient(redis.asyncio.cluster.RedisCluster):
     def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> AsyncClusterPipeline:
         if shard_hint:
             raise RedisClusterException("shard_hint is deprecated in cluster mode")
-        return AsyncClusterPipeline(self, transaction)
+        # redis-py's typing declares _event_dispatcher abstract; ClusterPipeline.__init__ sets it
+        return AsyncClusterPipeline(self, transaction)  # type: ignore[abstract]
 
 
 class AsyncClusterPipeline(redis.asyncio.cluster.ClusterPipeline):

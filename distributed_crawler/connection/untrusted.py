@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from redis.exceptions import ResponseError
@@ -68,7 +69,7 @@ class OnceLog:
         return False
 
 
-async def wrong_type_keys(client: Any, expected: dict[str, tuple[str, ...]]) -> list[tuple[str, str, str]]:
+async def wrong_type_keys(client: Any, expected: Mapping[str, tuple[str, ...]]) -> list[tuple[str, str, str]]:
     """Which of `expected` (key -> allowed Redis types) hold another type: (key, actual, allowed)."""
     wrong = []
     for key, allowed in expected.items():
@@ -111,7 +112,7 @@ class WrongTypeLog:
     async def check(
         self,
         client: Any,
-        expected: dict[str, tuple[str, ...]],
+        expected: Mapping[str, tuple[str, ...]],
         fixes: dict[str, str] | None = None,
         exc: BaseException | None = None,
     ) -> list[tuple[str, str, str]]:
@@ -134,7 +135,7 @@ class WrongTypeLog:
             )
         return wrong
 
-    async def resolved(self, client: Any, expected: dict[str, tuple[str, ...]]) -> None:
+    async def resolved(self, client: Any, expected: Mapping[str, tuple[str, ...]]) -> None:
         """After a success: log the reported keys that now hold the right type (or nothing)."""
         self._unknown = False
         pending = {key: allowed for key, allowed in expected.items() if key in self.reported}

@@ -147,10 +147,11 @@ class RedisScheduler:
         self.node_id = node_id
         self.leases = LeaseTracker()
         self.client: Any = None
-        self.scripts: Scripts | None = None
-        self.enqueuer: Enqueuer | None = None
-        self.codec: RequestCodec | None = None
-        self.dead_letters: DeadLetters | None = None
+        # set by open(): Scrapy uses a scheduler only once it is open
+        self.scripts: Scripts
+        self.enqueuer: Enqueuer
+        self.codec: RequestCodec
+        self.dead_letters: DeadLetters
         self._buffer: deque[Request] = deque()
         self._outbox: deque[tuple[int, OutboxEntry]] = deque()
         self._enqueued_seq = 0  # sequence number of the last outbox entry
@@ -408,7 +409,7 @@ class RedisScheduler:
             d.addBoth(done)
             return d
 
-        scraper.enqueue_scrape = enqueue_scrape
+        scraper.enqueue_scrape = enqueue_scrape  # type: ignore[method-assign]  # wraps Scrapy's, per instance
 
     # -- background tasks ------------------------------------------------------------------
     async def _retrying(self, what: str, call: Any) -> Any:
@@ -430,7 +431,7 @@ class RedisScheduler:
     def _expected_types(self) -> dict[str, tuple[str, ...]]:
         """Every key the scheduler's scripts touch, with the Redis types they need."""
         queue = ("zset",) if self.config.queue_type == "priority" else ("list",)
-        expected = {
+        expected: dict[str, tuple[str, ...]] = {
             self.keys.requests: queue,
             self.keys.processing: ("zset",),
             self.keys.delayed: ("zset",),
@@ -470,7 +471,7 @@ class RedisScheduler:
         if "integer" in str(exc) or "overflow" in str(exc):
             try:
                 raw = await self.client.get(self.keys.seq)
-            except (*TRANSIENT_ERRORS, ResponseError):
+            except TRANSIENT_ERRORS + (ResponseError,):
                 raw = None
             if raw is not None and not raw.isdigit():
                 fix = f"{self.keys.seq} holds {preview(raw, 40)!r}, not a counter: `redis-cli del '{self.keys.seq}'`"
@@ -489,7 +490,7 @@ class RedisScheduler:
         if self._wrong_types.reported:
             try:
                 await self._wrong_types.resolved(self.client, self._expected_types())
-            except (*TRANSIENT_ERRORS, ResponseError):
+            except TRANSIENT_ERRORS + (ResponseError,):
                 pass  # looked at again after the next call
 
     async def _run_outbox(self) -> None:

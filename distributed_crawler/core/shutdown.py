@@ -55,4 +55,4 @@ class SecondSignalGuard:
         for sig in SIGNALS:
             current = signal.getsignal(sig)
             if getattr(current, "_dc_guard", None) is self:
-                signal.signal(sig, current._dc_previous)
+                signal.signal(sig, current._dc_previous)  # type: ignore[union-attr]  # our handler (has _dc_guard)

@@ -175,7 +175,8 @@ class DomainRateLimitMiddleware:
             if wait <= 0:
                 return None
             self.stats.inc_value("politeness/delayed")
-            self.stats.inc_value("politeness/wait_seconds", round(wait, 3))
+            # Scrapy's stats add any number; its annotation says int
+            self.stats.inc_value("politeness/wait_seconds", round(wait, 3))  # type: ignore[arg-type]
             due = time.monotonic() + wait
             if not await self._sleep_until(due) and LEASE_META in request.meta:
                 # Stopping: a graceful stop would wait for every slot; hand the request back to
@@ -250,5 +251,5 @@ class DomainRateLimitMiddleware:
                     key,
                     exc_info=exc,
                 )
-        except (*TRANSIENT_ERRORS, ResponseError) as lost:
+        except TRANSIENT_ERRORS + (ResponseError,) as lost:
             self._outage.failed(lost)

@@ -314,7 +314,7 @@ class ProxyPoolMiddleware:
                     self.config.empty_policy,
                     exc_info=exc,
                 )
-        except (*TRANSIENT_ERRORS, ResponseError) as lost:
+        except TRANSIENT_ERRORS + (ResponseError,) as lost:
             self.outage.failed(lost)
 
     async def _pool_ok(self, what: str) -> None:

@@ -169,7 +169,8 @@ class DistributedRetryMiddleware(RetryMiddleware):
             await self.client.aclose()
 
     # -- Scrapy hooks ---------------------------------------------------------------------
-    async def process_response(
+    # Scrapy awaits a middleware's coroutine methods; RetryMiddleware's annotations are the sync ones
+    async def process_response(  # type: ignore[override]
         self, request: Request, response: Response, spider: Spider | None = None
     ) -> Request | Response:
         if request.meta.get("dont_retry", False):
@@ -184,7 +185,7 @@ class DistributedRetryMiddleware(RetryMiddleware):
         retry_after = parse_retry_after(response.headers.get("Retry-After"), response.headers.get("Date"))
         return await self._retry_later(request, reason, response.status, retry_after) or response
 
-    async def process_exception(
+    async def process_exception(  # type: ignore[override]
         self, request: Request, exception: Exception, spider: Spider | None = None
     ) -> Request | None:
         if isinstance(exception, self.exceptions_to_retry) and not request.meta.get("dont_retry", False):
@@ -229,6 +230,7 @@ class DistributedRetryMiddleware(RetryMiddleware):
         }
         try:
             clean = request.replace(meta={k: v for k, v in request.meta.items() if k != "retry_times"})
+            assert self.codec is not None  # set in spider_opened
             extra["payload"] = self.codec.encode(clean)
         except (TypeError, ValueError) as exc:  # UnserializableRequestError is a TypeError
             extra["payload_error"] = str(exc)
@@ -278,7 +280,7 @@ class DistributedRetryMiddleware(RetryMiddleware):
                     str(exc)[:300],
                     exc_info=exc,
                 )
-        except (*TRANSIENT_ERRORS, ResponseError):
+        except TRANSIENT_ERRORS + (ResponseError,):
             pass
 
     async def _failed_key_ok(self) -> None:

@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from scrapy.settings import BaseSettings
@@ -77,7 +77,7 @@ class DashboardServer(ThreadingHTTPServer):
 
     @property
     def url(self) -> str:
-        host, port = self.server_address[:2]
+        host, port = cast(tuple[str, int], self.server_address[:2])  # an AF_INET server
         return f"http://{host}:{port}/"
 
     def spiders(self) -> list[str]:

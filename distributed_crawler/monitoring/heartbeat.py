@@ -244,7 +244,7 @@ class Heartbeat:
         logger.info("Node %s report: %s", self.node_id, ", ".join(f"{k}={v}" for k, v in report.items()))
         try:
             await asyncio.wait_for(self._beat(sample, report=report), CLOSE_TIMEOUT)
-        except (TimeoutError, *TRANSIENT_ERRORS, ResponseError) as exc:
+        except (TimeoutError, ResponseError) + TRANSIENT_ERRORS as exc:
             logger.warning("Final heartbeat of node %s not written (%s); it will show as dead", self.node_id, exc)
         if self.alerter is not None:
             await self.alerter.close()
@@ -273,7 +273,7 @@ class Heartbeat:
         """The keys heartbeat.lua writes, with their Redis types."""
         assert self.keys is not None
         keys = self.keys
-        expected = {keys.nodes: ("zset",), keys.node(self.node_id): ("hash",)}
+        expected: dict[str, tuple[str, ...]] = {keys.nodes: ("zset",), keys.node(self.node_id): ("hash",)}
         expected.update({key: ("hash",) for key in (keys.last, keys.alerted, keys.history, keys.stats)})
         return expected
 
@@ -289,7 +289,7 @@ class Heartbeat:
                     str(exc)[:300],
                     exc_info=exc,
                 )
-        except (*TRANSIENT_ERRORS, ResponseError) as lost:
+        except TRANSIENT_ERRORS + (ResponseError,) as lost:
             self._outage.failed(lost)
 
     async def _tick_ok(self) -> None:

@@ -90,7 +90,7 @@ async def beat(
     node_id: str,
     interval: float,
     fields: dict[str, Any],
-    deltas: tuple[int, int, int] = (0, 0, 0),
+    deltas: tuple[int, ...] = (0, 0, 0),
 ) -> float:
     """Record that `node_id` is alive now, with its fields; one round trip. Returns server time.
 

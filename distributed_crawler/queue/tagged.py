@@ -55,7 +55,7 @@ FORBIDDEN_KWARGS = frozenset({"path"})
 
 
 @cache
-def _page_method_class() -> type | None:
+def _page_method_class() -> type[Any] | None:
     try:
         from scrapy_playwright.page import PageMethod
     except ImportError:  # scrapy-playwright not installed: nothing to tag

@@ -30,6 +30,7 @@ import os
 import random
 import re
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -301,6 +302,8 @@ class RenderingMiddleware:
 class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
     """`DOWNLOAD_HANDLERS` for http and https: plain HTTP unless the request is marked."""
 
+    abort_request: Callable[[Any], Any] | None  # scrapy-playwright's PLAYWRIGHT_ABORT_REQUEST predicate
+
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         self.render_config = cfg = RenderConfig.from_settings(crawler.settings)
@@ -374,7 +377,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         return max(len(self.context_wrappers), in_browser)
 
     # -- downloads --------------------------------------------------------------------------
-    async def download_request(self, request: Request) -> Response:  # type: ignore[override]
+    async def download_request(self, request: Request) -> Response:
         if not request.meta.get("playwright"):
             return await super().download_request(request)
         return await self._render(request)

@@ -116,6 +116,7 @@ class RedisSpider(Spider):
 
     def _expected_types(self) -> dict[str, tuple[str, ...]]:
         """The Redis types of the keys `start()` reads (seeds, and the queues idle-close counts)."""
+        assert self.redis_key is not None  # set when the crawler is
         return {self.redis_key: (self.seeds_as,)}
 
     async def _redis_refused(self, client: Any, exc: ResponseError) -> None:
@@ -171,6 +172,7 @@ class RedisSpider(Spider):
         outage = OutageLog("reading seeds", self.redis_config.masked_url)
         idle_since: float | None = None
         poll = POLL_MIN
+        assert self.max_idle_time is not None  # set when the crawler is
         try:
             while True:
                 try:

@@ -75,6 +75,7 @@ def _number(settings: Mapping[str, Any] | Any, name: str, default: _T, kind: typ
     raw = settings.get(name)
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return default
+    value: float
     try:
         if kind is int:
             if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
@@ -445,6 +446,7 @@ class StoragePipeline:
         """Commit queued batches one at a time, in order; then take what gathered meanwhile."""
         while self._pending or (self._current is not None and self._current.rows and not self._closed):
             if not self._pending:
+                assert self._current is not None  # the loop condition
                 self._seal(self._current)
                 continue
             batch = self._pending[0]
