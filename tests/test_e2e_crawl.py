@@ -30,6 +30,7 @@ def assert_clean_logs(workers: Workers) -> None:
         assert "ERROR" not in log, f"error in {node}'s log:\n{log[-4000:]}"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_two_workers_store_every_page_exactly_once(
     site: NewsSite, workers: Workers, redis_client: redis.Redis, tmp_path: Path
@@ -53,6 +54,7 @@ def test_two_workers_store_every_page_exactly_once(
     assert_clean_logs(workers)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_bad_seeds_and_foreign_payloads_are_dead_lettered_not_run(
     site: NewsSite, workers: Workers, redis_client: redis.Redis, tmp_path: Path

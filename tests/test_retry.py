@@ -203,6 +203,7 @@ def stored(db: Path) -> dict[str, tuple[str, str]]:
 FAST = ("RETRY_BACKOFF_BASE=0.2", "RETRY_BACKOFF_MAX=2")
 
 
+@pytest.mark.slow
 @pytest.mark.e2e
 @pytest.mark.timeout(120)
 def test_flaky_page_succeeds_on_a_later_attempt(workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
@@ -223,6 +224,7 @@ def test_flaky_page_succeeds_on_a_later_attempt(workers: Workers, redis_client: 
     assert "scheduler/quarantined" not in logs  # a retry is not a redelivery
 
 
+@pytest.mark.slow
 @pytest.mark.e2e
 @pytest.mark.timeout(180)
 def test_a_page_that_always_fails_is_dead_lettered_then_requeued(
@@ -268,6 +270,7 @@ def test_a_page_that_always_fails_is_dead_lettered_then_requeued(
         assert again[site.url + "/down"]["attempts"] == 4 and again[site.url + "/down"]["node"] == "node-c"
 
 
+@pytest.mark.slow
 @pytest.mark.e2e
 @pytest.mark.timeout(120)
 def test_retry_after_sets_the_due_time_and_the_node_waits_for_it(workers: Workers, redis_client: redis.Redis) -> None:
