@@ -64,7 +64,7 @@ from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import Scripts
+from distributed_crawler.queue.scripts import QueueScripts
 
 ROOT = Path(__file__).resolve().parent.parent
 SPIDER = "sim"
@@ -263,7 +263,7 @@ class SimNode:
         self.client = redis.asyncio.Redis.from_url(url, socket_timeout=30, decode_responses=False)
         self.keys = SpiderKeys.from_settings(_settings(), SPIDER)
         self.node_keys = NodeKeys.from_settings(_settings(), SPIDER, self.keys)
-        self.scripts = Scripts.register(self.client)
+        self.scripts = QueueScripts.register(self.client, self.keys, "priority")
         self.beat_script = heartbeat_script(self.client)
         self.members = members
         self.rnd = random.Random(index)
@@ -293,7 +293,7 @@ class SimNode:
             self.client, self.keys.dupefilter, BloomConfig("bitmap", self.w.capacity, self.w.error_rate)
         )
         await dedup.prepare(self.client)
-        self.enqueuer = Enqueuer(self.client, self.keys, dedup, "priority", self.keys.doorbell)
+        self.enqueuer = Enqueuer(self.client, self.keys, dedup, "priority", self.keys.doorbell, scripts=self.scripts)
         tasks = [
             asyncio.create_task(c)
             for c in (
@@ -326,8 +326,7 @@ class SimNode:
             if want <= 0:
                 await asyncio.sleep(0.05)
                 continue
-            keys = [self.keys.requests, self.keys.processing, self.keys.delayed, self.keys.seq]
-            got = await self.timed("pop", self.scripts.pop(keys=keys, args=["priority", want, self.w.lease, DUE_BATCH]))
+            got = await self.timed("pop", self.scripts.pop(want, self.w.lease, DUE_BATCH))
             self.buffer.extend(got)
             if not got:
                 await asyncio.sleep(0.05)
@@ -390,17 +389,12 @@ class SimNode:
                 next_renew = now + self.w.renew_every
                 held = [*self.buffer, *self.active]
                 if held:
-                    await self.timed(
-                        "renew", self.scripts.renew(keys=[self.keys.processing], args=[self.w.lease, *held])
-                    )
+                    await self.timed("renew", self.scripts.renew(held, self.w.lease))
             if now >= next_reclaim:
                 next_reclaim = now + RECLAIM_EVERY
                 await self.timed(
                     "reclaim",
-                    self.scripts.reclaim(
-                        keys=[self.keys.processing, self.keys.requests, self.keys.failed, self.keys.seq],
-                        args=["priority", 5, 500, 100_000, self.id],
-                    ),
+                    self.scripts.reclaim(max_deliveries=5, limit=500, failed_cap=100_000, node_id=self.id),
                 )
             await asyncio.sleep(ACK_INTERVAL)
 

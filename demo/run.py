@@ -23,12 +23,12 @@ from pathlib import Path
 import redis
 from scrapy.settings import Settings
 
-from distributed_crawler.connection.clients import mask_url
 from distributed_crawler.dedup.dupefilter import flush_crawl
 from distributed_crawler.monitoring.nodes import NodeKeys
 from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.redact import mask_url
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / ".run"

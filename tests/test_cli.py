@@ -15,10 +15,10 @@ from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import Scripts
+from distributed_crawler.queue.scripts import QueueScripts
 from tests.conftest import ROOT, free_port
 
-KEYS = ["{news}:requests", "{news}:dupefilter", "{news}:seq", "{news}:processing"]
+KEYS = SpiderKeys.from_settings(Settings(), "news")
 
 
 def run(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str]:
@@ -34,7 +34,7 @@ def push(client: redis.Redis, *urls: str) -> None:
 
 def test_status_json_counts(redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture) -> None:
     push(redis_client, "http://e.com/1", "http://e.com/2", "http://e.com/3")
-    Scripts.register(redis_client).pop(keys=KEYS[:1] + KEYS[3:], args=["priority", 1, 60])
+    QueueScripts.register(redis_client, KEYS, "priority").pop(1, 60)
     redis_client.lpush("{news}:failed", json.dumps({"url": "x", "reason": "r"}))
     redis_client.lpush("news:start_urls", "http://e.com/")
     code, out = run(capsys, "status", "news", "--redis-url", redis_url, "--json")
@@ -47,8 +47,8 @@ def test_status_json_counts(redis_url: str, redis_client: redis.Redis, capsys: p
 
 def test_reclaim_and_failed_requeue(redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture) -> None:
     push(redis_client, "http://e.com/a", "http://e.com/b")
-    scripts = Scripts.register(redis_client)
-    scripts.pop(keys=KEYS[:1] + KEYS[3:], args=["priority", 2, 60])
+    scripts = QueueScripts.register(redis_client, KEYS, "priority")
+    scripts.pop(2, 60)
     code, out = run(capsys, "reclaim", "news", "--redis-url", redis_url)
     assert code == 0 and "requeued 0" in out  # not expired yet
     for member in redis_client.zrange("{news}:processing", 0, -1):
@@ -58,7 +58,7 @@ def test_reclaim_and_failed_requeue(redis_url: str, redis_client: redis.Redis, c
 
     # Deliver both up to SCHEDULER_MAX_DELIVERIES (5): they become dead letters.
     for _ in range(4):
-        scripts.pop(keys=KEYS[:1] + KEYS[3:], args=["priority", 2, 60])
+        scripts.pop(2, 60)
         for member in redis_client.zrange("{news}:processing", 0, -1):
             redis_client.zadd("{news}:processing", {member: 1})
         run(capsys, "reclaim", "news", "--redis-url", redis_url)
@@ -71,7 +71,7 @@ def test_reclaim_and_failed_requeue(redis_url: str, redis_client: redis.Redis, c
     code, out = run(capsys, "failed", "news", "--redis-url", redis_url, "--requeue")
     assert code == 0 and "requeued 2" in out and "kept 1" in out
     assert redis_client.zcard("{news}:requests") == 2 and redis_client.llen("{news}:failed") == 1
-    popped = scripts.pop(keys=KEYS[:1] + KEYS[3:], args=["priority", 2, 60])
+    popped = scripts.pop(2, 60)
     assert all(m.startswith(b"1:") for m in popped)  # a fresh delivery count
 
 

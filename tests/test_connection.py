@@ -11,7 +11,8 @@ import pytest
 import redis
 from scrapy.settings import Settings
 
-from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable, mask_url
+from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
+from distributed_crawler.redact import mask_url
 from tests.conftest import RedisServer, Workers
 from tests.site.server import NewsSite
 

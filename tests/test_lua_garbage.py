@@ -19,10 +19,25 @@ import redis
 
 from distributed_crawler.dedup.bloom import layer_plan, piece_key
 from distributed_crawler.queue.envelope import MAX_PRIORITY, split_member
-from distributed_crawler.queue.scripts import lua_source
+from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.queue.scripts import QueueScripts, lua_source
 
 Q, PROC, DELAYED, SEQ, FAILED = "{g}:requests", "{g}:processing", "{g}:delayed", "{g}:seq", "{g}:failed"
 META = "{g}:dupefilter"
+KEYS_G = SpiderKeys(
+    "g",
+    "g:start_urls",
+    Q,
+    PROC,
+    DELAYED,
+    META,
+    FAILED,
+    SEQ,
+    "{g}:stats",
+    "{g}:nodes",
+    "{g}:node:%(node)s",
+    "{g}:doorbell",
+)
 SPAN = 2**36
 YEAR = 365 * 86400
 
@@ -50,7 +65,12 @@ def good(url: str, priority: int = 0, deliveries: int = 0) -> bytes:
 
 
 def script(client: redis.Redis, name: str) -> Any:
+    """A raw script: for the ones without a facade and for garbage in KEYS/ARGV."""
     return client.register_script(lua_source(name))
+
+
+def queue(client: redis.Redis, qtype: str = "priority") -> QueueScripts:
+    return QueueScripts.register(client, KEYS_G, qtype)
 
 
 def server_now(client: redis.Redis) -> float:
@@ -80,7 +100,7 @@ def assert_wrongtype(call: Callable[[], object]) -> None:
 
 
 def reclaim(client: redis.Redis, qtype: str = "priority", max_deliveries: int = 5, limit: int = 1000) -> list[int]:
-    return script(client, "reclaim")(keys=[PROC, Q, FAILED, SEQ], args=[qtype, max_deliveries, limit, 1000, "n1"])
+    return list(queue(client, qtype).reclaim(max_deliveries, limit, failed_cap=1000, node_id="n1"))
 
 
 def queue_members(client: redis.Redis, qtype: str) -> list[bytes]:
@@ -196,7 +216,7 @@ def test_a_garbage_sequence_counter_is_reset(redis_client: redis.Redis, name: st
         assert reclaim(redis_client) == [1, 0]
     elif name == "release":
         redis_client.zadd(PROC, {good("a", 1, 1): server_now(redis_client) + 60})
-        assert script(redis_client, "release")(keys=[PROC, Q, SEQ], args=["priority", good("a", 1, 1)]) == 1
+        assert queue(redis_client).release([good("a", 1, 1)]) == 1
     elif name == "pop":
         redis_client.zadd(DELAYED, {good("a", 1): 1})
         assert pop(redis_client, "priority", 0) == []
@@ -215,9 +235,7 @@ def test_a_sequence_counter_of_the_wrong_type_raises_wrongtype(redis_client: red
         assert_wrongtype(lambda: reclaim(redis_client))
     elif name == "release":
         redis_client.zadd(PROC, {good("a", 1, 1): server_now(redis_client) + 60})
-        assert_wrongtype(
-            lambda: script(redis_client, "release")(keys=[PROC, Q, SEQ], args=["priority", good("a", 1, 1)])
-        )
+        assert_wrongtype(lambda: queue(redis_client).release([good("a", 1, 1)]))
     elif name == "pop":
         redis_client.zadd(DELAYED, {good("a", 1): 1})
         assert_wrongtype(lambda: pop(redis_client, "priority", 1))
@@ -237,7 +255,7 @@ def test_reclaim_raises_wrongtype_for_a_key_of_another_type(redis_client: redis.
 
 
 def pop(client: redis.Redis, qtype: str, n: int, lease: float = 60) -> list[bytes]:
-    return script(client, "pop")(keys=[Q, PROC, DELAYED, SEQ], args=[qtype, n, lease, 100])
+    return queue(client, qtype).pop(n, lease, due_batch=100)
 
 
 def push_raw(client: redis.Redis, qtype: str, members: list[bytes]) -> None:
@@ -312,7 +330,7 @@ def test_release_skips_garbage_leases_and_releases_the_rest(redis_client: redis.
     raw = GARBAGE[kind]
     deadline = server_now(redis_client) + 60
     redis_client.zadd(PROC, {raw: deadline, good("a", 0, 2): deadline})
-    released = script(redis_client, "release")(keys=[PROC, Q, SEQ], args=["priority", raw, good("a", 0, 2)])
+    released = queue(redis_client).release([raw, good("a", 0, 2)])
     assert released == 1
     assert redis_client.zrange(PROC, 0, -1) == [raw]  # left for reclaim.lua to dead-letter
     assert redis_client.zrange(Q, 0, -1) == [good("a", 0, 1)]
@@ -322,15 +340,15 @@ def test_release_skips_garbage_leases_and_releases_the_rest(redis_client: redis.
 def test_renew_leaves_garbage_alone(redis_client: redis.Redis, kind: str) -> None:
     raw = GARBAGE[kind]
     redis_client.zadd(PROC, {raw: math.inf, good("a", 0, 1): 1, b"other": -math.inf})
-    renewed = script(redis_client, "renew")(keys=[PROC], args=[60, raw, good("a", 0, 1), b"absent"])
+    renewed = queue(redis_client).renew([raw, good("a", 0, 1), b"absent"], 60)
     assert renewed == 1
     assert redis_client.zscore(PROC, raw) == math.inf and redis_client.zscore(PROC, good("a", 0, 1)) > 1
 
 
 def test_release_and_renew_raise_wrongtype(redis_client: redis.Redis) -> None:
     wrong_type(redis_client, PROC)
-    assert_wrongtype(lambda: script(redis_client, "release")(keys=[PROC, Q, SEQ], args=["fifo", good("a", 0, 1)]))
-    assert_wrongtype(lambda: script(redis_client, "renew")(keys=[PROC], args=[60, good("a", 0, 1)]))
+    assert_wrongtype(lambda: queue(redis_client, "fifo").release([good("a", 0, 1)]))
+    assert_wrongtype(lambda: queue(redis_client).renew([good("a", 0, 1)], 60))
 
 
 # --- enqueue.lua / bloom_grow.lua ----------------------------------------------------------

@@ -20,10 +20,10 @@ from distributed_crawler.proxies.pool import (
     ProxyConfig,
     ProxyPool,
     ProxyURLError,
-    mask_proxy,
     parse_proxy,
 )
 from distributed_crawler.queue.enqueue import run_sync
+from distributed_crawler.redact import mask_url
 
 A, B, C = "http://127.0.0.1:3001", "http://u:pw@127.0.0.1:3002", "https://10.0.0.3:443"
 
@@ -38,9 +38,9 @@ def test_parse_normalizes_and_masks() -> None:
     assert parse_proxy(" HTTP://User:S3cret@Proxy.Example.com:3128/ ") == "http://User:S3cret@proxy.example.com:3128"
     assert parse_proxy("http://proxy.example.com") == "http://proxy.example.com:80"
     assert parse_proxy("https://[::1]:8443") == "https://[::1]:8443"
-    assert mask_proxy("http://user:s3cret@host:3128") == "http://user:***@host:3128"
-    assert mask_proxy("http://host:3128") == "http://host:3128"
-    assert "s3cret" not in mask_proxy("http://user:s3cret@host:notaport")
+    assert mask_url("http://user:s3cret@host:3128") == "http://user:***@host:3128"
+    assert mask_url("http://host:3128") == "http://host:3128"
+    assert "s3cret" not in mask_url("http://user:s3cret@host:notaport")
 
 
 @pytest.mark.parametrize(
@@ -242,7 +242,7 @@ def test_middleware_records_outcomes_and_marks_bans(redis_url: str, redis_client
         ):
             request = Request(f"http://example.com/{status}")
             assert await mw.process_request(request) is None
-            assert request.meta["proxy"] == B and request.meta["_dc_proxy"] == mask_proxy(B)
+            assert request.meta["proxy"] == B and request.meta["_dc_proxy"] == mask_url(B)
             response = HtmlResponse(request.url, status=status, body=body, request=request)
             assert await mw.process_response(request, response) is response
             seen[(status, body[:6])] = request.meta.get("_dc_proxy_ban")

@@ -12,7 +12,7 @@ from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import Scripts
+from distributed_crawler.queue.scripts import QueueScripts
 
 Q, DF, SEQ, PROC, FAILED = "{t}:requests", "{t}:dupefilter", "{t}:seq", "{t}:processing", "{t}:failed"
 KEYS_T = SpiderKeys(
@@ -32,8 +32,8 @@ KEYS_T = SpiderKeys(
 
 
 @pytest.fixture
-def scripts(redis_client: redis.Redis) -> Scripts:
-    return Scripts.register(redis_client)
+def scripts(redis_client: redis.Redis) -> QueueScripts:
+    return QueueScripts.register(redis_client, KEYS_T, "priority")
 
 
 def payload(url: str) -> str:
@@ -41,22 +41,22 @@ def payload(url: str) -> str:
 
 
 def enqueue(
-    scripts: Scripts, qtype: str, items: list[tuple[str, int]], dont_filter: bool = False, handover: list[str] = ()
+    scripts: QueueScripts, qtype: str, items: list[tuple[str, int]], dont_filter: bool = False, handover: list[str] = ()
 ) -> list[int]:
     entries = [(url, dont_filter, make_member(payload(url), prio)) for url, prio in items]
-    enqueuer = Enqueuer(scripts.client, KEYS_T, SetDedup(DF), qtype)
+    enqueuer = Enqueuer(scripts.client, KEYS_T, SetDedup(DF), qtype, scripts=scripts)
     return run_sync(enqueuer.run("push", entries, list(handover)))
 
 
-def pop(scripts: Scripts, qtype: str, n: int, lease: float = 60) -> list[str]:
-    return [m.decode() for m in scripts.pop(keys=[Q, PROC], args=[qtype, n, lease])]
+def pop(scripts: QueueScripts, qtype: str, n: int, lease: float = 60) -> list[str]:
+    return [m.decode() for m in scripts.with_queue_type(qtype).pop(n, lease)]
 
 
 def urls(members: list[str]) -> list[str]:
     return [json.loads(split_member(m).payload)["url"] for m in members]
 
 
-def test_enqueue_dedups_atomically(scripts: Scripts) -> None:
+def test_enqueue_dedups_atomically(scripts: QueueScripts) -> None:
     assert enqueue(scripts, "priority", [("a", 0), ("b", 0), ("a", 0)]) == [1, 1, 0]
     assert enqueue(scripts, "priority", [("a", 0)]) == [0]
     assert enqueue(scripts, "priority", [("a", 0)], dont_filter=True) == [1]
@@ -70,14 +70,14 @@ def test_enqueue_dedups_atomically(scripts: Scripts) -> None:
         ("lifo", ["lo", "hi", "c", "b", "a"]),
     ],
 )
-def test_queue_orders(scripts: Scripts, qtype: str, order: list[str]) -> None:
+def test_queue_orders(scripts: QueueScripts, qtype: str, order: list[str]) -> None:
     enqueue(scripts, qtype, [("a", 0), ("b", 0), ("c", 0), ("hi", 5), ("lo", -5)])
     assert urls(pop(scripts, qtype, 10)) == order
 
 
 @pytest.mark.parametrize("qtype", ["priority", "fifo", "lifo"])
 def test_pop_leases_with_server_time_and_counts_deliveries(
-    scripts: Scripts, redis_client: redis.Redis, qtype: str
+    scripts: QueueScripts, redis_client: redis.Redis, qtype: str
 ) -> None:
     enqueue(scripts, qtype, [("a", 3)])
     (lease,) = pop(scripts, qtype, 5, lease=30)
@@ -88,7 +88,7 @@ def test_pop_leases_with_server_time_and_counts_deliveries(
     assert redis_client.exists(Q) == 0  # in processing, not in the queue
 
 
-def test_handover_removes_the_old_lease_with_the_push(scripts: Scripts, redis_client: redis.Redis) -> None:
+def test_handover_removes_the_old_lease_with_the_push(scripts: QueueScripts, redis_client: redis.Redis) -> None:
     enqueue(scripts, "priority", [("a", 0)])
     (lease,) = pop(scripts, "priority", 1)
     enqueue(scripts, "priority", [("a-retry", 0)], dont_filter=True, handover=[lease])
@@ -96,11 +96,11 @@ def test_handover_removes_the_old_lease_with_the_push(scripts: Scripts, redis_cl
     assert urls(pop(scripts, "priority", 1)) == ["a-retry"]
 
 
-def test_renew_extends_but_never_resurrects(scripts: Scripts, redis_client: redis.Redis) -> None:
+def test_renew_extends_but_never_resurrects(scripts: QueueScripts, redis_client: redis.Redis) -> None:
     enqueue(scripts, "priority", [("a", 0), ("b", 0)])
     a, b = pop(scripts, "priority", 2, lease=5)
     redis_client.zrem(PROC, b)  # acked (or reclaimed) meanwhile
-    assert scripts.renew(keys=[PROC], args=[100, a, b]) == 1
+    assert scripts.renew([a, b], 100) == 1
     assert redis_client.zscore(PROC, a) > float(redis_client.time()[0]) + 90
     assert redis_client.zscore(PROC, b) is None
 
@@ -111,22 +111,24 @@ def expire(redis_client: redis.Redis) -> None:
         redis_client.zadd(PROC, {member: 1})
 
 
-def reclaim(scripts: Scripts, qtype: str = "priority", max_deliveries: int = 5) -> list[int]:
-    return scripts.reclaim(keys=[PROC, Q, FAILED, SEQ], args=[qtype, max_deliveries, 1000, 1000, "test"])
+def reclaim(scripts: QueueScripts, qtype: str = "priority", max_deliveries: int = 5) -> tuple[int, int]:
+    return scripts.with_queue_type(qtype).reclaim(max_deliveries, limit=1000, failed_cap=1000, node_id="test")
 
 
-def test_reclaim_returns_expired_to_the_front_of_their_priority(scripts: Scripts, redis_client: redis.Redis) -> None:
+def test_reclaim_returns_expired_to_the_front_of_their_priority(
+    scripts: QueueScripts, redis_client: redis.Redis
+) -> None:
     enqueue(scripts, "priority", [("x", 1), ("y", 1)])
     (x,) = pop(scripts, "priority", 1)
     enqueue(scripts, "priority", [("z", 1), ("low", 0)])
-    assert reclaim(scripts) == [0, 0]  # not expired yet
+    assert reclaim(scripts) == (0, 0)  # not expired yet
     expire(redis_client)
-    assert reclaim(scripts) == [1, 0]
+    assert reclaim(scripts) == (1, 0)
     assert urls(pop(scripts, "priority", 10)) == ["x", "y", "z", "low"]
 
 
 def test_reclaim_twice_concurrently_moves_each_lease_once(
-    scripts: Scripts, redis_url: str, redis_client: redis.Redis
+    scripts: QueueScripts, redis_url: str, redis_client: redis.Redis
 ) -> None:
     n = 2000
     for i in range(0, n, 500):
@@ -137,9 +139,9 @@ def test_reclaim_twice_concurrently_moves_each_lease_once(
 
     def run() -> None:
         client = redis.Redis.from_url(redis_url)
-        s = Scripts.register(client)
+        s = QueueScripts.register(client, KEYS_T, "fifo")
         for _ in range(10):
-            results.append(s.reclaim(keys=[PROC, Q, FAILED, SEQ], args=["fifo", 5, 150, 1000, "t"])[0])
+            results.append(s.reclaim(max_deliveries=5, limit=150, failed_cap=1000, node_id="t")[0])
 
     threads = [threading.Thread(target=run) for _ in range(2)]
     for t in threads:
@@ -151,7 +153,7 @@ def test_reclaim_twice_concurrently_moves_each_lease_once(
     assert len(set(urls(pop(scripts, "fifo", n)))) == n
 
 
-def test_poison_request_goes_to_failed_after_max_deliveries(scripts: Scripts, redis_client: redis.Redis) -> None:
+def test_poison_request_goes_to_failed_after_max_deliveries(scripts: QueueScripts, redis_client: redis.Redis) -> None:
     enqueue(scripts, "priority", [("poison", 2)])
     for delivery in range(1, 4):
         (lease,) = pop(scripts, "priority", 1)
@@ -165,22 +167,22 @@ def test_poison_request_goes_to_failed_after_max_deliveries(scripts: Scripts, re
     assert json.loads(entry["payload"]) == {"url": "poison"}
 
 
-def test_release_gives_back_without_counting_a_delivery(scripts: Scripts, redis_client: redis.Redis) -> None:
+def test_release_gives_back_without_counting_a_delivery(scripts: QueueScripts, redis_client: redis.Redis) -> None:
     enqueue(scripts, "lifo", [("a", 0), ("b", 0)])
     (b,) = pop(scripts, "lifo", 1)
-    released = scripts.release(keys=[PROC, Q, SEQ], args=["lifo", b, "0:0:gone"])
+    released = scripts.with_queue_type("lifo").release([b, "0:0:gone"])
     assert released == 1
     (again,) = pop(scripts, "lifo", 1)
     assert urls([again]) == ["b"] and split_member(again).deliveries == 1
 
 
-def test_foreign_member_is_leased_for_dead_lettering(scripts: Scripts, redis_client: redis.Redis) -> None:
+def test_foreign_member_is_leased_for_dead_lettering(scripts: QueueScripts, redis_client: redis.Redis) -> None:
     redis_client.lpush(Q, b"\x80\x04garbage")
-    (lease,) = scripts.pop(keys=[Q, PROC], args=["fifo", 1, 60])
+    (lease,) = scripts.with_queue_type("fifo").pop(1, 60)
     assert lease.startswith(b"1:0:") and redis_client.zcard(PROC) == 1
 
 
-def test_enqueue_rings_the_doorbell_only_when_it_pushed(scripts: Scripts, redis_client: redis.Redis) -> None:
+def test_enqueue_rings_the_doorbell_only_when_it_pushed(scripts: QueueScripts, redis_client: redis.Redis) -> None:
     pubsub = redis_client.pubsub(ignore_subscribe_messages=True)
     pubsub.subscribe("{t}:doorbell")
     pubsub.get_message(timeout=1)  # subscription confirmation

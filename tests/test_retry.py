@@ -33,7 +33,7 @@ from distributed_crawler.downloadermiddlewares.retry import (
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import Scripts
+from distributed_crawler.queue.scripts import QueueScripts
 from tests.conftest import ROOT, Workers, free_port
 from tests.site.server import FLAKY_FAILURES, FLAKY_OK_TEXT, NewsSite
 
@@ -94,8 +94,7 @@ def push(client: redis.Redis, qtype: str, url: str, delay: float = 0, handover: 
 
 
 def pop(client: redis.Redis, qtype: str, n: int = 10) -> list[bytes]:
-    keys = [KEYS.requests, KEYS.processing, KEYS.delayed, KEYS.seq]
-    return Scripts.register(client).pop(keys=keys, args=[qtype, n, 60, 100])
+    return QueueScripts.register(client, KEYS, qtype).pop(n, 60, due_batch=100)
 
 
 @pytest.mark.parametrize("qtype", ["priority", "fifo", "lifo"])

@@ -23,7 +23,8 @@ from distributed_crawler.connection.clients import (
     RedisUnavailable,
     parse_sentinels,
 )
-from distributed_crawler.queue.scripts import Scripts, lua_source
+from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.queue.scripts import QueueScripts, lua_source
 from tests.conftest import RedisServer, Workers, free_port
 from tests.redis_topologies import SentinelSet
 from tests.site.server import NewsSite
@@ -179,7 +180,8 @@ def test_failover_and_replica_errors_count_as_transient(tmp_path: Path) -> None:
             client.zrem("{news}:processing", "lease")
         assert isinstance(caught.value, NoReplicasError)
         with pytest.raises(NoReplicasError):  # inside a script too
-            Scripts.register(client).renew(keys=["{news}:processing"], args=[60, "lease"])
+            keys = SpiderKeys.from_settings(Settings(), "news")
+            QueueScripts.register(client, keys, "priority").renew(["lease"], 60)
         client.config_set("min-replicas-to-write", 0)
         client.zrem("{news}:processing", "lease")
     finally:

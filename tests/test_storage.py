@@ -19,13 +19,13 @@ from typing import Any
 
 import pytest
 
+from distributed_crawler.redact import mask_url
 from distributed_crawler.storage.backends import (
     COLUMNS,
     PostgresStorage,
     SQLiteStorage,
     StorageBackend,
     StorageError,
-    mask_url,
     open_storage,
 )
 

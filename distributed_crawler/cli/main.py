@@ -31,9 +31,9 @@ from distributed_crawler.queue.deadletters import fresh_payload
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import MAX_PRIORITY, make_member
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import Scripts
+from distributed_crawler.queue.scripts import QueueScripts
 from distributed_crawler.queue.seeds import SeedError, parse_seed
-from distributed_crawler.storage.backends import mask_url as mask_storage_url
+from distributed_crawler.redact import mask_url
 from distributed_crawler.storage.backends import open_storage
 
 
@@ -74,7 +74,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     settings, client, _ = _connect(args)
-    title = f"{args.spider} @ {mask(args)}"
+    title = f"{args.spider} @ {RedisConfig.from_settings(_settings(args)).masked_url}"
     if args.watch:
         return watch_status(client, settings, args.spider, args.interval, args.json, title)
     status = status_now(client, settings, args.spider)
@@ -91,10 +91,6 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     settings = _settings(args)
     RedisConfig.from_settings(settings).check_reachable()
     return serve(settings, args.host, args.port, args.spider)
-
-
-def mask(args: argparse.Namespace) -> str:
-    return RedisConfig.from_settings(_settings(args)).masked_url
 
 
 FAILED_TEXT_FIELDS = ("url", "reason", "node", "source")
@@ -231,11 +227,8 @@ def _requeue(settings: Any, client: Any, keys: SpiderKeys, raw: list[bytes], ent
 def cmd_reclaim(args: argparse.Namespace) -> int:
     settings, client, keys = _connect(args)
     config = SchedulerConfig.from_settings(settings)
-    scripts = Scripts.register(client)
-    requeued, dead = scripts.reclaim(
-        keys=[keys.processing, keys.requests, keys.failed, keys.seq],
-        args=[config.queue_type, config.max_deliveries, 100_000, config.failed_max, "dcrawl"],
-    )
+    scripts = QueueScripts.register(client, keys, config.queue_type)
+    requeued, dead = scripts.reclaim(config.max_deliveries, 100_000, config.failed_max, "dcrawl")
     print(f"requeued {requeued} expired leases; dead-lettered {dead}")
     return 0
 
@@ -294,7 +287,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
             added += sum(run_sync(enqueuer.run("add", entries)))
     finally:
         backend.close()
-    print(f"rebuilt {keys.dupefilter} from {mask_storage_url(args.source)}: {added} URLs")
+    print(f"rebuilt {keys.dupefilter} from {mask_url(args.source)}: {added} URLs")
     return 0
 
 
@@ -303,7 +296,6 @@ def cmd_proxies(args: argparse.Namespace) -> int:
     from distributed_crawler.proxies.pool import (
         ProxyConfig,
         ProxyPool,
-        mask_proxy,
         match_proxies,
         parse_proxies,
         read_proxy_file,
@@ -326,7 +318,7 @@ def cmd_proxies(args: argparse.Namespace) -> int:
     for note in notes:
         print(f"dcrawl: {note}", file=sys.stderr)
     if args.action == "list":
-        shown = [{**e, "url": mask_proxy(e["url"])[:300]} for e in entries]
+        shown = [{**e, "url": mask_url(e["url"])[:300]} for e in entries]
         summary = {
             "pool_key": config.pool_key,
             "dead_key": config.dead_key,
@@ -358,7 +350,7 @@ def cmd_proxies(args: argparse.Namespace) -> int:
         raise CliError(f"proxies {args.action} needs proxy URLs (as listed, or host:port)")
     matched, missing = match_proxies(list(args.proxies), known)
     if missing:
-        raise CliError(f"not in the pool: {', '.join(mask_proxy(m) for m in missing)}; see dcrawl proxies list")
+        raise CliError(f"not in the pool: {', '.join(mask_url(m) for m in missing)}; see dcrawl proxies list")
     if args.action == "remove":
         print(f"removed {run_sync(pool.remove(matched))} from {config.pool_key} and {config.dead_key}")
     else:

@@ -15,7 +15,7 @@ import logging
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import redis
 import redis.asyncio
@@ -44,6 +44,7 @@ from scrapy.settings import BaseSettings
 from distributed_crawler.connection.cluster_client import AsyncClusterClient
 from distributed_crawler.connection.sentinel_pool import FollowingSentinelPool
 from distributed_crawler.defaults import get_setting
+from distributed_crawler.redact import mask_url
 
 logger = logging.getLogger(__name__)
 
@@ -81,16 +82,6 @@ _FALSE = ("0", "false", "no", "off", "")
 
 class RedisUnavailable(RuntimeError):
     """Redis cannot be reached or is not what the settings say; one line fit for an operator."""
-
-
-def mask_url(url: str) -> str:
-    """`redis://user:secret@host` -> `redis://user:***@host`; other URLs unchanged."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
 def parse_bool(name: str, value: Any) -> bool:

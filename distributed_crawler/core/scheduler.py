@@ -37,7 +37,7 @@ from distributed_crawler.queue.deadletters import DeadLetters
 from distributed_crawler.queue.enqueue import Enqueuer
 from distributed_crawler.queue.envelope import make_member, split_member
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import Scripts
+from distributed_crawler.queue.scripts import QueueScripts
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -148,7 +148,7 @@ class RedisScheduler:
         self.leases = LeaseTracker()
         self.client: Any = None
         # set by open(): Scrapy uses a scheduler only once it is open
-        self.scripts: Scripts
+        self.scripts: QueueScripts
         self.enqueuer: Enqueuer
         self.codec: RequestCodec
         self.dead_letters: DeadLetters
@@ -199,9 +199,11 @@ class RedisScheduler:
 
     async def _open(self, spider: Spider) -> None:
         self.client = self.redis_config.async_client()
-        self.scripts = Scripts.register(self.client)
+        self.scripts = QueueScripts.register(self.client, self.keys, self.config.queue_type)
         dedup = await self._retrying("opening the dupefilter", lambda: self.df.open_dedup(self.client))
-        self.enqueuer = Enqueuer(self.client, self.keys, dedup, self.config.queue_type, self.keys.doorbell)
+        self.enqueuer = Enqueuer(
+            self.client, self.keys, dedup, self.config.queue_type, self.keys.doorbell, scripts=self.scripts
+        )
         self.codec = RequestCodec(spider, self.config.allowed_classes)
         self.dead_letters = DeadLetters(self.client, self.keys.failed, self.node_id, self.config.failed_max)
         if self.config.flush_on_start:
@@ -269,10 +271,7 @@ class RedisScheduler:
                 client.zrem(self.keys.processing, *done)
             unacked = self.leases.unacked()
             if unacked:
-                Scripts.register(client).release(
-                    keys=[self.keys.processing, self.keys.requests, self.keys.seq],
-                    args=[self.config.queue_type, *unacked],
-                )
+                QueueScripts.register(client, self.keys, self.config.queue_type).release(unacked)
             self.leases.forget(unacked)
         except Exception:  # noqa: BLE001 - leases then expire and are reclaimed; nothing is lost
             pass
@@ -541,9 +540,8 @@ class RedisScheduler:
                 self._want_more.clear()
                 await self._want_more.wait()
                 continue
-            keys = [self.keys.requests, self.keys.processing, self.keys.delayed, self.keys.seq]
-            args = [self.config.queue_type, want, self.config.lease_seconds, DUE_BATCH]
-            members = await self._retrying("pop", partial(self.scripts.pop, keys=keys, args=args))
+            pop = partial(self.scripts.pop, want, self.config.lease_seconds, DUE_BATCH)
+            members = await self._retrying("pop", pop)
             if members:
                 was_empty = not self._buffer
                 await self._accept(members)
@@ -700,14 +698,13 @@ class RedisScheduler:
         held = self.leases.held()
         for i in range(0, len(held), ACK_BATCH):
             chunk = held[i : i + ACK_BATCH]
-            await self.scripts.renew(keys=[self.keys.processing], args=[self.config.lease_seconds, *chunk])
+            await self.scripts.renew(chunk, self.config.lease_seconds)
 
     async def reclaim(self, limit: int = 500) -> tuple[int, int]:
         """Return expired leases (of any node) to the queue; dead-letter the poison ones and the
         ones that are not ours (no envelope: reclaim.lua moves them to the failed list)."""
-        keys = [self.keys.processing, self.keys.requests, self.keys.failed, self.keys.seq]
-        args = [self.config.queue_type, self.config.max_deliveries, limit, self.config.failed_max, self.node_id]
-        requeued, dead = await self.scripts.reclaim(keys=keys, args=args)
+        config = self.config
+        requeued, dead = await self.scripts.reclaim(config.max_deliveries, limit, config.failed_max, self.node_id)
         if requeued or dead:
             self.stats.inc_value("scheduler/reclaimed", requeued)
             self.stats.inc_value("scheduler/dead_lettered", dead)
@@ -734,10 +731,9 @@ class RedisScheduler:
         """Give leases back to the queue front without counting a delivery (bounded tries)."""
         if not leases:
             return
-        keys = [self.keys.processing, self.keys.requests, self.keys.seq]
         for _ in range(3):
             try:
-                await self.scripts.release(keys=keys, args=[self.config.queue_type, *leases])
+                await self.scripts.release(leases)
                 self.leases.forget(leases)
                 return
             except Exception as exc:  # noqa: BLE001 - _redis_failed re-raises what is a bug

@@ -45,8 +45,9 @@ from twisted.web.client import ResponseFailed, ResponseNeverReceived
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig
 from distributed_crawler.connection.untrusted import EpisodeLog, OnceLog, WrongTypeLog, is_wrong_type
 from distributed_crawler.core.leases import LEASE_META
-from distributed_crawler.proxies.pool import Outcome, ProxyConfig, ProxyPool, ProxyURLError, mask_proxy, parse_proxy
+from distributed_crawler.proxies.pool import Outcome, ProxyConfig, ProxyPool, ProxyURLError, parse_proxy
 from distributed_crawler.queue.codec import POOL_PROXY_META
+from distributed_crawler.redact import mask_url
 from distributed_crawler.rendering.handler import RenderConfig, RenderingMiddleware
 
 if TYPE_CHECKING:
@@ -205,7 +206,7 @@ class ProxyPoolMiddleware:
                 return again
             self.stats.inc_value("proxy/direct")
             return None
-        masked = mask_proxy(proxy)
+        masked = mask_url(proxy)
         self._members[masked] = proxy
         meta["proxy"] = proxy
         meta[POOL_PROXY_META] = masked
@@ -352,7 +353,7 @@ class ProxyPoolMiddleware:
             self.stats.inc_value("proxy/revived")
             logger.info(
                 "Proxy %s revived after PROXY_REVIVE_SECONDS=%g (it had failed: %s)",
-                mask_proxy(proxy),
+                mask_url(proxy),
                 self.config.revive_seconds,
                 error,
             )
@@ -377,7 +378,7 @@ class ProxyPoolMiddleware:
     @staticmethod
     def _unmask(reason: str, proxy: str) -> str:
         """Error texts may quote the proxy URL: never with its password."""
-        return reason.replace(proxy, mask_proxy(proxy))
+        return reason.replace(proxy, mask_url(proxy))
 
     async def _record(self, request: Request, proxy: str, failure: str | None) -> None:
         assert self.pool is not None
@@ -394,7 +395,7 @@ class ProxyPoolMiddleware:
             return
         self.stats.inc_value("proxy/failed")
         self._forget_if_gone(proxy, outcome)
-        masked = mask_proxy(proxy)
+        masked = mask_url(proxy)
         if outcome.state == "evicted":
             self.stats.inc_value("proxy/evicted")
             revive = (

@@ -30,7 +30,7 @@ from scrapy.downloadermiddlewares.retry import RetryMiddleware
 from scrapy.utils.python import global_object_name
 from scrapy.utils.response import response_status_message
 
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisConfig, mask_url
+from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisConfig
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
 from distributed_crawler.core.leases import LEASE_META
 from distributed_crawler.core.node import node_id_from_settings
@@ -38,6 +38,7 @@ from distributed_crawler.defaults import get_setting
 from distributed_crawler.queue.codec import RequestCodec, allowed_classes
 from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
 from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.redact import mask_url
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider

@@ -31,11 +31,9 @@
 -- counter that is not an integer is reset; a member whose priority field is missing or out of
 -- range is pushed with its priority clamped to +-131071 (none = 0). A key of the wrong Redis
 -- type raises WRONGTYPE: the caller names the key and waits.
+-- uses: queue (lib/queue.lua: member_priority, queue_push)
 local qtype, n, doorbell, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local action = ARGV[6]
-local SPAN = 68719476736 -- 2^36 sequence numbers per priority band
-
-local MAX_PRIORITY = 131071 -- envelope.MAX_PRIORITY: |priority| * SPAN stays below 2^53
 local MAX_LAYERS = 64
 local MAX_K = 30 -- bloom.MAX_K: keeps (h1 + i*h2) below 2^53, exact in doubles
 local MAX_PBITS = 4294967296 -- GETBIT/SETBIT offsets stay below 2^32
@@ -152,20 +150,8 @@ for i = 0, n - 1 do
         now = tonumber(t[1]) + tonumber(t[2]) / 1000000
       end
       redis.call("ZADD", KEYS[4], now + delay, member)
-    elseif qtype == "priority" then
-      local priority = tonumber(string.match(member, "^%d+:(%-?%d+):") or "0")
-      if priority > MAX_PRIORITY then priority = MAX_PRIORITY
-      elseif priority < -MAX_PRIORITY then priority = -MAX_PRIORITY end
-      local seq = redis.pcall("INCR", KEYS[2])
-      if type(seq) == "table" then -- not an integer (or overflowed): restart the counter
-        redis.call("GET", KEYS[2]) -- raises WRONGTYPE for a key of another type instead of masking it
-        redis.call("SET", KEYS[2], 1)
-        seq = 1
-      end
-      redis.call("ZADD", KEYS[1], -priority * SPAN + seq % SPAN, member)
-      queued = queued + 1
     else
-      redis.call("LPUSH", KEYS[1], member)
+      queue_push(qtype, KEYS[1], KEYS[2], member, member_priority(member), false) -- behind its priority
       queued = queued + 1
     end
     pushed = true

@@ -24,13 +24,12 @@
 --     garbage there cannot keep the crawl "not idle" forever.
 --   * A sequence counter that is not an integer is reset (WRONGTYPE is still raised).
 -- A key of the wrong Redis type raises WRONGTYPE: the caller names the key and waits.
+-- uses: queue (lib/queue.lua: MAX_PRIORITY, member_priority, queue_push)
 local qtype = ARGV[1]
 local count = tonumber(ARGV[2])
 local t = redis.call("TIME")
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local deadline = now + tonumber(ARGV[3])
-local SPAN = 68719476736 -- 2^36 sequence numbers per priority band (as in enqueue.lua)
-local MAX_PRIORITY = 131071 -- envelope.MAX_PRIORITY: |priority| * SPAN stays below 2^53
 local YEAR = 31536000
 if KEYS[3] then
   local limit = tonumber(ARGV[4] or "100")
@@ -41,20 +40,7 @@ if KEYS[3] then
     for _, member in ipairs(far) do due[#due + 1] = member end
   end
   for _, member in ipairs(due) do
-    if qtype == "priority" then
-      local priority = tonumber(string.match(member, "^%d+:(%-?%d+):") or "0")
-      if priority > MAX_PRIORITY then priority = MAX_PRIORITY
-      elseif priority < -MAX_PRIORITY then priority = -MAX_PRIORITY end
-      local seq = redis.pcall("INCR", KEYS[4])
-      if type(seq) == "table" then -- not an integer (or overflowed): restart the counter
-        redis.call("GET", KEYS[4]) -- raises WRONGTYPE for a key of another type instead of masking it
-        redis.call("SET", KEYS[4], 1)
-        seq = 1
-      end
-      redis.call("ZADD", KEYS[1], -priority * SPAN + seq % SPAN, member)
-    else
-      redis.call("LPUSH", KEYS[1], member)
-    end
+    queue_push(qtype, KEYS[1], KEYS[4], member, member_priority(member), false) -- behind, like a fresh push
     redis.call("ZREM", KEYS[3], member)
   end
 end

@@ -23,13 +23,12 @@
 --   * Dead-letter payloads are made valid UTF-8 (cjson copies bytes as they are).
 --   * A sequence counter that is not an integer is reset (WRONGTYPE is still raised).
 -- A key of the wrong Redis type raises WRONGTYPE: the caller names the key and waits.
+-- uses: queue (lib/queue.lua: MAX_PRIORITY, queue_push)
 local qtype = ARGV[1]
 local max_deliveries = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
 local t = redis.call("TIME")
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local SPAN = 68719476736
-local MAX_PRIORITY = 131071
 local YEAR = 31536000
 local PREVIEW = 300
 
@@ -74,16 +73,6 @@ local function clean(s)
   return table.concat(out)
 end
 
-local function next_seq()
-  local seq = redis.pcall("INCR", KEYS[4])
-  if type(seq) == "table" then -- not an integer (or overflowed): restart the counter
-    redis.call("GET", KEYS[4]) -- raises WRONGTYPE for a key of another type instead of masking it
-    redis.call("SET", KEYS[4], 1)
-    seq = 1
-  end
-  return seq % SPAN
-end
-
 -- deliveries, priority, payload of a valid envelope; nil and a reason otherwise
 local function parse(lease)
   local deliveries, priority, payload = string.match(lease, "^(%d+):(%-?%d+):(.*)$")
@@ -125,13 +114,7 @@ for _, lease in ipairs(expired) do
       deliveries, priority, payload)
   else
     local member = deliveries .. ":" .. priority .. ":" .. payload
-    if qtype == "priority" then
-      redis.call("ZADD", KEYS[2], -priority * SPAN - next_seq(), member)
-    elseif qtype == "fifo" then
-      redis.call("RPUSH", KEYS[2], member)
-    else
-      redis.call("LPUSH", KEYS[2], member)
-    end
+    queue_push(qtype, KEYS[2], KEYS[4], member, priority, true) -- the front of its priority
     requeued = requeued + 1
   end
   redis.call("ZREM", KEYS[1], lease)

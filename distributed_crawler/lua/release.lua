@@ -9,9 +9,8 @@
 -- than 9 digits of deliveries, |priority| > 131071) is skipped and left in processing, where
 -- reclaim.lua dead-letters it once it expires (pop.lua never hands such a lease out). A sequence
 -- counter that is not an integer is reset; a key of the wrong Redis type raises WRONGTYPE.
+-- uses: queue (lib/queue.lua: MAX_PRIORITY, queue_push)
 local qtype = ARGV[1]
-local SPAN = 68719476736
-local MAX_PRIORITY = 131071
 local released = 0
 for i = 2, #ARGV do
   local lease = ARGV[i]
@@ -19,19 +18,7 @@ for i = 2, #ARGV do
   local p = deliveries and #deliveries <= 9 and #priority <= 8 and tonumber(priority)
   if p and p <= MAX_PRIORITY and p >= -MAX_PRIORITY and redis.call("ZSCORE", KEYS[1], lease) then
     local member = math.max(tonumber(deliveries) - 1, 0) .. ":" .. p .. ":" .. payload
-    if qtype == "priority" then
-      local seq = redis.pcall("INCR", KEYS[3])
-      if type(seq) == "table" then -- not an integer (or overflowed): restart the counter
-        redis.call("GET", KEYS[3]) -- raises WRONGTYPE for a key of another type instead of masking it
-        redis.call("SET", KEYS[3], 1)
-        seq = 1
-      end
-      redis.call("ZADD", KEYS[2], -p * SPAN - seq % SPAN, member)
-    elseif qtype == "fifo" then
-      redis.call("RPUSH", KEYS[2], member)
-    else
-      redis.call("LPUSH", KEYS[2], member)
-    end
+    queue_push(qtype, KEYS[2], KEYS[3], member, p, true) -- the front of its priority
     redis.call("ZREM", KEYS[1], lease)
     released = released + 1
   end

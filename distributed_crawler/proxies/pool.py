@@ -13,7 +13,7 @@ both keys need them in one Redis Cluster hash slot: under REDIS_CLUSTER an unset
 becomes `{dc:proxies}:dead`, in the slot of `dc:proxies`.
 
 The pool stores proxy URLs with their credentials (it must, to use them); everything else — logs,
-stats, request meta, the CLI — sees `mask_proxy(url)`. Every reader works with sync and asyncio
+stats, request meta, the CLI — sees `redact.mask_url(url)`. Every reader works with sync and asyncio
 redis-py clients (await it, or drive it with `run_sync` on a sync client).
 """
 
@@ -34,6 +34,7 @@ from distributed_crawler.connection.clients import parse_bool
 from distributed_crawler.defaults import get_setting
 from distributed_crawler.queue.enqueue import maybe_await
 from distributed_crawler.queue.scripts import lua_source
+from distributed_crawler.redact import mask_url, scrub
 
 INITIAL_SCORE = 10.0
 MAX_SCORE = 20.0
@@ -48,26 +49,10 @@ class ProxyURLError(ValueError):
     """A proxy that is not `scheme://[user:pass@]host[:port]`; the message masks the password."""
 
 
-def mask_proxy(url: str) -> str:
-    """`http://user:secret@host:3128` -> `http://user:***@host:3128`; no credentials: unchanged."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
-        password = None
-        parts = None
-    if parts is None or password is None:
-        # Unparseable: hide whatever sits between "://" and the last "@".
-        return re.sub(r"(://[^/@:]*:)[^@]*@", r"\1***@", url)
-    user = parts.username or ""
-    host = parts.netloc.rsplit("@", 1)[1]
-    return f"{parts.scheme}://{user}:***@{host}{url.split(parts.netloc, 1)[1]}"
-
-
 def parse_proxy(raw: str) -> str:
     """The normalized proxy URL (`scheme://[user:pass@]host:port`, lower-case scheme and host)."""
     text = raw.strip()
-    shown = mask_proxy(text)
+    shown = mask_url(text)
     fix = "write it as http://[user:password@]host:port"
     if "://" not in text:
         raise ProxyURLError(f"proxy {shown!r} has no scheme; {fix}")
@@ -75,7 +60,7 @@ def parse_proxy(raw: str) -> str:
         parts = urlsplit(text)
         port = parts.port
     except ValueError as exc:
-        raise ProxyURLError(f"proxy {shown!r} is malformed ({_mask_in(str(exc), text)}); {fix}") from None
+        raise ProxyURLError(f"proxy {shown!r} is malformed ({scrub(str(exc), text)}); {fix}") from None
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
         raise ProxyURLError(f"proxy {shown!r}: scheme {scheme!r} is not supported (http or https); {fix}")
@@ -93,14 +78,6 @@ def parse_proxy(raw: str) -> str:
     if parts.username is not None:
         netloc = f"{parts.username}:{parts.password}@{netloc}"
     return f"{scheme}://{netloc}"
-
-
-def _mask_in(message: str, url: str) -> str:
-    try:
-        password = urlsplit(url).password
-    except ValueError:
-        password = None
-    return message.replace(password, "***") if password else message
 
 
 def _as_list(value: Any) -> list[str]:
@@ -372,7 +349,7 @@ def match_proxies(wanted: list[str], known: list[str]) -> tuple[list[str], list[
         hits = [
             k
             for k in known
-            if k == normalized or k == arg or mask_proxy(k) == arg or k.rsplit("@", 1)[-1].split("://")[-1] == arg
+            if k == normalized or k == arg or mask_url(k) == arg or k.rsplit("@", 1)[-1].split("://")[-1] == arg
         ]
         if hits:
             found.update(dict.fromkeys(hits))

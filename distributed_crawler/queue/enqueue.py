@@ -15,13 +15,12 @@ from redis.exceptions import ResponseError
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS
 from distributed_crawler.connection.untrusted import is_wrong_type
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import lua_source
+from distributed_crawler.queue.scripts import Entry, QueueScripts
 
 if TYPE_CHECKING:
     from distributed_crawler.dedup.dupefilter import Dedup
 
-# fingerprint hex ("" = no dedup), dont_filter, queue member[, delay in seconds: > 0 = to delayed]
-Entry = tuple[str, bool, str] | tuple[str, bool, str, float]
+__all__ = ["Entry", "Enqueuer", "maybe_await", "run_sync"]
 MAX_FIXES = 20  # layer additions / layout refreshes in one call before giving up (never expected)
 CODE_CORRUPT = 3  # enqueue.lua: the dupefilter's meta hash is not a layout it can use
 
@@ -49,13 +48,22 @@ def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
 
 
 class Enqueuer:
-    def __init__(self, client: Any, keys: SpiderKeys, dedup: Dedup, queue_type: str, doorbell: str = "") -> None:
+    def __init__(
+        self,
+        client: Any,
+        keys: SpiderKeys,
+        dedup: Dedup,
+        queue_type: str,
+        doorbell: str = "",
+        scripts: QueueScripts | None = None,
+    ) -> None:
+        """`scripts`: the ones already registered on `client` (else registered here)."""
         self.client = client
         self.keys = keys
         self.dedup = dedup
         self.queue_type = queue_type
         self.doorbell = doorbell
-        self.script = client.register_script(lua_source("enqueue"))
+        self.scripts = (scripts or QueueScripts.register(client, keys, queue_type)).with_queue_type(queue_type)
 
     async def run(self, action: str, entries: Sequence[Entry], handovers: Sequence[bytes] = ()) -> list[int]:
         """`action` push / add / check; one 0/1 per entry (1 = new). Grows the filter as needed."""
@@ -63,13 +71,10 @@ class Enqueuer:
         pending = list(entries)
         for _ in range(MAX_FIXES):
             dedup_keys, layers = self.dedup.script_keys()
-            argv: list[Any] = [self.queue_type, len(pending), self.doorbell, self.dedup.mode, layers, action]
-            for entry in pending:
-                delay = entry[3] if len(entry) > 3 else 0
-                argv += [entry[0], "1" if entry[1] else "0", f"{delay:.3f}" if delay > 0 else "0", entry[2]]
-            keys = [self.keys.requests, self.keys.seq, self.keys.processing, self.keys.delayed, *dedup_keys]
             try:
-                code, *done = await maybe_await(self.script(keys=keys, args=argv + list(handovers)))
+                code, *done = await maybe_await(
+                    self.scripts.enqueue(action, pending, self.dedup.mode, dedup_keys, layers, self.doorbell, handovers)
+                )
             except ResponseError as exc:
                 await self._explain(exc)
                 raise

@@ -1,34 +1,127 @@
-"""The Lua scripts of `distributed_crawler/lua/`, registered on a client.
+"""The Lua scripts of `distributed_crawler/lua/`, and the facade that owns the queue scripts' KEYS/ARGV.
 
 redis-py's `register_script` sends EVALSHA and falls back to EVAL on NOSCRIPT, so scripts survive
 a restart or failover that empties the script cache.
+
+A script whose header has a line `-- uses: NAME (...)` gets `lua/lib/NAME.lua` prepended by
+`lua_source`: the result is still one script text, one SHA, one EVALSHA per call.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
+
+from distributed_crawler.queue.keys import SpiderKeys
+
+T = TypeVar("T")
+# fingerprint hex ("" = no dedup), dont_filter, queue member[, delay in seconds: > 0 = to delayed]
+Entry = tuple[str, bool, str] | tuple[str, bool, str, float]
+_USES = re.compile(r"^-- uses: (\w+)", re.MULTILINE)
+
+
+def _read(path: str) -> str:
+    return resources.files("distributed_crawler").joinpath("lua", path).read_text()
 
 
 @cache
 def lua_source(name: str) -> str:
-    return resources.files("distributed_crawler").joinpath("lua", f"{name}.lua").read_text()
+    """The text sent to Redis for `lua/NAME.lua`: its declared preludes (lua/lib/) first."""
+    source = _read(f"{name}.lua")
+    preludes = [_read(f"lib/{lib}.lua") for lib in dict.fromkeys(_USES.findall(source))]
+    return "".join(preludes) + source
+
+
+def _then(result: Any, convert: Callable[[Any], T]) -> T | Awaitable[T]:
+    """`convert` the reply of a sync client now, or of an asyncio client once awaited."""
+    if inspect.isawaitable(result):
+
+        async def converted() -> T:
+            return convert(await result)
+
+        return converted()
+    return convert(result)
 
 
 @dataclass(frozen=True)
-class Scripts:
-    """The lease scripts on one client (enqueue.lua is driven by enqueue.Enqueuer)."""
+class QueueScripts:
+    """enqueue / pop / renew / reclaim / release of one spider's queue: the only place that knows
+    their KEYS and ARGV order (see each script's header in lua/).
+
+    With a sync client the methods return values; with an asyncio client, awaitables.
+    """
 
     client: Any
-    pop: Any
-    renew: Any
-    reclaim: Any
-    release: Any
+    keys: SpiderKeys
+    queue_type: str  # "priority" | "fifo" | "lifo"
+    _pop: Any
+    _renew: Any
+    _reclaim: Any
+    _release: Any
+    _enqueue: Any
 
     @classmethod
-    def register(cls, client: Any) -> Scripts:
-        """Works for sync and asyncio clients alike (calls return values or awaitables)."""
-        names = [name for name in cls.__dataclass_fields__ if name != "client"]
-        return cls(client=client, **{name: client.register_script(lua_source(name)) for name in names})
+    def register(cls, client: Any, keys: SpiderKeys, queue_type: str) -> QueueScripts:
+        """Register the five scripts on `client` (once: reuse the result, or `with_queue_type`)."""
+        scripts = {
+            f"_{name}": client.register_script(lua_source(name))
+            for name in ("pop", "renew", "reclaim", "release", "enqueue")
+        }
+        return cls(client, keys, queue_type, **scripts)
+
+    def with_queue_type(self, queue_type: str) -> QueueScripts:
+        """The same registered scripts driving another queue type (tests, the CLI)."""
+        return replace(self, queue_type=queue_type)
+
+    def pop(self, count: int, lease_seconds: float, due_batch: int = 100) -> Any:
+        """Move up to `due_batch` due retries back to the queue, then lease up to `count` members.
+
+        Returns the leases (bytes "<deliveries>:<priority>:<json>", deliveries counted up by one).
+        """
+        k = self.keys
+        return self._pop(
+            keys=[k.requests, k.processing, k.delayed, k.seq],
+            args=[self.queue_type, count, lease_seconds, due_batch],
+        )
+
+    def renew(self, leases: Sequence[bytes | str], lease_seconds: float) -> Any:
+        """Extend the leases still held (never re-creates one); returns how many were extended."""
+        return self._renew(keys=[self.keys.processing], args=[lease_seconds, *leases])
+
+    def reclaim(self, max_deliveries: int, limit: int, failed_cap: int, node_id: str) -> Any:
+        """Requeue expired leases (front of their priority) or dead-letter them: (requeued, dead)."""
+        k = self.keys
+        result = self._reclaim(
+            keys=[k.processing, k.requests, k.failed, k.seq],
+            args=[self.queue_type, max_deliveries, limit, failed_cap, node_id],
+        )
+        return _then(result, lambda reply: (int(reply[0]), int(reply[1])))
+
+    def release(self, leases: Sequence[bytes | str]) -> Any:
+        """Give leases back to the front of the queue without counting a delivery; returns how many."""
+        k = self.keys
+        return self._release(keys=[k.processing, k.requests, k.seq], args=[self.queue_type, *leases])
+
+    def enqueue(
+        self,
+        action: str,
+        entries: Sequence[Entry],
+        dedup_mode: str,
+        dedup_keys: Sequence[str],
+        layers: int,
+        doorbell: str = "",
+        handovers: Sequence[bytes | str] = (),
+    ) -> Any:
+        """One enqueue.lua call: `action` push / add / check of `entries`, removing `handovers` from
+        processing. Returns [code, r1, ...] (see enqueue.lua; queue/enqueue.Enqueuer drives it)."""
+        k = self.keys
+        argv: list[Any] = [self.queue_type, len(entries), doorbell, dedup_mode, layers, action]
+        for entry in entries:
+            delay = entry[3] if len(entry) > 3 else 0
+            argv += [entry[0], "1" if entry[1] else "0", f"{delay:.3f}" if delay > 0 else "0", entry[2]]
+        return self._enqueue(keys=[k.requests, k.seq, k.processing, k.delayed, *dedup_keys], args=[*argv, *handovers])

@@ -17,13 +17,14 @@ pipeline drives each one from a single dedicated worker thread.
 from __future__ import annotations
 
 import logging
-import re
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import unquote
+
+from distributed_crawler.redact import mask_url, safe_error_text
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ class StorageError(Exception):
     """The storage backend cannot be opened or written.
 
     Messages are single lines and never contain a password (URLs go through
-    :func:`mask_url`), so they are safe to log as they are.
+    :func:`distributed_crawler.redact.mask_url`), so they are safe to log as they are.
     """
 
 
@@ -65,79 +66,6 @@ class StorageBackend(Protocol):
 
     def close(self) -> None:
         """Release the connection; safe to call twice."""
-
-
-# --------------------------------------------------------------------------
-# URL masking
-# --------------------------------------------------------------------------
-
-_KV_PASSWORD_RE = re.compile(r"""(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s]+)""", re.IGNORECASE)
-_QUERY_PASSWORD_RE = re.compile(r"([?&]password=)([^&#]*)", re.IGNORECASE)
-
-
-def _userinfo_end(rest: str) -> int:
-    """Index of the ``@`` closing the userinfo of ``rest`` (URL minus scheme), or -1.
-
-    Passwords are often pasted unencoded, so ``@``, ``/``, ``?`` or ``#`` may
-    appear inside them. Prefer the last ``@`` not preceded by a path/query
-    delimiter (the standard parse, tolerating ``@`` in the password); failing
-    that, the last ``@`` at all. Erring this way can only mask too much.
-    """
-    clean = -1
-    for i, ch in enumerate(rest):
-        if ch in "/?#":
-            break
-        if ch == "@":
-            clean = i
-    return clean if clean != -1 else rest.rfind("@")
-
-
-def mask_url(url: str) -> str:
-    """Return *url* with its password replaced by ``***``, for logs and errors.
-
-    ``postgresql://user:secret@host/db`` becomes ``postgresql://user:***@host/db``;
-    a ``password=`` query parameter or libpq ``key=value`` entry is masked too.
-    URLs without a password are returned unchanged.
-    """
-    if not url:
-        return url
-    sep = url.find("://")
-    if sep == -1:
-        # libpq key=value conninfo ("host=h user=u password=secret").
-        return _KV_PASSWORD_RE.sub(r"\1***", url)
-    head, rest = url[: sep + 3], url[sep + 3 :]
-    at = _userinfo_end(rest)
-    if at != -1:
-        userinfo, hostpart = rest[:at], rest[at + 1 :]
-        if ":" in userinfo:
-            user = userinfo.split(":", 1)[0]
-            rest = f"{user}:***@{hostpart}"
-    return head + _QUERY_PASSWORD_RE.sub(r"\1***", rest)
-
-
-def _url_password(url: str) -> str | None:
-    """The raw password embedded in *url*, if any (to scrub driver messages)."""
-    sep = url.find("://")
-    if sep == -1:
-        m = _KV_PASSWORD_RE.search(url)
-        return m.group(2).strip("'") if m else None
-    rest = url[sep + 3 :]
-    at = _userinfo_end(rest)
-    if at != -1 and ":" in rest[:at]:
-        return rest[:at].split(":", 1)[1] or None
-    m = _QUERY_PASSWORD_RE.search(rest)
-    return m.group(2) or None if m else None
-
-
-def safe_error_text(exc: BaseException | str, url: str) -> str:
-    """Error text as one line, with the password of *url* scrubbed, safe to log."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    password = _url_password(url)
-    if password:
-        for secret in {password, unquote(password)}:
-            if secret:
-                text = text.replace(secret, "***")
-    return text
 
 
 # --------------------------------------------------------------------------

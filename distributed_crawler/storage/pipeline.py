@@ -37,13 +37,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from itemadapter import ItemAdapter
 from scrapy.exceptions import CloseSpider, DropItem
 
+from distributed_crawler.redact import mask_url, safe_error_text
 from distributed_crawler.storage.backends import (
     DEFAULT_STORAGE_URL,
     StorageBackend,
     StorageError,
-    mask_url,
     open_storage,
-    safe_error_text,
 )
 
 if TYPE_CHECKING:
