@@ -1,16 +1,21 @@
 """Every setting this package adds, with its default, in one place.
 
-Components read them through `get_setting` so a project only sets what it changes. Key settings take
+Components read them through `SettingsReader` (typed, validated, falling back to these defaults and
+to the env overrides) so a project only sets what it changes, with or without the add-on
+(`distributed_crawler.Addon`, which also writes them into the settings at "addon" priority).
+Precedence: env var (names in ENV_OVERRIDES, when non-empty) > `-s` > project settings > add-on =
+DEFAULTS. Key settings take
 `%(spider)s`; the braces make every key of one spider share a Redis Cluster hash slot, which Lua
 scripts touching several keys need.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
+from collections.abc import Mapping
 from typing import Any
-
-from scrapy.settings import BaseSettings
 
 DEFAULTS: dict[str, Any] = {
     # Redis connection (REDIS_URL: env var overrides).
@@ -98,6 +103,12 @@ DEFAULTS: dict[str, Any] = {
     "PROXY_REVIVE_SECONDS": 600,  # a dead proxy gets another chance after this (0 = never)
     "PROXY_EMPTY_POLICY": "wait",  # pool empty: wait (hold requests) or direct (no proxy)
     "PROXY_STICKY_DOMAINS": False,  # a node keeps one proxy per domain while it stays healthy
+    # Storage pipeline (docs/storage.md).
+    "STORAGE_URL": "sqlite:///data/items.db",  # or postgresql://...; env var overrides
+    "STORAGE_BATCH_SIZE": 100,  # most items in one commit
+    "STORAGE_FLUSH_SECONDS": 1.0,  # longest an item waits while another commit runs
+    "STORAGE_RETRY_MAX_SECONDS": 30.0,  # longest backoff between retries of a failed commit
+    "STORAGE_CLOSE_RETRY_SECONDS": 60.0,  # failed commits are retried this long once closing
 }
 
 ENV_OVERRIDES = (
@@ -115,9 +126,132 @@ ENV_OVERRIDES = (
 )
 
 
-def get_setting(settings: BaseSettings, name: str) -> Any:
-    """The env var (for the names in ENV_OVERRIDES), else the project setting, else our default."""
-    if name in ENV_OVERRIDES and os.environ.get(name):
-        return os.environ[name]
-    value = settings.get(name)
-    return DEFAULTS.get(name) if value is None else value
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
+def env_overrides(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The ENV_OVERRIDES names set (non-empty) in the environment."""
+    env = os.environ if environ is None else environ
+    return {name: env[name] for name in ENV_OVERRIDES if env.get(name)}
+
+
+# Builtin names for the annotations of SettingsReader, whose methods shadow them in its class body.
+_Str = str
+_Int = int
+_Float = float
+_Bool = bool
+_List = list[str]
+_Dict = dict[str, Any]
+
+
+class SettingsReader:
+    """Typed reads of our settings: env override, else the setting, else DEFAULTS.
+
+    `read = SettingsReader(settings)`, then `read.int("SCHEDULER_MAX_DELIVERIES", min=1)`. A bad value
+    raises ValueError naming the setting, its value and the rule ("NAME (value) must be >= 1"), then
+    `hint` (a unit, "(0 = off)" or "; the fix"). Works on Scrapy settings and on plain dicts.
+    """
+
+    def __init__(self, settings: Any, environ: Mapping[str, str] | None = None) -> None:
+        self.settings = settings
+        self.environ = os.environ if environ is None else environ
+
+    def raw(self, name: _Str) -> Any:
+        if name in ENV_OVERRIDES and self.environ.get(name):
+            return self.environ[name]
+        value = self.settings.get(name)
+        return DEFAULTS.get(name) if value is None else value
+
+    def _number(self, name: _Str) -> Any:
+        """The raw value; a blank string (`-s NAME=`) means the default."""
+        value = self.raw(name)
+        if isinstance(value, str) and not value.strip():
+            return DEFAULTS.get(name)
+        return value
+
+    def _fail(self, name: _Str, value: Any, rule: _Str, hint: _Str) -> ValueError:
+        return ValueError(f"{name} ({value}) must be {rule}{' ' + hint if hint else ''}")
+
+    def _range(self, name: _Str, value: Any, low: Any, high: Any, hint: _Str, low_open: _Bool) -> None:
+        if low is not None and (value <= low if low_open else value < low):
+            raise self._fail(name, value, f"{'>' if low_open else '>='} {low}", hint)
+        if high is not None and value > high:
+            raise self._fail(name, value, f"<= {high}", hint)
+
+    def str(self, name: _Str) -> _Str:
+        value = self.raw(name)
+        return "" if value is None else str(value).strip()
+
+    def int(self, name: _Str, *, min: Any = None, max: Any = None, above: Any = None, hint: _Str = "") -> _Int:
+        value = self._number(name)
+        try:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            number = int(value.strip() if isinstance(value, str) else value)
+        except (TypeError, ValueError):
+            raise self._fail(name, repr(value), "an integer", hint) from None
+        self._range(name, number, min, max, hint, False)
+        self._range(name, number, above, None, hint, True)
+        return number
+
+    def float(self, name: _Str, *, min: Any = None, max: Any = None, above: Any = None, hint: _Str = "") -> _Float:
+        value = self._number(name)
+        try:
+            if isinstance(value, bool):
+                raise ValueError
+            number = float(value)
+            if math.isnan(number):
+                raise ValueError
+        except (TypeError, ValueError):
+            raise self._fail(name, repr(value), "a number", hint) from None
+        self._range(name, number, min, max, hint, False)
+        self._range(name, number, above, None, hint, True)
+        return number
+
+    def bool(self, name: _Str) -> _Bool:
+        value = self.raw(name)
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int | float):
+            return bool(value)
+        text = "" if value is None else str(value).strip().lower()
+        if text in _TRUE or text in _FALSE:
+            return text in _TRUE
+        raise self._fail(name, value, "true or false (1 or 0)", "")
+
+    def list(self, name: _Str) -> _List:
+        """A list setting, or a comma-separated string as `-s NAME=a,b` gives it."""
+        value = self.raw(name)
+        if value is None or value == "":
+            return []
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list | tuple | set | frozenset):
+            raise self._fail(name, repr(value), "a list or a comma-separated string", "")
+        return [str(v).strip() for v in value if str(v).strip()]
+
+    def dict(self, name: _Str) -> _Dict:
+        """A dict setting, or a JSON object as `-s NAME='{"a": 1}'` gives it."""
+        value = self.raw(name)
+        if value is None or value == "":
+            return {}
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise self._fail(name, repr(value), "a dict (a JSON object with -s)", "") from None
+        if isinstance(value, Mapping):
+            return dict(value)
+        raise self._fail(name, repr(value), "a dict (a JSON object with -s)", "")
+
+    def choice(self, name: _Str, choices: Any) -> _Str:
+        value = self.str(name)
+        if value not in choices:
+            raise self._fail(name, value, f"one of {', '.join(choices)}", "")
+        return value
+
+
+def get_setting(settings: Any, name: str) -> Any:
+    """The raw value (env override, else setting, else default); prefer `SettingsReader`."""
+    return SettingsReader(settings).raw(name)

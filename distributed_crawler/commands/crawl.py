@@ -28,31 +28,41 @@ from distributed_crawler.storage.pipeline import StorageConfig, StoragePipeline
 class Command(ScrapyCrawlCommand):
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None
+        settings = with_addon(self.settings)  # add-ons run later, in the crawler: see what ours sets
         try:
-            redis_config = RedisConfig.from_settings(self.settings)
+            redis_config = RedisConfig.from_settings(settings)
             redis_config.check_reachable()
             if args:
-                check_dupefilter(self.settings, redis_config, args[0])
+                check_dupefilter(settings, redis_config, args[0])
             if any(
                 ProxyPoolMiddleware is _load(m)
-                for m, on in self.settings.getdict("DOWNLOADER_MIDDLEWARES").items()
+                for m, on in settings.getdict("DOWNLOADER_MIDDLEWARES").items()
                 if on is not None
             ):
-                ProxyConfig.from_settings(self.settings)  # a malformed proxy URL: one line, exit 2
-            middlewares = {
-                _load(m) for m, on in self.settings.getdict("DOWNLOADER_MIDDLEWARES").items() if on is not None
-            }
+                ProxyConfig.from_settings(settings)  # a malformed proxy URL: one line, exit 2
+            middlewares = {_load(m) for m, on in settings.getdict("DOWNLOADER_MIDDLEWARES").items() if on is not None}
             if DistributedRetryMiddleware in middlewares:
-                RetryConfig.from_settings(self.settings)  # e.g. RETRY_BACKOFF_MAX below the base
+                RetryConfig.from_settings(settings)  # e.g. RETRY_BACKOFF_MAX below the base
             if DomainRateLimitMiddleware in middlewares:
-                PolitenessConfig.from_settings(self.settings)  # e.g. DOMAIN_RATE_LIMITS not a dict
-            if any(StoragePipeline is _load(p) for p in self.settings.getdict("ITEM_PIPELINES")):
-                open_storage(StorageConfig.from_settings(self.settings).url).close()
+                PolitenessConfig.from_settings(settings)  # e.g. DOMAIN_RATE_LIMITS not a dict
+            if any(StoragePipeline is _load(p) for p in settings.getdict("ITEM_PIPELINES")):
+                open_storage(StorageConfig.from_settings(settings).url).close()
         except (RedisUnavailable, StorageError, DedupError, ValueError) as exc:
             print(f"ERROR: {exc}", file=sys.stderr)
             self.exitcode = 2
             return
         super().run(args, opts)
+
+
+def with_addon(settings: Any) -> Any:
+    """The settings as the crawl will see them: a copy with our add-on applied when ADDONS lists it."""
+    from distributed_crawler.addon import Addon
+
+    if not any(_load(path) is Addon for path in settings.getdict("ADDONS")):
+        return settings
+    settings = settings.copy()
+    Addon().update_settings(settings)
+    return settings
 
 
 def check_dupefilter(settings: Any, redis_config: RedisConfig, spider: str) -> None:

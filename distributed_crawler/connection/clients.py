@@ -43,7 +43,7 @@ from scrapy.settings import BaseSettings
 
 from distributed_crawler.connection.cluster_client import AsyncClusterClient
 from distributed_crawler.connection.sentinel_pool import FollowingSentinelPool
-from distributed_crawler.defaults import get_setting
+from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.redact import mask_url
 
 logger = logging.getLogger(__name__)
@@ -129,16 +129,15 @@ class RedisConfig:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> RedisConfig:
-        url = str(get_setting(settings, "REDIS_URL"))
+        read = SettingsReader(settings)
+        url = read.str("REDIS_URL")
         scheme = urlsplit(url).scheme
         if scheme not in ("redis", "rediss", "unix"):
             raise ValueError(f"REDIS_URL ({mask_url(url)}) must start with redis://, rediss:// or unix://")
-        timeout = float(get_setting(settings, "REDIS_SOCKET_TIMEOUT"))
-        if timeout <= 0:
-            raise ValueError(f"REDIS_SOCKET_TIMEOUT ({timeout}) must be > 0")
-        cluster = parse_bool("REDIS_CLUSTER", get_setting(settings, "REDIS_CLUSTER"))
-        sentinels = parse_sentinels(get_setting(settings, "REDIS_SENTINELS"))
-        master = str(get_setting(settings, "REDIS_SENTINEL_MASTER") or "")
+        timeout = read.float("REDIS_SOCKET_TIMEOUT", above=0, hint="seconds")
+        cluster = read.bool("REDIS_CLUSTER")
+        sentinels = parse_sentinels(read.raw("REDIS_SENTINELS"))
+        master = read.str("REDIS_SENTINEL_MASTER")
         if cluster and sentinels:
             raise ValueError(
                 "REDIS_CLUSTER and REDIS_SENTINELS are both set; a Redis Cluster fails over "

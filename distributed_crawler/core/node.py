@@ -7,9 +7,9 @@ import socket
 
 from scrapy.settings import BaseSettings
 
-from distributed_crawler.defaults import get_setting
+from distributed_crawler.defaults import SettingsReader
 
 
 def node_id_from_settings(settings: BaseSettings) -> str:
     """`NODE_ID` (env var or setting), else `<host>-<pid>`: unique per worker process."""
-    return str(get_setting(settings, "NODE_ID") or f"{socket.gethostname()}-{os.getpid()}")
+    return SettingsReader(settings).str("NODE_ID") or f"{socket.gethostname()}-{os.getpid()}"

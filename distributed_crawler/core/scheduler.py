@@ -30,7 +30,7 @@ from distributed_crawler.core.leases import LEASE_META, LeaseTracker, Stage
 from distributed_crawler.core.node import node_id_from_settings
 from distributed_crawler.core.shutdown import SecondSignalGuard
 from distributed_crawler.dedup.dupefilter import DEDUP_TYPES, DedupDataError, flush_crawl
-from distributed_crawler.defaults import get_setting
+from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.downloadermiddlewares.retry import RETRY_DELAY_META
 from distributed_crawler.queue.codec import PayloadError, RequestCodec, UnserializableRequestError, allowed_classes
 from distributed_crawler.queue.deadletters import DeadLetters
@@ -78,32 +78,22 @@ class SchedulerConfig:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> SchedulerConfig:
-        raw_queue = str(get_setting(settings, "SCHEDULER_QUEUE_CLASS"))
+        read = SettingsReader(settings)
+        raw_queue = read.str("SCHEDULER_QUEUE_CLASS")
         if raw_queue not in QUEUE_TYPES:
             raise ValueError(f"SCHEDULER_QUEUE_CLASS ({raw_queue}) must be one of priority, fifo, lifo")
-        lease = float(get_setting(settings, "SCHEDULER_LEASE_SECONDS"))
-        if lease < 2:
-            raise ValueError(f"SCHEDULER_LEASE_SECONDS ({lease}) must be >= 2")
-        deliveries = int(get_setting(settings, "SCHEDULER_MAX_DELIVERIES"))
-        if deliveries < 1:
-            raise ValueError(f"SCHEDULER_MAX_DELIVERIES ({deliveries}) must be >= 1")
-        prefetch = int(get_setting(settings, "SCHEDULER_PREFETCH")) or max(
+        prefetch = read.int("SCHEDULER_PREFETCH", min=0, hint="(0 = automatic)") or max(
             1, settings.getint("CONCURRENT_REQUESTS", 16)
         )
-        if prefetch < 1:
-            raise ValueError(f"SCHEDULER_PREFETCH ({prefetch}) must be >= 1 (0 = automatic)")
-        poll = float(get_setting(settings, "SCHEDULER_POLL_MAX_SECONDS"))
-        if poll <= 0:
-            raise ValueError(f"SCHEDULER_POLL_MAX_SECONDS ({poll}) must be > 0")
         return cls(
             queue_type=QUEUE_TYPES[raw_queue],
-            persist=settings.getbool("SCHEDULER_PERSIST", True),
-            flush_on_start=settings.getbool("SCHEDULER_FLUSH_ON_START", False),
-            lease_seconds=lease,
-            max_deliveries=deliveries,
+            persist=read.bool("SCHEDULER_PERSIST"),
+            flush_on_start=read.bool("SCHEDULER_FLUSH_ON_START"),
+            lease_seconds=read.float("SCHEDULER_LEASE_SECONDS", min=2),
+            max_deliveries=read.int("SCHEDULER_MAX_DELIVERIES", min=1),
             prefetch=prefetch,
-            poll_max_seconds=poll,
-            failed_max=int(get_setting(settings, "SCHEDULER_FAILED_MAX")),
+            poll_max_seconds=read.float("SCHEDULER_POLL_MAX_SECONDS", above=0),
+            failed_max=read.int("SCHEDULER_FAILED_MAX", min=0),
             allowed_classes=allowed_classes(settings),
         )
 

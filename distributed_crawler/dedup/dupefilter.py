@@ -18,7 +18,7 @@ from scrapy.dupefilters import BaseDupeFilter
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.untrusted import text, wrong_type_message
 from distributed_crawler.dedup.bloom import BloomMetaError, BloomState, layer_plan, piece_key
-from distributed_crawler.defaults import get_setting
+from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.queue.enqueue import (
     DedupDataError,
     DedupError,
@@ -66,13 +66,12 @@ class BloomConfig:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> BloomConfig:
-        backend = str(get_setting(settings, "BLOOM_BACKEND"))
+        read = SettingsReader(settings)
+        backend = read.str("BLOOM_BACKEND")
         if backend not in BACKENDS:
             raise ValueError(f"BLOOM_BACKEND ({backend}) must be one of {', '.join(BACKENDS)}")
-        capacity = int(get_setting(settings, "BLOOM_CAPACITY"))
-        if capacity < 1:
-            raise ValueError(f"BLOOM_CAPACITY ({capacity}) must be >= 1")
-        error_rate = float(get_setting(settings, "BLOOM_ERROR_RATE"))
+        capacity = read.int("BLOOM_CAPACITY", min=1)
+        error_rate = read.float("BLOOM_ERROR_RATE")
         if not 0 < error_rate < 1:
             raise ValueError(f"BLOOM_ERROR_RATE ({error_rate}) must be between 0 and 1")
         return cls(backend, capacity, error_rate)

@@ -32,7 +32,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig
 from distributed_crawler.connection.untrusted import EpisodeLog, OnceLog, WrongTypeLog, finite, is_wrong_type
 from distributed_crawler.core.leases import LEASE_META
-from distributed_crawler.defaults import get_setting
+from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.downloadermiddlewares.retry import PROXY_META
 from distributed_crawler.queue.scripts import lua_source
 
@@ -69,8 +69,9 @@ class PolitenessConfig:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> PolitenessConfig:
-        rate = _rate("DOMAIN_RATE_LIMIT", get_setting(settings, "DOMAIN_RATE_LIMIT") or 0)
-        raw = get_setting(settings, "DOMAIN_RATE_LIMITS") or {}
+        read = SettingsReader(settings)
+        rate = _rate("DOMAIN_RATE_LIMIT", read.raw("DOMAIN_RATE_LIMIT") or 0)
+        raw = read.raw("DOMAIN_RATE_LIMITS") or {}
         if isinstance(raw, str):
             try:
                 raw = json.loads(raw)
@@ -78,11 +79,11 @@ class PolitenessConfig:
                 raw = None
         if not isinstance(raw, dict):
             raise ValueError(
-                f"DOMAIN_RATE_LIMITS ({get_setting(settings, 'DOMAIN_RATE_LIMITS')!r}) must be a dict "
+                f"DOMAIN_RATE_LIMITS ({read.raw('DOMAIN_RATE_LIMITS')!r}) must be a dict "
                 """of domain -> requests per second, e.g. -s 'DOMAIN_RATE_LIMITS={"example.com": 0.5}'"""
             )
         overrides = {str(d).lower().strip("."): _rate(f"DOMAIN_RATE_LIMITS[{d!r}]", r) for d, r in raw.items()}
-        template = str(get_setting(settings, "DOMAIN_RATE_KEY"))
+        template = read.str("DOMAIN_RATE_KEY")
         try:
             template % {"domain": "example.com"}
         except (KeyError, TypeError, ValueError):
@@ -92,7 +93,7 @@ class PolitenessConfig:
         return cls(
             rate,
             overrides,
-            settings.getbool("DOMAIN_RATE_LIMIT_PER_PROXY", get_setting(settings, "DOMAIN_RATE_LIMIT_PER_PROXY")),
+            read.bool("DOMAIN_RATE_LIMIT_PER_PROXY"),
             template,
         )
 

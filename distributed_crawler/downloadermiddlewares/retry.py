@@ -34,7 +34,7 @@ from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisConfig
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
 from distributed_crawler.core.leases import LEASE_META
 from distributed_crawler.core.node import node_id_from_settings
-from distributed_crawler.defaults import get_setting
+from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.queue.codec import RequestCodec, allowed_classes
 from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
 from distributed_crawler.queue.keys import SpiderKeys
@@ -63,10 +63,9 @@ class RetryConfig:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> RetryConfig:
-        base = float(get_setting(settings, "RETRY_BACKOFF_BASE"))
-        if base <= 0:
-            raise ValueError(f"RETRY_BACKOFF_BASE ({base}) must be > 0 seconds")
-        cap = float(get_setting(settings, "RETRY_BACKOFF_MAX"))
+        read = SettingsReader(settings)
+        base = read.float("RETRY_BACKOFF_BASE", above=0, hint="seconds")
+        cap = read.float("RETRY_BACKOFF_MAX")
         if cap < base:
             raise ValueError(f"RETRY_BACKOFF_MAX ({cap}) must be >= RETRY_BACKOFF_BASE ({base})")
         times = settings.getint("RETRY_TIMES")
@@ -75,7 +74,7 @@ class RetryConfig:
         return cls(
             backoff_base=base,
             backoff_max=cap,
-            failed_max=int(get_setting(settings, "SCHEDULER_FAILED_MAX")),
+            failed_max=read.int("SCHEDULER_FAILED_MAX", min=0),
             allowed_classes=allowed_classes(settings),
         )
 

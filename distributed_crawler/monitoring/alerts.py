@@ -21,7 +21,7 @@ from scrapy.settings import BaseSettings
 from distributed_crawler import __version__
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS
 from distributed_crawler.connection.untrusted import OnceLog, is_wrong_type, wrong_type_message
-from distributed_crawler.defaults import get_setting
+from distributed_crawler.defaults import SettingsReader
 
 logger = logging.getLogger(__name__)
 
@@ -34,16 +34,12 @@ class AlertConfig:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> AlertConfig:
-        url = str(get_setting(settings, "ALERT_WEBHOOK_URL") or "")
+        read = SettingsReader(settings)
+        url = read.str("ALERT_WEBHOOK_URL")
         if url and urlsplit(url).scheme not in ("http", "https"):
             raise ValueError(f"ALERT_WEBHOOK_URL ({safe_url(url)}) must be an http:// or https:// URL")
-        timeout = float(get_setting(settings, "ALERT_WEBHOOK_TIMEOUT"))
-        if timeout <= 0:
-            raise ValueError(f"ALERT_WEBHOOK_TIMEOUT ({timeout}) must be > 0 seconds")
-        max_entries = int(get_setting(settings, "ALERTS_MAX"))
-        if max_entries < 1:
-            raise ValueError(f"ALERTS_MAX ({max_entries}) must be >= 1")
-        return cls(url, timeout, max_entries)
+        timeout = read.float("ALERT_WEBHOOK_TIMEOUT", above=0, hint="seconds")
+        return cls(url, timeout, read.int("ALERTS_MAX", min=1))
 
 
 def safe_url(url: str) -> str:

@@ -26,7 +26,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from scrapy.settings import BaseSettings
 
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisConfig
-from distributed_crawler.defaults import get_setting
+from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.monitoring.status import status_now
 
 logger = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ def discover_spiders(client: Any, settings: BaseSettings) -> list[str]:
     """Spiders with nodes, a queue or seeds in Redis (SCAN, a few patterns)."""
     names: set[str] = set()
     for setting in ("NODES_KEY", "SCHEDULER_QUEUE_KEY", "REDIS_START_URLS_KEY"):
-        glob, regex = key_pattern(str(get_setting(settings, setting)))
+        glob, regex = key_pattern(SettingsReader(settings).str(setting))
         for key in client.scan_iter(match=glob, count=1000):
             match = regex.match(key.decode("utf-8", "replace") if isinstance(key, bytes) else key)
             if match and match.group(1).isprintable() and "\ufffd" not in match.group(1):
@@ -177,7 +177,7 @@ def is_loopback(host: str) -> bool:
 
 
 def serve(settings: BaseSettings, host: str, port: int, spider: str | None) -> int:
-    token = str(get_setting(settings, "DASHBOARD_TOKEN") or "")
+    token = SettingsReader(settings).str("DASHBOARD_TOKEN")
     if not is_loopback(host) and not token:
         print(
             f"dcrawl: warning: the dashboard on {host} is open to anyone who can reach it; "

@@ -33,7 +33,7 @@ from distributed_crawler import __version__
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
 from distributed_crawler.core.node import node_id_from_settings
-from distributed_crawler.defaults import get_setting
+from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.monitoring.alerts import AlertConfig, Alerter
 from distributed_crawler.monitoring.nodes import (
     NodeKeys,
@@ -65,16 +65,11 @@ class HeartbeatConfig:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> HeartbeatConfig:
-        interval = float(get_setting(settings, "HEARTBEAT_INTERVAL"))
-        if interval <= 0:
-            raise ValueError(f"HEARTBEAT_INTERVAL ({interval}) must be > 0 seconds")
-        no_items = float(get_setting(settings, "HEALTH_NO_ITEMS_SECONDS"))
-        if no_items < 0:
-            raise ValueError(f"HEALTH_NO_ITEMS_SECONDS ({no_items}) must be >= 0 (0 = no alert)")
+        read = SettingsReader(settings)
         return cls(
-            interval=interval,
-            no_items_seconds=no_items,
-            log_progress=settings.getbool("HEARTBEAT_LOG_PROGRESS", get_setting(settings, "HEARTBEAT_LOG_PROGRESS")),
+            interval=read.float("HEARTBEAT_INTERVAL", above=0, hint="seconds"),
+            no_items_seconds=read.float("HEALTH_NO_ITEMS_SECONDS", min=0, hint="(0 = no alert)"),
+            log_progress=read.bool("HEARTBEAT_LOG_PROGRESS"),
         )
 
 
@@ -197,7 +192,7 @@ class Heartbeat:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Heartbeat:
         settings = crawler.settings
-        if not settings.getbool("HEARTBEAT_ENABLED", get_setting(settings, "HEARTBEAT_ENABLED")):
+        if not SettingsReader(settings).bool("HEARTBEAT_ENABLED"):
             raise NotConfigured("HEARTBEAT_ENABLED is off")
         ext = cls(
             crawler,

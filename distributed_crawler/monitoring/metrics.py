@@ -30,7 +30,7 @@ from distributed_crawler import __version__
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisConfig
 from distributed_crawler.connection.untrusted import OnceLog, is_wrong_type
 from distributed_crawler.core.node import node_id_from_settings
-from distributed_crawler.defaults import get_setting
+from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.monitoring.heartbeat import sample_node
 from distributed_crawler.monitoring.nodes import PROXY_POOL_KEY, proxy_health
 from distributed_crawler.queue.counts import crawl_counts
@@ -52,16 +52,15 @@ class MetricsConfig:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> MetricsConfig:
-        raw = get_setting(settings, "PROMETHEUS_PORT") or 0
+        read = SettingsReader(settings)
+        raw = read.raw("PROMETHEUS_PORT") or 0
         try:
             port = int(raw)
         except ValueError:
             raise ValueError(f"PROMETHEUS_PORT ({raw}) must be a port number (0 = off)") from None
         if not 0 <= port <= 65535:
             raise ValueError(f"PROMETHEUS_PORT ({port}) must be between 1 and 65535 (0 = off)")
-        return cls(
-            port, str(get_setting(settings, "PROMETHEUS_HOST")), float(get_setting(settings, "HEARTBEAT_INTERVAL"))
-        )
+        return cls(port, read.str("PROMETHEUS_HOST"), read.float("HEARTBEAT_INTERVAL", above=0, hint="seconds"))
 
 
 class PrometheusMetrics:
@@ -126,7 +125,7 @@ class PrometheusMetrics:
 
     async def _refresh(self, keys: SpiderKeys) -> None:
         client = self.redis_config.async_client()
-        proxy_key = str(get_setting(self.crawler.settings, "PROXY_POOL_KEY") or PROXY_POOL_KEY)
+        proxy_key = SettingsReader(self.crawler.settings).str("PROXY_POOL_KEY") or PROXY_POOL_KEY
         try:
             while True:
                 try:

@@ -25,7 +25,7 @@ from typing import Any
 
 from scrapy.settings import BaseSettings
 
-from distributed_crawler.defaults import get_setting
+from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.queue.enqueue import maybe_await
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import lua_source
@@ -58,8 +58,10 @@ class NodeKeys:
     def from_settings(cls, settings: BaseSettings, spider: str, spider_keys: SpiderKeys | None = None) -> NodeKeys:
         keys = spider_keys or SpiderKeys.from_settings(settings, spider)
 
+        read = SettingsReader(settings)
+
         def key(name: str) -> str:
-            return str(get_setting(settings, name)) % {"spider": spider, "name": spider}
+            return read.str(name) % {"spider": spider, "name": spider}
 
         return cls(
             spider=spider,

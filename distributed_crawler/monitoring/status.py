@@ -21,7 +21,7 @@ from scrapy.settings import BaseSettings
 
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS
 from distributed_crawler.dedup.dupefilter import describe_dedup
-from distributed_crawler.defaults import get_setting
+from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.monitoring.nodes import (
     PROXY_POOL_KEY,
     NodeKeys,
@@ -126,8 +126,9 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
     """
     keys = SpiderKeys.from_settings(settings, spider)
     node_keys = NodeKeys.from_settings(settings, spider, keys)
-    proxy_key = str(settings.get("PROXY_POOL_KEY") or PROXY_POOL_KEY)
-    dead_key = str(get_setting(settings, "PROXY_DEAD_KEY"))
+    read = SettingsReader(settings)
+    proxy_key = read.str("PROXY_POOL_KEY") or PROXY_POOL_KEY
+    dead_key = read.str("PROXY_DEAD_KEY")
     skips = Skips()
     now = await server_time(client)
     wrong = await _check_types(

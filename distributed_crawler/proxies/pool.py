@@ -31,7 +31,7 @@ from redis.crc import key_slot
 from scrapy.settings import BaseSettings
 
 from distributed_crawler.connection.clients import parse_bool
-from distributed_crawler.defaults import get_setting
+from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.queue.enqueue import maybe_await
 from distributed_crawler.queue.scripts import lua_source
 from distributed_crawler.redact import mask_url, scrub
@@ -78,15 +78,6 @@ def parse_proxy(raw: str) -> str:
     if parts.username is not None:
         netloc = f"{parts.username}:{parts.password}@{netloc}"
     return f"{scheme}://{netloc}"
-
-
-def _as_list(value: Any) -> list[str]:
-    """A list setting, or a comma-separated string (`-s PROXY_LIST=http://a:1,http://b:2`)."""
-    if not value:
-        return []
-    if isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
-    return [str(v).strip() for v in value if str(v).strip()]
 
 
 def read_proxy_file(path: str) -> list[str]:
@@ -142,12 +133,13 @@ class ProxyConfig:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> ProxyConfig:
-        listed = parse_proxies(_as_list(get_setting(settings, "PROXY_LIST")), "PROXY_LIST")
-        path = str(get_setting(settings, "PROXY_FILE") or "")
+        read = SettingsReader(settings)
+        listed = parse_proxies(read.list("PROXY_LIST"), "PROXY_LIST")
+        path = read.str("PROXY_FILE")
         filed = parse_proxies(read_proxy_file(path), f"PROXY_FILE ({path})") if path else ()
-        pool_key = str(get_setting(settings, "PROXY_POOL_KEY"))
-        dead_key = str(get_setting(settings, "PROXY_DEAD_KEY"))
-        cluster = parse_bool("REDIS_CLUSTER", get_setting(settings, "REDIS_CLUSTER"))
+        pool_key = read.str("PROXY_POOL_KEY")
+        dead_key = read.str("PROXY_DEAD_KEY")
+        cluster = read.bool("REDIS_CLUSTER")
         if cluster and key_slot(pool_key.encode()) != key_slot(dead_key.encode()):
             if settings.get("PROXY_DEAD_KEY") is not None:
                 raise ValueError(
@@ -157,35 +149,32 @@ class ProxyConfig:
                 )
             dead_key = cluster_dead_key(pool_key)
         try:
-            statuses = frozenset(int(s) for s in _as_list(get_setting(settings, "PROXY_BAN_STATUSES")))
+            statuses = frozenset(int(s) for s in read.list("PROXY_BAN_STATUSES"))
         except ValueError:
             raise ValueError(
-                f"PROXY_BAN_STATUSES ({get_setting(settings, 'PROXY_BAN_STATUSES')!r}) must be HTTP status codes, "
-                "e.g. [403, 429]"
+                f"PROXY_BAN_STATUSES ({read.raw('PROXY_BAN_STATUSES')!r}) must be HTTP status codes, e.g. [403, 429]"
             ) from None
         bad = sorted(s for s in statuses if not 100 <= s <= 599)
         if bad:
             raise ValueError(f"PROXY_BAN_STATUSES ({bad[0]}) must be HTTP status codes between 100 and 599")
-        pattern = str(get_setting(settings, "PROXY_BAN_BODY_REGEX") or "")
+        pattern = str(read.raw("PROXY_BAN_BODY_REGEX") or "")
         try:
             regex = re.compile(pattern) if pattern else None
         except re.error as exc:
             raise ValueError(f"PROXY_BAN_BODY_REGEX ({pattern!r}) is not a valid regex ({exc})") from None
-        min_score = float(get_setting(settings, "PROXY_MIN_SCORE"))
+        min_score = read.float("PROXY_MIN_SCORE")
         if min_score >= INITIAL_SCORE:
             raise ValueError(
                 f"PROXY_MIN_SCORE ({min_score:g}) must be below the initial score {INITIAL_SCORE:g}, "
                 "or every proxy is evicted at its first failure"
             )
-        revive = float(get_setting(settings, "PROXY_REVIVE_SECONDS"))
-        if revive < 0:
-            raise ValueError(f"PROXY_REVIVE_SECONDS ({revive:g}) must be >= 0 (0 = never revive)")
-        policy = str(get_setting(settings, "PROXY_EMPTY_POLICY")).strip().lower()
+        revive = read.float("PROXY_REVIVE_SECONDS", min=0, hint="(0 = never revive)")
+        policy = read.str("PROXY_EMPTY_POLICY").lower()
         if policy not in EMPTY_POLICIES:
             raise ValueError(f"PROXY_EMPTY_POLICY ({policy!r}) must be 'wait' or 'direct'")
         return cls(
             proxies=tuple(dict.fromkeys(listed + filed)),
-            enabled=_enabled(get_setting(settings, "PROXY_ENABLED")),
+            enabled=_enabled(read.raw("PROXY_ENABLED")),
             pool_key=pool_key,
             dead_key=dead_key,
             ban_statuses=statuses,
@@ -193,7 +182,7 @@ class ProxyConfig:
             min_score=min_score,
             revive_seconds=revive,
             empty_policy=policy,
-            sticky_domains=parse_bool("PROXY_STICKY_DOMAINS", get_setting(settings, "PROXY_STICKY_DOMAINS")),
+            sticky_domains=read.bool("PROXY_STICKY_DOMAINS"),
         )
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request
 from scrapy.utils.misc import load_object
 
-from distributed_crawler.defaults import get_setting
+from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.queue.tagged import tag_values, untag_values
 
 if TYPE_CHECKING:
@@ -53,10 +53,7 @@ FORMAT_VERSION = 1
 
 def allowed_classes(settings: Any) -> tuple[str, ...]:
     """REQUEST_CLASS_ALLOWLIST as a tuple (a list, or "a,b" with -s)."""
-    allow = get_setting(settings, "REQUEST_CLASS_ALLOWLIST") or ()
-    if isinstance(allow, str):
-        allow = [a.strip() for a in allow.split(",") if a.strip()]
-    return tuple(allow)
+    return tuple(SettingsReader(settings).list("REQUEST_CLASS_ALLOWLIST"))
 
 
 class PayloadError(ValueError):

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from scrapy.settings import BaseSettings
 
-from distributed_crawler.defaults import get_setting
+from distributed_crawler.defaults import SettingsReader
 
 
 @dataclass(frozen=True)
@@ -26,8 +26,10 @@ class SpiderKeys:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, spider: str) -> SpiderKeys:
+        read = SettingsReader(settings)
+
         def key(name: str) -> str:
-            return str(get_setting(settings, name)) % {"spider": spider, "name": spider}
+            return read.str(name) % {"spider": spider, "name": spider}
 
         return cls(
             spider=spider,
@@ -40,7 +42,7 @@ class SpiderKeys:
             seq=key("SCHEDULER_SEQUENCE_KEY"),
             stats=key("CLUSTER_STATS_KEY"),
             nodes=key("NODES_KEY"),
-            node_template=str(get_setting(settings, "NODE_KEY")),
+            node_template=read.str("NODE_KEY"),
             doorbell=key("SCHEDULER_DOORBELL_CHANNEL"),
         )
 

@@ -24,7 +24,7 @@ from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, i
 from distributed_crawler.connection.untrusted import preview as raw_preview
 from distributed_crawler.core.node import node_id_from_settings
 from distributed_crawler.core.scheduler import wake_engine
-from distributed_crawler.defaults import get_setting
+from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
 from distributed_crawler.queue.keys import SpiderKeys
@@ -54,24 +54,25 @@ class RedisSpider(Spider):
             start_urls = self.redis_key % {"name": self.name, "spider": self.name}
             self.keys = dataclasses.replace(self.keys, start_urls=start_urls)
         self.redis_key = self.keys.start_urls
+        read = SettingsReader(settings)
         if self.redis_batch_size is None:
-            self.redis_batch_size = int(get_setting(settings, "REDIS_START_URLS_BATCH_SIZE")) or settings.getint(
+            self.redis_batch_size = read.int("REDIS_START_URLS_BATCH_SIZE", min=0) or settings.getint(
                 "CONCURRENT_REQUESTS", 16
             )
         if self.max_idle_time is None:
-            self.max_idle_time = float(get_setting(settings, "MAX_IDLE_TIME_BEFORE_CLOSE"))
+            self.max_idle_time = read.float("MAX_IDLE_TIME_BEFORE_CLOSE")
         if self.max_idle_time < 0:
             raise ValueError(f"MAX_IDLE_TIME_BEFORE_CLOSE ({self.max_idle_time}) must be >= 0 (0 = run forever)")
-        self.seed_max_bytes = int(get_setting(settings, "SEED_MAX_BYTES"))
+        self.seed_max_bytes = read.int("SEED_MAX_BYTES", min=1)
         self.seeds_as = (
             "zset"
-            if settings.getbool("REDIS_START_URLS_AS_ZSET")
+            if read.bool("REDIS_START_URLS_AS_ZSET")
             else "set"
-            if settings.getbool("REDIS_START_URLS_AS_SET")
+            if read.bool("REDIS_START_URLS_AS_SET")
             else "list"
         )
         self.node_id = node_id_from_settings(settings)
-        self._failed_max = int(get_setting(settings, "SCHEDULER_FAILED_MAX"))
+        self._failed_max = read.int("SCHEDULER_FAILED_MAX", min=0)
         self._rejected: Counter[str] = Counter()
         self._wrong_types = WrongTypeLog("reading seeds", logger)
         self._data_errors = EpisodeLog(logger)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import unquote
 
+from distributed_crawler.defaults import DEFAULTS
 from distributed_crawler.redact import mask_url, safe_error_text
 
 logger = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ logger = logging.getLogger(__name__)
 COLUMNS: tuple[str, ...] = ("url", "title", "text", "fetched_at", "status", "node")
 
 #: Value of ``STORAGE_URL`` when neither the setting nor the env var is set.
-DEFAULT_STORAGE_URL = "sqlite:///data/items.db"
+DEFAULT_STORAGE_URL: str = DEFAULTS["STORAGE_URL"]
 
 #: How long SQLite waits for another writer's lock before giving up (ms).
 SQLITE_BUSY_TIMEOUT_MS = 30_000

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import os
 import random
 import time
 from collections import deque
@@ -37,6 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from itemadapter import ItemAdapter
 from scrapy.exceptions import CloseSpider, DropItem
 
+from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.redact import mask_url, safe_error_text
 from distributed_crawler.storage.backends import (
     DEFAULT_STORAGE_URL,
@@ -68,26 +68,6 @@ _INT32 = (-(2**31), 2**31 - 1)
 # --------------------------------------------------------------------------
 # Configuration
 # --------------------------------------------------------------------------
-
-
-def _number(settings: Mapping[str, Any] | Any, name: str, default: _T, kind: type) -> _T:
-    raw = settings.get(name)
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return default
-    value: float
-    try:
-        if kind is int:
-            if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
-                raise ValueError
-            value = int(raw.strip() if isinstance(raw, str) else raw)
-        else:
-            if isinstance(raw, bool):
-                raise ValueError
-            value = float(raw)
-    except (TypeError, ValueError):
-        noun = "an integer" if kind is int else "a number"
-        raise ValueError(f"{name} ({raw!r}) must be {noun}") from None
-    return value  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -122,14 +102,13 @@ class StorageConfig:
         Raises ``ValueError`` naming the setting, e.g.
         ``STORAGE_BATCH_SIZE (0) must be >= 1``.
         """
-        env = os.environ if environ is None else environ
-        url = env.get("STORAGE_URL") or settings.get("STORAGE_URL") or DEFAULT_STORAGE_URL
+        read = SettingsReader(settings, environ)
         return cls(
-            url=str(url).strip(),
-            batch_size=_number(settings, "STORAGE_BATCH_SIZE", 100, int),
-            flush_seconds=_number(settings, "STORAGE_FLUSH_SECONDS", 1.0, float),
-            retry_seconds_max=_number(settings, "STORAGE_RETRY_MAX_SECONDS", 30.0, float),
-            close_retry_seconds=_number(settings, "STORAGE_CLOSE_RETRY_SECONDS", 60.0, float),
+            url=read.str("STORAGE_URL") or DEFAULT_STORAGE_URL,
+            batch_size=read.int("STORAGE_BATCH_SIZE"),
+            flush_seconds=read.float("STORAGE_FLUSH_SECONDS"),
+            retry_seconds_max=read.float("STORAGE_RETRY_MAX_SECONDS"),
+            close_retry_seconds=read.float("STORAGE_CLOSE_RETRY_SECONDS"),
         )
 
     @property

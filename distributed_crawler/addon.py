@@ -1,0 +1,99 @@
+"""`ADDONS = {"distributed_crawler.Addon": 0}`: one line makes a Scrapy project a node.
+
+The add-on sets our scheduler, dupefilter, fingerprinter, middlewares, download handlers,
+extensions and storage pipeline, and every default of defaults.py, all at "addon" priority: a
+setting of the project (or `-s`) wins. Components a project lists itself keep its order; a
+component it disables (`None`) stays disabled. The env overrides (defaults.ENV_OVERRIDES, e.g.
+REDIS_URL, STORAGE_URL, NODE_ID) are written at "cmdline" priority, after `-s`: as everywhere in
+this package, the env var wins. `COMMANDS_MODULE` is not set: Scrapy loads commands before add-ons.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from distributed_crawler.defaults import DEFAULTS, env_overrides
+
+#: Plain settings the add-on sets (at "addon" priority).
+SETTINGS: dict[str, Any] = {
+    "SCHEDULER": "distributed_crawler.core.scheduler.RedisScheduler",
+    "DUPEFILTER_CLASS": "distributed_crawler.dedup.dupefilter.BloomDupeFilter",
+    "REQUEST_FINGERPRINTER_CLASS": "distributed_crawler.dedup.fingerprint.CanonicalFingerprinter",
+    "TELNETCONSOLE_ENABLED": False,  # no console on crawl workers
+    "REMOTE_CONTROL_ENABLED": False,  # Scrapy 2.19's code-execution HTTP server: not on crawl workers
+}
+
+#: Component priority dicts: path -> order (None disables one of Scrapy's).
+COMPONENTS: dict[str, dict[str, int | None]] = {
+    "DOWNLOADER_MIDDLEWARES": {
+        # Scrapy 2.19's lets concurrent first requests bypass robots.txt (see robotstxt.py).
+        "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+        "distributed_crawler.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": 100,
+        # Retries wait in {spider}:delayed (backoff, Retry-After) and end in {spider}:failed.
+        "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
+        "distributed_crawler.downloadermiddlewares.retry.DistributedRetryMiddleware": 550,
+        # Before Scrapy's HttpProxyMiddleware (750), which turns proxy credentials into a header.
+        "distributed_crawler.downloadermiddlewares.proxy.ProxyPoolMiddleware": 700,
+        "distributed_crawler.downloadermiddlewares.politeness.DomainRateLimitMiddleware": 720,
+        # Decides once which requests render (meta["playwright"]): before the proxy pool (700), which reads it.
+        "distributed_crawler.rendering.handler.RenderingMiddleware": 650,
+    },
+    "EXTENSIONS": {
+        "distributed_crawler.monitoring.heartbeat.Heartbeat": 500,
+        "distributed_crawler.monitoring.metrics.PrometheusMetrics": 510,  # off unless PROMETHEUS_PORT
+    },
+    "ITEM_PIPELINES": {"distributed_crawler.storage.pipeline.StoragePipeline": 300},
+}
+
+#: Download handlers per scheme (plain HTTP unless a request is marked for rendering).
+DOWNLOAD_HANDLERS: dict[str, str] = {
+    "http": "distributed_crawler.rendering.handler.RenderingDownloadHandler",
+    "https": "distributed_crawler.rendering.handler.RenderingDownloadHandler",
+}
+
+
+def _load(path: str) -> Any:
+    from scrapy.utils.misc import load_object
+
+    return load_object(path)
+
+
+def _listed(components: dict[Any, Any], path: str) -> bool:
+    """The project lists the component already (as its path, another path to it, or the class)."""
+    if path in components:
+        return True
+    if not components:
+        return False
+    cls = _load(path)
+    for key in components:
+        try:
+            if key == cls or (isinstance(key, str) and _load(key) is cls):
+                return True
+        except (ImportError, NameError, ValueError):
+            continue
+    return False
+
+
+class Addon:
+    """The Scrapy add-on: `ADDONS = {"distributed_crawler.Addon": 0}`."""
+
+    def update_settings(self, settings: Any) -> None:
+        for name, value in {**DEFAULTS, **SETTINGS}.items():
+            settings.set(name, value, "addon")
+        for name, components in COMPONENTS.items():
+            current = settings.getdict(name)
+            project = dict(current)
+            changed = False
+            for path, order in components.items():
+                if _listed(project, path):
+                    continue  # the project's own order (or None) wins
+                current[path] = order
+                changed = True
+            if changed:
+                settings.set(name, current, settings.getpriority(name) or 0)
+        handlers = settings.getdict("DOWNLOAD_HANDLERS")
+        missing = {scheme: path for scheme, path in DOWNLOAD_HANDLERS.items() if scheme not in handlers}
+        if missing:
+            settings.set("DOWNLOAD_HANDLERS", {**handlers, **missing}, settings.getpriority("DOWNLOAD_HANDLERS") or 0)
+        for name, value in env_overrides().items():
+            settings.set(name, value, "cmdline")
