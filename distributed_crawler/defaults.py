@@ -252,6 +252,14 @@ class SettingsReader:
         return value
 
 
+def set_above_addon(settings: Any, name: str) -> bool:
+    """The project (or `-s`) set `name` itself: not only our add-on, which writes every default."""
+    if settings.get(name) is None:
+        return False
+    priority = getattr(settings, "getpriority", None)
+    return priority is None or (priority(name) or 0) > 15  # 15 = Scrapy's "addon" priority
+
+
 def get_setting(settings: Any, name: str) -> Any:
     """The raw value (env override, else setting, else default); prefer `SettingsReader`."""
     return SettingsReader(settings).raw(name)

@@ -150,3 +150,10 @@ def test_plain_scrapy_project_with_the_addon_is_a_node(site, redis_url: str, tmp
     assert site.expected_urls() <= set(urls)
     assert redis.Redis.from_url(redis_url).exists("{tiny}:nodes:last"), "no heartbeat: the extensions are off"
     assert redis.Redis.from_url(redis_url).zcard("{tiny}:processing") == 0, "leases left behind"
+
+
+def test_addon_default_dead_key_follows_the_pool_on_redis_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    from distributed_crawler.proxies.pool import ProxyConfig
+
+    settings = _crawler(monkeypatch, {**ADDON, "REDIS_CLUSTER": True}).settings
+    assert ProxyConfig.from_settings(settings).dead_key == "{dc:proxies}:dead"  # not "different slots"

@@ -17,6 +17,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url as w3lib_canonicalize_url
 
+from distributed_crawler.defaults import SettingsReader
+
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
@@ -50,11 +52,10 @@ class FingerprintConfig:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> FingerprintConfig:
-        value = settings.get("FINGERPRINT_DROP_PARAMS", DEFAULT_DROP_PARAMS)
-        if isinstance(value, str):
-            value = value.split(",")
-        params = tuple(p.strip() for p in value if p and p.strip())
-        return cls(drop_params=params)
+        read = SettingsReader(settings)
+        if read.raw("FINGERPRINT_DROP_PARAMS") is None:  # the default: DEFAULT_DROP_PARAMS
+            return cls()
+        return cls(drop_params=tuple(read.list("FINGERPRINT_DROP_PARAMS")))
 
 
 class ParamMatcher:

@@ -31,7 +31,7 @@ from redis.crc import key_slot
 from scrapy.settings import BaseSettings
 
 from distributed_crawler.connection.clients import parse_bool
-from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.defaults import SettingsReader, set_above_addon
 from distributed_crawler.queue.enqueue import maybe_await
 from distributed_crawler.queue.scripts import lua_source
 from distributed_crawler.redact import mask_url, scrub
@@ -141,7 +141,7 @@ class ProxyConfig:
         dead_key = read.str("PROXY_DEAD_KEY")
         cluster = read.bool("REDIS_CLUSTER")
         if cluster and key_slot(pool_key.encode()) != key_slot(dead_key.encode()):
-            if settings.get("PROXY_DEAD_KEY") is not None:
+            if set_above_addon(settings, "PROXY_DEAD_KEY"):  # the project's own key, not the default
                 raise ValueError(
                     f"PROXY_POOL_KEY ({pool_key}) and PROXY_DEAD_KEY ({dead_key}) are in different Redis "
                     "Cluster hash slots; set them to {dc}:proxies and {dc}:proxies:dead, or leave "
