@@ -24,6 +24,7 @@ DEFAULTS: dict[str, Any] = {
     "REDIS_CLUSTER": False,  # REDIS_URL is one seed node of a Redis Cluster; env var overrides
     "REDIS_SENTINELS": "",  # "host:port,host:port" (or a list): find the master through Sentinel
     "REDIS_SENTINEL_MASTER": "",  # the name in the sentinels' `sentinel monitor <name>` line
+    "REDIS_MAX_CONNECTIONS": 3,  # per node, shared by every component (+1 for pub/sub)
     # Keys.
     "REDIS_START_URLS_KEY": "%(spider)s:start_urls",
     "SCHEDULER_QUEUE_KEY": "{%(spider)s}:requests",

@@ -202,16 +202,34 @@ class RedisConfig:
         }
         return sentinel, {**url_kwargs, **tls, **self._client_kwargs()}
 
-    def async_client(self) -> Any:
-        """Client for the crawl (asyncio reactor): a few quick retries, then callers back off."""
+    def async_client(self, max_connections: int | None = None, client_name: str | None = None) -> Any:
+        """Client for the crawl (asyncio reactor): a few quick retries, then callers back off.
+
+        `max_connections` bounds the pool: a command waits for a free connection instead of
+        opening one more (the Cluster client: per node). `client_name` shows in `CLIENT LIST`.
+        The crawl builds one per node (connection.context.RedisContext), not one per component.
+        """
         from redis.asyncio.retry import Retry
 
         retry = Retry(ExponentialWithJitterBackoff(cap=1.0, base=0.05), 3)
+        kwargs = self._client_kwargs()
+        if client_name:
+            kwargs["client_name"] = client_name
+        # Waiting for a free connection is bounded like a call; then it counts as an outage.
+        pool_wait = self.socket_timeout + 5.0
         if self.cluster:
-            return AsyncClusterClient.from_url(self.url, retry=retry, **self._client_kwargs())
+            if max_connections is not None:
+                # redis-py's cluster nodes raise instead of waiting: the client queues commands
+                # itself (one more per node for its topology refresh).
+                kwargs.update(max_connections=max_connections + 1, max_commands=max_connections)
+            return AsyncClusterClient.from_url(self.url, retry=retry, **kwargs)
         if self.sentinels:
             sentinel_retry = Retry(ExponentialWithJitterBackoff(cap=0.2, base=0.05), 1)
             sentinel_kwargs, master_kwargs = self._sentinel_kwargs(sentinel_retry)
+            if client_name:
+                master_kwargs["client_name"] = client_name
+            if max_connections is not None:
+                master_kwargs.update(max_connections=max_connections, timeout=pool_wait)
             sentinel = redis.asyncio.sentinel.Sentinel(list(self.sentinels), sentinel_kwargs=sentinel_kwargs)
             return sentinel.master_for(
                 self.sentinel_master,
@@ -220,7 +238,12 @@ class RedisConfig:
                 retry=retry,
                 **master_kwargs,
             )
-        return redis.asyncio.Redis.from_url(self.url, retry=retry, **self._client_kwargs())
+        if max_connections is not None:
+            pool = redis.asyncio.BlockingConnectionPool.from_url(
+                self.url, max_connections=max_connections, timeout=pool_wait, retry=retry, **kwargs
+            )
+            return redis.asyncio.Redis.from_pool(pool)
+        return redis.asyncio.Redis.from_url(self.url, retry=retry, **kwargs)
 
     def sync_client(self) -> Any:
         """Client for the CLI and tools (a cluster client connects while it is built)."""

@@ -7,6 +7,7 @@ lost": handled here, in the one place the cluster client is built (connection.Re
 
 from __future__ import annotations
 
+import asyncio
 import os
 import traceback
 from typing import Any
@@ -29,6 +30,12 @@ class AsyncClusterClient(redis.asyncio.cluster.RedisCluster):
     connection error. That cause decides: a ConnectionError, which callers wait out.
     """
 
+    def __init__(self, *args: Any, max_commands: int | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # At most this many commands (or pipelines) at once, so a node's pool (max_connections)
+        # is never exhausted: redis-py raises MaxConnectionsError there instead of waiting.
+        self._command_slots = asyncio.Semaphore(max_commands) if max_commands else None
+
     async def initialize(self, *args: Any, **kwargs: Any) -> redis.asyncio.cluster.RedisCluster:
         try:
             return await super().initialize(*args, **kwargs)
@@ -38,6 +45,12 @@ class AsyncClusterClient(redis.asyncio.cluster.RedisCluster):
             raise
 
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        if self._command_slots is None:
+            return await self._execute_command(*args, **kwargs)
+        async with self._command_slots:
+            return await self._execute_command(*args, **kwargs)
+
+    async def _execute_command(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return await super().execute_command(*args, **kwargs)
         except AttributeError as exc:
@@ -54,6 +67,13 @@ class AsyncClusterClient(redis.asyncio.cluster.RedisCluster):
 
 class AsyncClusterPipeline(redis.asyncio.cluster.ClusterPipeline):
     async def execute(self, *args: Any, **kwargs: Any) -> Any:
+        slots = getattr(self.cluster_client, "_command_slots", None)
+        if slots is None:
+            return await self._execute(*args, **kwargs)
+        async with slots:
+            return await self._execute(*args, **kwargs)
+
+    async def _execute(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return await super().execute(*args, **kwargs)
         except AttributeError as exc:

@@ -21,8 +21,12 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 SENTINEL_CHECK_SECONDS = 1.0
 
 
-class FollowingSentinelPool(redis.asyncio.sentinel.SentinelConnectionPool):
+class FollowingSentinelPool(redis.asyncio.sentinel.SentinelConnectionPool, redis.asyncio.BlockingConnectionPool):
+    """Also a blocking pool: at `max_connections` a command waits for a free connection (up to
+    `timeout` seconds, then ConnectionError, an outage) instead of opening one more."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("max_connections", 2**31)  # unbounded unless asked (redis-py's default)
         super().__init__(*args, **kwargs)
         self._next_check = 0.0
 

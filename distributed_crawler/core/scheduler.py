@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import threading
 import time
 from collections import deque
@@ -25,9 +24,10 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig, subscribe
+from distributed_crawler.connection.context import RedisContext
+from distributed_crawler.connection.retrying import retry_transient
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, finite, is_wrong_type, preview
 from distributed_crawler.core.leases import LEASE_META, LeaseTracker, Stage
-from distributed_crawler.core.node import node_id_from_settings
 from distributed_crawler.core.shutdown import SecondSignalGuard
 from distributed_crawler.dedup.dupefilter import DEDUP_TYPES, DedupDataError, flush_crawl
 from distributed_crawler.defaults import SettingsReader
@@ -127,6 +127,7 @@ class RedisScheduler:
         keys: SpiderKeys,
         dupefilter: Any,
         node_id: str,
+        context: RedisContext | None = None,
     ) -> None:
         self.crawler = crawler
         self.stats = crawler.stats
@@ -135,6 +136,7 @@ class RedisScheduler:
         self.keys = keys
         self.df = dupefilter
         self.node_id = node_id
+        self.context = context or RedisContext.of(crawler)  # the node's one client, shared
         self.leases = LeaseTracker()
         self.client: Any = None
         # set by open(): Scrapy uses a scheduler only once it is open
@@ -170,13 +172,15 @@ class RedisScheduler:
                     f"DUPEFILTER_CLASS ({settings['DUPEFILTER_CLASS']}) is not a Redis dupefilter; "
                     "use distributed_crawler.dedup.dupefilter.BloomDupeFilter"
                 )
+        context = RedisContext.of(crawler)
         return cls(
             crawler,
             SchedulerConfig.from_settings(settings),
-            RedisConfig.from_settings(settings),
-            SpiderKeys.from_settings(settings, crawler.spider.name),
+            context.config,
+            context.keys_for(crawler.spider.name),
             dupefilter,
-            node_id_from_settings(settings),
+            context.node_id,
+            context,
         )
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -188,7 +192,7 @@ class RedisScheduler:
         return deferred_from_coro(self._close(reason))
 
     async def _open(self, spider: Spider) -> None:
-        self.client = self.redis_config.async_client()
+        self.client = self.context.acquire().client
         self.scripts = QueueScripts.register(self.client, self.keys, self.config.queue_type)
         dedup = await self._retrying("opening the dupefilter", lambda: self.df.open_dedup(self.client))
         self.enqueuer = Enqueuer(
@@ -312,7 +316,7 @@ class RedisScheduler:
         if not self.config.persist and reason == "finished":
             await self.flush()
         self.df.close(reason)
-        await self.client.aclose()
+        await self.context.release()  # the last user closes the node's client
         if self._guard is not None:  # only now: a forced stop during the drain still releases
             self._guard.uninstall()
 
@@ -403,18 +407,15 @@ class RedisScheduler:
     # -- background tasks ------------------------------------------------------------------
     async def _retrying(self, what: str, call: Any) -> Any:
         """Run a Redis call until it succeeds, backing off on outages and bad data (never drops work)."""
-        delay = 0.1
-        while not self._stopped:
-            try:
-                result = await call()
-            except Exception as exc:  # noqa: BLE001 - _redis_failed re-raises what is a bug
-                await self._redis_failed(what, exc)
-                await asyncio.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, DATA_BACKOFF_MAX)
-                continue
-            await self._redis_ok(what)
-            return result
-        raise asyncio.CancelledError  # closing: the caller's work stays leased or in the outbox
+        # closing: CancelledError, the caller's work stays leased or in the outbox
+        return await retry_transient(
+            call,
+            outage=self._outage,
+            stopped=lambda: self._stopped,
+            max_delay=DATA_BACKOFF_MAX,
+            on_error=partial(self._redis_failed, what),  # re-raises what is a bug
+            on_ok=partial(self._redis_ok, what),
+        )
 
     # -- what Redis may throw at a node ---------------------------------------------------------
     def _expected_types(self) -> dict[str, tuple[str, ...]]:
@@ -614,7 +615,8 @@ class RedisScheduler:
         while not self._stopped:
             pubsub = None
             try:
-                pubsub = await subscribe(self.client, self.keys.doorbell)
+                # its own connection (the "+1"): a subscription never holds one of the pool's
+                pubsub = await subscribe(self.context.pubsub_client, self.keys.doorbell)
                 outage.ok()
                 while not self._stopped:
                     if await pubsub.get_message(timeout=1.0) is not None:

@@ -30,6 +30,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig
+from distributed_crawler.connection.context import RedisContext
 from distributed_crawler.connection.untrusted import EpisodeLog, OnceLog, WrongTypeLog, finite, is_wrong_type
 from distributed_crawler.core.leases import LEASE_META
 from distributed_crawler.defaults import SettingsReader
@@ -140,13 +141,13 @@ class DomainRateLimitMiddleware:
         config = PolitenessConfig.from_settings(crawler.settings)
         if not config.enabled:
             raise NotConfigured  # off by default: no "Disabled" warning on every start
-        mw = cls(crawler, config, RedisConfig.from_settings(crawler.settings))
+        mw = cls(crawler, config, RedisContext.of(crawler).config)
         crawler.signals.connect(mw.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(mw.spider_closed, signal=signals.spider_closed)
         return mw
 
     def spider_opened(self, spider: Spider) -> None:
-        self.client = self.redis_config.async_client()
+        self.client = RedisContext.of(self.crawler).acquire().client
         self.script = self.client.register_script(lua_source("rate"))
         logger.info(
             "Politeness: %s requests/s per domain cluster-wide, overrides %s%s",
@@ -157,7 +158,8 @@ class DomainRateLimitMiddleware:
 
     async def spider_closed(self, spider: Spider) -> None:
         if self.client is not None:
-            await self.client.aclose()
+            self.client = None
+            await RedisContext.of(self.crawler).release()
 
     async def process_request(self, request: Request, spider: Spider | None = None) -> Request | None:
         if request.meta.get(DONT_RATE_LIMIT_META) or self.script is None:

@@ -43,6 +43,7 @@ from twisted.internet import error as tx_errors
 from twisted.web.client import ResponseFailed, ResponseNeverReceived
 
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig
+from distributed_crawler.connection.context import RedisContext
 from distributed_crawler.connection.untrusted import EpisodeLog, OnceLog, WrongTypeLog, is_wrong_type
 from distributed_crawler.core.leases import LEASE_META
 from distributed_crawler.proxies.pool import Outcome, ProxyConfig, ProxyPool, ProxyURLError, parse_proxy
@@ -138,14 +139,14 @@ class ProxyPoolMiddleware:
         if config.enabled is False:
             raise NotConfigured("PROXY_ENABLED is False")
         render_config = RenderConfig.from_settings(crawler.settings) if _renders(crawler.settings) else None
-        mw = cls(crawler, config, RedisConfig.from_settings(crawler.settings), render_config)
+        mw = cls(crawler, config, RedisContext.of(crawler).config, render_config)
         crawler.signals.connect(mw.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(mw.spider_closed, signal=signals.spider_closed)
         return mw
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def spider_opened(self, spider: Spider) -> None:
-        self.client = self.redis_config.async_client()
+        self.client = RedisContext.of(self.crawler).acquire().client
         self.pool = ProxyPool.from_config(self.client, self.config)
         try:
             loaded = await self.pool.load(self.config.proxies)
@@ -177,8 +178,8 @@ class ProxyPoolMiddleware:
 
     async def spider_closed(self, spider: Spider) -> None:
         if self.client is not None:
-            client, self.client = self.client, None
-            await client.aclose()
+            self.client = None
+            await RedisContext.of(self.crawler).release()
 
     def _stopping(self) -> bool:
         return self.client is None or not getattr(self.crawler, "crawling", True)

@@ -31,9 +31,9 @@ from scrapy.utils.python import global_object_name
 from scrapy.utils.response import response_status_message
 
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisConfig
+from distributed_crawler.connection.context import RedisContext
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
 from distributed_crawler.core.leases import LEASE_META
-from distributed_crawler.core.node import node_id_from_settings
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.queue.codec import RequestCodec, allowed_classes
 from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
@@ -145,28 +145,26 @@ class DistributedRetryMiddleware(RetryMiddleware):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DistributedRetryMiddleware:
         settings = crawler.settings
-        mw = cls(
-            settings,
-            RetryConfig.from_settings(settings),
-            RedisConfig.from_settings(settings),
-            node_id_from_settings(settings),
-        )
+        context = RedisContext.of(crawler)
+        mw = cls(settings, RetryConfig.from_settings(settings), context.config, context.node_id)
         mw.crawler = crawler
+        mw.context = context
         crawler.signals.connect(mw.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(mw.spider_closed, signal=signals.spider_closed)
         return mw
 
     def spider_opened(self, spider: Spider) -> None:
         keys = getattr(spider, "keys", None)
-        keys = keys if isinstance(keys, SpiderKeys) else SpiderKeys.from_settings(self.crawler.settings, spider.name)
-        self.client = self.redis_config.async_client()
+        keys = keys if isinstance(keys, SpiderKeys) else self.context.keys_for(spider.name)
+        self.client = self.context.acquire().client
         self.dead_letters = DeadLetters(self.client, keys.failed, self.node_id, self.config.failed_max)
         self.failed_key = keys.failed
         self.codec = RequestCodec(spider, self.config.allowed_classes)
 
     async def spider_closed(self, spider: Spider) -> None:
         if self.client is not None:
-            await self.client.aclose()
+            self.client = None
+            await self.context.release()
 
     # -- Scrapy hooks ---------------------------------------------------------------------
     # Scrapy awaits a middleware's coroutine methods; RetryMiddleware's annotations are the sync ones

@@ -31,8 +31,8 @@ from scrapy.exceptions import NotConfigured
 
 from distributed_crawler import __version__
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig
+from distributed_crawler.connection.context import RedisContext
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
-from distributed_crawler.core.node import node_id_from_settings
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.monitoring.alerts import AlertConfig, Alerter
 from distributed_crawler.monitoring.nodes import (
@@ -182,6 +182,7 @@ class Heartbeat:
         self.rate = RateWindow()
         self.reported = (0, 0, 0)  # pages, items, errors already counted in Redis
         self._task: asyncio.Task | None = None
+        self._closed = False  # ends _run even if a Redis call swallowed the task's cancel
         self._outage = OutageLog("heartbeat", redis_config.masked_url)
         self._progress_items = 0
         self._progress_at = time.monotonic()
@@ -194,12 +195,13 @@ class Heartbeat:
         settings = crawler.settings
         if not SettingsReader(settings).bool("HEARTBEAT_ENABLED"):
             raise NotConfigured("HEARTBEAT_ENABLED is off")
+        context = RedisContext.of(crawler)
         ext = cls(
             crawler,
             HeartbeatConfig.from_settings(settings),
-            RedisConfig.from_settings(settings),
+            context.config,
             AlertConfig.from_settings(settings),
-            node_id_from_settings(settings),
+            context.node_id,
         )
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
@@ -209,9 +211,10 @@ class Heartbeat:
     def spider_opened(self, spider: Spider) -> None:
         settings = self.crawler.settings
         keys = getattr(spider, "keys", None)  # RedisSpider's (it may rename the seeds key)
-        self.spider_keys = keys if isinstance(keys, SpiderKeys) else SpiderKeys.from_settings(settings, spider.name)
+        context = RedisContext.of(self.crawler)
+        self.spider_keys = keys if isinstance(keys, SpiderKeys) else context.keys_for(spider.name)
         self.keys = NodeKeys.from_settings(settings, spider.name, self.spider_keys)
-        self.client = self.redis_config.async_client()
+        self.client = context.acquire().client
         self.script = heartbeat_script(self.client)
         self.alerter = Alerter(self.alert_config, self.client, self.keys.alerts, spider.name, self.node_id)
         self.started = time.time()
@@ -221,6 +224,7 @@ class Heartbeat:
     async def spider_closed(self, spider: Spider, reason: str) -> None:
         if self._task is None:
             return
+        self._closed = True
         self._task.cancel()
         await asyncio.gather(self._task, return_exceptions=True)
         sample = sample_node(self.crawler, closed=True)
@@ -243,10 +247,10 @@ class Heartbeat:
             logger.warning("Final heartbeat of node %s not written (%s); it will show as dead", self.node_id, exc)
         if self.alerter is not None:
             await self.alerter.close()
-        await self.client.aclose()
+        await RedisContext.of(self.crawler).release()  # the node's client: closed by its last user
 
     async def _run(self) -> None:
-        while True:
+        while not self._closed:
             began = time.monotonic()
             try:
                 await self.tick()

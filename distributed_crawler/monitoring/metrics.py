@@ -28,8 +28,8 @@ from scrapy.exceptions import NotConfigured
 
 from distributed_crawler import __version__
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisConfig
+from distributed_crawler.connection.context import RedisContext
 from distributed_crawler.connection.untrusted import OnceLog, is_wrong_type
-from distributed_crawler.core.node import node_id_from_settings
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.monitoring.heartbeat import sample_node
 from distributed_crawler.monitoring.nodes import PROXY_POOL_KEY, proxy_health
@@ -88,7 +88,8 @@ class PrometheusMetrics:
             raise ValueError(
                 "PROMETHEUS_PORT is set but prometheus-client is not installed: pip install -r requirements.txt"
             ) from None
-        ext = cls(crawler, config, RedisConfig.from_settings(crawler.settings), node_id_from_settings(crawler.settings))
+        context = RedisContext.of(crawler)
+        ext = cls(crawler, config, context.config, context.node_id)
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
         return ext
@@ -111,7 +112,7 @@ class PrometheusMetrics:
             return
         logger.info("Prometheus metrics on http://%s:%d/metrics", self.config.host, self.config.port)
         keys = getattr(spider, "keys", None)
-        keys = keys if isinstance(keys, SpiderKeys) else SpiderKeys.from_settings(self.crawler.settings, spider.name)
+        keys = keys if isinstance(keys, SpiderKeys) else RedisContext.of(self.crawler).keys_for(spider.name)
         self._task = asyncio.get_running_loop().create_task(self._refresh(keys), name="dc-metrics")
 
     async def spider_closed(self, spider: Spider) -> None:
@@ -124,7 +125,8 @@ class PrometheusMetrics:
             server.server_close()
 
     async def _refresh(self, keys: SpiderKeys) -> None:
-        client = self.redis_config.async_client()
+        context = RedisContext.of(self.crawler).acquire()
+        client = context.client
         proxy_key = SettingsReader(self.crawler.settings).str("PROXY_POOL_KEY") or PROXY_POOL_KEY
         try:
             while True:
@@ -151,7 +153,7 @@ class PrometheusMetrics:
                     )
                 await asyncio.sleep(self.config.refresh)
         finally:
-            await client.aclose()
+            await context.release()
 
     # -- prometheus_client collector -------------------------------------------------------
     def describe(self) -> list[Any]:

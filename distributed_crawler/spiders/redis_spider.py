@@ -20,6 +20,7 @@ from redis.exceptions import ResponseError
 from scrapy import Request, Spider, signals
 
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig
+from distributed_crawler.connection.context import RedisContext
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
 from distributed_crawler.connection.untrusted import preview as raw_preview
 from distributed_crawler.core.node import node_id_from_settings
@@ -168,7 +169,8 @@ class RedisSpider(Spider):
 
     # -- Scrapy 2.19 start ----------------------------------------------------------------
     async def start(self) -> AsyncIterator[Any]:
-        client = self.redis_config.async_client()
+        context = RedisContext.of(self.crawler).acquire()
+        client = context.client
         dead_letters = DeadLetters(client, self.keys.failed, self.node_id, self._failed_max)
         outage = OutageLog("reading seeds", self.redis_config.masked_url)
         idle_since: float | None = None
@@ -222,4 +224,4 @@ class RedisSpider(Spider):
                 await asyncio.sleep(poll)
                 poll = min(poll * 2, POLL_MAX)
         finally:
-            await client.aclose()
+            await context.release()
