@@ -288,7 +288,7 @@ async def bare_worker(url: str, pages: int, concurrency: int) -> None:
     from playwright.async_api import async_playwright
     from scrapy.settings import Settings
 
-    from distributed_crawler.rendering.handler import RenderConfig
+    from distributed_crawler.rendering.config import RenderConfig
 
     async with async_playwright() as p:
         browser = await p.chromium.launch(**RenderConfig.from_settings(Settings()).launch_options())

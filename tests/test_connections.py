@@ -10,7 +10,7 @@ import pytest
 import redis
 from scrapy.utils.test import get_crawler
 
-from distributed_crawler.connection.context import RedisContext, client_name
+from distributed_crawler.core.context import RedisContext, client_name
 from distributed_crawler.downloadermiddlewares.politeness import DomainRateLimitMiddleware
 from distributed_crawler.monitoring.heartbeat import Heartbeat
 from tests.conftest import Workers, free_port

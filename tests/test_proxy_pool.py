@@ -13,6 +13,7 @@ from scrapy.settings import Settings
 
 from distributed_crawler.cli.main import main
 from distributed_crawler.downloadermiddlewares.proxy import failure_reason
+from distributed_crawler.meta import PLAYWRIGHT_META
 from distributed_crawler.proxies.pool import (
     FAILURE_PENALTY,
     INITIAL_SCORE,
@@ -256,8 +257,9 @@ def test_middleware_records_outcomes_and_marks_bans(redis_url: str, redis_client
             await mw.process_request(request)
             assert "_dc_proxy" not in request.meta
         assert own.meta["proxy"] == "http://10.9.9.9:1" and none.meta["proxy"] is None
-        # Pages for the browser do not use the pool; a cancelled download is not the proxy's fault.
-        rendered = Request("http://example.com/app/1")
+        # Pages for the browser (marked by RenderingMiddleware, 650, before this one) do not use
+        # the pool; a cancelled download is not the proxy's fault.
+        rendered = Request("http://example.com/app/1", meta={PLAYWRIGHT_META: True})
         await mw.process_request(rendered)
         assert "proxy" not in rendered.meta
         request = Request("http://example.com/huge")
@@ -270,8 +272,6 @@ def test_middleware_records_outcomes_and_marks_bans(redis_url: str, redis_client
         scenario,
         PROXY_LIST=[B],
         PROXY_BAN_BODY_REGEX="Access denied",
-        PLAYWRIGHT_URL_PATTERNS=["/app/"],
-        DOWNLOADER_MIDDLEWARES={"distributed_crawler.rendering.handler.RenderingMiddleware": 950},
     )
     assert seen == {
         (200, b"ok"): None,

@@ -17,12 +17,9 @@ from scrapy_playwright.page import PageMethod
 
 from demo.spiders.news import NewsSpider
 from distributed_crawler.queue.codec import PayloadError, RequestCodec, UnserializableRequestError
+from distributed_crawler.rendering.config import DEFAULT_CHROMIUM, RenderConfig
 from distributed_crawler.rendering.frames import frames_text, static_iframe_urls
-from distributed_crawler.rendering.handler import (
-    DEFAULT_CHROMIUM,
-    RenderConfig,
-    RenderingMiddleware,
-)
+from distributed_crawler.rendering.middleware import RenderingMiddleware
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from distributed_crawler.rendering.handler import DEFAULT_CHROMIUM
+from distributed_crawler.rendering.config import DEFAULT_CHROMIUM
 from tests.conftest import Workers
 from tests.site.render_site import BROKEN_PAGES, READY, TOKENS, RenderSite
 

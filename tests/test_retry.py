@@ -18,18 +18,15 @@ from scrapy.http import HtmlResponse
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
-from distributed_crawler.core.leases import LEASE_META
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.downloadermiddlewares.retry import (
-    PROXY_BAN_META,
-    PROXY_META,
-    RETRY_DELAY_META,
     DistributedRetryMiddleware,
     RetryConfig,
     backoff_delay,
     parse_retry_after,
     retry_delay,
 )
+from distributed_crawler.meta import LEASE_META, POOL_PROXY_META, PROXY_BAN_META, PROXY_META, RETRY_DELAY_META
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
 from distributed_crawler.queue.keys import SpiderKeys
@@ -154,7 +151,7 @@ def test_proxy_ban_is_retried_later_then_dead_lettered_with_the_masked_proxy(
     def attempt(request: Request) -> Request:
         request.meta.update(
             {
-                PROXY_META: "http://user:***@10.0.0.1:3128",
+                POOL_PROXY_META: "http://user:***@10.0.0.1:3128",
                 "proxy": "http://user:pw@10.0.0.1:3128",
                 PROXY_BAN_META: "status 403",
                 LEASE_META: b"1:0:{}",
@@ -179,7 +176,7 @@ def test_proxy_ban_is_retried_later_then_dead_lettered_with_the_masked_proxy(
     retry, gave_up = asyncio.run(scenario())
     assert isinstance(retry, Request) and retry.meta["retry_times"] == 1
     assert 0.5 <= retry.meta[RETRY_DELAY_META] <= 1.0  # first retry: base 1 s, upper-half jitter
-    for key in (PROXY_BAN_META, PROXY_META, "proxy"):
+    for key in (PROXY_BAN_META, POOL_PROXY_META, PROXY_META):
         assert key not in retry.meta  # the next attempt picks a proxy again
     assert retry.meta[LEASE_META] == b"1:0:{}"  # carried over: the scheduler hands it over
     assert isinstance(gave_up, HtmlResponse) and gave_up.status == 403

@@ -207,7 +207,7 @@ class RedisConfig:
 
         `max_connections` bounds the pool: a command waits for a free connection instead of
         opening one more (the Cluster client: per node). `client_name` shows in `CLIENT LIST`.
-        The crawl builds one per node (connection.context.RedisContext), not one per component.
+        The crawl builds one per node (core.context.RedisContext), not one per component.
         """
         from redis.asyncio.retry import Retry
 

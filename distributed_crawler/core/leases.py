@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from enum import Enum
 
-LEASE_META = "_dc_lease"
-
 
 class Stage(Enum):
     BUFFERED = "buffered"  # popped into this node's prefetch buffer, not yet given to the engine

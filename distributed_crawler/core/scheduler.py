@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -24,14 +25,15 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig, subscribe
-from distributed_crawler.connection.context import RedisContext
 from distributed_crawler.connection.retrying import retry_transient
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, finite, is_wrong_type, preview
-from distributed_crawler.core.leases import LEASE_META, LeaseTracker, Stage
+from distributed_crawler.core.context import RedisContext
+from distributed_crawler.core.leases import LeaseTracker, Stage
 from distributed_crawler.core.shutdown import SecondSignalGuard
 from distributed_crawler.dedup.dupefilter import DEDUP_TYPES, DedupDataError, flush_crawl
 from distributed_crawler.defaults import SettingsReader
-from distributed_crawler.downloadermiddlewares.retry import RETRY_DELAY_META
+from distributed_crawler.internals import downloads_in_flight, wake_engine, watch_scrapes
+from distributed_crawler.meta import LEASE_META, RETRY_DELAY_META
 from distributed_crawler.queue.codec import PayloadError, RequestCodec, UnserializableRequestError, allowed_classes
 from distributed_crawler.queue.deadletters import DeadLetters
 from distributed_crawler.queue.enqueue import Enqueuer
@@ -109,13 +111,6 @@ class OutboxEntry(NamedTuple):
     member: str
     handover: bytes | None  # lease of the request this one succeeds (redirect, retry)
     delay: float = 0.0  # > 0: a retry, parked in {spider}:delayed for this many seconds
-
-
-def wake_engine(crawler: Crawler) -> None:
-    """Ask the engine to call `next_request` now instead of on its 5-second heartbeat."""
-    slot = getattr(crawler.engine, "_slot", None)
-    if slot is not None:
-        slot.nextcall.schedule()
 
 
 class RedisScheduler:
@@ -353,7 +348,7 @@ class RedisScheduler:
 
     def next_request(self) -> Request | None:
         quarantined = self._quarantined
-        if quarantined is not None and not self.crawler.engine.downloader.active:
+        if quarantined is not None and not downloads_in_flight(self.crawler):
             lease = quarantined.meta[LEASE_META]
             if self.leases.stage(lease) is Stage.BUFFERED and self._node_empty_but(lease):
                 self.leases.started(lease)
@@ -381,28 +376,19 @@ class RedisScheduler:
     def _watch_scrapes(self) -> None:
         """Mark a lease finished when the scraper is done with its response or failure.
 
-        The engine awaits `scraper.enqueue_scrape(result, request)`; it returns once every item
-        of the response went through the pipelines (ours awaits the storage commit) and every
-        child request reached `enqueue_request`. That is exactly when the lease may go.
+        The scraper is done once every item of the response went through the pipelines (ours
+        awaits the storage commit) and every child request reached `enqueue_request`. That is
+        exactly when the lease may go (internals.watch_scrapes).
         """
-        scraper = self.crawler.engine.scraper
-        original = scraper.enqueue_scrape
 
-        def enqueue_scrape(result: Any, request: Request) -> Any:
+        def on_scrape(request: Request) -> Callable[[], None] | None:
             lease = request.meta.get(LEASE_META)
             if lease is None:
-                return original(result, request)
+                return None
             self.leases.scraping(lease)
-            d = original(result, request)
+            return lambda: self.leases.finished(lease, self._enqueued_seq)
 
-            def done(value: Any) -> Any:
-                self.leases.finished(lease, self._enqueued_seq)
-                return value
-
-            d.addBoth(done)
-            return d
-
-        scraper.enqueue_scrape = enqueue_scrape  # type: ignore[method-assign]  # wraps Scrapy's, per instance
+        watch_scrapes(self.crawler, on_scrape)
 
     # -- background tasks ------------------------------------------------------------------
     async def _retrying(self, what: str, call: Any) -> Any:
@@ -517,7 +503,7 @@ class RedisScheduler:
         """
         if len(self._buffer) > self.config.prefetch // 4:
             return 0
-        active = len(self.crawler.engine.downloader.active)
+        active = downloads_in_flight(self.crawler)
         return self.config.prefetch + self.config.prefetch // 4 - len(self._buffer) - active
 
     async def _run_feeder(self) -> None:

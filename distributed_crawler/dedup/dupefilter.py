@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import ResponseError
 from scrapy.dupefilters import BaseDupeFilter
@@ -20,6 +20,7 @@ from distributed_crawler.connection.untrusted import text, wrong_type_message
 from distributed_crawler.dedup.bloom import BloomMetaError, BloomState, layer_plan, piece_key
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.queue.enqueue import (
+    Dedup,
     DedupDataError,
     DedupError,
     Enqueuer,
@@ -44,18 +45,6 @@ REDISBLOOM_TYPE = b"MBbloom--"
 
 # The Redis type each backend keeps at SCHEDULER_DUPEFILTER_KEY.
 DEDUP_TYPES: dict[str, tuple[str, ...]] = {"set": ("set",), "bitmap": ("hash",), "redisbloom": ("MBbloom--",)}
-
-
-class Dedup(Protocol):
-    """A dedup store as the enqueue script sees it (swappable: set, RedisBloom, bitmap)."""
-
-    mode: str
-    key: str
-
-    def script_keys(self) -> tuple[list[str], int]: ...
-    async def prepare(self, client: Any) -> None: ...
-    async def fix(self, client: Any, code: int) -> None: ...
-    async def stats(self, client: Any) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)

@@ -30,11 +30,11 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig
-from distributed_crawler.connection.context import RedisContext
 from distributed_crawler.connection.untrusted import EpisodeLog, OnceLog, WrongTypeLog, finite, is_wrong_type
-from distributed_crawler.core.leases import LEASE_META
+from distributed_crawler.core.context import RedisContext
 from distributed_crawler.defaults import SettingsReader
-from distributed_crawler.downloadermiddlewares.retry import PROXY_META
+from distributed_crawler.internals import node_stopping
+from distributed_crawler.meta import DONT_RATE_LIMIT_META, LEASE_META, POOL_PROXY_META
 from distributed_crawler.queue.scripts import lua_source
 
 if TYPE_CHECKING:
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-DONT_RATE_LIMIT_META = "dont_rate_limit"
 MAX_RESERVATIONS = 3  # a request that keeps waking up late goes after its third slot anyway
 LATE_FLOOR = 0.05  # seconds of wake-up lateness always tolerated (high rates, tiny intervals)
 STOP_CHECK_SECONDS = 0.5  # a waiting request notices a graceful stop within this
@@ -170,7 +169,7 @@ class DomainRateLimitMiddleware:
         domain, rate = self.config.limit_for(host)
         if rate <= 0:
             return None
-        key = self.config.key(domain, request.meta.get(PROXY_META))
+        key = self.config.key(domain, request.meta.get(POOL_PROXY_META))
         interval = 1.0 / rate
         self.stats.inc_value("politeness/requests")
         for _ in range(MAX_RESERVATIONS):
@@ -198,7 +197,7 @@ class DomainRateLimitMiddleware:
     async def _sleep_until(self, due: float) -> bool:
         """Sleep until `due` (monotonic); False as soon as the node starts stopping."""
         while (left := due - time.monotonic()) > 0:
-            if not getattr(self.crawler, "crawling", True):
+            if node_stopping(self.crawler):
                 return False
             await asyncio.sleep(min(left, STOP_CHECK_SECONDS))
         return True
@@ -216,7 +215,7 @@ class DomainRateLimitMiddleware:
                 continue
             except ResponseError as exc:  # the rate key is of the wrong type or corrupt: wait, one ERROR line
                 await self._refused(key, exc)
-                if not getattr(self.crawler, "crawling", True):
+                if node_stopping(self.crawler):
                     return 0.0  # stopping: the few requests in flight go, rather than hang the close
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, DATA_BACKOFF_MAX)

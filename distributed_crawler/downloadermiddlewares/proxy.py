@@ -13,7 +13,9 @@ health, see proxies.py), and records the outcome in Redis for every node:
 
 `meta["_dc_proxy"]` holds the masked proxy of the attempt; it also marks the proxy as the pool's,
 so codec.py never writes it, `meta["proxy"]` or the auth header into Redis. A request whose
-`meta["proxy"]` the spider set (even to None) keeps it and bypasses the pool.
+`meta["proxy"]` the spider set (even to None) keeps it and bypasses the pool. A request the
+browser renders (`meta["playwright"]`, set by RenderingMiddleware at 650, before this one) is left
+alone: the browser does not use `meta["proxy"]`. Meta keys: distributed_crawler/meta.py.
 """
 
 from __future__ import annotations
@@ -38,18 +40,23 @@ from scrapy.exceptions import (
 )
 from scrapy.http import TextResponse
 from scrapy.utils.httpobj import urlparse_cached
-from scrapy.utils.misc import load_object
 from twisted.internet import error as tx_errors
 from twisted.web.client import ResponseFailed, ResponseNeverReceived
 
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig
-from distributed_crawler.connection.context import RedisContext
 from distributed_crawler.connection.untrusted import EpisodeLog, OnceLog, WrongTypeLog, is_wrong_type
-from distributed_crawler.core.leases import LEASE_META
+from distributed_crawler.core.context import RedisContext
+from distributed_crawler.internals import node_stopping
+from distributed_crawler.meta import (
+    AUTH_PROXY_META,
+    LEASE_META,
+    PLAYWRIGHT_META,
+    POOL_PROXY_META,
+    PROXY_BAN_META,
+    PROXY_META,
+)
 from distributed_crawler.proxies.pool import Outcome, ProxyConfig, ProxyPool, ProxyURLError, parse_proxy
-from distributed_crawler.queue.codec import POOL_PROXY_META
 from distributed_crawler.redact import mask_url
-from distributed_crawler.rendering.handler import RenderConfig, RenderingMiddleware
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -58,7 +65,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-BAN_META = "_dc_proxy_ban"  # retry.py treats a response carrying it as retryable
 EMPTY_POLL_SECONDS = 1.0  # how often a node looks for a proxy while the pool is empty
 REVIVE_CHECK_SECONDS = 5.0  # how often a node runs the revive script (cheap; any node may)
 PICK_TRIES = 5  # picks that may land on pool members that are not proxy URLs before "no proxy"
@@ -79,7 +85,7 @@ PROXY_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
 )
 # Meta and header a pool proxy leaves on a request (HttpProxyMiddleware adds the last two).
-_STALE_META = (POOL_PROXY_META, BAN_META, "proxy", "_auth_proxy")
+_STALE_META = (POOL_PROXY_META, PROXY_BAN_META, PROXY_META, AUTH_PROXY_META)
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -99,25 +105,15 @@ def failure_reason(exc: BaseException) -> str:
     return f"{kind} ({name}: {text})" if text else f"{kind} ({name})"
 
 
-def _renders(settings: Any) -> bool:
-    """RenderingMiddleware is on: it marks requests for the browser after this middleware ran."""
-    for path, order in settings.getwithbase("DOWNLOADER_MIDDLEWARES").items():
-        if order is not None and (load_object(path) if isinstance(path, str) else path) is RenderingMiddleware:
-            return True
-    return False
-
-
 class ProxyPoolMiddleware:
     def __init__(
         self,
         crawler: Crawler,
         config: ProxyConfig,
         redis_config: RedisConfig,
-        render_config: RenderConfig | None = None,
     ) -> None:
         self.crawler = crawler
         self.config = config
-        self.render_config = render_config  # which requests the browser will fetch (RenderingMiddleware)
         self.redis_config = redis_config
         self.stats = crawler.stats
         self.active = False
@@ -138,8 +134,7 @@ class ProxyPoolMiddleware:
         config = ProxyConfig.from_settings(crawler.settings)
         if config.enabled is False:
             raise NotConfigured("PROXY_ENABLED is False")
-        render_config = RenderConfig.from_settings(crawler.settings) if _renders(crawler.settings) else None
-        mw = cls(crawler, config, RedisContext.of(crawler).config, render_config)
+        mw = cls(crawler, config, RedisContext.of(crawler).config)
         crawler.signals.connect(mw.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(mw.spider_closed, signal=signals.spider_closed)
         return mw
@@ -182,16 +177,16 @@ class ProxyPoolMiddleware:
             await RedisContext.of(self.crawler).release()
 
     def _stopping(self) -> bool:
-        return self.client is None or not getattr(self.crawler, "crawling", True)
+        return self.client is None or node_stopping(self.crawler)
 
     # -- Scrapy hooks ---------------------------------------------------------------------------
     async def process_request(self, request: Request, spider: Spider | None = None) -> Request | None:
         if not self.active or self.pool is None:
             return None
         meta = request.meta
-        if "proxy" in meta and POOL_PROXY_META not in meta:
+        if PROXY_META in meta and POOL_PROXY_META not in meta:
             return None  # the spider chose (or refused, with None) a proxy itself
-        if meta.get("playwright") or (self.render_config is not None and self.render_config.should_render(request)):
+        if meta.get(PLAYWRIGHT_META):  # set by RenderingMiddleware (650), which runs before this one
             return None  # the browser does not use meta["proxy"] (docs/proxies.md)
         for key in _STALE_META:  # an earlier attempt's proxy (a local retry or redirect)
             meta.pop(key, None)
@@ -209,7 +204,7 @@ class ProxyPoolMiddleware:
             return None
         masked = mask_url(proxy)
         self._members[masked] = proxy
-        meta["proxy"] = proxy
+        meta[PROXY_META] = proxy
         meta[POOL_PROXY_META] = masked
         self.stats.inc_value("proxy/used")
         return None
@@ -223,7 +218,7 @@ class ProxyPoolMiddleware:
             if response.status < 500:  # a 5xx may be the site's or the proxy's: no score change
                 await self._record(request, proxy, None)
             return response
-        request.meta[BAN_META] = reason
+        request.meta[PROXY_BAN_META] = reason
         await self._record(request, proxy, reason)
         return response
 

@@ -31,10 +31,20 @@ from scrapy.utils.python import global_object_name
 from scrapy.utils.response import response_status_message
 
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisConfig
-from distributed_crawler.connection.context import RedisContext
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
-from distributed_crawler.core.leases import LEASE_META
+from distributed_crawler.core.context import RedisContext
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.internals import node_stopping
+from distributed_crawler.meta import (
+    AUTH_PROXY_META,
+    DONT_RETRY_META,
+    LEASE_META,
+    POOL_PROXY_META,
+    PROXY_BAN_META,
+    PROXY_META,
+    RETRY_DELAY_META,
+    RETRY_TIMES_META,
+)
 from distributed_crawler.queue.codec import RequestCodec, allowed_classes
 from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
 from distributed_crawler.queue.keys import SpiderKeys
@@ -48,9 +58,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-RETRY_DELAY_META = "_dc_retry_delay"  # seconds the scheduler parks the request in delayed
-PROXY_BAN_META = "_dc_proxy_ban"  # set by the proxy middleware: this response is a ban
-PROXY_META = "_dc_proxy"  # the proxy the proxy middleware picked for this attempt
 DATA_BACKOFF_MAX = 5.0  # the failed list Redis refuses (wrong type): how often a dead letter tries again
 
 
@@ -130,6 +137,8 @@ def retry_delay(
 class DistributedRetryMiddleware(RetryMiddleware):
     """Retries through `{spider}:delayed` (see the module docstring)."""
 
+    context: RedisContext  # the node's Redis context, set by from_crawler
+
     def __init__(self, settings: BaseSettings, config: RetryConfig, redis_config: RedisConfig, node_id: str) -> None:
         super().__init__(settings)  # NotConfigured when RETRY_ENABLED is off
         self.config = config
@@ -171,7 +180,7 @@ class DistributedRetryMiddleware(RetryMiddleware):
     async def process_response(  # type: ignore[override]
         self, request: Request, response: Response, spider: Spider | None = None
     ) -> Request | Response:
-        if request.meta.get("dont_retry", False):
+        if request.meta.get(DONT_RETRY_META, False):
             return response
         ban = request.meta.get(PROXY_BAN_META)
         if ban:
@@ -186,7 +195,7 @@ class DistributedRetryMiddleware(RetryMiddleware):
     async def process_exception(  # type: ignore[override]
         self, request: Request, exception: Exception, spider: Spider | None = None
     ) -> Request | None:
-        if isinstance(exception, self.exceptions_to_retry) and not request.meta.get("dont_retry", False):
+        if isinstance(exception, self.exceptions_to_retry) and not request.meta.get(DONT_RETRY_META, False):
             reason = request.meta.get(PROXY_BAN_META) and f"proxy ban: {request.meta[PROXY_BAN_META]}"
             return await self._retry_later(request, reason or exception, None, None)
         return None
@@ -199,11 +208,11 @@ class DistributedRetryMiddleware(RetryMiddleware):
         if new is None:
             await self._dead_letter(request, reason, status)
             return None
-        delay = retry_delay(new.meta["retry_times"], self.config, retry_after)
+        delay = retry_delay(new.meta[RETRY_TIMES_META], self.config, retry_after)
         for key in (PROXY_BAN_META, RETRY_DELAY_META):
             new.meta.pop(key, None)
-        if PROXY_META in new.meta:  # the proxy middleware picks again (maybe another proxy)
-            for key in (PROXY_META, "proxy", "_auth_proxy"):
+        if POOL_PROXY_META in new.meta:  # the proxy middleware picks again (maybe another proxy)
+            for key in (POOL_PROXY_META, PROXY_META, AUTH_PROXY_META):
                 new.meta.pop(key, None)
             new.headers.pop(b"Proxy-Authorization", None)
         if LEASE_META in request.meta:  # from our scheduler: it parks the copy in delayed
@@ -221,8 +230,8 @@ class DistributedRetryMiddleware(RetryMiddleware):
         self.crawler.stats.inc_value("retry/failed")
         extra: dict[str, Any] = {
             "status": status,
-            "attempts": int(request.meta.get("retry_times", 0)) + 1,
-            "proxy": mask_url(str(request.meta[PROXY_META])) if request.meta.get(PROXY_META) else None,
+            "attempts": int(request.meta.get(RETRY_TIMES_META, 0)) + 1,
+            "proxy": mask_url(str(request.meta[POOL_PROXY_META])) if request.meta.get(POOL_PROXY_META) else None,
             "source": "retry",
             "priority": request.priority,
         }
@@ -253,7 +262,7 @@ class DistributedRetryMiddleware(RetryMiddleware):
                 await asyncio.sleep(0.5)
             except ResponseError as exc:  # the failed list is of the wrong type: wait until it is fixed
                 await self._refused(exc)
-                if not getattr(self.crawler, "crawling", True):
+                if node_stopping(self.crawler):
                     logger.error(
                         "Dead letter for %s not written (Redis refused: %s) and the node is stopping; "
                         "failed after %s attempts: %s",

@@ -31,9 +31,10 @@ from scrapy.exceptions import NotConfigured
 
 from distributed_crawler import __version__
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig
-from distributed_crawler.connection.context import RedisContext
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
+from distributed_crawler.core.context import RedisContext
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.internals import downloads_in_flight, node_stopping
 from distributed_crawler.monitoring.alerts import AlertConfig, Alerter
 from distributed_crawler.monitoring.nodes import (
     NodeKeys,
@@ -115,12 +116,10 @@ def browser_pages_open(stats: dict[str, Any]) -> int:
 def sample_node(crawler: Crawler, closed: bool = False) -> NodeSample:
     stats = dict(crawler.stats.get_stats())  # a copy: Prometheus samples from another thread
     engine = crawler.engine
-    downloader = getattr(engine, "downloader", None)
-    in_flight = len(downloader.active) if downloader is not None else 0
+    in_flight = downloads_in_flight(crawler)
     scheduler = engine.scheduler if engine is not None else None
     leases = int(getattr(scheduler, "leases_held", 0) or 0)
-    slot = getattr(engine, "_slot", None)
-    stopping = not crawler.crawling or (slot is not None and slot.closing is not None)
+    stopping = node_stopping(crawler)
     if closed:
         state = "closed"
     elif stopping:

@@ -28,8 +28,8 @@ from scrapy.exceptions import NotConfigured
 
 from distributed_crawler import __version__
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisConfig
-from distributed_crawler.connection.context import RedisContext
 from distributed_crawler.connection.untrusted import OnceLog, is_wrong_type
+from distributed_crawler.core.context import RedisContext
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.monitoring.heartbeat import sample_node
 from distributed_crawler.monitoring.nodes import PROXY_POOL_KEY, proxy_health

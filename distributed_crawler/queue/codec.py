@@ -17,6 +17,7 @@ from scrapy import Request
 from scrapy.utils.misc import load_object
 
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.meta import POOL_PROXY_FIELDS, POOL_PROXY_META, PRIVATE_META_PREFIX, TRANSIENT_META
 from distributed_crawler.queue.tagged import tag_values, untag_values
 
 if TYPE_CHECKING:
@@ -30,24 +31,6 @@ DEFAULT_ALLOWED_CLASSES: frozenset[str] = frozenset(
         "scrapy.http.request.rpc.XmlRpcRequest",
     }
 )
-# Meta keys that belong to one node's handling of one delivery; never shipped to another node.
-PRIVATE_META_PREFIX = "_dc_"
-# Set by proxy_middleware.py on requests it sent through a pool proxy (the masked proxy). Such a
-# request travels without the proxy, Scrapy's `_auth_proxy` and the Proxy-Authorization header:
-# the pool's credentials never reach Redis, and the next attempt picks a proxy again.
-POOL_PROXY_META = "_dc_proxy"
-_POOL_PROXY_FIELDS = frozenset({"proxy", "_auth_proxy"})
-# Meta keys Scrapy's own middlewares set that describe one download, not the request.
-_TRANSIENT_META = frozenset(
-    {
-        "download_slot",
-        "download_latency",
-        "download_timeout",
-        "depth_checked",
-        "frames",  # rendering.py: the frames of one rendered download
-    }
-)
-
 FORMAT_VERSION = 1
 
 
@@ -104,13 +87,15 @@ class RequestCodec:
             raise UnserializableRequestError(
                 f"request class {class_path} is not in REQUEST_CLASS_ALLOWLIST; add it there"
             )
+        # A pool proxy (POOL_PROXY_META) travels without the proxy, `_auth_proxy` and its header:
+        # the pool's credentials never reach Redis, and the next attempt picks a proxy again.
         pooled = POOL_PROXY_META in request.meta
         meta = {
             k: v
             for k, v in request.meta.items()
             if not k.startswith(PRIVATE_META_PREFIX)
-            and k not in _TRANSIENT_META
-            and not (pooled and k in _POOL_PROXY_FIELDS)
+            and k not in TRANSIENT_META
+            and not (pooled and k in POOL_PROXY_FIELDS)
         }
         try:  # scrapy-playwright's PageMethod travels as tagged JSON (tagged.py)
             meta = tag_values(meta, "meta")

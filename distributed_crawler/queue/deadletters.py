@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from distributed_crawler.connection.untrusted import preview
+from distributed_crawler.meta import RETRY_TIMES_META
 
 PREVIEW_CHARS = 300
 
@@ -18,9 +19,9 @@ def fresh_payload(payload: str) -> str:
     except ValueError:
         return payload  # not ours to rewrite: the scheduler dead-letters it again if it is garbage
     meta = decoded.get("meta") if isinstance(decoded, dict) else None
-    if not isinstance(meta, dict) or "retry_times" not in meta:
+    if not isinstance(meta, dict) or RETRY_TIMES_META not in meta:
         return payload
-    meta.pop("retry_times")
+    meta.pop(RETRY_TIMES_META)
     return json.dumps(decoded, separators=(",", ":"), ensure_ascii=False)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Coroutine, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from redis.exceptions import ResponseError
 
@@ -17,12 +17,24 @@ from distributed_crawler.connection.untrusted import is_wrong_type
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import Entry, QueueScripts
 
-if TYPE_CHECKING:
-    from distributed_crawler.dedup.dupefilter import Dedup
-
 __all__ = ["Entry", "Enqueuer", "maybe_await", "run_sync"]
 MAX_FIXES = 20  # layer additions / layout refreshes in one call before giving up (never expected)
 CODE_CORRUPT = 3  # enqueue.lua: the dupefilter's meta hash is not a layout it can use
+
+
+class Dedup(Protocol):
+    """A dedup store as the enqueue script sees it (swappable: set, RedisBloom, bitmap).
+
+    Owned here, by its consumer; dedup/dupefilter.py implements it (imports go down the stack).
+    """
+
+    mode: str
+    key: str
+
+    def script_keys(self) -> tuple[list[str], int]: ...
+    async def prepare(self, client: Any) -> None: ...
+    async def fix(self, client: Any, code: int) -> None: ...
+    async def stats(self, client: Any) -> dict[str, Any]: ...
 
 
 class DedupError(RuntimeError):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from distributed_crawler.queue.codec import PRIVATE_META_PREFIX
+from distributed_crawler.meta import PRIVATE_META_PREFIX
 from distributed_crawler.queue.envelope import MAX_PRIORITY
 
 ALLOWED_SCHEMES = ("http", "https")

@@ -1,1 +1,24 @@
-"""Browser rendering (scrapy-playwright on Debian's Chromium)."""
+"""Browser rendering (scrapy-playwright on Debian's Chromium).
+
+config.py (RenderConfig, errors), middleware.py (RenderingMiddleware: which requests render),
+pages.py (PagePool), handler.py (RenderingDownloadHandler). Both components are importable from
+here; Playwright is imported only when one of them is (frames.py stays light).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["RenderingDownloadHandler", "RenderingMiddleware"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RenderingDownloadHandler":
+        from distributed_crawler.rendering.handler import RenderingDownloadHandler
+
+        return RenderingDownloadHandler
+    if name == "RenderingMiddleware":
+        from distributed_crawler.rendering.middleware import RenderingMiddleware
+
+        return RenderingMiddleware
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,12 +20,12 @@ from redis.exceptions import ResponseError
 from scrapy import Request, Spider, signals
 
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig
-from distributed_crawler.connection.context import RedisContext
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
 from distributed_crawler.connection.untrusted import preview as raw_preview
+from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.node import node_id_from_settings
-from distributed_crawler.core.scheduler import wake_engine
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.internals import wake_engine
 from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
 from distributed_crawler.queue.keys import SpiderKeys

@@ -37,13 +37,9 @@ from itemadapter import ItemAdapter
 from scrapy.exceptions import CloseSpider, DropItem
 
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.internals import spider_closing
 from distributed_crawler.redact import mask_url, safe_error_text
-from distributed_crawler.storage.backends import (
-    DEFAULT_STORAGE_URL,
-    StorageBackend,
-    StorageError,
-    open_storage,
-)
+from distributed_crawler.storage.backends import DEFAULT_STORAGE_URL, StorageBackend, StorageError, open_storage
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -288,20 +284,10 @@ class StoragePipeline:
 
         Scrapy calls ``close_spider`` only after every request and item in
         progress has finished, so waiting for that call during an outage
-        would deadlock the shutdown. The only marks of a close in progress
-        are the ``closing`` attributes of the engine slot (set first; it then
-        waits for in-progress requests, i.e. for their items) and of the
-        scraper slot: Scrapy 2.19 internals, read defensively. Without them
-        the pipeline falls back to retrying until ``close_spider``.
+        would deadlock the shutdown: internals.spider_closing sees the close
+        coming. Without it the pipeline retries until ``close_spider``.
         """
-        if self._closing:
-            return True
-        try:
-            engine = self.crawler.engine if self.crawler is not None else None
-        except (AttributeError, RuntimeError):  # crawl not started
-            return False
-        slots = (getattr(engine, "_slot", None), getattr(getattr(engine, "scraper", None), "slot", None))
-        return any(getattr(slot, "closing", None) is not None for slot in slots)
+        return self._closing or (self.crawler is not None and spider_closing(self.crawler))
 
     # -- Scrapy hooks ------------------------------------------------------
 

@@ -1,0 +1,93 @@
+"""Imports go down the stack only, and the package has no import cycle (read with ast: fast)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "distributed_crawler"
+
+# Layer -> the layers it must never import from.
+FORBIDDEN = {
+    "connection": {
+        "queue",
+        "core",
+        "dedup",
+        "downloadermiddlewares",
+        "monitoring",
+        "cli",
+        "spiders",
+        "rendering",
+        "proxies",
+        "storage",
+        "commands",
+    },
+    "queue": {"core", "dedup", "downloadermiddlewares", "monitoring", "cli", "spiders", "rendering", "commands"},
+    "dedup": {"core", "downloadermiddlewares", "monitoring", "cli", "spiders", "rendering", "commands"},
+    "core": {"downloadermiddlewares", "monitoring", "cli", "spiders", "rendering", "commands"},
+    "proxies": {"core", "downloadermiddlewares", "monitoring", "cli", "spiders", "rendering", "commands"},
+    "storage": {"core", "downloadermiddlewares", "monitoring", "cli", "spiders", "rendering", "commands"},
+    "rendering": {"core", "downloadermiddlewares", "monitoring", "cli", "spiders", "commands"},
+    "downloadermiddlewares": {"monitoring", "cli", "spiders", "rendering", "commands"},
+    "meta": {"*"},
+    "internals": {"*"},
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports() -> dict[str, set[str]]:
+    """Module -> the distributed_crawler modules it imports (TYPE_CHECKING imports included)."""
+    graph: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        name = _module_name(path)
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                if node.module.startswith("distributed_crawler"):
+                    found.add(node.module)
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name.startswith("distributed_crawler"))
+        graph[name] = found
+    return graph
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_imports_go_down_the_stack() -> None:
+    bad = []
+    for module, targets in _imports().items():
+        forbidden = FORBIDDEN.get(_layer(module), set())
+        for target in targets:
+            layer = _layer(target)
+            if layer and layer != _layer(module) and ("*" in forbidden or layer in forbidden):
+                bad.append(f"{module} imports {target}")
+    assert not bad, "upward imports:\n" + "\n".join(sorted(bad))
+
+
+def test_no_import_cycles() -> None:
+    graph = _imports()
+    cycles = []
+    state: dict[str, int] = {}  # 1 = on the path, 2 = done
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph.get(module, ())):
+            if target not in graph:
+                continue
+            if state.get(target) == 1:
+                cycles.append(" -> ".join(path[path.index(target) :] + [target]))
+            elif target not in state:
+                visit(target, path + [target])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
