@@ -97,3 +97,18 @@ class Addon:
             settings.set("DOWNLOAD_HANDLERS", {**handlers, **missing}, settings.getpriority("DOWNLOAD_HANDLERS") or 0)
         for name, value in env_overrides().items():
             settings.set(name, value, "cmdline")
+
+
+def with_addon(settings: Any) -> Any:
+    """Project settings as a crawl will see them: a copy with our add-on applied when ADDONS lists it.
+
+    Scrapy applies add-ons inside the crawler; the crawl preflight and `dcrawl` read the project
+    settings before (or without) one, so they apply it themselves.
+    """
+    if not any(
+        path is Addon or (isinstance(path, str) and _load(path) is Addon) for path in settings.getdict("ADDONS")
+    ):
+        return settings
+    settings = settings.copy()
+    Addon().update_settings(settings)
+    return settings

@@ -20,6 +20,7 @@ from scrapy import Request
 from scrapy.utils.misc import load_object
 from scrapy.utils.project import get_project_settings
 
+from distributed_crawler.addon import with_addon
 from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
 from distributed_crawler.connection.untrusted import preview, text, wrong_type_message
 from distributed_crawler.core.scheduler import SchedulerConfig
@@ -42,7 +43,7 @@ class CliError(Exception):
 
 
 def _settings(args: argparse.Namespace) -> Any:
-    settings = get_project_settings()
+    settings = with_addon(get_project_settings())
     if args.redis_url:
         settings.set("REDIS_URL", args.redis_url, priority="cmdline")
     return settings

@@ -13,6 +13,7 @@ from typing import Any
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.utils.misc import load_object
 
+from distributed_crawler.addon import with_addon
 from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
 from distributed_crawler.dedup.dupefilter import BloomConfig, BloomDupeFilter, DedupError, choose_dedup
 from distributed_crawler.downloadermiddlewares.politeness import DomainRateLimitMiddleware, PolitenessConfig
@@ -52,17 +53,6 @@ class Command(ScrapyCrawlCommand):
             self.exitcode = 2
             return
         super().run(args, opts)
-
-
-def with_addon(settings: Any) -> Any:
-    """The settings as the crawl will see them: a copy with our add-on applied when ADDONS lists it."""
-    from distributed_crawler.addon import Addon
-
-    if not any(_load(path) is Addon for path in settings.getdict("ADDONS")):
-        return settings
-    settings = settings.copy()
-    Addon().update_settings(settings)
-    return settings
 
 
 def check_dupefilter(settings: Any, redis_config: RedisConfig, spider: str) -> None:
