@@ -34,6 +34,10 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULER_FAILED_KEY": "{%(spider)s}:failed",
     "SCHEDULER_SEQUENCE_KEY": "{%(spider)s}:seq",
     "SCHEDULER_DOORBELL_CHANNEL": "{%(spider)s}:doorbell",  # pub/sub: wakes idle nodes
+    "SCHEDULER_HOST_QUEUE_KEY": "{%(spider)s}:q:%(host)s",  # zset: one host's pending requests (host mode)
+    "SCHEDULER_READY_KEY": "{%(spider)s}:hosts",  # zset: host -> server time it may be served next
+    "SCHEDULER_HOST_KEY": "{%(spider)s}:host:%(host)s",  # hash: iv, cd, bo, until, why, pages, max
+    "SCHEDULER_OVER_BUDGET_KEY": "{%(spider)s}:hosts:over",  # zset: host -> pending when it went over budget
     "CLUSTER_STATS_KEY": "{%(spider)s}:stats",
     "NODES_KEY": "{%(spider)s}:nodes",
     "NODE_KEY": "{%(spider)s}:node:%(node)s",

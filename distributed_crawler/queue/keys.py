@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from scrapy.settings import BaseSettings
 
-from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.defaults import DEFAULTS, SettingsReader
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,23 @@ class SpiderKeys:
     nodes: str
     node_template: str
     doorbell: str  # pub/sub channel, not a key: "work was pushed"
+    # Host mode (docs/frontier.md); "" = the default of defaults.py for this spider.
+    ready: str = ""  # zset host -> server time it may be served next
+    over_budget: str = ""  # zset host -> pending when it went over budget
+    host_queue_template: str = ""  # %(host)s: one host's pending requests (zset)
+    host_template: str = ""  # %(host)s: one host's state (hash)
+
+    def __post_init__(self) -> None:
+        fill = {"spider": self.spider, "name": self.spider}
+        for name, setting, template in (
+            ("ready", "SCHEDULER_READY_KEY", False),
+            ("over_budget", "SCHEDULER_OVER_BUDGET_KEY", False),
+            ("host_queue_template", "SCHEDULER_HOST_QUEUE_KEY", True),
+            ("host_template", "SCHEDULER_HOST_KEY", True),
+        ):
+            if not getattr(self, name):
+                default = DEFAULTS[setting]
+                object.__setattr__(self, name, default if template else default % fill)
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, spider: str) -> SpiderKeys:
@@ -44,10 +61,22 @@ class SpiderKeys:
             nodes=key("NODES_KEY"),
             node_template=read.str("NODE_KEY"),
             doorbell=key("SCHEDULER_DOORBELL_CHANNEL"),
+            ready=key("SCHEDULER_READY_KEY"),
+            over_budget=key("SCHEDULER_OVER_BUDGET_KEY"),
+            host_queue_template=read.str("SCHEDULER_HOST_QUEUE_KEY"),
+            host_template=read.str("SCHEDULER_HOST_KEY"),
         )
 
     def node(self, node_id: str) -> str:
         return self.node_template % {"spider": self.spider, "name": self.spider, "node": node_id}
+
+    def host_queue(self, host: str) -> str:
+        """One host's queue key (host mode); Lua derives the same name from `host_queue_template`."""
+        return self.host_queue_template % {"spider": self.spider, "name": self.spider, "host": host}
+
+    def host(self, host: str) -> str:
+        """One host's state hash (host mode)."""
+        return self.host_template % {"spider": self.spider, "name": self.spider, "host": host}
 
     def crawl_state(self) -> list[str]:
         """Keys that make up one crawl's state (what a flush deletes; seeds are kept)."""
