@@ -64,13 +64,14 @@ class QueueScripts:
     _reclaim: Any
     _release: Any
     _enqueue: Any
+    _host_block: Any  # lua/host_block.lua (politeness inputs: 429/503/Retry-After, backoff reset)
 
     @classmethod
     def register(cls, client: Any, keys: SpiderKeys, queue_type: str) -> QueueScripts:
-        """Register the five scripts on `client` (once: reuse the result, or `with_queue_type`)."""
+        """Register the queue scripts on `client` (once: reuse the result, or `with_queue_type`)."""
         scripts = {
             f"_{name}": client.register_script(lua_source(name))
-            for name in ("pop", "renew", "reclaim", "release", "enqueue")
+            for name in ("pop", "renew", "reclaim", "release", "enqueue", "host_block")
         }
         return cls(client, keys, queue_type, **scripts)
 
@@ -125,3 +126,17 @@ class QueueScripts:
             delay = entry[3] if len(entry) > 3 else 0
             argv += [entry[0], "1" if entry[1] else "0", f"{delay:.3f}" if delay > 0 else "0", entry[2]]
         return self._enqueue(keys=[k.requests, k.seq, k.processing, k.delayed, *dedup_keys], args=[*argv, *handovers])
+
+    def block_host(self, host: str, seconds: float | None, reason: str, base: float, cap: float, rand: float) -> Any:
+        """Block `host` (a slot) for every node: `seconds` (Retry-After, capped by `cap`) or, when None,
+        adaptive backoff (bo += 1, equal jitter from `rand` in [0, 1)). Returns the seconds it stays
+        blocked (str/bytes, see lua/host_block.lua)."""
+        seconds_arg = "" if seconds is None else f"{max(0.0, seconds):.3f}"
+        return self._host_block(
+            keys=[self.keys.ready, self.keys.host(host)],
+            args=["block", host, seconds_arg, reason, base, cap, f"{rand:.6f}"],
+        )
+
+    def reset_host_backoff(self, host: str) -> Any:
+        """Backoff level of `host` back to 0 (a success after a block); its `until` stands."""
+        return self._host_block(keys=[self.keys.ready, self.keys.host(host)], args=["reset"])
