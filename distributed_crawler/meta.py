@@ -25,6 +25,13 @@ PROXY_BAN_META = "_dc_proxy_ban"
 # (dead-letter entry, re-pick on retry), politeness.py (per-proxy rate key) and queue/codec.py (the
 # proxy, `_auth_proxy` and the Proxy-Authorization header are the pool's: never shipped).
 POOL_PROXY_META = "_dc_proxy"
+# Host mode (issue 14). Added by F2 (politeness inputs) for F1 (the host-mode scheduler), which sets
+# them on each request it leases from the per-host frontier: the lease's slot (queue/frontier.py
+# slot_of: the host it was queued under) and the host's backoff level `bo` when leased (int, 0 =
+# none). Read by downloadermiddlewares/retry.py: a 429/503/Retry-After blocks that slot for every
+# node (lua/host_block.lua), and a success from a slot leased with bo > 0 resets it to 0.
+HOST_SLOT_META = "_dc_slot"
+HOST_BACKOFF_META = "_dc_host_bo"
 
 # -- public: per-request switches a spider sets ------------------------------------------------
 # Read by rendering/config.py (RenderConfig.should_render): render this request in the browser.
