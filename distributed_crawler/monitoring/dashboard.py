@@ -1,6 +1,6 @@
 """`dcrawl dashboard`: one self-refreshing web page and a JSON endpoint, read-only, stdlib only.
 
-- `GET /`                      the page (nodes, queues, pages/min over the last hour, alerts, failures)
+- `GET /`                      the page (nodes, queues, hosts, pages/min over the last hour, alerts, failures)
 - `GET /api/status`            `{"time", "spiders": {name: status}}` for every spider found in Redis
 - `GET /api/status/<spider>`   exactly what `dcrawl status <spider> --json` prints
 - `GET /api/spiders`           the spider names shown
@@ -335,11 +335,18 @@ function spiderSection(s) {
     card(t.nodes_dead ? `nodes alive (${t.nodes_dead} dead)` : "nodes alive", t.nodes_alive, "nodes"),
     card("drains in", s.pending ? dur(t.eta_seconds) : "—", "eta"));
   if (s.proxies.total || s.proxies.dead) cards.append(card(s.proxies.dead ? `proxies healthy (${s.proxies.dead} dead)` : "proxies healthy", `${s.proxies.healthy}/${s.proxies.total}`, "proxies"));
+  const h = s.hosts || { count: 0, top: [] };
+  if (h.count) cards.append(card(`hosts (${num(h.ready)} ready, ${num(h.blocked)}${h.blocked_exact === false ? "+" : ""} blocked, ${num(h.over_budget)} over budget)`, num(h.count), "hosts"));
+  const hostRows = (h.top || []).concat((h.blocked_hosts || []).filter(b => !(h.top || []).some(t => t.host === b.host)));
+  const hosts = listTable(hostRows, [["host", r => r.host, true], ["pending", r => num(r.pending)], ["due in", r => r.due_in === null ? "" : r.due_in > 0 ? dur(r.due_in) : "now"],
+    ["blocked until", r => r.blocked_until ? clock(r.blocked_until) + " (" + dur(r.blocked_for) + ")" : ""], ["why", r => r.why || "", true],
+    ["pages", r => num(r.pages)], ["budget", r => r.budget === null ? "" : num(r.budget)], ["over", r => r.over_budget ? "yes" : ""]], "no host queued");
   const alerts = listTable(s.alerts, [["when", a => clock(a.time)], ["kind", a => a.kind], ["node", a => a.node], ["message", a => a.message, true]], "no alerts");
   const failures = listTable(s.failures, [["when", f => clock(f.time)], ["url", f => f.url || "", true], ["reason", f => f.reason || "", true], ["node", f => f.node || ""]], "no failures");
   return el("section", { class: "spider", id: "spider-" + s.spider, "data-spider": s.spider },
     el("h2", {}, s.spider), ...skipLines(s), cards,
     el("div", { class: "panel" }, el("h3", {}, "nodes"), nodesTable(s)),
+    ...(h.count ? [el("div", { class: "panel hosts", style: "margin-top:14px" }, el("h3", {}, `hosts, top by pending (of ${num(h.scanned)} read; dcrawl hosts lists more)`), hosts)] : []),
     el("div", { class: "grid2" },
       el("div", { class: "panel" }, el("h3", {}, "pages per minute, last hour"), chart(s.history)),
       el("div", { class: "panel" }, el("h3", {}, "recent alerts"), alerts)),

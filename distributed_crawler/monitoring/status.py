@@ -22,6 +22,7 @@ from scrapy.settings import BaseSettings
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS
 from distributed_crawler.dedup.dupefilter import describe_dedup
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.monitoring.hosts import host_summary
 from distributed_crawler.monitoring.nodes import (
     PROXY_POOL_KEY,
     NodeKeys,
@@ -139,6 +140,8 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
             keys.processing: ("zset",),
             keys.delayed: ("zset",),
             keys.failed: ("list",),
+            keys.ready: ("zset",),
+            keys.over_budget: ("zset",),
             keys.dupefilter: ("set", "hash", "MBbloom--"),
             node_keys.nodes: ("zset",),
             node_keys.last: ("hash",),
@@ -184,6 +187,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
     raw_failures = [] if keys.failed in wrong else await maybe_await(client.lrange(keys.failed, 0, recent - 1))
     proxies = {"total": 0, "healthy": 0} if proxy_key in wrong else await proxy_health(client, proxy_key)
     proxies["dead"] = 0 if dead_key in wrong else int(await maybe_await(client.hlen(dead_key)))
+    hosts = await host_summary(client, keys, now, skips, wrong)
     alerts = _json_entries(raw_alerts, None, skips, node_keys.alerts, needs=("kind", "message"))
     failures = _json_entries(raw_failures, FAILURE_FIELDS, skips, keys.failed, needs=("url", "reason"))
     alive = [n for n in nodes if n["alive"]]
@@ -210,6 +214,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
             "eta_seconds": eta,  # to drain the pending queue at that rate (None: no rate)
         },
         "proxies": proxies,
+        "hosts": hosts,  # the per-host frontier (monitoring/hosts.py): count, ready, blocked, over_budget, top
         "history": history,
         "alerts": alerts,
         "failures": failures,
@@ -246,6 +251,12 @@ def human_bytes(n: float) -> str:
 STATE_STYLE = {"running": "green", "idle": "cyan", "draining": "yellow", "closed": "dim", "dead": "bold red"}
 
 
+def host_line(hosts: dict[str, Any]) -> str:
+    """`1,204 (880 ready, 12 blocked, 3 over budget)`: the per-host frontier in one line."""
+    blocked = f"{hosts['blocked']}{'' if hosts.get('blocked_exact', True) else '+'} blocked"
+    return f"{hosts['count']:,} ({hosts['ready']:,} ready, {blocked}, {hosts['over_budget']:,} over budget)"
+
+
 def render_status(status: dict[str, Any], title: str = "") -> Group:
     now = status["time"]
     t = status["totals"]
@@ -267,6 +278,9 @@ def render_status(status: dict[str, Any], title: str = "") -> Group:
     if proxies["total"] or proxies.get("dead"):
         dead = f", {proxies['dead']} dead" if proxies.get("dead") else ""
         figures.append(("proxies", f"{proxies['healthy']}/{proxies['total']} healthy{dead}"))
+    hosts = status.get("hosts") or {}
+    if hosts.get("count"):
+        figures.append(("hosts", host_line(hosts)))
     parts: list[Any] = [
         Text(title or status["spider"], style="bold"),
         Columns(
@@ -297,6 +311,16 @@ def render_status(status: dict[str, Any], title: str = "") -> Group:
         parts.append(nodes)
     else:
         parts.append(Text("no node has reported yet", style="dim"))
+    if hosts.get("top"):
+        top = ", ".join(f"{h['host']} {h['pending']}" for h in hosts["top"][:5])
+        parts.append(Text.assemble(("top hosts by pending ", "dim"), top))
+    for h in hosts.get("blocked_hosts") or []:
+        until = time.strftime("%H:%M:%S", time.localtime(h["blocked_until"]))
+        parts.append(
+            Text.assemble(
+                ("blocked ", "yellow"), f"{h['host']} until {until} ({duration(h['blocked_for'])})", f": {h['why']}"
+            )
+        )
     for a in status["alerts"][:5]:
         when = time.strftime("%H:%M:%S", time.localtime(a["time"])) if a.get("time") else "--:--:--"
         parts.append(

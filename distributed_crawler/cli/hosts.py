@@ -1,0 +1,118 @@
+"""`dcrawl hosts SPIDER [--json] [--limit N] [--scan N]`: the per-host frontier, hosts with the most pending first.
+
+Reads `--scan` hosts (the due-soonest ones, the latest-due ones and the over-budget ones with the
+most left; 0 = every host, walked with ZSCAN) and prints the `--limit` with the most pending:
+pending, next due, blocked until and why, pages, budget, over budget (docs/frontier.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from distributed_crawler.monitoring.hosts import by_pending, read_rows, sample_hosts, wrong_host_keys
+from distributed_crawler.monitoring.nodes import Skips, duration, server_time
+from distributed_crawler.monitoring.status import skip_lines
+from distributed_crawler.queue.enqueue import maybe_await, run_sync
+from distributed_crawler.queue.keys import SpiderKeys
+
+DEFAULT_SCAN = 10_000
+DEFAULT_LIMIT = 50
+
+
+async def gather_hosts(client: Any, keys: SpiderKeys, scan: int, limit: int) -> dict[str, Any]:
+    """What `dcrawl hosts --json` prints: totals, the rows shown, and what was skipped."""
+    skips = Skips()
+    now = await server_time(client)
+    wrong = await wrong_host_keys(client, keys, skips)
+    pipe = client.pipeline(transaction=False)
+    pipe.zcard(keys.ready)
+    pipe.zcount(keys.ready, "-inf", now)
+    pipe.zcard(keys.over_budget)
+    in_ready, due, over = [
+        0 if key in wrong or isinstance(v, Exception) else int(v)
+        for key, v in zip(
+            (keys.ready, keys.ready, keys.over_budget), await maybe_await(pipe.execute(raise_on_error=False))
+        )
+    ]
+    ready, over_hosts = await sample_hosts(client, keys, wrong, scan, skips)
+    rows = by_pending(await read_rows(client, keys, now, ready, over_hosts, skips))
+    return {
+        "spider": keys.spider,
+        "time": round(now, 3),
+        "count": in_ready + over,
+        "ready": due,
+        "over_budget": over,
+        "scanned": len(rows),
+        "hosts": [r.as_json() for r in rows[:limit]],
+        **skips.as_json(),
+    }
+
+
+def render_hosts(data: dict[str, Any]) -> Table:
+    shown = len(data["hosts"])
+    title = (
+        f"{data['spider']}: {data['count']:,} hosts ({data['ready']:,} due now, {data['over_budget']:,} over budget); "
+        f"top {shown} by pending of {data['scanned']:,} read"
+    )
+    table = Table(title=title)
+    for col in ("host", "pending", "due in", "blocked until", "why", "pages", "budget", "over"):
+        table.add_column(col, justify="left" if col in ("host", "why", "blocked until") else "right", overflow="fold")
+    for h in data["hosts"]:
+        until = ""
+        if h["blocked_until"] is not None:
+            until = f"{time.strftime('%H:%M:%S', time.localtime(h['blocked_until']))} ({duration(h['blocked_for'])})"
+        table.add_row(
+            h["host"],
+            f"{h['pending']:,}",
+            "" if h["due_in"] is None else "now" if h["due_in"] <= 0 else f"{h['due_in']:.1f}s",
+            until,
+            h["why"][:80],
+            f"{h['pages']:,}",
+            "" if h["budget"] is None else f"{h['budget']:,}",
+            "yes" if h["over_budget"] else "",
+        )
+    return table
+
+
+def cmd_hosts(args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise ValueError(f"--limit ({args.limit}) must be at least 1")
+    if args.scan < 0:
+        raise ValueError(f"--scan ({args.scan}) must be >= 0 (0 = every host)")
+    _, client, keys = args.connect(args)
+    data = run_sync(gather_hosts(client, keys, args.scan, args.limit))
+    if args.json:
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        return 0
+    if not data["count"] and not data["hosts"]:
+        print(
+            f"no host queued for {keys.spider} in {keys.ready} (empty, or SCHEDULER_QUEUE_CLASS is not 'host'; "
+            f"see dcrawl status {keys.spider})"
+        )
+    else:
+        Console().print(render_hosts(data))
+    for line in skip_lines(data):
+        print(f"dcrawl: {line}", file=sys.stderr)
+    return 0
+
+
+def add_parser(command: Any, connect: Callable[[argparse.Namespace], tuple[Any, Any, SpiderKeys]]) -> None:
+    """Register `hosts` with cli/main.py's `command(name, func, help, json_flag)` helper and its `_connect`."""
+    p = command("hosts", cmd_hosts, "hosts of the frontier: pending, next due, blocks, budgets", json_flag=True)
+    p.set_defaults(connect=connect)
+    p.add_argument("spider")
+    p.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help=f"hosts shown (default {DEFAULT_LIMIT})")
+    p.add_argument(
+        "--scan",
+        type=int,
+        default=DEFAULT_SCAN,
+        help=f"hosts read to find the top by pending (default {DEFAULT_SCAN:,}; 0 = every host)",
+    )

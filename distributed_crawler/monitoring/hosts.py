@@ -1,0 +1,268 @@
+"""The per-host frontier as an operator sees it: `dcrawl hosts` rows and the `hosts` block of the status.
+
+Keys read (host mode, docs/frontier.md): `{spider}:hosts` (ready zset: host -> server time it may
+be served next), `{spider}:hosts:over` (over-budget zset: host -> pending when it went over),
+`{spider}:q:<host>` (one host's queue, zset) and `{spider}:host:<host>` (its state hash: `iv`,
+`cd`, `bo`, `until`, `why`, `pages`, `max`).
+
+Bounded on a million hosts: the counts are ZCARD/ZCOUNT (O(log n)); per-host figures are read for
+a sample only (the hosts due soonest, the latest-due ones, which is where blocked hosts sit, and
+the over-budget hosts with the most left), in pipelines of `CHUNK` commands; nothing uses KEYS.
+Everything read is untrusted: a host name that is not short printable UTF-8, a per-host key of the
+wrong type and a field that is not a finite number are skipped or read as their default, and
+counted in `Skips`. Works with a sync client (`run_sync`) and an asyncio one, like nodes.py.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from distributed_crawler.connection.untrusted import finite, text
+from distributed_crawler.monitoring.nodes import Skips
+from distributed_crawler.queue.enqueue import maybe_await
+from distributed_crawler.queue.keys import SpiderKeys
+
+CHUNK = 1000  # commands per pipeline round trip
+STATUS_SAMPLE = 500  # hosts whose queue sizes the status reads (its `top` is among these)
+STATUS_TOP = 10  # hosts listed in the status's `top`
+STATUS_BLOCKED = 5  # blocked hosts listed in the status (latest until first)
+MAX_HOST_CHARS = 300  # a DNS name is at most 253, plus ":port"
+MAX_WHY_CHARS = 300
+MAX_COUNT = 2**53
+MAX_BLOCK_SECONDS = 10 * 365 * 86400
+HOST_FIELDS = ("iv", "cd", "bo", "until", "why", "pages", "max")
+
+
+def host_name(raw: Any) -> str | None:
+    """A host name read from Redis, or None when it is not short printable UTF-8 text."""
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    if not isinstance(raw, str) or not raw or len(raw) > MAX_HOST_CHARS:
+        return None
+    return raw if raw.isprintable() and " " not in raw else None
+
+
+def _count(value: Any, default: int = 0) -> int:
+    number = finite(text(value) if isinstance(value, bytes) else value, float(default))
+    return int(number) if -1 <= number <= MAX_COUNT else default
+
+
+@dataclass(frozen=True)
+class HostRow:
+    host: str
+    pending: int  # requests in its queue
+    due_in: float | None  # seconds until it may be served (0 = now); None = not in the ready index
+    blocked_until: float | None  # server time of a block still running (429, Retry-After, backoff)
+    blocked_for: float | None  # seconds left of that block
+    why: str  # last block reason ("" = never blocked)
+    pages: int  # requests leased on their first delivery
+    budget: int | None  # DOMAIN_MAX_PAGES of the host (None = no budget)
+    over_budget: bool
+    backoff: int  # adaptive backoff level (0 = none)
+    interval: float  # seconds between two requests: max(rate interval, Crawl-delay)
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _is_error(value: Any) -> bool:
+    return isinstance(value, Exception)
+
+
+async def _pipelined(client: Any, calls: list[tuple[str, tuple[Any, ...]]]) -> list[Any]:
+    """Run (method, args) calls in pipelines of CHUNK; errors come back in place (never raised)."""
+    out: list[Any] = []
+    for start in range(0, len(calls), CHUNK):
+        pipe = client.pipeline(transaction=False)
+        for method, args in calls[start : start + CHUNK]:
+            getattr(pipe, method)(*args)
+        out += await maybe_await(pipe.execute(raise_on_error=False))
+    return out
+
+
+async def wrong_host_keys(client: Any, keys: SpiderKeys, skips: Skips) -> set[str]:
+    """The ready / over-budget keys holding another Redis type than zset (named in `skips`)."""
+    kinds = await _pipelined(client, [("type", (keys.ready,)), ("type", (keys.over_budget,))])
+    wrong = set()
+    for key, raw in zip((keys.ready, keys.over_budget), kinds):
+        kind = "?" if _is_error(raw) else text(raw) or "none"
+        if kind not in ("zset", "none"):
+            skips.wrong_type(key, kind, "zset")
+            wrong.add(key)
+    return wrong
+
+
+async def read_rows(
+    client: Any,
+    keys: SpiderKeys,
+    now: float,
+    ready: dict[str, float],
+    over: set[str],
+    skips: Skips,
+) -> list[HostRow]:
+    """One row per host (ready score given for hosts in the ready index); two commands a host."""
+    hosts = sorted(set(ready) | over)
+    calls: list[tuple[str, tuple[Any, ...]]] = []
+    for host in hosts:
+        calls.append(("zcard", (keys.host_queue(host),)))
+        calls.append(("hmget", (keys.host(host), *HOST_FIELDS)))
+    replies = await _pipelined(client, calls)
+    rows = []
+    queue_pattern, state_pattern = keys.host_queue("<host>"), keys.host("<host>")
+    for i, host in enumerate(hosts):
+        size, fields = replies[2 * i], replies[2 * i + 1]
+        if _is_error(size):
+            skips.add(queue_pattern)
+            size = 0
+        if _is_error(fields) or not isinstance(fields, list) or len(fields) != len(HOST_FIELDS):
+            skips.add(state_pattern)
+            fields = [None] * len(HOST_FIELDS)
+        state = dict(zip(HOST_FIELDS, fields))
+        until = finite(state["until"])
+        if until > now + MAX_BLOCK_SECONDS:  # no block lasts decades: garbage
+            skips.add(state_pattern)
+            until = 0.0
+        budget = _count(state["max"], -1)
+        pages = max(0, _count(state["pages"]))
+        score = ready.get(host)
+        rows.append(
+            HostRow(
+                host=host,
+                pending=int(size),
+                due_in=None if score is None else round(max(0.0, score - now), 3) if math.isfinite(score) else None,
+                blocked_until=round(until, 3) if until > now else None,
+                blocked_for=round(until - now, 3) if until > now else None,
+                why="".join(c if c.isprintable() else "?" for c in text(state["why"])[:MAX_WHY_CHARS]),
+                pages=pages,
+                budget=budget if budget >= 0 else None,
+                over_budget=host in over or (budget >= 0 and pages >= budget),
+                backoff=max(0, _count(state["bo"])),
+                interval=round(max(0.0, finite(state["iv"]), finite(state["cd"])), 3),
+            )
+        )
+    return rows
+
+
+def _named(pairs: list[Any], skips: Skips, key: str) -> dict[str, float]:
+    """(member, score) pairs with readable host names; the others are counted in `skips`."""
+    out: dict[str, float] = {}
+    for raw, score in pairs:
+        name = host_name(raw)
+        if name is None:
+            skips.add(key)
+            continue
+        out[name] = float(score)
+    return out
+
+
+async def _zrange(client: Any, key: str, start: int, stop: int, reverse: bool = False) -> list[Any]:
+    if stop < start:
+        return []
+    method = client.zrevrange if reverse else client.zrange
+    return list(await maybe_await(method(key, start, stop, withscores=True)))
+
+
+async def _zscan_all(client: Any, key: str) -> list[Any]:
+    pairs: list[Any] = []
+    cursor: Any = 0
+    while True:
+        cursor, chunk = await maybe_await(client.zscan(key, cursor, count=CHUNK))
+        pairs += list(chunk)
+        if not int(cursor):
+            return pairs
+
+
+async def sample_hosts(
+    client: Any, keys: SpiderKeys, wrong: set[str], sample: int, skips: Skips
+) -> tuple[dict[str, float], set[str]]:
+    """Ready hosts (-> score) and over-budget hosts to show: every host when `sample` is 0, else
+    the `sample` due soonest, a quarter as many due latest (blocked hosts) and over budget."""
+    ready_key, over_key = keys.ready, keys.over_budget
+    if sample <= 0:
+        ready_pairs = [] if ready_key in wrong else await _zscan_all(client, ready_key)
+        over_pairs = [] if over_key in wrong else await _zscan_all(client, over_key)
+    else:
+        tail = max(1, sample // 4)
+        ready_pairs = []
+        if ready_key not in wrong:
+            ready_pairs = await _zrange(client, ready_key, 0, sample - 1)
+            if len(ready_pairs) == sample:  # more may follow: the latest due too (no overlap)
+                size = int(await maybe_await(client.zcard(ready_key)))
+                ready_pairs += await _zrange(client, ready_key, 0, min(tail, size - sample) - 1, reverse=True)
+        over_pairs = [] if over_key in wrong else await _zrange(client, over_key, 0, tail - 1, reverse=True)
+    ready = _named(ready_pairs, skips, ready_key)
+    over = set(_named(over_pairs, skips, over_key))
+    return ready, over
+
+
+def by_pending(rows: list[HostRow]) -> list[HostRow]:
+    return sorted(rows, key=lambda r: (-r.pending, r.host))
+
+
+async def host_summary(
+    client: Any,
+    keys: SpiderKeys,
+    now: float,
+    skips: Skips,
+    wrong: set[str] | None = None,
+    sample: int = STATUS_SAMPLE,
+    top: int = STATUS_TOP,
+) -> dict[str, Any]:
+    """The status's `hosts`: count, ready (due now), waiting, blocked, over_budget, top by pending.
+
+    `blocked` counts the hosts of the ready index whose block (`until`) is still running among the
+    `sample` latest-due ones (`blocked_exact` is false when there were more not-due hosts than that);
+    `top` is the `top` hosts by pending among the `scanned` ones.
+    """
+    if wrong is None:
+        wrong = await wrong_host_keys(client, keys, skips)
+    ready_key, over_key = keys.ready, keys.over_budget
+    pipe = client.pipeline(transaction=False)
+    pipe.zcard(ready_key)
+    pipe.zcount(ready_key, "-inf", now)
+    pipe.zcard(over_key)
+    in_ready, due, over_count = [
+        0 if key in wrong or _is_error(v) else int(v)
+        for key, v in zip((ready_key, ready_key, over_key), await maybe_await(pipe.execute(raise_on_error=False)))
+    ]
+    waiting = max(0, in_ready - due)
+    ready, over = await sample_hosts(client, keys, wrong, sample, skips)
+    not_due: dict[str, float] = {}
+    if waiting and ready_key not in wrong:
+        latest = await maybe_await(
+            client.zrevrangebyscore(ready_key, "+inf", f"({now!r}", start=0, num=sample, withscores=True)
+        )
+        not_due = _named(list(latest), Skips(), ready_key)  # already counted by sample_hosts if garbage
+    rows = await read_rows(client, keys, now, {**ready, **not_due}, over, skips)
+    blocked = [r for r in rows if r.blocked_until is not None and r.host in not_due]
+    return {
+        "count": in_ready + over_count,
+        "ready": due,
+        "waiting": waiting,
+        "blocked": len(blocked),
+        "blocked_exact": waiting <= sample,
+        "over_budget": over_count,
+        "scanned": len(rows),
+        "top": [r.as_json() for r in by_pending(rows)[:top]],
+        "blocked_hosts": [
+            r.as_json() for r in sorted(blocked, key=lambda r: (-(r.blocked_until or 0), r.host))[:STATUS_BLOCKED]
+        ],
+    }
+
+
+EMPTY_SUMMARY: dict[str, Any] = {
+    "count": 0,
+    "ready": 0,
+    "waiting": 0,
+    "blocked": 0,
+    "blocked_exact": True,
+    "over_budget": 0,
+    "scanned": 0,
+    "top": [],
+    "blocked_hosts": [],
+}
