@@ -48,7 +48,7 @@ DEFAULTS: dict[str, Any] = {
     # Scheduler.
     "SCHEDULER_PERSIST": True,
     "SCHEDULER_FLUSH_ON_START": False,
-    "SCHEDULER_QUEUE_CLASS": "priority",
+    "SCHEDULER_QUEUE_CLASS": "host",  # per-host frontier (fair); priority / fifo / lifo: one queue
     "SCHEDULER_LEASE_SECONDS": 60,
     "SCHEDULER_MAX_DELIVERIES": 5,
     "SCHEDULER_PREFETCH": 0,  # 0 = derived from CONCURRENT_REQUESTS
@@ -92,9 +92,19 @@ DEFAULTS: dict[str, Any] = {
     # Retries through {spider}:delayed and cluster-wide politeness (docs/retries-and-politeness.md).
     "RETRY_BACKOFF_BASE": 1.0,  # seconds before the first retry; doubles each retry (with jitter)
     "RETRY_BACKOFF_MAX": 60.0,  # cap of the backoff and of a site's Retry-After
+    # Host mode: answers that block the host for every node (Retry-After, else adaptive backoff with
+    # RETRY_BACKOFF_BASE/MAX); any retryable answer with Retry-After blocks it too.
+    "HOST_BLOCK_HTTP_CODES": [429, 503],
+    # robots.txt fetched once per host for the cluster (ROBOTSTXT_OBEY), cached in Redis.
+    "ROBOTS_CACHE_KEY": "{%(spider)s}:robots:%(host)s",  # JSON {status, body, fetched_at}
+    "ROBOTS_CACHE_SECONDS": 86400,  # how long a fetched robots.txt is used (2xx, 4xx)
+    "ROBOTS_ERROR_CACHE_SECONDS": 60,  # 5xx / unreachable: disallow all this long, then fetch again
+    "ROBOTS_LOCK_SECONDS": 30,  # the fetching node's lock; another node takes over after it
+    "ROBOTS_WAIT_SECONDS": 1.0,  # a request whose robots.txt another node fetches waits in delayed
     "DOMAIN_RATE_LIMIT": 0,  # requests/s per domain, all nodes together (0 = off)
     "DOMAIN_RATE_LIMITS": {},  # {"example.com": 0.5} per-domain overrides (JSON with -s; 0 = no limit)
     "DOMAIN_RATE_LIMIT_PER_PROXY": False,  # one budget per domain x proxy instead of per domain
+    "DOMAIN_MAX_PAGES": 0,  # host mode: pages per host across the cluster (0 = no limit), or {"example.com": 500}
     "DOMAIN_RATE_KEY": "dc:rate:%(domain)s",  # one key per domain (single-key script: Cluster-safe)
     # Shared proxy pool (docs/proxies.md). Under REDIS_CLUSTER an unset dead key is {dc:proxies}:dead.
     "PROXY_ENABLED": "auto",  # auto = on when PROXY_LIST/PROXY_FILE is set or the pool has proxies
@@ -114,6 +124,9 @@ DEFAULTS: dict[str, Any] = {
     "STORAGE_FLUSH_SECONDS": 1.0,  # longest an item waits while another commit runs
     "STORAGE_RETRY_MAX_SECONDS": 30.0,  # longest backoff between retries of a failed commit
     "STORAGE_CLOSE_RETRY_SECONDS": 60.0,  # failed commits are retried this long once closing
+    # WARC archive of every fetch (docs/warc.md).
+    "WARC_DIR": "",  # "" = off; each node writes <node>-<time>-<n>.warc.gz here; env var overrides
+    "WARC_MAX_SIZE": 1_000_000_000,  # bytes: a file this large is closed and the next <n> starts
 }
 
 ENV_OVERRIDES = (
@@ -128,6 +141,7 @@ ENV_OVERRIDES = (
     "DASHBOARD_TOKEN",
     "PROMETHEUS_PORT",
     "PLAYWRIGHT_EXECUTABLE_PATH",
+    "WARC_DIR",
 )
 
 

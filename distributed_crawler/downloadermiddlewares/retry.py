@@ -11,6 +11,14 @@ After the last retry the request goes to `{spider}:failed` with url, reason, sta
 last proxy (masked), node, time and its payload, so `dcrawl failed SPIDER --requeue` can send it
 back. A ban seen by the proxy middleware (`request.meta["_dc_proxy_ban"]`) is retryable whatever
 its status.
+
+Host mode (SCHEDULER_QUEUE_CLASS "host", docs/retries-and-politeness.md): an answer in
+HOST_BLOCK_HTTP_CODES (429, 503), or any retryable answer with `Retry-After`, also blocks the
+request's HOST for every node (lua/host_block.lua): until the Retry-After (capped by
+RETRY_BACKOFF_MAX), else for an adaptive backoff (the host's level `bo` + 1, same formula as a
+retry's delay, capped); the next success from a host leased with bo > 0 resets it to 0. Requests
+of that host this node already holds are given back to `delayed` until the block ends instead of
+being sent. A proxy's ban is the proxy's problem, not the host's: it blocks nothing.
 """
 
 from __future__ import annotations
@@ -27,17 +35,20 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import ResponseError
 from scrapy import signals
 from scrapy.downloadermiddlewares.retry import RetryMiddleware
+from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.python import global_object_name
 from scrapy.utils.response import response_status_message
 
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisConfig
-from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
+from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, finite, is_wrong_type
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.internals import node_stopping
 from distributed_crawler.meta import (
     AUTH_PROXY_META,
     DONT_RETRY_META,
+    HOST_BACKOFF_META,
+    HOST_SLOT_META,
     LEASE_META,
     POOL_PROXY_META,
     PROXY_BAN_META,
@@ -48,6 +59,7 @@ from distributed_crawler.meta import (
 from distributed_crawler.queue.codec import RequestCodec, allowed_classes
 from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
 from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.queue.scripts import QueueScripts
 from distributed_crawler.redact import mask_url
 
 if TYPE_CHECKING:
@@ -59,6 +71,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DATA_BACKOFF_MAX = 5.0  # the failed list Redis refuses (wrong type): how often a dead letter tries again
+RESET_EVERY = 1.0  # seconds: a node resets one host's backoff level at most this often
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @dataclass(frozen=True)
@@ -67,6 +81,8 @@ class RetryConfig:
     backoff_max: float = 60.0
     failed_max: int = 100_000
     allowed_classes: tuple[str, ...] = ()
+    host_mode: bool = False  # SCHEDULER_QUEUE_CLASS "host": 429/503/Retry-After block the host
+    block_codes: frozenset[int] = frozenset({429, 503})
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> RetryConfig:
@@ -83,7 +99,33 @@ class RetryConfig:
             backoff_max=cap,
             failed_max=read.int("SCHEDULER_FAILED_MAX", min=0),
             allowed_classes=allowed_classes(settings),
+            host_mode=read.str("SCHEDULER_QUEUE_CLASS") == "host",
+            block_codes=frozenset(_status_codes(read.list("HOST_BLOCK_HTTP_CODES"))),
         )
+
+
+def _status_codes(values: list[str]) -> list[int]:
+    codes = []
+    for value in values:
+        if not value.isdigit() or not 100 <= int(value) <= 599:
+            raise ValueError(f"HOST_BLOCK_HTTP_CODES ({value}) must be HTTP status codes, e.g. [429, 503]")
+        codes.append(int(value))
+    return codes
+
+
+def slot_of_request(request: Request) -> str:
+    """The politeness slot a request was leased under (HOST_SLOT_META, set by the host-mode
+    scheduler), else its lowercased host, plus `:port` when not the scheme's default."""
+    slot = request.meta.get(HOST_SLOT_META)
+    if isinstance(slot, str) and slot:
+        return slot
+    url = urlparse_cached(request)
+    host = (url.hostname or "").lower()
+    try:
+        port = url.port
+    except ValueError:
+        port = None
+    return f"{host}:{port}" if port and port != DEFAULT_PORTS.get(url.scheme) else host
 
 
 def backoff_delay(retry: int, base: float, cap: float, rand: Callable[[], float] = random.random) -> float:
@@ -94,6 +136,11 @@ def backoff_delay(retry: int, base: float, cap: float, rand: Callable[[], float]
     """
     step = min(cap, base * 2 ** max(0, retry - 1))
     return step / 2 + step / 2 * rand()
+
+
+def _level(value: Any) -> int:
+    """A backoff level from meta: an int >= 0, anything else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def parse_retry_after(
@@ -150,6 +197,11 @@ class DistributedRetryMiddleware(RetryMiddleware):
         self.failed_key = ""
         self._wrong_types = WrongTypeLog("writing dead letters", logger)
         self._data_errors = EpisodeLog(logger)
+        self.scripts: QueueScripts | None = None  # host mode: host_block.lua
+        self._blocked: dict[str, float] = {}  # slot -> time.monotonic() its block ends (as this node heard)
+        self._reset_at: dict[str, float] = {}  # slot -> time.monotonic() of this node's last reset
+        self._block_errors = EpisodeLog(logger)
+        self.rand: Callable[[], float] = random.random
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DistributedRetryMiddleware:
@@ -169,6 +221,8 @@ class DistributedRetryMiddleware(RetryMiddleware):
         self.dead_letters = DeadLetters(self.client, keys.failed, self.node_id, self.config.failed_max)
         self.failed_key = keys.failed
         self.codec = RequestCodec(spider, self.config.allowed_classes)
+        if self.config.host_mode:
+            self.scripts = QueueScripts.register(self.client, keys, "host")
 
     async def spider_closed(self, spider: Spider) -> None:
         if self.client is not None:
@@ -176,20 +230,37 @@ class DistributedRetryMiddleware(RetryMiddleware):
             await self.context.release()
 
     # -- Scrapy hooks ---------------------------------------------------------------------
+    def process_request(self, request: Request, spider: Spider | None = None) -> Request | None:
+        """Host mode: a leased request of a host this node knows is blocked goes back to `delayed`."""
+        if not self._blocked or LEASE_META not in request.meta:
+            return None
+        slot = slot_of_request(request)
+        left = self._blocked.get(slot, 0.0) - time.monotonic()
+        if left <= 0:
+            self._blocked.pop(slot, None)
+            return None
+        again = request.copy()  # keeps the lease: the scheduler hands it over to delayed
+        again.dont_filter = True
+        again.meta[RETRY_DELAY_META] = left
+        self.crawler.stats.inc_value("retry/host_deferred")
+        return again
+
     # Scrapy awaits a middleware's coroutine methods; RetryMiddleware's annotations are the sync ones
     async def process_response(  # type: ignore[override]
         self, request: Request, response: Response, spider: Spider | None = None
     ) -> Request | Response:
+        ban = request.meta.get(PROXY_BAN_META)
+        retry_after = parse_retry_after(response.headers.get("Retry-After"), response.headers.get("Date"))
+        if self.scripts is not None and not ban:
+            await self._host_politeness(request, response, retry_after)
         if request.meta.get(DONT_RETRY_META, False):
             return response
-        ban = request.meta.get(PROXY_BAN_META)
         if ban:
             reason = f"proxy ban: {ban}"
         elif response.status in self.retry_http_codes:
             reason = response_status_message(response.status)
         else:
             return response
-        retry_after = parse_retry_after(response.headers.get("Retry-After"), response.headers.get("Date"))
         return await self._retry_later(request, reason, response.status, retry_after) or response
 
     async def process_exception(  # type: ignore[override]
@@ -199,6 +270,51 @@ class DistributedRetryMiddleware(RetryMiddleware):
             reason = request.meta.get(PROXY_BAN_META) and f"proxy ban: {request.meta[PROXY_BAN_META]}"
             return await self._retry_later(request, reason or exception, None, None)
         return None
+
+    # -- host mode: block the host, reset its backoff ---------------------------------------
+    async def _host_politeness(self, request: Request, response: Response, retry_after: float | None) -> None:
+        status = response.status
+        blocks = status in self.config.block_codes or (retry_after is not None and status >= 400)
+        if blocks:
+            await self.block_host(slot_of_request(request), retry_after, response_status_message(status))
+        elif 200 <= status < 300 and _level(request.meta.get(HOST_BACKOFF_META)) > 0:
+            await self._reset(slot_of_request(request))
+
+    async def block_host(self, slot: str, retry_after: float | None, reason: str) -> float | None:
+        """Block `slot` for every node (lua/host_block.lua); returns the seconds it stays blocked."""
+        assert self.scripts is not None
+        try:
+            left = finite(
+                await self.scripts.block_host(
+                    slot, retry_after, reason, self.config.backoff_base, self.config.backoff_max, self.rand()
+                )
+            )
+        except TRANSIENT_ERRORS + (ResponseError,) as exc:
+            self._block_errors.failed(
+                "blocking hosts",
+                "Host %s not blocked (Redis: %s); its other requests go on at their usual pace",
+                slot,
+                str(exc)[:200],
+            )
+            return None
+        self._block_errors.ok("blocking hosts")
+        self.crawler.stats.inc_value("retry/host_blocked")
+        if left > 0:
+            self._blocked[slot] = max(self._blocked.get(slot, 0.0), time.monotonic() + left)
+            logger.info("Host %s blocked for %.1f s for every node (%s)", slot, left, reason)
+        return left
+
+    async def _reset(self, slot: str) -> None:
+        assert self.scripts is not None
+        clock = time.monotonic()
+        if clock - self._reset_at.get(slot, -RESET_EVERY) < RESET_EVERY:
+            return
+        self._reset_at[slot] = clock
+        try:
+            await self.scripts.reset_host_backoff(slot)
+            self.crawler.stats.inc_value("retry/host_backoff_reset")
+        except TRANSIENT_ERRORS + (ResponseError,):
+            self._reset_at.pop(slot, None)  # the next success tries again
 
     # -- retry or dead-letter -------------------------------------------------------------
     async def _retry_later(

@@ -1,21 +1,99 @@
-"""Downloader middlewares of the project."""
+"""robots.txt once per host for the whole cluster (ROBOTSTXT_OBEY), cached in Redis.
+
+`RobotsTxtMiddleware` (at 100, in place of Scrapy's) reads a host's robots.txt from
+ROBOTS_CACHE_KEY (JSON {"status", "body", "fetched_at"}, TTL ROBOTS_CACHE_SECONDS). When it is
+absent, exactly one node fetches it: the one that wins `SET <key>:lock NX EX ROBOTS_LOCK_SECONDS`,
+in a background task, through the downloader middlewares like any page (proxy pool and its ban
+logic, retries). No request waits for it holding a concurrency slot: a leased request of a host
+without robots.txt yet goes back to `{spider}:delayed` for ROBOTS_WAIT_SECONDS (its lease handed
+over, as a retry's is, without counting a retry), and in host mode the fetching node also blocks
+the host that long (lua/host_block.lua), so the frontier stops serving it meanwhile.
+
+What the answer means (RFC 9309): 2xx = the rules of its body; 4xx from the site = allow all;
+5xx, 429, unreachable, or a proxy's ban answer after the last retry (`_dc_proxy_ban`: never the
+site's robots.txt) = disallow all for ROBOTS_ERROR_CACHE_SECONDS, then one node fetches again;
+meanwhile that host's leased requests wait in `delayed` (disallowed for now, not dropped).
+In host mode the Crawl-delay for our user agent goes to the host hash field `cd`, which the
+frontier's pop uses to space the host (the effective interval is max(iv, cd)).
+
+Without a Redis client (a unit test that never opens the spider) it behaves as Scrapy's, with the
+waiter fix below.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any
 
+from redis.exceptions import ResponseError
+from scrapy import signals
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as ScrapyRobotsTxtMiddleware
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import Request
+from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
+from scrapy.utils.misc import build_from_crawler
 from twisted.internet.defer import Deferred
 
+from distributed_crawler.connection.clients import TRANSIENT_ERRORS
+from distributed_crawler.connection.untrusted import EpisodeLog, finite, text
+from distributed_crawler.core.context import RedisContext
+from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.downloadermiddlewares.retry import slot_of_request
+from distributed_crawler.meta import LEASE_META, PROXY_BAN_META, RETRY_DELAY_META
+from distributed_crawler.queue.scripts import QueueScripts
+
 if TYPE_CHECKING:
-    from scrapy import Request
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
     from scrapy.robotstxt import RobotParser
+
+logger = logging.getLogger(__name__)
+
+ALLOW_ALL = b""
+DISALLOW_ALL = b"User-agent: *\nDisallow: /\n"
+MAX_BODY = 512 * 1024  # RFC 9309: parse at least 500 KiB
+LOCAL_SECONDS = 300.0  # a node re-reads the cache at least this often (another node may refresh it)
+MAX_CRAWL_DELAY = 86400.0
+
+
+def rules_of(entry: dict[str, Any]) -> bytes:
+    """The robots.txt to obey for a cache entry (RFC 9309, see the module docstring)."""
+    status = entry.get("status")
+    if isinstance(status, int) and not isinstance(status, bool):
+        if 200 <= status < 400:
+            body = entry.get("body")
+            return body.encode("utf-8") if isinstance(body, str) else ALLOW_ALL
+        if 400 <= status < 500 and status != 429:
+            return ALLOW_ALL
+    return DISALLOW_ALL
+
+
+def entry_of(response: Response | None, error: str = "") -> dict[str, Any]:
+    """The cache entry for a robots.txt answer (None = unreachable: `error` says why)."""
+    now = time.time()
+    if response is None:
+        return {"status": None, "body": "", "fetched_at": now, "error": error[:200]}
+    ban = response.meta.get(PROXY_BAN_META) if response.request is not None else None
+    if ban:  # the proxy's answer, not the site's
+        return {"status": None, "body": "", "fetched_at": now, "error": f"proxy ban: {ban}"[:200]}
+    body = response.body[:MAX_BODY].decode("utf-8", "replace") if 200 <= response.status < 300 else ""
+    return {"status": response.status, "body": body, "fetched_at": now}
+
+
+def entry_ok(entry: dict[str, Any]) -> bool:
+    """Cache entries are untrusted: an entry that means "disallow all" is an error entry."""
+    return rules_of(entry) is not DISALLOW_ALL
 
 
 class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
-    """Scrapy's, minus a bypass: every request waiting for robots.txt gets the parser.
+    """Once per cluster (module docstring); locally Scrapy's, minus a bypass: every request waiting
+    for robots.txt gets the parser.
 
     Scrapy 2.19 lets all requests that arrive while robots.txt is downloading await the same
     Deferred through `asFuture()`, which consumes its result: from the second waiter on, the
@@ -36,3 +114,193 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
 
         pending.addBoth(relay)
         return await maybe_deferred_to_future(mine)
+
+    # -- once per cluster -------------------------------------------------------------------
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)  # NotConfigured unless ROBOTSTXT_OBEY
+        read = SettingsReader(crawler.settings)
+        self.key_template = read.str("ROBOTS_CACHE_KEY")
+        self.cache_seconds = read.int("ROBOTS_CACHE_SECONDS", min=1)
+        self.error_seconds = read.int("ROBOTS_ERROR_CACHE_SECONDS", min=1)
+        self.lock_seconds = read.int("ROBOTS_LOCK_SECONDS", min=1)
+        self.wait_seconds = read.float("ROBOTS_WAIT_SECONDS", above=0)
+        self.host_mode = read.str("SCHEDULER_QUEUE_CLASS") == "host"
+        self.client: Any = None
+        self.scripts: QueueScripts | None = None
+        self.spider_name = ""
+        self._cached: dict[str, tuple[RobotParser, float, bool]] = {}  # netloc -> (parser, expiry, usable)
+        self._fetching: dict[str, asyncio.Task[RobotParser]] = {}
+        self._errors = EpisodeLog(logger)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RobotsTxtMiddleware:
+        mw = cls(crawler)
+        crawler.signals.connect(mw.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(mw.spider_closed, signal=signals.spider_closed)
+        return mw
+
+    def spider_opened(self, spider: Spider) -> None:
+        context = RedisContext.of(self.crawler)
+        self.context = context
+        self.client = context.acquire().client
+        self.spider_name = spider.name
+        if self.host_mode:
+            self.scripts = QueueScripts.register(self.client, context.keys_for(spider.name), "host")
+
+    async def spider_closed(self, spider: Spider) -> None:
+        for task in list(self._fetching.values()):
+            task.cancel()
+        if self.client is not None:
+            self.client = None
+            await self.context.release()
+
+    def cache_key(self, netloc: str) -> str:
+        return self.key_template % {"spider": self.spider_name, "name": self.spider_name, "host": netloc}
+
+    async def process_request(self, request: Request, spider: Spider | None = None) -> Request | None:  # type: ignore[override]
+        if self.client is None:
+            await super().process_request(request)
+            return None
+        if request.meta.get("dont_obey_robotstxt") or request.url.startswith(("data:", "file:")):
+            return None
+        url = urlparse_cached(request)
+        netloc = url.netloc.lower()
+        parser = self._local(netloc) or await self._from_cache(netloc)
+        cached = self._cached.get(netloc)
+        if parser is not None and cached is not None and not cached[2] and LEASE_META in request.meta:
+            # robots.txt unavailable: disallowed for now, not for good (RFC 9309): wait in delayed
+            return self._hand_back(request, max(self.wait_seconds, cached[1] - time.monotonic()))
+        if parser is None:
+            if LEASE_META not in request.meta:  # not from our queue: nothing to hand back, wait here
+                parser = await asyncio.shield(self._fetch_task(url.scheme, netloc, request))
+            else:
+                await self._fetch_elsewhere_or_here(url.scheme, netloc, request)
+                return self._hand_back(request)
+        self.process_request_2(parser, request)
+        return None
+
+    def _local(self, netloc: str) -> RobotParser | None:
+        cached = self._cached.get(netloc)
+        if cached is None or cached[1] < time.monotonic():
+            return None
+        return cached[0]
+
+    def _remember(self, netloc: str, entry: dict[str, Any]) -> RobotParser:
+        parser = build_from_crawler(self._parserimpl, self.crawler, rules_of(entry))
+        ttl = self.cache_seconds if entry_ok(entry) else self.error_seconds
+        left = finite(entry.get("fetched_at"), 0.0) + ttl - time.time()
+        self._cached[netloc] = (parser, time.monotonic() + max(1.0, min(left, LOCAL_SECONDS)), entry_ok(entry))
+        return parser
+
+    async def _from_cache(self, netloc: str) -> RobotParser | None:
+        try:
+            raw = await self.client.get(self.cache_key(netloc))
+        except TRANSIENT_ERRORS + (ResponseError,) as exc:
+            self._errors.failed("reading robots.txt", "robots.txt cache unreadable (%s); fetching here", exc)
+            return None
+        if raw is None:
+            return None
+        try:
+            entry = json.loads(text(raw))
+        except ValueError:
+            entry = None
+        if not isinstance(entry, dict):  # garbage: as if absent (the next fetch overwrites it)
+            self._errors.failed("robots.txt entry", "robots.txt cache %s is not JSON; fetching again", netloc)
+            return None
+        self.crawler.stats.inc_value("robotstxt/cache_hit")
+        return self._remember(netloc, entry)
+
+    async def _fetch_elsewhere_or_here(self, scheme: str, netloc: str, request: Request) -> None:
+        """Start the fetch here when this node wins the lock; another node's lock: nothing to do."""
+        if netloc in self._fetching:
+            return
+        try:
+            won = await self.client.set(f"{self.cache_key(netloc)}:lock", "1", nx=True, ex=self.lock_seconds)
+        except TRANSIENT_ERRORS + (ResponseError,):
+            won = True  # Redis out: fetch here rather than never
+        if won:
+            self._fetch_task(scheme, netloc, request)
+            await self._block_host(request, "robots.txt pending")
+
+    def _hand_back(self, request: Request, wait: float = 0.0) -> Request:
+        again = request.copy()  # keeps the lease: the scheduler hands it over to delayed
+        again.dont_filter = True
+        again.meta[RETRY_DELAY_META] = wait or self.wait_seconds
+        self.crawler.stats.inc_value("robotstxt/handed_back")
+        return again
+
+    def _fetch_task(self, scheme: str, netloc: str, request: Request) -> asyncio.Task[RobotParser]:
+        task = self._fetching.get(netloc)
+        if task is None:
+            task = asyncio.ensure_future(self._fetch(scheme, netloc, request))
+            self._fetching[netloc] = task
+            task.add_done_callback(lambda _: self._fetching.pop(netloc, None))
+        return task
+
+    async def _fetch(self, scheme: str, netloc: str, request: Request) -> RobotParser:
+        robots = Request(
+            f"{scheme}://{netloc}/robots.txt",
+            priority=self.DOWNLOAD_PRIORITY,
+            meta={"dont_obey_robotstxt": True},
+            callback=NO_CALLBACK,
+        )
+        self.crawler.stats.inc_value("robotstxt/request_count")
+        try:
+            response = await self.crawler.engine.download_async(robots)
+            entry = entry_of(response)
+            self.crawler.stats.inc_value(f"robotstxt/response_status_count/{response.status}")
+        except asyncio.CancelledError:
+            raise
+        except IgnoreRequest:  # dropped here (e.g. the node is stopping): says nothing about the site
+            await self._unlock(netloc)
+            return build_from_crawler(self._parserimpl, self.crawler, DISALLOW_ALL)  # nothing remembered
+        except Exception as exc:  # noqa: BLE001 - as Scrapy's: unreachable after the retries = disallow for now
+            entry = entry_of(None, f"{type(exc).__name__}: {exc}")
+        if not entry_ok(entry):
+            self.crawler.stats.inc_value("robotstxt/unavailable")
+            logger.warning(
+                "robots.txt of %s unavailable (%s): the host is disallowed for %s s, then fetched again",
+                netloc,
+                entry.get("error") or f"status {entry.get('status')}",
+                self.error_seconds,
+            )
+        parser = self._remember(netloc, entry)
+        key = self.cache_key(netloc)
+        try:
+            ttl = self.cache_seconds if entry_ok(entry) else self.error_seconds
+            await self.client.set(key, json.dumps(entry), ex=ttl)
+            await self.client.delete(f"{key}:lock")
+            await self._crawl_delay(parser, request)
+        except TRANSIENT_ERRORS + (ResponseError,) as exc:
+            self._errors.failed("storing robots.txt", "robots.txt of %s not cached in Redis (%s)", netloc, exc)
+        return parser
+
+    async def _unlock(self, netloc: str) -> None:
+        try:
+            await self.client.delete(f"{self.cache_key(netloc)}:lock")
+        except TRANSIENT_ERRORS + (ResponseError,):
+            pass  # it expires after ROBOTS_LOCK_SECONDS
+
+    async def _crawl_delay(self, parser: RobotParser, request: Request) -> None:
+        """Host mode: the Crawl-delay for our user agent -> host hash `cd` (absent: field removed)."""
+        if self.scripts is None:
+            return
+        agent = self._robotstxt_useragent or request.headers.get(b"User-Agent", self._default_useragent)
+        try:
+            delay = parser.crawl_delay(agent or "")
+        except (AttributeError, NotImplementedError, TypeError, ValueError):
+            delay = None
+        host_key = self.scripts.keys.host(slot_of_request(request))
+        if delay is not None and 0 < delay:
+            await self.client.hset(host_key, "cd", f"{min(float(delay), MAX_CRAWL_DELAY):.3f}")
+            self.crawler.stats.set_value("robotstxt/crawl_delay", float(delay))
+        else:
+            await self.client.hdel(host_key, "cd")
+
+    async def _block_host(self, request: Request, reason: str) -> None:
+        if self.scripts is None:
+            return
+        try:
+            await self.scripts.block_host(slot_of_request(request), self.wait_seconds, reason, 1.0, 60.0, 0.5)
+        except TRANSIENT_ERRORS + (ResponseError,):
+            pass  # the requests still go back to delayed
