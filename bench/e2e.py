@@ -1,4 +1,4 @@
-"""End-to-end throughput and Redis round trips: our scheduler vs scrapy-redis 0.9.1, same run.
+"""End-to-end throughput and Redis round trips: ours vs scrapy-redis 0.9.1, plain Scrapy and another git ref, same run.
 
 Why: the issue asks whether leases, renewals and acks cost throughput. Absolute timings on a shared
 2-core machine are noise, so both sides run alternately (A B A B ...) in one invocation, each run on
@@ -20,7 +20,17 @@ Measured per run:
   (bench/probe.py), between the same two instants;
 * fetches and duplicate fetches from the site's own hit counts.
 
+Sides (`--sides`, run alternately in each round):
+* `ours`: this working tree (or `--code REF`), N workers;
+* `scrapy-redis`: scrapy-redis 0.9.1's scheduler and dupefilter, same spider and pipeline, N workers;
+* `plain`: plain Scrapy in ONE process (memory scheduler, RFPDupeFilter with our canonical
+  fingerprinter, same spider, robots.txt middleware and pipeline; bench/plain_scrapy_project): what
+  one node of ours costs over Scrapy alone, so compare it with `--workers 1`;
+* `ref`: our code at `--ref GIT_REF` (e.g. `main`, `HEAD~3`): a `git archive` snapshot of that commit
+  in a temp dir (this bench/ copied in), N workers, so "today's main" is measured in the same run.
+
 Usage: .venv/bin/python bench/e2e.py --pages 5000 --workers 2 --runs 2 --json
+       .venv/bin/python bench/e2e.py --workers 1 --sides ours,plain,ref --ref HEAD~1 --runs 3
 """
 
 from __future__ import annotations
@@ -40,7 +50,6 @@ import redis
 
 from bench.harness import (
     SEED_KEY,
-    SIDES,
     Children,
     StoredCounter,
     Workers,
@@ -67,6 +76,7 @@ from bench.harness import (
 # the process imported its spider (a class attribute), so a worker that found the queue empty for
 # a while quits mid-crawl; that would make its side a one-worker crawl, which is not what this
 # benchmark compares. Idle-close is exercised by bench/kill9.py.
+SIDES = ("ours", "scrapy-redis", "plain", "ref")
 IDLE_CLOSE = 0.0
 STALL_SECONDS = 10.0  # no new row for this long and the crawl counts as over (pages were lost)
 STAT_KEYS = [
@@ -94,14 +104,15 @@ def run_once(children: Children, side: str, args: argparse.Namespace, run_no: in
     site_proc, site_url = start_site(children, args.pages, workdir, args.per_page, args.code_root)
     db = workdir / "items.db"
     extra = dict(kv.split("=", 1) for kv in args.ours_set) if side == "ours" else {}
-    spec = WorkerSpec(side, redis_url, f"sqlite:///{db}", IDLE_CLOSE, workdir, extra, args.code_root)
+    code_root = args.ref_root if side == "ref" else args.code_root
+    spec = WorkerSpec(side, redis_url, f"sqlite:///{db}", IDLE_CLOSE, workdir, extra, code_root)
     workers = Workers(children, spec)
     client = redis.Redis.from_url(redis_url, socket_timeout=10)
     counter = StoredCounter(db)
     try:
         expected = set(site_state(site_url)["expected"])
         client.flushall()
-        nodes = [f"w{i}" for i in range(1, args.workers + 1)]
+        nodes = [f"w{i}" for i in range(1, (1 if side == "plain" else args.workers) + 1)]
         for node in nodes:
             workers.start(node)
         workers.wait_ready(nodes)
@@ -162,6 +173,7 @@ def run_once(children: Children, side: str, args: argparse.Namespace, run_no: in
     result = {
         "side": side,
         "run": run_no,
+        "workers": len(nodes),
         "pages_expected": len(expected),
         "pages_stored": pages,
         "pages_lost": len(expected - stored_urls),
@@ -205,6 +217,34 @@ def run_once(children: Children, side: str, args: argparse.Namespace, run_no: in
     return result
 
 
+def ratios(runs: list[dict[str, Any]], out: dict[str, Any], other: str) -> dict[str, Any]:
+    """Ours over `other`: ratio of the medians, and of each pair of runs of the same round."""
+    ours, theirs = out["ours"], out[other]
+
+    def ratio(key: str) -> float | None:
+        a, b = ours.get(key), theirs.get(key)
+        return round(a / b, 3) if a and b else None
+
+    # Run i of one side and run i of the other ran back to back: on a shared machine their ratio
+    # is less exposed to load from other programs than the ratio of the medians.
+    pairs = [
+        (a["pages_per_s"], b["pages_per_s"])
+        for a in runs
+        if a["side"] == "ours"
+        for b in runs
+        if b["side"] == other and b["run"] == a["run"]
+    ]
+    pairwise = [round(a / b, 3) for a, b in pairs if a and b]
+    return {
+        "pages_per_s": ratio("median_pages_per_s"),
+        "pages_per_s_from_first_fetch": ratio("median_pages_per_s_from_first_fetch"),
+        "round_trips_per_page": ratio("median_round_trips_per_page"),
+        "worker_cpu_ms_per_page": ratio("median_worker_cpu_ms_per_page"),
+        "pages_per_s_pairwise": pairwise,
+        "pages_per_s_pairwise_median": median(pairwise),
+    }
+
+
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     keys = [
         "pages_stored",
@@ -222,31 +262,13 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for side in SIDES:
         mine = [r for r in runs if r["side"] == side]
+        if not mine:
+            continue
         out[side] = {f"median_{k}": median([r[k] for r in mine]) for k in keys}
         out[side]["evalsha_per_page"] = median([r["evalsha"] / r["pages_stored"] for r in mine if r["pages_stored"]])
-    ours, theirs = out["ours"], out["scrapy-redis"]
-
-    def ratio(key: str) -> float | None:
-        a, b = ours.get(key), theirs.get(key)
-        return round(a / b, 3) if a and b else None
-
-    # Run i of one side and run i of the other ran back to back: on a shared machine their ratio
-    # is less exposed to load from other programs than the ratio of the medians.
-    pairs = [
-        (a["pages_per_s"], b["pages_per_s"])
-        for a in runs
-        if a["side"] == "ours"
-        for b in runs
-        if b["side"] == "scrapy-redis" and b["run"] == a["run"]
-    ]
-    pairwise = [round(a / b, 3) for a, b in pairs if a and b]
-    out["ratio_ours_over_scrapy_redis"] = {
-        "pages_per_s": ratio("median_pages_per_s"),
-        "pages_per_s_from_first_fetch": ratio("median_pages_per_s_from_first_fetch"),
-        "round_trips_per_page": ratio("median_round_trips_per_page"),
-        "pages_per_s_pairwise": pairwise,
-        "pages_per_s_pairwise_median": median(pairwise),
-    }
+    for other in SIDES[1:]:
+        if out.get("ours") and out.get(other):
+            out[f"ratio_ours_over_{other.replace('-', '_')}"] = ratios(runs, out, other)
     return out
 
 
@@ -264,7 +286,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--runs", type=int, default=2, help="runs per side, alternating A B A B")
     parser.add_argument("--timeout", type=float, default=180.0, help="max seconds per crawl")
-    parser.add_argument("--sides", default=",".join(SIDES), help="comma-separated subset of: " + ", ".join(SIDES))
+    parser.add_argument(
+        "--sides",
+        default="ours,scrapy-redis,plain",
+        help="comma-separated subset of: " + ", ".join(SIDES) + " (ref is added when --ref is given)",
+    )
+    parser.add_argument("--ref", metavar="GIT_REF", help="also run side `ref`: our code at this commit (e.g. main)")
     parser.add_argument(
         "--ours-set",
         metavar="KEY=VALUE",
@@ -282,12 +309,16 @@ def main(argv: list[str] | None = None) -> int:
 
     children = Children()
     args.code_root, code_before = prepare_code(args.code)
+    sides = [s for s in SIDES if s in args.sides.split(",") or (s == "ref" and args.ref)]
+    if "ref" in sides and not args.ref:
+        raise SystemExit("side ref needs --ref GIT_REF (e.g. --ref main)")
+    args.ref_root, ref_code = prepare_code(args.ref) if args.ref else (None, None)
     load_before = os.getloadavg()
     runs: list[dict[str, Any]] = []
     started = time.time()
     try:
         for run_no in range(1, args.runs + 1):
-            for side in [s for s in SIDES if s in args.sides.split(",")]:
+            for side in sides:
                 log(f"run {run_no}/{args.runs}: {side}")
                 result = run_once(children, side, args, run_no)
                 log(
@@ -308,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         "concurrent_requests": 32,
         "cpus": os.cpu_count(),
         "code_at_start": code_before,
+        "ref_code": ref_code,
         "code_at_end": code_before if args.code else {"tree": "working tree", **git_state()},
         "loadavg_1m_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
         "duration_s": round(time.time() - started, 1),

@@ -192,9 +192,13 @@ class WorkerSpec:
                 "NODE_ID": node,
             }
         )
-        if self.side == "ours":
+        if self.side in ("ours", "ref"):  # "ref": our code at another git ref (code_root)
             env["REDIS_URL"] = self.redis_url
             env["MAX_IDLE_TIME_BEFORE_CLOSE"] = str(self.idle_close)
+        elif self.side == "plain":  # plain Scrapy, memory scheduler; Redis only for its seed
+            env["SCRAPY_SETTINGS_MODULE"] = "bench.plain_scrapy_project.settings"
+            env.pop("MAX_IDLE_TIME_BEFORE_CLOSE", None)
+            settings["REDIS_URL"] = self.redis_url
         else:
             env["SCRAPY_SETTINGS_MODULE"] = "bench.scrapy_redis_project.settings"
             env.pop("MAX_IDLE_TIME_BEFORE_CLOSE", None)

@@ -37,6 +37,9 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "distributed_crawler.downloadermiddlewares.politeness.DomainRateLimitMiddleware": 720,
         # Decides once which requests render (meta["playwright"]): before the proxy pool (700), which reads it.
         "distributed_crawler.rendering.handler.RenderingMiddleware": 650,
+        # Off unless WARC_DIR. Last before the handler: records the request as sent and the response as
+        # received (before HttpCompression 590 decodes it, Redirect 600 / Retry 550 replace it).
+        "distributed_crawler.downloadermiddlewares.warc.WarcMiddleware": 950,
     },
     "EXTENSIONS": {
         "distributed_crawler.monitoring.heartbeat.Heartbeat": 500,
