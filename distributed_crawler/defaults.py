@@ -48,7 +48,7 @@ DEFAULTS: dict[str, Any] = {
     # Scheduler.
     "SCHEDULER_PERSIST": True,
     "SCHEDULER_FLUSH_ON_START": False,
-    "SCHEDULER_QUEUE_CLASS": "host",  # per-host frontier (fair); priority / fifo / lifo: one queue
+    "SCHEDULER_QUEUE_CLASS": "priority",
     "SCHEDULER_LEASE_SECONDS": 60,
     "SCHEDULER_MAX_DELIVERIES": 5,
     "SCHEDULER_PREFETCH": 0,  # 0 = derived from CONCURRENT_REQUESTS
@@ -104,7 +104,6 @@ DEFAULTS: dict[str, Any] = {
     "DOMAIN_RATE_LIMIT": 0,  # requests/s per domain, all nodes together (0 = off)
     "DOMAIN_RATE_LIMITS": {},  # {"example.com": 0.5} per-domain overrides (JSON with -s; 0 = no limit)
     "DOMAIN_RATE_LIMIT_PER_PROXY": False,  # one budget per domain x proxy instead of per domain
-    "DOMAIN_MAX_PAGES": 0,  # host mode: pages per host across the cluster (0 = no limit), or {"example.com": 500}
     "DOMAIN_RATE_KEY": "dc:rate:%(domain)s",  # one key per domain (single-key script: Cluster-safe)
     # Shared proxy pool (docs/proxies.md). Under REDIS_CLUSTER an unset dead key is {dc:proxies}:dead.
     "PROXY_ENABLED": "auto",  # auto = on when PROXY_LIST/PROXY_FILE is set or the pool has proxies
@@ -124,9 +123,6 @@ DEFAULTS: dict[str, Any] = {
     "STORAGE_FLUSH_SECONDS": 1.0,  # longest an item waits while another commit runs
     "STORAGE_RETRY_MAX_SECONDS": 30.0,  # longest backoff between retries of a failed commit
     "STORAGE_CLOSE_RETRY_SECONDS": 60.0,  # failed commits are retried this long once closing
-    # WARC archive of every fetch (docs/warc.md).
-    "WARC_DIR": "",  # "" = off; each node writes <node>-<time>-<n>.warc.gz here; env var overrides
-    "WARC_MAX_SIZE": 1_000_000_000,  # bytes: a file this large is closed and the next <n> starts
 }
 
 ENV_OVERRIDES = (
@@ -141,7 +137,6 @@ ENV_OVERRIDES = (
     "DASHBOARD_TOKEN",
     "PROMETHEUS_PORT",
     "PLAYWRIGHT_EXECUTABLE_PATH",
-    "WARC_DIR",
 )
 
 
