@@ -123,6 +123,9 @@ DEFAULTS: dict[str, Any] = {
     "STORAGE_FLUSH_SECONDS": 1.0,  # longest an item waits while another commit runs
     "STORAGE_RETRY_MAX_SECONDS": 30.0,  # longest backoff between retries of a failed commit
     "STORAGE_CLOSE_RETRY_SECONDS": 60.0,  # failed commits are retried this long once closing
+    # WARC archive of every fetch (docs/warc.md).
+    "WARC_DIR": "",  # "" = off; each node writes <node>-<time>-<n>.warc.gz here; env var overrides
+    "WARC_MAX_SIZE": 1_000_000_000,  # bytes: a file this large is closed and the next <n> starts
 }
 
 ENV_OVERRIDES = (
@@ -137,6 +140,7 @@ ENV_OVERRIDES = (
     "DASHBOARD_TOKEN",
     "PROMETHEUS_PORT",
     "PLAYWRIGHT_EXECUTABLE_PATH",
+    "WARC_DIR",
 )
 
 

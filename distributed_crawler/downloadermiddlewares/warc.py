@@ -79,9 +79,9 @@ class WarcConfig:
         """None when WARC_DIR is empty (archiving off)."""
         read = SettingsReader(settings)
         directory = read.str("WARC_DIR")
-        max_size = read.int("WARC_MAX_SIZE", min=1, hint="bytes (1000000000 = 1 GB)")
         if not directory:
             return None
+        max_size = read.int("WARC_MAX_SIZE", min=1, hint="bytes (1000000000 = 1 GB)")
         return cls(Path(directory).expanduser(), max_size, node_id_from_settings(settings))
 
     @property
