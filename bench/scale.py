@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/scale.py --json              # 100 nodes x 10 pages/s, 40 s measured
     .venv/bin/python bench/scale.py --model-only        # the model of docs/scaling.md, no Redis
+    .venv/bin/python bench/scale.py --hosts 1000,10000,100000,1000000   # the per-host frontier
 
 One private redis-server (the directives of deploy/redis.conf: AOF everysec, noeviction) is
 started on a free port and stopped at the end. A Bloom filter sized for `--capacity` URLs is
@@ -727,6 +728,123 @@ def simulate(w: Workload, procs: int, seconds: float, warmup: float, prefill: in
     }
 
 
+# -- frontier scale: memory per host and per request, pop cost vs hosts (docs/scaling.md) -------
+def host_members(template: str, host: str, n: int, rnd: random.Random) -> list[str]:
+    """`n` queue members of the news spider on `host` (payload with its "slot", as the scheduler writes)."""
+    at = template.index('"url":"') + 7
+    end = template.index('"', at)
+    out = []
+    for _ in range(n):
+        url = f"https://{host}/2026/05/04/world/article-headline-{rnd.getrandbits(40):x}.html"
+        member = template[:at] + url + template[end:]
+        out.append(unique(member[:-1] + f',"slot":"{host}"}}', rnd))
+    return out
+
+
+def fill_hosts(client: redis.Redis, enqueuer: Enqueuer, template: str, hosts: range, per_host: int, iv: float) -> float:
+    """Push `per_host` requests on each host h<i>.example through enqueue.lua; returns seconds."""
+    rnd = random.Random(hosts.start * 7 + per_host)
+    batch: list[Any] = []
+    started = time.perf_counter()
+    for i in hosts:
+        host = f"h{i}.example"
+        for member in host_members(template, host, per_host, rnd):
+            batch.append(("", True, member, 0.0, host, iv, None))  # no dedup: fingerprint ""
+        if len(batch) >= 500:
+            run_sync(enqueuer.run("push", batch))
+            batch = []
+    if batch:
+        run_sync(enqueuer.run("push", batch))
+    return time.perf_counter() - started
+
+
+def pop_cost(client: redis.Redis, scripts: QueueScripts, pops: int, want: int) -> dict[str, Any]:
+    """`pops` host-mode pops of `want` from a frontier whose every host is due: latency, commands."""
+    latencies = []
+    before = client.info("commandstats")
+    leased = 0
+    for _ in range(pops):
+        t0 = time.perf_counter()
+        result = scripts.pop_hosts(want, 600)
+        latencies.append(time.perf_counter() - t0)
+        leased += len(result.leases)
+    after = client.info("commandstats")
+    calls = {
+        k.removeprefix("cmdstat_"): int(v["calls"]) - int(before.get(k, {"calls": 0})["calls"])
+        for k, v in after.items()
+        if k != "cmdstat_info"
+    }
+    evalsha = after.get("cmdstat_evalsha", {})
+    usec = int(evalsha.get("usec", 0)) - int(before.get("cmdstat_evalsha", {"usec": 0})["usec"])
+    return {
+        "pops": pops,
+        "want": want,
+        "leased_per_pop": round(leased / pops, 1),
+        "latency_ms_median": round(1000 * statistics.median(latencies), 3),
+        "latency_ms_p99": round(1000 * percentile(latencies, 0.99), 3),
+        "server_us_per_pop": round(usec / pops, 1),  # commandstats usec of EVALSHA: the script's own time
+        "redis_commands_per_pop": round((sum(calls.values()) - calls.get("evalsha", 0)) / pops, 1),
+        "commands": {k: v for k, v in sorted(calls.items(), key=lambda kv: -kv[1]) if v},
+    }
+
+
+def frontier_scale(sizes: list[int], per_host: int, iv: float, pops: int, want: int) -> dict[str, Any]:
+    """For each host count N: fill N hosts x 1 request, then N x (per_host - 1) more, through the real
+    host-mode enqueue.lua; used_memory deltas give bytes per host and per queued request; then
+    `pops` pops of `want` (host_pop.lua) give the pop's latency and commands as N grows."""
+    from distributed_crawler.dedup.dupefilter import SetDedup
+
+    if per_host < 2:
+        raise SystemExit("--per-host must be >= 2 (bytes per request come from the 2nd to the last)")
+    template = sample_payloads(1, seed=1)[0]
+    children = Children()
+    workdir = Path(tempfile.mkdtemp(prefix="bench-frontier-scale-"))
+    out: dict[str, Any] = {"per_host": per_host, "interval": iv, "member_bytes": len(template) + 30, "sizes": []}
+    try:
+        client = redis.Redis.from_url(start_redis(children, workdir), socket_timeout=600)
+        client.config_set("appendonly", "no")  # memory and pop cost, not disk: no AOF rewrite midway
+        keys = SpiderKeys.from_settings(_settings(), SPIDER)
+        scripts = QueueScripts.register(client, keys, "host")
+        enqueuer = Enqueuer(client, keys, SetDedup(keys.dupefilter), "host", scripts=scripts)
+        for n in sizes:
+            client.flushall()
+            time.sleep(0.2)
+            base = client.info("memory")["used_memory"]
+            first_s = fill_hosts(client, enqueuer, template, range(n), 1, iv)
+            one = client.info("memory")["used_memory"]
+            more_s = fill_hosts(client, enqueuer, template, range(n), per_host - 1, iv)
+            full = client.info("memory")["used_memory"]
+            per_request = (full - one) / (n * (per_host - 1))
+            sample = [f"h{i}.example" for i in range(0, n, max(1, n // 200))]
+            queue_bytes = statistics.mean(client.memory_usage(keys.host_queue(h), samples=0) or 0 for h in sample)
+            hash_bytes = statistics.mean(client.memory_usage(keys.host(h), samples=0) or 0 for h in sample)
+            row = {
+                "hosts": n,
+                "requests": client.zcard(keys.ready) and n * per_host,
+                "ready_hosts": client.zcard(keys.ready),
+                "used_memory_mb": round((full - base) / 2**20, 1),
+                "bytes_per_host": round((one - base) / n - per_request, 1),  # the first request's cost minus a request
+                "bytes_per_queued_request": round(per_request, 1),
+                "memory_usage_host_queue_bytes": round(queue_bytes),  # MEMORY USAGE, key with its members
+                "memory_usage_host_hash_bytes": round(hash_bytes),
+                "memory_usage_ready_zset_bytes_per_host": round(
+                    (client.memory_usage(keys.ready, samples=0) or 0) / n, 1
+                ),
+                "enqueue_requests_per_s": round(n * per_host / (first_s + more_s)),
+                # at most N / want pops: with an interval each host gives one request, then waits
+                "pop": pop_cost(client, scripts, max(1, min(pops, n // want)), want),
+            }
+            log(
+                f"{n} hosts: {row['bytes_per_host']} B/host, {row['bytes_per_queued_request']} B/request, "
+                f"pop {row['pop']['latency_ms_median']} ms median, {row['pop']['redis_commands_per_pop']} cmds/pop"
+            )
+            out["sizes"].append(row)
+        client.flushall()
+    finally:
+        children.kill_all()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     d = Workload()
@@ -738,7 +856,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prefill", type=int, default=50_000, help="requests queued before the run")
     parser.add_argument("--model-only", action="store_true", help="print the model (no Redis)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--hosts",
+        help="frontier scale mode: comma-separated host counts, e.g. 1000,10000,100000,1000000 "
+        "(memory per host and per request, pop cost vs hosts; see docs/scaling.md)",
+    )
+    parser.add_argument("--per-host", type=int, default=3, help="with --hosts: requests queued per host")
+    parser.add_argument("--host-interval", type=float, default=1.0, help="with --hosts: each host's interval (s)")
+    parser.add_argument("--pops", type=int, default=300, help="with --hosts: pops measured per size")
+    parser.add_argument("--want", type=int, default=40, help="with --hosts: requests asked per pop (prefetch)")
     args = parser.parse_args(argv)
+    if args.hosts:
+        sizes = [int(n) for n in args.hosts.split(",")]
+        result = frontier_scale(sizes, args.per_host, args.host_interval, args.pops, args.want)
+        print(json.dumps(result, indent=None if args.json else 2))
+        return 0
     w = Workload(**{name: getattr(args, name) for name in asdict(d)})
     if args.model_only:
         members = sample_payloads(2000, seed=1)
