@@ -6,7 +6,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # chromium: the browser Playwright renders with (it cannot download its own here).
-APT_PACKAGES := redis-server chromium
+# mariadb-server: tests/test_storage_mysql.py starts its own mariadbd on a free port.
+APT_PACKAGES := redis-server chromium mariadb-server
 
 .PHONY: demo test test-fast test-full lint setup clean
 

@@ -21,12 +21,13 @@ _QUERY_PASSWORD_RE = re.compile(r"([?&]password=)([^&#]*)", re.IGNORECASE)
 def _userinfo_end(rest: str) -> int:
     """Index of the `@` closing the userinfo of `rest` (URL minus scheme), or -1.
 
-    Prefer the last `@` not preceded by a path/query delimiter (the standard parse, tolerating `@`
-    in the password); failing that, the last `@` at all.
+    Prefer the last `@` before any query or fragment delimiter (tolerating unencoded `@` and `/`
+    in the password, e.g. `user:pa@ss/w@host/db`, while an `@` in a query stays put); failing
+    that, the last `@` at all. An `@` in a path can only make it mask more.
     """
     clean = -1
     for i, ch in enumerate(rest):
-        if ch in "/?#":
+        if ch in "?#":
             break
         if ch == "@":
             clean = i

@@ -43,6 +43,17 @@ from distributed_crawler.redact import mask_url, safe_error_text, scrub, url_pas
             "postgresql://host/db?user=u&password=***&sslmode=require",
         ),
         ("postgresql://host/db?PASSWORD=secret", "postgresql://host/db?PASSWORD=***"),
+        ("mysql://user:secret@host:3306/db", "mysql://user:***@host:3306/db"),
+        ("mariadb://user:secret@host/db", "mariadb://user:***@host/db"),
+        ("mysql+pymysql://user:secret@host/db", "mysql+pymysql://user:***@host/db"),
+        ("mysql://user:se%40cret@host/db", "mysql://user:***@host/db"),
+        ("mysql://user:se@cret/x:y@127.0.0.1:3306/db", "mysql://user:***@127.0.0.1:3306/db"),  # unencoded @ / :
+        ("mysql://user:secret@[::1]:3306/db", "mysql://user:***@[::1]:3306/db"),
+        (
+            "mysql://user:secret@localhost/db?unix_socket=/run/mysqld/mysqld.sock",
+            "mysql://user:***@localhost/db?unix_socket=/run/mysqld/mysqld.sock",
+        ),
+        ("mysql://root@host/db", "mysql://root@host/db"),
         ("host=h user=u password=secret dbname=d", "host=h user=u password=*** dbname=d"),
         ("host=h password='se cret' dbname=d", "host=h password=*** dbname=d"),
         ("host=h password = secret", "host=h password = ***"),
@@ -62,6 +73,7 @@ def test_mask_url(url: str, masked: str) -> None:
     [
         ("redis://:secret@host/0", "secret"),
         ("postgresql://user:pa@ss@host/db", "pa@ss"),
+        ("mysql://user:pa@ss/w:x@host:3306/db", "pa@ss/w:x"),
         ("postgresql://user:@host/db", None),
         ("postgresql://host/db?password=secret&x=1", "secret"),
         ("host=h password='se cret'", "se cret"),
@@ -78,6 +90,12 @@ def test_scrub_hides_the_password_as_written_and_decoded() -> None:
     assert scrub("auth failed for p%40ss and p@ss", url) == "auth failed for *** and ***"
     assert scrub("nothing to hide", "http://host:3128") == "nothing to hide"
     assert scrub("line one\nline two", "redis://host") == "line one\nline two"  # text kept as is
+
+
+def test_mysql_error_texts_lose_the_password() -> None:
+    url = "mysql://crawler:p%40ss/w@db:3306/items"
+    text = safe_error_text(RuntimeError("(1045, \"Access denied for 'crawler' p@ss/w and p%40ss/w\")"), url)
+    assert "p@ss" not in text and "p%40ss" not in text and "Access denied" in text
 
 
 def test_safe_error_text_is_one_line_without_the_password() -> None:

@@ -475,7 +475,7 @@ def test_mask_url(url: str, masked: str) -> None:
 
 @pytest.mark.parametrize(
     "url",
-    ["mysql://root:s3cretpw@db/items", "items.db", "redis://:s3cretpw@localhost:6379/0", ""],
+    ["mongodb://root:s3cretpw@db/items", "items.db", "redis://:s3cretpw@localhost:6379/0", ""],
 )
 def test_unknown_scheme_is_storage_error(url: str) -> None:
     with pytest.raises(StorageError) as info:
@@ -483,7 +483,7 @@ def test_unknown_scheme_is_storage_error(url: str) -> None:
     message = str(info.value)
     assert "s3cretpw" not in message
     assert "\n" not in message
-    assert "sqlite:///" in message and "postgresql://" in message  # says what to use
+    assert "sqlite:///" in message and "postgresql://" in message and "mysql://" in message  # says what to use
     if "@" in url:
         assert mask_url(url) in message
 

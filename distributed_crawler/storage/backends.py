@@ -1,4 +1,4 @@
-"""Idempotent item storage: one ``items`` row per URL, in SQLite or PostgreSQL.
+"""Idempotent item storage: one ``items`` row per URL, in SQLite, PostgreSQL or MySQL/MariaDB.
 
 Every node of the crawl may store the same URL more than once (a request can be
 re-leased after a node dies, a page can be re-crawled), so writes are upserts
@@ -8,7 +8,11 @@ keyed on ``url``: storing a URL again updates its row and never duplicates it.
 
 * ``sqlite:///relative/path.db`` (resolved against the current working
   directory), ``sqlite:////absolute/path.db`` or ``sqlite:///:memory:``;
-* ``postgresql://user:pass@host:port/db`` (``postgres://`` is accepted too).
+* ``postgresql://user:pass@host:port/db`` (``postgres://`` is accepted too);
+* ``mysql://user:pass@host:port/db`` (``mariadb://`` is accepted too), see
+  :mod:`distributed_crawler.storage.mysql`.
+
+The table's columns are defined once, in :mod:`distributed_crawler.storage.schema`.
 
 Backends are plain synchronous objects and are *not* thread-safe: the item
 pipeline drives each one from a single dedicated worker thread.
@@ -19,18 +23,17 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import unquote
 
 from distributed_crawler.defaults import DEFAULTS
 from distributed_crawler.redact import mask_url, safe_error_text
+from distributed_crawler.storage.schema import COLUMN_TYPES, COLUMNS, StorageError
+from distributed_crawler.storage.schema import prepare_rows as _prepare
 
 logger = logging.getLogger(__name__)
-
-#: Columns of the ``items`` table, in storage order.
-COLUMNS: tuple[str, ...] = ("url", "title", "text", "fetched_at", "status", "node")
 
 #: Value of ``STORAGE_URL`` when neither the setting nor the env var is set.
 DEFAULT_STORAGE_URL: str = DEFAULTS["STORAGE_URL"]
@@ -41,15 +44,10 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 #: How long a PostgreSQL connection attempt may take (s).
 POSTGRES_CONNECT_TIMEOUT = 10
 
-_SUPPORTED_HINT = "use sqlite:///relative/path.db, sqlite:////absolute/path.db or postgresql://user:pass@host:port/db"
-
-
-class StorageError(Exception):
-    """The storage backend cannot be opened or written.
-
-    Messages are single lines and never contain a password (URLs go through
-    :func:`distributed_crawler.redact.mask_url`), so they are safe to log as they are.
-    """
+_SUPPORTED_HINT = (
+    "use sqlite:///relative/path.db, sqlite:////absolute/path.db, postgresql://user:pass@host:port/db "
+    "or mysql://user:pass@host:port/db"
+)
 
 
 @runtime_checkable
@@ -69,32 +67,10 @@ class StorageBackend(Protocol):
         """Release the connection; safe to call twice."""
 
 
-# --------------------------------------------------------------------------
-# Rows
-# --------------------------------------------------------------------------
-
-
-def _prepare(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Normalise rows to exactly :data:`COLUMNS`, one per URL (last wins), sorted.
-
-    Sorting by URL makes concurrent writers lock rows in the same order, which
-    rules out deadlocks between overlapping PostgreSQL batches.
-    """
-    by_url: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        url = row.get("url")
-        if not url:
-            raise StorageError(f"row without url cannot be stored: {dict(row)!r:.200}")
-        by_url[url] = {col: row.get(col) for col in COLUMNS}
-    return [by_url[u] for u in sorted(by_url)]
-
-
 _SET_CLAUSE = ", ".join(f"{c} = excluded.{c}" for c in COLUMNS if c != "url")
 
-_CREATE_TABLE = (
-    "CREATE TABLE IF NOT EXISTS items ("
-    "url TEXT PRIMARY KEY NOT NULL, title TEXT, text TEXT, "
-    "fetched_at TEXT, status INTEGER, node TEXT)"
+_CREATE_TABLE = "CREATE TABLE IF NOT EXISTS items ({})".format(
+    ", ".join(f"{c} {t} PRIMARY KEY NOT NULL" if c == "url" else f"{c} {t}" for c, t in COLUMN_TYPES.items())
 )
 
 
@@ -364,4 +340,8 @@ def open_storage(url: str) -> StorageBackend:
     if base_scheme in ("postgresql", "postgres"):
         dsn = url if scheme == base_scheme else "postgresql://" + url.split("://", 1)[1]
         return PostgresStorage(dsn)
+    if base_scheme in ("mysql", "mariadb"):
+        from distributed_crawler.storage.mysql import MySQLStorage  # PyMySQL only when used
+
+        return MySQLStorage(url)
     raise StorageError(f"Unsupported STORAGE_URL scheme {scheme!r} in {mask_url(url)}: {_SUPPORTED_HINT}")
