@@ -48,7 +48,7 @@ DEFAULTS: dict[str, Any] = {
     # Scheduler.
     "SCHEDULER_PERSIST": True,
     "SCHEDULER_FLUSH_ON_START": False,
-    "SCHEDULER_QUEUE_CLASS": "priority",
+    "SCHEDULER_QUEUE_CLASS": "host",  # per-host frontier (fair); priority / fifo / lifo: one queue
     "SCHEDULER_LEASE_SECONDS": 60,
     "SCHEDULER_MAX_DELIVERIES": 5,
     "SCHEDULER_PREFETCH": 0,  # 0 = derived from CONCURRENT_REQUESTS
@@ -104,6 +104,7 @@ DEFAULTS: dict[str, Any] = {
     "DOMAIN_RATE_LIMIT": 0,  # requests/s per domain, all nodes together (0 = off)
     "DOMAIN_RATE_LIMITS": {},  # {"example.com": 0.5} per-domain overrides (JSON with -s; 0 = no limit)
     "DOMAIN_RATE_LIMIT_PER_PROXY": False,  # one budget per domain x proxy instead of per domain
+    "DOMAIN_MAX_PAGES": 0,  # host mode: pages per host across the cluster (0 = no limit), or {"example.com": 500}
     "DOMAIN_RATE_KEY": "dc:rate:%(domain)s",  # one key per domain (single-key script: Cluster-safe)
     # Shared proxy pool (docs/proxies.md). Under REDIS_CLUSTER an unset dead key is {dc:proxies}:dead.
     "PROXY_ENABLED": "auto",  # auto = on when PROXY_LIST/PROXY_FILE is set or the pool has proxies

@@ -26,9 +26,9 @@ def run(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str]:
     return code, capsys.readouterr().out
 
 
-def push(client: redis.Redis, *urls: str) -> None:
+def push(client: redis.Redis, *urls: str, qtype: str = "priority") -> None:
     keys = SpiderKeys.from_settings(Settings(), "news")
-    enqueuer = Enqueuer(client, keys, SetDedup(keys.dupefilter), "priority")
+    enqueuer = Enqueuer(client, keys, SetDedup(keys.dupefilter), qtype)
     run_sync(enqueuer.run("push", [(url, False, make_member(json.dumps({"url": url}), 0)) for url in urls]))
 
 
@@ -46,15 +46,15 @@ def test_status_json_counts(redis_url: str, redis_client: redis.Redis, capsys: p
 
 
 def test_reclaim_and_failed_requeue(redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture) -> None:
-    push(redis_client, "http://e.com/a", "http://e.com/b")
-    scripts = QueueScripts.register(redis_client, KEYS, "priority")
+    push(redis_client, "http://e.com/a", "http://e.com/b", qtype="host")  # the default queue type
+    scripts = QueueScripts.register(redis_client, KEYS, "host")
     scripts.pop(2, 60)
     code, out = run(capsys, "reclaim", "news", "--redis-url", redis_url)
     assert code == 0 and "requeued 0" in out  # not expired yet
     for member in redis_client.zrange("{news}:processing", 0, -1):
         redis_client.zadd("{news}:processing", {member: 1})  # expired
     code, out = run(capsys, "reclaim", "news", "--redis-url", redis_url)
-    assert "requeued 2" in out and redis_client.zcard("{news}:requests") == 2
+    assert "requeued 2" in out and redis_client.zcard("{news}:q:e.com") == 2
 
     # Deliver both up to SCHEDULER_MAX_DELIVERIES (5): they become dead letters.
     for _ in range(4):
@@ -62,7 +62,7 @@ def test_reclaim_and_failed_requeue(redis_url: str, redis_client: redis.Redis, c
         for member in redis_client.zrange("{news}:processing", 0, -1):
             redis_client.zadd("{news}:processing", {member: 1})
         run(capsys, "reclaim", "news", "--redis-url", redis_url)
-    assert redis_client.llen("{news}:failed") == 2 and redis_client.zcard("{news}:requests") == 0
+    assert redis_client.llen("{news}:failed") == 2 and redis_client.zcard("{news}:q:e.com") == 0
     redis_client.lpush("{news}:failed", json.dumps({"url": "bad seed", "reason": "rejected seed", "source": "seed"}))
 
     code, out = run(capsys, "failed", "news", "--redis-url", redis_url, "--json")
@@ -70,7 +70,7 @@ def test_reclaim_and_failed_requeue(redis_url: str, redis_client: redis.Redis, c
     assert sorted(e["url"] for e in entries) == ["bad seed", "http://e.com/a", "http://e.com/b"]
     code, out = run(capsys, "failed", "news", "--redis-url", redis_url, "--requeue")
     assert code == 0 and "requeued 2" in out and "kept 1" in out
-    assert redis_client.zcard("{news}:requests") == 2 and redis_client.llen("{news}:failed") == 1
+    assert redis_client.zcard("{news}:q:e.com") == 2 and redis_client.llen("{news}:failed") == 1
     popped = scripts.pop(2, 60)
     assert all(m.startswith(b"1:") for m in popped)  # a fresh delivery count
 

@@ -20,7 +20,8 @@ MAX_NODE_CONNECTIONS = 4  # REDIS_MAX_CONNECTIONS (3) + the doorbell's pub/sub
 
 
 def test_components_of_one_crawler_share_one_context_and_client() -> None:
-    crawler = get_crawler(settings_dict={"DOMAIN_RATE_LIMIT": 5, "NODE_ID": "n 1"})
+    # the middleware keeps the rates of the single-queue modes (host mode: the pop does)
+    crawler = get_crawler(settings_dict={"DOMAIN_RATE_LIMIT": 5, "NODE_ID": "n 1", "SCHEDULER_QUEUE_CLASS": "priority"})
     other = get_crawler(settings_dict={"NODE_ID": "n 1"})
     politeness = DomainRateLimitMiddleware.from_crawler(crawler)
     heartbeat = Heartbeat.from_crawler(crawler)

@@ -21,6 +21,8 @@ class LeaseTracker:
     def __init__(self) -> None:
         self._held: dict[bytes, Stage] = {}
         self._ready: list[tuple[int, bytes]] = []  # (outbox sequence to wait for, lease)
+        # host mode: (slot, backoff level of its host when leased) of each lease held
+        self._hosts: dict[bytes, tuple[str, int]] = {}
 
     def __len__(self) -> int:
         return len(self._held)
@@ -34,8 +36,14 @@ class LeaseTracker:
     def held(self) -> list[bytes]:
         return list(self._held)
 
-    def buffered(self, lease: bytes) -> None:
+    def buffered(self, lease: bytes, host: tuple[str, int] | None = None) -> None:
         self._held[lease] = Stage.BUFFERED
+        if host is not None:
+            self._hosts[lease] = host
+
+    def host(self, lease: bytes) -> tuple[str, int] | None:
+        """Host mode: (slot, backoff level) of a lease this node holds, None otherwise."""
+        return self._hosts.get(lease)
 
     def started(self, lease: bytes) -> None:
         if lease in self._held:
@@ -49,12 +57,14 @@ class LeaseTracker:
         """True if `lease` is mid-download: the request carrying it succeeds it (redirect, retry)."""
         if self._held.get(lease) is Stage.DOWNLOADING:
             del self._held[lease]
+            self._hosts.pop(lease, None)
             return True
         return False
 
     def finished(self, lease: bytes, outbox_seq: int) -> None:
         """The outcome is recorded; ack once the outbox has pushed up to `outbox_seq`."""
         if self._held.pop(lease, None) is not None:
+            self._hosts.pop(lease, None)
             self._ready.append((outbox_seq, lease))
 
     def unacked(self) -> list[bytes]:
@@ -66,6 +76,7 @@ class LeaseTracker:
         self._ready = [(seq, lease) for seq, lease in self._ready if lease not in gone]
         for lease in leases:
             self._held.pop(lease, None)
+            self._hosts.pop(lease, None)
 
     def take_ackable(self, flushed_seq: int) -> list[bytes]:
         ready = [lease for seq, lease in self._ready if seq <= flushed_seq]

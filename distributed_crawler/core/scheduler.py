@@ -33,11 +33,12 @@ from distributed_crawler.core.shutdown import SecondSignalGuard
 from distributed_crawler.dedup.dupefilter import DEDUP_TYPES, DedupDataError, flush_crawl
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.internals import downloads_in_flight, wake_engine, watch_scrapes
-from distributed_crawler.meta import LEASE_META, RETRY_DELAY_META
+from distributed_crawler.meta import HOST_BACKOFF_META, HOST_SLOT_META, LEASE_META, RETRY_DELAY_META
 from distributed_crawler.queue.codec import PayloadError, RequestCodec, UnserializableRequestError, allowed_classes
 from distributed_crawler.queue.deadletters import DeadLetters
 from distributed_crawler.queue.enqueue import Enqueuer
 from distributed_crawler.queue.envelope import make_member, split_member
+from distributed_crawler.queue.frontier import FrontierConfig, slot_of
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import QueueScripts
 
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 QUEUE_TYPES = {
+    "host": "host",  # the per-host frontier (default): fair across hosts, politeness at pop time
     "priority": "priority",
     "fifo": "fifo",
     "lifo": "lifo",
@@ -68,7 +70,7 @@ DATA_BACKOFF_MAX = 5.0  # a key of the wrong type or a corrupt key: how often a 
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    queue_type: str = "priority"
+    queue_type: str = "host"
     persist: bool = True
     flush_on_start: bool = False
     lease_seconds: float = 60.0
@@ -77,13 +79,17 @@ class SchedulerConfig:
     poll_max_seconds: float = 1.0
     failed_max: int = 100_000
     allowed_classes: tuple[str, ...] = ()
+    frontier: FrontierConfig = FrontierConfig()
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> SchedulerConfig:
         read = SettingsReader(settings)
         raw_queue = read.str("SCHEDULER_QUEUE_CLASS")
         if raw_queue not in QUEUE_TYPES:
-            raise ValueError(f"SCHEDULER_QUEUE_CLASS ({raw_queue}) must be one of priority, fifo, lifo")
+            raise ValueError(
+                f"SCHEDULER_QUEUE_CLASS ({raw_queue}) must be one of host (fair per-host frontier, the default), "
+                "priority, fifo, lifo"
+            )
         prefetch = read.int("SCHEDULER_PREFETCH", min=0, hint="(0 = automatic)") or max(
             1, settings.getint("CONCURRENT_REQUESTS", 16)
         )
@@ -97,6 +103,7 @@ class SchedulerConfig:
             poll_max_seconds=read.float("SCHEDULER_POLL_MAX_SECONDS", above=0),
             failed_max=read.int("SCHEDULER_FAILED_MAX", min=0),
             allowed_classes=allowed_classes(settings),
+            frontier=FrontierConfig.from_settings(settings),
         )
 
     @property
@@ -111,6 +118,9 @@ class OutboxEntry(NamedTuple):
     member: str
     handover: bytes | None  # lease of the request this one succeeds (redirect, retry)
     delay: float = 0.0  # > 0: a retry, parked in {spider}:delayed for this many seconds
+    slot: str = ""  # host mode: the request's host (queue/frontier.py slot_of)
+    interval: float | None = None  # host mode: seconds between two requests of the slot
+    budget: int | None = None  # host mode: the slot's page budget (-1 = none)
 
 
 class RedisScheduler:
@@ -325,8 +335,10 @@ class RedisScheduler:
     def enqueue_request(self, request: Request) -> bool:
         lease = request.meta.get(LEASE_META)
         handover = lease if lease and self.leases.hand_over(lease) else None
+        host_mode = self.config.queue_type == "host"
+        slot = slot_of(request.url, self.config.frontier) if host_mode else None
         try:
-            payload = self.codec.encode(request)
+            payload = self.codec.encode(request, slot=slot)
         except UnserializableRequestError as exc:
             self.stats.inc_value("scheduler/unserializable")
             logger.error("Request not scheduled: %s", exc)
@@ -341,6 +353,9 @@ class RedisScheduler:
             handover,
             max(0.0, finite(request.meta.get(RETRY_DELAY_META))),
         )
+        if slot is not None:
+            frontier = self.config.frontier
+            entry = entry._replace(slot=slot, interval=frontier.interval(slot), budget=frontier.budget(slot))
         self._enqueued_seq += 1
         self._outbox.append((self._enqueued_seq, entry))
         self._outbox_ready.set()
@@ -406,14 +421,16 @@ class RedisScheduler:
     # -- what Redis may throw at a node ---------------------------------------------------------
     def _expected_types(self) -> dict[str, tuple[str, ...]]:
         """Every key the scheduler's scripts touch, with the Redis types they need."""
-        queue = ("zset",) if self.config.queue_type == "priority" else ("list",)
+        queue = ("zset",) if self.config.queue_type in ("priority", "host") else ("list",)
         expected: dict[str, tuple[str, ...]] = {
-            self.keys.requests: queue,
+            self.keys.ready if self.config.queue_type == "host" else self.keys.requests: queue,
             self.keys.processing: ("zset",),
             self.keys.delayed: ("zset",),
             self.keys.seq: ("string",),
             self.keys.failed: ("list",),
         }
+        if self.config.queue_type == "host":
+            expected[self.keys.over_budget] = ("zset",)
         dedup = getattr(self.df, "dedup", None)
         expected[self.keys.dupefilter] = DEDUP_TYPES.get(getattr(dedup, "mode", ""), ("hash", "set", "MBbloom--"))
         return expected
@@ -476,7 +493,9 @@ class RedisScheduler:
                 await self._outbox_ready.wait()
                 continue
             batch = [self._outbox[i] for i in range(min(OUTBOX_BATCH, len(self._outbox)))]
-            entries = [(e.fingerprint, e.dont_filter, e.member, e.delay) for _, e in batch]
+            entries: list[Any] = [
+                (e.fingerprint, e.dont_filter, e.member, e.delay, e.slot, e.interval, e.budget) for _, e in batch
+            ]
             handovers = [e.handover for _, e in batch if e.handover]
             result = await self._retrying("enqueue", partial(self.enqueuer.run, "push", entries, handovers))
             for _ in batch:
@@ -517,24 +536,37 @@ class RedisScheduler:
                 self._want_more.clear()
                 await self._want_more.wait()
                 continue
-            pop = partial(self.scripts.pop, want, self.config.lease_seconds, DUE_BATCH)
-            members = await self._retrying("pop", pop)
+            next_due: float | None = None
+            if self.config.queue_type == "host":
+                pop = partial(self.scripts.pop_hosts, want, self.config.lease_seconds, DUE_BATCH)
+                popped = await self._retrying("pop", pop)
+                members = [h.lease for h in popped.leases]
+                hosts = {h.lease: (h.slot, h.backoff) for h in popped.leases}
+                next_due = popped.next_due
+            else:
+                pop = partial(self.scripts.pop, want, self.config.lease_seconds, DUE_BATCH)
+                members = await self._retrying("pop", pop)
+                hosts = {}
             if members:
                 was_empty = not self._buffer
-                await self._accept(members)
+                await self._accept(members, hosts)
                 if was_empty and self._buffer:
                     wake_engine(self.crawler)
                 idle_wait = 0.01
                 if len(members) == want:
                     continue
-            # The queue is (nearly) empty: wait for a local push or poll again, backing off.
+            # The queue is (nearly) empty, or no host is due yet: wait for a local push, for the next
+            # host to be due (host mode), or poll again, backing off.
+            if next_due is not None:
+                idle_wait = min(max(next_due, 0.01), self.config.poll_max_seconds)
             self._new_work.clear()
             try:
                 await asyncio.wait_for(self._new_work.wait(), timeout=idle_wait)
             except TimeoutError:
                 idle_wait = min(idle_wait * 2, self.config.poll_max_seconds)
 
-    async def _accept(self, members: list[bytes]) -> None:
+    async def _accept(self, members: list[bytes], hosts: dict[bytes, tuple[str, int]] | None = None) -> None:
+        """Decode leased members into requests (host mode: with their slot and the host's backoff level)."""
         was_empty = self._node_empty()
         bad: list[tuple[bytes, str]] = []
         normal: list[Request] = []
@@ -551,7 +583,10 @@ class RedisScheduler:
                 bad.append((lease, f"{type(exc).__name__}: {exc}"[:300]))
                 continue
             request.meta[LEASE_META] = lease
-            self.leases.buffered(lease)
+            host = hosts.get(lease) if hosts else None
+            if host is not None:
+                request.meta[HOST_SLOT_META], request.meta[HOST_BACKOFF_META] = host
+            self.leases.buffered(lease, host)
             (suspects if envelope.deliveries >= 2 else normal).append(request)
         self.stats.inc_value("scheduler/leased", len(members) - len(bad))
         if bad:

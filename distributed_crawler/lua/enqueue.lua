@@ -31,9 +31,21 @@
 -- counter that is not an integer is reset; a member whose priority field is missing or out of
 -- range is pushed with its priority clamped to +-131071 (none = 0). A key of the wrong Redis
 -- type raises WRONGTYPE: the caller names the key and waits.
+-- Host mode (ARGV[1] "host", lib/host.lua): KEYS[1] is the ready zset (host -> due time) and
+--   KEYS[6] the over-budget zset (the bitmap pieces then start at KEYS[7]); ARGV[7] host queue key
+--   prefix, ARGV[8] host hash key prefix (prefix .. host = the key: undeclared keys on the same
+--   Cluster slot, see lib/host.lua); the entries from ARGV[9] are 7-tuples: the four above, then
+--   slot ("" = read "slot", else the url's host, from the member's JSON payload), interval in
+--   seconds and page budget (-1 = none; "" = leave the stored value). A request goes to its host's
+--   queue (zset scored like "priority"), the host into ready at max(now, until) unless it is
+--   there already or over budget; `iv` / `max` of the host hash are written only when they change.
 -- uses: queue (lib/queue.lua: member_priority, queue_push)
+-- uses: host (lib/host.lua: host_of, host_push, num)
 local qtype, n, doorbell, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local action = ARGV[6]
+local host_mode = qtype == "host"
+local first_arg, stride, first_piece = 7, 4, 6
+if host_mode then first_arg, stride, first_piece = 9, 7, 7 end
 local MAX_LAYERS = 64
 local MAX_K = 30 -- bloom.MAX_K: keeps (h1 + i*h2) below 2^53, exact in doubles
 local MAX_PBITS = 4294967296 -- GETBIT/SETBIT offsets stay below 2^32
@@ -55,7 +67,7 @@ if mode == "bitmap" then
   if not layers then return {3} end
   if layers ~= tonumber(ARGV[5]) then return {2} end
   if layers == 0 then return {1} end
-  local idx = 6
+  local idx = first_piece
   for i = 0, layers - 1 do
     local p = "L" .. i .. ":"
     local layer = {m = int(meta[p .. "m"], 1, 2 ^ 52), k = int(meta[p .. "k"], 1, MAX_K),
@@ -126,12 +138,34 @@ local function finish(code, result)
 end
 
 local now = nil
+local function server_now()
+  if not now then
+    local t = redis.call("TIME")
+    now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+  end
+  return now
+end
+
+-- host mode: write the host's interval / budget when they differ from the stored ones
+local configured = {}
+local function configure(host, iv, budget)
+  if configured[host] then return end
+  configured[host] = true
+  local hkey = ARGV[8] .. host
+  local ok, stored = pcall(redis.call, "HMGET", hkey, "iv", "max")
+  if not ok then return end -- a hash of the wrong type: left alone (lib/host.lua reads defaults)
+  iv, budget = tonumber(iv), tonumber(budget)
+  if iv and num(stored[1], -1) ~= iv then redis.call("HSET", hkey, "iv", iv) end
+  if budget and num(stored[2], -1) ~= budget then redis.call("HSET", hkey, "max", budget) end
+end
+
 local result = {}
 for i = 0, n - 1 do
-  local fp = ARGV[7 + 4 * i]
-  local dont_filter = ARGV[8 + 4 * i] == "1"
-  local delay = tonumber(ARGV[9 + 4 * i])
-  local member = ARGV[10 + 4 * i]
+  local base = first_arg + stride * i
+  local fp = ARGV[base]
+  local dont_filter = ARGV[base + 1] == "1"
+  local delay = tonumber(ARGV[base + 2])
+  local member = ARGV[base + 3]
   local new, h1, h2 = false, nil, nil
   if fp ~= "" then -- read first: the fingerprint is remembered only once its request is stored
     if mode == "set" then new = redis.call("SISMEMBER", KEYS[5], fp) == 0
@@ -144,12 +178,18 @@ for i = 0, n - 1 do
   end
   local pushed = false
   if action == "push" and (new or dont_filter) then
+    local host = nil
+    if host_mode then
+      host = ARGV[base + 4]
+      if host == "" then host = host_of(string.match(member, "^%-?%d+:%-?%d+:(.*)$") or member) end
+      configure(host, ARGV[base + 5], ARGV[base + 6])
+    end
     if delay > 0 then
-      if not now then
-        local t = redis.call("TIME")
-        now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-      end
-      redis.call("ZADD", KEYS[4], now + delay, member)
+      redis.call("ZADD", KEYS[4], server_now() + delay, member)
+    elseif host_mode then -- behind its priority in its host's queue
+      host_push(KEYS[1], KEYS[6], ARGV[7], ARGV[8], KEYS[2], host, member, member_priority(member), false,
+        server_now())
+      queued = queued + 1
     else
       queue_push(qtype, KEYS[1], KEYS[2], member, member_priority(member), false) -- behind its priority
       queued = queued + 1
@@ -166,7 +206,7 @@ for i = 0, n - 1 do
   new = new or pushed
   result[#result + 1] = new and 1 or 0
 end
-local first_ack = 7 + 4 * n
+local first_ack = first_arg + stride * n
 if #ARGV >= first_ack then
   redis.call("ZREM", KEYS[3], unpack(ARGV, first_ack, #ARGV))
 end

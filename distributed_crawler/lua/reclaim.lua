@@ -23,7 +23,12 @@
 --   * Dead-letter payloads are made valid UTF-8 (cjson copies bytes as they are).
 --   * A sequence counter that is not an integer is reset (WRONGTYPE is still raised).
 -- A key of the wrong Redis type raises WRONGTYPE: the caller names the key and waits.
+-- Host mode (ARGV[1] "host", lib/host.lua): KEYS[2] is the ready zset, KEYS[5] the over-budget
+-- zset, ARGV[6] / ARGV[7] the host queue / host hash key prefixes; a requeued member goes to the
+-- front of its priority in its host's queue (host from the payload's "slot", else its url; none:
+-- host "", where the node dead-letters what does not decode) and the host into ready at once.
 -- uses: queue (lib/queue.lua: MAX_PRIORITY, queue_push)
+-- uses: host (lib/host.lua: host_of, host_push)
 local qtype = ARGV[1]
 local max_deliveries = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
@@ -114,7 +119,11 @@ for _, lease in ipairs(expired) do
       deliveries, priority, payload)
   else
     local member = deliveries .. ":" .. priority .. ":" .. payload
-    queue_push(qtype, KEYS[2], KEYS[4], member, priority, true) -- the front of its priority
+    if qtype == "host" then -- the front of its priority in its host's queue
+      host_push(KEYS[2], KEYS[5], ARGV[6], ARGV[7], KEYS[4], host_of(payload), member, priority, true, now)
+    else
+      queue_push(qtype, KEYS[2], KEYS[4], member, priority, true) -- the front of its priority
+    end
     requeued = requeued + 1
   end
   redis.call("ZREM", KEYS[1], lease)

@@ -132,9 +132,14 @@ class RequestCodec:
             "cb_kwargs": d["cb_kwargs"],
         }
 
-    def encode(self, request: Request) -> str:
+    def encode(self, request: Request, slot: str | None = None) -> str:
+        """JSON of a request; `slot` (host mode): its host, a top-level field Lua reads to put it
+        back into its host's queue (decode ignores it, like any unknown top-level field)."""
         try:
-            return json.dumps(self.to_dict(request), separators=(",", ":"), ensure_ascii=False)
+            d = self.to_dict(request)
+            if slot is not None:
+                d["slot"] = slot
+            return json.dumps(d, separators=(",", ":"), ensure_ascii=False)
         except ValueError as exc:  # e.g. a method not found on the spider
             raise UnserializableRequestError(f"{request.url}: {exc}") from None
 

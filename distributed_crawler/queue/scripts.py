@@ -15,13 +15,42 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from distributed_crawler.queue.keys import SpiderKeys
 
 T = TypeVar("T")
-# fingerprint hex ("" = no dedup), dont_filter, queue member[, delay in seconds: > 0 = to delayed]
-Entry = tuple[str, bool, str] | tuple[str, bool, str, float]
+# fingerprint hex ("" = no dedup), dont_filter, queue member[, delay in seconds: > 0 = to delayed
+# [, host mode: slot ("" = from the payload), interval s and page budget (None = leave as stored)]]
+Entry = (
+    tuple[str, bool, str] | tuple[str, bool, str, float] | tuple[str, bool, str, float, str, float | None, int | None]
+)
+
+
+class HostLease(NamedTuple):
+    """One lease of a host-mode pop: the member, its host (slot) and the host's backoff level."""
+
+    lease: bytes
+    slot: str
+    backoff: int
+
+
+class HostPop(NamedTuple):
+    leases: list[HostLease]
+    next_due: float | None  # seconds until the next host is due; None = no host waits
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _host_pop(reply: list[Any]) -> HostPop:
+    *flat, due = reply
+    leases = [HostLease(flat[i], _text(flat[i + 1]), int(flat[i + 2])) for i in range(0, len(flat) - 2, 3)]
+    wait = float(due)
+    return HostPop(leases, None if wait < 0 else wait)
+
+
 _USES = re.compile(r"^-- uses: (\w+)", re.MULTILINE)
 
 
@@ -58,12 +87,13 @@ class QueueScripts:
 
     client: Any
     keys: SpiderKeys
-    queue_type: str  # "priority" | "fifo" | "lifo"
+    queue_type: str  # "host" | "priority" | "fifo" | "lifo"
     _pop: Any
     _renew: Any
     _reclaim: Any
     _release: Any
     _enqueue: Any
+    _host_pop: Any  # lua/host_pop.lua: the "host" queue type's pop
     _host_block: Any  # lua/host_block.lua (politeness inputs: 429/503/Retry-After, backoff reset)
 
     @classmethod
@@ -71,7 +101,7 @@ class QueueScripts:
         """Register the queue scripts on `client` (once: reuse the result, or `with_queue_type`)."""
         scripts = {
             f"_{name}": client.register_script(lua_source(name))
-            for name in ("pop", "renew", "reclaim", "release", "enqueue", "host_block")
+            for name in ("pop", "renew", "reclaim", "release", "enqueue", "host_block", "host_pop")
         }
         return cls(client, keys, queue_type, **scripts)
 
@@ -79,16 +109,39 @@ class QueueScripts:
         """The same registered scripts driving another queue type (tests, the CLI)."""
         return replace(self, queue_type=queue_type)
 
+    @property
+    def host_mode(self) -> bool:
+        return self.queue_type == "host"
+
+    def _prefixes(self) -> list[str]:
+        """Host queue and host hash key prefixes (the templates end with %(host)s: FrontierConfig)."""
+        return [self.keys.host_queue(""), self.keys.host("")]
+
     def pop(self, count: int, lease_seconds: float, due_batch: int = 100) -> Any:
         """Move up to `due_batch` due retries back to the queue, then lease up to `count` members.
 
         Returns the leases (bytes "<deliveries>:<priority>:<json>", deliveries counted up by one).
+        In host mode the hosts are dropped: `pop_hosts` keeps them.
         """
+        if self.host_mode:
+            return _then(self.pop_hosts(count, lease_seconds, due_batch), lambda p: [h.lease for h in p.leases])
         k = self.keys
         return self._pop(
             keys=[k.requests, k.processing, k.delayed, k.seq],
             args=[self.queue_type, count, lease_seconds, due_batch],
         )
+
+    def pop_hosts(self, count: int, lease_seconds: float, due_batch: int = 100) -> Any:
+        """host_pop.lua: due retries back to their hosts, then up to `count` leases from due hosts.
+
+        Returns a HostPop: (lease, slot, backoff) per lease and the seconds until the next host is due.
+        """
+        k = self.keys
+        result = self._host_pop(
+            keys=[k.ready, k.processing, k.delayed, k.seq, k.over_budget],
+            args=[count, lease_seconds, due_batch, *self._prefixes()],
+        )
+        return _then(result, _host_pop)
 
     def renew(self, leases: Sequence[bytes | str], lease_seconds: float) -> Any:
         """Extend the leases still held (never re-creates one); returns how many were extended."""
@@ -97,15 +150,21 @@ class QueueScripts:
     def reclaim(self, max_deliveries: int, limit: int, failed_cap: int, node_id: str) -> Any:
         """Requeue expired leases (front of their priority) or dead-letter them: (requeued, dead)."""
         k = self.keys
-        result = self._reclaim(
-            keys=[k.processing, k.requests, k.failed, k.seq],
-            args=[self.queue_type, max_deliveries, limit, failed_cap, node_id],
-        )
+        if self.host_mode:
+            keys = [k.processing, k.ready, k.failed, k.seq, k.over_budget]
+            extra = self._prefixes()
+        else:
+            keys, extra = [k.processing, k.requests, k.failed, k.seq], []
+        result = self._reclaim(keys=keys, args=[self.queue_type, max_deliveries, limit, failed_cap, node_id, *extra])
         return _then(result, lambda reply: (int(reply[0]), int(reply[1])))
 
     def release(self, leases: Sequence[bytes | str]) -> Any:
         """Give leases back to the front of the queue without counting a delivery; returns how many."""
         k = self.keys
+        if self.host_mode:
+            return self._release(
+                keys=[k.processing, k.ready, k.seq, k.over_budget], args=[self.queue_type, *self._prefixes(), *leases]
+            )
         return self._release(keys=[k.processing, k.requests, k.seq], args=[self.queue_type, *leases])
 
     def enqueue(
@@ -122,10 +181,19 @@ class QueueScripts:
         processing. Returns [code, r1, ...] (see enqueue.lua; queue/enqueue.Enqueuer drives it)."""
         k = self.keys
         argv: list[Any] = [self.queue_type, len(entries), doorbell, dedup_mode, layers, action]
+        if self.host_mode:
+            argv += self._prefixes()
         for entry in entries:
             delay = entry[3] if len(entry) > 3 else 0
             argv += [entry[0], "1" if entry[1] else "0", f"{delay:.3f}" if delay > 0 else "0", entry[2]]
-        return self._enqueue(keys=[k.requests, k.seq, k.processing, k.delayed, *dedup_keys], args=[*argv, *handovers])
+            if self.host_mode:
+                slot, interval, budget = entry[4:7] if len(entry) > 4 else ("", None, None)
+                argv += [slot, "" if interval is None else f"{interval:.6g}", "" if budget is None else budget]
+        if self.host_mode:
+            keys = [k.ready, k.seq, k.processing, k.delayed, dedup_keys[0], k.over_budget, *dedup_keys[1:]]
+        else:
+            keys = [k.requests, k.seq, k.processing, k.delayed, *dedup_keys]
+        return self._enqueue(keys=keys, args=[*argv, *handovers])
 
     def block_host(self, host: str, seconds: float | None, reason: str, base: float, cap: float, rand: float) -> Any:
         """Block `host` (a slot) for every node: `seconds` (Retry-After, capped by `cap`) or, when None,

@@ -1,0 +1,149 @@
+-- host_pop.lua: the "host" queue type's pop (docs/frontier.md): return due retries to their hosts'
+-- queues, then lease up to N requests from the hosts that are due, spread across them, atomically.
+-- KEYS[1] ready zset: host -> server time (s) at which it may be served next
+-- KEYS[2] processing zset: member -> lease deadline (Redis server time, seconds)
+-- KEYS[3] delayed zset: member -> due time
+-- KEYS[4] sequence counter (orders pushes inside a priority)
+-- KEYS[5] over-budget zset: host -> its pending count when it went over budget
+-- ARGV[1] max number of requests to take (0: only move due retries)
+-- ARGV[2] lease length in seconds
+-- ARGV[3] max number of due retries to move in this call
+-- ARGV[4] host queue key prefix, ARGV[5] host hash key prefix (prefix .. host = the key; undeclared
+--   keys on the same Cluster slot as KEYS, see lib/host.lua)
+-- Returns {lease1, slot1, bo1, lease2, slot2, bo2, ..., next_due}: each leased member
+--   ("<deliveries>:<priority>:<json>", deliveries counted up by one), its host and the host's
+--   backoff level; then the seconds until the next host is due as a string ("-1": no host waits).
+-- Serving: due hosts (ready score <= now) are served round-robin. A host with an interval
+--   (max(iv, cd) > 0) gives ONE request per call and is due again at now + interval (an emptied
+--   one stays in ready until then, so a new request cannot jump its interval; found empty when
+--   due, it leaves). A host without interval gives up to its share of what is still wanted, in
+--   rounds until N is met or no due host is left. A host blocked until later (`until`) is moved to
+--   that time. A host over budget (pages >= max >= 0) leaves ready for the over-budget zset (score
+--   = its pending count): its requests stay in its queue, counted, not served. `pages` counts
+--   first deliveries (a member with 0 deliveries before this lease). A served host without interval
+--   gets score now: hosts that waited longer come first in the next call.
+-- Guarantees (as pop.lua): a request is always in a host queue, in delayed or in processing, never
+-- in none and never in two; due times and deadlines come from the server clock; every copy is
+-- written before its source is removed.
+-- Garbage never stops the script: a delayed member without a host (no "slot", no url host, not
+--   JSON) goes to host "" (the node dead-letters what does not decode); a due time or ready score
+--   more than a year ahead (+inf included) counts as due; a queue member without a valid envelope
+--   is leased as "1:0:<member>" (the node dead-letters it); a host whose queue key is of the wrong
+--   Redis type leaves ready (its key is kept for `dcrawl hosts`); host hash garbage reads as
+--   defaults (lib/host.lua). A declared key of the wrong Redis type raises WRONGTYPE.
+-- uses: queue (lib/queue.lua: MAX_PRIORITY, member_priority, queue_push)
+-- uses: host (lib/host.lua: host_of, host_push, host_state, over_budget)
+local count = tonumber(ARGV[1])
+local t = redis.call("TIME")
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local deadline = now + tonumber(ARGV[2])
+local qprefix, hprefix = ARGV[4], ARGV[5]
+local ready, over = KEYS[1], KEYS[5]
+local YEAR = 31536000
+
+-- due retries back into their hosts' queues, behind their priority like a fresh push
+local limit = tonumber(ARGV[3] or "100")
+local due = redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", now, "LIMIT", 0, limit)
+if #due < limit then
+  local far = redis.call("ZRANGEBYSCORE", KEYS[3], "(" .. string.format("%.6f", now + YEAR), "+inf",
+    "LIMIT", 0, limit - #due)
+  for _, member in ipairs(far) do due[#due + 1] = member end
+end
+for _, member in ipairs(due) do
+  local payload = string.match(member, "^%d+:%-?%d+:(.*)$") or member
+  host_push(ready, over, qprefix, hprefix, KEYS[4], host_of(payload), member, member_priority(member), false, now)
+  redis.call("ZREM", KEYS[3], member)
+end
+
+local out = {}
+local function lease_of(member)
+  local deliveries, priority = string.match(member, "^(%d+):(%-?%d+):")
+  if deliveries and #deliveries <= 9 and #priority <= 8 and math.abs(tonumber(priority)) <= MAX_PRIORITY then
+    return (tonumber(deliveries) + 1) .. string.sub(member, #deliveries + 1), tonumber(deliveries) == 0
+  end
+  return "1:0:" .. member, false -- not written by us: the node dead-letters it without running it
+end
+
+-- the due hosts, with their state
+local active = {}
+if count > 0 then
+  local hosts = redis.call("ZRANGEBYSCORE", ready, "-inf", now, "LIMIT", 0, count)
+  if #hosts < count then
+    local far = redis.call("ZRANGEBYSCORE", ready, "(" .. string.format("%.6f", now + YEAR), "+inf",
+      "LIMIT", 0, count - #hosts)
+    for _, host in ipairs(far) do hosts[#hosts + 1] = host end
+  end
+  for _, host in ipairs(hosts) do
+    local s = host_state(hprefix .. host, now)
+    s.host = host
+    s.interval = math.max(s.iv, s.cd)
+    if s.till > now then
+      redis.call("ZADD", ready, s.till, host) -- blocked: due when the block ends
+    elseif over_budget(s) then
+      local ok, pending = pcall(redis.call, "ZCARD", qprefix .. host)
+      redis.call("ZADD", over, ok and pending or 0, host)
+      redis.call("ZREM", ready, host)
+    else
+      active[#active + 1] = s
+    end
+  end
+end
+
+-- serve them round-robin
+local wanted = count
+while wanted > 0 and #active > 0 do
+  local share = math.max(1, math.floor(wanted / #active))
+  local still = {}
+  for _, s in ipairs(active) do
+    if wanted <= 0 then break end
+    local queue = qprefix .. s.host
+    local take = 1
+    if s.interval <= 0 then take = math.min(share, wanted) end
+    if s.max >= 0 then take = math.min(take, s.max - s.pages) end
+    local ok, members = pcall(redis.call, "ZRANGE", queue, 0, take - 1)
+    if not ok then -- a host queue of the wrong type: the host leaves ready, its key stays
+      redis.call("ZREM", ready, s.host)
+      members = nil
+    elseif #members == 0 then
+      redis.call("ZREM", ready, s.host)
+    end
+    if members and #members > 0 then
+      local first = 0
+      for _, member in ipairs(members) do
+        local lease, fresh = lease_of(member)
+        redis.call("ZADD", KEYS[2], deadline, lease)
+        out[#out + 1] = lease
+        out[#out + 1] = s.host
+        out[#out + 1] = s.bo
+        if fresh then first = first + 1 end
+      end
+      redis.call("ZREMRANGEBYRANK", queue, 0, #members - 1)
+      wanted = wanted - #members
+      if first > 0 then
+        s.pages = s.pages + first
+        if not pcall(redis.call, "HINCRBY", hprefix .. s.host, "pages", first) then -- garbage count
+          pcall(redis.call, "HSET", hprefix .. s.host, "pages", s.pages)
+        end
+      end
+      if s.interval > 0 then
+        redis.call("ZADD", ready, now + s.interval, s.host) -- one per call, due again after its interval
+      elseif over_budget(s) then
+        redis.call("ZADD", over, redis.call("ZCARD", queue), s.host)
+        redis.call("ZREM", ready, s.host)
+      else
+        redis.call("ZADD", ready, now, s.host) -- behind the hosts waiting longer: the next call serves them first
+        if #members == take then still[#still + 1] = s end -- gave its full share: may give more this call
+      end
+    end
+  end
+  active = still
+end
+
+-- seconds until the next host is due (the idle feeder sleeps until then)
+local first = redis.call("ZRANGE", ready, 0, 0, "WITHSCORES")
+if #first == 0 then
+  out[#out + 1] = "-1"
+else
+  out[#out + 1] = string.format("%.3f", math.max(0, tonumber(first[2]) - now))
+end
+return out

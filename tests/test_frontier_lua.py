@@ -1,0 +1,232 @@
+"""The host-mode frontier scripts against a real redis-server (issue 14): enqueue into per-host
+queues, pop from due hosts with their interval and budget, reclaim / release back to the host,
+due retries from delayed, and garbage in every new key (style of test_lua_garbage.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import redis
+
+from distributed_crawler.dedup.dupefilter import SetDedup
+from distributed_crawler.queue.enqueue import Enqueuer, run_sync
+from distributed_crawler.queue.envelope import make_member, split_member
+from distributed_crawler.queue.frontier import FrontierConfig, slot_of
+from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.queue.scripts import HostPop, QueueScripts
+
+KEYS_H = SpiderKeys(
+    "h",
+    "h:start_urls",
+    "{h}:requests",
+    "{h}:processing",
+    "{h}:delayed",
+    "{h}:dupefilter",
+    "{h}:failed",
+    "{h}:seq",
+    "{h}:stats",
+    "{h}:nodes",
+    "{h}:node:%(node)s",
+    "{h}:doorbell",
+)
+READY, OVER, PROC, DELAYED, FAILED = KEYS_H.ready, KEYS_H.over_budget, KEYS_H.processing, KEYS_H.delayed, KEYS_H.failed
+GARBAGE = [b"nan", b"inf", b"-inf", b"abc", b"", b"\xff\xfe", b"1e308", b"99999999999999999999"]
+
+
+@pytest.fixture
+def scripts(redis_client: redis.Redis) -> QueueScripts:
+    return QueueScripts.register(redis_client, KEYS_H, "host")
+
+
+def member(url: str, priority: int = 0, slot: str | None = None, deliveries: int = 0) -> str:
+    d: dict = {"url": url}
+    if slot is not None:
+        d["slot"] = slot
+    return make_member(json.dumps(d), priority, deliveries)
+
+
+def push(
+    scripts: QueueScripts,
+    items: list[tuple[str, str]],
+    interval: float | None = 0.0,
+    budget: int | None = -1,
+    priority: int = 0,
+    delay: float = 0.0,
+) -> list[int]:
+    """items: (url, slot); slot "" = Lua finds it in the payload."""
+    entries = [(url, False, member(url, priority, slot or None), delay, slot, interval, budget) for url, slot in items]
+    enqueuer = Enqueuer(scripts.client, KEYS_H, SetDedup(KEYS_H.dupefilter), "host", scripts=scripts)
+    return run_sync(enqueuer.run("push", entries))
+
+
+def pop(scripts: QueueScripts, n: int) -> HostPop:
+    return scripts.pop_hosts(n, 60)
+
+
+def urls(result: HostPop) -> list[str]:
+    return [json.loads(split_member(h.lease).payload)["url"] for h in result.leases]
+
+
+def test_slot_of_groups_by_rate_domain_and_keeps_ports() -> None:
+    config = FrontierConfig(rates={"example.com": 2.0})
+    assert slot_of("http://WWW.example.com/a", config) == "example.com"
+    assert slot_of("http://127.0.0.2:8080/a", config) == "127.0.0.2:8080"
+    assert slot_of("https://other.org:443/", config) == "other.org"
+    assert slot_of("data:,hello", config) == ""
+    assert config.interval("example.com") == 0.5 and config.interval("other.org") == 0
+
+
+def test_frontier_config_errors_say_what_to_do() -> None:
+    from scrapy.settings import Settings
+
+    from distributed_crawler.defaults import DEFAULTS
+
+    def config(**values: object) -> FrontierConfig:
+        return FrontierConfig.from_settings(Settings({**DEFAULTS, **values}))
+
+    assert config(DOMAIN_MAX_PAGES=20).budget("a.org") == 20
+    assert config(DOMAIN_MAX_PAGES="20").budget("a.org") == 20
+    by_domain = config(DOMAIN_MAX_PAGES='{"a.org": 5}')
+    assert by_domain.budget("x.a.org") == 5 and by_domain.budget("b.org") == -1
+    assert config(DOMAIN_MAX_PAGES=0).budget("a.org") == -1
+    for bad in ("lots", -3, 1.5, "{bad json", '{"a.org": "x"}', True):
+        with pytest.raises(ValueError, match="DOMAIN_MAX_PAGES"):
+            config(DOMAIN_MAX_PAGES=bad)
+    with pytest.raises(ValueError, match="DOMAIN_RATE_LIMITS"):
+        config(DOMAIN_RATE_LIMITS='{"a.org": -1}')
+    with pytest.raises(ValueError, match="end with %\\(host\\)s"):
+        config(SCHEDULER_HOST_QUEUE_KEY="{%(spider)s}:q:%(host)s:x")
+
+
+def test_enqueue_queues_per_host_and_marks_ready(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+    assert push(scripts, [("http://a/1", "a"), ("http://b/1", "b"), ("http://a/1", "a")], interval=0.5, budget=7) == [
+        1,
+        1,
+        0,
+    ]
+    assert redis_client.zcard(KEYS_H.host_queue("a")) == 1 and redis_client.zcard(KEYS_H.host_queue("b")) == 1
+    assert sorted(redis_client.zrange(READY, 0, -1)) == [b"a", b"b"]
+    assert redis_client.hgetall(KEYS_H.host("a")) == {b"iv": b"0.5", b"max": b"7"}
+    assert not redis_client.exists(KEYS_H.requests)
+    # slot "" = read from the payload's url (the CLI requeue path)
+    push(scripts, [("http://c.org:81/x", "")], interval=None, budget=None)
+    assert redis_client.zcard(KEYS_H.host_queue("c.org:81")) == 1
+    assert not redis_client.exists(KEYS_H.host("c.org:81"))
+
+
+def test_pop_round_robins_hosts_and_keeps_priority_inside_a_host(scripts: QueueScripts) -> None:
+    push(scripts, [(f"http://a/{i}", "a") for i in range(10)])
+    push(scripts, [(f"http://b/{i}", "b") for i in range(10)])
+    push(scripts, [("http://a/hi", "a")], priority=5)
+    got = pop(scripts, 6)
+    assert sorted(h.slot for h in got.leases) == ["a", "a", "a", "b", "b", "b"]
+    assert urls(got)[0] == "http://a/hi" or "http://a/hi" in urls(got)
+    assert all(h.backoff == 0 for h in got.leases)
+    assert got.next_due == 0
+
+
+def test_interval_host_gives_one_per_call_and_waits(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+    push(scripts, [(f"http://slow/{i}", "slow") for i in range(5)], interval=30)
+    push(scripts, [(f"http://fast/{i}", "fast") for i in range(5)], interval=0)
+    got = pop(scripts, 10)
+    assert sorted(h.slot for h in got.leases) == ["fast"] * 5 + ["slow"]
+    again = pop(scripts, 10)
+    assert again.leases == [] and again.next_due is not None and 29 < again.next_due <= 30
+    assert redis_client.zcard(KEYS_H.host_queue("slow")) == 4
+
+
+def test_emptied_interval_host_keeps_its_due_time(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+    push(scripts, [("http://slow/1", "slow")], interval=30)
+    assert len(pop(scripts, 5).leases) == 1
+    push(scripts, [("http://slow/2", "slow")], interval=30)  # cannot jump the interval
+    assert pop(scripts, 5).leases == []
+    redis_client.zadd(READY, {"slow": 0})  # due now
+    assert urls(pop(scripts, 5)) == ["http://slow/2"]
+
+
+def test_budget_moves_a_host_over_and_counts_leftovers(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+    push(scripts, [(f"http://a/{i}", "a") for i in range(10)], budget=3)
+    push(scripts, [(f"http://b/{i}", "b") for i in range(4)], budget=-1)
+    got = pop(scripts, 20)
+    assert sorted(h.slot for h in got.leases) == ["a"] * 3 + ["b"] * 4
+    pop(scripts, 20)
+    assert redis_client.zscore(OVER, "a") == 7 and redis_client.zscore(READY, "a") is None
+    push(scripts, [("http://a/new", "a")], budget=3)  # a new request of an over-budget host: counted, not served
+    assert redis_client.zscore(OVER, "a") == 8 and pop(scripts, 5).leases == []
+    # a released first delivery gives its page back: the host is served again
+    scripts.release([got.leases[0].lease])
+    assert redis_client.zscore(READY, "a") is not None and redis_client.zscore(OVER, "a") is None
+    assert len(pop(scripts, 5).leases) == 1
+
+
+def test_reclaim_and_release_return_to_the_host_front(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+    push(scripts, [("http://a/1", "a"), ("http://a/2", "a")])
+    got = pop(scripts, 1)
+    (lease,) = [h.lease for h in got.leases]
+    assert scripts.release([lease]) == 1
+    assert urls(pop(scripts, 1)) == ["http://a/1"]
+    redis_client.zadd(PROC, {member("http://b/9", 0, "b", deliveries=1): 1})  # expired
+    redis_client.zadd(PROC, {member("http://c.org/9", 0, None, deliveries=1): 1})  # no slot: from the url
+    assert scripts.reclaim(5, 100, 100, "n") == (2, 0)
+    assert redis_client.zcard(KEYS_H.host_queue("b")) == 1 and redis_client.zcard(KEYS_H.host_queue("c.org")) == 1
+    assert {b"b", b"c.org"} <= set(redis_client.zrange(READY, 0, -1))
+
+
+def test_due_retries_go_back_to_their_host(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+    push(scripts, [("http://a/r", "a")], delay=0.001)
+    assert redis_client.zcard(DELAYED) == 1 and not redis_client.exists(KEYS_H.host_queue("a"))
+    redis_client.zadd(DELAYED, {member("http://a/r", 0, "a"): 0})  # due now (server time)
+    redis_client.zremrangebyscore(DELAYED, "(0", "+inf")
+    redis_client.zadd(DELAYED, {member("http://b/x", 0, "b"): 0, b"garbage \xff": float("inf")})
+    got = pop(scripts, 10)
+    assert sorted(urls_or_raw(got)) == sorted(["http://a/r", "http://b/x", "garbage"])
+    assert redis_client.zcard(DELAYED) == 0
+
+
+def urls_or_raw(result: HostPop) -> list[str]:
+    out = []
+    for h in result.leases:
+        payload = split_member(h.lease).payload
+        try:
+            out.append(json.loads(payload)["url"])
+        except ValueError:
+            out.append("garbage")
+    return out
+
+
+@pytest.mark.parametrize("raw", GARBAGE)
+@pytest.mark.parametrize("field", ["iv", "cd", "bo", "until", "pages", "max"])
+def test_garbage_in_the_host_hash_reads_as_defaults(
+    scripts: QueueScripts, redis_client: redis.Redis, field: str, raw: bytes
+) -> None:
+    push(scripts, [("http://a/1", "a"), ("http://a/2", "a")], interval=None, budget=None)
+    redis_client.hset(KEYS_H.host("a"), field, raw)
+    got = pop(scripts, 5)
+    assert len(got.leases) >= 1  # garbage never blocks or kills the host
+    push(scripts, [("http://a/3", "a")], interval=0.0, budget=-1)
+    scripts.release([h.lease for h in got.leases])
+    assert scripts.reclaim(5, 100, 100, "n") == (0, 0)
+
+
+def test_garbage_in_ready_over_and_host_keys_is_never_fatal(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+    push(scripts, [("http://a/1", "a"), ("http://b/1", "b")])
+    redis_client.zadd(READY, {"ghost": 0, "forever": float("inf"), b"\xff\x00": 0})
+    redis_client.zadd(OVER, {"junk": 3})
+    redis_client.set(KEYS_H.host_queue("b"), "not a zset")  # wrong type: b leaves ready, its key stays
+    redis_client.set(KEYS_H.host("a"), "not a hash")  # wrong type: defaults
+    got = pop(scripts, 10)
+    assert urls(got) == ["http://a/1"]
+    assert redis_client.zrange(READY, 0, -1) == [b"a"]  # ghosts removed; "a" served, due again
+    assert redis_client.get(KEYS_H.host_queue("b")) == b"not a zset"
+    assert pop(scripts, 10).leases == []
+    # a member without a valid envelope is leased for dead-lettering
+    redis_client.zadd(KEYS_H.host_queue("a"), {b"\x80pickle": 0})
+    redis_client.zadd(READY, {"a": 0})
+    assert [h.lease for h in pop(scripts, 10).leases] == [b"1:0:\x80pickle"]
+
+
+def test_wrong_type_of_a_declared_key_raises_wrongtype(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+    redis_client.set(READY, "x")
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        pop(scripts, 1)
