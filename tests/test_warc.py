@@ -9,6 +9,7 @@ import hashlib
 import os
 import re
 import sqlite3
+import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,16 @@ def read(path: Path) -> list[dict[str, Any]]:
     return records
 
 
+def gzip_members(path: Path) -> int:
+    data, members = path.read_bytes(), 0
+    while data:
+        z = zlib.decompressobj(zlib.MAX_WBITS + 16)
+        z.decompress(data)
+        assert z.eof, f"{path.name} ends inside a gzip member"
+        data, members = z.unused_data, members + 1
+    return members
+
+
 def warc_files(directory: Path) -> list[Path]:
     return sorted(directory.glob("*.warc.gz"), key=lambda p: int(FILE_NAME.match(p.name)["n"]))  # type: ignore[index]
 
@@ -107,6 +118,7 @@ def test_request_and_response_records_with_digests(tmp_path: Path) -> None:
     [path] = warc_files(tmp_path / "warc")
     assert FILE_NAME.match(path.name)["node"] == "node-1"  # type: ignore[index]
     records = read(path)
+    assert gzip_members(path) == len(records) == 1 + 2 * len(responses)  # gzip per record
     assert records[0]["type"] == "warcinfo"
     assert b"node: node-1" in records[0]["payload"] and b"format: WARC File Format 1.1" in records[0]["payload"]
     pairs = records[1:]
