@@ -34,7 +34,6 @@ from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import MAX_PRIORITY, make_member
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import QueueScripts
-from distributed_crawler.queue.seeds import SeedError, parse_seed
 from distributed_crawler.redact import mask_url
 from distributed_crawler.storage.backends import open_storage
 
@@ -59,19 +58,6 @@ def _connect(args: argparse.Namespace) -> tuple[Any, Any, SpiderKeys]:
 
 def _print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, ensure_ascii=False))
-
-
-def cmd_seed(args: argparse.Namespace) -> int:
-    settings, client, keys = _connect(args)
-    max_bytes = settings.getint("SEED_MAX_BYTES", 65536)
-    for seed in args.urls:
-        try:
-            parse_seed(seed, max_bytes)
-        except SeedError as exc:
-            raise CliError(f"not seeded: {seed[:80]!r}: {exc.reason}") from None
-    client.rpush(keys.start_urls, *args.urls)
-    print(f"seeded {len(args.urls)} into {keys.start_urls}")
-    return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -434,9 +420,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    p = command("seed", cmd_seed, "push start URLs (plain or JSON) for a spider")
-    p.add_argument("spider")
-    p.add_argument("urls", nargs="+")
+    from distributed_crawler.cli import seed  # imports this module's helpers: not at the top
+
+    seed.add_parser(command)
     p = command("status", cmd_status, "queues, leases, failures and nodes of a spider", json_flag=True)
     p.add_argument("spider")
     p.add_argument("--watch", action="store_true", help="refresh until Ctrl-C (with --json: one object a line)")

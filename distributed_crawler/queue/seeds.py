@@ -41,9 +41,13 @@ class Seed:
 
 def check_url(url: str) -> str:
     url = url.strip()
-    if not url or any(c.isspace() for c in url):
+    # split() breaks on exactly the characters isspace() names; one C call, not a loop per character
+    if len(url.split(maxsplit=1)) != 1:
         raise SeedError("not_a_url", "not a URL (empty or contains whitespace)")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # e.g. "Invalid IPv6 URL"
+        raise SeedError("not_a_url", f"not a URL ({str(exc)[:100]})") from None
     if parts.scheme.lower() not in ALLOWED_SCHEMES:
         raise SeedError("bad_scheme", f"scheme {parts.scheme or '(none)'!r} is not http or https")
     try:
