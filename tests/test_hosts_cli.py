@@ -48,7 +48,7 @@ def frontier(client: redis.Redis) -> float:
     client.hset(KEYS.host("a.com"), mapping={"iv": b"nan", "bo": b"inf", "pages": b"\xff", "max": b"1e999"})
     client.set(KEYS.host_queue("e.com"), "a string where a zset belongs")
     client.rpush(KEYS.host("e.com"), "a list where a hash belongs")
-    client.hset(KEYS.host("g.com"), mapping={"until": "1e300", "why": b"\xff\xfe"})
+    client.hset(KEYS.host("g.com"), mapping={"until": "1e300", "why": b"\xff\xfe", "iv": "1e9", "bo": "65"})
     return now
 
 
@@ -74,6 +74,7 @@ def test_hosts_lists_the_frontier_by_pending_and_skips_garbage(
     assert c["why"].startswith("429 Retry-After: 600") and "\x1b" not in c["why"]
     assert rows["d.com"]["over_budget"] and rows["d.com"]["budget"] == 10 and rows["d.com"]["due_in"] is None
     assert rows["e.com"]["pending"] == 0 and rows["g.com"]["blocked_until"] is None
+    assert rows["g.com"]["interval"] == 0 and rows["g.com"]["backoff"] == 0  # read as lib/host.lua reads them
     skipped = data["skipped"]
     assert skipped[KEYS.ready] == 4 and skipped[KEYS.over_budget] == 1
     assert skipped[KEYS.host_queue("<host>")] == 1 and skipped[KEYS.host("<host>")] == 2  # e.com's list, g.com's 1e300

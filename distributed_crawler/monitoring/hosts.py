@@ -31,7 +31,9 @@ STATUS_BLOCKED = 5  # blocked hosts listed in the status (latest until first)
 MAX_HOST_CHARS = 300  # a DNS name is at most 253, plus ":port"
 MAX_WHY_CHARS = 300
 MAX_COUNT = 2**53
-MAX_BLOCK_SECONDS = 10 * 365 * 86400
+MAX_BLOCK_SECONDS = 365 * 86400  # lib/host.lua reads a longer block as garbage too
+MAX_INTERVAL = 86400  # lib/host.lua: an iv / cd above a day reads as 0
+MAX_BACKOFF = 64
 HOST_FIELDS = ("iv", "cd", "bo", "until", "why", "pages", "max")
 
 
@@ -124,7 +126,7 @@ async def read_rows(
             fields = [None] * len(HOST_FIELDS)
         state = dict(zip(HOST_FIELDS, fields))
         until = finite(state["until"])
-        if until > now + MAX_BLOCK_SECONDS:  # no block lasts decades: garbage
+        if until > now + MAX_BLOCK_SECONDS:  # "blocked for over a year": garbage, as lib/host.lua reads it
             skips.add(state_pattern)
             until = 0.0
         budget = _count(state["max"], -1)
@@ -141,8 +143,10 @@ async def read_rows(
                 pages=pages,
                 budget=budget if budget >= 0 else None,
                 over_budget=host in over or (budget >= 0 and pages >= budget),
-                backoff=max(0, _count(state["bo"])),
-                interval=round(max(0.0, finite(state["iv"]), finite(state["cd"])), 3),
+                backoff=bo if 0 <= (bo := _count(state["bo"])) <= MAX_BACKOFF else 0,
+                interval=round(
+                    max(0.0, *(v for v in (finite(state["iv"]), finite(state["cd"])) if v <= MAX_INTERVAL)), 3
+                ),
             )
         )
     return rows
