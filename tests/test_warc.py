@@ -9,6 +9,7 @@ import hashlib
 import os
 import re
 import sqlite3
+import time
 import zlib
 from collections import Counter
 from pathlib import Path
@@ -268,3 +269,52 @@ def test_two_workers_archive_every_fetch_once(
     assert sum(_stat(workers.log(n), "warc/records") for n in ("node-a", "node-b")) == 2 * fetched
     for node in ("node-a", "node-b"):
         assert "Traceback" not in workers.log(node) and "ERROR" not in workers.log(node), workers.log(node)[-3000:]
+
+
+def archived_ok_pages(directory: Path) -> Counter[str]:
+    """Canonical URL -> 200 response records, reading each file up to a record cut by kill -9."""
+    pages: Counter[str] = Counter()
+    for path in directory.glob("*.warc.gz"):
+        with open(path, "rb") as f:
+            try:
+                for record in ArchiveIterator(f, check_digests="raise"):
+                    record.raw_stream.read()
+                    if record.rec_type == "response" and record.http_headers.get_statuscode() == "200":
+                        pages[canonicalize_url(record.rec_headers.get_header("WARC-Target-URI"))] += 1
+            except Exception:  # noqa: BLE001 (the killed node's last record may be cut short: stop there)
+                continue
+    return pages
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_kill9_never_acks_a_page_whose_record_is_lost(
+    workers: Workers, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    warc_dir, db = tmp_path / "warc", tmp_path / "items.db"
+    settings = ["SCHEDULER_LEASE_SECONDS=3", "CONCURRENT_REQUESTS=8", f"WARC_DIR={warc_dir}"]
+
+    def stored() -> list[str]:
+        try:
+            with sqlite3.connect(db, timeout=10) as conn:
+                return [url for (url,) in conn.execute("SELECT url FROM items")]
+        except sqlite3.OperationalError:
+            return []
+
+    with NewsSite(articles=200, per_page=20, delay=0.02) as site:
+        redis_client.lpush("news:start_urls", site.url + "/")
+        workers.start("victim", *settings)
+        deadline = time.monotonic() + 60
+        while len(stored()) < 40:
+            assert time.monotonic() < deadline, workers.log("victim")[-3000:]
+            time.sleep(0.05)
+        workers.kill9("victim")
+        workers.start("finisher", *settings, "MAX_IDLE_TIME_BEFORE_CLOSE=4")
+        assert workers.wait_all(timeout=90)["finisher"] == 0
+        urls = stored()
+        assert set(urls) == site.expected_urls()
+    archived = archived_ok_pages(warc_dir)
+    missing = [url for url in urls if not archived[url]]
+    assert not missing, f"stored (acked) without a WARC record: {missing[:5]}"
+    assert any(p.name.startswith("victim-") for p in warc_dir.iterdir())
