@@ -9,7 +9,8 @@ Traps built in on purpose:
 
 * list/article links carry tracking params (utm_*, gclid, fbclid), `#fragments`
   and reordered query strings, so the crawler's canonicalisation must collapse them;
-* `/private/*` is disallowed by robots.txt but linked from the front page;
+* `/private/*` (e.g. `/private/admin`) is disallowed by robots.txt but linked from the front page;
+  `NewsSite(crawl_delay=N)` adds `Crawl-delay: N` to robots.txt;
 * an off-site link (`http://other.example/`) that must not be followed;
 * `/flaky` answers 503 twice before it answers 200 (retry handling);
 * `/down` always answers 503, and `/busy?after=N` always answers 503 (or `status=429`) with
@@ -80,7 +81,9 @@ class NewsSite:
     thread-safe because the crawler hits the server from many connections at once.
     """
 
-    def __init__(self, articles: int = 300, per_page: int = 20, delay: float = 0.0) -> None:
+    def __init__(
+        self, articles: int = 300, per_page: int = 20, delay: float = 0.0, crawl_delay: float | None = None
+    ) -> None:
         if articles < 0:
             raise ValueError("articles must be >= 0")
         if per_page < 1:
@@ -88,10 +91,12 @@ class NewsSite:
         self.articles = articles
         self.per_page = per_page
         self.delay = delay
+        self.crawl_delay = crawl_delay  # robots.txt gets `Crawl-delay: N` when set
         self.url: str = ""
         self._lock = threading.Lock()
         self._paths: list[str] = []
         self._times: list[float] = []  # time.monotonic() of each request, parallel to _paths
+        self._walls: list[float] = []  # time.time() of each request (to compare with Redis TIME)
         self._flaky_count = 0
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -101,11 +106,12 @@ class NewsSite:
         """Bind 127.0.0.1 on a free port, serve in a daemon thread, return the base URL."""
         if self._server is not None:
             raise RuntimeError("NewsSite already started")
-        server = _Server(("127.0.0.1", 0), _Handler)
+        host = getattr(self, "bind_host", "127.0.0.1")  # any 127.0.0.x: a host of its own (tests/test_frontier.py)
+        server = _Server((host, 0), _Handler)
         server.site = self
         self._server = server
         port = server.server_address[1]
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"http://{host}:{port}"
         self._thread = threading.Thread(
             target=server.serve_forever,
             kwargs={"poll_interval": 0.1},
@@ -149,11 +155,17 @@ class NewsSite:
         with self._lock:
             self._paths.append(path)
             self._times.append(time.monotonic())
+            self._walls.append(time.time())
 
     def request_log(self) -> list[tuple[float, str]]:
         """(arrival time on this server's monotonic clock, raw path) of every request so far."""
         with self._lock:
             return list(zip(self._times, self._paths))
+
+    def wall_log(self) -> list[tuple[float, str]]:
+        """(arrival time.time(), raw path) of every request: comparable with Redis TIME on this host."""
+        with self._lock:
+            return list(zip(self._walls, self._paths))
 
     def hits(self, path_prefix: str = "") -> int:
         """Number of requests whose raw path+query starts with ``path_prefix``."""
@@ -211,7 +223,8 @@ class NewsSite:
         if path == "/":
             return 200, html_type, self._front_page()
         if path == "/robots.txt":
-            return 200, "text/plain; charset=utf-8", ROBOTS_TXT.encode("utf-8")
+            robots = ROBOTS_TXT + (f"Crawl-delay: {self.crawl_delay}\n" if self.crawl_delay else "")
+            return 200, "text/plain; charset=utf-8", robots.encode("utf-8")
         if path == "/list":
             page = query.get("page", "1")
             if _PAGE_RE.fullmatch(page) and int(page) <= self.num_pages:
