@@ -225,7 +225,7 @@ class RedisScheduler:
         logger.info(
             "Scheduler on %s: queue %s (%s), lease %ss, node %s",
             self.redis_config.masked_url,
-            self.keys.requests,
+            self.keys.ready if self.config.queue_type == "host" else self.keys.requests,
             self.config.queue_type,
             self.config.lease_seconds,
             self.node_id,
