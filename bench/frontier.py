@@ -43,13 +43,14 @@ from bench.harness import (
     Children,
     Workers,
     WorkerSpec,
-    git_state,
     log,
     make_workdir,
     median,
+    prepare_code,
     start_redis,
 )
 
+CODE_ROOT = [ROOT]  # --code REF: a snapshot of that commit (bench/harness.py prepare_code)
 SLOW_RATE = 2.0  # requests/s of the slow site
 PER_PAGE = 20
 
@@ -124,7 +125,7 @@ def crawl(
     """Start redis + workers, seed, poll `done(db) -> bool` every 0.1 s; returns times and paths."""
     redis_proc, redis_url = start_redis(children, workdir)
     db = workdir / "items.db"
-    spec = WorkerSpec("ours", redis_url, f"sqlite:///{db}", 0.0, workdir, extra)
+    spec = WorkerSpec("ours", redis_url, f"sqlite:///{db}", 0.0, workdir, extra, CODE_ROOT[0])
     workers = Workers(children, spec)
     client = redis.Redis.from_url(redis_url, socket_timeout=10)
     try:
@@ -278,14 +279,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="many-hosts: workers (two-host: always 1)")
     parser.add_argument("--timeout", type=float, default=300.0, help="max seconds per crawl")
     parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], help="extra worker setting")
+    parser.add_argument("--code", metavar="REF", help="run the workers on a snapshot of this commit (e.g. HEAD)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--keep", metavar="DIR", help="keep logs and SQLite files under DIR")
     args = parser.parse_args(argv)
     if not 1 <= args.hosts <= 250:
         raise SystemExit(f"--hosts ({args.hosts}) must be 1..250 (loopback addresses 127.0.0.2 on)")
     children = Children()
+    CODE_ROOT[0], code = prepare_code(args.code)
     started, load_before = time.time(), os.getloadavg()[0]
-    report: dict[str, Any] = {"benchmark": "frontier", "code": git_state(), "cpus": os.cpu_count()}
+    report: dict[str, Any] = {"benchmark": "frontier", "code": code, "cpus": os.cpu_count(), "args": vars(args)}
     try:
         if args.case in ("two-host", "both"):
             runs = []
