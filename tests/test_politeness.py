@@ -170,7 +170,14 @@ def test_three_nodes_share_one_rate_per_domain(
         assert "OK" in monitor_path.read_text(), "redis-cli monitor did not start"
         with NewsSite(articles=30, per_page=10) as site:
             for node in ("node-a", "node-b", "node-c"):
-                workers.start(node, "DOMAIN_RATE_LIMIT=5", "RETRY_BACKOFF_BASE=0.2", "RETRY_BACKOFF_MAX=2")
+                # the middleware's limiter (single-queue modes); host mode: tests/test_frontier.py
+                workers.start(
+                    node,
+                    "DOMAIN_RATE_LIMIT=5",
+                    "RETRY_BACKOFF_BASE=0.2",
+                    "RETRY_BACKOFF_MAX=2",
+                    "SCHEDULER_QUEUE_CLASS=priority",
+                )
             workers.wait_ready("node-a", "node-b", "node-c")
             redis_client.lpush("news:start_urls", site.url + "/")
             codes = workers.wait_all(timeout=150)
@@ -228,7 +235,10 @@ def test_a_graceful_stop_hands_waiting_requests_back_instead_of_waiting_for_thei
     workers: Workers, redis_client: redis.Redis
 ) -> None:
     with NewsSite(articles=30, per_page=10) as site:
-        proc = workers.start("node-a", "DOMAIN_RATE_LIMIT=0.2", "CONCURRENT_REQUESTS=8")  # a slot every 5 s
+        # a slot every 5 s; the middleware waits in the single-queue modes (host mode waits in Redis)
+        proc = workers.start(
+            "node-a", "DOMAIN_RATE_LIMIT=0.2", "CONCURRENT_REQUESTS=8", "SCHEDULER_QUEUE_CLASS=priority"
+        )
         workers.wait_ready("node-a")
         redis_client.lpush("news:start_urls", site.url + "/")
         deadline = time.monotonic() + 60
