@@ -19,7 +19,7 @@ from redis.cluster import key_slot
 from scrapy.settings import Settings
 from scrapy.utils.project import get_project_settings
 
-from distributed_crawler import cli
+from distributed_crawler.cli import main as cli
 from distributed_crawler.cli.main import main
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisConfig, subscribe
 from distributed_crawler.connection.cluster_client import AsyncClusterClient

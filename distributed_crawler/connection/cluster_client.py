@@ -22,6 +22,8 @@ _CONNECTION_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
 _REDIS_CONNECTION_MODULE = os.path.join("redis", "asyncio", "connection.py")
 
 
+# Helper names must not shadow redis-py's own private methods (`_execute_command`, `_execute`):
+# redis-py calls those with other arguments.
 class AsyncClusterClient(redis.asyncio.cluster.RedisCluster):
     """redis-py's asyncio cluster client, except that a lost cluster is an outage like any other.
 
@@ -46,11 +48,11 @@ class AsyncClusterClient(redis.asyncio.cluster.RedisCluster):
 
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
         if self._command_slots is None:
-            return await self._execute_command(*args, **kwargs)
+            return await self._lost_connection_guard(*args, **kwargs)
         async with self._command_slots:
-            return await self._execute_command(*args, **kwargs)
+            return await self._lost_connection_guard(*args, **kwargs)
 
-    async def _execute_command(self, *args: Any, **kwargs: Any) -> Any:
+    async def _lost_connection_guard(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return await super().execute_command(*args, **kwargs)
         except AttributeError as exc:
@@ -69,11 +71,11 @@ class AsyncClusterPipeline(redis.asyncio.cluster.ClusterPipeline):
     async def execute(self, *args: Any, **kwargs: Any) -> Any:
         slots = getattr(self.cluster_client, "_command_slots", None)
         if slots is None:
-            return await self._execute(*args, **kwargs)
+            return await self._lost_connection_guard(*args, **kwargs)
         async with slots:
-            return await self._execute(*args, **kwargs)
+            return await self._lost_connection_guard(*args, **kwargs)
 
-    async def _execute(self, *args: Any, **kwargs: Any) -> Any:
+    async def _lost_connection_guard(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return await super().execute(*args, **kwargs)
         except AttributeError as exc:
