@@ -788,7 +788,9 @@ def pop_cost(client: redis.Redis, scripts: QueueScripts, pops: int, want: int) -
     }
 
 
-def frontier_scale(sizes: list[int], per_host: int, iv: float, pops: int, want: int) -> dict[str, Any]:
+def frontier_scale(
+    sizes: list[int], per_host: int, iv: float, pops: int, want: int, listpack_value: int = 0
+) -> dict[str, Any]:
     """For each host count N: fill N hosts x 1 request, then N x (per_host - 1) more, through the real
     host-mode enqueue.lua; used_memory deltas give bytes per host and per queued request; then
     `pops` pops of `want` (host_pop.lua) give the pop's latency and commands as N grows."""
@@ -803,6 +805,9 @@ def frontier_scale(sizes: list[int], per_host: int, iv: float, pops: int, want: 
     try:
         client = redis.Redis.from_url(start_redis(children, workdir), socket_timeout=600)
         client.config_set("appendonly", "no")  # memory and pop cost, not disk: no AOF rewrite midway
+        if listpack_value:  # small host queues as listpacks: members up to this many bytes
+            client.config_set("zset-max-listpack-value", listpack_value)
+        out["zset_max_listpack_value"] = int(client.config_get("zset-max-listpack-value")["zset-max-listpack-value"])
         keys = SpiderKeys.from_settings(_settings(), SPIDER)
         scripts = QueueScripts.register(client, keys, "host")
         enqueuer = Enqueuer(client, keys, SetDedup(keys.dupefilter), "host", scripts=scripts)
@@ -865,10 +870,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host-interval", type=float, default=1.0, help="with --hosts: each host's interval (s)")
     parser.add_argument("--pops", type=int, default=300, help="with --hosts: pops measured per size")
     parser.add_argument("--want", type=int, default=40, help="with --hosts: requests asked per pop (prefetch)")
+    parser.add_argument(
+        "--zset-listpack-value",
+        type=int,
+        default=0,
+        help="with --hosts: CONFIG SET zset-max-listpack-value (0 = Redis's default, 64 bytes)",
+    )
     args = parser.parse_args(argv)
     if args.hosts:
         sizes = [int(n) for n in args.hosts.split(",")]
-        result = frontier_scale(sizes, args.per_host, args.host_interval, args.pops, args.want)
+        result = frontier_scale(
+            sizes, args.per_host, args.host_interval, args.pops, args.want, args.zset_listpack_value
+        )
         print(json.dumps(result, indent=None if args.json else 2))
         return 0
     w = Workload(**{name: getattr(args, name) for name in asdict(d)})
