@@ -20,7 +20,7 @@ from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 from distributed_crawler.core import scheduler
-from distributed_crawler.downloadermiddlewares.retry import DistributedRetryMiddleware, slot_of_request
+from distributed_crawler.downloadermiddlewares.retry import DistributedRetryMiddleware, RetryLater, slot_of_request
 from distributed_crawler.downloadermiddlewares.robotstxt import (
     DISALLOW_ALL,
     RobotsTxtMiddleware,
@@ -100,6 +100,9 @@ async def _verdict(mw: RobotsTxtMiddleware, request: Request) -> str:
         again = await mw.process_request(request)
     except IgnoreRequest:
         return "forbidden"
+    except RetryLater as exc:  # robots.txt unavailable: a counted retry through delayed
+        assert str(exc).startswith("robots.txt unavailable") and (exc.delay or 0) > 0
+        return "retry"
     if isinstance(again, Request):
         assert again.meta[LEASE_META] == b"lease" and again.meta[RETRY_DELAY_META] > 0
         return "later"
@@ -140,7 +143,7 @@ def test_robots_once_per_cluster_and_a_ban_answer_never_allows(redis_url: str, r
             await node2.spider_closed(c2.spider)
 
     seen = asyncio.run(scenario())
-    assert seen == ["later", "later", "later", "later", "later", "forbidden", "allowed", "forbidden", "allowed"]
+    assert seen == ["later", "later", "retry", "retry", "later", "forbidden", "allowed", "forbidden", "allowed"]
     assert downloads == ["http://site.test/robots.txt"] * 2  # once per cluster, each time
     assert json.loads(redis_client.get("{news}:robots:site.test") or b"{}")["status"] == 200
 
@@ -187,6 +190,9 @@ def test_429_with_retry_after_blocks_the_host_and_a_success_resets_backoff(
     assert isinstance(held, Request) and 8 < held.meta[RETRY_DELAY_META] <= 10
     assert other is None
     assert redis_client.hget(host, "bo") == b"0"  # the success reset it
+    # robots.txt unavailable (RetryLater from robotstxt.py): a counted retry through delayed
+    later = asyncio.run(_raise_later(mw, crawler))
+    assert isinstance(later, Request) and later.meta["retry_times"] == 1 and later.meta[RETRY_DELAY_META] >= 5
     stats = crawler.stats.get_stats()
     assert stats["retry/host_blocked"] == 1 and stats["retry/host_deferred"] == 1
     assert stats["retry/host_backoff_reset"] == 1
@@ -328,3 +334,11 @@ def test_crawl_delay_is_honoured_across_three_nodes(
             if times[j] - times[i] < (j - i) * delay - TOLERANCE
         ]
         assert not short, short[:5]
+
+
+async def _raise_later(mw: DistributedRetryMiddleware, crawler: Any) -> Any:
+    mw.spider_opened(crawler.spider)
+    try:
+        return await mw.process_exception(_leased("/d"), RetryLater("robots.txt unavailable: status 503", 5.0))
+    finally:
+        await mw.spider_closed(crawler.spider)

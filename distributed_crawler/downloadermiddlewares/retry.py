@@ -75,6 +75,16 @@ RESET_EVERY = 1.0  # seconds: a node resets one host's backoff level at most thi
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
+class RetryLater(Exception):
+    """Raised by a downloader middleware's process_request: retry this request through `delayed`
+    (counted as a retry, dead-lettered after the last), waiting at least `delay` seconds (capped by
+    RETRY_BACKOFF_MAX). robotstxt.py raises it while a host's robots.txt is unavailable."""
+
+    def __init__(self, reason: str, delay: float | None = None) -> None:
+        super().__init__(reason)
+        self.delay = delay
+
+
 @dataclass(frozen=True)
 class RetryConfig:
     backoff_base: float = 1.0
@@ -266,6 +276,8 @@ class DistributedRetryMiddleware(RetryMiddleware):
     async def process_exception(  # type: ignore[override]
         self, request: Request, exception: Exception, spider: Spider | None = None
     ) -> Request | None:
+        if isinstance(exception, RetryLater) and LEASE_META in request.meta:
+            return await self._retry_later(request, str(exception), None, exception.delay)
         if isinstance(exception, self.exceptions_to_retry) and not request.meta.get(DONT_RETRY_META, False):
             reason = request.meta.get(PROXY_BAN_META) and f"proxy ban: {request.meta[PROXY_BAN_META]}"
             return await self._retry_later(request, reason or exception, None, None)

@@ -12,7 +12,8 @@ the host that long (lua/host_block.lua), so the frontier stops serving it meanwh
 What the answer means (RFC 9309): 2xx = the rules of its body; 4xx from the site = allow all;
 5xx, 429, unreachable, or a proxy's ban answer after the last retry (`_dc_proxy_ban`: never the
 site's robots.txt) = disallow all for ROBOTS_ERROR_CACHE_SECONDS, then one node fetches again;
-meanwhile that host's leased requests wait in `delayed` (disallowed for now, not dropped).
+meanwhile that host's leased requests are retried through `delayed` (RetryLater: disallowed for
+now, not dropped; after RETRY_TIMES they are dead-lettered with the reason, `dcrawl failed --requeue`).
 In host mode the Crawl-delay for our user agent goes to the host hash field `cd`, which the
 frontier's pop uses to space the host (the effective interval is max(iv, cd)).
 
@@ -43,7 +44,7 @@ from distributed_crawler.connection.clients import TRANSIENT_ERRORS
 from distributed_crawler.connection.untrusted import EpisodeLog, finite, text
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.defaults import SettingsReader
-from distributed_crawler.downloadermiddlewares.retry import slot_of_request
+from distributed_crawler.downloadermiddlewares.retry import RetryLater, slot_of_request
 from distributed_crawler.meta import LEASE_META, PROXY_BAN_META, RETRY_DELAY_META
 from distributed_crawler.queue.scripts import QueueScripts
 
@@ -128,7 +129,8 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         self.client: Any = None
         self.scripts: QueueScripts | None = None
         self.spider_name = ""
-        self._cached: dict[str, tuple[RobotParser, float, bool]] = {}  # netloc -> (parser, expiry, usable)
+        # netloc -> (parser, expiry, usable, why not)
+        self._cached: dict[str, tuple[RobotParser, float, bool, str]] = {}
         self._fetching: dict[str, asyncio.Task[RobotParser]] = {}
         self._errors = EpisodeLog(logger)
 
@@ -168,8 +170,9 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         parser = self._local(netloc) or await self._from_cache(netloc)
         cached = self._cached.get(netloc)
         if parser is not None and cached is not None and not cached[2] and LEASE_META in request.meta:
-            # robots.txt unavailable: disallowed for now, not for good (RFC 9309): wait in delayed
-            return self._hand_back(request, max(self.wait_seconds, cached[1] - time.monotonic()))
+            # robots.txt unavailable: disallowed for now, not for good (RFC 9309): a retry through
+            # delayed (the retry middleware's backoff; dead-lettered after the last, requeue-able)
+            raise RetryLater(f"robots.txt unavailable: {cached[3]}", max(0.0, cached[1] - time.monotonic()))
         if parser is None:
             if LEASE_META not in request.meta:  # not from our queue: nothing to hand back, wait here
                 parser = await asyncio.shield(self._fetch_task(url.scheme, netloc, request))
@@ -189,7 +192,8 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         parser = build_from_crawler(self._parserimpl, self.crawler, rules_of(entry))
         ttl = self.cache_seconds if entry_ok(entry) else self.error_seconds
         left = finite(entry.get("fetched_at"), 0.0) + ttl - time.time()
-        self._cached[netloc] = (parser, time.monotonic() + max(1.0, min(left, LOCAL_SECONDS)), entry_ok(entry))
+        why = str(entry.get("error") or f"status {entry.get('status')}")[:200]
+        self._cached[netloc] = (parser, time.monotonic() + max(1.0, min(left, LOCAL_SECONDS)), entry_ok(entry), why)
         return parser
 
     async def _from_cache(self, netloc: str) -> RobotParser | None:
