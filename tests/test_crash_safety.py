@@ -157,7 +157,7 @@ def test_sigterm_finishes_in_flight_work_and_leaves_no_lease(
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
         assert redis_client.zcard("{news}:processing") == 0, "graceful stop left leases"
-        assert redis_client.zcard("{news}:requests") > 0, "the rest of the crawl is still queued"
+        assert redis_client.zcard("{news}:hosts") > 0, "the rest of the crawl is still queued"  # host mode
         first = set(rows(db))
         assert first
         # A second SIGTERM stops at once but also gives the leases back immediately.

@@ -106,7 +106,10 @@ class Fuzzer(threading.Thread):
             b'{"url": "http://127.0.0.1:9/fuzz/x", "meta": [1]}',
             b'{"url": "' + self.site_url.encode() + b'/fuzz/seed", "callback": "_set_crawler"}',
         )
-        self.queue_garbage("{news}:requests", 0.0)
+        # host mode (the default): garbage in one host's queue, due in the ready zset, and in the
+        # ready zset itself (hosts without a queue, a score never due)
+        self.queue_garbage("{news}:q:fuzz", 0.0)
+        c.zadd("{news}:hosts", {"fuzz": 0, "ghost": 0, b"\xff\xfe": float("inf")})
         self.queue_garbage("{news}:processing", now - 60)
         self.queue_garbage("{news}:delayed", now - 1)
         c.lpush("{news}:failed", *values[:8])
@@ -157,13 +160,13 @@ class Fuzzer(threading.Thread):
             c.delete("{news}:minutes")
             self.wrong_type_episodes += 1
         if self.rounds % 4 == 2:
-            saved = c.rename("{news}:requests", "{news}:requests:saved") if c.exists("{news}:requests") else None
-            c.set("{news}:requests", "not a queue")
+            saved = c.rename("{news}:hosts", "{news}:hosts:saved") if c.exists("{news}:hosts") else None
+            c.set("{news}:hosts", "not a queue")  # the ready zset: the key every pop reads
             time.sleep(2)
             pipe = c.pipeline(transaction=True)
-            pipe.delete("{news}:requests")
+            pipe.delete("{news}:hosts")
             if saved:
-                pipe.rename("{news}:requests:saved", "{news}:requests")
+                pipe.rename("{news}:hosts:saved", "{news}:hosts")
             pipe.execute()
             self.wrong_type_episodes += 1
 

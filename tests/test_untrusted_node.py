@@ -335,9 +335,12 @@ def test_worker_survives_garbage_and_a_wrong_type_key_mid_crawl(
 ) -> None:
     garbage_lease = b"\x80\x04" + PICKLED  # expired, without an envelope: reclaim must not die on it
     redis_client.zadd(KEYS.processing, {garbage_lease: 1})
+    # host mode (the default): garbage in one host's queue, the host due in the ready zset
     redis_client.zadd(
-        KEYS.requests, {b"not ours at all": -1, b"0:0:" + payload(url=5).encode(): -2, b"0:0:" + MEGABYTE: -3}
+        KEYS.host_queue("e.com"),
+        {b"not ours at all": -1, b"0:0:" + payload(url=5).encode(): -2, b"0:0:" + MEGABYTE: -3},
     )
+    redis_client.zadd(KEYS.ready, {"e.com": 0})
     with NewsSite(articles=30, per_page=10, delay=0.3) as site:
         redis_client.lpush("news:start_urls", site.url + "/", PICKLED, b'{"url": "http://e.com/", "meta": [1]}')
         workers.start("w", "SCHEDULER_LEASE_SECONDS=3", "CONCURRENT_REQUESTS=2", "MAX_IDLE_TIME_BEFORE_CLOSE=2")
