@@ -230,3 +230,20 @@ def test_wrong_type_of_a_declared_key_raises_wrongtype(scripts: QueueScripts, re
     redis_client.set(READY, "x")
     with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
         pop(scripts, 1)
+
+
+def test_depth_travels_through_redis_so_depth_limit_holds_across_nodes(
+    scripts: QueueScripts, redis_client: redis.Redis
+) -> None:
+    """Scrapy's DepthMiddleware reads meta["depth"] of the parent response: it must survive the queue."""
+    from scrapy import Request
+
+    from distributed_crawler.queue.codec import RequestCodec
+
+    codec = RequestCodec(None)
+    request = Request("http://a/deep", meta={"depth": 3, "depth_checked": True})
+    entry = ("", True, make_member(codec.encode(request, slot="a"), 0), 0.0, "a", 0.0, -1)
+    run_sync(Enqueuer(redis_client, KEYS_H, SetDedup(KEYS_H.dupefilter), "host", scripts=scripts).run("push", [entry]))
+    (leased,) = pop(scripts, 1).leases
+    again = codec.decode(split_member(leased.lease).payload)  # another node
+    assert again.meta == {"depth": 3} and leased.slot == "a"
