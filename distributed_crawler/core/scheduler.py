@@ -269,8 +269,12 @@ class RedisScheduler:
             if done:
                 client.zrem(self.keys.processing, *done)
             unacked = self.leases.unacked()
-            if unacked:
-                QueueScripts.register(client, self.keys, self.config.queue_type).release(unacked)
+            # A redirect, retry or held-back request whose successor is still in the outbox: the
+            # successor is lost with this process, so its predecessor's lease goes back instead
+            # (release skips a lease the outbox's in-flight push already removed).
+            handed_over = [entry.handover for _, entry in self._outbox if entry.handover]
+            if unacked or handed_over:
+                QueueScripts.register(client, self.keys, self.config.queue_type).release(unacked + handed_over)
             self.leases.forget(unacked)
         except Exception:  # noqa: BLE001 - leases then expire and are reclaimed; nothing is lost
             pass
