@@ -178,3 +178,30 @@ def test_dashboard_page_renders_the_hosts_block() -> None:
 )
 def test_host_names_are_short_printable_text(raw: Any, name: str | None) -> None:
     assert host_name(raw) == name
+
+
+def test_hosts_reads_what_the_host_mode_scripts_write(
+    redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture
+) -> None:
+    from distributed_crawler.dedup.dupefilter import SetDedup
+    from distributed_crawler.queue.enqueue import Enqueuer
+    from distributed_crawler.queue.scripts import QueueScripts
+
+    scripts = QueueScripts.register(redis_client, KEYS, "host")
+    enqueuer = Enqueuer(redis_client, KEYS, SetDedup(KEYS.dupefilter), "host", scripts=scripts)
+    entries = [
+        ("", True, f'0:0:{{"url": "http://{host}/{i}", "slot": "{host}"}}', 0.0, host, interval, budget)
+        for host, n, interval, budget in (("a.example", 3, 0.5, None), ("b.example", 1, 0.0, 10))
+        for i in range(n)
+    ]
+    run_sync(enqueuer.run("push", entries))
+    data = hosts_json(redis_url, capsys)
+    rows = {h["host"]: h for h in data["hosts"]}
+    assert data["count"] == 2 and [h["host"] for h in data["hosts"]] == ["a.example", "b.example"]
+    assert rows["a.example"]["pending"] == 3 and rows["a.example"]["interval"] == 0.5
+    assert rows["b.example"]["budget"] == 10 and rows["b.example"]["due_in"] == 0
+    scripts.pop_hosts(10, 60)  # a.example gives one (interval), b.example its one
+    rows = {h["host"]: h for h in hosts_json(redis_url, capsys)["hosts"]}
+    assert rows["a.example"]["pending"] == 2 and 0 < rows["a.example"]["due_in"] <= 0.5
+    assert data["skipped"] == {} and redis_client.hget(KEYS.host("b.example"), "pages") == b"1"
+    assert "b.example" not in rows or rows["b.example"]["pages"] == 1  # an emptied host may leave ready
