@@ -184,6 +184,27 @@ def test_due_retries_go_back_to_their_host(scripts: QueueScripts, redis_client: 
     assert redis_client.zcard(DELAYED) == 0
 
 
+@pytest.mark.parametrize("kind", ["zset", "list", "string"])
+def test_a_single_queue_left_from_another_mode_is_drained_into_the_hosts(
+    scripts: QueueScripts, redis_client: redis.Redis, kind: str
+) -> None:
+    """A queue from before host mode (or after switching SCHEDULER_QUEUE_CLASS) is crawled, not left
+    to keep the cluster from ever going idle; anything else in that key is not ours and stays."""
+    legacy = [member("http://a/old", 0, None), member("http://b/old", 5, "b"), "not ours \xff"]
+    if kind == "zset":
+        redis_client.zadd(KEYS_H.requests, {m: i for i, m in enumerate(legacy)})
+    elif kind == "list":
+        redis_client.lpush(KEYS_H.requests, *legacy)
+    else:
+        redis_client.set(KEYS_H.requests, "a string")
+    got = pop(scripts, 10)
+    if kind == "string":
+        assert got.leases == [] and redis_client.get(KEYS_H.requests) == b"a string"
+        return
+    assert sorted(urls_or_raw(got)) == ["garbage", "http://a/old", "http://b/old"]
+    assert not redis_client.exists(KEYS_H.requests)
+
+
 def urls_or_raw(result: HostPop) -> list[str]:
     out = []
     for h in result.leases:

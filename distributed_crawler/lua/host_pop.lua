@@ -5,6 +5,9 @@
 -- KEYS[3] delayed zset: member -> due time
 -- KEYS[4] sequence counter (orders pushes inside a priority)
 -- KEYS[5] over-budget zset: host -> its pending count when it went over budget
+-- KEYS[6] (optional) the single-queue key of the non-fair modes (SCHEDULER_QUEUE_KEY): requests
+--   left there (a queue from before host mode, or a switch of SCHEDULER_QUEUE_CLASS) move into
+--   their hosts' queues, up to ARGV[3] per call, so they are crawled instead of stalling idle-close
 -- ARGV[1] max number of requests to take (0: only move due retries)
 -- ARGV[2] lease length in seconds
 -- ARGV[3] max number of due retries to move in this call
@@ -53,6 +56,25 @@ for _, member in ipairs(due) do
   local payload = string.match(member, "^%d+:%-?%d+:(.*)$") or member
   host_push(ready, over, qprefix, hprefix, KEYS[4], host_of(payload), member, member_priority(member), false, now)
   redis.call("ZREM", KEYS[3], member)
+end
+
+-- the single queue of the non-fair modes (zset or list), drained into the host queues
+if KEYS[6] then
+  local kind = redis.call("TYPE", KEYS[6])["ok"]
+  local legacy = {}
+  if kind == "zset" then
+    legacy = redis.call("ZRANGE", KEYS[6], 0, limit - 1)
+  elseif kind == "list" then
+    legacy = redis.call("LRANGE", KEYS[6], -limit, -1)
+  end
+  for _, member in ipairs(legacy) do
+    local payload = string.match(member, "^%d+:%-?%d+:(.*)$") or member
+    host_push(ready, over, qprefix, hprefix, KEYS[4], host_of(payload), member, member_priority(member), false, now)
+  end
+  if #legacy > 0 then -- copies first, then the sources (a refused write never loses a request)
+    if kind == "zset" then redis.call("ZREMRANGEBYRANK", KEYS[6], 0, #legacy - 1)
+    else redis.call("LTRIM", KEYS[6], 0, -#legacy - 1) end
+  end
 end
 
 local out = {}

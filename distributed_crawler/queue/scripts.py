@@ -138,7 +138,7 @@ class QueueScripts:
         """
         k = self.keys
         result = self._host_pop(
-            keys=[k.ready, k.processing, k.delayed, k.seq, k.over_budget],
+            keys=[k.ready, k.processing, k.delayed, k.seq, k.over_budget, k.requests],
             args=[count, lease_seconds, due_batch, *self._prefixes()],
         )
         return _then(result, _host_pop)
