@@ -175,3 +175,13 @@ def workers(tmp_path: Path, redis_url: str) -> Iterator[Workers]:
     )
     yield w
     w.stop_all()
+
+
+def queued_requests(client: redis.Redis, spider: str = "news") -> int:
+    """Pending requests of a spider in any queue mode: the per-host queues (host mode, the
+    default) plus the single queue of the non-fair modes; keys of another type are not counted."""
+    total = 0
+    for key in [f"{{{spider}}}:requests".encode(), *client.scan_iter(match=f"{{{spider}}}:q:*")]:
+        kind = client.type(key)
+        total += client.zcard(key) if kind == b"zset" else client.llen(key) if kind == b"list" else 0
+    return total

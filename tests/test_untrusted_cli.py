@@ -21,7 +21,7 @@ from distributed_crawler.cli.main import main, requeue_member
 from distributed_crawler.monitoring.nodes import NodeKeys, beat, heartbeat_script
 from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.keys import SpiderKeys
-from tests.conftest import ROOT
+from tests.conftest import ROOT, queued_requests
 from tests.garbage import write_all_garbage, write_wrong_types
 
 DCRAWL = [sys.executable, "-m", "distributed_crawler"]
@@ -111,11 +111,11 @@ def test_status_and_failed_survive_every_kind_of_garbage_in_every_key(
     assert_readable(proc)
     assert "unreadable dead letter" in proc.stdout and "unreadable entries in {news}:failed" in proc.stdout
 
-    queue_before = queued(redis_client)
+    queue_before = queued_requests(redis_client)
     proc = dcrawl(redis_url, "failed", "news", "--requeue")
     assert_readable(proc)
     assert "requeued 1;" in proc.stdout and "kept 40" in proc.stdout
-    assert queued(redis_client) == queue_before + 1
+    assert queued_requests(redis_client) == queue_before + 1
     assert redis_client.llen("{news}:failed") == 40  # everything without a request stays
 
     proc = dcrawl(redis_url, "proxies", "list", "--json")
@@ -191,11 +191,6 @@ def test_dashboard_api_survives_garbage_and_wrong_types(
         proc.terminate()
         _, err = proc.communicate(timeout=10)
     assert "Traceback" not in err, err[-3000:]
-
-
-def queued(client: redis.Redis) -> int:
-    """Requests in the per-host queues (host mode, the default), skipping the fuzzer's wrong types."""
-    return sum(client.zcard(key) for key in client.scan_iter(match="{news}:q:*") if client.type(key) == b"zset")
 
 
 def test_requeue_member_takes_only_valid_requests() -> None:
