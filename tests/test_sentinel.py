@@ -123,7 +123,7 @@ def test_crawl_through_sentinel_survives_a_failover(
     assert len(lost) <= 10, report
 
     # The scripts were loaded again on the new master (EVALSHA -> NOSCRIPT -> SCRIPT LOAD).
-    pop_sha = hashlib.sha1(lua_source("pop").encode()).hexdigest()
+    pop_sha = hashlib.sha1(lua_source("host_pop").encode()).hexdigest()  # host mode (the default)
     assert replica.script_exists(pop_sha) == [True]
     replica.close()
 
