@@ -177,11 +177,18 @@ def workers(tmp_path: Path, redis_url: str) -> Iterator[Workers]:
     w.stop_all()
 
 
-def queued_requests(client: redis.Redis, spider: str = "news") -> int:
-    """Pending requests of a spider in any queue mode: the per-host queues (host mode, the
-    default) plus the single queue of the non-fair modes; keys of another type are not counted."""
-    total = 0
+def queued_members(client: redis.Redis, spider: str = "news") -> list[bytes]:
+    """Pending queue members of a spider in any queue mode: the per-host queues (host mode, the
+    default) plus the single queue of the non-fair modes; keys of another type are skipped."""
+    members: list[bytes] = []
     for key in [f"{{{spider}}}:requests".encode(), *client.scan_iter(match=f"{{{spider}}}:q:*")]:
         kind = client.type(key)
-        total += client.zcard(key) if kind == b"zset" else client.llen(key) if kind == b"list" else 0
-    return total
+        members += (
+            client.zrange(key, 0, -1) if kind == b"zset" else client.lrange(key, 0, -1) if kind == b"list" else []
+        )
+    return members
+
+
+def queued_requests(client: redis.Redis, spider: str = "news") -> int:
+    """How many requests of a spider are pending (see queued_members)."""
+    return len(queued_members(client, spider))

@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from distributed_crawler.rendering.config import DEFAULT_CHROMIUM
-from tests.conftest import Workers
+from tests.conftest import Workers, queued_members
 from tests.site.render_site import BROKEN_PAGES, READY, TOKENS, RenderSite
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -215,7 +215,7 @@ def test_rendered_request_with_page_methods_travels_through_redis_to_another_nod
         # after that one page (its close releases anything it leased but did not start).
         workers.start("node-a", RELAY, "CLOSESPIDER_PAGECOUNT=1", "ROBOTSTXT_OBEY=False", spider="render_relay")
         assert workers.wait_all(timeout=60) == {"node-a": 0}
-        queued = redis_client.zrange("{render_relay}:requests", 0, -1)
+        queued = queued_members(redis_client, "render_relay")
         assert len(queued) == len(TOKENS) and redis_client.zcard("{render_relay}:processing") == 0
         payload = json.loads(queued[0].split(b":", 2)[2])
         assert payload["meta"]["render"] is True
@@ -327,7 +327,7 @@ def test_stop_signal_to_the_whole_group_requeues_renders_in_flight(
         os.killpg(workers.procs["stop"].pid, signal.SIGTERM)
         assert workers.wait_all(timeout=40) == {"stop": 0}
         procs.assert_gone()
-    queued = [json.loads(m.split(b":", 2)[2]) for m in redis_client.zrange("{news}:requests", 0, -1)]
+    queued = [json.loads(m.split(b":", 2)[2]) for m in queued_members(redis_client)]
     assert sorted(q["url"] for q in queued) == [site.url + "/r/slow?s=30", site.url + "/r/slow?s=31"]
     assert all("retry_times" not in q["meta"] for q in queued), "an interrupted render cost a retry"
     assert redis_client.zcard("{news}:processing") == 0
