@@ -268,3 +268,15 @@ def test_depth_travels_through_redis_so_depth_limit_holds_across_nodes(
     (leased,) = pop(scripts, 1).leases
     again = codec.decode(split_member(leased.lease).payload)  # another node
     assert again.meta == {"depth": 3} and leased.slot == "a"
+
+
+def test_a_retry_or_hand_back_does_not_count_against_the_budget(
+    scripts: QueueScripts, redis_client: redis.Redis
+) -> None:
+    """A page retried (or handed back to wait for robots.txt / a blocked host) is still one page."""
+    again = make_member(json.dumps({"url": "http://a/1", "slot": "a", "again": 1}, separators=(",", ":")), 0)
+    push(scripts, [("http://a/2", "a")], budget=5)
+    redis_client.zadd(KEYS_H.host_queue("a"), {again: 0})
+    got = pop(scripts, 10)
+    assert len(got.leases) == 2
+    assert redis_client.hget(KEYS_H.host("a"), "pages") == b"1"

@@ -272,7 +272,11 @@ def test_a_page_that_always_fails_is_dead_lettered_then_requeued(
 @pytest.mark.timeout(120)
 def test_retry_after_sets_the_due_time_and_the_node_waits_for_it(workers: Workers, redis_client: redis.Redis) -> None:
     with NewsSite(articles=0) as site:
-        proc = workers.start("node-a", "RETRY_BACKOFF_BASE=0.2", "RETRY_BACKOFF_MAX=120")
+        # Per-request due times: the single-queue mode. (In host mode, the default, the 429 blocks
+        # the whole host and the other request waits with it: tests/test_politeness_inputs.py.)
+        proc = workers.start(
+            "node-a", "RETRY_BACKOFF_BASE=0.2", "RETRY_BACKOFF_MAX=120", "SCHEDULER_QUEUE_CLASS=priority"
+        )
         workers.wait_ready("node-a")
         redis_client.lpush(
             "news:start_urls", site.url + "/busy?after=30", site.url + "/busy?after=1000&date=1&status=429"

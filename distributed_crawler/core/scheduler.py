@@ -342,7 +342,9 @@ class RedisScheduler:
         host_mode = self.config.queue_type == "host"
         slot = slot_of(request.url, self.config.frontier) if host_mode else None
         try:
-            payload = self.codec.encode(request, slot=slot)
+            # a retry or a hand-back (it waits in delayed) of a page its host's budget already counted
+            again = handover is not None and request.meta.get(RETRY_DELAY_META) is not None
+            payload = self.codec.encode(request, slot=slot, again=host_mode and again)
         except UnserializableRequestError as exc:
             self.stats.inc_value("scheduler/unserializable")
             logger.error("Request not scheduled: %s", exc)

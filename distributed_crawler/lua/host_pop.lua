@@ -23,8 +23,9 @@
 --   rounds until N is met or no due host is left. A host blocked until later (`until`) is moved to
 --   that time. A host over budget (pages >= max >= 0) leaves ready for the over-budget zset (score
 --   = its pending count): its requests stay in its queue, counted, not served. `pages` counts
---   first deliveries (a member with 0 deliveries before this lease). A served host without interval
---   gets score now: hosts that waited longer come first in the next call.
+--   first deliveries (a member with 0 deliveries before this lease) of new pages: a retry or a
+--   hand-back (payload ending in ',"again":1}', written by the scheduler) is not counted again.
+--   A served host without interval gets score now: hosts that waited longer come first in the next call.
 -- Guarantees (as pop.lua): a request is always in a host queue, in delayed or in processing, never
 -- in none and never in two; due times and deadlines come from the server clock; every copy is
 -- written before its source is removed.
@@ -81,7 +82,9 @@ local out = {}
 local function lease_of(member)
   local deliveries, priority = string.match(member, "^(%d+):(%-?%d+):")
   if deliveries and #deliveries <= 9 and #priority <= 8 and math.abs(tonumber(priority)) <= MAX_PRIORITY then
-    return (tonumber(deliveries) + 1) .. string.sub(member, #deliveries + 1), tonumber(deliveries) == 0
+    -- a new page: first delivery, and not a retry / hand-back ("again", our payload's last field)
+    local fresh = tonumber(deliveries) == 0 and string.sub(member, -11) ~= ',"again":1}'
+    return (tonumber(deliveries) + 1) .. string.sub(member, #deliveries + 1), fresh
   end
   return "1:0:" .. member, false -- not written by us: the node dead-letters it without running it
 end

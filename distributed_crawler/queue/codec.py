@@ -132,13 +132,17 @@ class RequestCodec:
             "cb_kwargs": d["cb_kwargs"],
         }
 
-    def encode(self, request: Request, slot: str | None = None) -> str:
+    def encode(self, request: Request, slot: str | None = None, again: bool = False) -> str:
         """JSON of a request; `slot` (host mode): its host, a top-level field Lua reads to put it
-        back into its host's queue (decode ignores it, like any unknown top-level field)."""
+        back into its host's queue; `again`: a retry or hand-back of a page already counted against
+        its host's budget (host_pop.lua reads it as the payload's last field). Decode ignores both,
+        like any unknown top-level field."""
         try:
             d = self.to_dict(request)
             if slot is not None:
                 d["slot"] = slot
+            if again:
+                d["again"] = 1
             return json.dumps(d, separators=(",", ":"), ensure_ascii=False)
         except ValueError as exc:  # e.g. a method not found on the spider
             raise UnserializableRequestError(f"{request.url}: {exc}") from None
