@@ -18,8 +18,13 @@ from collections.abc import Mapping
 from typing import Any
 
 DEFAULTS: dict[str, Any] = {
-    # Redis connection (REDIS_URL: env var overrides).
-    "REDIS_URL": "redis://127.0.0.1:6379/0",
+    # Redis connection (REDIS_URL: env var overrides). "" = scrapy-redis's REDIS_HOST/PORT/DB
+    # (falsy = unset, then REDIS_PARAMS, then 127.0.0.1:6379/0): connection/params.py.
+    "REDIS_URL": "",
+    "REDIS_HOST": "",
+    "REDIS_PORT": 0,
+    "REDIS_DB": 0,
+    "REDIS_PARAMS": {},  # scrapy-redis's client options: password, socket_*, ssl_*, redis_cls (spider.server)
     "REDIS_SOCKET_TIMEOUT": 15.0,
     "REDIS_CLUSTER": False,  # REDIS_URL is one seed node of a Redis Cluster; env var overrides
     "REDIS_SENTINELS": "",  # "host:port,host:port" (or a list): find the master through Sentinel
