@@ -64,6 +64,7 @@ DEFAULTS: dict[str, Any] = {
     "REDIS_START_URLS_BATCH_SIZE": 0,  # 0 = CONCURRENT_REQUESTS
     "REDIS_START_URLS_AS_SET": False,
     "REDIS_START_URLS_AS_ZSET": False,
+    "REDIS_ENCODING": "utf-8",  # how seeds are decoded (scrapy-redis's setting; spider.redis_encoding)
     "SEED_MAX_BYTES": 65536,
     "MAX_IDLE_TIME_BEFORE_CLOSE": 0,
     # Dedup (BloomDupeFilter).
