@@ -114,7 +114,7 @@ def test_framework_callbacks_are_allowed_only_for_their_spider_class() -> None:
 
 
 MEANINGFUL = {
-    "when": datetime.datetime(2026, 12, 3, 9, 30, 15, 123456, tzinfo=datetime.timezone.utc),
+    "when": datetime.datetime(2026, 12, 3, 9, 30, 15, 123456, tzinfo=datetime.UTC),
     "naive": datetime.datetime(2026, 12, 3, 9, 30),
     "day": datetime.date(2026, 12, 3),
     "raw": b"\x00\xff\x80binary",

@@ -69,7 +69,9 @@ def test_params_rank_below_the_settings_of_the_same_name() -> None:
     assert effective_url(Settings({"REDIS_PARAMS": params, "REDIS_HOST": "sethost"})) == "redis://sethost:7001/2"
     with_url = {"url": "redis://paramurl:7002/4", **params}
     assert effective_url(Settings({"REDIS_PARAMS": with_url, "REDIS_HOST": "sethost"})) == "redis://paramurl:7002/4"
-    assert effective_url(Settings({"REDIS_PARAMS": with_url, "REDIS_URL": "redis://seturl:1/0"})) == "redis://seturl:1/0"
+    assert (
+        effective_url(Settings({"REDIS_PARAMS": with_url, "REDIS_URL": "redis://seturl:1/0"})) == "redis://seturl:1/0"
+    )
     assert effective_url(Settings({"REDIS_PARAMS": '{"host": "fromjson"}'})) == "redis://fromjson:6379/0"
 
 
@@ -86,7 +88,12 @@ def test_params_reach_our_clients() -> None:
     assert config.socket_timeout == 7
     assert "s3cret" not in config.masked_url
     sync = config.sync_client().connection_pool.connection_kwargs
-    assert (sync["host"], sync["password"], sync["socket_timeout"], sync["socket_keepalive"]) == ("h", "s3cret", 7, True)
+    assert (sync["host"], sync["password"], sync["socket_timeout"], sync["socket_keepalive"]) == (
+        "h",
+        "s3cret",
+        7,
+        True,
+    )
     assert sync["socket_connect_timeout"] == 2
     assert sync["decode_responses"] is False  # our components read bytes, whatever the project's client does
     server = server_from_settings(Settings({"REDIS_HOST": "h", "REDIS_PARAMS": params}))
@@ -105,7 +112,12 @@ def test_redis_cls_as_class_or_path() -> None:
     server = server_from_settings(Settings({"REDIS_HOST": "h", "REDIS_PARAMS": {"redis_cls": cls, "flag": False}}))
     assert server is cls.from_url.return_value
     cls.from_url.assert_called_with(
-        "redis://h:6379/0", socket_timeout=30, socket_connect_timeout=30, retry_on_timeout=True, encoding="utf-8", flag=False
+        "redis://h:6379/0",
+        socket_timeout=30,
+        socket_connect_timeout=30,
+        retry_on_timeout=True,
+        encoding="utf-8",
+        flag=False,
     )
     assert isinstance(server_from_settings(Settings({"REDIS_PARAMS": {"redis_cls": "redis.Redis"}})), redis.Redis)
     with pytest.raises(ValueError, match="redis_cls"):
