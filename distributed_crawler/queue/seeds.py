@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from scrapy import FormRequest, Request
+
 from distributed_crawler.meta import PRIVATE_META_PREFIX
 from distributed_crawler.queue.envelope import MAX_PRIORITY
 
@@ -40,6 +42,22 @@ class Seed:
     headers: dict[str, Any] = field(default_factory=dict)
     body: str = ""
     formdata: dict[str, str | list[str]] = field(default_factory=dict)  # other fields (scrapy-redis)
+
+    def to_request(self, callback: Any = None) -> Request:
+        """The request a node makes of this seed (and `dcrawl seed --dedup` fingerprints): a
+        `FormRequest` when the seed has form data, as scrapy-redis makes; `dont_filter`, as there:
+        pushing a seed again means "fetch it again"."""
+        common: dict[str, Any] = {
+            "callback": callback,
+            "method": self.method,
+            "headers": self.headers or None,
+            "meta": self.meta,
+            "priority": self.priority,
+            "dont_filter": True,
+        }
+        if self.formdata:
+            return FormRequest(self.url, formdata=self.formdata, **common)
+        return Request(self.url, body=self.body.encode("utf-8"), **common)
 
 
 def check_url(url: str) -> str:

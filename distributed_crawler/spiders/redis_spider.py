@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from redis.exceptions import ResponseError
-from scrapy import FormRequest, Request, Spider, signals
+from scrapy import Request, Spider, signals
 from scrapy.spiders import CrawlSpider
 
 from distributed_crawler.compat.server import server_from_settings
@@ -144,17 +144,7 @@ class RedisMixin:
             callback = getattr(self, seed.callback, None)
             if seed.callback.startswith("_") or not callable(callback):
                 raise SeedError("bad_callback", f"callback {seed.callback!r} is not a method of spider {self.name!r}")
-        common: dict[str, Any] = {
-            "callback": callback,
-            "method": seed.method,
-            "headers": seed.headers or None,
-            "meta": seed.meta,
-            "priority": seed.priority,
-            "dont_filter": True,  # as in scrapy-redis: pushing a seed again means "fetch it again"
-        }
-        if seed.formdata:
-            return FormRequest(seed.url, formdata=seed.formdata, **common)
-        return Request(seed.url, body=seed.body.encode("utf-8"), **common)
+        return seed.to_request(callback)
 
     def _seed_requests(self, raw: bytes) -> list[Request]:
         """`make_request_from_data` as a list (a subclass's may return one request, several, or
