@@ -111,6 +111,13 @@ class RedisMixin:
         self.seeds_as = "set" if as_set else "zset" if as_zset else "list"
         self.redis_config = RedisConfig.from_settings(settings)
         self.server = server_from_settings(settings)
+        logger.info(
+            "Reading start URLs from redis key '%s' (%s, batch size: %s, encoding: %s)",
+            self.redis_key,
+            self.seeds_as,
+            self.redis_batch_size,
+            self.redis_encoding,
+        )
         self.node_id = node_id_from_settings(settings)
         self._failed_max = read.int("SCHEDULER_FAILED_MAX", min=0)
         self._rejected: Counter[str] = Counter()
