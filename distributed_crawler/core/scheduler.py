@@ -63,6 +63,10 @@ QUEUE_TYPES = {
     "scrapy_redis.queue.PriorityQueue": "priority",
     "scrapy_redis.queue.FifoQueue": "fifo",
     "scrapy_redis.queue.LifoQueue": "lifo",
+    # their older aliases, still in scrapy-redis 0.9.1 (its example settings name them)
+    "scrapy_redis.queue.SpiderPriorityQueue": "priority",
+    "scrapy_redis.queue.SpiderQueue": "fifo",
+    "scrapy_redis.queue.SpiderStack": "lifo",
 }
 OUTBOX_BATCH = 500
 ACK_BATCH = 1000

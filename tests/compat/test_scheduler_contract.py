@@ -90,3 +90,20 @@ def test_flush_drops_what_this_node_buffered(redis_url: str, redis_client: redis
     assert not scheduler.has_pending_requests() and len(scheduler._outbox) == 0
     assert not redis_client.exists(scheduler.keys.processing, scheduler.keys.ready)
     assert len(scheduler.leases) == 0
+
+
+@pytest.mark.parametrize(
+    "name, mode",
+    [
+        ("scrapy_redis.queue.PriorityQueue", "priority"),
+        ("scrapy_redis.queue.FifoQueue", "fifo"),
+        ("scrapy_redis.queue.LifoQueue", "lifo"),
+        ("scrapy_redis.queue.SpiderPriorityQueue", "priority"),
+        ("scrapy_redis.queue.SpiderQueue", "fifo"),
+        ("scrapy_redis.queue.SpiderStack", "lifo"),
+    ],
+)
+def test_scrapy_redis_queue_classes_select_the_matching_mode(name: str, mode: str) -> None:
+    from scrapy.settings import Settings
+
+    assert SchedulerConfig.from_settings(Settings({"SCHEDULER_QUEUE_CLASS": name})).queue_type == mode
