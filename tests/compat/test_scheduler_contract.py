@@ -107,3 +107,34 @@ def test_scrapy_redis_queue_classes_select_the_matching_mode(name: str, mode: st
     from scrapy.settings import Settings
 
     assert SchedulerConfig.from_settings(Settings({"SCHEDULER_QUEUE_CLASS": name})).queue_type == mode
+
+
+def test_undecodable_payloads_are_logged_once_per_kind(
+    redis_url: str, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The issue's CrawlSpider symptom: a payload naming a private callback used to land in failed
+    with only a stat. Now each kind of refusal is one WARNING with its reason, then counted."""
+    from distributed_crawler.queue.deadletters import DeadLetters
+
+    scheduler, spider = _scheduler(redis_url)
+    good = scheduler.codec.encode(Request("http://e.com/ok", callback=spider.parse_page))
+    private = good.replace('"callback":"parse_page"', '"callback":"_private"')
+    members = [f"0:0:{private}".encode(), f"0:0:{private}".encode(), b"0:0:not json", b"0:0:still not json"]
+
+    async def accept() -> None:
+        scheduler.client = scheduler.context.acquire().client
+        scheduler.dead_letters = DeadLetters(scheduler.client, scheduler.keys.failed, "n1", 100)
+        try:
+            await scheduler._accept(members)
+        finally:
+            await scheduler.context.release()
+
+    with caplog.at_level(logging.WARNING, logger="distributed_crawler.core.scheduler"):
+        asyncio.run(accept())
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2, lines
+    assert "(callback)" in lines[0] and "'_private' is not a public spider method" in lines[0]
+    assert "(format)" in lines[1] and "not JSON" in lines[1]
+    assert scheduler.stats.get_value("scheduler/undecodable") == 4
+    assert scheduler.stats.get_value("scheduler/undecodable/callback") == 2
+    assert redis_client.llen(scheduler.keys.failed) == 4
