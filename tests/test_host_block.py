@@ -97,7 +97,12 @@ def test_unblock_lifts_only_a_block_of_its_own_reason(scripts: QueueScripts, red
     redis_client.zadd(KEYS.ready, {HOST: start})
     scripts.block_host(HOST, 5, "robots.txt pending", 1.0, 60.0, 0.5)
     assert redis_client.zscore(KEYS.ready, HOST) == pytest.approx(start + 5, abs=0.5)
+    doorbell = redis_client.pubsub()
+    doorbell.subscribe(KEYS.doorbell)
+    assert doorbell.get_message(timeout=1)["type"] == "subscribe"
     assert scripts.unblock_host(HOST, "robots.txt pending") == b"1"
+    assert doorbell.get_message(timeout=1)["data"] == b"1"  # idle nodes wake and pop the host now
+    doorbell.close()
     assert float(redis_client.hget(HASH, "until") or 1) == 0
     assert redis_client.zscore(KEYS.ready, HOST) == pytest.approx(now(redis_client), abs=0.5)  # due now
     # A 429's block is not lifted by the robots.txt fetch ending, and a host not in ready is not added.

@@ -17,7 +17,9 @@
 --   pending: the fetching node lifts it once the file is cached, so the requests waiting for it
 --   are served at once instead of after the block's length); until = 0 and the host's ready score
 --   lowered to now if it is in the ready zset (ZADD XX LT). A block for another reason (a 429 that
---   came meanwhile) stands. Returns "1" when lifted, else "0".
+--   came meanwhile) stands. ARGV[4] doorbell channel ("" = none): PUBLISHed to when lifted, so
+--   idle nodes (asleep until the block's end) pop the host's requests now. Returns "1" when
+--   lifted, else "0".
 -- Any other mode does nothing and returns "0".
 -- reset: bo = 0 (a node got a success from a host whose lease said bo > 0); until is kept (a block
 --   another node set since stands). A host without a hash gets none. Returns "0".
@@ -45,6 +47,7 @@ elseif mode == "unblock" then
   local t = redis.call("TIME")
   redis.call("HSET", hash, "until", 0)
   redis.call("ZADD", ready, "XX", "LT", string.format("%.6f", tonumber(t[1]) + tonumber(t[2]) / 1000000), ARGV[2] or "")
+  if ARGV[4] and ARGV[4] ~= "" then redis.call("PUBLISH", ARGV[4], "1") end
   return "1"
 elseif mode ~= "block" then
   return "0" -- an unknown mode does nothing
