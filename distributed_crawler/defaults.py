@@ -65,6 +65,7 @@ DEFAULTS: dict[str, Any] = {
     "BLOOM_BACKEND": "auto",  # auto | redisbloom | bitmap
     "BLOOM_CAPACITY": 1_000_000,
     "BLOOM_ERROR_RATE": 0.001,
+    "DUPEFILTER_LOCAL_CACHE_SIZE": 50_000,  # fingerprints a node sent lately: its duplicates stop there (0 = off)
     # Fingerprints.
     "FINGERPRINT_DROP_PARAMS": None,  # None = fingerprint.DEFAULT_DROP_PARAMS
     # Node.
