@@ -71,6 +71,7 @@ DEFAULTS: dict[str, Any] = {
     "BLOOM_BACKEND": "auto",  # auto | redisbloom | bitmap
     "BLOOM_CAPACITY": 1_000_000,
     "BLOOM_ERROR_RATE": 0.001,
+    "DUPEFILTER_LOCAL_CACHE_SIZE": 50_000,  # fingerprints a node sent lately: its duplicates stop there (0 = off)
     # Fingerprints.
     "FINGERPRINT_DROP_PARAMS": None,  # None = fingerprint.DEFAULT_DROP_PARAMS
     # Node.
@@ -106,7 +107,7 @@ DEFAULTS: dict[str, Any] = {
     "ROBOTS_CACHE_SECONDS": 86400,  # how long a fetched robots.txt is used (2xx, 4xx)
     "ROBOTS_ERROR_CACHE_SECONDS": 60,  # 5xx / unreachable: disallow all this long, then fetch again
     "ROBOTS_LOCK_SECONDS": 30,  # the fetching node's lock; another node takes over after it
-    "ROBOTS_WAIT_SECONDS": 1.0,  # a request whose robots.txt another node fetches waits in delayed
+    "ROBOTS_WAIT_SECONDS": 1.0,  # longest a host waits for its robots.txt (block lifted once cached)
     "DOMAIN_RATE_LIMIT": 0,  # requests/s per domain, all nodes together (0 = off)
     "DOMAIN_RATE_LIMITS": {},  # {"example.com": 0.5} per-domain overrides (JSON with -s; 0 = no limit)
     "DOMAIN_RATE_LIMIT_PER_PROXY": False,  # one budget per domain x proxy instead of per domain

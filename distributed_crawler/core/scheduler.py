@@ -34,6 +34,7 @@ from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.leases import LeaseTracker, Stage
 from distributed_crawler.core.shutdown import SecondSignalGuard
 from distributed_crawler.dedup.dupefilter import DEDUP_TYPES, DedupDataError, flush_crawl
+from distributed_crawler.dedup.recent import RecentFingerprints
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.internals import downloads_in_flight, wake_engine, watch_scrapes
 from distributed_crawler.meta import HOST_BACKOFF_META, HOST_SLOT_META, LEASE_META, RETRY_DELAY_META
@@ -89,6 +90,7 @@ class SchedulerConfig:
     failed_max: int = 100_000
     allowed_classes: tuple[str, ...] = ()
     frontier: FrontierConfig = FrontierConfig()
+    recent_fingerprints: int = 50_000
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> SchedulerConfig:
@@ -113,6 +115,7 @@ class SchedulerConfig:
             failed_max=read.int("SCHEDULER_FAILED_MAX", min=0),
             allowed_classes=allowed_classes(settings),
             frontier=FrontierConfig.from_settings(settings),
+            recent_fingerprints=read.int("DUPEFILTER_LOCAL_CACHE_SIZE", min=0),
         )
 
     @property
@@ -159,6 +162,7 @@ class RedisScheduler:
         self.codec: RequestCodec
         self.dead_letters: DeadLetters
         self._buffer: deque[Request] = deque()
+        self._recent = RecentFingerprints(config.recent_fingerprints)
         self._outbox: deque[tuple[int, OutboxEntry]] = deque()
         self._enqueued_seq = 0  # sequence number of the last outbox entry
         self._flushed_seq = 0  # every entry up to this one is in Redis
@@ -361,6 +365,7 @@ class RedisScheduler:
         self.leases.forget(buffered + [e.handover for e in dropped if e.handover])
         await flush_crawl(self.client, self.keys)
         self._shared = QueueSize()
+        self._recent.clear()
 
     # -- Scrapy's scheduler interface -----------------------------------------------------
     def has_pending_requests(self) -> bool:
@@ -371,6 +376,14 @@ class RedisScheduler:
     def enqueue_request(self, request: Request) -> bool:
         lease = request.meta.get(LEASE_META)
         handover = lease if lease and self.leases.hand_over(lease) else None
+        fingerprint = self.df.fingerprint_hex(request)
+        # a new link this node already sent to the shared filter is a duplicate: dropped here
+        # (dedup/recent.py); a hand-over must reach Redis (it removes its lease there)
+        checked = handover is None and not request.dont_filter
+        if checked and fingerprint in self._recent:
+            self.stats.inc_value("dupefilter/filtered")
+            self.stats.inc_value("dupefilter/filtered_locally")
+            return False
         host_mode = self.config.queue_type == "host"
         slot = slot_of(request.url, self.config.frontier) if host_mode else None
         try:
@@ -383,7 +396,7 @@ class RedisScheduler:
                 self.leases.finished(handover, self._enqueued_seq)
             return False
         entry = OutboxEntry(
-            self.df.fingerprint_hex(request),
+            fingerprint,
             request.dont_filter,
             # a successor starts at 0 deliveries: a retry or redirect is not a redelivery
             make_member(payload, request.priority),
@@ -395,6 +408,8 @@ class RedisScheduler:
             entry = entry._replace(slot=slot, interval=frontier.interval(slot), budget=frontier.budget(slot))
         self._enqueued_seq += 1
         self._outbox.append((self._enqueued_seq, entry))
+        if checked:
+            self._recent.add(fingerprint)
         self._outbox_ready.set()
         return True
 

@@ -16,6 +16,7 @@ from scrapy.utils.test import get_crawler
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.scheduler import OutboxEntry, RedisScheduler, SchedulerConfig
+from distributed_crawler.dedup.dupefilter import BloomDupeFilter
 from distributed_crawler.meta import LEASE_META
 from distributed_crawler.queue.codec import RequestCodec
 from distributed_crawler.queue.keys import SpiderKeys
@@ -38,7 +39,8 @@ def _scheduler(redis_url: str) -> tuple[RedisScheduler, RulesSpider]:
     crawler.stats.open_spider()
     keys = SpiderKeys.from_settings(crawler.settings, spider.name)
     context = RedisContext.of(crawler)
-    scheduler = RedisScheduler(crawler, SchedulerConfig(), RedisConfig(url=redis_url), keys, None, "n1", context)
+    dupefilter = BloomDupeFilter(RedisConfig(url=redis_url), keys)
+    scheduler = RedisScheduler(crawler, SchedulerConfig(), RedisConfig(url=redis_url), keys, dupefilter, "n1", context)
     scheduler.codec = RequestCodec(spider)
     return scheduler, spider
 
