@@ -52,6 +52,7 @@ from distributed_crawler.meta import (
 )
 from distributed_crawler.rendering.config import (
     DEFAULT_CHROMIUM,
+    FRAMES_RESERVE_SECONDS,
     BrowserUnavailableError,
     RenderConfig,
     RenderError,
@@ -63,6 +64,7 @@ from distributed_crawler.rendering.config import (
 from distributed_crawler.rendering.frames import collect_frames
 from distributed_crawler.rendering.middleware import RenderingMiddleware
 from distributed_crawler.rendering.pages import PagePool, poolable
+from distributed_crawler.rendering.settle import prepare, settle, watch_of
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
@@ -234,6 +236,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
                 async with self._context_gate:
                     await self._bound_contexts(name)
                     page = await super()._create_page(request, spider)
+            await prepare(page)  # settle: DOM observer in every frame, network watch
             self.pages.track(page)
         else:
             self.stats.inc_value("render/pages_reused")
@@ -326,6 +329,9 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         goto.setdefault("wait_until", wait_until)
         goto.setdefault("timeout", max(1.0, self._remaining(request) * 1000))
         request.meta[PLAYWRIGHT_PAGE_GOTO_KWARGS_META] = goto
+        watch = watch_of(page)
+        if watch is not None:
+            watch.reset()
         try:
             return await super()._get_response_and_download(request, page, spider)
         except PlaywrightTimeoutError:
@@ -351,12 +357,27 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
                     f"render of {request.url} timed out: {wait_for!r} (PLAYWRIGHT_WAIT_FOR) never appeared"
                 ) from None
         await super()._apply_page_methods(page, request, spider)
+        await self._settle(page, request)
         try:
             frames = await asyncio.wait_for(collect_frames(page), max(0.5, self._remaining(request)))
         except TimeoutError:
             raise RenderTimeoutError(f"render of {request.url} timed out while reading its frames") from None
         request.meta[FRAMES_META] = frames
         self.stats.inc_value("render/frames", len(frames))
+
+    async def _settle(self, page: Page, request: Request) -> None:
+        """PLAYWRIGHT_SETTLE_MS: wait for a quiet page, leaving time to read the frames."""
+        quiet, limit = self.render_config.settle_of(request)
+        if quiet <= 0:
+            return
+        reserve = min(FRAMES_RESERVE_SECONDS, self.render_config.timeout_of(request) / 4)
+        limit = min(limit, self._remaining(request) - reserve)
+        if limit <= 0:
+            self.stats.inc_value("render/settle/no_time")
+            return
+        result = await settle(page, quiet, limit)
+        self.stats.inc_value("render/settle/settled" if result.settled else "render/settle/capped")
+        self.stats.inc_value("render/settle/ms", round(result.waited * 1000))
 
     async def _abort_resource(self, playwright_request: PlaywrightRequest) -> bool:
         return playwright_request.resource_type in self.render_config.abort_resource_types

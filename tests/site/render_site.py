@@ -16,6 +16,17 @@ Every token is assembled by JavaScript, so it never appears in the static HTML (
 * `/static`      plain page with a static `<iframe src="/f/static">` (IFRAME_FOLLOW_STATIC)
 * `/many?n=N`    plain index of `/r/page/1..N`, each with token `page-<i>-token`
 
+Pages for settling (PLAYWRIGHT_SETTLE_MS), ready at `load` but complete only later:
+* `/s/timer`     an iframe whose text a timer writes 300 ms after the iframe's `load`
+* `/s/xhr`       text from an XHR to `/api/late`, which answers after 400 ms
+* `/s/forever`   token written at once, then a clock that changes the page every 50 ms forever
+
+Pages for PLAYWRIGHT_AUTO:
+* `/a/static`    a static article: text, no script, no iframe (auto must never render it)
+* `/a/app/N`     an empty `<div id=root>` filled by a script (token `app-N-token`, a paragraph)
+* `other_url/n/N` (second host) looks script-built (a `<noscript>` asking for JavaScript, scripts)
+                 but its scripts add no text: rendering adds nothing there
+
 Rendered pages that behave set `<html data-ready>` once everything (frames included) is in
 place, so `PLAYWRIGHT_WAIT_FOR = "html[data-ready]"` waits for them and times out on the broken
 ones. Standard library only; `python tests/site/render_site.py` serves it for a manual look.
@@ -39,6 +50,15 @@ TOKENS = {
     "/r/cross": ["cross-token-42"],
     "/r/img": ["img-page-token-42"],
 }
+SETTLE_TOKENS = {
+    "/s/timer": ["timer-token-42"],
+    "/s/xhr": ["xhr-token-42"],
+    "/s/forever": ["forever-token-42"],
+}
+ARTICLE = (
+    "The harbour council met on Tuesday to discuss the new ferry timetable. Residents asked for an "
+    "earlier first crossing and for a later last one on Fridays, when the market closes at nine. "
+) * 6
 GOOD_PAGES = sorted(TOKENS)
 BROKEN_PAGES = ["/r/throws", "/r/hang"]
 PAGE_RE = re.compile(r"/r/page/([1-9][0-9]*)")
@@ -135,6 +155,13 @@ class RenderSite:
         if role == "other":
             if path == "/f/cross":
                 return 200, html_type, _doc("cross", "<p id=t>cross frame</p>", _writes("t", "cross"))
+            if path.startswith("/n/"):
+                body = (
+                    "<noscript>Please enable JavaScript to use this site.</noscript>"
+                    f"<h1>Notice {path[3:]}</h1><p>{ARTICLE}</p>"
+                )
+                tracker = "window.dataLayer = window.dataLayer || []; dataLayer.push({page: location.pathname});"
+                return 200, html_type, _doc("notice", body, tracker)
             return 404, html_type, _doc("404", "no such page")
         if path == "/robots.txt":
             return 200, "text/plain", b"User-agent: *\nAllow: /\n"
@@ -188,6 +215,39 @@ class RenderSite:
             script = f"setTimeout(function () {{\n{_writes('t', 'slow')}\n"
             script += f"document.documentElement.setAttribute('data-ready', '1');\n}}, {ms});"
             return 200, html_type, _doc("slow", "<p id=t></p>", script)
+        if path == "/s/timer":
+            body = '<p>outer</p><iframe name="timer" src="/f/timer"></iframe>'
+            return 200, html_type, _doc("timer", body)
+        if path == "/f/timer":
+            script = "window.addEventListener('load', function () {\n  setTimeout(function () {\n"
+            script += "    " + _writes("t", "timer") + "\n  }, 300);\n});"
+            return 200, html_type, _doc("timer frame", "<p id=t>waiting</p>", script)
+        if path == "/s/xhr":
+            script = (
+                "var x = new XMLHttpRequest(); x.open('GET', '/api/late');\n"
+                "x.onload = function () { var d = JSON.parse(x.responseText);\n"
+                "  document.getElementById('t').textContent = d.a + d.b; };\nx.send();"
+            )
+            return 200, html_type, _doc("xhr", "<p id=t>loading</p>", script)
+        if path == "/api/late":
+            time.sleep(0.4)
+            return 200, "application/json", b'{"a": "xhr-tok", "b": "en-42"}'
+        if path == "/s/forever":
+            script = _writes("t", "forever") + "\nvar n = 0;\n"
+            script += "setInterval(function () { document.getElementById('c').textContent = 'tick ' + (n++); }, 50);"
+            return 200, html_type, _doc("forever", "<p id=t></p><p id=c>tick</p>", script)
+        if path == "/a/static":
+            return 200, html_type, _doc("article", f"<h1>Ferry timetable</h1><p>{ARTICLE}</p>")
+        if path.startswith("/a/app/"):
+            n = path.rsplit("/", 1)[1]
+            script = (
+                "var root = document.getElementById('root'); var h = document.createElement('h1');\n"
+                f"h.textContent = 'app-{n}-' + 'tok' + 'en'; root.appendChild(h);\n"
+                "var p = document.createElement('p'); p.textContent = 'Built by script: ' + "
+                "'the scores of the evening, the table after the match and the comments of readers.';\n"
+                "root.appendChild(p);"
+            )
+            return 200, html_type, _doc(f"app {n}", "<div id=root></div>", script)
         match = PAGE_RE.fullmatch(path)
         if match:
             i = match.group(1)
