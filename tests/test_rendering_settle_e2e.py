@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 import redis
 
+from distributed_crawler.proxies.pool import INITIAL_SCORE, SUCCESS_BONUS
 from distributed_crawler.rendering.config import DEFAULT_CHROMIUM
-from tests.conftest import Workers
+from tests.conftest import Workers, free_port
+from tests.proxies.server import TestProxy
 from tests.site.render_site import SETTLE_TOKENS, RenderSite
 from tests.test_rendering_e2e import assert_no_page_left, rows
 
@@ -60,3 +62,53 @@ def test_without_settling_the_late_content_is_missing(
     assert "timer-token-42" not in stored[site.url + "/s/timer"][0]
     assert "xhr-token-42" not in stored[site.url + "/s/xhr"][0]
     assert "render/settle" not in workers.log("nosettle")
+
+
+@pytest.mark.timeout(120)
+def test_rendered_pages_and_their_frames_go_through_the_proxy_pool(
+    workers: Workers, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    paths = ["/r/iframe", "/r/nested", "/r/cross", "/s/timer", "/static"]
+    with (
+        RenderSite() as site,
+        TestProxy("forward", credentials=("render", "s3cret")) as authed,
+        TestProxy("forward") as open_proxy,
+    ):
+        redis_client.lpush("news:start_urls", *(site.url + p for p in paths))
+        workers.start("px", "PLAYWRIGHT_URL_PATTERNS=/r/,/s/", f"PROXY_LIST={authed.url},{open_proxy.url}")
+        assert workers.wait_all(timeout=90) == {"px": 0}
+        forwarded = authed.forwarded + open_proxy.forwarded
+        site_hits = site.total_hits()
+    stored = rows(tmp_path / "items.db")
+    assert set(stored) == {site.url + p for p in paths}
+    assert "cross-token-42" in stored[site.url + "/r/cross"][0] and "timer-token-42" in stored[site.url + "/s/timer"][0]
+    # Pages, iframes (both origins), robots.txt and the plain page: every hit came through a proxy.
+    assert site_hits >= 10 and forwarded == site_hits, (forwarded, site_hits)
+    log = workers.log("px")
+    assert stat(log, "render/proxied") == 4 and stat(log, "render/pages") == 4, log[-3000:]
+    assert "s3cret" not in log
+    scores = dict(redis_client.zrange("dc:proxies", 0, -1, withscores=True))
+    # One success a response: robots.txt and /static (plain) plus the 4 rendered pages.
+    assert sum(scores.values()) == 2 * INITIAL_SCORE + 6 * SUCCESS_BONUS, f"rendered pages not recorded: {scores}"
+    assert_no_page_left(log, rendered=4)
+
+
+@pytest.mark.timeout(120)
+def test_a_dead_proxy_fails_rendered_pages_and_is_scored_down_like_for_plain_ones(
+    workers: Workers, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"  # nobody listens there
+    with RenderSite() as site, TestProxy("forward") as good:
+        paths = [f"/r/page/{i}" for i in range(1, 7)]
+        redis_client.lpush("news:start_urls", *(site.url + p for p in paths))
+        workers.start("dead", "PLAYWRIGHT_URL_PATTERNS=/r/", f"PROXY_LIST={dead},{good.url}", "ROBOTSTXT_OBEY=False")
+        assert workers.wait_all(timeout=90) == {"dead": 0}
+        assert good.forwarded == site.total_hits()
+    stored = rows(tmp_path / "items.db")
+    assert set(stored) == {site.url + p for p in paths}  # retried through the good proxy
+    scores = dict(redis_client.zrange("dc:proxies", 0, -1, withscores=True))
+    log = workers.log("dead")
+    failed = stat(log, "proxy/failed")
+    # Every failed render was the dead proxy's (net::ERR_PROXY_CONNECTION_FAILED) and counted against it.
+    assert failed >= 1 and failed == stat(log, "render/failed"), log[-3000:]
+    assert scores.get(dead.encode(), 0) < INITIAL_SCORE or redis_client.hexists("dc:proxies:dead", dead), scores

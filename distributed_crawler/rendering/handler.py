@@ -64,6 +64,7 @@ from distributed_crawler.rendering.config import (
 from distributed_crawler.rendering.frames import collect_frames
 from distributed_crawler.rendering.middleware import RenderingMiddleware
 from distributed_crawler.rendering.pages import PagePool, poolable
+from distributed_crawler.rendering.proxied import through_proxy
 from distributed_crawler.rendering.settle import prepare, settle, watch_of
 
 if TYPE_CHECKING:
@@ -173,6 +174,14 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         return await self._render(request)
 
     async def _render(self, request: Request) -> Response:
+        request.headers.pop(b"Proxy-Authorization", None)  # the browser context authenticates itself
+        with through_proxy(request.meta, self.config.startup_context_kwargs or {}) as proxied:
+            response = await self._render_page(request)
+        if proxied:
+            self.stats.inc_value("render/proxied")
+        return response
+
+    async def _render_page(self, request: Request) -> Response:
         cfg = self.render_config
         if cfg.unavailable_reason:
             self.stats.inc_value("render/failed/no_browser")

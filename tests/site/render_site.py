@@ -143,6 +143,11 @@ class RenderSite:
         with self._lock:
             return self._hits[path]
 
+    def total_hits(self) -> int:
+        """Requests both servers received (every path)."""
+        with self._lock:
+            return sum(self._hits.values())
+
     def hit_times(self, prefix: str) -> list[float]:
         with self._lock:
             return [t for t, p in self._times if p.startswith(prefix)]
