@@ -112,3 +112,56 @@ def test_a_dead_proxy_fails_rendered_pages_and_is_scored_down_like_for_plain_one
     # Every failed render was the dead proxy's (net::ERR_PROXY_CONNECTION_FAILED) and counted against it.
     assert failed >= 1 and failed == stat(log, "render/failed"), log[-3000:]
     assert scores.get(dead.encode(), 0) < INITIAL_SCORE or redis_client.hexists("dc:proxies:dead", dead), scores
+
+
+@pytest.mark.timeout(120)
+def test_auto_renders_script_built_pages_and_never_a_static_one(
+    workers: Workers, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    paths = ["/a/static", "/a/app/1", "/a/app/2", "/r/iframe"]
+    with RenderSite() as site:
+        redis_client.lpush("news:start_urls", *(site.url + p for p in paths))
+        workers.start("auto", "PLAYWRIGHT_AUTO=True")  # no PLAYWRIGHT_URL_PATTERNS
+        assert workers.wait_all(timeout=90) == {"auto": 0}
+        hits = {p: site.hits(p) for p in paths}
+    stored = rows(tmp_path / "items.db")
+    assert set(stored) == {site.url + p for p in paths}
+    assert "Ferry timetable" in stored[site.url + "/a/static"][0]
+    for n in (1, 2):
+        assert f"app-{n}-token" in stored[f"{site.url}/a/app/{n}"][0]
+    assert "inner-token-42" in stored[site.url + "/r/iframe"][0]
+    # Plain fetch, then the browser for the script-built ones; the static page only once.
+    assert hits == {"/a/static": 1, "/a/app/1": 2, "/a/app/2": 2, "/r/iframe": 2}
+    log = workers.log("auto")
+    assert stat(log, "render/auto/rendered") == 3 and stat(log, "render/auto/added") == 3, log[-3000:]
+    assert "render/auto/skipped" not in log and "render/requests" not in log
+    assert_no_page_left(log, rendered=3)
+
+
+@pytest.mark.timeout(150)
+def test_auto_stops_rendering_a_host_where_rendering_adds_nothing_and_other_nodes_know(
+    workers: Workers, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    with RenderSite() as site:
+        # Every /n/ page has a <noscript> asking for JavaScript, but its scripts add no text.
+        redis_client.rpush("news:start_urls", *(f"{site.other_url}/n/{i}" for i in range(1, 9)))
+        workers.start("learn", "PLAYWRIGHT_AUTO=True", "CONCURRENT_REQUESTS=1")
+        assert workers.wait_all(timeout=90) == {"learn": 0}
+        first = [site.hits(f"other:/n/{i}") for i in range(1, 9)]
+        verdict = redis_client.hget("{news}:render:verdicts", "localhost|/n/#")
+        # Another node starts with what the cluster learnt: it renders none of them.
+        redis_client.rpush("news:start_urls", *(f"{site.other_url}/n/{i}" for i in range(9, 13)))
+        workers.start("later", "PLAYWRIGHT_AUTO=True")
+        assert workers.wait_all(timeout=90)["later"] == 0
+        later = [site.hits(f"other:/n/{i}") for i in range(9, 13)]
+    assert verdict == b"3:0"  # PLAYWRIGHT_AUTO_SAMPLES=3 samples, none added content
+    assert sorted(first) == [1] * 5 + [2] * 3, first  # 3 pages fetched twice (plain + browser), 5 once
+    assert later == [1, 1, 1, 1]
+    stored = rows(tmp_path / "items.db")
+    assert len(stored) == 12 and all("harbour council" in text for text, _ in stored.values())
+    log = workers.log("learn")
+    assert stat(log, "render/auto/rendered") == 3 and stat(log, "render/auto/added_nothing") == 3, log[-3000:]
+    assert stat(log, "render/auto/skipped") == 5 and stat(log, "render/auto/hosts/localhost/skipped") == 5
+    later_log = workers.log("later")
+    assert stat(later_log, "render/auto/skipped") == 4 and "render/auto/rendered" not in later_log
+    assert "Launching browser" not in later_log

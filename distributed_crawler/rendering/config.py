@@ -57,6 +57,9 @@ RESOURCE_TYPES = frozenset(
         "other",
     }
 )
+# The crawler attribute holding the node's one RenderingDownloadHandler (http and https share it;
+# PLAYWRIGHT_AUTO's middleware renders through it).
+SHARED_HANDLER_ATTR = "_dc_rendering_handler"
 # Time kept back from PLAYWRIGHT_RENDER_TIMEOUT for reading the frames after settling (at most).
 FRAMES_RESERVE_SECONDS = 2.0
 INSTALL_HINT = "install it with `apt-get install chromium` or set PLAYWRIGHT_EXECUTABLE_PATH"

@@ -53,6 +53,7 @@ from distributed_crawler.meta import (
 from distributed_crawler.rendering.config import (
     DEFAULT_CHROMIUM,
     FRAMES_RESERVE_SECONDS,
+    SHARED_HANDLER_ATTR,
     BrowserUnavailableError,
     RenderConfig,
     RenderError,
@@ -137,10 +138,10 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RenderingDownloadHandler:
         # One instance (one browser) for http and https: Scrapy builds a handler per scheme.
-        shared = getattr(crawler, "_dc_rendering_handler", None)
+        shared = getattr(crawler, SHARED_HANDLER_ATTR, None)
         if shared is None:
             shared = cls(crawler)
-            crawler._dc_rendering_handler = shared  # type: ignore[attr-defined]
+            setattr(crawler, SHARED_HANDLER_ATTR, shared)
         return shared
 
     # -- lazy start: no Playwright driver, no browser until a marked request arrives -------
