@@ -15,6 +15,7 @@ Every token is assembled by JavaScript, so it never appears in the static HTML (
 * `/r/slow?s=N`  ready after N seconds
 * `/static`      plain page with a static `<iframe src="/f/static">` (IFRAME_FOLLOW_STATIC)
 * `/many?n=N`    plain index of `/r/page/1..N`, each with token `page-<i>-token`
+                 (`&kind=app`: of `/a/app/1..N`; `&kind=static`: of `/a/static/1..N`)
 
 Pages for settling (PLAYWRIGHT_SETTLE_MS), ready at `load` but complete only later:
 * `/s/timer`     an iframe whose text a timer writes 300 ms after the iframe's `load`
@@ -22,7 +23,8 @@ Pages for settling (PLAYWRIGHT_SETTLE_MS), ready at `load` but complete only lat
 * `/s/forever`   token written at once, then a clock that changes the page every 50 ms forever
 
 Pages for PLAYWRIGHT_AUTO:
-* `/a/static`    a static article: text, no script, no iframe (auto must never render it)
+* `/a/static`    a static article: text, no script, no iframe (auto must never render it); also
+                 at `/a/static/N`
 * `/a/app/N`     an empty `<div id=root>` filled by a script (token `app-N-token`, a paragraph)
 * `other_url/n/N` (second host) looks script-built (a `<noscript>` asking for JavaScript, scripts)
                  but its scripts add no text: rendering adds nothing there
@@ -59,6 +61,7 @@ ARTICLE = (
     "The harbour council met on Tuesday to discuss the new ferry timetable. Residents asked for an "
     "earlier first crossing and for a later last one on Fridays, when the market closes at nine. "
 ) * 6
+MANY_KINDS = {"js": "/r/page/", "app": "/a/app/", "static": "/a/static/"}  # /many?kind=
 GOOD_PAGES = sorted(TOKENS)
 BROKEN_PAGES = ["/r/throws", "/r/hang"]
 PAGE_RE = re.compile(r"/r/page/([1-9][0-9]*)")
@@ -152,6 +155,12 @@ class RenderSite:
         with self._lock:
             return [t for t, p in self._times if p.startswith(prefix)]
 
+    def hit_paths(self, prefix: str) -> list[tuple[float, str]]:
+        """(time, path) of every request under `prefix`, in order (a page rendered after a plain
+        fetch shows up twice)."""
+        with self._lock:
+            return [(t, p) for t, p in self._times if p.startswith(prefix)]
+
     # -- pages --------------------------------------------------------------------------------
     def page(self, role: str, raw_path: str) -> tuple[int, str, bytes]:
         parts = urlsplit(raw_path)
@@ -179,7 +188,8 @@ class RenderSite:
             return 200, html_type, _doc("static frame", "<p>static-frame-text</p>")
         if path == "/many":
             n = int(query.get("n", "10"))
-            links = "\n".join(f'<a href="/r/page/{i}">{i}</a>' for i in range(1, n + 1))
+            prefix = MANY_KINDS.get(query.get("kind", "js"), "/r/page/")
+            links = "\n".join(f'<a href="{prefix}{i}">{i}</a>' for i in range(1, n + 1))
             return 200, html_type, _doc("many", links)
         if path == "/r/main":
             script = "setTimeout(function () {\n" + _writes("main", "main") + "\n"
@@ -241,7 +251,7 @@ class RenderSite:
             script = _writes("t", "forever") + "\nvar n = 0;\n"
             script += "setInterval(function () { document.getElementById('c').textContent = 'tick ' + (n++); }, 50);"
             return 200, html_type, _doc("forever", "<p id=t></p><p id=c>tick</p>", script)
-        if path == "/a/static":
+        if path == "/a/static" or path.startswith("/a/static/"):
             return 200, html_type, _doc("article", f"<h1>Ferry timetable</h1><p>{ARTICLE}</p>")
         if path.startswith("/a/app/"):
             n = path.rsplit("/", 1)[1]
