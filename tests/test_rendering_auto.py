@@ -205,3 +205,104 @@ def test_a_rendered_request_uses_its_proxys_context_for_the_render_only() -> Non
     plain: dict[str, object] = {}
     with through_proxy(plain, {}) as proxied:
         assert not proxied and plain == {}
+
+
+# -- the middleware's decision, with a stand-in for the browser -------------------------------------
+class _Browser:
+    """Stands in for RenderingDownloadHandler: answers with `html`, or raises `error`."""
+
+    def __init__(self, html: str = "", error: Exception | None = None) -> None:
+        self.html = html
+        self.error = error
+        self.requests: list[Request] = []
+
+    async def download_request(self, request: Request) -> HtmlResponse:
+        self.requests.append(request)
+        if self.error is not None:
+            raise self.error
+        request.meta["frames"] = [{"url": "http://e.com/f", "text": "framed words here"}]
+        return HtmlResponse(request.url, body=self.html.encode(), encoding="utf-8", request=request)
+
+
+def test_auto_renders_what_looks_script_built_and_learns(redis_url: str, redis_client: redis.Redis) -> None:
+    from distributed_crawler.rendering.config import SHARED_HANDLER_ATTR
+    from distributed_crawler.rendering.middleware import RenderingMiddleware
+
+    redis_client.delete("{s}:render:verdicts")
+    crawler = get_crawler(settings_dict={"PLAYWRIGHT_AUTO": True, "REDIS_URL": redis_url, "PLAYWRIGHT_AUTO_SAMPLES": 2})
+    browser = _Browser("<html><body><h1>Built by script: the evening scores</h1></body></html>")
+    setattr(crawler, SHARED_HANDLER_ATTR, browser)
+    crawler.crawling = True  # not stopping
+    app = '<div id="root"></div><script src="/app.js"></script>'
+
+    def plain(url: str, body: str, **meta: object) -> tuple[Request, HtmlResponse]:
+        request = Request(url, meta=dict(meta))
+        return request, page(body, url).replace(request=request)
+
+    async def run() -> list[object]:
+        mw = RenderingMiddleware.from_crawler(crawler)
+
+        class _Spider:
+            name = "s"
+
+        await mw.spider_opened(_Spider())  # type: ignore[arg-type]
+        out: list[object] = []
+        try:
+            request, response = plain("http://e.com/art/1", ARTICLE)
+            out.append(await mw.process_response(request, response) is response)  # static: kept
+            request, response = plain("http://e.com/app/1", app, proxy="http://u:p@10.0.0.1:3128", _dc_proxy="m")
+            rendered = await mw.process_response(request, response)
+            out.append((rendered.request is request, "evening scores" in rendered.text, request.meta.get("frames")))
+            out.append(browser.requests[-1].meta[BROWSER_PROXY_META])  # the plain fetch's proxy
+            request, response = plain("http://e.com/app/2", app, dont_render=True)
+            out.append(await mw.process_response(request, response) is response)  # explicit: never
+            browser.error = RuntimeError("browser gone")
+            request, response = plain("http://e.com/app/3", app)
+            out.append(await mw.process_response(request, response) is response)  # failed: plain kept
+        finally:
+            await mw.spider_closed(_Spider())  # type: ignore[arg-type]
+        return out
+
+    out = asyncio.run(run())
+    assert out == [
+        True,
+        (True, True, [{"url": "http://e.com/f", "text": "framed words here"}]),
+        "http://u:p@10.0.0.1:3128",
+        True,
+        True,
+    ]
+    assert redis_client.hget("{s}:render:verdicts", "e.com|/app/#") == b"1:1"
+    stats = crawler.stats.get_stats()
+    assert stats["render/auto/rendered"] == 1 and stats["render/auto/added"] == 1
+    assert stats["render/auto/failed"] == 1 and stats["render/auto/hosts/e.com/added"] == 1
+
+
+def test_auto_skips_a_shape_where_rendering_added_nothing(redis_url: str, redis_client: redis.Redis) -> None:
+    from distributed_crawler.rendering.config import SHARED_HANDLER_ATTR
+    from distributed_crawler.rendering.middleware import RenderingMiddleware
+
+    redis_client.delete("{s}:render:verdicts")
+    redis_client.hset("{s}:render:verdicts", "e.com|/n/#", "3:0")  # learnt by other nodes
+    crawler = get_crawler(settings_dict={"PLAYWRIGHT_AUTO": True, "REDIS_URL": redis_url})
+    browser = _Browser("<html><body>never asked</body></html>")
+    setattr(crawler, SHARED_HANDLER_ATTR, browser)
+    crawler.crawling = True  # not stopping
+
+    async def run() -> bool:
+        mw = RenderingMiddleware.from_crawler(crawler)
+
+        class _Spider:
+            name = "s"
+
+        await mw.spider_opened(_Spider())  # type: ignore[arg-type]
+        try:
+            request = Request("http://e.com/n/7")
+            response = page("<noscript>Please enable JavaScript</noscript>" + ARTICLE, request.url)
+            return await mw.process_response(request, response.replace(request=request)) is not None
+        finally:
+            await mw.spider_closed(_Spider())  # type: ignore[arg-type]
+
+    assert asyncio.run(run())
+    assert browser.requests == []
+    stats = crawler.stats.get_stats()
+    assert stats["render/auto/skipped"] == 1 and "render/auto/rendered" not in stats

@@ -1,8 +1,9 @@
 """Browser rendering (scrapy-playwright on Debian's Chromium).
 
-config.py (RenderConfig, errors), middleware.py (RenderingMiddleware: which requests render),
-pages.py (PagePool), handler.py (RenderingDownloadHandler). Both components are importable from
-here; Playwright is imported only when one of them is (frames.py stays light).
+config.py (RenderConfig, errors), middleware.py (RenderingMiddleware: which requests render, and
+PLAYWRIGHT_AUTO with auto.py and verdicts.py), pages.py (PagePool), settle.py (a quiet page),
+proxied.py (a browser context per proxy), handler.py (RenderingDownloadHandler). Both components
+are importable from here; Playwright is imported only when one of them is (frames.py stays light).
 """
 
 from __future__ import annotations

@@ -99,6 +99,7 @@ class RenderConfig:
     settle_max_ms: int = 5000
     auto: bool = False
     auto_samples: int = 3
+    auto_key: str = "{%(spider)s}:render:verdicts"
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> RenderConfig:
@@ -139,6 +140,13 @@ class RenderConfig:
             )
         auto = read.bool("PLAYWRIGHT_AUTO")
         auto_samples = read.int("PLAYWRIGHT_AUTO_SAMPLES", min=1, hint="pages")
+        auto_key = read.str("PLAYWRIGHT_AUTO_KEY")
+        try:
+            auto_key % {"spider": "news"}
+        except (KeyError, ValueError, TypeError):
+            raise ValueError(
+                f"PLAYWRIGHT_AUTO_KEY ({auto_key!r}) must be a key name with at most %(spider)s in it"
+            ) from None
 
         launch = dict(settings.getdict("PLAYWRIGHT_LAUNCH_OPTIONS") or {})
         remote = bool(settings.get("PLAYWRIGHT_CDP_URL") or settings.get("PLAYWRIGHT_CONNECT_URL"))
@@ -175,6 +183,7 @@ class RenderConfig:
             settle_max_ms=settle_max_ms,
             auto=auto,
             auto_samples=auto_samples,
+            auto_key=auto_key,
         )
 
     # -- decisions ------------------------------------------------------------------------

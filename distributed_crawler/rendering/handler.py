@@ -1,14 +1,18 @@
 """Browser rendering for the pages that need it (scrapy-playwright on Debian's Chromium).
 
-Rendering is opt-in per request. `RenderingMiddleware` marks a request for the browser when its URL
-matches `PLAYWRIGHT_URL_PATTERNS` or its meta has `render: True` (`dont_render: True` always wins);
-everything else is downloaded by Scrapy's plain HTTP handler. `RenderingDownloadHandler` is
+`RenderingMiddleware` marks a request for the browser when its URL matches
+`PLAYWRIGHT_URL_PATTERNS` or its meta has `render: True` (`dont_render: True` always wins);
+everything else is downloaded by Scrapy's plain HTTP handler (and, with PLAYWRIGHT_AUTO, rendered
+afterwards through this handler when it looks script-built: middleware.py). `RenderingDownloadHandler` is
 scrapy-playwright's handler plus what a long-running node needs:
 
 - it starts Playwright and Chromium only when the first marked request arrives (a node that never
   renders never starts a browser), and uses one browser for both http and https;
-- after navigation it waits for `PLAYWRIGHT_WAIT_FOR`, then puts every frame of the page in
+- after navigation it waits for `PLAYWRIGHT_WAIT_FOR`, then for the page and every frame to be
+  quiet for `PLAYWRIGHT_SETTLE_MS` (settle.py), then puts every frame of the page in
   `response.meta["frames"]` (see frames.py), all within `PLAYWRIGHT_RENDER_TIMEOUT`;
+- a request with a pool proxy (`meta["_dc_browser_proxy"]`, set by the proxy middleware) renders in
+  a browser context of that proxy (proxied.py);
 - every page is closed on every path (error, timeout, cancelled download, shutdown) or, after a
   clean render, parked for the next render (opening a page costs a renderer process, ~200 ms);
   a page parked for `IDLE_PAGE_SECONDS` is closed;
@@ -21,8 +25,9 @@ scrapy-playwright's handler plus what a long-running node needs:
   which setting governs it. A render cut short because the node is stopping
   (`RenderInterruptedError`) goes back to the queue without spending a retry.
 
-Layout: config.py (settings, errors), middleware.py (which requests render), pages.py (the page
-pool), this module (the download handler). The scrapy-playwright internals it relies on are listed
+Layout: config.py (settings, errors), middleware.py (which requests render; PLAYWRIGHT_AUTO with
+auto.py and verdicts.py), pages.py (the page pool), settle.py (waiting for a quiet page), proxied.py
+(a context per proxy), this module (the download handler). The scrapy-playwright internals it relies on are listed
 in distributed_crawler/internals.py.
 """
 

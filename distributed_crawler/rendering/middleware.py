@@ -72,7 +72,7 @@ class RenderingMiddleware:
 
     async def spider_opened(self, spider: Spider) -> None:
         context = RedisContext.of(self.crawler).acquire()
-        key = str(self.crawler.settings.get("PLAYWRIGHT_AUTO_KEY")) % {"spider": spider.name}
+        key = self.config.auto_key % {"spider": spider.name}
         self.verdicts = VerdictStore(context.client, key, self.stats, context.config.masked_url)
         logger.info(
             "Auto rendering on: plain pages that look script-built are rendered until %d samples of "
