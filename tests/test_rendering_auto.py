@@ -9,6 +9,7 @@ import asyncio
 import pytest
 import redis
 from scrapy import Request
+from scrapy.exceptions import NotConfigured
 from scrapy.http import HtmlResponse
 from scrapy.http.request import NO_CALLBACK
 from scrapy.settings import Settings
@@ -168,13 +169,15 @@ def test_verdicts_survive_a_key_of_the_wrong_type(redis_url: str, redis_client: 
 
 
 def test_auto_is_off_without_a_browser(caplog: pytest.LogCaptureFixture) -> None:
-    from distributed_crawler.rendering.middleware import RenderingMiddleware
+    from distributed_crawler.rendering.auto_render import AutoRenderMiddleware
 
     crawler = get_crawler(
         settings_dict={"PLAYWRIGHT_AUTO": True, "PLAYWRIGHT_EXECUTABLE_PATH": "/nonexistent/chromium"}
     )
-    mw = RenderingMiddleware.from_crawler(crawler)
-    assert mw.auto is False
+    with pytest.raises(NotConfigured):
+        AutoRenderMiddleware.from_crawler(crawler)
+    with pytest.raises(NotConfigured):  # PLAYWRIGHT_AUTO off (the default)
+        AutoRenderMiddleware.from_crawler(get_crawler())
     assert "PLAYWRIGHT_AUTO is off on this node: PLAYWRIGHT_EXECUTABLE_PATH (/nonexistent/chromium)" in caplog.text
 
 
@@ -225,8 +228,8 @@ class _Browser:
 
 
 def test_auto_renders_what_looks_script_built_and_learns(redis_url: str, redis_client: redis.Redis) -> None:
+    from distributed_crawler.rendering.auto_render import AutoRenderMiddleware
     from distributed_crawler.rendering.config import SHARED_HANDLER_ATTR
-    from distributed_crawler.rendering.middleware import RenderingMiddleware
 
     redis_client.delete("{s}:render:verdicts")
     crawler = get_crawler(settings_dict={"PLAYWRIGHT_AUTO": True, "REDIS_URL": redis_url, "PLAYWRIGHT_AUTO_SAMPLES": 2})
@@ -240,7 +243,7 @@ def test_auto_renders_what_looks_script_built_and_learns(redis_url: str, redis_c
         return request, page(body, url).replace(request=request)
 
     async def run() -> list[object]:
-        mw = RenderingMiddleware.from_crawler(crawler)
+        mw = AutoRenderMiddleware.from_crawler(crawler)
 
         class _Spider:
             name = "s"
@@ -278,8 +281,8 @@ def test_auto_renders_what_looks_script_built_and_learns(redis_url: str, redis_c
 
 
 def test_auto_skips_a_shape_where_rendering_added_nothing(redis_url: str, redis_client: redis.Redis) -> None:
+    from distributed_crawler.rendering.auto_render import AutoRenderMiddleware
     from distributed_crawler.rendering.config import SHARED_HANDLER_ATTR
-    from distributed_crawler.rendering.middleware import RenderingMiddleware
 
     redis_client.delete("{s}:render:verdicts")
     redis_client.hset("{s}:render:verdicts", "e.com|/n/#", "3:0")  # learnt by other nodes
@@ -289,7 +292,7 @@ def test_auto_skips_a_shape_where_rendering_added_nothing(redis_url: str, redis_
     crawler.crawling = True  # not stopping
 
     async def run() -> bool:
-        mw = RenderingMiddleware.from_crawler(crawler)
+        mw = AutoRenderMiddleware.from_crawler(crawler)
 
         class _Spider:
             name = "s"

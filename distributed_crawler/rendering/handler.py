@@ -3,7 +3,7 @@
 `RenderingMiddleware` marks a request for the browser when its URL matches
 `PLAYWRIGHT_URL_PATTERNS` or its meta has `render: True` (`dont_render: True` always wins);
 everything else is downloaded by Scrapy's plain HTTP handler (and, with PLAYWRIGHT_AUTO, rendered
-afterwards through this handler when it looks script-built: middleware.py). `RenderingDownloadHandler` is
+afterwards through this handler when it looks script-built: auto_render.py). `RenderingDownloadHandler` is
 scrapy-playwright's handler plus what a long-running node needs:
 
 - it starts Playwright and Chromium only when the first marked request arrives (a node that never
@@ -25,10 +25,10 @@ scrapy-playwright's handler plus what a long-running node needs:
   which setting governs it. A render cut short because the node is stopping
   (`RenderInterruptedError`) goes back to the queue without spending a retry.
 
-Layout: config.py (settings, errors), middleware.py (which requests render; PLAYWRIGHT_AUTO with
-auto.py and verdicts.py), pages.py (the page pool), settle.py (waiting for a quiet page), proxied.py
-(a context per proxy), this module (the download handler). The scrapy-playwright internals it relies on are listed
-in distributed_crawler/internals.py.
+Layout: config.py (settings, errors), middleware.py (which requests render), auto_render.py
+(PLAYWRIGHT_AUTO, with auto.py and verdicts.py), pages.py (the page pool), settle.py (waiting for a
+quiet page), proxied.py (a context per proxy), this module (the download handler). The
+scrapy-playwright internals it relies on are listed in distributed_crawler/internals.py.
 """
 
 from __future__ import annotations

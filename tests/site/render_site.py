@@ -14,6 +14,7 @@ Every token is assembled by JavaScript, so it never appears in the static HTML (
 * `/r/hang`      sends half a page and never finishes loading
 * `/r/slow?s=N`  ready after N seconds
 * `/static`      plain page with a static `<iframe src="/f/static">` (IFRAME_FOLLOW_STATIC)
+* `...?gz=1`     any page, gzip-encoded (Content-Encoding: gzip)
 * `/many?n=N`    plain index of `/r/page/1..N`, each with token `page-<i>-token`
                  (`&kind=app`: of `/a/app/1..N`; `&kind=static`: of `/a/static/1..N`)
 
@@ -36,6 +37,7 @@ ones. Standard library only; `python tests/site/render_site.py` serves it for a 
 
 from __future__ import annotations
 
+import gzip
 import re
 import threading
 import time
@@ -293,6 +295,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         status, ctype, body = site.page(role, self.path)
         self.send_response(status)
+        if "gz=1" in urlsplit(self.path).query:  # the same page, gzip-encoded
+            body = gzip.compress(body)
+            self.send_header("Content-Encoding", "gzip")
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
