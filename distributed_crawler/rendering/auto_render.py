@@ -23,7 +23,7 @@ from distributed_crawler.core.context import RedisContext
 from distributed_crawler.internals import node_stopping
 from distributed_crawler.meta import AUTO_RENDER_META, BROWSER_PROXY_META, FRAMES_META, PLAYWRIGHT_META, PROXY_META
 from distributed_crawler.rendering.auto import adds_content, host_of, looks_script_built, url_shape, visible_text
-from distributed_crawler.rendering.config import SHARED_HANDLER_ATTR, RenderConfig
+from distributed_crawler.rendering.config import SHARED_HANDLER_ATTR, RenderConfig, RenderInterruptedError
 from distributed_crawler.rendering.frames import frames_text
 from distributed_crawler.rendering.verdicts import PLAIN, VerdictStore
 
@@ -126,6 +126,8 @@ class AutoRenderMiddleware:
         copy = request.replace(meta=meta, dont_filter=True)
         try:
             rendered = await handler.download_request(copy)
+        except RenderInterruptedError:  # the node is stopping: the plain page will do
+            return None
         except Exception as exc:  # noqa: BLE001 - the plain page stays: nothing is lost
             self.stats.inc_value("render/auto/failed")
             level = logging.DEBUG if self._failed_logged else logging.WARNING
