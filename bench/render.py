@@ -20,6 +20,23 @@ does (reused pages, same launch flags, a route handler, goto, content): the ceil
   PSS counts shared pages once, so it is the honest total for a multi-process browser; RSS counts
   them once per process. "After warm-up" = samples between the 100th and the last page; the trend
   is the least-squares slope over those samples.
+
+Issue 18 comparisons (`--compare`), every side in the same run, at `--concurrency` (8 by default):
+
+    .venv/bin/python bench/render.py --compare settle --ref main --pages 200
+    .venv/bin/python bench/render.py --compare auto --pages 200
+    .venv/bin/python bench/render.py --compare plain --pages 200
+
+* `settle`: the JavaScript pages with PLAYWRIGHT_URL_PATTERNS, `PLAYWRIGHT_SETTLE_MS=0` (the old
+  wait: `load` only) against the default 500 ms window; `--ref REF` adds a side running the node
+  of that git ref (a temporary `git worktree`), the "before" of the whole change.
+* `auto`: script-built pages (`/a/app/<i>`, an empty root filled by a script) rendered because a
+  pattern says so, against PLAYWRIGHT_AUTO finding them by itself (plain fetch, heuristic, verdict,
+  then the browser).
+* `plain`: static articles (`/a/static/<i>`), PLAYWRIGHT_AUTO off against on: what the heuristic
+  costs a crawl that never needs a browser.
+
+Pages/s there counts distinct pages (a page fetched plain and then rendered counts once).
 """
 
 from __future__ import annotations
@@ -28,6 +45,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shutil
 import socket
 import sqlite3
@@ -44,7 +62,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.site.render_site import RenderSite  # noqa: E402
+from tests.site.render_site import MANY_KINDS, RenderSite  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -111,24 +129,32 @@ def memory_kb(pids: set[int]) -> tuple[int, int]:
     return rss, pss
 
 
-def measure(args: list[str], env: dict[str, str], site: RenderSite, pages: int, log_path: Path) -> dict[str, Any]:
+def measure(
+    args: list[str],
+    env: dict[str, str],
+    site: RenderSite,
+    pages: int,
+    log_path: Path,
+    prefix: str = "/r/page/",
+    cwd: Path = ROOT,
+) -> dict[str, Any]:
     """Run one process (and everything it starts) to its end, sampling it every 0.5 s."""
     marker = f"DC_RENDER_BENCH={uuid.uuid4().hex}"
     env = {**env, marker.split("=")[0]: marker.split("=")[1]}
-    already = len(site.hit_times("/r/page/"))
+    already = len(site.hit_times(prefix))
     samples: list[tuple[int, int, int]] = []  # (pages fetched so far, rss kB, pss kB)
     loads: list[float] = []
     cpu_ticks: dict[int, int] = {}  # pid -> utime + stime at its last sample
     started = time.monotonic()
     with open(log_path, "wb") as out:
-        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         while proc.poll() is None:
             pids = run_pids(proc.pid, marker.encode())
             for pid in pids:
                 if fields := _stat(pid):
                     cpu_ticks[pid] = int(fields[11]) + int(fields[12])
             rss, pss = memory_kb(pids)
-            samples.append((len(site.hit_times("/r/page/")) - already, rss, pss))
+            samples.append((len(site.hit_times(prefix)) - already, rss, pss))
             loads.append(os.getloadavg()[0])
             time.sleep(0.5)
             if time.monotonic() - started > 3600:
@@ -136,11 +162,14 @@ def measure(args: list[str], env: dict[str, str], site: RenderSite, pages: int, 
                 raise RuntimeError(f"{args[:3]} did not finish within an hour")
     if proc.returncode != 0:
         raise RuntimeError(f"exit code {proc.returncode}; see {log_path}")
-    times = site.hit_times("/r/page/")[already:]
+    hits = site.hit_paths(prefix)[already:]
+    times = [t for t, _ in hits]
+    distinct = len({p for _, p in hits})
     warm_samples = [(n, r, p) for n, r, p in samples if min(100, pages // 5) <= n < pages and r]
     return {
-        "pages_per_s": round((len(times) - 1) / (times[-1] - times[0]), 2) if len(times) > 1 else 0.0,
-        "cpu_s_per_page": round(sum(cpu_ticks.values()) / CLOCK_TICKS / max(1, len(times)), 4),
+        "pages_per_s": round((distinct - 1) / (times[-1] - times[0]), 2) if distinct > 1 else 0.0,
+        "cpu_s_per_page": round(sum(cpu_ticks.values()) / CLOCK_TICKS / max(1, distinct), 4),
+        "fetches_per_page": round(len(times) / max(1, distinct), 2),
         "load_mean": round(statistics.fmean(loads), 2) if loads else None,
         "wall_s": round(time.monotonic() - started, 1),
         "samples_after_warmup": len(warm_samples),
@@ -225,25 +254,34 @@ class Redis:
         self.proc.wait(10)
 
 
-def run_node(site: RenderSite, redis_srv: Redis, workdir: Path, pages: int, concurrency: int) -> dict[str, Any]:
+def run_node(
+    site: RenderSite,
+    redis_srv: Redis,
+    workdir: Path,
+    pages: int,
+    concurrency: int,
+    settings: tuple[str, ...] = ("PLAYWRIGHT_URL_PATTERNS=/r/page/",),
+    kind: str = "js",
+    label: str = "node",
+    cwd: Path = ROOT,
+) -> dict[str, Any]:
     redis_srv.client.flushall()
-    redis_srv.client.lpush("news:start_urls", f"{site.url}/many?n={pages}")
-    db = workdir / f"items-{concurrency}.db"
+    redis_srv.client.lpush("news:start_urls", f"{site.url}/many?n={pages}&kind={kind}")
+    tag = f"{label.replace(' ', '_')}-{concurrency}"
+    db = workdir / f"items-{tag}.db"
     env = {
         **os.environ,
         "REDIS_URL": redis_srv.url,
         "STORAGE_URL": f"sqlite:///{db}",
         "MAX_IDLE_TIME_BEFORE_CLOSE": "2",
-        "NODE_ID": f"bench-{concurrency}",
+        "NODE_ID": f"bench-{tag}",
     }
-    args = [
-        sys.executable,
-        "-m",
-        "scrapy",
-        "crawl",
-        "news",
-        "-s",
-        "PLAYWRIGHT_URL_PATTERNS=/r/page/",
+    if cwd != ROOT:
+        env["PYTHONPATH"] = str(cwd)  # that tree's distributed_crawler, not this one's
+    args = [sys.executable, "-m", "scrapy", "crawl", "news"]
+    for setting in settings:
+        args += ["-s", setting]
+    args += [
         "-s",
         f"CONCURRENT_REQUESTS={concurrency}",
         "-s",
@@ -251,17 +289,75 @@ def run_node(site: RenderSite, redis_srv: Redis, workdir: Path, pages: int, conc
         "-s",
         "LOG_LEVEL=INFO",
     ]
+    prefix = MANY_KINDS[kind]
     result = {
+        "side": label,
         "concurrency": concurrency,
         "pages": pages,
-        **measure(args, env, site, pages, workdir / f"node-{concurrency}.log"),
+        "settings": list(settings),
+        **measure(args, env, site, pages, workdir / f"node-{tag}.log", prefix=prefix, cwd=cwd),
     }
+    marker = "%harbour council%" if kind == "static" else "%-token%"
     with sqlite3.connect(db) as conn:
         result["stored_with_token"] = conn.execute(
-            "SELECT count(*) FROM items WHERE url LIKE '%/r/page/%' AND text LIKE '%-token%'"
+            "SELECT count(*) FROM items WHERE url LIKE ? AND text LIKE ?", (f"%{prefix}%", marker)
         ).fetchone()[0]
-    _summary(f"node, {concurrency} pages", result)
+    result["render_stats"] = render_stats((workdir / f"node-{tag}.log").read_text(errors="replace"))
+    _summary(f"{label}, {concurrency} pages", result)
     return result
+
+
+def render_stats(log_text: str) -> dict[str, int]:
+    """The node's render/... counters from its closing stats dump."""
+    return {k: int(v) for k, v in re.findall(r"'(render/[\w/.-]+)': (\d+)", log_text)}
+
+
+# Issue 18: (label, settings, page kind) per side.
+SCENARIOS: dict[str, list[tuple[str, tuple[str, ...], str]]] = {
+    "settle": [
+        ("settle off (load only)", ("PLAYWRIGHT_URL_PATTERNS=/r/page/", "PLAYWRIGHT_SETTLE_MS=0"), "js"),
+        ("settle 500 ms (default)", ("PLAYWRIGHT_URL_PATTERNS=/r/page/",), "js"),
+    ],
+    "auto": [
+        ("patterns", ("PLAYWRIGHT_URL_PATTERNS=/a/app/",), "app"),
+        ("PLAYWRIGHT_AUTO", ("PLAYWRIGHT_AUTO=True",), "app"),
+    ],
+    "plain": [
+        ("auto off", (), "static"),
+        ("auto on", ("PLAYWRIGHT_AUTO=True",), "static"),
+    ],
+}
+
+
+def checkout(ref: str, workdir: Path) -> Path:
+    """A temporary worktree of `ref` (removed by `drop_checkout`)."""
+    safe = re.sub(r"[^\w.-]", "_", ref)
+    tree = workdir / f"ref-{safe}"
+    subprocess.run(["git", "worktree", "add", "--detach", str(tree), ref], cwd=ROOT, check=True, capture_output=True)
+    return tree
+
+
+def drop_checkout(tree: Path) -> None:
+    subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False, capture_output=True)
+
+
+def compare(opts: argparse.Namespace, site: RenderSite, redis_srv: Redis, workdir: Path) -> list[dict[str, Any]]:
+    sides = SCENARIOS[opts.compare]
+    results = []
+    tree = checkout(opts.ref, workdir) if opts.ref else None
+    try:
+        for c in opts.concurrency:
+            if tree is not None:
+                label, settings, kind = sides[0]
+                results.append(
+                    run_node(site, redis_srv, workdir, opts.pages, c, settings[:1], kind, f"{opts.ref} (before)", tree)
+                )
+            for label, settings, kind in sides:
+                results.append(run_node(site, redis_srv, workdir, opts.pages, c, settings, kind, label))
+    finally:
+        if tree is not None:
+            drop_checkout(tree)
+    return results
 
 
 def run_bare(site: RenderSite, workdir: Path, pages: int, concurrency: int) -> dict[str, Any]:
@@ -312,12 +408,16 @@ async def bare_worker(url: str, pages: int, concurrency: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pages", type=int, default=500)
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 8])
+    parser.add_argument("--concurrency", type=int, nargs="+", default=None, help="default 1 4 8 (--compare: 8)")
+    parser.add_argument("--compare", choices=sorted(SCENARIOS), help="issue 18 sides, in one run")
+    parser.add_argument("--ref", help="--compare settle: also run the node of this git ref (e.g. main)")
     parser.add_argument("--bare", action="store_true", help="also measure bare Playwright")
     parser.add_argument("--bare-only", action="store_true", help="only bare Playwright")
     parser.add_argument("--json", type=Path, help="write the results here too")
     parser.add_argument("--bare-worker", metavar="SITE_URL", help=argparse.SUPPRESS)
     opts = parser.parse_args()
+    if opts.concurrency is None:
+        opts.concurrency = [8] if opts.compare else [1, 4, 8]
     if opts.bare_worker:
         asyncio.run(bare_worker(opts.bare_worker, opts.pages, opts.concurrency[0]))
         return
@@ -330,7 +430,9 @@ def main() -> None:
     site = RenderSite().start()
     redis_srv = Redis(workdir)
     try:
-        for c in opts.concurrency:
+        if opts.compare:
+            results["compare"] = compare(opts, site, redis_srv, workdir)
+        for c in [] if opts.compare else opts.concurrency:
             if not opts.bare_only:
                 results["node"].append(run_node(site, redis_srv, workdir, opts.pages, c))
             if opts.bare or opts.bare_only:

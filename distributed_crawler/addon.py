@@ -37,6 +37,9 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "distributed_crawler.downloadermiddlewares.politeness.DomainRateLimitMiddleware": 720,
         # Decides once which requests render (meta["playwright"]): before the proxy pool (700), which reads it.
         "distributed_crawler.rendering.handler.RenderingMiddleware": 650,
+        # Off unless PLAYWRIGHT_AUTO. Reads plain pages once decoded (HttpCompression 590) and redirected
+        # (Redirect 600), renders the script-built ones before Retry (550) sees them.
+        "distributed_crawler.rendering.auto_render.AutoRenderMiddleware": 570,
         # Off unless WARC_DIR. Last before the handler: records the request as sent and the response as
         # received (before HttpCompression 590 decodes it, Redirect 600 / Retry 550 replace it).
         "distributed_crawler.downloadermiddlewares.warc.WarcMiddleware": 950,

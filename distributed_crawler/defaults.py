@@ -95,6 +95,11 @@ DEFAULTS: dict[str, Any] = {
     "PLAYWRIGHT_ABORT_RESOURCE_TYPES": ["image", "media", "font"],  # never downloaded by the browser
     "PLAYWRIGHT_MAX_PAGES": 8,  # open pages per node, all contexts together
     "PLAYWRIGHT_RESTART_AFTER_PAGES": 1000,  # restart the browser to cap its memory (0 = never)
+    "PLAYWRIGHT_SETTLE_MS": 500,  # after navigation: quiet window (no request, no DOM change); 0 = off
+    "PLAYWRIGHT_SETTLE_MAX_MS": 5000,  # longest wait for that quiet window (then the page is read as is)
+    "PLAYWRIGHT_AUTO": False,  # render plain pages that look script-built; learn per host + URL shape
+    "PLAYWRIGHT_AUTO_SAMPLES": 3,  # rendered samples of a shape before auto stops rendering it (adds nothing)
+    "PLAYWRIGHT_AUTO_KEY": "{%(spider)s}:render:verdicts",  # hash host|shape -> "samples:added"
     "IFRAME_FOLLOW_STATIC": False,  # news spider: fetch same-site <iframe src> as plain requests
     # Retries through {spider}:delayed and cluster-wide politeness (docs/retries-and-politeness.md).
     "RETRY_BACKOFF_BASE": 1.0,  # seconds before the first retry; doubles each retry (with jitter)

@@ -134,4 +134,5 @@ PLAYWRIGHT_CONFIG_FIELDS = (
     "launch_options",
     "navigation_timeout_ms",
     "max_pages_per_context",
+    "startup_context_kwargs",  # PLAYWRIGHT_CONTEXTS: a proxied context starts from its base's options
 )

@@ -32,6 +32,12 @@ POOL_PROXY_META = "_dc_proxy"
 # node (lua/host_block.lua), and a success from a slot leased with bo > 0 resets it to 0.
 HOST_SLOT_META = "_dc_slot"
 HOST_BACKOFF_META = "_dc_host_bo"
+# Set by downloadermiddlewares/proxy.py on a request the browser renders: the proxy URL (credentials
+# included) the browser context must use; read by rendering/handler.py (one context per proxy).
+BROWSER_PROXY_META = "_dc_browser_proxy"
+# Set by rendering/middleware.py on a request PLAYWRIGHT_AUTO re-fetched in the browser (why its
+# plain page looked script-built); read by spiders and tests.
+AUTO_RENDER_META = "_dc_auto_render"
 
 # -- public: per-request switches a spider sets ------------------------------------------------
 # Read by rendering/config.py (RenderConfig.should_render): render this request in the browser.
@@ -42,6 +48,8 @@ DONT_RENDER_META = "dont_render"
 RENDER_WAIT_FOR_META = "render_wait_for"
 # Read by rendering/config.py: PLAYWRIGHT_RENDER_TIMEOUT (seconds) for this request.
 RENDER_TIMEOUT_META = "render_timeout"
+# Read by rendering/config.py: PLAYWRIGHT_SETTLE_MS (milliseconds, 0 = do not wait) for this request.
+RENDER_SETTLE_MS_META = "render_settle_ms"
 # Read by downloadermiddlewares/politeness.py: skip the cluster-wide per-domain rate limit.
 DONT_RATE_LIMIT_META = "dont_rate_limit"
 
@@ -56,6 +64,8 @@ FRAMES_META = "frames"
 # which leaves rendered requests to the browser.
 PLAYWRIGHT_META = "playwright"
 PLAYWRIGHT_CONTEXT_META = "playwright_context"  # read by rendering/handler.py (page pool per context)
+# Set by rendering/handler.py for the length of a render through a proxy (the context's proxy).
+PLAYWRIGHT_CONTEXT_KWARGS_META = "playwright_context_kwargs"
 PLAYWRIGHT_INCLUDE_PAGE_META = "playwright_include_page"  # set/read by rendering/handler.py
 PLAYWRIGHT_PAGE_META = "playwright_page"  # set by scrapy-playwright; popped by rendering/handler.py
 PLAYWRIGHT_PAGE_GOTO_KWARGS_META = "playwright_page_goto_kwargs"  # set by rendering/handler.py (timeout, wait)

@@ -39,7 +39,8 @@ FORBIDDEN = {
     "core": {"compat", "downloadermiddlewares", "monitoring", "cli", "spiders", "rendering", "commands"},
     "proxies": {"core", "downloadermiddlewares", "monitoring", "cli", "spiders", "rendering", "commands"},
     "storage": {"core", "downloadermiddlewares", "monitoring", "cli", "spiders", "rendering", "commands"},
-    "rendering": {"core", "downloadermiddlewares", "monitoring", "cli", "spiders", "commands"},
+    # rendering uses core for the node's Redis context only (PLAYWRIGHT_AUTO's shared verdicts).
+    "rendering": {"downloadermiddlewares", "monitoring", "cli", "spiders", "commands"},
     "downloadermiddlewares": {"monitoring", "cli", "spiders", "rendering", "commands"},
     "meta": {"*"},
     "internals": {"*"},

@@ -13,7 +13,7 @@ from scrapy.settings import Settings
 
 from distributed_crawler.cli.main import main
 from distributed_crawler.downloadermiddlewares.proxy import failure_reason
-from distributed_crawler.meta import PLAYWRIGHT_META
+from distributed_crawler.meta import BROWSER_PROXY_META, PLAYWRIGHT_META
 from distributed_crawler.proxies.pool import (
     FAILURE_PENALTY,
     INITIAL_SCORE,
@@ -229,7 +229,7 @@ def middleware_run(redis_url: str, scenario, **settings):
 
 def test_middleware_records_outcomes_and_marks_bans(redis_url: str, redis_client: redis.Redis) -> None:
     from scrapy import Request
-    from scrapy.exceptions import DownloadCancelledError, DownloadConnectionRefusedError
+    from scrapy.exceptions import DownloadCancelledError, DownloadConnectionRefusedError, DownloadFailedError
     from scrapy.http import HtmlResponse
 
     async def scenario(mw):
@@ -257,11 +257,20 @@ def test_middleware_records_outcomes_and_marks_bans(redis_url: str, redis_client
             await mw.process_request(request)
             assert "_dc_proxy" not in request.meta
         assert own.meta["proxy"] == "http://10.9.9.9:1" and none.meta["proxy"] is None
-        # Pages for the browser (marked by RenderingMiddleware, 650, before this one) do not use
-        # the pool; a cancelled download is not the proxy's fault.
+        # Pages for the browser (marked by RenderingMiddleware, 650, before this one) get their pool
+        # proxy for the browser context, not as meta["proxy"]; a page's own failure is not the
+        # proxy's, a network error of the browser is. A cancelled download is not the proxy's fault.
         rendered = Request("http://example.com/app/1", meta={PLAYWRIGHT_META: True})
         await mw.process_request(rendered)
-        assert "proxy" not in rendered.meta
+        assert "proxy" not in rendered.meta and rendered.meta[BROWSER_PROXY_META] == B
+        assert rendered.meta["_dc_proxy"] == mask_url(B)
+        page_failed = DownloadFailedError("render of http://example.com/app/1 failed: '#x' never appeared")
+        assert await mw.process_exception(rendered, page_failed) is None
+        proxy_failed = DownloadFailedError("render failed: Page.goto: net::ERR_PROXY_CONNECTION_FAILED at http://x/")
+        assert await mw.process_exception(rendered, proxy_failed) is None
+        own_rendered = Request("http://example.com/app/2", meta={PLAYWRIGHT_META: True, "proxy": "http://10.9.9.9:1"})
+        await mw.process_request(own_rendered)
+        assert own_rendered.meta[BROWSER_PROXY_META] == "http://10.9.9.9:1" and "_dc_proxy" not in own_rendered.meta
         request = Request("http://example.com/huge")
         await mw.process_request(request)
         await mw.process_exception(request, DownloadCancelledError("larger than DOWNLOAD_MAXSIZE"))
@@ -280,9 +289,9 @@ def test_middleware_records_outcomes_and_marks_bans(redis_url: str, redis_client
         (200, b"<p>Acc"): "body matches PROXY_BAN_BODY_REGEX",
         (429, b""): "status 429",
     }
-    # 10 + 1 (200) + 1 (404) + 0 (503) - 3 (regex) - 3 (429) - 3 (refused) = 3
-    assert redis_client.zscore("dc:proxies", B) == 3
-    assert (stats["proxy/used"], stats["proxy/failed"]) == (7, 3) and "proxy/evicted" not in stats
+    # 10 + 1 (200) + 1 (404) + 0 (503) - 3 (regex) - 3 (429) - 3 (refused) - 3 (browser net::ERR_) = 0
+    assert redis_client.zscore("dc:proxies", B) == 0
+    assert (stats["proxy/used"], stats["proxy/failed"]) == (8, 4) and "proxy/evicted" not in stats
 
 
 def test_middleware_sticky_domains_keep_one_proxy_until_it_is_evicted(

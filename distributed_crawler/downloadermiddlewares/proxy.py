@@ -13,9 +13,14 @@ health, see proxies.py), and records the outcome in Redis for every node:
 
 `meta["_dc_proxy"]` holds the masked proxy of the attempt; it also marks the proxy as the pool's,
 so codec.py never writes it, `meta["proxy"]` or the auth header into Redis. A request whose
-`meta["proxy"]` the spider set (even to None) keeps it and bypasses the pool. A request the
-browser renders (`meta["playwright"]`, set by RenderingMiddleware at 650, before this one) is left
-alone: the browser does not use `meta["proxy"]`. Meta keys: distributed_crawler/meta.py.
+`meta["proxy"]` the spider set (even to None) keeps it and bypasses the pool.
+
+A request the browser renders (`meta["playwright"]`, set by RenderingMiddleware at 650, before this
+one) gets its pool proxy in `meta["_dc_browser_proxy"]` instead of `meta["proxy"]` (the browser
+ignores the latter): rendering/handler.py opens a browser context per proxy, so the page and every
+frame and XHR of it go through that proxy. Its outcome is recorded like a plain request's; of the
+errors of a render only the browser's network errors (`net::ERR_...`) count against the proxy (a
+script error or a selector that never appears is the page's doing). Meta keys: distributed_crawler/meta.py.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ from distributed_crawler.core.context import RedisContext
 from distributed_crawler.internals import node_stopping
 from distributed_crawler.meta import (
     AUTH_PROXY_META,
+    BROWSER_PROXY_META,
     LEASE_META,
     PLAYWRIGHT_META,
     POOL_PROXY_META,
@@ -85,7 +91,9 @@ PROXY_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
 )
 # Meta and header a pool proxy leaves on a request (HttpProxyMiddleware adds the last two).
-_STALE_META = (POOL_PROXY_META, PROXY_BAN_META, PROXY_META, AUTH_PROXY_META)
+_STALE_META = (POOL_PROXY_META, PROXY_BAN_META, PROXY_META, AUTH_PROXY_META, BROWSER_PROXY_META)
+# How Chromium names its network errors in a failed navigation: a rendered request's proxy failed.
+BROWSER_NETWORK_ERROR = "net::ERR_"
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -184,10 +192,11 @@ class ProxyPoolMiddleware:
         if not self.active or self.pool is None:
             return None
         meta = request.meta
+        rendered = bool(meta.get(PLAYWRIGHT_META))  # set by RenderingMiddleware (650), before this one
         if PROXY_META in meta and POOL_PROXY_META not in meta:
+            if rendered and meta[PROXY_META]:
+                meta[BROWSER_PROXY_META] = meta[PROXY_META]  # the spider's own proxy, for the browser too
             return None  # the spider chose (or refused, with None) a proxy itself
-        if meta.get(PLAYWRIGHT_META):  # set by RenderingMiddleware (650), which runs before this one
-            return None  # the browser does not use meta["proxy"] (docs/proxies.md)
         for key in _STALE_META:  # an earlier attempt's proxy (a local retry or redirect)
             meta.pop(key, None)
         request.headers.pop(b"Proxy-Authorization", None)
@@ -204,7 +213,7 @@ class ProxyPoolMiddleware:
             return None
         masked = mask_url(proxy)
         self._members[masked] = proxy
-        meta[PROXY_META] = proxy
+        meta[BROWSER_PROXY_META if rendered else PROXY_META] = proxy
         meta[POOL_PROXY_META] = masked
         self.stats.inc_value("proxy/used")
         return None
@@ -226,6 +235,8 @@ class ProxyPoolMiddleware:
         proxy = self._proxy_of(request)
         if proxy is None or not isinstance(exception, PROXY_ERRORS):
             return None
+        if request.meta.get(PLAYWRIGHT_META) and BROWSER_NETWORK_ERROR not in str(exception):
+            return None  # the page failed (a script, a selector, a slow page), not the proxy
         await self._record(request, proxy, self._unmask(failure_reason(exception), proxy))
         return None
 

@@ -1,15 +1,17 @@
 """Browser rendering (scrapy-playwright on Debian's Chromium).
 
 config.py (RenderConfig, errors), middleware.py (RenderingMiddleware: which requests render),
-pages.py (PagePool), handler.py (RenderingDownloadHandler). Both components are importable from
-here; Playwright is imported only when one of them is (frames.py stays light).
+auto_render.py (AutoRenderMiddleware: PLAYWRIGHT_AUTO, with auto.py and verdicts.py), pages.py
+(PagePool), settle.py (a quiet page), proxied.py (a browser context per proxy), handler.py
+(RenderingDownloadHandler). The components are importable from here; Playwright is imported only
+when one of them is (frames.py stays light).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["RenderingDownloadHandler", "RenderingMiddleware"]
+__all__ = ["AutoRenderMiddleware", "RenderingDownloadHandler", "RenderingMiddleware"]
 
 
 def __getattr__(name: str) -> Any:
@@ -17,6 +19,10 @@ def __getattr__(name: str) -> Any:
         from distributed_crawler.rendering.handler import RenderingDownloadHandler
 
         return RenderingDownloadHandler
+    if name == "AutoRenderMiddleware":
+        from distributed_crawler.rendering.auto_render import AutoRenderMiddleware
+
+        return AutoRenderMiddleware
     if name == "RenderingMiddleware":
         from distributed_crawler.rendering.middleware import RenderingMiddleware
 

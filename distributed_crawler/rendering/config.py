@@ -19,6 +19,7 @@ from distributed_crawler.meta import (
     DONT_RENDER_META,
     PLAYWRIGHT_META,
     RENDER_META,
+    RENDER_SETTLE_MS_META,
     RENDER_TIMEOUT_META,
     RENDER_WAIT_FOR_META,
 )
@@ -56,6 +57,11 @@ RESOURCE_TYPES = frozenset(
         "other",
     }
 )
+# The crawler attribute holding the node's one RenderingDownloadHandler (http and https share it;
+# PLAYWRIGHT_AUTO's middleware renders through it).
+SHARED_HANDLER_ATTR = "_dc_rendering_handler"
+# Time kept back from PLAYWRIGHT_RENDER_TIMEOUT for reading the frames after settling (at most).
+FRAMES_RESERVE_SECONDS = 2.0
 INSTALL_HINT = "install it with `apt-get install chromium` or set PLAYWRIGHT_EXECUTABLE_PATH"
 
 
@@ -89,6 +95,11 @@ class RenderConfig:
     max_pages: int = 8
     restart_after_pages: int = 1000
     extra_launch_options: dict[str, Any] = field(default_factory=dict)
+    settle_ms: int = 500
+    settle_max_ms: int = 5000
+    auto: bool = False
+    auto_samples: int = 3
+    auto_key: str = "{%(spider)s}:render:verdicts"
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> RenderConfig:
@@ -119,6 +130,23 @@ class RenderConfig:
             raise ValueError("PLAYWRIGHT_ABORT_RESOURCE_TYPES must not contain 'document': no page would load")
         max_pages = read.int("PLAYWRIGHT_MAX_PAGES", min=1)
         restart = read.int("PLAYWRIGHT_RESTART_AFTER_PAGES", min=0, hint="(0 = never)")
+
+        settle_ms = read.int("PLAYWRIGHT_SETTLE_MS", min=0, hint="milliseconds (0 = do not wait)")
+        settle_max_ms = read.int("PLAYWRIGHT_SETTLE_MAX_MS", min=0, hint="milliseconds")
+        if settle_ms and settle_max_ms < settle_ms:
+            raise ValueError(
+                f"PLAYWRIGHT_SETTLE_MAX_MS ({settle_max_ms}) must be at least PLAYWRIGHT_SETTLE_MS ({settle_ms}): "
+                "no page could ever settle; raise it (5000) or set PLAYWRIGHT_SETTLE_MS=0"
+            )
+        auto = read.bool("PLAYWRIGHT_AUTO")
+        auto_samples = read.int("PLAYWRIGHT_AUTO_SAMPLES", min=1, hint="pages")
+        auto_key = read.str("PLAYWRIGHT_AUTO_KEY")
+        try:
+            auto_key % {"spider": "news"}
+        except (KeyError, ValueError, TypeError):
+            raise ValueError(
+                f"PLAYWRIGHT_AUTO_KEY ({auto_key!r}) must be a key name with at most %(spider)s in it"
+            ) from None
 
         launch = dict(settings.getdict("PLAYWRIGHT_LAUNCH_OPTIONS") or {})
         remote = bool(settings.get("PLAYWRIGHT_CDP_URL") or settings.get("PLAYWRIGHT_CONNECT_URL"))
@@ -151,10 +179,20 @@ class RenderConfig:
             max_pages=max_pages,
             restart_after_pages=restart,
             extra_launch_options=launch,
+            settle_ms=settle_ms,
+            settle_max_ms=settle_max_ms,
+            auto=auto,
+            auto_samples=auto_samples,
+            auto_key=auto_key,
         )
 
     # -- decisions ------------------------------------------------------------------------
     def should_render(self, request: Request) -> bool:
+        return bool(self.explicit_decision(request))
+
+    def explicit_decision(self, request: Request) -> bool | None:
+        """True / False when the request says (meta, PLAYWRIGHT_URL_PATTERNS, an internal download),
+        None when nothing does: then PLAYWRIGHT_AUTO may decide after the plain download."""
         meta = request.meta
         if meta.get(DONT_RENDER_META):
             return False
@@ -162,7 +200,17 @@ class RenderConfig:
             return True
         if request.callback is NO_CALLBACK:  # robots.txt and other internal downloads
             return False
-        return any(p.search(request.url) for p in self.url_patterns)
+        if any(p.search(request.url) for p in self.url_patterns):
+            return True
+        if RENDER_META in meta or PLAYWRIGHT_META in meta:  # render: False, playwright: False
+            return False
+        return None
+
+    def settle_of(self, request: Request) -> tuple[float, float]:
+        """(quiet window, longest wait) in seconds; meta `render_settle_ms` overrides the window."""
+        value = request.meta.get(RENDER_SETTLE_MS_META)
+        quiet_ms = self.settle_ms if value is None else _non_negative_ms(value, self.settle_ms)
+        return quiet_ms / 1000, max(self.settle_max_ms, 2 * quiet_ms) / 1000
 
     def wait_for_of(self, request: Request) -> str:
         return str(request.meta.get(RENDER_WAIT_FOR_META) or self.wait_for)
@@ -183,6 +231,15 @@ class RenderConfig:
             args.append("--no-sandbox")  # Chromium refuses to start its sandbox as root
         options["args"] = args + [a for a in self.extra_launch_options.get("args") or [] if a not in args]
         return options
+
+
+def _non_negative_ms(value: Any, default: int) -> int:
+    """A meta value from a spider or a seed: a number of milliseconds, else the default."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return default
+    return max(0, min(number, 600_000))
 
 
 def is_load_state(wait_for: str) -> bool:

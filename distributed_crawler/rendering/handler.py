@@ -1,14 +1,18 @@
 """Browser rendering for the pages that need it (scrapy-playwright on Debian's Chromium).
 
-Rendering is opt-in per request. `RenderingMiddleware` marks a request for the browser when its URL
-matches `PLAYWRIGHT_URL_PATTERNS` or its meta has `render: True` (`dont_render: True` always wins);
-everything else is downloaded by Scrapy's plain HTTP handler. `RenderingDownloadHandler` is
+`RenderingMiddleware` marks a request for the browser when its URL matches
+`PLAYWRIGHT_URL_PATTERNS` or its meta has `render: True` (`dont_render: True` always wins);
+everything else is downloaded by Scrapy's plain HTTP handler (and, with PLAYWRIGHT_AUTO, rendered
+afterwards through this handler when it looks script-built: auto_render.py). `RenderingDownloadHandler` is
 scrapy-playwright's handler plus what a long-running node needs:
 
 - it starts Playwright and Chromium only when the first marked request arrives (a node that never
   renders never starts a browser), and uses one browser for both http and https;
-- after navigation it waits for `PLAYWRIGHT_WAIT_FOR`, then puts every frame of the page in
+- after navigation it waits for `PLAYWRIGHT_WAIT_FOR`, then for the page and every frame to be
+  quiet for `PLAYWRIGHT_SETTLE_MS` (settle.py), then puts every frame of the page in
   `response.meta["frames"]` (see frames.py), all within `PLAYWRIGHT_RENDER_TIMEOUT`;
+- a request with a pool proxy (`meta["_dc_browser_proxy"]`, set by the proxy middleware) renders in
+  a browser context of that proxy (proxied.py);
 - every page is closed on every path (error, timeout, cancelled download, shutdown) or, after a
   clean render, parked for the next render (opening a page costs a renderer process, ~200 ms);
   a page parked for `IDLE_PAGE_SECONDS` is closed;
@@ -21,9 +25,10 @@ scrapy-playwright's handler plus what a long-running node needs:
   which setting governs it. A render cut short because the node is stopping
   (`RenderInterruptedError`) goes back to the queue without spending a retry.
 
-Layout: config.py (settings, errors), middleware.py (which requests render), pages.py (the page
-pool), this module (the download handler). The scrapy-playwright internals it relies on are listed
-in distributed_crawler/internals.py.
+Layout: config.py (settings, errors), middleware.py (which requests render), auto_render.py
+(PLAYWRIGHT_AUTO, with auto.py and verdicts.py), pages.py (the page pool), settle.py (waiting for a
+quiet page), proxied.py (a context per proxy), this module (the download handler). The
+scrapy-playwright internals it relies on are listed in distributed_crawler/internals.py.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ from distributed_crawler.meta import (
 )
 from distributed_crawler.rendering.config import (
     DEFAULT_CHROMIUM,
+    FRAMES_RESERVE_SECONDS,
+    SHARED_HANDLER_ATTR,
     BrowserUnavailableError,
     RenderConfig,
     RenderError,
@@ -63,6 +70,8 @@ from distributed_crawler.rendering.config import (
 from distributed_crawler.rendering.frames import collect_frames
 from distributed_crawler.rendering.middleware import RenderingMiddleware
 from distributed_crawler.rendering.pages import PagePool, poolable
+from distributed_crawler.rendering.proxied import through_proxy
+from distributed_crawler.rendering.settle import prepare, settle, watch_of
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
@@ -134,10 +143,10 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RenderingDownloadHandler:
         # One instance (one browser) for http and https: Scrapy builds a handler per scheme.
-        shared = getattr(crawler, "_dc_rendering_handler", None)
+        shared = getattr(crawler, SHARED_HANDLER_ATTR, None)
         if shared is None:
             shared = cls(crawler)
-            crawler._dc_rendering_handler = shared  # type: ignore[attr-defined]
+            setattr(crawler, SHARED_HANDLER_ATTR, shared)
         return shared
 
     # -- lazy start: no Playwright driver, no browser until a marked request arrives -------
@@ -171,6 +180,14 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         return await self._render(request)
 
     async def _render(self, request: Request) -> Response:
+        request.headers.pop(b"Proxy-Authorization", None)  # the browser context authenticates itself
+        with through_proxy(request.meta, self.config.startup_context_kwargs or {}) as proxied:
+            response = await self._render_page(request)
+        if proxied:
+            self.stats.inc_value("render/proxied")
+        return response
+
+    async def _render_page(self, request: Request) -> Response:
         cfg = self.render_config
         if cfg.unavailable_reason:
             self.stats.inc_value("render/failed/no_browser")
@@ -234,6 +251,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
                 async with self._context_gate:
                     await self._bound_contexts(name)
                     page = await super()._create_page(request, spider)
+            await prepare(page)  # settle: DOM observer in every frame, network watch
             self.pages.track(page)
         else:
             self.stats.inc_value("render/pages_reused")
@@ -326,6 +344,9 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         goto.setdefault("wait_until", wait_until)
         goto.setdefault("timeout", max(1.0, self._remaining(request) * 1000))
         request.meta[PLAYWRIGHT_PAGE_GOTO_KWARGS_META] = goto
+        watch = watch_of(page)
+        if watch is not None:
+            watch.reset()
         try:
             return await super()._get_response_and_download(request, page, spider)
         except PlaywrightTimeoutError:
@@ -351,12 +372,27 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
                     f"render of {request.url} timed out: {wait_for!r} (PLAYWRIGHT_WAIT_FOR) never appeared"
                 ) from None
         await super()._apply_page_methods(page, request, spider)
+        await self._settle(page, request)
         try:
             frames = await asyncio.wait_for(collect_frames(page), max(0.5, self._remaining(request)))
         except TimeoutError:
             raise RenderTimeoutError(f"render of {request.url} timed out while reading its frames") from None
         request.meta[FRAMES_META] = frames
         self.stats.inc_value("render/frames", len(frames))
+
+    async def _settle(self, page: Page, request: Request) -> None:
+        """PLAYWRIGHT_SETTLE_MS: wait for a quiet page, leaving time to read the frames."""
+        quiet, limit = self.render_config.settle_of(request)
+        if quiet <= 0:
+            return
+        reserve = min(FRAMES_RESERVE_SECONDS, self.render_config.timeout_of(request) / 4)
+        limit = min(limit, self._remaining(request) - reserve)
+        if limit <= 0:
+            self.stats.inc_value("render/settle/no_time")
+            return
+        result = await settle(page, quiet, limit)
+        self.stats.inc_value("render/settle/settled" if result.settled else "render/settle/capped")
+        self.stats.inc_value("render/settle/ms", round(result.waited * 1000))
 
     async def _abort_resource(self, playwright_request: PlaywrightRequest) -> bool:
         return playwright_request.resource_type in self.render_config.abort_resource_types

@@ -1,7 +1,9 @@
 """Downloader middleware that decides, once per request, whether the browser downloads it.
 
 It sits at 650, before the proxy middleware (700), and sets `meta["playwright"]` (meta.py
-PLAYWRIGHT_META) to True or False: every later component reads that key instead of deciding again.
+PLAYWRIGHT_META) to True for requests marked for rendering (meta `render`, PLAYWRIGHT_URL_PATTERNS;
+`dont_render` wins): every later component reads that key instead of deciding again. The requests
+nothing marks may still be rendered after their plain download by PLAYWRIGHT_AUTO (auto_render.py).
 """
 
 from __future__ import annotations

@@ -14,7 +14,21 @@ Every token is assembled by JavaScript, so it never appears in the static HTML (
 * `/r/hang`      sends half a page and never finishes loading
 * `/r/slow?s=N`  ready after N seconds
 * `/static`      plain page with a static `<iframe src="/f/static">` (IFRAME_FOLLOW_STATIC)
+* `...?gz=1`     any page, gzip-encoded (Content-Encoding: gzip)
 * `/many?n=N`    plain index of `/r/page/1..N`, each with token `page-<i>-token`
+                 (`&kind=app`: of `/a/app/1..N`; `&kind=static`: of `/a/static/1..N`)
+
+Pages for settling (PLAYWRIGHT_SETTLE_MS), ready at `load` but complete only later:
+* `/s/timer`     an iframe whose text a timer writes 300 ms after the iframe's `load`
+* `/s/xhr`       text from an XHR to `/api/late`, which answers after 400 ms
+* `/s/forever`   token written at once, then a clock that changes the page every 50 ms forever
+
+Pages for PLAYWRIGHT_AUTO:
+* `/a/static`    a static article: text, no script, no iframe (auto must never render it); also
+                 at `/a/static/N`
+* `/a/app/N`     an empty `<div id=root>` filled by a script (token `app-N-token`, a paragraph)
+* `other_url/n/N` (second host) looks script-built (a `<noscript>` asking for JavaScript, scripts)
+                 but its scripts add no text: rendering adds nothing there
 
 Rendered pages that behave set `<html data-ready>` once everything (frames included) is in
 place, so `PLAYWRIGHT_WAIT_FOR = "html[data-ready]"` waits for them and times out on the broken
@@ -23,6 +37,7 @@ ones. Standard library only; `python tests/site/render_site.py` serves it for a 
 
 from __future__ import annotations
 
+import gzip
 import re
 import threading
 import time
@@ -39,6 +54,16 @@ TOKENS = {
     "/r/cross": ["cross-token-42"],
     "/r/img": ["img-page-token-42"],
 }
+SETTLE_TOKENS = {
+    "/s/timer": ["timer-token-42"],
+    "/s/xhr": ["xhr-token-42"],
+    "/s/forever": ["forever-token-42"],
+}
+ARTICLE = (
+    "The harbour council met on Tuesday to discuss the new ferry timetable. Residents asked for an "
+    "earlier first crossing and for a later last one on Fridays, when the market closes at nine. "
+) * 6
+MANY_KINDS = {"js": "/r/page/", "app": "/a/app/", "static": "/a/static/"}  # /many?kind=
 GOOD_PAGES = sorted(TOKENS)
 BROKEN_PAGES = ["/r/throws", "/r/hang"]
 PAGE_RE = re.compile(r"/r/page/([1-9][0-9]*)")
@@ -123,9 +148,20 @@ class RenderSite:
         with self._lock:
             return self._hits[path]
 
+    def total_hits(self) -> int:
+        """Requests both servers received (every path)."""
+        with self._lock:
+            return sum(self._hits.values())
+
     def hit_times(self, prefix: str) -> list[float]:
         with self._lock:
             return [t for t, p in self._times if p.startswith(prefix)]
+
+    def hit_paths(self, prefix: str) -> list[tuple[float, str]]:
+        """(time, path) of every request under `prefix`, in order (a page rendered after a plain
+        fetch shows up twice)."""
+        with self._lock:
+            return [(t, p) for t, p in self._times if p.startswith(prefix)]
 
     # -- pages --------------------------------------------------------------------------------
     def page(self, role: str, raw_path: str) -> tuple[int, str, bytes]:
@@ -135,6 +171,13 @@ class RenderSite:
         if role == "other":
             if path == "/f/cross":
                 return 200, html_type, _doc("cross", "<p id=t>cross frame</p>", _writes("t", "cross"))
+            if path.startswith("/n/"):
+                body = (
+                    "<noscript>Please enable JavaScript to use this site.</noscript>"
+                    f"<h1>Notice {path[3:]}</h1><p>{ARTICLE}</p>"
+                )
+                tracker = "window.dataLayer = window.dataLayer || []; dataLayer.push({page: location.pathname});"
+                return 200, html_type, _doc("notice", body, tracker)
             return 404, html_type, _doc("404", "no such page")
         if path == "/robots.txt":
             return 200, "text/plain", b"User-agent: *\nAllow: /\n"
@@ -147,7 +190,8 @@ class RenderSite:
             return 200, html_type, _doc("static frame", "<p>static-frame-text</p>")
         if path == "/many":
             n = int(query.get("n", "10"))
-            links = "\n".join(f'<a href="/r/page/{i}">{i}</a>' for i in range(1, n + 1))
+            prefix = MANY_KINDS.get(query.get("kind", "js"), "/r/page/")
+            links = "\n".join(f'<a href="{prefix}{i}">{i}</a>' for i in range(1, n + 1))
             return 200, html_type, _doc("many", links)
         if path == "/r/main":
             script = "setTimeout(function () {\n" + _writes("main", "main") + "\n"
@@ -188,6 +232,39 @@ class RenderSite:
             script = f"setTimeout(function () {{\n{_writes('t', 'slow')}\n"
             script += f"document.documentElement.setAttribute('data-ready', '1');\n}}, {ms});"
             return 200, html_type, _doc("slow", "<p id=t></p>", script)
+        if path == "/s/timer":
+            body = '<p>outer</p><iframe name="timer" src="/f/timer"></iframe>'
+            return 200, html_type, _doc("timer", body)
+        if path == "/f/timer":
+            script = "window.addEventListener('load', function () {\n  setTimeout(function () {\n"
+            script += "    " + _writes("t", "timer") + "\n  }, 300);\n});"
+            return 200, html_type, _doc("timer frame", "<p id=t>waiting</p>", script)
+        if path == "/s/xhr":
+            script = (
+                "var x = new XMLHttpRequest(); x.open('GET', '/api/late');\n"
+                "x.onload = function () { var d = JSON.parse(x.responseText);\n"
+                "  document.getElementById('t').textContent = d.a + d.b; };\nx.send();"
+            )
+            return 200, html_type, _doc("xhr", "<p id=t>loading</p>", script)
+        if path == "/api/late":
+            time.sleep(0.4)
+            return 200, "application/json", b'{"a": "xhr-tok", "b": "en-42"}'
+        if path == "/s/forever":
+            script = _writes("t", "forever") + "\nvar n = 0;\n"
+            script += "setInterval(function () { document.getElementById('c').textContent = 'tick ' + (n++); }, 50);"
+            return 200, html_type, _doc("forever", "<p id=t></p><p id=c>tick</p>", script)
+        if path == "/a/static" or path.startswith("/a/static/"):
+            return 200, html_type, _doc("article", f"<h1>Ferry timetable</h1><p>{ARTICLE}</p>")
+        if path.startswith("/a/app/"):
+            n = path.rsplit("/", 1)[1]
+            script = (
+                "var root = document.getElementById('root'); var h = document.createElement('h1');\n"
+                f"h.textContent = 'app-{n}-' + 'tok' + 'en'; root.appendChild(h);\n"
+                "var p = document.createElement('p'); p.textContent = 'Built by script: ' + "
+                "'the scores of the evening, the table after the match and the comments of readers.';\n"
+                "root.appendChild(p);"
+            )
+            return 200, html_type, _doc(f"app {n}", "<div id=root></div>", script)
         match = PAGE_RE.fullmatch(path)
         if match:
             i = match.group(1)
@@ -218,6 +295,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         status, ctype, body = site.page(role, self.path)
         self.send_response(status)
+        if "gz=1" in urlsplit(self.path).query:  # the same page, gzip-encoded
+            body = gzip.compress(body)
+            self.send_header("Content-Encoding", "gzip")
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
