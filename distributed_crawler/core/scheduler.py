@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -366,6 +366,15 @@ class RedisScheduler:
         self._outbox.append((self._enqueued_seq, entry))
         self._outbox_ready.set()
         return True
+
+    async def mark_seen(self, requests: Sequence[Request]) -> list[bool]:
+        """Add the requests' fingerprints to the seen-filter without queueing them (a page's
+        canonical URL, fetched under another URL); True = it was new."""
+        entries: list[Any] = [(self.df.fingerprint_hex(r), False, "") for r in requests]
+        result = await self._retrying("dedup add", partial(self.enqueuer.run, "add", entries))
+        added = sum(1 for r in result if r)
+        self.stats.inc_value("dupefilter/added", added)
+        return [bool(r) for r in result]
 
     def next_request(self) -> Request | None:
         quarantined = self._quarantined
