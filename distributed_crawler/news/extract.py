@@ -1,6 +1,6 @@
 """The article in a page: main text and metadata, by trafilatura (dates by htmldate).
 
-Extraction is CPU work (a few ms to tens of ms a page, docs/benchmarks.md): `ArticleExtractor`
+Extraction is CPU work (a few ms to tens of ms a page, docs/benchmarks.md): `OffReactor`
 runs it on a small thread pool so the reactor keeps downloading meanwhile (EXTRACT_THREADS; 0 =
 on the reactor thread). A page trafilatura finds no main text in (a list page, a tiny page) keeps
 its visible text, so nothing a page says is lost.
@@ -11,15 +11,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, TypeVar
 
 import lxml.html
 import trafilatura
 from lxml.etree import ParserError
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _SPACES = re.compile(r"[ \t\r\f\v]+")
 _LANG = re.compile(r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*")
@@ -67,7 +70,11 @@ def iso_date(value: str | None) -> str | None:
 def _parse(html: str | bytes) -> lxml.html.HtmlElement | None:
     try:
         return lxml.html.fromstring(html)
-    except (ParserError, ValueError):
+    except ValueError:  # a str with an XML encoding declaration (XHTML): parse its UTF-8
+        if isinstance(html, str):
+            return _parse(html.encode("utf-8"))
+        return None
+    except ParserError:
         return None
 
 
@@ -98,6 +105,7 @@ def extract_article(html: str | bytes, url: str) -> Article:
     if root is None:
         return Article(text="")
     lang = html_lang(root)
+    doc: Any
     try:
         doc = trafilatura.bare_extraction(
             root,  # parsed once (trafilatura cleans this tree in place)
@@ -125,17 +133,24 @@ def extract_article(html: str | bytes, url: str) -> Article:
     )
 
 
-class ArticleExtractor:
-    """`extract_article` off the reactor thread, at most `threads` pages at a time."""
+def page_basics(html: str | bytes) -> Article:
+    """EXTRACT_MAIN_TEXT off: the visible text and declared language, no extraction."""
+    root = _parse(html)
+    return Article(text=visible_text(html), lang=html_lang(root) if root is not None else None)
+
+
+class OffReactor:
+    """Runs CPU-bound page work (extraction, fingerprints, big sitemaps) on `threads` threads so the
+    reactor keeps downloading meanwhile; `threads` = 0 runs it inline, on the reactor thread."""
 
     def __init__(self, threads: int) -> None:
         self.threads = threads
-        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="extract") if threads else None
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="news") if threads else None
 
-    async def extract(self, html: str | bytes, url: str) -> Article:
+    async def run(self, func: Callable[..., T], *args: Any) -> T:
         if self._pool is None:
-            return extract_article(html, url)
-        return await asyncio.get_running_loop().run_in_executor(self._pool, extract_article, html, url)
+            return func(*args)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, func, *args)
 
     def close(self) -> None:
         if self._pool is not None:
