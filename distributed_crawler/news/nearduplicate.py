@@ -33,6 +33,12 @@ def fingerprint(text: str, min_words: int) -> int | None:
     return int(Simhash(shingles, f=BITS).value)
 
 
+def without_title(text: str, title: str | None) -> str:
+    """The text minus a leading headline: a syndicated copy often has its own headline or none."""
+    first, _, rest = text.partition("\n")
+    return rest if title and rest and first.strip().lower() == title.strip().lower() else text
+
+
 def distance(a: int, b: int) -> int:
     return (a ^ b).bit_count()
 

@@ -47,7 +47,7 @@ from distributed_crawler.news.canonical import canonical_link, same_site
 from distributed_crawler.news.config import NewsConfig
 from distributed_crawler.news.documents import Document, DocumentError, feed_links, parse_feed, parse_sitemap, sniff
 from distributed_crawler.news.extract import Article, OffReactor, extract_article, page_basics
-from distributed_crawler.news.nearduplicate import Match, NearDuplicateIndex, fingerprint
+from distributed_crawler.news.nearduplicate import Match, NearDuplicateIndex, fingerprint, without_title
 from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
 from distributed_crawler.rendering.frames import frames_text, static_iframe_urls
 from distributed_crawler.spiders.redis_spider import RedisSpider
@@ -163,7 +163,8 @@ class NewsSpider(RedisSpider):
     async def _near_duplicate(self, article: Article, text: str, url: str) -> Match | None:
         if not self.news.near_duplicates or not article.main_text:
             return None
-        value = await self.off_reactor.run(fingerprint, text, self.news.near_duplicate_min_words)
+        body = without_title(text, article.title)
+        value = await self.off_reactor.run(fingerprint, body, self.news.near_duplicate_min_words)
         if value is None:
             return None
         try:
