@@ -29,6 +29,18 @@ FORBIDDEN = {
     "storage": {"core", "downloadermiddlewares", "monitoring", "cli", "spiders", "rendering", "commands"},
     "rendering": {"core", "downloadermiddlewares", "monitoring", "cli", "spiders", "commands"},
     "downloadermiddlewares": {"monitoring", "cli", "spiders", "rendering", "commands"},
+    # news/: page-level logic (extraction, canonical links, documents, near-duplicate index)
+    "news": {
+        "core",
+        "dedup",
+        "downloadermiddlewares",
+        "monitoring",
+        "cli",
+        "spiders",
+        "rendering",
+        "commands",
+        "storage",
+    },
     "meta": {"*"},
     "internals": {"*"},
 }
