@@ -138,6 +138,25 @@ def test_bad_documents_are_one_line_and_a_dead_letter(
     assert entry["url"] == BASE + path and entry["kind"] == f"bad_{kind}" and reason in entry["reason"]
 
 
+def test_a_feed_read_with_repairs_is_used_and_dead_lettered(
+    redis_url: str, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    body = '<?xml version="1.0" encoding="utf-8"?><rss version="2.0"><channel><item><title>Caf\xe9</title>'
+    body += f"<link>{BASE}/cafe</link></item></channel></rss>"
+    feed = XmlResponse(BASE + "/feed", body=body.encode("latin-1"), request=Request(BASE + "/feed"))
+    with caplog.at_level(logging.WARNING):
+        out = run(redis_url, lambda s: collect(s.parse_feed(feed)))
+    assert [r.url for r in out] == [BASE + "/cafe"]
+    (raw,) = redis_client.lrange("{t}:failed", 0, -1)
+    assert "read with problems, 1 entries used" in json.loads(raw)["reason"]
+    assert len([r for r in caplog.records if r.name == news.__name__]) == 1
+
+
+def test_a_feed_listed_as_a_sitemap_is_read_as_a_feed(redis_url: str, portal: NewsPortal) -> None:
+    out = run(redis_url, lambda s: collect(s.parse_sitemap(response(portal, BASE + "/feed.rss"))))
+    assert [r.url for r in out] == [portal.url(3)]
+
+
 def test_a_sitemap_or_feed_seeded_as_a_plain_url_is_read_as_one(redis_url: str, portal: NewsPortal) -> None:
     out = run(redis_url, lambda s: collect(s.parse(response(portal, BASE + "/feed.atom"))))
     assert [r.url for r in out] == [portal.url(4)]

@@ -239,6 +239,10 @@ class NewsSpider(RedisSpider):
         return Request(url, callback=self.parse_feed, dont_filter=True, priority=DISCOVERY_PRIORITY, meta=meta)
 
     async def parse_sitemap(self, response: Response, **kwargs: Any) -> AsyncIterator[Request]:
+        if sniff(response.body) == "feed":  # robots.txt and sitemap indexes may list feeds
+            async for request in self.parse_feed(response):
+                yield request
+            return
         doc = await self._read(response, "sitemap", parse_sitemap)
         if doc is None:
             return
@@ -254,6 +258,10 @@ class NewsSpider(RedisSpider):
                 yield self.entry_request(entry.url, entry.date, entry.title)
 
     async def parse_feed(self, response: Response, **kwargs: Any) -> AsyncIterator[Request]:
+        if sniff(response.body) == "sitemap":
+            async for request in self.parse_sitemap(response):
+                yield request
+            return
         doc = await self._read(response, "feed", parse_feed)
         if doc is None:
             return
