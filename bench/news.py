@@ -7,10 +7,11 @@ with one `news` worker per configuration, alternating the configurations run aft
 same machine: visible text only ("before"), extraction on the reactor thread (EXTRACT_THREADS=0)
 and extraction on two threads (the default). Part 3 measures the near-duplicate index's
 memory per article in a private redis-server. Part 2 reports pages/s between the first and the last
-item and the event loop's lateness (a 10 ms timer's delay: what every download and Redis call
-waits when the reactor is busy).
+item, the CPU time the reactor thread and the whole worker spent per page (CPU time does not
+depend on other programs' load on the machine; wall-clock figures do), and the event loop's
+lateness (a 10 ms timer's delay: what every download and Redis call waits when the reactor is busy).
 
-    .venv/bin/python -m bench.news --pages 400 --runs 2
+    .venv/bin/python -m bench.news --pages 300 --runs 2
 """
 
 from __future__ import annotations
@@ -181,6 +182,7 @@ class NewsProbe:
         return cls(crawler)
 
     def started(self, spider: Any) -> None:
+        self.cpu = (time.thread_time(), time.process_time())  # this is the reactor thread
         self.task = asyncio.get_running_loop().create_task(self.watch())
 
     async def watch(self) -> None:
@@ -195,7 +197,10 @@ class NewsProbe:
     def closed(self, spider: Any) -> None:
         if self.task is not None:
             self.task.cancel()
-        Path(self.path).write_text(json.dumps({"items": self.items, "lags": self.lags}))
+        reactor_cpu, process_cpu = time.thread_time() - self.cpu[0], time.process_time() - self.cpu[1]
+        Path(self.path).write_text(
+            json.dumps({"items": self.items, "lags": self.lags, "reactor_cpu": reactor_cpu, "process_cpu": process_cpu})
+        )
 
 
 def crawl(
@@ -238,6 +243,8 @@ def crawl(
         "loop_lag_ms_p50": round(statistics.median(lags), 1),
         "loop_lag_ms_p99": round(lags[int(len(lags) * 0.99) - 1], 1),
         "loop_lag_ms_max": round(lags[-1], 1),
+        "reactor_cpu_ms_per_page": round(data["reactor_cpu"] * 1000 / len(items), 1),
+        "process_cpu_ms_per_page": round(data["process_cpu"] * 1000 / len(items), 1),
     }
 
 
@@ -267,8 +274,12 @@ def main(argv: list[str] | None = None) -> int:
                     log(f"{name}: {result}")
                     runs[name].append(result)
             results["crawl"] = runs
-            results["median_pages_per_s"] = {
-                name: statistics.median(r["pages_per_s"] for r in rs) for name, rs in runs.items()
+            results["medians"] = {
+                name: {
+                    key: statistics.median(r[key] for r in rs)
+                    for key in ("pages_per_s", "loop_lag_ms_p50", "reactor_cpu_ms_per_page", "process_cpu_ms_per_page")
+                }
+                for name, rs in runs.items()
             }
     finally:
         children.kill_all()
