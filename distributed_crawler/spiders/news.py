@@ -62,8 +62,13 @@ class NewsSpider(RedisSpider):
 
     item_class: Callable[..., Any] = dict
 
-    def _setup_redis(self, crawler: Any) -> None:
-        super()._setup_redis(crawler)
+    news: NewsConfig
+
+    def setup_redis(self, crawler: Any = None) -> None:
+        super().setup_redis(crawler)
+        if hasattr(self, "news"):  # once, as the seeds' part
+            return
+        crawler = crawler or self.crawler
         self.news = NewsConfig.from_settings(crawler.settings)
         read = SettingsReader(crawler.settings)
         self.follow_static_iframes = read.bool("IFRAME_FOLLOW_STATIC")
