@@ -288,6 +288,10 @@ def run_node(
         f"PLAYWRIGHT_MAX_PAGES={concurrency}",
         "-s",
         "LOG_LEVEL=INFO",
+        "-s",  # the rendering cost alone, as before article extraction (its cost: bench/news.py)
+        "EXTRACT_MAIN_TEXT=False",
+        "-s",  # /r/page/N are filler + a token: near-duplicates whose text would not be stored
+        "NEAR_DUPLICATES=False",
     ]
     prefix = MANY_KINDS[kind]
     result = {

@@ -1,4 +1,4 @@
-"""What the `news` spider stores: one row per page, keyed by canonical URL (docs/architecture.md §8)."""
+"""What the `news` spider stores: one row per story, keyed by canonical URL (docs/news.md)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,14 @@ import scrapy
 
 
 class PageItem(scrapy.Item):
-    url = scrapy.Field()  # canonical: fragment and tracking params removed, query sorted
+    url = scrapy.Field()  # canonical: the page's same-site <link rel=canonical>, tracking params removed, query sorted
     title = scrapy.Field()
-    text = scrapy.Field()  # visible text
+    text = scrapy.Field()  # main text (EXTRACT_MAIN_TEXT; False: all visible text); "" for a near-duplicate
+    authors = scrapy.Field()  # list of names
+    published_at = scrapy.Field()  # ISO 8601, from the page (htmldate), else its sitemap or feed entry
+    lang = scrapy.Field()  # declared language, e.g. "en-gb"
+    description = scrapy.Field()
+    duplicate_of = scrapy.Field()  # url of the stored article this one is a near-duplicate of
     fetched_at = scrapy.Field()  # ISO 8601, UTC
     status = scrapy.Field()
     node = scrapy.Field()  # NODE_ID of the worker that fetched it

@@ -101,6 +101,18 @@ DEFAULTS: dict[str, Any] = {
     "PLAYWRIGHT_AUTO_SAMPLES": 3,  # rendered samples of a shape before auto stops rendering it (adds nothing)
     "PLAYWRIGHT_AUTO_KEY": "{%(spider)s}:render:verdicts",  # hash host|shape -> "samples:added"
     "IFRAME_FOLLOW_STATIC": False,  # news spider: fetch same-site <iframe src> as plain requests
+    # News spiders (distributed_crawler/spiders/news.py, docs/news.md).
+    "EXTRACT_MAIN_TEXT": True,  # item text = the article's main text (trafilatura); False = all visible text
+    "EXTRACT_THREADS": 2,  # extraction threads per node, off the reactor thread (0 = on it)
+    "NEAR_DUPLICATES": True,  # mark near-duplicate articles (SimHash of the main text) with duplicate_of
+    "NEAR_DUPLICATE_DISTANCE": 3,  # most differing bits of 64 that still make a near-duplicate (0-7)
+    "NEAR_DUPLICATE_MIN_WORDS": 50,  # shorter texts are not fingerprinted
+    "NEAR_DUPLICATE_KEEP_TEXT": False,  # a near-duplicate keeps its text too (else text = "")
+    "NEAR_DUPLICATE_KEY": "{%(spider)s}:simhash",  # prefix of the fingerprint index keys
+    "SITEMAP_SINCE": 0,  # skip sitemap/feed entries older than this: seconds or "2d", "36h" (0 = keep all)
+    "SITEMAP_MAX_BYTES": 50 * 1024 * 1024,  # a sitemap or feed larger than this (once gunzipped) is refused
+    "SITEMAP_MAX_ENTRIES": 50_000,  # entries read from one sitemap or feed; the rest is skipped
+    "SITEMAP_MAX_DEPTH": 3,  # sitemap indexes followed this deep
     # Retries through {spider}:delayed and cluster-wide politeness (docs/retries-and-politeness.md).
     "RETRY_BACKOFF_BASE": 1.0,  # seconds before the first retry; doubles each retry (with jitter)
     "RETRY_BACKOFF_MAX": 60.0,  # cap of the backoff and of a site's Retry-After

@@ -27,6 +27,7 @@ SCRAPY_CONTRACT: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     ("scrapy.core.engine.ExecutionEngine", "_slot", None),  # set in open_spider
     ("scrapy.core.engine._Slot", "nextcall", None),
     ("scrapy.core.engine._Slot", "closing", None),
+    ("scrapy.core.engine._Slot", "scheduler", None),
     ("scrapy.utils.reactor.CallLaterOnce", "schedule", ("self", "delay")),
     ("scrapy.core.scraper.Scraper", "enqueue_scrape", ("self", "result", "request")),
     ("scrapy.core.scraper.Scraper", "slot", None),
@@ -45,6 +46,15 @@ def wake_engine(crawler: Crawler) -> None:
     slot = getattr(getattr(crawler, "engine", None), "_slot", None)
     if slot is not None:
         slot.nextcall.schedule()
+
+
+def scheduler_of(crawler: Crawler) -> Any:
+    """The scheduler of the open spider (None before it opens): how a spider reaches ours.
+
+    Scrapy 2.19.0, scrapy/core/engine.py: `ExecutionEngine._slot.scheduler` (set in open_spider).
+    """
+    slot = getattr(getattr(crawler, "engine", None), "_slot", None)
+    return getattr(slot, "scheduler", None)
 
 
 def watch_scrapes(crawler: Crawler, on_scrape: Callable[[Request], Callable[[], None] | None]) -> None:

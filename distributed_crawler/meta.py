@@ -53,6 +53,16 @@ RENDER_SETTLE_MS_META = "render_settle_ms"
 # Read by downloadermiddlewares/politeness.py: skip the cluster-wide per-domain rate limit.
 DONT_RATE_LIMIT_META = "dont_rate_limit"
 
+# -- set by news spiders for themselves (spiders/news.py), shipped with the request -------------------
+# On sitemap and feed requests: the site (a URL) whose entries are followed (same registered domain).
+NEWS_SITE_META = "news_site"
+# On sitemap requests: how many sitemap indexes led here (SITEMAP_MAX_DEPTH ends loops).
+SITEMAP_DEPTH_META = "sitemap_depth"
+# On article requests from a sitemap or feed entry: its date (ISO 8601) and title, used when the
+# page itself has none.
+ENTRY_DATE_META = "entry_date"
+ENTRY_TITLE_META = "entry_title"
+
 # -- set for the spider -------------------------------------------------------------------------
 # Set by rendering/handler.py after a render (every frame of the page); read by spiders through
 # rendering/frames.py. Describes one download: queue/codec.py never ships it.
@@ -79,6 +89,10 @@ PLAYWRIGHT_PAGE_INIT_CALLBACK_META = "playwright_page_init_callback"  # read by 
 PROXY_META = "proxy"
 # Set by Scrapy's HttpProxyMiddleware (private); dropped by proxy.py, retry.py and queue/codec.py.
 AUTH_PROXY_META = "_auth_proxy"
+# Set by spiders/news.py on sitemap and feed requests (SITEMAP_MAX_BYTES); read by Scrapy's downloader.
+DOWNLOAD_MAXSIZE_META = "download_maxsize"
+# Set by spiders/news.py on the robots.txt request of a site seed when no node cached it yet.
+DONT_OBEY_ROBOTSTXT_META = "dont_obey_robotstxt"
 DONT_RETRY_META = "dont_retry"  # read by downloadermiddlewares/retry.py (Scrapy's meaning)
 RETRY_TIMES_META = "retry_times"  # read by downloadermiddlewares/retry.py; queue/deadletters.py resets it on requeue
 

@@ -42,6 +42,18 @@ FORBIDDEN = {
     # rendering uses core for the node's Redis context only (PLAYWRIGHT_AUTO's shared verdicts).
     "rendering": {"downloadermiddlewares", "monitoring", "cli", "spiders", "commands"},
     "downloadermiddlewares": {"monitoring", "cli", "spiders", "rendering", "commands"},
+    # news/: page-level logic (extraction, canonical links, documents, near-duplicate index)
+    "news": {
+        "core",
+        "dedup",
+        "downloadermiddlewares",
+        "monitoring",
+        "cli",
+        "spiders",
+        "rendering",
+        "commands",
+        "storage",
+    },
     "meta": {"*"},
     "internals": {"*"},
 }

@@ -434,6 +434,11 @@ def test_item_to_row_accepts_dicts_and_items() -> None:
         "fetched_at": "2024-05-01T10:00:00+00:00",
         "status": 404,
         "node": None,
+        "authors": None,
+        "published_at": None,
+        "lang": None,
+        "description": None,
+        "duplicate_of": None,
     }
     row = item_to_row(Page(url="https://e/2", text="body\x00", extra="x"))
     assert row == {
@@ -443,9 +448,33 @@ def test_item_to_row_accepts_dicts_and_items() -> None:
         "fetched_at": None,
         "status": None,
         "node": None,
+        "authors": None,
+        "published_at": None,
+        "lang": None,
+        "description": None,
+        "duplicate_of": None,
     }
     with pytest.raises(DropItem):
         item_to_row(Page(title="no url"))
+
+
+def test_item_to_row_stores_article_fields() -> None:
+    published = datetime(2026, 12, 1, 9, 30, tzinfo=timezone(timedelta(hours=1)))
+    row = item_to_row(
+        {
+            "url": "https://e/story",
+            "authors": ["Jane Doe", None, "Ünal Öz"],
+            "published_at": published,
+            "lang": "en-gb",
+            "description": "A story.",
+            "duplicate_of": "https://other/story",
+        }
+    )
+    assert json.loads(row["authors"]) == ["Jane Doe", "Ünal Öz"]
+    assert row["published_at"] == "2026-12-01T08:30:00+00:00"
+    assert (row["lang"], row["description"], row["duplicate_of"]) == ("en-gb", "A story.", "https://other/story")
+    assert item_to_row({"url": "https://e/1", "authors": "One Name"})["authors"] == '["One Name"]'
+    assert item_to_row({"url": "https://e/1", "authors": []})["authors"] == "[]"
 
 
 def test_scrapy_item_through_pipeline(tmp_path: Path) -> None:

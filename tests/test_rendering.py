@@ -202,6 +202,15 @@ def _news_spider(**settings: object) -> NewsSpider:
     return spider
 
 
+def _parse(spider: NewsSpider, response: HtmlResponse) -> list:
+    """The news spider's (async) callback output."""
+
+    async def collect() -> list:
+        return [out async for out in spider.parse(response)]
+
+    return asyncio.run(collect())
+
+
 def _response(url: str, body: str, meta: dict | None = None) -> HtmlResponse:
     request = Request(url, meta=meta or {})
     return HtmlResponse(url, body=body.encode(), encoding="utf-8", request=request)
@@ -218,7 +227,7 @@ def test_news_item_text_includes_the_text_of_every_frame() -> None:
         "<html><body><p>main text</p><iframe src='/f1'></iframe></body></html>",
         {"playwright": True, "frames": frames},
     )
-    out = list(spider.parse(response))
+    out = _parse(spider, response)
     assert out[0]["text"] == "main text first frame nested frame"
     assert len(out) == 1, "a rendered page does not fetch its iframes again"
     assert frames_text(frames) == "first frame nested frame" and frames_text(None) == ""
@@ -229,11 +238,11 @@ def test_iframe_follow_static_fetches_same_site_iframes_as_plain_requests() -> N
         "<html><body><iframe src='/widget?a=1'></iframe><iframe src='/widget?a=1'></iframe>"
         "<iframe src='http://other.org/ad'></iframe><iframe src='about:blank'></iframe></body></html>"
     )
-    off = list(_news_spider().parse(_response("http://e.com/p", body)))
+    off = _parse(_news_spider(), _response("http://e.com/p", body))
     assert [r for r in off if isinstance(r, Request)] == []
     on = [
         r
-        for r in _news_spider(IFRAME_FOLLOW_STATIC="True").parse(_response("http://e.com/p", body))
+        for r in _parse(_news_spider(IFRAME_FOLLOW_STATIC="True"), _response("http://e.com/p", body))
         if isinstance(r, Request)
     ]
     assert [r.url for r in on] == ["http://e.com/widget?a=1"]

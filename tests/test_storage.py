@@ -6,6 +6,7 @@ fresh throwaway database, and are skipped with a reason when none answers.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sqlite3
@@ -128,6 +129,11 @@ def row(i: int | str, **overrides: Any) -> dict[str, Any]:
         "fetched_at": "2024-01-01T00:00:00+00:00",
         "status": 200,
         "node": "node-a",
+        "authors": '["A. Writer", "B. Reporter"]',
+        "published_at": "2023-12-31T08:00:00+00:00",
+        "lang": "en-gb",
+        "description": f"about {i}",
+        "duplicate_of": None,
     }
     base.update(overrides)
     return base
@@ -191,7 +197,9 @@ def test_table_of_an_older_release_gains_the_missing_columns(
     with caplog.at_level(logging.INFO, logger="distributed_crawler.storage.schema"):
         backend = opened()
     assert set(table_columns(storage_url)) == set(COLUMNS)
-    assert "added column(s) status, node to table items" in caplog.text
+    assert "added column(s) status, node, authors, published_at, lang, description, duplicate_of to table items" in (
+        caplog.text
+    )
     # The old row survives with NULL in the new columns; new rows fill them.
     backend.upsert_many([row("new")])
     rows = {r["url"]: r for r in read_rows(storage_url)}
@@ -203,6 +211,32 @@ def test_table_of_an_older_release_gains_the_missing_columns(
     with caplog.at_level(logging.INFO, logger="distributed_crawler.storage.schema"):
         opened().close()
     assert "added column" not in caplog.text
+
+
+def test_table_of_the_release_before_news_gains_the_article_columns(
+    storage_url: str, opened: Callable[[], StorageBackend], caplog: pytest.LogCaptureFixture
+) -> None:
+    # The table as it was before the news spider (issue 16): six columns, a stored row.
+    _execute(
+        storage_url,
+        "CREATE TABLE items (url TEXT PRIMARY KEY NOT NULL, title TEXT, text TEXT, fetched_at TEXT, "
+        "status INTEGER, node TEXT)",
+        "INSERT INTO items (url, title, text, fetched_at, status, node) "
+        "VALUES ('https://example.com/old', 'old', 'x', 't', 200, 'n')",
+    )
+    with caplog.at_level(logging.INFO, logger="distributed_crawler.storage.schema"):
+        backend = opened()
+    assert "added column(s) authors, published_at, lang, description, duplicate_of to table items" in caplog.text
+    assert set(table_columns(storage_url)) == set(COLUMNS)
+    backend.upsert_many([row("new", duplicate_of="https://example.com/old", text="")])
+    rows = {r["url"]: r for r in read_rows(storage_url)}
+    assert rows["https://example.com/old"] == {
+        **dict.fromkeys(COLUMNS),
+        **{"url": "https://example.com/old", "title": "old", "text": "x", "fetched_at": "t", "status": 200},
+        "node": "n",
+    }
+    assert rows["https://example.com/new"] == row("new", duplicate_of="https://example.com/old", text="")
+    assert json.loads(rows["https://example.com/new"]["authors"]) == ["A. Writer", "B. Reporter"]
 
 
 def test_reopen_keeps_rows(storage_url: str, opened: Callable[[], StorageBackend]) -> None:
@@ -254,6 +288,11 @@ def test_missing_columns_are_null(storage_url: str, opened: Callable[[], Storage
             "fetched_at": None,
             "status": None,
             "node": None,
+            "authors": None,
+            "published_at": None,
+            "lang": None,
+            "description": None,
+            "duplicate_of": None,
         }
     ]
 

@@ -191,6 +191,11 @@ def row(i: int | str, **overrides: Any) -> dict[str, Any]:
         "fetched_at": "2024-01-01T00:00:00+00:00",
         "status": 200,
         "node": "node-a",
+        "authors": '["A. Writer"]',
+        "published_at": "2023-12-31T08:00:00+00:00",
+        "lang": "de",
+        "description": f"about {i}",
+        "duplicate_of": None,
     }
     base.update(overrides)
     return base

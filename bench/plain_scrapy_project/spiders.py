@@ -1,4 +1,4 @@
-"""`news` on plain Scrapy: the very same `parse` as distributed_crawler's NewsSpider.
+"""`news` on plain Scrapy: the very same `parse` as our side (bench/page_parse.py).
 
 The start URL is read from Redis `news:start_urls` (polled every 20 ms from `start()`), so the
 harness seeds all sides the same way and the pickup time is comparable; after that the crawl
@@ -17,14 +17,14 @@ from typing import Any
 import redis
 from scrapy import Request, Spider
 
-from demo.spiders.news import NewsSpider
+from bench import page_parse
 
 POLL_SECONDS = 0.02
 
 
 class PlainNewsSpider(Spider):
     name = "news"
-    parse = NewsSpider.parse  # same link following (same host only) and one PageItem per page
+    parse = page_parse.parse  # same link following (same host only) and one PageItem per page
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

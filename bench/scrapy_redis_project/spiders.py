@@ -1,4 +1,4 @@
-"""`news` on scrapy-redis: the very same `parse` as distributed_crawler's NewsSpider."""
+"""`news` on scrapy-redis: the very same `parse` as our side (bench/page_parse.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from typing import Any
 
 from scrapy_redis.spiders import RedisSpider
 
-from demo.spiders.news import NewsSpider
+from bench import page_parse
 
 
 class ScrapyRedisNewsSpider(RedisSpider):
     name = "news"
-    parse = NewsSpider.parse  # same link following (same host only) and one PageItem per page
+    parse = page_parse.parse  # same link following (same host only) and one PageItem per page
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -1,4 +1,7 @@
-"""`dcrawl seed SPIDER URL... | --file FILE|-`: validate seeds as the nodes do, push them in batches.
+"""`dcrawl seed SPIDER URL... | --site URL | --file FILE|-`: validate seeds as the nodes do, push them in batches.
+
+`--site URL` seeds a whole site for a news spider: `{"url": home page, "callback": "parse_site"}`;
+the node that takes it discovers the site's sitemaps and feeds (spiders/news.py).
 
 Every line goes through `parse_seed`, the function the nodes run on what they pop, so a line that
 is pushed is a line a node accepts (only a JSON seed's `callback` name is checked on the node,
@@ -28,6 +31,7 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import IO, Any
+from urllib.parse import urlsplit, urlunsplit
 
 from redis.exceptions import ResponseError
 
@@ -407,6 +411,14 @@ def add_parser(command: Any) -> None:
     p.add_argument("spider")
     p.add_argument("urls", nargs="*", help="seeds: URLs or JSON objects (or use --file)")
     p.add_argument("--file", help="one seed a line, plain URL or JSON; gzip accepted; - = stdin")
+    p.add_argument(
+        "--site",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a whole site (repeatable): a node reads its home page's feed links and its robots.txt "
+        "sitemaps (else /sitemap.xml); for spiders built on distributed_crawler.spiders.news.NewsSpider",
+    )
     p.add_argument("--dedup", action="store_true", help="skip seeds already seen by the cluster or earlier in the file")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--skip", type=int, default=0, metavar="N", help="skip the first N lines (resume after line N)")
@@ -422,13 +434,33 @@ def _resume_command(args: argparse.Namespace, line: int) -> str:
     return " ".join(parts)
 
 
+SITE_CALLBACK = "parse_site"  # spiders/news.py NewsSpider.parse_site
+
+
+def site_seed(url: str) -> str:
+    """The seed of `--site URL`: the site's home page, read by the spider's `parse_site`."""
+    try:
+        parts = urlsplit(url.strip())
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise SeedError("bad_url", f"--site {url[:80]!r} is not an http(s) URL with a host (e.g. https://example.com)")
+    home = urlunsplit((parts.scheme, parts.netloc, parts.path or "/", parts.query, ""))
+    return json.dumps({"url": home, "callback": SITE_CALLBACK}, separators=(",", ":"))
+
+
 def cmd_seed(args: argparse.Namespace) -> int:
     from distributed_crawler.cli.main import CliError, _connect, _dupefilter
 
-    if args.file is not None and args.urls:
-        raise CliError("give seeds as arguments or --file FILE, not both")
-    if args.file is None and not args.urls:
-        raise CliError("no seeds: give URLs, or --file FILE (- for stdin)")
+    if args.file is not None and (args.urls or args.site):
+        raise CliError("give seeds as arguments (URLs, --site) or --file FILE, not both")
+    if args.file is None and not args.urls and not args.site:
+        raise CliError("no seeds: give URLs, --site URL, or --file FILE (- for stdin)")
+    try:
+        args.urls = [*args.urls, *(site_seed(url) for url in args.site)]
+    except SeedError as exc:
+        raise CliError(f"not seeded: {exc.reason}") from None
     skip = args.skip if args.from_line is None else args.from_line - 1
     if skip < 0 or args.batch < 1:
         raise CliError("--skip must be >= 0, --from-line >= 1 and --batch >= 1")
@@ -451,6 +483,11 @@ def cmd_seed(args: argparse.Namespace) -> int:
         except SeedPushError as exc:
             raise CliError(str(exc)) from None
         print(f"seeded {len(args.urls)} into {keys.start_urls}")
+        for url in args.site:
+            print(
+                f"site {url}: a node reads its home page's feed links and the Sitemap: lines of its robots.txt "
+                f"(else /sitemap.xml); `dcrawl failed {args.spider}` lists sitemaps or feeds it could not read"
+            )
         return 0
     dedup = None
     if args.dedup:

@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -412,6 +412,18 @@ class RedisScheduler:
             self._recent.add(fingerprint)
         self._outbox_ready.set()
         return True
+
+    async def mark_seen(self, requests: Sequence[Request]) -> list[bool]:
+        """Add the requests' fingerprints to the seen-filter without queueing them (a page's
+        canonical URL, fetched under another URL); True = it was new."""
+        fingerprints = [self.df.fingerprint_hex(r) for r in requests]
+        entries: list[Any] = [(fp, False, "") for fp in fingerprints]
+        result = await self._retrying("dedup add", partial(self.enqueuer.run, "add", entries))
+        for fingerprint in fingerprints:
+            self._recent.add(fingerprint)  # a link to it from this node is dropped here too
+        added = sum(1 for r in result if r)
+        self.stats.inc_value("dupefilter/added", added)
+        return [bool(r) for r in result]
 
     def next_request(self) -> Request | None:
         quarantined = self._quarantined

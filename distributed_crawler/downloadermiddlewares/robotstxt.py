@@ -91,6 +91,25 @@ def entry_of(response: Response | None, error: str = "") -> dict[str, Any]:
     return {"status": response.status, "body": body, "fetched_at": now}
 
 
+def cache_key(template: str, spider: str, netloc: str) -> str:
+    """ROBOTS_CACHE_KEY of a host (`netloc`: host[:port], lower case)."""
+    return template % {"spider": spider, "name": spider, "host": netloc.lower()}
+
+
+async def cached_robots_body(client: Any, key: str) -> bytes | None:
+    """The body of a robots.txt the cluster fetched (2xx entries only), or None: absent, an error
+    or 4xx entry, or garbage. For readers of its other lines (`Sitemap:`) that must not fetch it again."""
+    try:
+        entry = json.loads(text(await client.get(key)) or "null")
+    except ValueError:
+        return None
+    if not isinstance(entry, dict) or not isinstance(entry.get("body"), str):
+        return None
+    status = entry.get("status")
+    ok = isinstance(status, int) and not isinstance(status, bool) and 200 <= status < 300
+    return entry["body"].encode("utf-8") if ok else None
+
+
 def entry_ok(entry: dict[str, Any]) -> bool:
     """Cache entries are untrusted: an entry that means "disallow all" is an error entry."""
     return rules_of(entry) is not DISALLOW_ALL
@@ -161,7 +180,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
             await self.context.release()
 
     def cache_key(self, netloc: str) -> str:
-        return self.key_template % {"spider": self.spider_name, "name": self.spider_name, "host": netloc}
+        return cache_key(self.key_template, self.spider_name, netloc)
 
     async def process_request(self, request: Request, spider: Spider | None = None) -> Request | None:  # type: ignore[override]
         if self.client is None:

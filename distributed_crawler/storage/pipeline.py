@@ -22,6 +22,7 @@ Stats: ``storage/committed`` (items), ``storage/batches``, ``storage/errors``
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import random
@@ -138,6 +139,14 @@ def _text(value: Any) -> str | None:
     return value.replace("\x00", "")
 
 
+def _json_list(value: Any) -> str | None:
+    """A list field (authors) as a JSON array of strings; a lone string is a list of one."""
+    if value is None:
+        return None
+    values = value if isinstance(value, (list, tuple)) else [value]
+    return _text(json.dumps([_text(v) for v in values if v is not None], ensure_ascii=False))
+
+
 def _iso_utc(value: Any) -> str | None:
     if value is None:
         return None
@@ -178,6 +187,11 @@ def item_to_row(item: Any) -> dict[str, Any]:
         "fetched_at": _iso_utc(adapter.get("fetched_at")),
         "status": _status(adapter.get("status")),
         "node": _text(adapter.get("node")),
+        "authors": _json_list(adapter.get("authors")),
+        "published_at": _iso_utc(adapter.get("published_at")),
+        "lang": _text(adapter.get("lang")),
+        "description": _text(adapter.get("description")),
+        "duplicate_of": _text(adapter.get("duplicate_of")),
     }
 
 

@@ -23,6 +23,12 @@ COLUMN_TYPES: dict[str, str] = {
     "fetched_at": "TEXT",
     "status": "INTEGER",
     "node": "TEXT",
+    # news spiders (docs/news.md): article metadata; authors as a JSON array of names
+    "authors": "TEXT",
+    "published_at": "TEXT",
+    "lang": "TEXT",
+    "description": "TEXT",
+    "duplicate_of": "TEXT",
 }
 
 #: Columns of the ``items`` table, in storage order.

@@ -14,7 +14,8 @@ class PoisonSpider(NewsSpider):
     name = "poison"
     poison_path = "/article/7"
 
-    def parse(self, response: Any, **kwargs: Any) -> Any:
+    async def parse(self, response: Any, **kwargs: Any) -> Any:
         if urlsplit(response.url).path == self.poison_path:
             os.kill(os.getpid(), signal.SIGKILL)
-        yield from super().parse(response, **kwargs)
+        async for output in super().parse(response, **kwargs):
+            yield output

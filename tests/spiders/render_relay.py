@@ -22,9 +22,10 @@ ADD_TOKEN = "document.body.insertAdjacentHTML('beforeend', '<p>' + 'pm-tok' + 'e
 class RenderRelaySpider(NewsSpider):
     name = "render_relay"
 
-    def parse(self, response: Any, **kwargs: Any) -> Any:
+    async def parse(self, response: Any, **kwargs: Any) -> Any:
         if response.meta.get("playwright"):
-            yield from super().parse(response, **kwargs)
+            async for output in super().parse(response, **kwargs):
+                yield output
             return
         if self.settings.getbool("RENDER_RELAY_STALL"):
             method = PageMethod("evaluate", "new Promise(function () {})")  # never settles

@@ -13,8 +13,8 @@ class StalledSpider(NewsSpider):
     name = "stalled"
     items_before_stall = 3
 
-    def parse(self, response: Any, **kwargs: Any) -> Any:
-        for output in super().parse(response, **kwargs):
+    async def parse(self, response: Any, **kwargs: Any) -> Any:
+        async for output in super().parse(response, **kwargs):
             if isinstance(output, Request):
                 yield output
             elif self.items_before_stall > 0:

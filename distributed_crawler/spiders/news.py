@@ -1,0 +1,343 @@
+"""`NewsSpider`: articles from links, sitemaps and feeds, one row per story (docs/news.md).
+
+Callbacks (seeds may name them: `{"url": ..., "callback": "parse_site"}`):
+- `parse`: a page -> one item (main text and metadata, `EXTRACT_MAIN_TEXT`) + its same-host links;
+  a sitemap or feed pushed as a plain seed is recognised by its first element and read as one.
+- `parse_site` (`dcrawl seed SPIDER --site URL`): the home page as `parse`, plus its feed links and
+  the `Sitemap:` lines of its robots.txt (from the cluster's robots.txt cache, fetched once).
+- `parse_robots`, `parse_sitemap`, `parse_feed`: discovery; their requests bypass the seen-filter
+  (a rerun re-reads them) and entries older than `SITEMAP_SINCE` are skipped.
+
+A page's same-site `<link rel="canonical">` is its item's url and goes into the seen-filter, so
+aliases and AMP copies make one row. An article whose main text is a near-duplicate of one stored
+before (any URL, site or node) gets `duplicate_of` and an empty text (`NEAR_DUPLICATE_KEEP_TEXT`).
+A sitemap or feed that cannot be read is one WARNING line and a dead letter in `{spider}:failed`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+from redis.exceptions import ResponseError
+from scrapy import Request, signals
+from scrapy.http import Response, TextResponse
+from scrapy.utils.sitemap import sitemap_urls_from_robots
+
+from distributed_crawler.connection.clients import TRANSIENT_ERRORS
+from distributed_crawler.connection.untrusted import EpisodeLog
+from distributed_crawler.core.context import RedisContext
+from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.downloadermiddlewares.robotstxt import cache_key, cached_robots_body
+from distributed_crawler.internals import scheduler_of
+from distributed_crawler.meta import (
+    DONT_OBEY_ROBOTSTXT_META,
+    DONT_RENDER_META,
+    DOWNLOAD_MAXSIZE_META,
+    ENTRY_DATE_META,
+    ENTRY_TITLE_META,
+    FRAMES_META,
+    NEWS_SITE_META,
+    SITEMAP_DEPTH_META,
+)
+from distributed_crawler.news.canonical import canonical_link, same_site
+from distributed_crawler.news.config import NewsConfig
+from distributed_crawler.news.documents import Document, DocumentError, feed_links, parse_feed, parse_sitemap, sniff
+from distributed_crawler.news.extract import Article, OffReactor, extract_article, page_basics
+from distributed_crawler.news.nearduplicate import Match, NearDuplicateIndex, fingerprint, without_title
+from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
+from distributed_crawler.rendering.frames import frames_text, static_iframe_urls
+from distributed_crawler.spiders.redis_spider import RedisSpider
+
+logger = logging.getLogger(__name__)
+
+DISCOVERY_PRIORITY = 10  # robots.txt, sitemaps and feeds before the pages they list
+
+
+class NewsSpider(RedisSpider):
+    """A RedisSpider for news sites; a subclass sets `name` and `item_class` (fields: docs/news.md)."""
+
+    item_class: Callable[..., Any] = dict
+
+    news: NewsConfig
+
+    def setup_redis(self, crawler: Any = None) -> None:
+        super().setup_redis(crawler)
+        if hasattr(self, "news"):  # once, as the seeds' part
+            return
+        crawler = crawler or self.crawler
+        self.news = NewsConfig.from_settings(crawler.settings)
+        read = SettingsReader(crawler.settings)
+        self.follow_static_iframes = read.bool("IFRAME_FOLLOW_STATIC")
+        self.obey_robots = crawler.settings.getbool("ROBOTSTXT_OBEY")
+        self.robots_key_template = read.str("ROBOTS_CACHE_KEY")
+        self.off_reactor = OffReactor(self.news.extract_threads)
+        self._index: NearDuplicateIndex | None = None
+        self._context: RedisContext | None = None
+        self._news_errors = EpisodeLog(logger)
+        crawler.signals.connect(self._news_opened, signal=signals.spider_opened)
+        crawler.signals.connect(self._news_closed, signal=signals.spider_closed)
+
+    def _news_opened(self, spider: Any) -> None:
+        self._context = RedisContext.of(self.crawler).acquire()
+
+    async def _news_closed(self, spider: Any) -> None:
+        self.off_reactor.close()
+        context = self._context
+        self._context = None
+        if context is not None:
+            await context.release()
+
+    @property
+    def _client(self) -> Any:
+        return (self._context or RedisContext.of(self.crawler)).client
+
+    # -- pages ------------------------------------------------------------------------------
+    async def parse(self, response: Response, **kwargs: Any) -> AsyncIterator[Any]:
+        kind = sniff(response.body)
+        if kind:  # a sitemap or feed seeded as a plain URL
+            parse = self.parse_sitemap if kind == "sitemap" else self.parse_feed
+            async for out in parse(response):
+                yield out
+            return
+        if not isinstance(response, TextResponse):
+            return
+        yield await self.page_item(response)
+        for request in self.page_links(response):
+            yield request
+
+    async def page_item(self, response: TextResponse) -> Any:
+        """The page's row: canonical url, main text and metadata, near-duplicate mark."""
+        url = await self._canonical_url(response)
+        if self.news.extract_main_text:
+            article = await self.off_reactor.run(extract_article, response.text, response.url)
+        else:
+            article = page_basics(response.text)
+        text = " ".join(filter(None, (article.text, frames_text(response.meta.get(FRAMES_META)))))
+        duplicate = await self._near_duplicate(article, text, url)
+        meta = response.meta
+        self.crawler.stats.inc_value("news/pages")
+        if duplicate is not None and not self.news.near_duplicate_keep_text:
+            text = ""
+        return self.item_class(
+            url=url,
+            title=article.title or meta.get(ENTRY_TITLE_META) or _title(response),
+            text=text,
+            authors=list(article.authors),
+            published_at=article.published_at or meta.get(ENTRY_DATE_META),
+            lang=article.lang,
+            description=article.description,
+            duplicate_of=duplicate.original if duplicate is not None else None,
+            fetched_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            status=response.status,
+            node=self.node_id,
+        )
+
+    def page_links(self, response: TextResponse) -> Iterator[Request]:
+        """Same-host links (and, unrendered, same-site static iframes with IFRAME_FOLLOW_STATIC)."""
+        if FRAMES_META not in response.meta and self.follow_static_iframes:
+            for url in static_iframe_urls(response):
+                yield response.follow(url, callback=self.parse, meta={DONT_RENDER_META: True})
+        host = urlsplit(response.url).hostname
+        for href in response.css("a::attr(href)").getall():
+            try:
+                url = response.urljoin(href.strip())
+                parts = urlsplit(url)
+            except ValueError:
+                continue
+            if parts.scheme in ("http", "https") and parts.hostname == host:
+                yield response.follow(url, callback=self.parse)
+
+    async def _canonical_url(self, response: TextResponse) -> str:
+        """The item's url: the page's same-site canonical link (then in the seen-filter), else its own."""
+        fingerprinter: Any = self.crawler.request_fingerprinter
+        url = fingerprinter.canonical_url(response.url)
+        link = canonical_link(response)
+        canonical = fingerprinter.canonical_url(link) if link else url
+        if canonical == url:
+            return url
+        self.crawler.stats.inc_value("news/canonical_alias")
+        scheduler = scheduler_of(self.crawler)
+        if hasattr(scheduler, "mark_seen"):
+            await scheduler.mark_seen([Request(canonical)])
+        return str(canonical)
+
+    async def _near_duplicate(self, article: Article, text: str, url: str) -> Match | None:
+        if not self.news.near_duplicates or not article.main_text:
+            return None
+        body = without_title(text, article.title)
+        value = await self.off_reactor.run(fingerprint, body, self.news.near_duplicate_min_words)
+        if value is None:
+            return None
+        try:
+            if self._index is None:
+                self._index = NearDuplicateIndex(
+                    self._client, self.news.key(self.name), self.news.near_duplicate_distance
+                )
+            match = await self._index.check_add(value, url)
+        except TRANSIENT_ERRORS + (ResponseError,) as exc:
+            self._news_errors.failed(
+                "near-duplicate index",
+                "Near-duplicate index %s unusable (%s): articles are stored without the check until it works",
+                self.news.key(self.name),
+                exc,
+            )
+            self.crawler.stats.inc_value("news/near_duplicate_unchecked")
+            return None
+        self._news_errors.ok("near-duplicate index")
+        if match is not None:
+            self.crawler.stats.inc_value("news/near_duplicates")
+        return match
+
+    # -- discovery --------------------------------------------------------------------------
+    async def parse_site(self, response: Response, **kwargs: Any) -> AsyncIterator[Any]:
+        """A site's home page: its feeds, its robots.txt sitemaps, then the page itself."""
+        site = response.url
+        if isinstance(response, TextResponse) and not sniff(response.body):
+            for url in feed_links(response.selector.root, response.url):
+                yield self.feed_request(url, site)
+        parts = urlsplit(site)
+        robots_url = f"{parts.scheme}://{parts.netloc}/robots.txt"
+        body = None
+        if self.obey_robots:
+            try:
+                body = await cached_robots_body(
+                    self._client, cache_key(self.robots_key_template, self.name, parts.netloc)
+                )
+            except TRANSIENT_ERRORS + (ResponseError,):
+                body = None
+        if body is None:  # not cached for the cluster (ROBOTSTXT_OBEY off, or expired): fetch it
+            yield Request(
+                robots_url,
+                callback=self.parse_robots,
+                dont_filter=True,
+                priority=DISCOVERY_PRIORITY,
+                meta={NEWS_SITE_META: site, DONT_OBEY_ROBOTSTXT_META: True},
+            )
+        else:
+            for request in self.robots_requests(body, robots_url, site):
+                yield request
+        async for out in self.parse(response):
+            yield out
+
+    async def parse_robots(self, response: Response, **kwargs: Any) -> AsyncIterator[Request]:
+        site = response.meta.get(NEWS_SITE_META) or response.urljoin("/")
+        for request in self.robots_requests(response.body, response.url, site):
+            yield request
+
+    def robots_requests(self, body: bytes, robots_url: str, site: str) -> Iterator[Request]:
+        """Its `Sitemap:` lines, else the conventional /sitemap.xml."""
+        urls = [url for url in sitemap_urls_from_robots(body[: 512 * 1024], base_url=robots_url)][:50]
+        urls = [url for url in urls if urlsplit(url).scheme in ("http", "https")]
+        for url in urls or [robots_url.rsplit("/", 1)[0] + "/sitemap.xml"]:
+            yield self.sitemap_request(url, site, 0)
+
+    def sitemap_request(self, url: str, site: str, depth: int) -> Request:
+        meta = {NEWS_SITE_META: site, SITEMAP_DEPTH_META: depth, DOWNLOAD_MAXSIZE_META: self.news.sitemap_max_bytes}
+        return Request(url, callback=self.parse_sitemap, dont_filter=True, priority=DISCOVERY_PRIORITY, meta=meta)
+
+    def feed_request(self, url: str, site: str) -> Request:
+        meta = {NEWS_SITE_META: site, DOWNLOAD_MAXSIZE_META: self.news.sitemap_max_bytes}
+        return Request(url, callback=self.parse_feed, dont_filter=True, priority=DISCOVERY_PRIORITY, meta=meta)
+
+    async def parse_sitemap(self, response: Response, **kwargs: Any) -> AsyncIterator[Request]:
+        if sniff(response.body) == "feed":  # robots.txt and sitemap indexes may list feeds
+            async for request in self.parse_feed(response):
+                yield request
+            return
+        doc = await self._read(response, "sitemap", parse_sitemap)
+        if doc is None:
+            return
+        site = response.meta.get(NEWS_SITE_META) or response.url
+        depth = _int(response.meta.get(SITEMAP_DEPTH_META))
+        if doc.kind == "sitemapindex" and depth + 1 >= self.news.sitemap_max_depth:
+            self._skip(f"sitemap index {response.url} is {depth + 1} indexes deep (SITEMAP_MAX_DEPTH)")
+            return
+        for entry in self._recent(doc):
+            if doc.kind == "sitemapindex":
+                yield self.sitemap_request(entry.url, site, depth + 1)
+            elif same_site(entry.url, site):
+                yield self.entry_request(entry.url, entry.date, entry.title)
+
+    async def parse_feed(self, response: Response, **kwargs: Any) -> AsyncIterator[Request]:
+        if sniff(response.body) == "sitemap":
+            async for request in self.parse_sitemap(response):
+                yield request
+            return
+        doc = await self._read(response, "feed", parse_feed)
+        if doc is None:
+            return
+        site = response.meta.get(NEWS_SITE_META) or response.url
+        for entry in self._recent(doc):
+            if same_site(entry.url, site):
+                yield self.entry_request(entry.url, entry.date, entry.title)
+
+    def entry_request(self, url: str, date: datetime | None, title: str | None) -> Request:
+        meta: dict[str, Any] = {}
+        if date is not None:
+            meta[ENTRY_DATE_META] = date.isoformat()
+        if title:
+            meta[ENTRY_TITLE_META] = title
+        return Request(url, callback=self.parse, meta=meta)
+
+    async def _read(self, response: Response, kind: str, parse: Callable[..., Document]) -> Document | None:
+        stats = self.crawler.stats
+        args: tuple[Any, ...] = (
+            response.body,
+            response.url,
+            self.news.sitemap_max_bytes,
+            self.news.sitemap_max_entries,
+        )
+        if kind == "feed":
+            args += ((response.headers.get("Content-Type") or b"").decode("latin-1"),)
+        try:
+            doc = await self.off_reactor.run(parse, *args)
+        except DocumentError as exc:
+            await self._dead_letter(response, kind, str(exc))
+            return None
+        stats.inc_value(f"news/{kind}s")
+        stats.inc_value(f"news/{kind}_entries", len(doc.entries))
+        if doc.warning:
+            await self._dead_letter(
+                response, kind, f"read with problems, {len(doc.entries)} entries used: {doc.warning}"
+            )
+        if doc.truncated:
+            self._skip(
+                f"{kind} {response.url}: only its first {self.news.sitemap_max_entries} entries read (SITEMAP_MAX_ENTRIES)"
+            )
+        return doc
+
+    def _recent(self, doc: Document) -> Iterator[Any]:
+        """Entries dated after now - SITEMAP_SINCE (undated ones too)."""
+        cutoff = datetime.now(UTC) - timedelta(seconds=self.news.sitemap_since) if self.news.sitemap_since else None
+        for entry in doc.entries:
+            if cutoff is not None and entry.date is not None and entry.date < cutoff:
+                self.crawler.stats.inc_value("news/entries_too_old")
+                continue
+            yield entry
+
+    def _skip(self, why: str) -> None:
+        self.crawler.stats.inc_value("news/documents_cut")
+        logger.warning("%s", why)
+
+    async def _dead_letter(self, response: Response, kind: str, reason: str) -> None:
+        self.crawler.stats.inc_value(f"news/bad_{kind}s")
+        logger.warning(
+            "Bad %s %s: %s; dead-lettered (`dcrawl failed %s` lists it)", kind, response.url, reason, self.name
+        )
+        entry = failure_entry(response.url, f"bad {kind}: {reason}", self.node_id, source=kind, kind=f"bad_{kind}")
+        try:
+            await DeadLetters(self._client, self.keys.failed, self.node_id, self._failed_max).push([entry])
+        except TRANSIENT_ERRORS + (ResponseError,) as exc:
+            logger.warning("Dead letter for %s not written (%s)", response.url, exc)
+
+
+def _title(response: TextResponse) -> str:
+    return " ".join((response.css("title::text").get() or "").split())
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
