@@ -32,6 +32,10 @@ POOL_PROXY_META = "_dc_proxy"
 # node (lua/host_block.lua), and a success from a slot leased with bo > 0 resets it to 0.
 HOST_SLOT_META = "_dc_slot"
 HOST_BACKOFF_META = "_dc_host_bo"
+# Recrawl (issue 15). Set by recrawl/middleware.py on a request that is revisitable (a RECRAWL_RULES
+# match or meta["recrawl"]): RecrawlTicket (its schedule fingerprint, interval, whether validators
+# were sent); read by recrawl/middleware.py (a 304) and recrawl/spidermiddleware.py (the digest).
+RECRAWL_TICKET_META = "_dc_recrawl"
 
 # -- public: per-request switches a spider sets ------------------------------------------------
 # Read by rendering/config.py (RenderConfig.should_render): render this request in the browser.
@@ -44,6 +48,9 @@ RENDER_WAIT_FOR_META = "render_wait_for"
 RENDER_TIMEOUT_META = "render_timeout"
 # Read by downloadermiddlewares/politeness.py: skip the cluster-wide per-domain rate limit.
 DONT_RATE_LIMIT_META = "dont_rate_limit"
+# Read by recrawl/rules.py: revisit interval of this URL, seconds or [min, max]; 0 = never (wins over
+# RECRAWL_RULES).
+RECRAWL_META = "recrawl"
 
 # -- set for the spider -------------------------------------------------------------------------
 # Set by rendering/handler.py after a render (every frame of the page); read by spiders through
@@ -71,6 +78,11 @@ PROXY_META = "proxy"
 AUTH_PROXY_META = "_auth_proxy"
 DONT_RETRY_META = "dont_retry"  # read by downloadermiddlewares/retry.py (Scrapy's meaning)
 RETRY_TIMES_META = "retry_times"  # read by downloadermiddlewares/retry.py; queue/deadletters.py resets it on requeue
+# What one delivery's redirects and retries leave in meta: recrawl/middleware.py drops them from the
+# request it stores for the next revisit (a revisit starts with fresh counts).
+DELIVERY_META = frozenset(
+    {RETRY_TIMES_META, "redirect_times", "redirect_ttl", "redirect_urls", "redirect_reasons", "download_slot"}
+)
 
 # Keys that describe one download, not the request: queue/codec.py never ships them.
 TRANSIENT_META = frozenset(
