@@ -145,6 +145,34 @@ def test_emptied_interval_host_keeps_its_due_time(scripts: QueueScripts, redis_c
     assert urls(pop(scripts, 5)) == ["http://slow/2"]
 
 
+def _server_now(redis_client: redis.Redis) -> float:
+    seconds, micros = redis_client.time()
+    return seconds + micros / 1e6
+
+
+def test_a_late_pop_is_not_taken_from_a_rate_limited_hosts_rate(
+    scripts: QueueScripts, redis_client: redis.Redis
+) -> None:
+    """Next due = one interval after the host was due, so the moment a node comes back for it is not lost
+    from its rate; lateness over min(interval / 2, 0.25 s) is not made up (no burst after idling)."""
+    push(scripts, [(f"http://r/{i}", "r") for i in range(5)], interval=0.5)
+    push(scripts, [(f"http://idle/{i}", "idle") for i in range(5)], interval=0.5)
+    now = _server_now(redis_client)
+    redis_client.zadd(READY, {"r": now - 0.1, "idle": now - 10})  # 0.1 s late, and idle for 10 s
+    assert sorted(h.slot for h in pop(scripts, 10).leases) == ["idle", "r"]
+    assert redis_client.zscore(READY, "r") == pytest.approx(now + 0.4, abs=0.05)  # due + interval
+    assert redis_client.zscore(READY, "idle") == pytest.approx(now + 0.25, abs=0.05)  # now + 0.5 - 0.25
+
+
+def test_crawl_delay_is_a_minimum_gap_with_no_catch_up(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+    push(scripts, [(f"http://cd/{i}", "cd") for i in range(3)], interval=0.0)
+    redis_client.hset(KEYS_H.host("cd"), "cd", 2)
+    now = _server_now(redis_client)
+    redis_client.zadd(READY, {"cd": now - 1.5})
+    assert len(pop(scripts, 5).leases) == 1
+    assert redis_client.zscore(READY, "cd") == pytest.approx(now + 2, abs=0.05)
+
+
 def test_budget_moves_a_host_over_and_counts_leftovers(scripts: QueueScripts, redis_client: redis.Redis) -> None:
     push(scripts, [(f"http://a/{i}", "a") for i in range(10)], budget=3)
     push(scripts, [(f"http://b/{i}", "b") for i in range(4)], budget=-1)

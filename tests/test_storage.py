@@ -6,6 +6,7 @@ fresh throwaway database, and are skipped with a reason when none answers.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import subprocess
@@ -160,6 +161,48 @@ def test_table_created(storage_url: str, opened: Callable[[], StorageBackend]) -
     assert set(cols) == set(COLUMNS)
     assert cols["status"] == "INTEGER"
     assert all(cols[c] == "TEXT" for c in COLUMNS if c != "status")
+
+
+def _execute(url: str, *statements: str) -> None:
+    """Run SQL on the storage database, independently of the code under test."""
+    if url.startswith("sqlite:///"):
+        path = Path(url[len("sqlite:///") :])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with sqlite3.connect(path) as conn:
+            for sql in statements:
+                conn.execute(sql)
+        return
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        for sql in statements:
+            conn.execute(sql)
+
+
+def test_table_of_an_older_release_gains_the_missing_columns(
+    storage_url: str, opened: Callable[[], StorageBackend], caplog: pytest.LogCaptureFixture
+) -> None:
+    # The table as the first release made it: no status, no node.
+    _execute(
+        storage_url,
+        "CREATE TABLE items (url TEXT PRIMARY KEY NOT NULL, title TEXT, text TEXT, fetched_at TEXT)",
+        "INSERT INTO items (url, title, text, fetched_at) VALUES ('https://example.com/old', 'old', 'x', 't')",
+    )
+    with caplog.at_level(logging.INFO, logger="distributed_crawler.storage.schema"):
+        backend = opened()
+    assert set(table_columns(storage_url)) == set(COLUMNS)
+    assert "added column(s) status, node to table items" in caplog.text
+    # The old row survives with NULL in the new columns; new rows fill them.
+    backend.upsert_many([row("new")])
+    rows = {r["url"]: r for r in read_rows(storage_url)}
+    assert rows["https://example.com/old"]["title"] == "old"
+    assert rows["https://example.com/old"]["status"] is None
+    assert rows["https://example.com/new"] == row("new")
+    # Opening again is a no-op (nothing left to add, no log line).
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="distributed_crawler.storage.schema"):
+        opened().close()
+    assert "added column" not in caplog.text
 
 
 def test_reopen_keeps_rows(storage_url: str, opened: Callable[[], StorageBackend]) -> None:

@@ -284,6 +284,27 @@ def test_table_created(mariadb: MariaDB, opened: Callable[[], StorageBackend]) -
 
 
 @server
+def test_table_of_an_older_release_gains_the_missing_columns(
+    mariadb: MariaDB, opened: Callable[[], StorageBackend], caplog: pytest.LogCaptureFixture
+) -> None:
+    # The table as the MySQL backend's first release made it, minus status and node.
+    old_ddl = create_table_sql().replace(", `status` INT", "").replace(", `node` LONGTEXT", "")
+    assert "`status`" not in old_ddl and "`node`" not in old_ddl
+    mariadb.admin(
+        f"USE `{DATABASE}`",
+        old_ddl,
+        "INSERT INTO `items` (`url`, `title`) VALUES ('https://example.com/old', 'old')",
+    )
+    with caplog.at_level(logging.INFO, logger="distributed_crawler.storage.schema"):
+        backend = opened()
+    assert "added column(s) status, node to table items" in caplog.text
+    backend.upsert_many([row("new")])
+    rows = {r["url"]: r for r in read_rows(mariadb)}
+    assert rows["https://example.com/old"]["title"] == "old"
+    assert rows["https://example.com/old"]["node"] is None
+    assert rows["https://example.com/new"] == row("new")
+
+
 def test_reopen_keeps_rows(opened: Callable[[], StorageBackend]) -> None:
     opened().upsert_many([row(1)])
     assert opened().count() == 1

@@ -30,7 +30,7 @@ from urllib.parse import unquote
 
 from distributed_crawler.defaults import DEFAULTS
 from distributed_crawler.redact import mask_url, safe_error_text
-from distributed_crawler.storage.schema import COLUMN_TYPES, COLUMNS, StorageError
+from distributed_crawler.storage.schema import COLUMN_TYPES, COLUMNS, StorageError, log_migration, missing_columns
 from distributed_crawler.storage.schema import prepare_rows as _prepare
 
 logger = logging.getLogger(__name__)
@@ -122,6 +122,7 @@ class SQLiteStorage:
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 conn.execute("PRAGMA synchronous = NORMAL")
                 conn.execute(_CREATE_TABLE)
+                self._migrate(conn)
                 break
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) and "busy" not in str(exc):
@@ -131,6 +132,23 @@ class SQLiteStorage:
                 time.sleep(0.05)
         if self.path != ":memory:" and str(mode).lower() != "wal":
             logger.warning("SQLite storage %s is in %s journal mode, not WAL", self.url, mode)
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        """Add the columns an older release's table lacks, under the write lock."""
+        if not missing_columns(r[1] for r in conn.execute("PRAGMA table_info(items)")):
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Read again under the lock: another process may have migrated meanwhile.
+            added = missing_columns(r[1] for r in conn.execute("PRAGMA table_info(items)"))
+            for column, sql_type in added:
+                conn.execute(f"ALTER TABLE items ADD COLUMN {column} {sql_type}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        log_migration(self.url, added)
 
     def _require(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -234,12 +252,20 @@ class PostgresStorage:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_KEY,))
                 conn.execute(_CREATE_TABLE)
+                existing = conn.execute(
+                    "SELECT column_name FROM information_schema.columns "
+                    "WHERE table_schema = current_schema() AND table_name = 'items'"
+                ).fetchall()
+                added = missing_columns(r[0] for r in existing)
+                for column, sql_type in added:
+                    conn.execute(f"ALTER TABLE items ADD COLUMN IF NOT EXISTS {column} {sql_type}")
         except psycopg.Error as exc:
             conn.close()
             raise StorageError(
                 f"Cannot create table items in PostgreSQL storage {self.masked} "
                 f"({safe_error_text(exc, self.dsn)}); check the user's privileges"
             ) from None
+        log_migration(self.masked, added)
         self._conn = conn
         return conn
 

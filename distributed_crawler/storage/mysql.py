@@ -34,7 +34,14 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote
 
 from distributed_crawler.redact import mask_url, safe_error_text
-from distributed_crawler.storage.schema import COLUMN_TYPES, COLUMNS, StorageError, prepare_rows
+from distributed_crawler.storage.schema import (
+    COLUMN_TYPES,
+    COLUMNS,
+    StorageError,
+    log_migration,
+    missing_columns,
+    prepare_rows,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -234,12 +241,20 @@ class MySQLStorage:
             try:
                 cur.execute(create_table_sql())
                 cur.execute(
+                    "SELECT column_name FROM information_schema.columns "
+                    "WHERE table_schema = DATABASE() AND table_name = 'items'"
+                )
+                added = missing_columns(r[0] for r in cur.fetchall())
+                for column, generic in added:
+                    cur.execute(f"ALTER TABLE `items` ADD COLUMN {_q(column)} {MYSQL_TYPES[generic]}")
+                cur.execute(
                     "SELECT COUNT(*) FROM information_schema.statistics WHERE table_schema = DATABASE() "
                     "AND table_name = 'items' AND non_unique = 0 AND column_name IN ('url_hash', 'url')"
                 )
                 row = cur.fetchone()
             finally:
                 cur.execute("SELECT RELEASE_LOCK(%s)", (lock,))
+        log_migration(self.masked, added)
         if not row or not row[0]:
             raise StorageError(
                 f"Table items in MySQL storage {self.masked} has no unique key on url (created by hand?); "
