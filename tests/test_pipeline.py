@@ -434,6 +434,7 @@ def test_item_to_row_accepts_dicts_and_items() -> None:
         "fetched_at": "2024-05-01T10:00:00+00:00",
         "status": 404,
         "node": None,
+        "content_hash": None,
     }
     row = item_to_row(Page(url="https://e/2", text="body\x00", extra="x"))
     assert row == {
@@ -443,6 +444,7 @@ def test_item_to_row_accepts_dicts_and_items() -> None:
         "fetched_at": None,
         "status": None,
         "node": None,
+        "content_hash": None,  # the storage computes it from the text (schema.prepare_rows)
     }
     with pytest.raises(DropItem):
         item_to_row(Page(title="no url"))

@@ -13,9 +13,9 @@ from scrapy import Request
 from distributed_crawler.queue.envelope import make_member, split_member
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import QueueScripts
-from distributed_crawler.recrawl.digest import content_digest
 from distributed_crawler.recrawl.rules import RecrawlConfig, parse_interval
 from distributed_crawler.recrawl.schedule import RecrawlKeys, RevisitSchedule, iter_states, parse_state
+from distributed_crawler.storage.digest import content_digest
 
 SPIDER_KEYS = SpiderKeys(
     "r",
@@ -77,7 +77,12 @@ def test_validators_and_member_are_kept_as_documented(schedule: RevisitSchedule)
     assert state.url == "http://site.test/a"
     schedule.record("fp", (10, 10), 2.0, "304")  # no validators sent back, no member: all kept
     state = schedule.state("fp")
-    assert state is not None and (state.etag, state.last_modified, state.digest, state.member) == ('"v1"', "Mon", "x", m)
+    assert state is not None and (state.etag, state.last_modified, state.digest, state.member) == (
+        '"v1"',
+        "Mon",
+        "x",
+        m,
+    )
     schedule.record("fp", (10, 10), 2.0, "304", etag='"v2"')
     assert schedule.state("fp").etag == '"v2"'  # type: ignore[union-attr]
     schedule.record("fp", (10, 10), 2.0, "body", digest="y")  # a 200 without validators forgets them

@@ -76,9 +76,7 @@ class RecrawlMover:
                     stats.inc_value("recrawl/moved", moved.moved)
                 if moved.dropped:
                     stats.inc_value("recrawl/dropped", moved.dropped)
-                    logger.warning(
-                        "Dropped %d unreadable revisit states from %s", moved.dropped, schedule.keys.state
-                    )
+                    logger.warning("Dropped %d unreadable revisit states from %s", moved.dropped, schedule.keys.state)
                 if moved.moved >= self.config.move_batch:
                     wait = 0.0
                 elif moved.next_due is not None:

@@ -23,7 +23,7 @@ from distributed_crawler.queue.codec import RequestCodec, UnserializableRequestE
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.queue.frontier import slot_of
 from distributed_crawler.recrawl.rules import Interval, RecrawlConfig
-from distributed_crawler.recrawl.schedule import FINGERPRINT_CHARS, RecrawlKeys, Recorded, RevisitSchedule
+from distributed_crawler.recrawl.schedule import FINGERPRINT_CHARS, Recorded, RecrawlKeys, RevisitSchedule
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider

@@ -30,12 +30,18 @@ class RuleError(ValueError):
 
 def parse_interval(value: Any, where: str) -> Interval | None:
     """seconds -> (s, s); [min, max] -> (min, max); 0 / None / False -> None (never)."""
-    if value is None or value is False or (isinstance(value, int | float) and not isinstance(value, bool) and value == 0):
+    if (
+        value is None
+        or value is False
+        or (isinstance(value, int | float) and not isinstance(value, bool) and value == 0)
+    ):
         return None
     if isinstance(value, int | float) and not isinstance(value, bool):
         low = high = float(value)
-    elif isinstance(value, list | tuple) and len(value) == 2 and all(
-        isinstance(v, int | float) and not isinstance(v, bool) for v in value
+    elif (
+        isinstance(value, list | tuple)
+        and len(value) == 2
+        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
     ):
         low, high = float(value[0]), float(value[1])
     else:
@@ -64,7 +70,9 @@ class RecrawlConfig:
             try:
                 compiled = re.compile(str(pattern))
             except re.error as exc:
-                raise ValueError(f"RECRAWL_RULES pattern {pattern!r} is not a regex ({exc}); fix or remove it") from None
+                raise ValueError(
+                    f"RECRAWL_RULES pattern {pattern!r} is not a regex ({exc}); fix or remove it"
+                ) from None
             interval = parse_interval(value, f"RECRAWL_RULES[{pattern!r}]")
             if interval is None:
                 raise ValueError(
@@ -96,4 +104,3 @@ class RecrawlConfig:
             except RuleError:
                 return self.interval_for_url(request.url)
         return self.interval_for_url(request.url)
-

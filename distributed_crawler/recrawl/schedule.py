@@ -152,7 +152,17 @@ class RevisitSchedule:
         low, high = interval
         result = self._record(
             keys=[self.keys.schedule, self.keys.state],
-            args=[fingerprint, f"{low:.3f}", f"{high:.3f}", f"{factor:.6g}", outcome, digest, etag, last_modified, member],
+            args=[
+                fingerprint,
+                f"{low:.3f}",
+                f"{high:.3f}",
+                f"{factor:.6g}",
+                outcome,
+                digest,
+                etag,
+                last_modified,
+                member,
+            ],
         )
         return _then(result, lambda reply: Recorded(float(reply[0]), CHANGE_NAMES.get(int(reply[1]), "?")))
 

@@ -1,6 +1,6 @@
 """`RecrawlSpiderMiddleware`: change detection for 2xx responses of revisitable URLs.
 
-Items pass through untouched but for `content_hash` (the digest of their `text`, recrawl/digest.py),
+Items pass through untouched but for `content_hash` (the digest of their `text`, storage/digest.py),
 set when the item has such a field. Once the callback's output is exhausted, which is before the
 request is acked, the response is recorded: its digest (the items' texts, or the body when no
 item had a `text`) against the stored one decides the next interval (lua/recrawl_record.lua).
@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from itemadapter import ItemAdapter, is_item
 
 from distributed_crawler.meta import RECRAWL_TICKET_META
-from distributed_crawler.recrawl.digest import body_digest, content_digest
 from distributed_crawler.recrawl.node import RecrawlNode
 from distributed_crawler.recrawl.schedule import clean_header
+from distributed_crawler.storage.digest import body_digest, content_digest
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

@@ -178,6 +178,8 @@ def item_to_row(item: Any) -> dict[str, Any]:
         "fetched_at": _iso_utc(adapter.get("fetched_at")),
         "status": _status(adapter.get("status")),
         "node": _text(adapter.get("node")),
+        # from the text when the item has none; first_seen, last_changed, version: the upsert's
+        "content_hash": _text(adapter.get("content_hash")),
     }
 
 

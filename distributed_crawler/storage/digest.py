@@ -2,7 +2,7 @@
 
 A digest of the extracted text with whitespace normalised, never of the markup: a new ad slot,
 a rotated CSRF token or re-indented HTML must not count as a change. Imports nothing of ours:
-storage and the recrawl middlewares both use it, so the stored `content_hash` and the
+storage (the `content_hash` column) and the recrawl middlewares both use it, so the stored `content_hash` and the
 schedule's change detection always agree.
 """
 
