@@ -18,6 +18,7 @@ from typing import Any, NamedTuple, TypeVar
 from scrapy.settings import BaseSettings
 
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.queue.enqueue import maybe_await
 from distributed_crawler.queue.envelope import split_member
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import lua_source
@@ -175,3 +176,13 @@ def iter_states(client: Any, keys: RecrawlKeys, count: int = 500) -> Iterator[tu
     """Every (fingerprint, state) of the state hash, in HSCAN batches (bounded memory; sync client)."""
     for fingerprint, value in client.hscan_iter(keys.state, count=count):
         yield _text(fingerprint), parse_state(value)
+
+
+async def schedule_summary(client: Any, keys: RecrawlKeys, now: float) -> dict[str, int]:
+    """`scheduled` URLs, `due_now`, `due_next_hour` (for status and the dashboard; any client)."""
+    pipe = client.pipeline(transaction=False)
+    pipe.zcard(keys.schedule)
+    pipe.zcount(keys.schedule, "-inf", now)
+    pipe.zcount(keys.schedule, f"({now}", now + 3600)
+    scheduled, due_now, next_hour = await maybe_await(pipe.execute())
+    return {"scheduled": int(scheduled), "due_now": int(due_now), "due_next_hour": int(next_hour)}
