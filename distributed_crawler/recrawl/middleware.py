@@ -55,13 +55,11 @@ class RecrawlMiddleware:
         else:
             self._lookup_failed = False
         conditional = False
-        if state is not None:
-            if state.etag and b"If-None-Match" not in request.headers:
-                request.headers[b"If-None-Match"] = state.etag
-                conditional = True
-            if state.last_modified and b"If-Modified-Since" not in request.headers:
-                request.headers[b"If-Modified-Since"] = state.last_modified
-                conditional = True
+        if state is not None:  # ours to set: a redirect may carry another URL's validator over
+            for header, value in ((b"If-None-Match", state.etag), (b"If-Modified-Since", state.last_modified)):
+                if value:
+                    request.headers[header] = value
+                    conditional = True
         if conditional:
             self.stats.inc_value("recrawl/conditional")
         request.meta[RECRAWL_TICKET_META] = ticket._replace(conditional=conditional)

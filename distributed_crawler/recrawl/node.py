@@ -104,7 +104,7 @@ class RecrawlNode:
 
     @property
     def schedule(self) -> RevisitSchedule:
-        """The schedule on the node's client (acquired on first use, released when the spider closes)."""
+        """The schedule on the node's client (acquired on first use; closed with the context on engine_stopped)."""
         if self._schedule is None:
             spider = self._spider()
             context = RedisContext.of(self.crawler).acquire()
@@ -119,11 +119,10 @@ class RecrawlNode:
             raise RuntimeError("RecrawlNode used before the spider exists")
         return spider
 
-    async def _spider_closed(self, spider: Spider, reason: str) -> None:
+    def _spider_closed(self, spider: Spider, reason: str) -> None:
+        """Stop retrying records. The client is not released here: the mover may still be mid-call
+        (signal handlers run in any order); the context closes it on engine_stopped."""
         self._closed = True
-        if self._schedule is not None:
-            self._schedule = None
-            await RedisContext.of(self.crawler).release()
 
     def fingerprint(self, request: Request) -> str:
         """The URL's name in the schedule: the first 64 bits of its request fingerprint (hex)."""
