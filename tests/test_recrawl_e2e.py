@@ -28,7 +28,9 @@ from tests.site.live_site import LiveNewsSite
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(420)]
 
 LOW, HIGH = 2, 8
-RULES = json.dumps({r"/section/|/$": [LOW, HIGH]})
+# Even-numbered articles are scheduled too, but for minutes (never due during the test): a full
+# recrawl then refetches them with their validators (304); odd ones come from the items table.
+RULES = json.dumps({r"/section/|/$": [LOW, HIGH], r"/article/\d*[02468]$": [600, 3600]})
 SETTINGS = (
     f"RECRAWL_RULES={RULES}",
     "RECRAWL_POLL_SECONDS=0.2",
@@ -112,7 +114,16 @@ def test_two_workers_keep_a_changing_site_fresh(
         return all(base + p in rows for p in site.article_paths())
 
     wait_for("the first articles", articles_stored, 90, cluster)
-    wait_for("front page and sections scheduled", lambda: set(intervals(redis_client)) == set(revisited), 30, cluster)
+
+    def scheduled() -> set[str]:
+        return set(revisited) | {base + p for p in site.article_paths() if int(p.rsplit("/", 1)[1]) % 2 == 0}
+
+    wait_for(
+        "front page, sections, even articles scheduled",
+        lambda: set(intervals(redis_client)) == scheduled(),
+        30,
+        cluster,
+    )
 
     # Unchanged pages answer 304 to the validators: the interval doubles up to max, nothing is stored.
     section = base + site.section_paths()[0]
@@ -147,8 +158,8 @@ def test_two_workers_keep_a_changing_site_fresh(
     assert changed["version"] == 2 and changed["last_changed"] != changed["first_seen"]
     assert changed["first_seen"] == row_before["first_seen"]
     # nothing lost: every revisitable URL is still scheduled exactly once
-    assert redis_client.zcard(KEYS.schedule) == len(revisited)
-    assert set(intervals(redis_client)) == set(revisited)
+    wait_for("new even articles scheduled", lambda: set(intervals(redis_client)) == scheduled(), 30, cluster)
+    assert redis_client.zcard(KEYS.schedule) == len(scheduled())
 
     # Articles are never revisited: each was fetched exactly once.
     assert {p: site.hits(p) for p in site.article_paths()} == {p: 1 for p in site.article_paths()}
@@ -157,23 +168,28 @@ def test_two_workers_keep_a_changing_site_fresh(
     shown = dcrawl(redis_url, "schedule", "news", "--json")
     assert shown.returncode == 0, shown.stderr
     schedule = json.loads(shown.stdout)
-    assert schedule["scheduled"] == len(revisited) and schedule["due_next_hour"] + schedule["due_now"] == 3
-    assert {e["url"] for e in schedule["next"]} == set(revisited)
+    assert schedule["scheduled"] == len(scheduled()) == schedule["due_now"] + schedule["due_next_hour"]
+    assert {e["url"] for e in schedule["next"]} == scheduled()
+    assert all(e["due_in"] > 60 for e in schedule["next"] if "/article/" in e["url"])  # not due in this test
     status = json.loads(dcrawl(redis_url, "status", "news", "--json").stdout)
-    assert status["recrawl"]["scheduled"] == len(revisited)
+    assert status["recrawl"]["scheduled"] == len(scheduled())
 
-    # A full recrawl fetches every page once more (articles included), then things settle again.
-    before = {p: site.hits(p, 200) for p in site.article_paths()}
+    # A full recrawl fetches every page once more: scheduled ones with their validators (an
+    # unchanged article answers 304 and writes nothing), stored ones from the items table.
+    even = [p for p in site.article_paths() if int(p.rsplit("/", 1)[1]) % 2 == 0]
+    odd = [p for p in site.article_paths() if p not in even]
+    rows_before = stored(db)
     done = dcrawl(redis_url, "recrawl", "news", "--all", "--from", f"sqlite:///{db}")
     assert done.returncode == 0, done.stderr
-    assert "3 scheduled URLs due now" in done.stdout and f"{len(before)} stored URLs queued" in done.stdout
+    assert f"{len(scheduled())} scheduled URLs due now, {len(odd)} stored URLs queued" in done.stdout
     wait_for(
         "every article fetched once more",
         lambda: all(site.hits(p) == 2 for p in site.article_paths()),
         90,
         cluster,
     )
-    assert {p: site.hits(p, 200) for p in before} == {p: n + 1 for p, n in before.items()}
+    assert {p: site.hits(p, 304) for p in even} == {p: 1 for p in even}
+    assert {p: site.hits(p, 200) for p in odd} == {p: 2 for p in odd}
     sections_seen = sum(site.hits(p) for p in site.section_paths())
     wait_for(
         "two more section revisits",
@@ -182,3 +198,6 @@ def test_two_workers_keep_a_changing_site_fresh(
         cluster,
     )
     assert {p: site.hits(p) for p in site.article_paths()} == {p: 2 for p in site.article_paths()}
+    rows = stored(db)
+    assert {base + p: rows[base + p] for p in even} == {base + p: rows_before[base + p] for p in even}  # 304: no write
+    assert all(rows[base + p]["version"] == 1 for p in site.article_paths())  # refetched, unchanged

@@ -117,7 +117,10 @@ class LiveNewsSite:
                     self.send_header(name, value)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):  # a worker killed mid-answer (kill -9 tests)
+                    self.close_connection = True
 
             def log_message(self, format: str, *args: object) -> None:
                 pass
