@@ -38,7 +38,7 @@ from distributed_crawler.recrawl.schedule import (
     schedule_summary,
 )
 from distributed_crawler.redact import mask_url
-from distributed_crawler.storage.backends import StorageError, open_storage
+from distributed_crawler.storage.backends import StorageBackend, StorageError, open_storage
 
 BATCH = 500
 DEFAULT_LIMIT = 20
@@ -145,47 +145,42 @@ def make_scheduled_due(client: Any, keys: RecrawlKeys, matches: Callable[[str], 
 
 
 def queue_stored(
-    settings: Any, client: Any, keys: SpiderKeys, recrawl_keys: RecrawlKeys, source: str, matches: Callable[[str], bool]
-) -> tuple[int, int]:
-    """Push every stored URL that matches and is not scheduled, bypassing the seen-filter.
-
-    Returns (queued, already scheduled). One request a URL, with the spider's default callback.
-    """
+    settings: Any,
+    client: Any,
+    keys: SpiderKeys,
+    recrawl_keys: RecrawlKeys,
+    backend: StorageBackend,
+    matches: Callable[[str], bool],
+) -> int:
+    """Push every stored URL that matches and is not scheduled (the schedule moves those), bypassing
+    the seen-filter; returns how many. One request a URL, with the spider's default callback."""
     config = SchedulerConfig.from_settings(settings)
     enqueuer = Enqueuer(client, keys, SetDedup(keys.dupefilter), config.queue_type, keys.doorbell)
     fingerprinter = CanonicalFingerprinter(FingerprintConfig.from_settings(settings))
     codec = RequestCodec(None, allowed_classes(settings))
     host_mode = config.queue_type == "host"
-    queued = scheduled = 0
-    try:
-        backend = open_storage(source)
-    except StorageError as exc:
-        raise ValueError(f"{exc} (or pass --from STORAGE_URL)") from None
-    try:
-        for urls in backend.iter_urls(batch=BATCH):
-            chosen = [url for url in urls if matches(url)]
-            if not chosen:
+    queued = 0
+    for urls in backend.iter_urls(batch=BATCH):
+        chosen = [url for url in urls if matches(url)]
+        if not chosen:
+            continue
+        requests = [Request(url) for url in chosen]
+        fps = [fingerprinter.fingerprint(r).hex()[:FINGERPRINT_CHARS] for r in requests]
+        pipe = client.pipeline(transaction=False)
+        for fp in fps:
+            pipe.hexists(recrawl_keys.state, fp)
+        known = pipe.execute()
+        entries: list[Any] = []
+        for request, in_schedule in zip(requests, known):
+            if in_schedule:
                 continue
-            requests = [Request(url) for url in chosen]
-            fps = [fingerprinter.fingerprint(r).hex()[:FINGERPRINT_CHARS] for r in requests]
-            pipe = client.pipeline(transaction=False)
-            for fp in fps:
-                pipe.hexists(recrawl_keys.state, fp)
-            known = pipe.execute()
-            entries: list[Any] = []
-            for request, in_schedule in zip(requests, known):
-                if in_schedule:
-                    scheduled += 1
-                    continue
-                slot = slot_of(request.url, config.frontier) if host_mode else None
-                member = make_member(codec.encode(request, slot=slot), request.priority)
-                entries.append(("", True, member, 0.0, slot or "", None, None) if host_mode else ("", True, member))
-            if entries:
-                run_sync(enqueuer.run("push", entries))
-                queued += len(entries)
-    finally:
-        backend.close()
-    return queued, scheduled
+            slot = slot_of(request.url, config.frontier) if host_mode else None
+            member = make_member(codec.encode(request, slot=slot), request.priority)
+            entries.append(("", True, member, 0.0, slot or "", None, None) if host_mode else ("", True, member))
+        if entries:
+            run_sync(enqueuer.run("push", entries))
+            queued += len(entries)
+    return queued
 
 
 def cmd_recrawl(args: argparse.Namespace) -> int:
@@ -193,8 +188,15 @@ def cmd_recrawl(args: argparse.Namespace) -> int:
     matches = _matcher(args)
     recrawl_keys = RecrawlKeys.from_settings(settings, args.spider)
     source = args.source or settings.get("STORAGE_URL")
-    due = make_scheduled_due(client, recrawl_keys, matches)
-    queued, _ = queue_stored(settings, client, keys, recrawl_keys, source, matches)
+    try:  # before anything changes: a bad source leaves the schedule as it was
+        backend = open_storage(source)
+    except StorageError as exc:
+        raise ValueError(f"{exc} (or pass --from STORAGE_URL)") from None
+    try:
+        due = make_scheduled_due(client, recrawl_keys, matches)
+        queued = queue_stored(settings, client, keys, recrawl_keys, backend, matches)
+    finally:
+        backend.close()
     what = "every URL" if args.all else f"URLs matching {args.pattern!r}"
     print(
         f"recrawl of {what}: {due:,} scheduled URLs due now, {queued:,} stored URLs queued "

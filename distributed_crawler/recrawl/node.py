@@ -11,7 +11,7 @@ import asyncio
 import json
 import logging
 import weakref
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from redis.exceptions import ResponseError
 from scrapy import signals
@@ -50,7 +50,9 @@ DOWNLOAD_HEADERS = (
 # Fields the codec writes with the value its decoder assumes when they are absent (queue/codec.py
 # `_kwargs`), and "id" (a revisit is one request: pushing it again must not make a second member).
 _DEFAULT_FIELDS = {"method": "GET", "encoding": "utf-8"}
-_EMPTY = (None, "", 0, False, [], {})
+_EMPTY: tuple[Any, ...] = (None, "", 0, False, [], {})
+_REQUIRED_FIELDS = frozenset({"v", "class", "url"})  # the decoder refuses a payload without them
+_MISSING = object()
 
 
 def compact_payload(payload: str) -> str:
@@ -66,10 +68,6 @@ def compact_payload(payload: str) -> str:
     if again is not None:
         kept["again"] = again
     return json.dumps(kept, separators=(",", ":"), ensure_ascii=False)
-
-
-_REQUIRED_FIELDS = frozenset({"v", "class", "url"})
-_MISSING = object()
 
 
 class RecrawlTicket(NamedTuple):
