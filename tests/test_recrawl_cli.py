@@ -65,6 +65,10 @@ def test_schedule_shows_what_is_due(
     assert all(e["interval"] == 3600 and e["etag"] == '"e"' and 3500 < e["due_in"] <= 3600 for e in data["next"])
     code, out, _ = run(capsys, "schedule", "news", "--redis-url", redis_url)
     assert code == 0 and "2 URLs scheduled" in out and "section/world" in out
+    code, out, _ = run(capsys, "status", "news", "--json", "--redis-url", redis_url)
+    assert code == 0 and json.loads(out)["recrawl"] == {"scheduled": 2, "due_now": 0, "due_next_hour": 2}
+    code, out, _ = run(capsys, "status", "news", "--redis-url", redis_url)
+    assert "revisits 2 (0 due now, 2 next hour)" in out
     redis_client.hset(RKEYS.state, fingerprint(SECTIONS[0]), "garbage")
     code, out, err = run(capsys, "schedule", "news", "--json", "--redis-url", redis_url)
     assert code == 0 and json.loads(out)["unreadable"] == 1 and "skipped" not in err  # --json: in the object

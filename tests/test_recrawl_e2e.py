@@ -141,6 +141,7 @@ def test_two_workers_keep_a_changing_site_fresh(
     cluster.kill9("a")
     cluster.kill9("b")
     assert redis_client.zcard("{news}:processing") > 0  # the lease of the killed revisit
+    published_at = len(site.log())
     fresh = site.publish(4)
     seen_intervals: list[float] = []
 
@@ -152,6 +153,14 @@ def test_two_workers_keep_a_changing_site_fresh(
     cluster.start("a2", *SETTINGS)
     cluster.start("b2", *SETTINGS)
     wait_for("the new articles", new_articles_stored, 90, cluster, step=0.05)
+    # discovered by the first revisit of their section after publishing (within one interval): no
+    # 304 of that section between the publish and the article's first fetch
+    after = site.log()[published_at:]
+    for path in fresh:
+        first_fetch = next(i for i, (p, _) in enumerate(after) if p == path)
+        section_path = "/section/" + site.section_of(path)
+        assert (section_path, 304) not in after[:first_fetch], (path, after[:first_fetch])
+        assert (section_path, 200) in after[:first_fetch]
     # the changed section's interval went down (max / factor) before growing again
     assert min(seen_intervals) <= HIGH / 2
     changed = stored(db)[section]

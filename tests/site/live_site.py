@@ -58,6 +58,10 @@ class LiveNewsSite:
         with self._lock:
             return [f"/article/{n}" for n, _, _ in self._published]
 
+    def section_of(self, article_path: str) -> str:
+        n = int(article_path.rsplit("/", 1)[1])
+        return self.sections[(n - 1) % len(self.sections)]
+
     def section_paths(self) -> list[str]:
         return [f"/section/{s}" for s in self.sections]
 
