@@ -193,3 +193,20 @@ def test_digest_ignores_whitespace_only() -> None:
     assert content_digest("a  b\n c") == content_digest(" a b c ")
     assert content_digest("a b c") != content_digest("a b d")
     assert len(content_digest("x")) == 16
+
+
+def test_a_revisit_still_waiting_keeps_its_place(schedule: RevisitSchedule, redis_client: redis.Redis) -> None:
+    """The pending time passed while the revisit still waits behind others: not pushed behind again."""
+    m = member("http://site.test/section")
+    schedule.record("fp", (1, 1), 2.0, "body", digest="x", member=m)
+    redis_client.zadd(KEYS.schedule, {"fp": 0})
+    schedule.move_due("host", 10, 60)
+    queue = SPIDER_KEYS.host_queue("site.test")
+    redis_client.zadd(queue, {"later": redis_client.zscore(queue, m) + 1})  # queued after the revisit
+    redis_client.zadd(KEYS.schedule, {"fp": 0})
+    assert schedule.move_due("host", 10, 60).moved == 1  # rescheduled...
+    assert redis_client.zrange(queue, 0, -1) == [m.encode(), b"later"]  # ...and still first
+    for _ in range(2):  # the same in the single "priority" queue
+        redis_client.zadd(KEYS.schedule, {"fp": 0})
+        assert schedule.move_due("priority", 10, 60).moved == 1
+    assert redis_client.zcard(SPIDER_KEYS.requests) == 1

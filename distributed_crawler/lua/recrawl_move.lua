@@ -18,8 +18,9 @@
 -- Guarantees: each due URL's stored member is pushed to its host's queue (behind its priority, like
 --   a fresh push; it bypasses the seen-filter on purpose) and its due time pushed back in the same
 --   atomic step: a revisit is in the schedule exactly once, never lost, never moved by two nodes.
---   A member still waiting in its host queue is the same zset member: pushing it again does not
---   duplicate it. Due times come from the server clock.
+--   A member still waiting in its host queue (or the "priority" queue) is left where it is, not
+--   pushed behind again; the list queues ("fifo"/"lifo") cannot tell, so a revisit still waiting
+--   there after the pending seconds is pushed a second time. Due times come from the server clock.
 -- Garbage: a fingerprint whose state is missing or unreadable leaves the schedule and the state
 --   hash (counted in `dropped`); a key of the wrong Redis type raises WRONGTYPE.
 -- uses: queue (lib/queue.lua: member_priority, queue_push)
@@ -39,10 +40,12 @@ for _, fp in ipairs(due) do
   else
     local member = state.member
     if qtype == "host" then
-      local payload = string.match(member, "^%d+:%-?%d+:(.*)$")
-      host_push(KEYS[3], KEYS[5], ARGV[5], ARGV[6], KEYS[4], host_of(payload), member, member_priority(member),
-        false, now)
-    else
+      local host = host_of(string.match(member, "^%d+:%-?%d+:(.*)$"))
+      local ok, waiting = pcall(redis.call, "ZSCORE", ARGV[5] .. host, member)
+      if not (ok and waiting) then -- still waiting there (the pending time passed): keeps its place
+        host_push(KEYS[3], KEYS[5], ARGV[5], ARGV[6], KEYS[4], host, member, member_priority(member), false, now)
+      end
+    elseif qtype ~= "priority" or not redis.call("ZSCORE", KEYS[3], member) then
       queue_push(qtype, KEYS[3], KEYS[4], member, member_priority(member), false)
     end
     redis.call("ZADD", KEYS[1], now + pending, fp)

@@ -32,11 +32,9 @@ def stamp_content_hash(item: Any) -> str | None:
     text = adapter.get("text")
     if not isinstance(text, str) or not text.strip():
         return None
-    if adapter.get("content_hash") is None:
-        try:
-            adapter["content_hash"] = content_digest(text)
-        except KeyError:  # a scrapy.Item without the field: storage computes it from `text`
-            pass
+    # an item class without the field (scrapy.Item, dataclass...): the storage computes it from `text`
+    if adapter.get("content_hash") is None and (isinstance(item, dict) or "content_hash" in adapter.field_names()):
+        adapter["content_hash"] = content_digest(text)
     return text
 
 
@@ -49,7 +47,8 @@ class RecrawlSpiderMiddleware:
         return cls(RecrawlNode.of(crawler))
 
     async def process_spider_output(self, response: Response, result: AsyncIterator[Any]) -> AsyncIterator[Any]:
-        ticket = response.meta.get(RECRAWL_TICKET_META) if 200 <= response.status < 300 else None
+        request = response.request
+        ticket = request.meta.get(RECRAWL_TICKET_META) if request and 200 <= response.status < 300 else None
         texts: list[str] = []
         async for output in result:
             if is_item(output):
@@ -57,11 +56,11 @@ class RecrawlSpiderMiddleware:
                 if text is not None and ticket is not None:
                     texts.append(text)
             yield output
-        if ticket is None:
+        if ticket is None or request is None:
             return
         digest = content_digest("\n".join(texts)) if texts else body_digest(response.body)
         await self.node.record(
-            response.request or response,  # type: ignore[arg-type]
+            request,
             ticket,
             "body",
             digest=digest,
