@@ -18,8 +18,13 @@ from collections.abc import Mapping
 from typing import Any
 
 DEFAULTS: dict[str, Any] = {
-    # Redis connection (REDIS_URL: env var overrides).
-    "REDIS_URL": "redis://127.0.0.1:6379/0",
+    # Redis connection (REDIS_URL: env var overrides). "" = scrapy-redis's REDIS_HOST/PORT/DB
+    # (falsy = unset, then REDIS_PARAMS, then 127.0.0.1:6379/0): connection/params.py.
+    "REDIS_URL": "",
+    "REDIS_HOST": "",
+    "REDIS_PORT": 0,
+    "REDIS_DB": 0,
+    "REDIS_PARAMS": {},  # scrapy-redis's client options: password, socket_*, ssl_*, redis_cls (spider.server)
     "REDIS_SOCKET_TIMEOUT": 15.0,
     "REDIS_CLUSTER": False,  # REDIS_URL is one seed node of a Redis Cluster; env var overrides
     "REDIS_SENTINELS": "",  # "host:port,host:port" (or a list): find the master through Sentinel
@@ -67,12 +72,14 @@ DEFAULTS: dict[str, Any] = {
     "REDIS_START_URLS_BATCH_SIZE": 0,  # 0 = CONCURRENT_REQUESTS
     "REDIS_START_URLS_AS_SET": False,
     "REDIS_START_URLS_AS_ZSET": False,
+    "REDIS_ENCODING": "utf-8",  # how seeds are decoded (scrapy-redis's setting; spider.redis_encoding)
     "SEED_MAX_BYTES": 65536,
     "MAX_IDLE_TIME_BEFORE_CLOSE": 0,
     # Dedup (BloomDupeFilter).
     "BLOOM_BACKEND": "auto",  # auto | redisbloom | bitmap
     "BLOOM_CAPACITY": 1_000_000,
     "BLOOM_ERROR_RATE": 0.001,
+    "DUPEFILTER_LOCAL_CACHE_SIZE": 50_000,  # fingerprints a node sent lately: its duplicates stop there (0 = off)
     # Fingerprints.
     "FINGERPRINT_DROP_PARAMS": None,  # None = fingerprint.DEFAULT_DROP_PARAMS
     # Node.
@@ -108,7 +115,7 @@ DEFAULTS: dict[str, Any] = {
     "ROBOTS_CACHE_SECONDS": 86400,  # how long a fetched robots.txt is used (2xx, 4xx)
     "ROBOTS_ERROR_CACHE_SECONDS": 60,  # 5xx / unreachable: disallow all this long, then fetch again
     "ROBOTS_LOCK_SECONDS": 30,  # the fetching node's lock; another node takes over after it
-    "ROBOTS_WAIT_SECONDS": 1.0,  # a request whose robots.txt another node fetches waits in delayed
+    "ROBOTS_WAIT_SECONDS": 1.0,  # longest a host waits for its robots.txt (block lifted once cached)
     "DOMAIN_RATE_LIMIT": 0,  # requests/s per domain, all nodes together (0 = off)
     "DOMAIN_RATE_LIMITS": {},  # {"example.com": 0.5} per-domain overrides (JSON with -s; 0 = no limit)
     "DOMAIN_RATE_LIMIT_PER_PROXY": False,  # one budget per domain x proxy instead of per domain

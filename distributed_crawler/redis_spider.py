@@ -1,5 +1,5 @@
 """Public path kept for existing projects (README); the code lives in `distributed_crawler.spiders.redis_spider`."""
 
-from distributed_crawler.spiders.redis_spider import RedisSpider
+from distributed_crawler.spiders.redis_spider import RedisCrawlSpider, RedisMixin, RedisSpider
 
-__all__ = ["RedisSpider"]
+__all__ = ["RedisCrawlSpider", "RedisMixin", "RedisSpider"]

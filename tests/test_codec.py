@@ -82,8 +82,9 @@ def test_unserializable_meta_names_the_key(codec: RequestCodec) -> None:
     request = Request("http://e.com/", meta={"ok": 1, "item": {"when": object()}})
     with pytest.raises(UnserializableRequestError, match=r"meta\['item'\]\['when'\] \(object\)"):
         codec.encode(request)
-    with pytest.raises(UnserializableRequestError, match="bytes"):
-        codec.encode(Request("http://e.com/", meta={"raw": b"bytes"}))
+    # bytes travel tagged now (tests/compat/test_codec_types.py); an arbitrary object never does
+    with pytest.raises(UnserializableRequestError, match=r"cb_kwargs\['x'\] \(PosixPath\)"):
+        codec.encode(Request("http://e.com/", cb_kwargs={"x": Path("/etc")}))
 
 
 class CustomRequest(Request):
@@ -108,6 +109,32 @@ def test_callbacks_must_be_public_spider_methods(codec: RequestCodec) -> None:
     for name in ("_private", "__init__", "no_such_method"):
         with pytest.raises(PayloadError):
             codec.decode(payload.replace('"callback":null', f'"callback":"{name}"'))
+
+
+def test_callbacks_are_named_without_scanning_the_spider(codec: RequestCodec, monkeypatch: pytest.MonkeyPatch) -> None:
+    import inspect
+    import json
+
+    spider = codec.spider
+    monkeypatch.setattr(inspect, "getmembers", lambda *a, **k: pytest.fail("scanned the spider's members"))
+    d = json.loads(codec.encode(Request("http://e.com/", callback=spider.parse_item, errback=spider.on_error)))
+    assert (d["callback"], d["errback"]) == ("parse_item", "on_error")
+    monkeypatch.undo()
+
+    # A method reachable only under another name, or bound to another spider: Scrapy's scan decides.
+    def hidden(self: DemoSpider, response: object) -> None:
+        pass
+
+    DemoSpider.visible = hidden  # type: ignore[attr-defined]
+    try:
+        callback = spider.visible  # type: ignore[attr-defined]
+        assert json.loads(codec.encode(Request("http://e.com/", callback=callback)))["callback"] == "visible"
+    finally:
+        del DemoSpider.visible  # type: ignore[attr-defined]
+    with pytest.raises(UnserializableRequestError):
+        codec.encode(Request("http://e.com/", callback=lambda response: None))
+    other = DemoSpider()
+    assert json.loads(codec.encode(Request("http://e.com/", callback=other.parse_item)))["callback"] == "parse_item"
 
 
 class Exploit:

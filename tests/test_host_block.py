@@ -92,6 +92,27 @@ def test_reset_keeps_the_block_and_creates_no_hash(scripts: QueueScripts, redis_
     assert float(redis_client.hget(HASH, "until") or 0) > now(redis_client) + 20
 
 
+def test_unblock_lifts_only_a_block_of_its_own_reason(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+    start = now(redis_client)
+    redis_client.zadd(KEYS.ready, {HOST: start})
+    scripts.block_host(HOST, 5, "robots.txt pending", 1.0, 60.0, 0.5)
+    assert redis_client.zscore(KEYS.ready, HOST) == pytest.approx(start + 5, abs=0.5)
+    doorbell = redis_client.pubsub()
+    doorbell.subscribe(KEYS.doorbell)
+    assert doorbell.get_message(timeout=1)["type"] == "subscribe"
+    assert scripts.unblock_host(HOST, "robots.txt pending") == b"1"
+    assert doorbell.get_message(timeout=1)["data"] == b"1"  # idle nodes wake and pop the host now
+    doorbell.close()
+    assert float(redis_client.hget(HASH, "until") or 1) == 0
+    assert redis_client.zscore(KEYS.ready, HOST) == pytest.approx(now(redis_client), abs=0.5)  # due now
+    # A 429's block is not lifted by the robots.txt fetch ending, and a host not in ready is not added.
+    redis_client.zrem(KEYS.ready, HOST)
+    block(scripts, seconds=7)
+    assert scripts.unblock_host(HOST, "robots.txt pending") == b"0"
+    assert float(redis_client.hget(HASH, "until") or 0) > now(redis_client) + 5
+    assert redis_client.zcard(KEYS.ready) == 0
+
+
 @pytest.mark.parametrize("value", GARBAGE)
 @pytest.mark.parametrize("field", ["bo", "until", "iv", "cd", "why", "pages", "max"])
 def test_garbage_in_the_host_hash_never_crashes(

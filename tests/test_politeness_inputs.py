@@ -104,7 +104,9 @@ async def _verdict(mw: RobotsTxtMiddleware, request: Request) -> str:
         assert str(exc).startswith("robots.txt unavailable") and (exc.delay or 0) > 0
         return "retry"
     if isinstance(again, Request):
-        assert again.meta[LEASE_META] == b"lease" and again.meta[RETRY_DELAY_META] > 0
+        # host mode: the host is blocked until robots.txt is cached, so it waits in its host's queue
+        expected = 0.0 if mw.scripts is not None else mw.wait_seconds
+        assert again.meta[LEASE_META] == b"lease" and again.meta[RETRY_DELAY_META] == expected
         return "later"
     return "allowed"
 
@@ -120,6 +122,9 @@ def test_robots_once_per_cluster_and_a_ban_answer_never_allows(redis_url: str, r
         node2.spider_opened(c2.spider)
         try:
             seen = [await _verdict(node1, _leased("/private/admin"))]  # node 1 takes the lock, fetches
+            host = KEYS.host("site.test")
+            assert redis_client.hget(host, "why") == b"robots.txt pending"
+            assert float(redis_client.hget(host, "until") or 0) > _now(redis_client)  # blocked meanwhile
             seen.append(await _verdict(node2, _leased("/private/admin")))  # node 2: fetched elsewhere
             await asyncio.sleep(0.2)  # node 1's fetch: the ban answer
             seen.append(await _verdict(node1, _leased("/private/admin")))
@@ -135,6 +140,7 @@ def test_robots_once_per_cluster_and_a_ban_answer_never_allows(redis_url: str, r
             node1.crawler.engine.download_async = _serve(node1_answers, downloads)
             seen.append(await _verdict(node1, _leased("/private/admin")))
             await asyncio.sleep(0.2)
+            assert float(redis_client.hget(host, "until") or 1) == 0  # cached: node 1 lifted the block
             seen += [await _verdict(node2, _leased(p)) for p in ("/private/admin", "/public")]
             seen += [await _verdict(node1, _leased(p)) for p in ("/private/admin", "/public")]
             return seen

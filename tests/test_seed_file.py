@@ -36,7 +36,7 @@ BAD = {
     b'{"url": 5}': "bad_url",
     b'{"url": "https://e.com/", "priority": "high"}': "bad_priority",
     b'{"url": "https://e.com/", "meta": []}': "bad_meta",
-    b'{"url": "https://e.com/", "evil": 1}': "unknown_field",
+    b'{"url": "https://e.com/", "evil": {"x": 1}}': "unknown_field",
     b"[1,2]": "bad_scheme",
     b"http://[::1/": "not_a_url",
     b"http://e.com/a b": "not_a_url",

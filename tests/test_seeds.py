@@ -60,7 +60,7 @@ def test_good_seeds(raw: bytes, expected: Seed) -> None:
         (b'{"url": "http://e.com/", "meta": "x"}', "bad_meta"),
         (b'{"url": "http://e.com/", "priority": "high"}', "bad_priority"),
         (b'{"url": "http://e.com/", "priority": true}', "bad_priority"),
-        (b'{"url": "http://e.com/", "evil": 1}', "unknown_field"),
+        (b'{"url": "http://e.com/", "evil": {"x": 1}}', "unknown_field"),
         (b'{"url": "file:///etc/passwd"}', "bad_scheme"),
         (b'{"url": "http://e.com/", "headers": {"X": 1}}', "bad_headers"),
         (b"http://e.com/" + b"a" * 100_000, "too_large"),

@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from redis.exceptions import ResponseError
-from scrapy import Request
 
 from distributed_crawler.connection.untrusted import text, wrong_type_message
 from distributed_crawler.defaults import SettingsReader
@@ -162,7 +161,7 @@ class SeedDedup:
     def fingerprint(self, seed: Any) -> str:
         """The fingerprint of the request the node makes of this seed (method, URL and body are what count)."""
         try:
-            request = Request(seed.url, method=seed.method, body=seed.body.encode("utf-8"))
+            request = seed.to_request()
         except Exception as exc:  # noqa: BLE001 - the node rejects the seed the same way
             raise SeedError("bad_request", f"not a valid request ({type(exc).__name__}: {str(exc)[:200]})") from None
         return str(self.dupefilter.fingerprint_hex(request))

@@ -1,5 +1,7 @@
 """Redis clients built from settings, with the password kept out of every log line.
 
+Where the server is: `REDIS_URL`, else scrapy-redis's `REDIS_HOST` / `REDIS_PORT` / `REDIS_DB`,
+plus `REDIS_PARAMS` (credentials, socket options, TLS), with scrapy-redis's precedence (params.py).
 Three topologies, one factory (`RedisConfig.async_client()` / `sync_client()`):
 - a single server: `REDIS_URL` (`redis://`, `rediss://` TLS, `user:password@` ACL);
 - Redis Cluster (`REDIS_CLUSTER`): `REDIS_URL` names one seed node, redis-py's cluster client finds
@@ -42,6 +44,7 @@ from redis.sentinel import MasterNotFoundError
 from scrapy.settings import BaseSettings
 
 from distributed_crawler.connection.cluster_client import AsyncClusterClient
+from distributed_crawler.connection.params import client_options, effective_url, redis_params
 from distributed_crawler.connection.sentinel_pool import FollowingSentinelPool
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.redact import mask_url
@@ -126,15 +129,25 @@ class RedisConfig:
     cluster: bool = False
     sentinels: tuple[tuple[str, int], ...] = ()
     sentinel_master: str = ""
+    options: tuple[tuple[str, Any], ...] = ()  # REDIS_PARAMS our clients take (params.CLIENT_PARAMS)
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> RedisConfig:
         read = SettingsReader(settings)
-        url = read.str("REDIS_URL")
+        params = redis_params(settings)
+        url = effective_url(settings, params)
         scheme = urlsplit(url).scheme
         if scheme not in ("redis", "rediss", "unix"):
             raise ValueError(f"REDIS_URL ({mask_url(url)}) must start with redis://, rediss:// or unix://")
+        options = client_options(params)
         timeout = read.float("REDIS_SOCKET_TIMEOUT", above=0, hint="seconds")
+        if params.get("socket_timeout") is not None:  # scrapy-redis's way of setting it wins
+            try:
+                timeout = float(params["socket_timeout"])
+            except (TypeError, ValueError):
+                timeout = -1.0
+            if not timeout > 0:
+                raise ValueError(f"REDIS_PARAMS socket_timeout ({params['socket_timeout']}) must be > 0 seconds")
         cluster = read.bool("REDIS_CLUSTER")
         sentinels = parse_sentinels(read.raw("REDIS_SENTINELS"))
         master = read.str("REDIS_SENTINEL_MASTER")
@@ -161,7 +174,14 @@ class RedisConfig:
                 f"REDIS_URL ({mask_url(url)}) selects db {parse_url(url)['db']}; "
                 "Redis Cluster has db 0 only: end the URL with /0"
             )
-        return cls(url=url, socket_timeout=timeout, cluster=cluster, sentinels=sentinels, sentinel_master=master)
+        return cls(
+            url=url,
+            socket_timeout=timeout,
+            cluster=cluster,
+            sentinels=sentinels,
+            sentinel_master=master,
+            options=tuple((k, v) for k, v in options if k != "socket_timeout"),
+        )
 
     @property
     def masked_url(self) -> str:
@@ -181,6 +201,7 @@ class RedisConfig:
             "socket_timeout": self.socket_timeout,
             "socket_connect_timeout": min(self.socket_timeout, 5.0),
             "health_check_interval": 30,
+            **dict(self.options),
             "decode_responses": False,
         }
 

@@ -5,7 +5,10 @@ Scrapy's scheduler API is synchronous, so Redis work happens in background async
 - the *feeder* task pops and leases requests into a small local buffer that `next_request` serves,
   and wakes the engine when work arrives (no 5-second heartbeat stall);
 - the *lease* task acks finished leases in batches, renews the ones still held and, every few
-  seconds, returns expired leases of dead nodes to the queue.
+  seconds, returns expired leases of dead nodes to the queue;
+- the *counts* task keeps how much work the whole cluster has (queue, delayed, leased) while this
+  node has none, so `has_pending_requests()` is true while work is in the outbox or anywhere in
+  Redis: a plain spider's start_urls or a resumed crawl never closes the node early.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -31,12 +34,14 @@ from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.leases import LeaseTracker, Stage
 from distributed_crawler.core.shutdown import SecondSignalGuard
 from distributed_crawler.dedup.dupefilter import DEDUP_TYPES, DedupDataError, flush_crawl
+from distributed_crawler.dedup.recent import RecentFingerprints
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.internals import downloads_in_flight, wake_engine, watch_scrapes
 from distributed_crawler.meta import HOST_BACKOFF_META, HOST_SLOT_META, LEASE_META, RETRY_DELAY_META
 from distributed_crawler.queue.codec import PayloadError, RequestCodec, UnserializableRequestError, allowed_classes
+from distributed_crawler.queue.counts import QueueSize, queue_size
 from distributed_crawler.queue.deadletters import DeadLetters
-from distributed_crawler.queue.enqueue import Enqueuer
+from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
 from distributed_crawler.queue.frontier import FrontierConfig, slot_of
 from distributed_crawler.queue.keys import SpiderKeys
@@ -59,6 +64,10 @@ QUEUE_TYPES = {
     "scrapy_redis.queue.PriorityQueue": "priority",
     "scrapy_redis.queue.FifoQueue": "fifo",
     "scrapy_redis.queue.LifoQueue": "lifo",
+    # their older aliases, still in scrapy-redis 0.9.1 (its example settings name them)
+    "scrapy_redis.queue.SpiderPriorityQueue": "priority",
+    "scrapy_redis.queue.SpiderQueue": "fifo",
+    "scrapy_redis.queue.SpiderStack": "lifo",
 }
 OUTBOX_BATCH = 500
 ACK_BATCH = 1000
@@ -66,6 +75,7 @@ ACK_INTERVAL = 0.1
 DOORBELL_RETRY_SECONDS = 30  # pub/sub failed for another reason than an outage: polling meanwhile
 DUE_BATCH = 100  # due retries pop.lua moves from delayed back to the queue per call
 DATA_BACKOFF_MAX = 5.0  # a key of the wrong type or a corrupt key: how often a waiting node looks again
+COUNTS_INTERVAL = 1.0  # while this node holds no work: how often it asks how much the cluster has
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,7 @@ class SchedulerConfig:
     failed_max: int = 100_000
     allowed_classes: tuple[str, ...] = ()
     frontier: FrontierConfig = FrontierConfig()
+    recent_fingerprints: int = 50_000
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> SchedulerConfig:
@@ -104,6 +115,7 @@ class SchedulerConfig:
             failed_max=read.int("SCHEDULER_FAILED_MAX", min=0),
             allowed_classes=allowed_classes(settings),
             frontier=FrontierConfig.from_settings(settings),
+            recent_fingerprints=read.int("DUPEFILTER_LOCAL_CACHE_SIZE", min=0),
         )
 
     @property
@@ -150,6 +162,7 @@ class RedisScheduler:
         self.codec: RequestCodec
         self.dead_letters: DeadLetters
         self._buffer: deque[Request] = deque()
+        self._recent = RecentFingerprints(config.recent_fingerprints)
         self._outbox: deque[tuple[int, OutboxEntry]] = deque()
         self._enqueued_seq = 0  # sequence number of the last outbox entry
         self._flushed_seq = 0  # every entry up to this one is in Redis
@@ -165,6 +178,10 @@ class RedisScheduler:
         self._draining = False  # waiting for this node to be empty before taking one
         self._wrong_types = WrongTypeLog("scheduling", logger)
         self._data_errors = EpisodeLog(logger)
+        self._shared = QueueSize()  # the cluster's work as last counted (counts task)
+        self._refused: Counter[str] = Counter()  # requests the codec refused, by kind
+        self._undecodable: Counter[str] = Counter()  # leased payloads that did not decode, by kind
+        self._len_client: Any = None  # sync client of __len__ (Scrapy's API is synchronous)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisScheduler:
@@ -207,6 +224,9 @@ class RedisScheduler:
         self.dead_letters = DeadLetters(self.client, self.keys.failed, self.node_id, self.config.failed_max)
         if self.config.flush_on_start:
             await self.flush()
+        self._shared = await self._retrying("counting the queue", lambda: queue_size(self.client, self.keys))
+        if self._shared.scheduled:  # scrapy-redis's line, so existing log watchers keep working
+            logger.info("Resuming crawl (%d requests scheduled)", self._shared.scheduled)
         self._watch_scrapes()
         loop = asyncio.get_running_loop()
         self._tasks = [
@@ -214,6 +234,7 @@ class RedisScheduler:
             loop.create_task(self._run_feeder(), name="dc-feeder"),
             loop.create_task(self._run_leases(), name="dc-leases"),
             loop.create_task(self._run_doorbell(), name="dc-doorbell"),
+            loop.create_task(self._run_counts(), name="dc-counts"),
         ]
         for task in self._tasks:
             task.add_done_callback(self._task_died)
@@ -322,23 +343,47 @@ class RedisScheduler:
                 len(self._outbox),
                 self.leases.pending_acks(),
             )
-        if not self.config.persist and reason == "finished":
+        if not self.config.persist:  # as in scrapy-redis: on every close reason, not only "finished"
             await self.flush()
+        if self._len_client is not None:
+            self._len_client.close()
+            self._len_client = None
         self.df.close(reason)
         await self.context.release()  # the last user closes the node's client
         if self._guard is not None:  # only now: a forced stop during the drain still releases
             self._guard.uninstall()
 
     async def flush(self) -> None:
+        """Delete the crawl's queue, leases and filter, and drop what this node holds of it:
+        requests still in the outbox or buffered are part of the queue being flushed."""
+        dropped = [entry for _, entry in self._outbox]
+        self._outbox.clear()
+        self._flushed_seq = self._enqueued_seq
+        buffered = self._buffer_leases()
+        self._buffer.clear()
+        self._quarantined = None
+        self.leases.forget(buffered + [e.handover for e in dropped if e.handover])
         await flush_crawl(self.client, self.keys)
+        self._shared = QueueSize()
+        self._recent.clear()
 
     # -- Scrapy's scheduler interface -----------------------------------------------------
     def has_pending_requests(self) -> bool:
-        return bool(self._buffer) or self._quarantined is not None
+        """Work this node holds, work on its way to Redis, or work anywhere in the cluster (as last
+        counted): a node closes only when the whole crawl has nothing left for it."""
+        return bool(self._buffer or self._outbox) or self._quarantined is not None or self._shared.pending
 
     def enqueue_request(self, request: Request) -> bool:
         lease = request.meta.get(LEASE_META)
         handover = lease if lease and self.leases.hand_over(lease) else None
+        fingerprint = self.df.fingerprint_hex(request)
+        # a new link this node already sent to the shared filter is a duplicate: dropped here
+        # (dedup/recent.py); a hand-over must reach Redis (it removes its lease there)
+        checked = handover is None and not request.dont_filter
+        if checked and fingerprint in self._recent:
+            self.stats.inc_value("dupefilter/filtered")
+            self.stats.inc_value("dupefilter/filtered_locally")
+            return False
         host_mode = self.config.queue_type == "host"
         slot = slot_of(request.url, self.config.frontier) if host_mode else None
         try:
@@ -346,13 +391,12 @@ class RedisScheduler:
             again = handover is not None and request.meta.get(RETRY_DELAY_META) is not None
             payload = self.codec.encode(request, slot=slot, again=host_mode and again)
         except UnserializableRequestError as exc:
-            self.stats.inc_value("scheduler/unserializable")
-            logger.error("Request not scheduled: %s", exc)
+            self._log_refused(exc)
             if handover:
                 self.leases.finished(handover, self._enqueued_seq)
             return False
         entry = OutboxEntry(
-            self.df.fingerprint_hex(request),
+            fingerprint,
             request.dont_filter,
             # a successor starts at 0 deliveries: a retry or redirect is not a redelivery
             make_member(payload, request.priority),
@@ -364,6 +408,8 @@ class RedisScheduler:
             entry = entry._replace(slot=slot, interval=frontier.interval(slot), budget=frontier.budget(slot))
         self._enqueued_seq += 1
         self._outbox.append((self._enqueued_seq, entry))
+        if checked:
+            self._recent.add(fingerprint)
         self._outbox_ready.set()
         return True
 
@@ -386,7 +432,34 @@ class RedisScheduler:
         return request
 
     def __len__(self) -> int:
-        return len(self._buffer)
+        """The shared queue, as in scrapy-redis: requests waiting in Redis (any node's, delayed
+        retries included; host mode sums up to QUEUE_SIZE_MAX_HOSTS hosts), plus what this node
+        holds but has not handed to the engine. One blocking round trip, like scrapy-redis's."""
+        local = len(self._buffer) + len(self._outbox)
+        if self.client is None:  # not open
+            return local
+        try:
+            if self._len_client is None:
+                self._len_client = self.redis_config.sync_client()
+            self._shared = run_sync(queue_size(self._len_client, self.keys))
+        except TRANSIENT_ERRORS + (ResponseError,):
+            pass  # Redis away or refusing: the last count stands (the background tasks report it)
+        return self._shared.scheduled + local
+
+    def _log_refused(self, exc: UnserializableRequestError) -> None:
+        """A request the codec refused: counted by kind, logged once per kind with its reason."""
+        kind = getattr(exc, "kind", "value")
+        self._refused[kind] += 1
+        self.stats.inc_value("scheduler/unserializable")
+        self.stats.inc_value(f"scheduler/unserializable/{kind}")
+        if self._refused[kind] == 1:
+            logger.error(
+                "Request not scheduled (%s): %s. Further requests refused for this reason are not logged, "
+                "only counted in stats scheduler/unserializable/%s",
+                kind,
+                exc,
+                kind,
+            )
 
     @property
     def leases_held(self) -> int:
@@ -508,6 +581,10 @@ class RedisScheduler:
                 self._outbox.popleft()
             self._flushed_seq = batch[-1][0]
             pushed = sum(result)
+            if pushed:  # counted as pending at once: the counts task may not have looked yet
+                self._shared = QueueSize(
+                    self._shared.queued + pushed, self._shared.delayed, self._shared.leased, self._shared.hosts_ready
+                )
             added = sum(1 for r, (_, e) in zip(result, batch) if r and not e.dont_filter)
             delayed = sum(1 for r, (_, e) in zip(result, batch) if r and e.delay > 0)
             self.stats.inc_value("scheduler/enqueued/redis", pushed)
@@ -583,10 +660,12 @@ class RedisScheduler:
                 request = self.codec.decode(envelope.payload)
             except (PayloadError, ValueError) as exc:
                 bad.append((lease, str(exc)[:300]))
+                self._log_undecodable(lease, getattr(exc, "kind", "envelope"), str(exc)[:300])
                 continue
             except Exception as exc:
                 logger.error("Decoding a leased request failed unexpectedly; it is dead-lettered", exc_info=exc)
                 bad.append((lease, f"{type(exc).__name__}: {exc}"[:300]))
+                self._log_undecodable(lease, "error", bad[-1][1])
                 continue
             request.meta[LEASE_META] = lease
             host = hosts.get(lease) if hosts else None
@@ -613,6 +692,22 @@ class RedisScheduler:
             self._draining = True  # finish current work, then take the redelivered one alone
         await self._release([r.meta[LEASE_META] for r in giving_back])
 
+    def _log_undecodable(self, lease: bytes, kind: str, reason: str) -> None:
+        """A leased payload that did not decode: one WARNING per kind of reason, then only counted."""
+        self._undecodable[kind] += 1
+        self.stats.inc_value(f"scheduler/undecodable/{kind}")
+        if self._undecodable[kind] == 1:
+            logger.warning(
+                "A queued request could not be decoded and goes to the dead letters (%s): %s (payload %r); "
+                "further ones of this kind are only counted in stats scheduler/undecodable/%s and listed "
+                "by `dcrawl failed %s`",
+                kind,
+                reason,
+                preview(lease, 200),
+                kind,
+                self.keys.spider,
+            )
+
     def _node_empty(self) -> bool:
         """This node holds no lease at all (nothing buffered, running or waiting for its ack)."""
         return not self._buffer and not len(self.leases) and not self.leases.pending_acks()
@@ -631,6 +726,26 @@ class RedisScheduler:
 
     def _node_empty_but(self, lease: bytes) -> bool:
         return not self._buffer and self.leases.held() == [lease] and not self.leases.pending_acks()
+
+    async def _run_counts(self) -> None:
+        """Count the cluster's work while this node holds none (what has_pending_requests reports).
+
+        Cheap: one read-only script call per COUNTS_INTERVAL, host queues not summed; when the
+        cluster's work runs out, the engine is woken to see it and close the spider.
+        """
+        while not self._stopped:
+            await asyncio.sleep(COUNTS_INTERVAL)
+            if self._buffer or self._outbox or self._quarantined is not None:
+                continue
+            try:
+                was_pending = self._shared.pending
+                self._shared = await queue_size(self.client, self.keys, max_hosts=0)
+                await self._redis_ok("counting the queue")
+            except Exception as exc:  # noqa: BLE001 - _redis_failed re-raises what is a bug
+                await self._redis_failed("counting the queue", exc)
+                continue
+            if was_pending and not self._shared.pending:
+                wake_engine(self.crawler)
 
     async def _run_doorbell(self) -> None:
         """Wake the feeder when any node pushes work (PUBLISHed by enqueue.lua), not on a poll.

@@ -8,16 +8,21 @@ dedup and push cost one round trip; `request_seen` keeps Scrapy's interface work
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import logging
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import ResponseError
 from scrapy.dupefilters import BaseDupeFilter
+from scrapy.settings import Settings
 
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.untrusted import text, wrong_type_message
 from distributed_crawler.dedup.bloom import BloomMetaError, BloomState, layer_plan, piece_key
+from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.queue.enqueue import (
     Dedup,
@@ -298,21 +303,36 @@ async def flush_crawl(client: Any, keys: SpiderKeys) -> None:
             await maybe_await(client.delete(*batch[i : i + 1000]))
 
 
+_HEX_FINGERPRINT = re.compile(r"[0-9a-f]{24,}")
+
+
 class RedisDupeFilter(BaseDupeFilter):
-    """Shared by both filters: fingerprints, Scrapy's interface, and the dedup backend."""
+    """Shared by both filters: fingerprints, Scrapy's interface, and the dedup backend.
+
+    scrapy-redis's contract holds too: `RFPDupeFilter(server, key, debug=False)` (a Redis client
+    or our `RedisConfig`; a key name or our `SpiderKeys`), `request_fingerprint(request)` to
+    override (the scheduler's enqueue uses it), `clear()`, and `close()` clearing the filter when
+    `SCHEDULER_PERSIST` is False (`persist`).
+    """
 
     def __init__(
         self,
-        redis_config: RedisConfig,
-        keys: SpiderKeys,
-        fingerprinter: RequestFingerprinterProtocol,
+        server: Any,
+        key: SpiderKeys | str,
+        fingerprinter: RequestFingerprinterProtocol | None = None,
         debug: bool = False,
+        *,
+        persist: bool = True,
     ) -> None:
-        self.redis_config = redis_config
-        self.keys = keys
-        self.key = keys.dupefilter
-        self.fingerprinter = fingerprinter
+        if isinstance(server, RedisConfig):
+            self.redis_config, self.server = server, None
+        else:  # a client handed in, scrapy-redis style: used for the blocking calls
+            self.redis_config, self.server = RedisConfig(), server
+        self.keys = key if isinstance(key, SpiderKeys) else _standalone_keys(key)
+        self.key = self.keys.dupefilter
+        self.fingerprinter = fingerprinter or CanonicalFingerprinter()
         self.debug = debug
+        self.persist = persist
         self.dedup: Dedup | None = None
         self._sync: tuple[Any, Enqueuer] | None = None
         self._logged_once = False
@@ -326,6 +346,7 @@ class RedisDupeFilter(BaseDupeFilter):
             SpiderKeys.from_settings(crawler.settings, crawler.spider.name),
             crawler.request_fingerprinter,
             debug=crawler.settings.getbool("DUPEFILTER_DEBUG"),
+            persist=SettingsReader(crawler.settings).bool("SCHEDULER_PERSIST"),
             **cls.options(crawler.settings),
         )
 
@@ -342,13 +363,35 @@ class RedisDupeFilter(BaseDupeFilter):
         await self.dedup.prepare(client)
         return self.dedup
 
-    def fingerprint_hex(self, request: Request) -> str:
+    def request_fingerprint(self, request: Request) -> str:
+        """The request's fingerprint as hex (scrapy-redis's hook: override it to change dedup)."""
         return self.fingerprinter.fingerprint(request).hex()
+
+    def fingerprint_hex(self, request: Request) -> str:
+        """`request_fingerprint`, as the hex the Bloom scripts hash (anything else is SHA-1'd)."""
+        fingerprint = self.request_fingerprint(request)
+        if isinstance(fingerprint, bytes):
+            fingerprint = fingerprint.hex()
+        if not _HEX_FINGERPRINT.fullmatch(fingerprint):
+            fingerprint = hashlib.sha1(str(fingerprint).encode("utf-8", "replace")).hexdigest()
+        return fingerprint
+
+    def _sync_client(self) -> Any:
+        return self.server if self.server is not None else self.redis_config.sync_client()
+
+    def clear(self) -> None:
+        """Forget every fingerprint (scrapy-redis's `clear`; a blocking call, like theirs)."""
+        client = self._sync[0] if self._sync is not None else self._sync_client()
+        try:
+            run_sync(reset_dedup(client, self.key))
+        finally:
+            if self._sync is None and client is not self.server:
+                client.close()
 
     def request_seen(self, request: Request) -> bool:
         """Check and add in one script call (a blocking round trip: for direct callers only)."""
         if self._sync is None:
-            client = self.redis_config.sync_client()
+            client = self._sync_client()
             dedup = run_sync(self.make_dedup(client))
             run_sync(dedup.prepare(client))
             self._sync = (client, Enqueuer(client, self.keys, dedup, "fifo"))
@@ -367,10 +410,21 @@ class RedisDupeFilter(BaseDupeFilter):
             )
             self._logged_once = True
 
-    def close(self, reason: str) -> None:
+    def close(self, reason: str = "") -> None:
+        """Clear the filter when not persisting (as scrapy-redis's close), then drop our client."""
+        if not self.persist:
+            self.clear()
         if self._sync is not None:
-            self._sync[0].close()
+            if self._sync[0] is not self.server:
+                self._sync[0].close()
             self._sync = None
+
+
+def _standalone_keys(key: str) -> SpiderKeys:
+    """Keys for a filter made from a bare key name (scrapy-redis's constructor): only the filter
+    key is used; the others are named after it so nothing of a spider's is ever touched."""
+    keys = SpiderKeys.from_settings(Settings(), key)
+    return dataclasses.replace(keys, dupefilter=key)
 
 
 class RedisSetDupeFilter(RedisDupeFilter):

@@ -5,9 +5,11 @@ ROBOTS_CACHE_KEY (JSON {"status", "body", "fetched_at"}, TTL ROBOTS_CACHE_SECOND
 absent, exactly one node fetches it: the one that wins `SET <key>:lock NX EX ROBOTS_LOCK_SECONDS`,
 in a background task, through the downloader middlewares like any page (proxy pool and its ban
 logic, retries). No request waits for it holding a concurrency slot: a leased request of a host
-without robots.txt yet goes back to `{spider}:delayed` for ROBOTS_WAIT_SECONDS (its lease handed
-over, as a retry's is, without counting a retry), and in host mode the fetching node also blocks
-the host that long (lua/host_block.lua), so the frontier stops serving it meanwhile.
+without robots.txt yet is handed back (its lease handed over, as a retry's is, without counting a
+retry). In host mode the node blocks the host for up to ROBOTS_WAIT_SECONDS (lua/host_block.lua,
+reason "robots.txt pending") and hands the request back to its host's queue at once; the fetching
+node lifts that block as soon as the file is cached, so a new host's first pages wait only for the
+fetch. In the single-queue modes the request waits in `{spider}:delayed` for ROBOTS_WAIT_SECONDS.
 
 What the answer means (RFC 9309): 2xx = the rules of its body; 4xx from the site = allow all;
 5xx, 429, unreachable, or a proxy's ban answer after the last retry (`_dc_proxy_ban`: never the
@@ -61,6 +63,8 @@ DISALLOW_ALL = b"User-agent: *\nDisallow: /\n"
 MAX_BODY = 512 * 1024  # RFC 9309: parse at least 500 KiB
 LOCAL_SECONDS = 300.0  # a node re-reads the cache at least this often (another node may refresh it)
 MAX_CRAWL_DELAY = 86400.0
+#: Reason of the host block set while robots.txt is fetched; only a block with this reason is lifted.
+ROBOTS_PENDING = "robots.txt pending"
 
 
 def rules_of(entry: dict[str, Any]) -> bytes:
@@ -177,8 +181,9 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
             if LEASE_META not in request.meta:  # not from our queue: nothing to hand back, wait here
                 parser = await asyncio.shield(self._fetch_task(url.scheme, netloc, request))
             else:
-                await self._fetch_elsewhere_or_here(url.scheme, netloc, request)
-                return self._hand_back(request)
+                blocked = await self._fetch_elsewhere_or_here(url.scheme, netloc, request)
+                # host blocked until robots.txt is cached: wait in its queue, not for a fixed time
+                return self._hand_back(request, 0.0 if blocked else self.wait_seconds)
         self.process_request_2(parser, request)
         return None
 
@@ -214,22 +219,23 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         self.crawler.stats.inc_value("robotstxt/cache_hit")
         return self._remember(netloc, entry)
 
-    async def _fetch_elsewhere_or_here(self, scheme: str, netloc: str, request: Request) -> None:
-        """Start the fetch here when this node wins the lock; another node's lock: nothing to do."""
+    async def _fetch_elsewhere_or_here(self, scheme: str, netloc: str, request: Request) -> bool:
+        """Start the fetch here when this node wins the lock (another node's lock: it fetches), and
+        in host mode block the host until the fetching node lifts it. True: the host is blocked."""
         if netloc in self._fetching:
-            return
+            return self.scripts is not None  # we fetch it, and blocked the host when we started
         try:
             won = await self.client.set(f"{self.cache_key(netloc)}:lock", "1", nx=True, ex=self.lock_seconds)
         except TRANSIENT_ERRORS + (ResponseError,):
             won = True  # Redis out: fetch here rather than never
         if won:
             self._fetch_task(scheme, netloc, request)
-            await self._block_host(request, "robots.txt pending")
+        return await self._block_host(request, ROBOTS_PENDING)
 
-    def _hand_back(self, request: Request, wait: float = 0.0) -> Request:
-        again = request.copy()  # keeps the lease: the scheduler hands it over to delayed
+    def _hand_back(self, request: Request, wait: float) -> Request:
+        again = request.copy()  # keeps the lease: the scheduler hands it over (queue or delayed)
         again.dont_filter = True
-        again.meta[RETRY_DELAY_META] = wait or self.wait_seconds
+        again.meta[RETRY_DELAY_META] = wait
         self.crawler.stats.inc_value("robotstxt/handed_back")
         return again
 
@@ -275,6 +281,8 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
             await self.client.set(key, json.dumps(entry), ex=ttl)
             await self.client.delete(f"{key}:lock")
             await self._crawl_delay(parser, request)
+            if self.scripts is not None and entry_ok(entry):
+                await self.scripts.unblock_host(slot_of_request(request), ROBOTS_PENDING)
         except TRANSIENT_ERRORS + (ResponseError,) as exc:
             self._errors.failed("storing robots.txt", "robots.txt of %s not cached in Redis (%s)", netloc, exc)
         return parser
@@ -301,10 +309,12 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         else:
             await self.client.hdel(host_key, "cd")
 
-    async def _block_host(self, request: Request, reason: str) -> None:
+    async def _block_host(self, request: Request, reason: str) -> bool:
+        """Host mode: block the request's host for ROBOTS_WAIT_SECONDS at most. True when blocked."""
         if self.scripts is None:
-            return
+            return False
         try:
             await self.scripts.block_host(slot_of_request(request), self.wait_seconds, reason, 1.0, 60.0, 0.5)
         except TRANSIENT_ERRORS + (ResponseError,):
-            pass  # the requests still go back to delayed
+            return False  # the requests go back to delayed for ROBOTS_WAIT_SECONDS instead
+        return True

@@ -13,6 +13,13 @@
 --   Then until = max(until, now + delay), why = reason, and the host's ready score is raised to
 --   until if it is in the ready zset (ZADD XX GT: a host without pending requests is not added;
 --   enqueue adds it at max(now, until)). Returns the seconds the host stays blocked, as a string.
+-- unblock: ARGV[2] host, ARGV[3] reason: lift a block set with exactly this reason (robots.txt
+--   pending: the fetching node lifts it once the file is cached, so the requests waiting for it
+--   are served at once instead of after the block's length); until = 0 and the host's ready score
+--   lowered to now if it is in the ready zset (ZADD XX LT). A block for another reason (a 429 that
+--   came meanwhile) stands. ARGV[4] doorbell channel ("" = none): PUBLISHed to when lifted, so
+--   idle nodes (asleep until the block's end) pop the host's requests now. Returns "1" when
+--   lifted, else "0".
 -- Any other mode does nothing and returns "0".
 -- reset: bo = 0 (a node got a success from a host whose lease said bo > 0); until is kept (a block
 --   another node set since stands). A host without a hash gets none. Returns "0".
@@ -35,6 +42,13 @@ if mode == "reset" then
     redis.call("HSET", hash, "bo", 0)
   end
   return "0"
+elseif mode == "unblock" then
+  if redis.call("HGET", hash, "why") ~= (ARGV[3] or "") then return "0" end
+  local t = redis.call("TIME")
+  redis.call("HSET", hash, "until", 0)
+  redis.call("ZADD", ready, "XX", "LT", string.format("%.6f", tonumber(t[1]) + tonumber(t[2]) / 1000000), ARGV[2] or "")
+  if ARGV[4] and ARGV[4] ~= "" then redis.call("PUBLISH", ARGV[4], "1") end
+  return "1"
 elseif mode ~= "block" then
   return "0" -- an unknown mode does nothing
 end

@@ -1,8 +1,10 @@
 """Requests as JSON in Redis: never pickle.
 
 Anything in Redis may have been written by someone else, so decoding must not run code: the request
-class is checked against an allow-list before it is loaded, callbacks must be methods of the spider,
-and a payload that does not decode raises `PayloadError` (the scheduler dead-letters it).
+class is checked against an allow-list before it is loaded, callbacks must be public methods of the
+spider or Scrapy's own private rule callbacks (callbacks.py), and a payload that does not decode
+raises `PayloadError` (the scheduler dead-letters it). Both errors carry a `kind` (`class`,
+`callback`, `value`, `format`, `field`) so a node logs each kind of refusal once.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from scrapy.utils.misc import load_object
 
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.meta import POOL_PROXY_FIELDS, POOL_PROXY_META, PRIVATE_META_PREFIX, TRANSIENT_META
+from distributed_crawler.queue.callbacks import callback_allowed
 from distributed_crawler.queue.tagged import tag_values, untag_values
 
 if TYPE_CHECKING:
@@ -39,12 +42,24 @@ def allowed_classes(settings: Any) -> tuple[str, ...]:
     return tuple(SettingsReader(settings).list("REQUEST_CLASS_ALLOWLIST"))
 
 
+#: `_method_name` could not name a callback by itself.
+_UNRESOLVED = object()
+
+
 class PayloadError(ValueError):
     """A payload from Redis that is not a request we are willing to build."""
+
+    def __init__(self, message: str, kind: str = "field") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class UnserializableRequestError(TypeError):
     """A request that cannot travel as JSON; the message names the offending key."""
+
+    def __init__(self, message: str, kind: str = "value") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 def _class_path(request: Request) -> str:
@@ -85,8 +100,16 @@ class RequestCodec:
         class_path = _class_path(request)
         if class_path not in self.allowed:
             raise UnserializableRequestError(
-                f"request class {class_path} is not in REQUEST_CLASS_ALLOWLIST; add it there"
+                f"request class {class_path} is not in REQUEST_CLASS_ALLOWLIST; add it there", kind="class"
             )
+        for what in ("callback", "errback"):
+            name = getattr(getattr(request, what), "__name__", None)
+            if name is not None and not callback_allowed(self.spider, name):
+                raise UnserializableRequestError(
+                    f"{request.url}: {what} {name!r} is a private method; only public spider methods "
+                    "(and Scrapy's own CrawlSpider/SitemapSpider callbacks) travel through Redis: rename it",
+                    kind="callback",
+                )
         # A pool proxy (POOL_PROXY_META) travels without the proxy, `_auth_proxy` and its header:
         # the pool's credentials never reach Redis, and the next attempt picks a proxy again.
         pooled = POOL_PROXY_META in request.meta
@@ -97,40 +120,63 @@ class RequestCodec:
             and k not in TRANSIENT_META
             and not (pooled and k in POOL_PROXY_FIELDS)
         }
-        try:  # scrapy-playwright's PageMethod travels as tagged JSON (tagged.py)
+        try:  # bytes, datetime, tuples, sets, Decimal, PageMethod travel as tagged JSON (tagged.py)
             meta = tag_values(meta, "meta")
+            cb_kwargs = tag_values(request.cb_kwargs, "cb_kwargs")
         except ValueError as exc:
             raise UnserializableRequestError(f"{request.url}: {exc}") from None
-        for field, value in (("meta", meta), ("cb_kwargs", request.cb_kwargs)):
+        for field, value in (("meta", meta), ("cb_kwargs", cb_kwargs)):
             bad = _find_unserializable(value, field)
             if bad:
                 raise UnserializableRequestError(
                     f"{request.url}: {bad} is not JSON-serializable; "
-                    "store only JSON values (str, int, float, bool, None, list, dict) there"
+                    "store only JSON values (str, int, float, bool, None, list, dict) or bytes, "
+                    "datetime, date, Decimal, tuple, set there (no pickle: docs/migrating-from-scrapy-redis.md)"
                 )
-        d = request.to_dict(spider=self.spider)
+        callback, errback = self._method_name(request.callback), self._method_name(request.errback)
+        if callback is _UNRESOLVED or errback is _UNRESOLVED:
+            # Scrapy's own lookup (it scans every member of the spider); raises ValueError if not found
+            d = request.to_dict(spider=self.spider)
+            callback, errback = d["callback"], d["errback"]
         return {
             "v": FORMAT_VERSION,
             "id": secrets.token_hex(8),  # two equal requests (dont_filter) stay two queue members
             "class": class_path,
-            "url": d["url"],
-            "method": d["method"],
-            "callback": d["callback"],
-            "errback": d["errback"],
+            "url": request.url,
+            "method": request.method,
+            "callback": callback,
+            "errback": errback,
             "headers": {
                 k.decode("latin-1"): [v.decode("latin-1") for v in vs]
-                for k, vs in d["headers"].items()
+                for k, vs in request.headers.items()
                 if not (pooled and k.lower() == b"proxy-authorization")
             },
-            "body": base64.b64encode(d["body"]).decode("ascii") if d["body"] else "",
-            "cookies": d["cookies"],
+            "body": base64.b64encode(request.body).decode("ascii") if request.body else "",
+            "cookies": request.cookies,
             "meta": meta,
-            "encoding": d["encoding"],
-            "priority": d["priority"],
-            "dont_filter": d["dont_filter"],
-            "flags": list(d["flags"]),
-            "cb_kwargs": d["cb_kwargs"],
+            "encoding": request.encoding,
+            "priority": request.priority,
+            "dont_filter": request.dont_filter,
+            "flags": list(request.flags),
+            "cb_kwargs": cb_kwargs,
         }
+
+    def _method_name(self, func: Any) -> Any:
+        """The spider attribute a callback is bound from, found by its own name.
+
+        Request.to_dict finds it by scanning every member of the spider with inspect.getmembers,
+        about 4% of a node's CPU; a method is nearly always reachable under its ``__name__``.
+        `_UNRESOLVED` when it is not (a method assigned under another name): the caller falls back
+        to Scrapy's scan. None and strings pass through, as in Request.to_dict.
+        """
+        if not callable(func):
+            return func
+        target, name = getattr(func, "__func__", None), getattr(func, "__name__", None)
+        if self.spider is not None and target is not None and isinstance(name, str):
+            found = getattr(type(self.spider), name, None)  # the class: no instance property runs
+            if found is target and getattr(func, "__self__", None) is self.spider:
+                return name
+        return _UNRESOLVED
 
     def encode(self, request: Request, slot: str | None = None, again: bool = False) -> str:
         """JSON of a request; `slot` (host mode): its host, a top-level field Lua reads to put it
@@ -153,17 +199,17 @@ class RequestCodec:
         try:
             d = json.loads(payload)
         except (ValueError, UnicodeDecodeError):
-            raise PayloadError("not JSON (foreign or pickled data?)") from None
+            raise PayloadError("not JSON (foreign or pickled data?)", kind="format") from None
         except RecursionError:
-            raise PayloadError("JSON nested too deeply") from None
+            raise PayloadError("JSON nested too deeply", kind="format") from None
         if not isinstance(d, dict) or d.get("v") != FORMAT_VERSION:
-            raise PayloadError("not a request payload of this format version")
+            raise PayloadError("not a request payload of this format version", kind="format")
         return self.from_dict(d)
 
     def from_dict(self, d: dict[str, Any]) -> Request:
         class_path = d.get("class")
         if not isinstance(class_path, str) or class_path not in self.allowed:
-            raise PayloadError(f"request class {str(class_path)[:100]!r} is not allow-listed")
+            raise PayloadError(f"request class {str(class_path)[:100]!r} is not allow-listed", kind="class")
         request_cls = load_object(class_path)
         try:
             return request_cls(**self._kwargs(d))
@@ -191,7 +237,7 @@ class RequestCodec:
             "priority": priority,
             "dont_filter": bool(d.get("dont_filter")),
             "flags": [str(f) for f in _field(d, "flags", list) or []],
-            "cb_kwargs": _field(d, "cb_kwargs", dict) or {},
+            "cb_kwargs": untag_values(_field(d, "cb_kwargs", dict) or {}, "cb_kwargs"),
             "callback": self._method(d.get("callback")),
             "errback": self._method(d.get("errback")),
         }
@@ -199,11 +245,11 @@ class RequestCodec:
     def _method(self, name: Any) -> Any:
         if name is None:
             return None
-        if not isinstance(name, str) or name.startswith("_") or self.spider is None:
-            raise PayloadError(f"callback {str(name)[:100]!r} is not a public spider method")
+        if not isinstance(name, str) or self.spider is None or not callback_allowed(self.spider, name):
+            raise PayloadError(f"callback {str(name)[:100]!r} is not a public spider method", kind="callback")
         method = getattr(self.spider, name, None)
         if not callable(method):
-            raise PayloadError(f"callback {name[:100]!r} not found on spider {self.spider.name!r}")
+            raise PayloadError(f"callback {name[:100]!r} not found on spider {self.spider.name!r}", kind="callback")
         return method
 
 

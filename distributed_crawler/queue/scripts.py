@@ -205,6 +205,12 @@ class QueueScripts:
             args=["block", host, seconds_arg, reason, base, cap, f"{rand:.6f}"],
         )
 
+    def unblock_host(self, host: str, reason: str) -> Any:
+        """Lift `host`'s block if it was set with exactly `reason` ("1", and the doorbell rings so idle
+        nodes pop it now), else leave it ("0")."""
+        k = self.keys
+        return self._host_block(keys=[k.ready, k.host(host)], args=["unblock", host, reason, k.doorbell])
+
     def reset_host_backoff(self, host: str) -> Any:
         """Backoff level of `host` back to 0 (a success after a block); its `until` stands."""
         return self._host_block(keys=[self.keys.ready, self.keys.host(host)], args=["reset"])

@@ -1,7 +1,9 @@
 """Seeds from `<spider>:start_urls`: a plain URL or a JSON object, validated before anything runs.
 
 Anyone with Redis access can push a seed, so a seed is data, never code: only http(s) URLs, only
-JSON of the documented shape, only callbacks that are public methods of the spider.
+JSON of the documented shape, only callbacks that are public methods of the spider. As in
+scrapy-redis, any other top-level field of a JSON seed is form data (`{"url", "meta",
+"url_cookie_key": "x", "method": "POST"}` posts `url_cookie_key=x`; with GET it goes in the query).
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
+
+from scrapy import FormRequest, Request
 
 from distributed_crawler.meta import PRIVATE_META_PREFIX
 from distributed_crawler.queue.envelope import MAX_PRIORITY
@@ -37,6 +41,23 @@ class Seed:
     method: str = "GET"
     headers: dict[str, Any] = field(default_factory=dict)
     body: str = ""
+    formdata: dict[str, str | list[str]] = field(default_factory=dict)  # other fields (scrapy-redis)
+
+    def to_request(self, callback: Any = None) -> Request:
+        """The request a node makes of this seed (and `dcrawl seed --dedup` fingerprints): a
+        `FormRequest` when the seed has form data, as scrapy-redis makes; `dont_filter`, as there:
+        pushing a seed again means "fetch it again"."""
+        common: dict[str, Any] = {
+            "callback": callback,
+            "method": self.method,
+            "headers": self.headers or None,
+            "meta": self.meta,
+            "priority": self.priority,
+            "dont_filter": True,
+        }
+        if self.formdata:
+            return FormRequest(self.url, formdata=self.formdata, **common)
+        return Request(self.url, body=self.body.encode("utf-8"), **common)
 
 
 def check_url(url: str) -> str:
@@ -88,9 +109,7 @@ def parse_seed(raw: bytes | str, max_bytes: int) -> Seed:
         raise SeedError("bad_json", "JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise SeedError("bad_json", "JSON seed must be an object")
-    unknown = set(data) - SEED_FIELDS
-    if unknown:
-        raise SeedError("unknown_field", f"unknown field(s) {sorted(unknown)}; allowed: {sorted(SEED_FIELDS)}")
+    formdata = {k: _form_value(k, v) for k, v in data.items() if k not in SEED_FIELDS}
     if "url" not in data:
         raise SeedError("bad_url", "'url' is missing")
     seed = Seed(url=check_url(_expect(data["url"], str, "url")))
@@ -114,7 +133,23 @@ def parse_seed(raw: bytes | str, max_bytes: int) -> Seed:
                 raise SeedError("bad_headers", f"header {k!r} must be a string or a list of strings")
     if "body" in data:
         seed.body = _expect(data["body"], str, "body")
+    if formdata and seed.body:
+        raise SeedError("bad_body", f"'body' and form data fields {sorted(formdata)[:5]} exclude each other")
+    seed.formdata = formdata
     return seed
+
+
+def _form_value(name: str, value: Any) -> str | list[str]:
+    """A form field of a JSON seed: a string or number, or a list of them (scrapy-redis's formdata)."""
+    if isinstance(value, list) and all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
+        return [str(v) for v in value]
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise SeedError(
+        "unknown_field",
+        f"field {name[:50]!r} is neither a seed field ({', '.join(sorted(SEED_FIELDS))}) nor form data "
+        "(a string, a number or a list of them)",
+    )
 
 
 def preview(raw: bytes | str) -> str:

@@ -1,9 +1,12 @@
-"""`RedisSpider`: a Scrapy 2.19 spider fed from `<name>:start_urls`, idle only when the cluster is.
+"""`RedisSpider` and `RedisCrawlSpider`: Scrapy 2.19 spiders fed from `<name>:start_urls`, idle
+only when the cluster is.
 
 `start()` is a long-lived async generator: it reads seeds at once, keeps polling while the cluster
 works, and returns (letting the node close) only after the whole cluster has had no seed, pending,
-leased or delayed request for `MAX_IDLE_TIME_BEFORE_CLOSE` seconds. Attribute names follow
-scrapy-redis (`redis_key`, `redis_batch_size`, `max_idle_time`, `make_request_from_data`).
+leased or delayed request for `MAX_IDLE_TIME_BEFORE_CLOSE` seconds. The spider contract is
+scrapy-redis's (`RedisMixin`): `redis_key`, `redis_batch_size`, `max_idle_time` (also as `-a`
+arguments), `redis_encoding`, `setup_redis()`, `spider.server`, `make_request_from_data` (which
+may return one request, several, or none).
 """
 
 from __future__ import annotations
@@ -13,12 +16,14 @@ import dataclasses
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from redis.exceptions import ResponseError
 from scrapy import Request, Spider, signals
+from scrapy.spiders import CrawlSpider
 
+from distributed_crawler.compat.server import server_from_settings
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
 from distributed_crawler.connection.untrusted import preview as raw_preview
@@ -36,41 +41,82 @@ logger = logging.getLogger(__name__)
 POLL_MIN, POLL_MAX = 0.05, 1.0
 
 
-class RedisSpider(Spider):
+def _coerce(value: Any, kind: type, name: str, rule: str) -> Any:
+    """An attribute that may come from `-a NAME=value` (a string) as `kind`, or scrapy-redis's error."""
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be {rule}, not {value!r}") from None
+
+
+class RedisMixin:
+    """Reads start URLs from Redis (scrapy-redis's mixin, on a long-lived `start()`)."""
+
     redis_key: str | None = None
     redis_batch_size: int | None = None
+    redis_encoding: str | None = None
     max_idle_time: float | None = None
+    server: Any = None  # the project's sync client (compat/server.py), set by setup_redis
+    # provided by the Spider this is mixed into
+    name: str
+    crawler: Any
+    logger: Any
 
     @classmethod
-    def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> RedisSpider:
-        spider = super().from_crawler(crawler, *args, **kwargs)
-        spider._setup_redis(crawler)
+    def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> Any:
+        spider = super().from_crawler(crawler, *args, **kwargs)  # type: ignore[misc]
+        spider.setup_redis(crawler)
         return spider
 
-    def _setup_redis(self, crawler: Any) -> None:
+    def setup_redis(self, crawler: Any = None) -> None:
+        """Resolve the seed key, batch size, idle time and `server`; once (a second call does nothing).
+
+        Validates like scrapy-redis: no crawler, an empty `redis_key`, a `redis_batch_size` or
+        `max_idle_time` that is not a number raise ValueError naming the attribute.
+        """
+        if self.server is not None:
+            return
+        crawler = crawler or getattr(self, "crawler", None)
+        if crawler is None:
+            raise ValueError("crawler is required")
         settings = crawler.settings
-        self.redis_config = RedisConfig.from_settings(settings)
         self.keys = SpiderKeys.from_settings(settings, self.name)
-        if self.redis_key:
-            start_urls = self.redis_key % {"name": self.name, "spider": self.name}
+        if self.redis_key is not None:
+            start_urls = str(self.redis_key) % {"name": self.name, "spider": self.name}
+            if not start_urls.strip():
+                raise ValueError("redis_key must not be empty")
             self.keys = dataclasses.replace(self.keys, start_urls=start_urls)
+        if not self.keys.start_urls.strip():
+            raise ValueError("redis_key must not be empty (REDIS_START_URLS_KEY is blank)")
         self.redis_key = self.keys.start_urls
         read = SettingsReader(settings)
         if self.redis_batch_size is None:
             self.redis_batch_size = read.int("REDIS_START_URLS_BATCH_SIZE", min=0) or settings.getint(
                 "CONCURRENT_REQUESTS", 16
             )
+        self.redis_batch_size = _coerce(self.redis_batch_size, int, "redis_batch_size", "an integer")
+        if self.redis_batch_size < 1:
+            raise ValueError(f"redis_batch_size must be an integer >= 1, not {self.redis_batch_size}")
         if self.max_idle_time is None:
             self.max_idle_time = read.float("MAX_IDLE_TIME_BEFORE_CLOSE")
+        self.max_idle_time = _coerce(self.max_idle_time, float, "max_idle_time", "a number of seconds")
         if self.max_idle_time < 0:
-            raise ValueError(f"MAX_IDLE_TIME_BEFORE_CLOSE ({self.max_idle_time}) must be >= 0 (0 = run forever)")
+            raise ValueError(f"max_idle_time ({self.max_idle_time}) must be >= 0 (0 = run forever)")
+        if self.redis_encoding is None:
+            self.redis_encoding = read.str("REDIS_ENCODING")
         self.seed_max_bytes = read.int("SEED_MAX_BYTES", min=1)
-        self.seeds_as = (
-            "zset"
-            if read.bool("REDIS_START_URLS_AS_ZSET")
-            else "set"
-            if read.bool("REDIS_START_URLS_AS_SET")
-            else "list"
+        as_set, as_zset = read.bool("REDIS_START_URLS_AS_SET"), read.bool("REDIS_START_URLS_AS_ZSET")
+        if as_set and as_zset:  # scrapy-redis checks AS_SET first: the set wins
+            logger.warning("REDIS_START_URLS_AS_SET and REDIS_START_URLS_AS_ZSET are both set; reading a set")
+        self.seeds_as = "set" if as_set else "zset" if as_zset else "list"
+        self.redis_config = RedisConfig.from_settings(settings)
+        self.server = server_from_settings(settings)
+        logger.info(
+            "Reading start URLs from redis key '%s' (%s, batch size: %s, encoding: %s)",
+            self.redis_key,
+            self.seeds_as,
+            self.redis_batch_size,
+            self.redis_encoding,
         )
         self.node_id = node_id_from_settings(settings)
         self._failed_max = read.int("SCHEDULER_FAILED_MAX", min=0)
@@ -89,32 +135,42 @@ class RedisSpider(Spider):
         return await client.lpop(self.redis_key, n) or []
 
     def make_request_from_data(self, data: bytes | str) -> Request:
-        """A seed as a request; raises `SeedError` for anything we will not fetch."""
+        """A seed as a request; raises `SeedError` for anything we will not fetch.
+
+        A plain URL, or JSON `{"url", "meta", "priority", "callback", "method", "headers", "body"}`
+        where any other field is form data, as in scrapy-redis (a `FormRequest`).
+        """
+        if isinstance(data, bytes) and self.redis_encoding and self.redis_encoding.lower() not in ("utf-8", "utf8"):
+            try:
+                data = data.decode(self.redis_encoding)
+            except (UnicodeDecodeError, LookupError):
+                raise SeedError("not_utf8", f"not {self.redis_encoding} text (REDIS_ENCODING)") from None
         seed = parse_seed(data, self.seed_max_bytes)
         callback = None
         if seed.callback:
             callback = getattr(self, seed.callback, None)
             if seed.callback.startswith("_") or not callable(callback):
                 raise SeedError("bad_callback", f"callback {seed.callback!r} is not a method of spider {self.name!r}")
-        return Request(
-            seed.url,
-            callback=callback,
-            method=seed.method,
-            headers=seed.headers or None,
-            body=seed.body.encode("utf-8"),
-            meta=seed.meta,
-            priority=seed.priority,
-            dont_filter=True,  # as in scrapy-redis: pushing a seed again means "fetch it again"
-        )
+        return seed.to_request(callback)
 
-    def _seed_request(self, raw: bytes) -> Request:
-        """`make_request_from_data`, with whatever a subclass's version raises on bad data as a SeedError."""
+    def _seed_requests(self, raw: bytes) -> list[Request]:
+        """`make_request_from_data` as a list (a subclass's may return one request, several, or
+        none), with whatever it raises on bad data as a SeedError."""
         try:
-            return self.make_request_from_data(raw)
+            made = self.make_request_from_data(raw)
+            if made is None:
+                made = []
+            requests = [made] if isinstance(made, Request) else list(made) if isinstance(made, Iterable) else [made]
         except SeedError:
             raise
         except Exception as exc:  # noqa: BLE001 - a seed is data: it never stops the spider
             raise SeedError("bad_request", f"not a valid request ({type(exc).__name__}: {str(exc)[:200]})") from None
+        wrong = next((r for r in requests if not isinstance(r, Request)), None)
+        if wrong is not None:
+            raise SeedError("bad_request", f"make_request_from_data returned a {type(wrong).__name__}, not a Request")
+        if not requests:
+            self.logger.debug("Request not made from data: %r", preview(raw))
+        return requests
 
     def _expected_types(self) -> dict[str, tuple[str, ...]]:
         """The Redis types of the keys `start()` reads (seeds, and the queues idle-close counts)."""
@@ -163,7 +219,7 @@ class RedisSpider(Spider):
             payload=raw_preview(raw),
         )
 
-    def _log_rejected_summary(self, spider: Spider) -> None:
+    def _log_rejected_summary(self, spider: Any) -> None:
         if self._rejected:
             logger.warning("Rejected seeds: %s", ", ".join(f"{k}={v}" for k, v in sorted(self._rejected.items())))
 
@@ -184,7 +240,7 @@ class RedisSpider(Spider):
                     requests = []
                     for raw in raws:
                         try:
-                            requests.append(self._seed_request(raw))
+                            requests.extend(self._seed_requests(raw))
                         except SeedError as exc:
                             rejects.append(self._reject(raw, exc))
                     if rejects:
@@ -225,3 +281,12 @@ class RedisSpider(Spider):
                 poll = min(poll * 2, POLL_MAX)
         finally:
             await context.release()
+
+
+class RedisSpider(RedisMixin, Spider):
+    """A spider fed from `redis_key` (default `<name>:start_urls`); `parse` handles the seeds."""
+
+
+class RedisCrawlSpider(RedisMixin, CrawlSpider):
+    """A CrawlSpider fed from `redis_key`: seeds go through its `rules`, and the requests the rules
+    follow travel through the cluster's queue like any other (queue/callbacks.py)."""

@@ -1,0 +1,57 @@
+"""A duplicate link stops at the node that already sent it (dedup/recent.py), before any encoding or Redis call."""
+
+from __future__ import annotations
+
+from scrapy import Request, Spider
+from scrapy.utils.test import get_crawler
+
+from distributed_crawler.core.scheduler import RedisScheduler
+from distributed_crawler.dedup.recent import RecentFingerprints
+from distributed_crawler.queue.codec import RequestCodec
+
+
+class _Spider(Spider):
+    name = "news"
+
+    def parse(self, response: object) -> None:
+        return None
+
+
+def test_bounded_oldest_forgotten_first() -> None:
+    recent = RecentFingerprints(2)
+    for fp in ("a", "b", "a", "c"):
+        recent.add(fp)
+    assert "a" not in recent and "b" in recent and "c" in recent and len(recent) == 2
+    off = RecentFingerprints(0)
+    off.add("a")
+    assert "a" not in off and len(off) == 0
+
+
+def _scheduler(**settings: object) -> RedisScheduler:
+    crawler = get_crawler(
+        _Spider, settings_dict={"ADDONS": {"distributed_crawler.Addon": 0}, "NODE_ID": "n1", **settings}
+    )
+    crawler.spider = _Spider.from_crawler(crawler)
+    scheduler = RedisScheduler.from_crawler(crawler)
+    scheduler.codec = RequestCodec(crawler.spider)  # what open() sets; nothing here talks to Redis
+    return scheduler
+
+
+def test_a_link_this_node_already_sent_is_dropped_locally() -> None:
+    scheduler = _scheduler()
+    assert scheduler.enqueue_request(Request("http://site.test/a?utm_source=x"))
+    assert not scheduler.enqueue_request(Request("http://site.test/a"))  # same canonical URL
+    assert scheduler.enqueue_request(Request("http://site.test/b"))
+    # dont_filter requests always reach the shared filter's script (it decides, and pushes them)
+    assert scheduler.enqueue_request(Request("http://site.test/a", dont_filter=True))
+    assert scheduler.enqueue_request(Request("http://site.test/a", dont_filter=True))
+    assert len(scheduler._outbox) == 4
+    stats = scheduler.stats.get_stats()
+    assert stats["dupefilter/filtered_locally"] == 1 and stats["dupefilter/filtered"] == 1
+
+
+def test_size_zero_sends_every_link_to_the_shared_filter() -> None:
+    scheduler = _scheduler(DUPEFILTER_LOCAL_CACHE_SIZE=0)
+    assert scheduler.enqueue_request(Request("http://site.test/a"))
+    assert scheduler.enqueue_request(Request("http://site.test/a"))
+    assert len(scheduler._outbox) == 2
