@@ -108,3 +108,15 @@ def test_recrawl_errors_are_one_line(
     with pytest.raises(SystemExit) as exit_info:  # neither --all nor --pattern: argparse's usage error
         main(["recrawl", "news", "--redis-url", redis_url])
     assert exit_info.value.code == 2
+
+
+def test_keys_of_the_wrong_type_are_one_line_never_a_traceback(
+    redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture
+) -> None:
+    redis_client.set(RKEYS.schedule, "not a zset")
+    code, out, _ = run(capsys, "status", "news", "--json", "--redis-url", redis_url)
+    status = json.loads(out)
+    assert code == 0 and status["recrawl"]["scheduled"] == 0
+    assert RKEYS.schedule in {w["key"] for w in status["wrong_type"]}
+    code, _, err = run(capsys, "schedule", "news", "--redis-url", redis_url)
+    assert code == 1 and err.startswith("dcrawl: cannot read the schedule") and err.count("\n") == 1

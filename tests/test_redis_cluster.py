@@ -189,7 +189,9 @@ def test_every_key_of_a_spider_shares_one_slot() -> None:
         assert {key_slot(k.encode()) for k in tagged} == {key_slot(f"{{{spider}}}".encode())}, spider
 
 
-def test_revisit_scripts_run_on_the_cluster(cluster: RedisClusterNodes, cluster_env: dict[str, str]) -> None:
+def test_revisit_scripts_run_on_the_cluster(
+    cluster: RedisClusterNodes, cluster_env: dict[str, str], capsys: pytest.CaptureFixture
+) -> None:
     """recrawl_record.lua and recrawl_move.lua (issue 15) on the spider's slot, host queues included."""
     settings = Settings()
     keys = SpiderKeys.from_settings(settings, "news")
@@ -199,6 +201,8 @@ def test_revisit_scripts_run_on_the_cluster(cluster: RedisClusterNodes, cluster_
     schedule.client.zadd(schedule.keys.schedule, {"fp": 0})
     assert schedule.move_due("host", 10, 60).moved == 1
     assert schedule.client.zrange(keys.host_queue("a.test"), 0, -1) == [member.encode()]
+    assert main(["schedule", "news", "--json"]) == 0  # dcrawl on the cluster (REDIS_CLUSTER=1 in env)
+    assert json.loads(capsys.readouterr().out)["scheduled"] == 1
 
 
 def crawl_preflight(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
