@@ -600,5 +600,6 @@ def test_rows_of_an_older_release_start_their_history_on_next_store(
     assert (old["content_hash"], old["first_seen"], old["version"]) == (None, None, None)
     backend.upsert_many([row(1, text="x")])
     (r,) = read_rows(storage_url)
-    # no stored hash: this store is its first known content (version 1), first seen now
-    assert (r["content_hash"], r["version"], r["first_seen"]) == (content_digest("x"), 1, row(1)["fetched_at"])
+    # no stored hash: this store is its first known content (version 1); first seen at its old fetch
+    assert (r["content_hash"], r["version"], r["first_seen"]) == (content_digest("x"), 1, "t0")
+    assert r["last_changed"] == r["fetched_at"] == row(1)["fetched_at"]

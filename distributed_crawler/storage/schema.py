@@ -53,7 +53,8 @@ def set_clause(
     """
     changed = f"NOT ({same(old('content_hash'), new('content_hash'))})"
     merged = {
-        "first_seen": f"COALESCE({old('first_seen')}, {new('first_seen')})",
+        # a row from an older release (no first_seen) was first seen at its stored fetch at the latest
+        "first_seen": f"COALESCE({old('first_seen')}, {old('fetched_at')}, {new('first_seen')})",
         "version": f"CASE WHEN {changed} THEN COALESCE({old('version')}, 0) + 1 ELSE COALESCE({old('version')}, 1) END",
         "last_changed": (
             f"CASE WHEN {changed} THEN {new('last_changed')} "
