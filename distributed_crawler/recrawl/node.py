@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _NODES: weakref.WeakKeyDictionary[Crawler, RecrawlNode] = weakref.WeakKeyDictionary()
-RECORD_TRIES = 8  # ~1 min of backoff; then the URL waits for RECRAWL_PENDING_SECONDS (or is not scheduled)
+RECORD_TRIES = 8  # ~25 s of backoff; then the URL waits for RECRAWL_PENDING_SECONDS (or is not scheduled)
 # Headers a downloader middleware adds to every request: the stored revisit gets them afresh.
 DOWNLOAD_HEADERS = (
     "If-None-Match",

@@ -6,11 +6,13 @@ sends an `ETag` (a digest of its content) and a `Last-Modified`; a request whose
 matches, or whose `If-Modified-Since` is not older, gets `304 Not Modified` and no body. The
 server logs every request with its status, so a test can count fetches and 304s per path.
 
-Standard library only.
+Standard library only; runnable for a demo (docs/recrawl.md):
+`python -m tests.site.live_site --port 8001 --publish-every 30`.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import html
 import re
@@ -37,6 +39,7 @@ class LiveNewsSite:
         self._changed: dict[str, float] = {"/": time.time()}  # path -> last change (epoch s)
         self._log: list[tuple[str, int]] = []
         self._server: ThreadingHTTPServer | None = None
+        self.port = 0  # 0 = any free port (tests); set before start() to pick one
         self.url = ""
         self.publish(articles)
 
@@ -129,7 +132,7 @@ class LiveNewsSite:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
@@ -181,3 +184,24 @@ def _html(title: str, body: str) -> bytes:
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head>"
         f"<body><h1>{html.escape(title)}</h1>{body}</body></html>"
     ).encode()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="a local news site that publishes articles while it runs")
+    parser.add_argument("--port", type=int, default=8001)
+    parser.add_argument("--publish-every", type=float, default=30.0, help="seconds between two new articles")
+    args = parser.parse_args(argv)
+    site = LiveNewsSite()
+    site.port = args.port
+    print(f"serving {site.start()}/ ; a new article every {args.publish_every:g}s (Ctrl-C stops)", flush=True)
+    try:
+        while True:
+            time.sleep(args.publish_every)
+            print("published", *site.publish(1), flush=True)
+    except KeyboardInterrupt:
+        site.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
