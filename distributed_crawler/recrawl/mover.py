@@ -2,7 +2,9 @@
 
 The move is one atomic script, so any number of nodes may run it: a due URL is moved once, goes
 into its host's queue like any request (politeness and fairness are the frontier's) and whichever
-node is free pops it. The loop sleeps until the next URL is due, at most RECRAWL_POLL_SECONDS.
+node is free pops it. The loop sleeps until the next URL is due, at most RECRAWL_POLL_SECONDS; while
+the schedule is empty (a crawl without revisits), EMPTY_POLLS times that, or until this node
+records a first visit: an idle crawl costs a call every 10 s per node.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
+EMPTY_POLLS = 10  # an empty schedule is looked at every RECRAWL_POLL_SECONDS x this
 
 
 class RecrawlMover:
@@ -56,6 +59,7 @@ class RecrawlMover:
         stats = self.node.stats
         while True:
             wait = self.config.poll_seconds
+            empty = False
             try:
                 moved = await schedule.move_due(queue_type, self.config.move_batch, self.config.pending_seconds)
             except TRANSIENT_ERRORS as exc:
@@ -81,4 +85,13 @@ class RecrawlMover:
                     wait = 0.0
                 elif moved.next_due is not None:
                     wait = min(wait, max(0.01, moved.next_due))
-            await asyncio.sleep(wait)
+                else:
+                    empty = True
+            if not empty:
+                await asyncio.sleep(wait)
+                continue
+            self.node.recorded.clear()  # the schedule is empty: look again in a while, or at a first record
+            try:
+                await asyncio.wait_for(self.node.recorded.wait(), timeout=wait * EMPTY_POLLS)
+            except TimeoutError:
+                pass

@@ -88,6 +88,7 @@ class RecrawlNode:
         self._codec: RequestCodec | None = None
         self._outage: OutageLog | None = None
         self._closed = False
+        self.recorded = asyncio.Event()  # set by each record: wakes this node's mover when the schedule was empty
 
     @classmethod
     def of(cls, crawler: Crawler) -> RecrawlNode:
@@ -182,6 +183,7 @@ class RecrawlNode:
                 return None
             if self._outage is not None:
                 self._outage.ok()
+            self.recorded.set()
             self.stats.inc_value(f"recrawl/recorded/{recorded.change}")
             return recorded
         logger.error(
