@@ -17,3 +17,4 @@ class PageItem(scrapy.Item):
     fetched_at = scrapy.Field()  # ISO 8601, UTC
     status = scrapy.Field()
     node = scrapy.Field()  # NODE_ID of the worker that fetched it
+    content_hash = scrapy.Field()  # digest of `text`, set by RecrawlSpiderMiddleware (docs/recrawl.md)

@@ -43,10 +43,15 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         # Off unless WARC_DIR. Last before the handler: records the request as sent and the response as
         # received (before HttpCompression 590 decodes it, Redirect 600 / Retry 550 replace it).
         "distributed_crawler.downloadermiddlewares.warc.WarcMiddleware": 950,
+        # Conditional requests for revisitable URLs; a 304 stops here (no parse, no storage write).
+        "distributed_crawler.recrawl.middleware.RecrawlMiddleware": 580,
     },
+    # Change detection of revisitable pages (digest of the items' text) and `content_hash` on items.
+    "SPIDER_MIDDLEWARES": {"distributed_crawler.recrawl.spidermiddleware.RecrawlSpiderMiddleware": 100},
     "EXTENSIONS": {
         "distributed_crawler.monitoring.heartbeat.Heartbeat": 500,
         "distributed_crawler.monitoring.metrics.PrometheusMetrics": 510,  # off unless PROMETHEUS_PORT
+        "distributed_crawler.recrawl.mover.RecrawlMover": 520,  # due revisits into the frontier
     },
     "ITEM_PIPELINES": {"distributed_crawler.storage.pipeline.StoragePipeline": 300},
 }

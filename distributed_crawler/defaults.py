@@ -50,6 +50,8 @@ DEFAULTS: dict[str, Any] = {
     "NODES_ALERTED_KEY": "{%(spider)s}:nodes:alerted",
     "HISTORY_KEY": "{%(spider)s}:minutes",  # pages/items/errors per minute, last hour
     "ALERTS_KEY": "{%(spider)s}:alerts",
+    "RECRAWL_KEY": "{%(spider)s}:recrawl",  # zset: URL fingerprint -> server time its revisit is due
+    "RECRAWL_STATE_KEY": "{%(spider)s}:recrawl:state",  # hash: fingerprint -> interval, digest, validators, request
     # Scheduler.
     "SCHEDULER_PERSIST": True,
     "SCHEDULER_FLUSH_ON_START": False,
@@ -60,6 +62,12 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULER_POLL_MAX_SECONDS": 1.0,  # fallback poll; the doorbell wakes nodes at once
     "SCHEDULER_FAILED_MAX": 100_000,
     "REQUEST_CLASS_ALLOWLIST": [],
+    # Recrawl (docs/recrawl.md).
+    "RECRAWL_RULES": {},  # {"regex": seconds} or {"regex": [min, max]}; first match wins; none = never
+    "RECRAWL_INTERVAL_FACTOR": 2.0,  # unchanged -> interval x factor (up to max), changed -> / factor (down to min)
+    "RECRAWL_PENDING_SECONDS": 3600,  # a moved revisit whose fetch never reports back is sent again after this
+    "RECRAWL_MOVE_BATCH": 500,  # due revisits one move puts into the frontier
+    "RECRAWL_POLL_SECONDS": 1.0,  # longest wait between two looks at the revisit schedule
     # Spider.
     "REDIS_START_URLS_BATCH_SIZE": 0,  # 0 = CONCURRENT_REQUESTS
     "REDIS_START_URLS_AS_SET": False,

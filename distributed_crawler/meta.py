@@ -38,6 +38,10 @@ BROWSER_PROXY_META = "_dc_browser_proxy"
 # Set by rendering/middleware.py on a request PLAYWRIGHT_AUTO re-fetched in the browser (why its
 # plain page looked script-built); read by spiders and tests.
 AUTO_RENDER_META = "_dc_auto_render"
+# Recrawl (issue 15). Set by recrawl/middleware.py on a request that is revisitable (a RECRAWL_RULES
+# match or meta["recrawl"]): RecrawlTicket (its schedule fingerprint, interval, whether validators
+# were sent); read by recrawl/middleware.py (a 304) and recrawl/spidermiddleware.py (the digest).
+RECRAWL_TICKET_META = "_dc_recrawl"
 
 # -- public: per-request switches a spider sets ------------------------------------------------
 # Read by rendering/config.py (RenderConfig.should_render): render this request in the browser.
@@ -52,6 +56,9 @@ RENDER_TIMEOUT_META = "render_timeout"
 RENDER_SETTLE_MS_META = "render_settle_ms"
 # Read by downloadermiddlewares/politeness.py: skip the cluster-wide per-domain rate limit.
 DONT_RATE_LIMIT_META = "dont_rate_limit"
+# Read by recrawl/rules.py: revisit interval of this URL, seconds or [min, max]; 0 = never (wins over
+# RECRAWL_RULES).
+RECRAWL_META = "recrawl"
 
 # -- set by news spiders for themselves (spiders/news.py), shipped with the request -------------------
 # On sitemap and feed requests: the site (a URL) whose entries are followed (same registered domain).
@@ -95,6 +102,11 @@ DOWNLOAD_MAXSIZE_META = "download_maxsize"
 DONT_OBEY_ROBOTSTXT_META = "dont_obey_robotstxt"
 DONT_RETRY_META = "dont_retry"  # read by downloadermiddlewares/retry.py (Scrapy's meaning)
 RETRY_TIMES_META = "retry_times"  # read by downloadermiddlewares/retry.py; queue/deadletters.py resets it on requeue
+# What one delivery's redirects and retries leave in meta: recrawl/middleware.py drops them from the
+# request it stores for the next revisit (a revisit starts with fresh counts).
+DELIVERY_META = frozenset(
+    {RETRY_TIMES_META, "redirect_times", "redirect_ttl", "redirect_urls", "redirect_reasons", "download_slot"}
+)
 
 # Keys that describe one download, not the request: queue/codec.py never ships them.
 TRANSIENT_META = frozenset(

@@ -439,6 +439,7 @@ def test_item_to_row_accepts_dicts_and_items() -> None:
         "lang": None,
         "description": None,
         "duplicate_of": None,
+        "content_hash": None,
     }
     row = item_to_row(Page(url="https://e/2", text="body\x00", extra="x"))
     assert row == {
@@ -453,6 +454,7 @@ def test_item_to_row_accepts_dicts_and_items() -> None:
         "lang": None,
         "description": None,
         "duplicate_of": None,
+        "content_hash": None,  # the storage computes it from the text (schema.prepare_rows)
     }
     with pytest.raises(DropItem):
         item_to_row(Page(title="no url"))

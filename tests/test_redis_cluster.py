@@ -9,6 +9,7 @@ import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
+from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from distributed_crawler.monitoring.nodes import NodeKeys
 from distributed_crawler.queue.enqueue import Enqueuer
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.recrawl.schedule import RecrawlKeys, RevisitSchedule
 from tests.conftest import ROOT, RedisServer, Workers
 from tests.redis_topologies import RedisClusterNodes
 from tests.site.server import NewsSite
@@ -182,8 +184,25 @@ def test_every_key_of_a_spider_shares_one_slot() -> None:
             keys.doorbell,
             f"{keys.dupefilter}:0:0",
             *node_keys.all(),
+            *astuple(RecrawlKeys.from_settings(settings, spider)),
         ]
         assert {key_slot(k.encode()) for k in tagged} == {key_slot(f"{{{spider}}}".encode())}, spider
+
+
+def test_revisit_scripts_run_on_the_cluster(
+    cluster: RedisClusterNodes, cluster_env: dict[str, str], capsys: pytest.CaptureFixture
+) -> None:
+    """recrawl_record.lua and recrawl_move.lua (issue 15) on the spider's slot, host queues included."""
+    settings = Settings()
+    keys = SpiderKeys.from_settings(settings, "news")
+    schedule = RevisitSchedule(cluster.client(), RecrawlKeys.from_settings(settings, "news"), keys)
+    member = make_member(json.dumps({"v": 1, "url": "http://a.test/section", "slot": "a.test"}), 0)
+    assert schedule.record("fp", (1, 4), 2.0, "body", digest="d", member=member).change == "first"
+    schedule.client.zadd(schedule.keys.schedule, {"fp": 0})
+    assert schedule.move_due("host", 10, 60).moved == 1
+    assert schedule.client.zrange(keys.host_queue("a.test"), 0, -1) == [member.encode()]
+    assert main(["schedule", "news", "--json"]) == 0  # dcrawl on the cluster (REDIS_CLUSTER=1 in env)
+    assert json.loads(capsys.readouterr().out)["scheduled"] == 1
 
 
 def crawl_preflight(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:

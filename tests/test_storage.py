@@ -30,6 +30,7 @@ from distributed_crawler.storage.backends import (
     StorageError,
     open_storage,
 )
+from distributed_crawler.storage.digest import content_digest
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -139,6 +140,18 @@ def row(i: int | str, **overrides: Any) -> dict[str, Any]:
     return base
 
 
+def stored(written: dict[str, Any]) -> dict[str, Any]:
+    """A row as first stored: content_hash of its text, first seen / last changed at fetch, version 1."""
+    text = written.get("text")
+    return {
+        **written,
+        "content_hash": content_digest(text) if text else None,
+        "first_seen": written["fetched_at"],
+        "last_changed": written["fetched_at"],
+        "version": 1,
+    }
+
+
 @pytest.fixture
 def opened(storage_url: str) -> Iterator[Callable[[], StorageBackend]]:
     """Factory opening backends on ``storage_url``; all closed at teardown."""
@@ -165,8 +178,8 @@ def test_table_created(storage_url: str, opened: Callable[[], StorageBackend]) -
     assert backend.count() == 0
     cols = table_columns(storage_url)
     assert set(cols) == set(COLUMNS)
-    assert cols["status"] == "INTEGER"
-    assert all(cols[c] == "TEXT" for c in COLUMNS if c != "status")
+    assert cols["status"] == cols["version"] == "INTEGER"
+    assert all(cols[c] == "TEXT" for c in COLUMNS if c not in ("status", "version"))
 
 
 def _execute(url: str, *statements: str) -> None:
@@ -197,15 +210,16 @@ def test_table_of_an_older_release_gains_the_missing_columns(
     with caplog.at_level(logging.INFO, logger="distributed_crawler.storage.schema"):
         backend = opened()
     assert set(table_columns(storage_url)) == set(COLUMNS)
-    assert "added column(s) status, node, authors, published_at, lang, description, duplicate_of to table items" in (
-        caplog.text
-    )
+    assert (
+        "added column(s) status, node, authors, published_at, lang, description, duplicate_of, content_hash, "
+        "first_seen, last_changed, version to table items"
+    ) in caplog.text
     # The old row survives with NULL in the new columns; new rows fill them.
     backend.upsert_many([row("new")])
     rows = {r["url"]: r for r in read_rows(storage_url)}
     assert rows["https://example.com/old"]["title"] == "old"
     assert rows["https://example.com/old"]["status"] is None
-    assert rows["https://example.com/new"] == row("new")
+    assert rows["https://example.com/new"] == stored(row("new"))
     # Opening again is a no-op (nothing left to add, no log line).
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="distributed_crawler.storage.schema"):
@@ -226,7 +240,10 @@ def test_table_of_the_release_before_news_gains_the_article_columns(
     )
     with caplog.at_level(logging.INFO, logger="distributed_crawler.storage.schema"):
         backend = opened()
-    assert "added column(s) authors, published_at, lang, description, duplicate_of to table items" in caplog.text
+    assert (
+        "added column(s) authors, published_at, lang, description, duplicate_of, content_hash, first_seen, "
+        "last_changed, version to table items"
+    ) in caplog.text
     assert set(table_columns(storage_url)) == set(COLUMNS)
     backend.upsert_many([row("new", duplicate_of="https://example.com/old", text="")])
     rows = {r["url"]: r for r in read_rows(storage_url)}
@@ -235,7 +252,12 @@ def test_table_of_the_release_before_news_gains_the_article_columns(
         **{"url": "https://example.com/old", "title": "old", "text": "x", "fetched_at": "t", "status": 200},
         "node": "n",
     }
-    assert rows["https://example.com/new"] == row("new", duplicate_of="https://example.com/old", text="")
+    tracking = {"content_hash": None, "version": 1}  # an empty text has no digest
+    tracking["first_seen"] = tracking["last_changed"] = "2024-01-01T00:00:00+00:00"  # its fetched_at
+    assert rows["https://example.com/new"] == {
+        **row("new", duplicate_of="https://example.com/old", text=""),
+        **tracking,
+    }
     assert json.loads(rows["https://example.com/new"]["authors"]) == ["A. Writer", "B. Reporter"]
 
 
@@ -250,8 +272,8 @@ def test_upsert_updates_instead_of_duplicating(storage_url: str, opened: Callabl
     backend.upsert_many([row(1, title="new", status=404, node="node-b"), row(3)])
     assert backend.count() == 3
     rows = {r["url"]: r for r in read_rows(storage_url)}
-    assert rows["https://example.com/1"] == row(1, title="new", status=404, node="node-b")
-    assert rows["https://example.com/2"] == row(2)
+    assert rows["https://example.com/1"] == stored(row(1, title="new", status=404, node="node-b"))
+    assert rows["https://example.com/2"] == stored(row(2))
 
 
 def test_url_is_primary_key(storage_url: str, opened: Callable[[], StorageBackend]) -> None:
@@ -280,21 +302,25 @@ def test_same_url_twice_in_one_batch_last_wins(storage_url: str, opened: Callabl
 
 def test_missing_columns_are_null(storage_url: str, opened: Callable[[], StorageBackend]) -> None:
     opened().upsert_many([{"url": "https://example.com/bare"}])
-    assert read_rows(storage_url) == [
-        {
-            "url": "https://example.com/bare",
-            "title": None,
-            "text": None,
-            "fetched_at": None,
-            "status": None,
-            "node": None,
-            "authors": None,
-            "published_at": None,
-            "lang": None,
-            "description": None,
-            "duplicate_of": None,
-        }
-    ]
+    (stored_row,) = read_rows(storage_url)
+    assert stored_row["first_seen"] and stored_row["first_seen"] == stored_row["last_changed"]  # now
+    assert stored_row == {
+        "url": "https://example.com/bare",
+        "title": None,
+        "text": None,
+        "fetched_at": None,
+        "status": None,
+        "node": None,
+        "authors": None,
+        "published_at": None,
+        "lang": None,
+        "description": None,
+        "duplicate_of": None,
+        "content_hash": None,
+        "first_seen": stored_row["first_seen"],
+        "last_changed": stored_row["first_seen"],
+        "version": 1,
+    }
 
 
 def test_row_without_url_is_rejected(opened: Callable[[], StorageBackend]) -> None:
@@ -579,3 +605,49 @@ def test_unreachable_postgres_is_storage_error() -> None:
     assert "s3cretpw" not in message
     assert "\n" not in message
     assert "check that the server is running" in message
+
+
+def test_change_tracking_first_seen_version_last_changed(
+    storage_url: str, opened: Callable[[], StorageBackend]
+) -> None:
+    """Issue 15: first_seen is kept, version and last_changed move only when content_hash changes."""
+    backend = opened()
+    t = [f"2024-01-0{d}T00:00:00+00:00" for d in range(1, 6)]
+
+    def at(i: int, text: str) -> dict[str, Any]:
+        return row(1, text=text, fetched_at=t[i])
+
+    backend.upsert_many([at(0, "first text")])
+    backend.upsert_many([at(1, "first   text\n")])  # same text, whitespace aside: unchanged
+    (r,) = read_rows(storage_url)
+    assert (r["first_seen"], r["last_changed"], r["version"], r["fetched_at"]) == (t[0], t[0], 1, t[1])
+    assert r["content_hash"] == content_digest("first text")
+    backend.upsert_many([at(2, "second text")])
+    backend.upsert_many([at(3, "second text")])
+    (r,) = read_rows(storage_url)
+    assert (r["first_seen"], r["last_changed"], r["version"], r["fetched_at"]) == (t[0], t[2], 2, t[3])
+    backend.upsert_many([at(4, "first text")])  # back to an earlier text: still a change
+    (r,) = read_rows(storage_url)
+    assert (r["first_seen"], r["last_changed"], r["version"]) == (t[0], t[4], 3)
+    # a hash given by the item wins over the computed one; a version given by it is ignored
+    backend.upsert_many([row(2, content_hash="given", version=99)])
+    assert {x["url"]: (x["content_hash"], x["version"]) for x in read_rows(storage_url)}[row(2)["url"]] == ("given", 1)
+
+
+def test_rows_of_an_older_release_start_their_history_on_next_store(
+    storage_url: str, opened: Callable[[], StorageBackend]
+) -> None:
+    _execute(
+        storage_url,
+        "CREATE TABLE items (url TEXT PRIMARY KEY NOT NULL, title TEXT, text TEXT, fetched_at TEXT, status INTEGER, "
+        "node TEXT)",
+        "INSERT INTO items (url, title, text, fetched_at) VALUES ('https://example.com/1', 'old', 'x', 't0')",
+    )
+    backend = opened()
+    (old,) = read_rows(storage_url)
+    assert (old["content_hash"], old["first_seen"], old["version"]) == (None, None, None)
+    backend.upsert_many([row(1, text="x")])
+    (r,) = read_rows(storage_url)
+    # no stored hash: this store is its first known content (version 1); first seen at its old fetch
+    assert (r["content_hash"], r["version"], r["first_seen"]) == (content_digest("x"), 1, "t0")
+    assert r["last_changed"] == r["fetched_at"] == row(1)["fetched_at"]

@@ -23,6 +23,7 @@ from urllib.parse import quote
 import pytest
 
 from distributed_crawler.storage.backends import COLUMNS, StorageBackend, StorageError, open_storage
+from distributed_crawler.storage.digest import content_digest
 from distributed_crawler.storage.mysql import MySQLStorage, connect_kwargs, create_table_sql, upsert_sql
 from distributed_crawler.storage.pipeline import StoragePipeline
 from tests.conftest import ROOT, Workers, free_port
@@ -201,6 +202,18 @@ def row(i: int | str, **overrides: Any) -> dict[str, Any]:
     return base
 
 
+def stored(written: dict[str, Any]) -> dict[str, Any]:
+    """A row as first stored: content_hash of its text, first seen / last changed at fetch, version 1."""
+    text = written.get("text")
+    return {
+        **written,
+        "content_hash": content_digest(text) if text else None,
+        "first_seen": written["fetched_at"],
+        "last_changed": written["fetched_at"],
+        "version": 1,
+    }
+
+
 # --------------------------------------------------------------------------
 # URL and DDL (no server)
 # --------------------------------------------------------------------------
@@ -283,8 +296,8 @@ def test_table_created(mariadb: MariaDB, opened: Callable[[], StorageBackend]) -
     )
     types = {name: dtype for name, dtype, _ in info}
     assert set(types) == {*COLUMNS, "id", "url_hash"}
-    assert types["status"] == "int" and types["url_hash"] == "binary"
-    assert all(types[c] == "longtext" for c in COLUMNS if c != "status")
+    assert types["status"] == types["version"] == "int" and types["url_hash"] == "binary"
+    assert all(types[c] == "longtext" for c in COLUMNS if c not in ("status", "version"))
     assert {cs for _, _, cs in info if cs} == {"utf8mb4"}
 
 
@@ -307,7 +320,7 @@ def test_table_of_an_older_release_gains_the_missing_columns(
     rows = {r["url"]: r for r in read_rows(mariadb)}
     assert rows["https://example.com/old"]["title"] == "old"
     assert rows["https://example.com/old"]["node"] is None
-    assert rows["https://example.com/new"] == row("new")
+    assert rows["https://example.com/new"] == stored(row("new"))
 
 
 def test_reopen_keeps_rows(opened: Callable[[], StorageBackend]) -> None:
@@ -323,8 +336,25 @@ def test_upsert_updates_instead_of_duplicating(mariadb: MariaDB, opened: Callabl
     backend.upsert_many([row(1, title="new", status=404, node="node-b")])  # unchanged row: still fine
     assert backend.count() == 3
     rows = {r["url"]: r for r in read_rows(mariadb)}
-    assert rows["https://example.com/1"] == row(1, title="new", status=404, node="node-b")
-    assert rows["https://example.com/2"] == row(2)
+    assert rows["https://example.com/1"] == stored(row(1, title="new", status=404, node="node-b"))
+    assert rows["https://example.com/2"] == stored(row(2))
+
+
+@server
+def test_change_tracking_first_seen_version_last_changed(
+    mariadb: MariaDB, opened: Callable[[], StorageBackend]
+) -> None:
+    """Issue 15: ON DUPLICATE KEY UPDATE reads the stored content_hash before overwriting it."""
+    backend = opened()
+    t = [f"2024-01-0{d}T00:00:00+00:00" for d in range(1, 5)]
+    backend.upsert_many([row(1, text="a", fetched_at=t[0])])
+    backend.upsert_many([row(1, text=" a ", fetched_at=t[1])])
+    (r,) = read_rows(mariadb)
+    assert (r["first_seen"], r["last_changed"], r["version"], r["fetched_at"]) == (t[0], t[0], 1, t[1])
+    backend.upsert_many([row(1, text="b", fetched_at=t[2])])
+    backend.upsert_many([row(1, text="b", fetched_at=t[3])])
+    (r,) = read_rows(mariadb)
+    assert (r["first_seen"], r["last_changed"], r["version"], r["content_hash"]) == (t[0], t[2], 2, content_digest("b"))
 
 
 @server
@@ -350,7 +380,10 @@ def test_same_url_twice_in_one_batch_last_wins(mariadb: MariaDB, opened: Callabl
 def test_missing_columns_are_null_and_bad_rows_rejected(mariadb: MariaDB, opened: Callable[[], StorageBackend]) -> None:
     backend = opened()
     backend.upsert_many([{"url": "https://example.com/bare"}])
-    assert read_rows(mariadb) == [{c: ("https://example.com/bare" if c == "url" else None) for c in COLUMNS}]
+    (bare,) = read_rows(mariadb)
+    assert bare["version"] == 1 and bare["first_seen"] and bare["first_seen"] == bare["last_changed"]
+    untracked = ("url", "version", "first_seen", "last_changed")
+    assert {c: bare[c] for c in COLUMNS if c not in untracked} == {c: None for c in COLUMNS if c not in untracked}
     with pytest.raises(StorageError, match="without url"):
         backend.upsert_many([row(1), {"title": "no url"}])
     backend.upsert_many([])
@@ -383,7 +416,7 @@ def test_unicode_long_and_case_distinct_urls(mariadb: MariaDB, opened: Callable[
     ]
     backend.upsert_many(rows)
     backend.upsert_many(rows)
-    assert sorted(read_rows(mariadb), key=lambda r: r["url"]) == sorted(rows, key=lambda r: r["url"])
+    assert sorted(read_rows(mariadb), key=lambda r: r["url"]) == sorted(map(stored, rows), key=lambda r: r["url"])
     assert {u for batch in backend.iter_urls() for u in batch} == {r["url"] for r in rows}
 
 

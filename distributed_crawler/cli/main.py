@@ -21,7 +21,7 @@ from scrapy.utils.misc import load_object
 from scrapy.utils.project import get_project_settings
 
 from distributed_crawler.addon import with_addon
-from distributed_crawler.cli import hosts, import_scrapy_redis
+from distributed_crawler.cli import hosts, import_scrapy_redis, recrawl
 from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
 from distributed_crawler.connection.untrusted import preview, text, wrong_type_message
 from distributed_crawler.core.scheduler import SchedulerConfig
@@ -440,6 +440,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("proxies", nargs="*", help="proxy URLs (remove/reset also take host:port or the masked URL)")
     p.add_argument("--file", help="for add: a file with one proxy URL a line (# comments)")
     hosts.add_parser(command, _connect)
+    recrawl.add_parser(command, _connect)
     import_scrapy_redis.add_parser(command, _connect)
     p = command("reclaim", cmd_reclaim, "return expired leases to the queue now")
     p.add_argument("spider")

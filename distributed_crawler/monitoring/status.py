@@ -38,6 +38,7 @@ from distributed_crawler.monitoring.nodes import (
 from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.enqueue import maybe_await, run_sync
 from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.recrawl.schedule import RecrawlKeys, schedule_summary
 
 RECENT = 20  # alerts and failures listed
 FAILURE_FIELDS = ("url", "reason", "node", "time", "source", "attempts")
@@ -130,6 +131,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
     read = SettingsReader(settings)
     proxy_key = read.str("PROXY_POOL_KEY") or PROXY_POOL_KEY
     dead_key = read.str("PROXY_DEAD_KEY")
+    recrawl_keys = RecrawlKeys.from_settings(settings, spider)
     skips = Skips()
     now = await server_time(client)
     wrong = await _check_types(
@@ -150,6 +152,8 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
             node_keys.alerts: ("list",),
             proxy_key: ("zset",),
             dead_key: ("hash",),
+            recrawl_keys.schedule: ("zset",),
+            recrawl_keys.state: ("hash",),
         },
         skips,
     )
@@ -188,6 +192,11 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
     proxies = {"total": 0, "healthy": 0} if proxy_key in wrong else await proxy_health(client, proxy_key)
     proxies["dead"] = 0 if dead_key in wrong else int(await maybe_await(client.hlen(dead_key)))
     hosts = await host_summary(client, keys, now, skips, wrong)
+    recrawl = (
+        {"scheduled": 0, "due_now": 0, "due_next_hour": 0}
+        if recrawl_keys.schedule in wrong
+        else await schedule_summary(client, recrawl_keys, now)
+    )
     alerts = _json_entries(raw_alerts, None, skips, node_keys.alerts, needs=("kind", "message"))
     failures = _json_entries(raw_failures, FAILURE_FIELDS, skips, keys.failed, needs=("url", "reason"))
     alive = [n for n in nodes if n["alive"]]
@@ -214,6 +223,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
             "eta_seconds": eta,  # to drain the pending queue at that rate (None: no rate)
         },
         "proxies": proxies,
+        "recrawl": recrawl,  # the revisit schedule (docs/recrawl.md): scheduled, due_now, due_next_hour
         "hosts": hosts,  # the per-host frontier (monitoring/hosts.py): count, ready, blocked, over_budget, top
         "history": history,
         "alerts": alerts,
@@ -281,6 +291,14 @@ def render_status(status: dict[str, Any], title: str = "") -> Group:
     hosts = status.get("hosts") or {}
     if hosts.get("count"):
         figures.append(("hosts", host_line(hosts)))
+    recrawl = status.get("recrawl") or {}
+    if recrawl.get("scheduled"):
+        figures.append(
+            (
+                "revisits",
+                f"{recrawl['scheduled']:,} ({recrawl['due_now']:,} due now, {recrawl['due_next_hour']:,} next hour)",
+            )
+        )
     parts: list[Any] = [
         Text(title or status["spider"], style="bold"),
         Columns(

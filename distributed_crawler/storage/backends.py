@@ -30,7 +30,14 @@ from urllib.parse import unquote
 
 from distributed_crawler.defaults import DEFAULTS
 from distributed_crawler.redact import mask_url, safe_error_text
-from distributed_crawler.storage.schema import COLUMN_TYPES, COLUMNS, StorageError, log_migration, missing_columns
+from distributed_crawler.storage.schema import (
+    COLUMN_TYPES,
+    COLUMNS,
+    StorageError,
+    log_migration,
+    missing_columns,
+    set_clause,
+)
 from distributed_crawler.storage.schema import prepare_rows as _prepare
 
 logger = logging.getLogger(__name__)
@@ -67,7 +74,11 @@ class StorageBackend(Protocol):
         """Release the connection; safe to call twice."""
 
 
-_SET_CLAUSE = ", ".join(f"{c} = excluded.{c}" for c in COLUMNS if c != "url")
+_SET_CLAUSE = set_clause(lambda c: f"items.{c}", lambda c: f"excluded.{c}", lambda a, b: f"{a} IS {b}")
+# PostgreSQL has no `IS` between values: the same clause with its null-safe equality.
+_PG_SET_CLAUSE = set_clause(
+    lambda c: f"items.{c}", lambda c: f"excluded.{c}", lambda a, b: f"{a} IS NOT DISTINCT FROM {b}"
+)
 
 _CREATE_TABLE = "CREATE TABLE IF NOT EXISTS items ({})".format(
     ", ".join(f"{c} {t} PRIMARY KEY NOT NULL" if c == "url" else f"{c} {t}" for c, t in COLUMN_TYPES.items())
@@ -293,7 +304,7 @@ class PostgresStorage:
             return
         cols = ", ".join(COLUMNS)
         params = ", ".join(f"%({c})s" for c in COLUMNS)
-        sql = f"INSERT INTO items ({cols}) VALUES ({params}) ON CONFLICT (url) DO UPDATE SET {_SET_CLAUSE}"
+        sql = f"INSERT INTO items ({cols}) VALUES ({params}) ON CONFLICT (url) DO UPDATE SET {_PG_SET_CLAUSE}"
         try:
             conn = self._connection()
             with conn.transaction(), conn.cursor() as cur:

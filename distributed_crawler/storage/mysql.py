@@ -41,6 +41,7 @@ from distributed_crawler.storage.schema import (
     log_migration,
     missing_columns,
     prepare_rows,
+    set_clause,
 )
 
 logger = logging.getLogger(__name__)
@@ -94,7 +95,7 @@ def upsert_sql() -> str:
     """Multi-row upsert keyed on the ``url_hash`` unique key (PyMySQL batches its executemany)."""
     cols = ", ".join(_q(c) for c in COLUMNS)
     params = ", ".join("%s" for _ in COLUMNS)
-    updates = ", ".join(f"{_q(c)} = VALUES({_q(c)})" for c in COLUMNS if c != "url")
+    updates = set_clause(lambda c: f"`items`.{_q(c)}", lambda c: f"VALUES({_q(c)})", lambda a, b: f"{a} <=> {b}", _q)
     return f"INSERT INTO `items` ({cols}) VALUES ({params}) ON DUPLICATE KEY UPDATE {updates}"
 
 

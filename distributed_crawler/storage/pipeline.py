@@ -192,6 +192,8 @@ def item_to_row(item: Any) -> dict[str, Any]:
         "lang": _text(adapter.get("lang")),
         "description": _text(adapter.get("description")),
         "duplicate_of": _text(adapter.get("duplicate_of")),
+        # from the text when the item has none; first_seen, last_changed, version: the upsert's
+        "content_hash": _text(adapter.get("content_hash")),
     }
 
 

@@ -4,14 +4,17 @@ The one place to add a column: each backend derives its DDL and its upsert from
 :data:`COLUMN_TYPES` (generic SQL types: ``TEXT`` or ``INTEGER``), so SQLite, PostgreSQL and
 MySQL/MariaDB stay alike. A table made by an older release is migrated when a backend opens it:
 every column it lacks is added (nullable, so existing rows read NULL there); nothing is ever
-dropped or retyped. Imports nothing of ours, so every backend module may use it.
+dropped or retyped. Imports nothing of ours but storage/digest.py, so every backend module may use it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
+
+from distributed_crawler.storage.digest import content_digest
 
 logger = logging.getLogger(__name__)
 
@@ -29,10 +32,44 @@ COLUMN_TYPES: dict[str, str] = {
     "lang": "TEXT",
     "description": "TEXT",
     "duplicate_of": "TEXT",
+    # Change tracking (docs/recrawl.md): merged by `set_clause`, not simply overwritten.
+    "content_hash": "TEXT",  # digest of the normalised `text` (storage/digest.py)
+    "first_seen": "TEXT",  # ISO 8601 UTC of the first store of this URL: kept on update
+    "last_changed": "TEXT",  # ISO 8601 UTC of the last store whose content_hash differed
+    "version": "INTEGER",  # 1, +1 each time content_hash changes
 }
 
 #: Columns of the ``items`` table, in storage order.
 COLUMNS: tuple[str, ...] = tuple(COLUMN_TYPES)
+
+
+def set_clause(
+    old: Callable[[str], str],
+    new: Callable[[str], str],
+    same: Callable[[str, str], str],
+    name: Callable[[str], str] = str,
+) -> str:
+    """The ``SET`` list of an upsert: the new row's values, but the change-tracking columns merged.
+
+    *old* / *new* name a column of the stored / incoming row in the dialect, *same* is its
+    null-safe equality, *name* quotes a column being set. ``first_seen`` keeps the stored value; ``version`` and ``last_changed``
+    move only when ``content_hash`` differs from the stored one. The merged columns come first:
+    MySQL evaluates ``ON DUPLICATE KEY UPDATE`` left to right, so they must read the stored
+    ``content_hash`` before it is overwritten.
+    """
+    changed = f"NOT ({same(old('content_hash'), new('content_hash'))})"
+    merged = {
+        # a row from an older release (no first_seen) was first seen at its stored fetch at the latest
+        "first_seen": f"COALESCE({old('first_seen')}, {old('fetched_at')}, {new('first_seen')})",
+        "version": f"CASE WHEN {changed} THEN COALESCE({old('version')}, 0) + 1 ELSE COALESCE({old('version')}, 1) END",
+        "last_changed": (
+            f"CASE WHEN {changed} THEN {new('last_changed')} "
+            f"ELSE COALESCE({old('last_changed')}, {new('last_changed')}) END"
+        ),
+    }
+    plain = [c for c in COLUMNS if c != "url" and c not in merged]
+    sets = [(c, expr) for c, expr in merged.items()] + [(c, new(c)) for c in plain]
+    return ", ".join(f"{name(c)} = {expr}" for c, expr in sets)
 
 
 def missing_columns(existing: Iterable[str]) -> list[tuple[str, str]]:
@@ -74,5 +111,15 @@ def prepare_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         url = row.get("url")
         if not url:
             raise StorageError(f"row without url cannot be stored: {dict(row)!r:.200}")
-        by_url[url] = {col: row.get(col) for col in COLUMNS}
+        prepared = {col: row.get(col) for col in COLUMNS}
+        # A new row: version 1, first seen and last changed now (the merge in `set_clause` keeps
+        # or moves them for an existing row); content_hash from the text unless given.
+        text = prepared["text"]
+        if prepared["content_hash"] is None and isinstance(text, str) and text:
+            prepared["content_hash"] = content_digest(text)
+        seen = prepared["fetched_at"] or datetime.now(UTC).isoformat(timespec="seconds")
+        prepared["first_seen"] = prepared["first_seen"] or seen
+        prepared["last_changed"] = prepared["last_changed"] or seen
+        prepared["version"] = 1
+        by_url[url] = prepared
     return [by_url[u] for u in sorted(by_url)]

@@ -1,0 +1,220 @@
+"""`dcrawl schedule SPIDER [--json]` and `dcrawl recrawl SPIDER (--all | --pattern REGEX)` (docs/recrawl.md).
+
+`schedule` shows the revisit schedule: how many URLs, how many due now and in the next hour, and
+the next ones with their interval. `recrawl` starts a new pass without forgetting anything: the
+scheduled URLs that match become due now (the nodes move them into the frontier), and every stored
+URL that matches (the `items` table of STORAGE_URL, or `--from`) and is not scheduled is pushed once,
+bypassing the seen-filter. Both walk their sources in batches: memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from redis.exceptions import ResponseError
+from rich.console import Console
+from rich.table import Table
+from scrapy import Request
+
+from distributed_crawler.core.scheduler import SchedulerConfig
+from distributed_crawler.dedup.dupefilter import SetDedup
+from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
+from distributed_crawler.monitoring.nodes import duration, server_time
+from distributed_crawler.queue.codec import RequestCodec, allowed_classes
+from distributed_crawler.queue.enqueue import Enqueuer, run_sync
+from distributed_crawler.queue.envelope import make_member
+from distributed_crawler.queue.frontier import slot_of
+from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.recrawl.schedule import (
+    FINGERPRINT_CHARS,
+    RecrawlKeys,
+    iter_states,
+    parse_state,
+    schedule_summary,
+)
+from distributed_crawler.redact import mask_url
+from distributed_crawler.storage.backends import StorageBackend, StorageError, open_storage
+
+BATCH = 500
+DEFAULT_LIMIT = 20
+
+
+def gather_schedule(client: Any, keys: RecrawlKeys, spider: str, limit: int) -> dict[str, Any]:
+    """What `dcrawl schedule --json` prints: the summary and the `limit` URLs due soonest."""
+    now = run_sync(server_time(client))
+    summary = run_sync(schedule_summary(client, keys, now))
+    head = client.zrange(keys.schedule, 0, limit - 1, withscores=True)
+    states = client.hmget(keys.state, [fp for fp, _ in head]) if head else []
+    upcoming, unreadable = [], 0
+    for (fp, due), raw in zip(head, states):
+        state = parse_state(raw)
+        if state is None or state.url is None:
+            unreadable += 1
+            continue
+        upcoming.append(
+            {
+                "url": state.url,
+                "due_in": round(due - now, 1),
+                "interval": state.interval,
+                "etag": state.etag or None,
+                "last_modified": state.last_modified or None,
+                "fingerprint": fp.decode() if isinstance(fp, bytes) else str(fp),
+            }
+        )
+    return {"spider": spider, "time": round(now, 3), **summary, "next": upcoming, "unreadable": unreadable}
+
+
+def render_schedule(data: dict[str, Any]) -> Table:
+    table = Table(
+        title=(
+            f"{data['spider']}: {data['scheduled']:,} URLs scheduled for revisits "
+            f"({data['due_now']:,} due now, {data['due_next_hour']:,} in the next hour)"
+        )
+    )
+    for col in ("url", "due in", "interval", "validators"):
+        table.add_column(col, justify="left" if col in ("url", "validators") else "right", overflow="fold")
+    for row in data["next"]:
+        validators = ", ".join(
+            v for v in ("ETag" if row["etag"] else "", "Last-Modified" if row["last_modified"] else "") if v
+        )
+        table.add_row(
+            row["url"], "now" if row["due_in"] <= 0 else duration(row["due_in"]), duration(row["interval"]), validators
+        )
+    return table
+
+
+def cmd_schedule(args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise ValueError(f"--limit ({args.limit}) must be at least 1")
+    settings, client, _ = args.connect(args)
+    keys = RecrawlKeys.from_settings(settings, args.spider)
+    try:
+        data = gather_schedule(client, keys, args.spider, args.limit)
+    except ResponseError as exc:
+        raise ValueError(
+            f"cannot read the schedule ({str(exc)[:200]}); check {keys.schedule} and {keys.state}"
+        ) from None
+    if args.json:
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        return 0
+    if not data["scheduled"]:
+        print(f"nothing scheduled for revisits in {keys.schedule} (set RECRAWL_RULES; see docs/recrawl.md)")
+    else:
+        Console().print(render_schedule(data))
+    if data["unreadable"]:
+        print(f"dcrawl: skipped {data['unreadable']} unreadable entries of {keys.state}", file=sys.stderr)
+    return 0
+
+
+def _matcher(args: argparse.Namespace) -> Callable[[str], bool]:
+    if args.all:
+        return lambda url: True
+    try:
+        pattern = re.compile(args.pattern)
+    except re.error as exc:
+        raise ValueError(f"--pattern {args.pattern!r} is not a regex ({exc})") from None
+    return lambda url: pattern.search(url) is not None
+
+
+def _batches(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def make_scheduled_due(client: Any, keys: RecrawlKeys, matches: Callable[[str], bool]) -> int:
+    """Every scheduled URL that matches becomes due now (server time); returns how many."""
+    now = run_sync(server_time(client))
+    due = 0
+    for batch in _batches(iter_states(client, keys), BATCH):
+        chosen = {fp: now for fp, state in batch if state is not None and state.url and matches(state.url)}
+        if chosen:
+            client.zadd(keys.schedule, chosen)
+            due += len(chosen)
+    return due
+
+
+def queue_stored(
+    settings: Any,
+    client: Any,
+    keys: SpiderKeys,
+    recrawl_keys: RecrawlKeys,
+    backend: StorageBackend,
+    matches: Callable[[str], bool],
+) -> int:
+    """Push every stored URL that matches and is not scheduled (the schedule moves those), bypassing
+    the seen-filter; returns how many. One request a URL, with the spider's default callback."""
+    config = SchedulerConfig.from_settings(settings)
+    enqueuer = Enqueuer(client, keys, SetDedup(keys.dupefilter), config.queue_type, keys.doorbell)
+    fingerprinter = CanonicalFingerprinter(FingerprintConfig.from_settings(settings))
+    codec = RequestCodec(None, allowed_classes(settings))
+    host_mode = config.queue_type == "host"
+    queued = 0
+    for urls in backend.iter_urls(batch=BATCH):
+        chosen = [url for url in urls if matches(url)]
+        if not chosen:
+            continue
+        requests = [Request(url) for url in chosen]
+        fps = [fingerprinter.fingerprint(r).hex()[:FINGERPRINT_CHARS] for r in requests]
+        pipe = client.pipeline(transaction=False)
+        for fp in fps:
+            pipe.hexists(recrawl_keys.state, fp)
+        known = pipe.execute()
+        entries: list[Any] = []
+        for request, in_schedule in zip(requests, known):
+            if in_schedule:
+                continue
+            slot = slot_of(request.url, config.frontier) if host_mode else None
+            member = make_member(codec.encode(request, slot=slot), request.priority)
+            entries.append(("", True, member, 0.0, slot or "", None, None) if host_mode else ("", True, member))
+        if entries:
+            run_sync(enqueuer.run("push", entries))
+            queued += len(entries)
+    return queued
+
+
+def cmd_recrawl(args: argparse.Namespace) -> int:
+    settings, client, keys = args.connect(args)
+    matches = _matcher(args)
+    recrawl_keys = RecrawlKeys.from_settings(settings, args.spider)
+    source = args.source or settings.get("STORAGE_URL")
+    try:  # before anything changes: a bad source leaves the schedule as it was
+        backend = open_storage(source)
+    except StorageError as exc:
+        raise ValueError(f"{exc} (or pass --from STORAGE_URL)") from None
+    try:
+        due = make_scheduled_due(client, recrawl_keys, matches)
+        queued = queue_stored(settings, client, keys, recrawl_keys, backend, matches)
+    finally:
+        backend.close()
+    what = "every URL" if args.all else f"URLs matching {args.pattern!r}"
+    print(
+        f"recrawl of {what}: {due:,} scheduled URLs due now, {queued:,} stored URLs queued "
+        f"(from {mask_url(source)}); watch with `dcrawl status {args.spider}`"
+    )
+    return 0
+
+
+def add_parser(command: Any, connect: Callable[[argparse.Namespace], tuple[Any, Any, SpiderKeys]]) -> None:
+    """Register `schedule` and `recrawl` with cli/main.py's `command(...)` helper and its `_connect`."""
+    p = command("schedule", cmd_schedule, "the revisit schedule: what is due, and when", json_flag=True)
+    p.set_defaults(connect=connect)
+    p.add_argument("spider")
+    p.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help=f"URLs listed (default {DEFAULT_LIMIT})")
+    p = command("recrawl", cmd_recrawl, "start a new pass: scheduled and stored URLs fetched once more")
+    p.set_defaults(connect=connect)
+    p.add_argument("spider")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--all", action="store_true", help="every scheduled and stored URL")
+    which.add_argument("--pattern", help="only URLs this regex matches (searched anywhere in the URL)")
+    p.add_argument("--from", dest="source", help="the STORAGE_URL whose urls are queued (default: the project's)")

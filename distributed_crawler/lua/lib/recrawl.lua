@@ -1,0 +1,28 @@
+-- lib/recrawl.lua: the revisit state of one URL, shared by recrawl_move.lua and recrawl_record.lua.
+-- Prepended to every script whose header says "-- uses: recrawl". Local names only.
+-- A state is one field of the state hash (fingerprint -> value), the value five parts joined by
+-- "\n": interval seconds, content digest, ETag, Last-Modified, queue member
+-- ("0:<priority>:<json payload>", the request a revisit pushes). Header values and JSON never
+-- hold a raw newline, so the member is simply everything after the fourth one.
+-- parse_state(value) -> {iv, digest, etag, lastmod, member} or nil for garbage (not a string,
+-- an interval that is not a finite number > 0, a member that is not "<n>:<n>:<text>").
+local function parse_state(value)
+  if type(value) ~= "string" then return nil end
+  local parts, start = {}, 1
+  for _ = 1, 4 do
+    local stop = string.find(value, "\n", start, true)
+    if not stop then return nil end
+    parts[#parts + 1] = string.sub(value, start, stop - 1)
+    start = stop + 1
+  end
+  local iv = tonumber(parts[1])
+  if not iv or iv ~= iv or iv <= 0 or iv > 1e12 then return nil end
+  local member = string.sub(value, start)
+  if not string.match(member, "^%d+:%-?%d+:.") then return nil end
+  return {iv = iv, digest = parts[2], etag = parts[3], lastmod = parts[4], member = member}
+end
+
+local function format_state(s)
+  return string.format("%.3f", s.iv) .. "\n" .. s.digest .. "\n" .. s.etag .. "\n" .. s.lastmod .. "\n" .. s.member
+end
+-- end of lib/recrawl.lua

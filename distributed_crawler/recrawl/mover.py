@@ -1,0 +1,97 @@
+"""`RecrawlMover` (extension): every node moves due revisits into the frontier (recrawl_move.lua).
+
+The move is one atomic script, so any number of nodes may run it: a due URL is moved once, goes
+into its host's queue like any request (politeness and fairness are the frontier's) and whichever
+node is free pops it. The loop sleeps until the next URL is due, at most RECRAWL_POLL_SECONDS; while
+the schedule is empty (a crawl without revisits), EMPTY_POLLS times that, or until this node
+records a first visit: an idle crawl costs a call every 10 s per node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from redis.exceptions import ResponseError
+from scrapy import signals
+
+from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog
+from distributed_crawler.connection.untrusted import EpisodeLog
+from distributed_crawler.core.context import RedisContext
+from distributed_crawler.recrawl.node import RecrawlNode
+
+if TYPE_CHECKING:
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+EMPTY_POLLS = 10  # an empty schedule is looked at every RECRAWL_POLL_SECONDS x this
+
+
+class RecrawlMover:
+    def __init__(self, node: RecrawlNode) -> None:
+        self.node = node
+        self.config = node.config
+        self._task: asyncio.Task[None] | None = None
+        self._errors = EpisodeLog(logger)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RecrawlMover:
+        mover = cls(RecrawlNode.of(crawler))
+        crawler.signals.connect(mover.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(mover.spider_closed, signal=signals.spider_closed)
+        return mover
+
+    def spider_opened(self, spider: Spider) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="dc-recrawl-mover")
+
+    async def spider_closed(self, spider: Spider, reason: str) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _run(self) -> None:
+        schedule = self.node.schedule
+        outage = OutageLog("recrawl mover", RedisContext.of(self.node.crawler).config.masked_url)
+        queue_type = self.node.scheduler.queue_type
+        stats = self.node.stats
+        while True:
+            wait = self.config.poll_seconds
+            empty = False
+            try:
+                moved = await schedule.move_due(queue_type, self.config.move_batch, self.config.pending_seconds)
+            except TRANSIENT_ERRORS as exc:
+                outage.failed(exc)
+            except ResponseError as exc:  # a key of the wrong type: one line, then keep looking
+                self._errors.failed(
+                    "move",
+                    "Redis refused to move due revisits (%s); check %s and %s (`dcrawl schedule %s`)",
+                    str(exc)[:200],
+                    schedule.keys.schedule,
+                    schedule.keys.state,
+                    schedule.spider_keys.spider,
+                )
+            else:
+                outage.ok()
+                self._errors.ok("move")
+                if moved.moved:
+                    stats.inc_value("recrawl/moved", moved.moved)
+                if moved.dropped:
+                    stats.inc_value("recrawl/dropped", moved.dropped)
+                    logger.warning("Dropped %d unreadable revisit states from %s", moved.dropped, schedule.keys.state)
+                if moved.moved >= self.config.move_batch:
+                    wait = 0.0
+                elif moved.next_due is not None:
+                    wait = min(wait, max(0.01, moved.next_due))
+                else:
+                    empty = True
+            if not empty:
+                await asyncio.sleep(wait)
+                continue
+            self.node.recorded.clear()  # the schedule is empty: look again in a while, or at a first record
+            try:
+                await asyncio.wait_for(self.node.recorded.wait(), timeout=wait * EMPTY_POLLS)
+            except TimeoutError:
+                pass

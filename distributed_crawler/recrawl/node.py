@@ -1,0 +1,199 @@
+"""One node's side of the revisit schedule, shared by the recrawl middlewares and the mover.
+
+`RecrawlNode.of(crawler)` is built once per crawler (like `RedisContext.of`): the config, the
+schedule's scripts on the node's one Redis client, and the two things every component needs: a
+request's schedule fingerprint and the queue member its next revisit pushes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import weakref
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from redis.exceptions import ResponseError
+from scrapy import signals
+
+from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog
+from distributed_crawler.core.context import RedisContext
+from distributed_crawler.core.scheduler import SchedulerConfig
+from distributed_crawler.meta import DELIVERY_META
+from distributed_crawler.queue.codec import RequestCodec, UnserializableRequestError, allowed_classes
+from distributed_crawler.queue.envelope import make_member
+from distributed_crawler.queue.frontier import slot_of
+from distributed_crawler.recrawl.rules import Interval, RecrawlConfig
+from distributed_crawler.recrawl.schedule import FINGERPRINT_CHARS, Recorded, RecrawlKeys, RevisitSchedule
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+_NODES: weakref.WeakKeyDictionary[Crawler, RecrawlNode] = weakref.WeakKeyDictionary()
+RECORD_TRIES = 8  # ~25 s of backoff; then the URL waits for RECRAWL_PENDING_SECONDS (or is not scheduled)
+# Headers a downloader middleware adds to every request: the stored revisit gets them afresh.
+DOWNLOAD_HEADERS = (
+    "If-None-Match",
+    "If-Modified-Since",
+    "Cookie",
+    "User-Agent",
+    "Accept",
+    "Accept-Language",
+    "Accept-Encoding",
+    "Referer",
+)
+
+
+# Fields the codec writes with the value its decoder assumes when they are absent (queue/codec.py
+# `_kwargs`), and "id" (a revisit is one request: pushing it again must not make a second member).
+_DEFAULT_FIELDS = {"method": "GET", "encoding": "utf-8"}
+_EMPTY: tuple[Any, ...] = (None, "", 0, False, [], {})
+_REQUIRED_FIELDS = frozenset({"v", "class", "url"})  # the decoder refuses a payload without them
+_MISSING = object()
+
+
+def compact_payload(payload: str) -> str:
+    """The codec's JSON without the fields its decoder defaults anyway (a revisit is stored for
+    months: ~340 bytes become ~130 for a plain GET). `again` stays last (host_pop.lua reads it there)."""
+    data = json.loads(payload)
+    again = data.pop("again", None)
+    kept = {
+        k: v
+        for k, v in data.items()
+        if k in _REQUIRED_FIELDS or (k != "id" and _DEFAULT_FIELDS.get(k, _MISSING) != v and v not in _EMPTY)
+    }
+    if again is not None:
+        kept["again"] = again
+    return json.dumps(kept, separators=(",", ":"), ensure_ascii=False)
+
+
+class RecrawlTicket(NamedTuple):
+    """What recrawl/middleware.py notes on a revisitable request (meta RECRAWL_TICKET_META)."""
+
+    fingerprint: str
+    interval: Interval
+    conditional: bool  # validators were sent: a 304 is ours to handle
+
+
+class RecrawlNode:
+    def __init__(self, crawler: Crawler, config: RecrawlConfig, scheduler: SchedulerConfig) -> None:
+        self.crawler = crawler
+        self.config = config
+        self.scheduler = scheduler
+        self.stats = crawler.stats
+        self._schedule: RevisitSchedule | None = None
+        self._codec: RequestCodec | None = None
+        self._outage: OutageLog | None = None
+        self._closed = False
+        self.recorded = asyncio.Event()  # set by each record: wakes this node's mover when the schedule was empty
+
+    @classmethod
+    def of(cls, crawler: Crawler) -> RecrawlNode:
+        node = _NODES.get(crawler)
+        if node is None:
+            settings = crawler.settings
+            node = _NODES[crawler] = cls(
+                crawler, RecrawlConfig.from_settings(settings), SchedulerConfig.from_settings(settings)
+            )
+            crawler.signals.connect(node._spider_closed, signal=signals.spider_closed, weak=False)
+        return node
+
+    @property
+    def schedule(self) -> RevisitSchedule:
+        """The schedule on the node's client (acquired on first use; closed with the context on engine_stopped)."""
+        if self._schedule is None:
+            spider = self._spider()
+            context = RedisContext.of(self.crawler).acquire()
+            self._outage = OutageLog("recrawl schedule", context.config.masked_url)
+            keys = RecrawlKeys.from_settings(self.crawler.settings, spider.name)
+            self._schedule = RevisitSchedule(context.client, keys, context.keys_for(spider.name))
+        return self._schedule
+
+    def _spider(self) -> Spider:
+        spider = self.crawler.spider
+        if spider is None:
+            raise RuntimeError("RecrawlNode used before the spider exists")
+        return spider
+
+    def _spider_closed(self, spider: Spider, reason: str) -> None:
+        """Stop retrying records. The client is not released here: the mover may still be mid-call
+        (signal handlers run in any order); the context closes it on engine_stopped."""
+        self._closed = True
+
+    def fingerprint(self, request: Request) -> str:
+        """The URL's name in the schedule: the first 64 bits of its request fingerprint (hex)."""
+        return self.crawler.request_fingerprinter.fingerprint(request).hex()[:FINGERPRINT_CHARS]
+
+    def member(self, request: Request) -> str:
+        """The queue member the next revisit pushes: this request without one delivery's leftovers.
+
+        In host mode it carries its slot and `again` (a revisit is not a new page for the host's
+        budget). "" when the request cannot travel as JSON (then the stored one is kept).
+        """
+        if self._codec is None:
+            self._codec = RequestCodec(self._spider(), allowed_classes(self.crawler.settings))
+        headers = request.headers.copy()
+        for name in DOWNLOAD_HEADERS:
+            headers.pop(name, None)
+        meta = {k: v for k, v in request.meta.items() if k not in DELIVERY_META}
+        clean = request.replace(headers=headers, meta=meta, dont_filter=False)
+        host_mode = self.scheduler.queue_type == "host"
+        slot = slot_of(clean.url, self.scheduler.frontier) if host_mode else None
+        try:
+            payload = self._codec.encode(clean, slot=slot, again=host_mode)
+        except UnserializableRequestError as exc:
+            logger.warning("Revisit of %s keeps its stored request: %s", request.url, exc)
+            return ""
+        return make_member(compact_payload(payload), clean.priority)
+
+    async def record(self, request: Request, ticket: RecrawlTicket, outcome: str, **fields: str) -> Recorded | None:
+        """recrawl_record.lua for a fetched request, retried through a short outage (bounded).
+
+        Not recorded in the end: a revisit keeps its due time (RECRAWL_PENDING_SECONDS after its
+        move), a first visit is not scheduled; one ERROR line says which.
+        """
+        member = self.member(request)
+        if fields.get("etag"):  # If-None-Match is evaluated first and wins (RFC 9110 13.2.2): one validator is enough
+            fields["last_modified"] = ""
+        delay = 0.25
+        for attempt in range(RECORD_TRIES):
+            try:
+                recorded: Recorded = await self.schedule.record(
+                    ticket.fingerprint, ticket.interval, self.config.factor, outcome, member=member, **fields
+                )
+            except TRANSIENT_ERRORS as exc:
+                if self._outage is not None:
+                    self._outage.failed(exc)
+                if self._closed or attempt == RECORD_TRIES - 1:
+                    break
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
+                continue
+            except ResponseError as exc:
+                logger.error(
+                    "Redis refused to record the revisit of %s (%s); check %s with `dcrawl schedule %s`",
+                    request.url,
+                    str(exc)[:200],
+                    self.schedule.keys.state,
+                    self._spider().name,
+                )
+                return None
+            if self._outage is not None:
+                self._outage.ok()
+            self.recorded.set()
+            self.stats.inc_value(f"recrawl/recorded/{recorded.change}")
+            return recorded
+        logger.error(
+            "Revisit of %s not recorded (Redis unreachable): a revisit comes back after RECRAWL_PENDING_SECONDS, "
+            "a first visit is not scheduled until the page is found again",
+            request.url,
+        )
+        return None
+
+    def ticket(self, request: Request) -> RecrawlTicket | None:
+        """A ticket (no validators sent yet) for a revisitable request; None = never revisited."""
+        interval = self.config.interval_for(request)
+        return None if interval is None else RecrawlTicket(self.fingerprint(request), interval, False)

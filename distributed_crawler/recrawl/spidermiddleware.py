@@ -1,0 +1,69 @@
+"""`RecrawlSpiderMiddleware`: change detection for 2xx responses of revisitable URLs.
+
+Items pass through untouched but for `content_hash` (the digest of their `text`, storage/digest.py),
+set when the item has such a field. Once the callback's output is exhausted, which is before the
+request is acked, the response is recorded: its digest (the items' texts, or the body when no
+item had a `text`) against the stored one decides the next interval (lua/recrawl_record.lua).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from itemadapter import ItemAdapter, is_item
+
+from distributed_crawler.meta import RECRAWL_TICKET_META
+from distributed_crawler.recrawl.node import RecrawlNode
+from distributed_crawler.recrawl.schedule import clean_header
+from distributed_crawler.storage.digest import body_digest, content_digest
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+
+def stamp_content_hash(item: Any) -> str | None:
+    """Set the item's `content_hash` from its `text` (when it has both fields); returns the text."""
+    adapter = ItemAdapter(item)
+    text = adapter.get("text")
+    if not isinstance(text, str) or not text.strip():
+        return None
+    # an item class without the field (scrapy.Item, dataclass...): the storage computes it from `text`
+    if adapter.get("content_hash") is None and (isinstance(item, dict) or "content_hash" in adapter.field_names()):
+        adapter["content_hash"] = content_digest(text)
+    return text
+
+
+class RecrawlSpiderMiddleware:
+    def __init__(self, node: RecrawlNode) -> None:
+        self.node = node
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RecrawlSpiderMiddleware:
+        return cls(RecrawlNode.of(crawler))
+
+    async def process_spider_output(self, response: Response, result: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        request = response.request
+        ticket = request.meta.get(RECRAWL_TICKET_META) if request and 200 <= response.status < 300 else None
+        texts: list[str] = []
+        async for output in result:
+            if is_item(output):
+                text = stamp_content_hash(output)
+                if text is not None and ticket is not None:
+                    texts.append(text)
+            yield output
+        if ticket is None or request is None:
+            return
+        digest = content_digest("\n".join(texts)) if texts else body_digest(response.body)
+        await self.node.record(
+            request,
+            ticket,
+            "body",
+            digest=digest,
+            etag=clean_header(response.headers.get(b"ETag")),
+            last_modified=clean_header(response.headers.get(b"Last-Modified")),
+        )
