@@ -26,6 +26,11 @@ def _chromium() -> None:
         pytest.fail(f"{DEFAULT_CHROMIUM} is missing: run `make test`, which installs Debian's chromium")
 
 
+# These pages share their filler text and are judged by every visible token: store the visible text
+# (not the main text) and no near-duplicate marks (docs/news.md), as the rendering tests expect.
+VISIBLE_TEXT = ("EXTRACT_MAIN_TEXT=False", "NEAR_DUPLICATES=False")
+
+
 def stat(log: str, name: str) -> int:
     found = re.search(rf"'{re.escape(name)}': (\d+)", log)
     return int(found.group(1)) if found else 0
@@ -123,7 +128,7 @@ def test_auto_renders_script_built_pages_and_never_a_static_one(
         urls = [site.url + p for p in paths]
         urls[2] += "?gz=1"  # a gzip-encoded script-built page: judged once decoded
         redis_client.lpush("news:start_urls", *urls)
-        workers.start("auto", "PLAYWRIGHT_AUTO=True")  # no PLAYWRIGHT_URL_PATTERNS
+        workers.start("auto", "PLAYWRIGHT_AUTO=True", *VISIBLE_TEXT)  # no PLAYWRIGHT_URL_PATTERNS
         assert workers.wait_all(timeout=90) == {"auto": 0}
         hits = {p: site.hits(p) for p in paths}
     stored = rows(tmp_path / "items.db")
@@ -146,13 +151,13 @@ def test_auto_stops_rendering_a_host_where_rendering_adds_nothing_and_other_node
     with RenderSite() as site:
         # Every /n/ page has a <noscript> asking for JavaScript, but its scripts add no text.
         redis_client.rpush("news:start_urls", *(f"{site.other_url}/n/{i}" for i in range(1, 9)))
-        workers.start("learn", "PLAYWRIGHT_AUTO=True", "CONCURRENT_REQUESTS=1")
+        workers.start("learn", "PLAYWRIGHT_AUTO=True", *VISIBLE_TEXT, "CONCURRENT_REQUESTS=1")
         assert workers.wait_all(timeout=90) == {"learn": 0}
         first = [site.hits(f"other:/n/{i}") for i in range(1, 9)]
         verdict = redis_client.hget("{news}:render:verdicts", "localhost|/n/#")
         # Another node starts with what the cluster learnt: it renders none of them.
         redis_client.rpush("news:start_urls", *(f"{site.other_url}/n/{i}" for i in range(9, 13)))
-        workers.start("later", "PLAYWRIGHT_AUTO=True")
+        workers.start("later", "PLAYWRIGHT_AUTO=True", *VISIBLE_TEXT)
         assert workers.wait_all(timeout=90)["later"] == 0
         later = [site.hits(f"other:/n/{i}") for i in range(9, 13)]
     assert verdict == b"3:0"  # PLAYWRIGHT_AUTO_SAMPLES=3 samples, none added content
