@@ -9,11 +9,10 @@ values with a sync client and awaitables with an asyncio client.
 
 from __future__ import annotations
 
-import inspect
 import json
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 from scrapy.settings import BaseSettings
 
@@ -21,27 +20,12 @@ from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.queue.enqueue import maybe_await
 from distributed_crawler.queue.envelope import split_member
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import lua_source
+from distributed_crawler.queue.scripts import _text, _then, lua_source  # the facade's own reply helpers
 
-T = TypeVar("T")
 FINGERPRINT_CHARS = 16  # the first 64 bits of the request fingerprint name a URL in the schedule
 HEADER_CHARS = 256  # longest ETag / Last-Modified kept (a longer one is not a validator worth storing)
 
 CHANGE_NAMES = {1: "changed", 0: "unchanged", -1: "first", -2: "error", -3: "not_stored"}
-
-
-def _then(result: Any, convert: Callable[[Any], T]) -> T | Awaitable[T]:
-    if inspect.isawaitable(result):
-
-        async def converted() -> T:
-            return convert(await result)
-
-        return converted()
-    return convert(result)
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def clean_header(value: bytes | str | None) -> str:
