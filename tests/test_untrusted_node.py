@@ -249,6 +249,25 @@ def test_wrong_type_log_names_the_key_once_and_logs_the_fix(redis_url: str, capl
     assert sum("is fixed after" in r.getMessage() for r in caplog.records) == 1
 
 
+def test_wrong_type_log_two_tasks_resolving_at_once(redis_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The scheduler's loops share one log: two of them seeing the fix at once log it once, never crash."""
+
+    async def run() -> None:
+        client = redis.asyncio.Redis.from_url(redis_url)
+        log = WrongTypeLog("scheduling")
+        expected = {KEYS.requests: ("zset",)}
+        await client.set(KEYS.requests, "x")
+        await log.check(client, expected)
+        await client.delete(KEYS.requests)
+        await asyncio.gather(*(log.resolved(client, expected) for _ in range(4)))
+        assert not log.reported
+        await client.aclose()
+
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(run())
+    assert sum("is fixed after" in r.getMessage() for r in caplog.records) == 1
+
+
 def test_episode_log_once_until_ok(caplog: pytest.LogCaptureFixture) -> None:
     log = EpisodeLog(logging.getLogger("t"))
     with caplog.at_level(logging.WARNING):

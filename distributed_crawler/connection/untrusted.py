@@ -143,8 +143,9 @@ class WrongTypeLog:
             return
         still = {key for key, _, _ in await wrong_type_keys(client, pending)}
         for key in pending:
-            if key not in still:
-                since = self.reported.pop(key)
+            # another task of this node may have resolved the key during the await above
+            since = None if key in still else self.reported.pop(key, None)
+            if since is not None:
                 self.log.warning(
                     "Redis key %s is fixed after %.1fs; %s resumes", key, time.monotonic() - since, self.what
                 )
