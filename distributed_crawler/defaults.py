@@ -41,7 +41,8 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULER_DOORBELL_CHANNEL": "{%(spider)s}:doorbell",  # pub/sub: wakes idle nodes
     "SCHEDULER_HOST_QUEUE_KEY": "{%(spider)s}:q:%(host)s",  # zset: one host's pending requests (host mode)
     "SCHEDULER_READY_KEY": "{%(spider)s}:hosts",  # zset: host -> server time it may be served next
-    "SCHEDULER_HOST_KEY": "{%(spider)s}:host:%(host)s",  # hash: iv, cd, bo, until, why, pages, max
+    "SCHEDULER_HOST_KEY": "{%(spider)s}:host:%(host)s",  # hash: iv, cd, bo, until, why, pages, max, cap
+    "SCHEDULER_HOST_IN_FLIGHT_KEY": "{%(spider)s}:inflight:%(host)s",  # set: leases of a capped host (host mode)
     "SCHEDULER_OVER_BUDGET_KEY": "{%(spider)s}:hosts:over",  # zset: host -> pending when it went over budget
     "CLUSTER_STATS_KEY": "{%(spider)s}:stats",
     "NODES_KEY": "{%(spider)s}:nodes",
@@ -137,6 +138,7 @@ DEFAULTS: dict[str, Any] = {
     "DOMAIN_RATE_LIMITS": {},  # {"example.com": 0.5} per-domain overrides (JSON with -s; 0 = no limit)
     "DOMAIN_RATE_LIMIT_PER_PROXY": False,  # one budget per domain x proxy instead of per domain
     "DOMAIN_MAX_PAGES": 0,  # host mode: pages per host across the cluster (0 = no limit), or {"example.com": 500}
+    "DOMAIN_MAX_IN_FLIGHT": 0,  # host mode: leases held at once per host across the cluster (0 = none), or a dict
     "DOMAIN_RATE_KEY": "dc:rate:%(domain)s",  # one key per domain (single-key script: Cluster-safe)
     # Shared proxy pool (docs/proxies.md). Under REDIS_CLUSTER an unset dead key is {dc:proxies}:dead.
     "PROXY_ENABLED": "auto",  # auto = on when PROXY_LIST/PROXY_FILE is set or the pool has proxies

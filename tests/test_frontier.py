@@ -20,12 +20,12 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 @contextmanager
-def sites(*specs: tuple[str, int]) -> Iterator[list[NewsSite]]:
-    """NewsSites bound to the given loopback addresses: (address, articles)."""
+def sites(*specs: tuple[str, int], delay: float = 0.0) -> Iterator[list[NewsSite]]:
+    """NewsSites bound to the given loopback addresses: (address, articles); `delay` s per article."""
     with ExitStack() as stack:
         out = []
         for address, articles in specs:
-            site = NewsSite(articles=articles, per_page=10)
+            site = NewsSite(articles=articles, per_page=10, delay=delay)
             site.bind_host = address  # type: ignore[attr-defined]
             out.append(stack.enter_context(site))
         yield out
@@ -123,6 +123,24 @@ def test_domain_max_pages_across_three_nodes(workers: Workers, redis_client: red
     assert (redis_client.zscore("{news}:hosts:over", host) or 0) > 0  # leftovers counted, visible
     assert redis_client.zcard("{news}:q:" + host) > 0
     assert {u for u in urls if u.startswith(free.url)} == free.expected_urls()  # other hosts unaffected
+
+
+@pytest.mark.timeout(120)
+def test_domain_max_in_flight_across_three_nodes(workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
+    """DOMAIN_MAX_IN_FLIGHT=2 for one host, three nodes of 8 slots each, articles answered in 0.15 s:
+    that site never answers more than 2 at once; the uncapped site beside it does (the test can fail)."""
+    with sites(("127.0.0.7", 40), ("127.0.0.8", 40), delay=0.15) as (capped, free):
+        for node in ("node-a", "node-b", "node-c"):
+            workers.start(node, 'DOMAIN_MAX_IN_FLIGHT={"127.0.0.7": 2}', "CONCURRENT_REQUESTS=8")
+        workers.wait_ready("node-a", "node-b", "node-c")
+        redis_client.lpush("news:start_urls", capped.url + "/", free.url + "/")
+        codes = workers.wait_all(timeout=90)
+    assert codes == {"node-a": 0, "node-b": 0, "node-c": 0}
+    urls = set(stored(tmp_path / "items.db"))
+    assert capped.expected_urls() | free.expected_urls() == urls  # capped, not starved
+    assert capped.max_active <= 2, f"{capped.max_active} requests at once on the capped host"
+    assert free.max_active > 2, f"only {free.max_active} at once on the uncapped host: the test shows nothing"
+    assert redis_client.hget("{news}:host:" + capped.url.split("//")[1], "cap") == b"2"
 
 
 @pytest.mark.timeout(150)

@@ -5,6 +5,7 @@ due retries from delayed, and garbage in every new key (style of test_lua_garbag
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import redis
@@ -53,9 +54,12 @@ def push(
     budget: int | None = -1,
     priority: int = 0,
     delay: float = 0.0,
+    cap: int | None = None,
 ) -> list[int]:
     """items: (url, slot); slot "" = Lua finds it in the payload."""
-    entries = [(url, False, member(url, priority, slot or None), delay, slot, interval, budget) for url, slot in items]
+    entries = [
+        (url, False, member(url, priority, slot or None), delay, slot, interval, budget, cap) for url, slot in items
+    ]
     enqueuer = Enqueuer(scripts.client, KEYS_H, SetDedup(KEYS_H.dupefilter), "host", scripts=scripts)
     return run_sync(enqueuer.run("push", entries))
 
@@ -93,6 +97,12 @@ def test_frontier_config_errors_say_what_to_do() -> None:
     for bad in ("lots", -3, 1.5, "{bad json", '{"a.org": "x"}', True):
         with pytest.raises(ValueError, match="DOMAIN_MAX_PAGES"):
             config(DOMAIN_MAX_PAGES=bad)
+    assert config(DOMAIN_MAX_IN_FLIGHT=2).limits("a.org:8080") == (0.0, -1, 2)
+    capped = config(DOMAIN_MAX_IN_FLIGHT='{"a.org": 1}', DOMAIN_RATE_LIMIT=4)
+    assert capped.limits("x.a.org") == (0.25, -1, 1) and capped.in_flight_cap("b.org") == -1
+    for bad in ("many", -1, '{"a.org": 1.5}'):
+        with pytest.raises(ValueError, match=r"DOMAIN_MAX_IN_FLIGHT.* requests in flight per host"):
+            config(DOMAIN_MAX_IN_FLIGHT=bad)
     with pytest.raises(ValueError, match="DOMAIN_RATE_LIMITS"):
         config(DOMAIN_RATE_LIMITS='{"a.org": -1}')
     with pytest.raises(ValueError, match="end with %\\(host\\)s"):
@@ -188,6 +198,54 @@ def test_budget_moves_a_host_over_and_counts_leftovers(scripts: QueueScripts, re
     assert len(pop(scripts, 5).leases) == 1
 
 
+def test_in_flight_cap_counts_leases_held_across_the_cluster(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+    push(scripts, [(f"http://a/{i}", "a") for i in range(10)], cap=2)
+    push(scripts, [(f"http://b/{i}", "b") for i in range(4)])
+    assert redis_client.hget(KEYS_H.host("a"), "cap") == b"2"
+    first = pop(scripts, 20)  # a: 2 (its cap), b: all 4
+    assert sorted(h.slot for h in first.leases) == ["a", "a"] + ["b"] * 4
+    assert pop(scripts, 20).leases == []  # another node: a still holds 2
+    assert 0 < redis_client.zscore(READY, "a") - _server_now(redis_client) <= 0.06  # looked at again shortly
+    a_leases = [h.lease for h in first.leases if h.slot == "a"]
+    redis_client.zrem(PROC, a_leases[0])  # an ack
+    time.sleep(0.06)
+    assert [h.slot for h in pop(scripts, 20).leases] == ["a"]  # one lease ended: one more
+    assert redis_client.scard(KEYS_H.host_in_flight("a")) == 2  # the acked one left the set
+    # released, reclaimed or expired leases end too, whoever ended them
+    scripts.release([a_leases[1]])
+    redis_client.zadd(PROC, {lease: 1 for lease in redis_client.smembers(KEYS_H.host_in_flight("a"))}, xx=True)
+    time.sleep(0.06)
+    assert [h.slot for h in pop(scripts, 20).leases] == ["a", "a"]
+    assert 0 < redis_client.ttl(KEYS_H.host_in_flight("a")) <= 180  # 3 lease lengths of 60 s
+    # the cap can be lifted: -1 = none
+    push(scripts, [("http://a/new", "a")], cap=-1)
+    time.sleep(0.06)
+    assert len(pop(scripts, 20).leases) == 7
+
+
+def test_in_flight_cap_garbage_is_never_fatal(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+    push(scripts, [(f"http://a/{i}", "a") for i in range(5)], cap=1)
+    redis_client.sadd(KEYS_H.host_in_flight("a"), "garbage", b"\xff")  # not leases in processing: dropped
+    assert len(pop(scripts, 5).leases) == 1
+    assert redis_client.smembers(KEYS_H.host_in_flight("a")) == {redis_client.zrange(PROC, 0, 0)[0]}
+    redis_client.delete(KEYS_H.host_in_flight("a"))
+    redis_client.set(KEYS_H.host_in_flight("a"), "not a set")  # wrong type: no lease counted, key kept
+    redis_client.zadd(READY, {"a": 0})
+    assert len(pop(scripts, 5).leases) == 1 and redis_client.get(KEYS_H.host_in_flight("a")) == b"not a set"
+    for raw in GARBAGE:
+        redis_client.hset(KEYS_H.host("a"), "cap", raw)
+        redis_client.zadd(READY, {"a": 0})
+        pop(scripts, 1)
+
+
+def test_a_host_queue_of_the_wrong_type_is_named_to_the_node(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+    push(scripts, [("http://a/1", "a"), ("http://b/1", "b")])
+    redis_client.delete(KEYS_H.host_queue("b"))
+    redis_client.set(KEYS_H.host_queue("b"), "not a zset")
+    got = pop(scripts, 10)
+    assert urls(got) == ["http://a/1"] and got.broken == ["b"]
+
+
 def test_reclaim_and_release_return_to_the_host_front(scripts: QueueScripts, redis_client: redis.Redis) -> None:
     push(scripts, [("http://a/1", "a"), ("http://a/2", "a")])
     got = pop(scripts, 1)
@@ -245,7 +303,7 @@ def urls_or_raw(result: HostPop) -> list[str]:
 
 
 @pytest.mark.parametrize("raw", GARBAGE)
-@pytest.mark.parametrize("field", ["iv", "cd", "bo", "until", "pages", "max"])
+@pytest.mark.parametrize("field", ["iv", "cd", "bo", "until", "pages", "max", "cap"])
 def test_garbage_in_the_host_hash_reads_as_defaults(
     scripts: QueueScripts, redis_client: redis.Redis, field: str, raw: bytes
 ) -> None:

@@ -2,7 +2,7 @@
 
 Reads `--scan` hosts (the due-soonest ones, the latest-due ones and the over-budget ones with the
 most left; 0 = every host, walked with ZSCAN) and prints the `--limit` with the most pending:
-pending, next due, blocked until and why, pages, budget, over budget (docs/frontier.md).
+pending, next due, blocked until and why, pages, budget, over budget, in-flight cap (docs/frontier.md).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def render_hosts(data: dict[str, Any]) -> Table:
         f"top {shown} by pending of {data['scanned']:,} read"
     )
     table = Table(title=title)
-    for col in ("host", "pending", "due in", "blocked until", "why", "pages", "budget", "over"):
+    for col in ("host", "pending", "due in", "blocked until", "why", "pages", "budget", "over", "cap"):
         table.add_column(col, justify="left" if col in ("host", "why", "blocked until") else "right", overflow="fold")
     for h in data["hosts"]:
         until = ""
@@ -78,6 +78,7 @@ def render_hosts(data: dict[str, Any]) -> Table:
             f"{h['pages']:,}",
             "" if h["budget"] is None else f"{h['budget']:,}",
             "yes" if h["over_budget"] else "",
+            "" if h["in_flight_cap"] is None else f"{h['in_flight_cap']:,}",
         )
     return table
 

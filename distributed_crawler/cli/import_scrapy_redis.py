@@ -188,7 +188,7 @@ def _convert(
             0.0,
         )
         if slot is not None:
-            entry += (slot, config.frontier.interval(slot), config.frontier.budget(slot))
+            entry += (slot, *config.frontier.limits(slot))
         batch.append(entry)
         if len(batch) >= BATCH:
             push()

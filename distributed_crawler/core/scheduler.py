@@ -75,6 +75,7 @@ ACK_INTERVAL = 0.1
 DOORBELL_RETRY_SECONDS = 30  # pub/sub failed for another reason than an outage: polling meanwhile
 DUE_BATCH = 100  # due retries pop.lua moves from delayed back to the queue per call
 DATA_BACKOFF_MAX = 5.0  # a key of the wrong type or a corrupt key: how often a waiting node looks again
+BROKEN_HOSTS_LOGGED = 10_000  # host queue keys of the wrong type remembered (logged once each)
 COUNTS_INTERVAL = 1.0  # while this node holds no work: how often it asks how much the cluster has
 
 
@@ -133,6 +134,7 @@ class OutboxEntry(NamedTuple):
     slot: str = ""  # host mode: the request's host (queue/frontier.py slot_of)
     interval: float | None = None  # host mode: seconds between two requests of the slot
     budget: int | None = None  # host mode: the slot's page budget (-1 = none)
+    in_flight: int | None = None  # host mode: the slot's cluster-wide in-flight cap (-1 = none)
 
 
 class RedisScheduler:
@@ -177,6 +179,7 @@ class RedisScheduler:
         self._quarantined: Request | None = None  # a redelivered request, run alone
         self._draining = False  # waiting for this node to be empty before taking one
         self._wrong_types = WrongTypeLog("scheduling", logger)
+        self._broken_hosts: set[str] = set()  # host queue keys of the wrong type, logged once each
         self._data_errors = EpisodeLog(logger)
         self._shared = QueueSize()  # the cluster's work as last counted (counts task)
         self._refused: Counter[str] = Counter()  # requests the codec refused, by kind
@@ -404,8 +407,8 @@ class RedisScheduler:
             max(0.0, finite(request.meta.get(RETRY_DELAY_META))),
         )
         if slot is not None:
-            frontier = self.config.frontier
-            entry = entry._replace(slot=slot, interval=frontier.interval(slot), budget=frontier.budget(slot))
+            interval, budget, in_flight = self.config.frontier.limits(slot)
+            entry = entry._replace(slot=slot, interval=interval, budget=budget, in_flight=in_flight)
         self._enqueued_seq += 1
         self._outbox.append((self._enqueued_seq, entry))
         if checked:
@@ -526,6 +529,24 @@ class RedisScheduler:
         expected[self.keys.dupefilter] = DEDUP_TYPES.get(getattr(dedup, "mode", ""), ("hash", "set", "MBbloom--"))
         return expected
 
+    def _report_broken_hosts(self, hosts: list[str]) -> None:
+        """host_pop.lua dropped these hosts from ready (queue key of the wrong type): one ERROR per key."""
+        for host in hosts:
+            key = self.keys.host_queue(host)
+            if key in self._broken_hosts:
+                continue
+            if len(self._broken_hosts) < BROKEN_HOSTS_LOGGED:
+                self._broken_hosts.add(key)
+            logger.error(
+                "Redis key %s (the queue of host %s) is not a sorted set: that host is no longer served; "
+                "inspect it with `redis-cli type '%s'`, then remove it with `redis-cli del '%s'` "
+                "(new requests for the host queue again)",
+                preview(key),
+                preview(host),
+                preview(key),
+                preview(key),
+            )
+
     def _fixes(self) -> dict[str, str]:
         return {self.keys.dupefilter: f"dcrawl dedup reset {self.keys.spider}"}
 
@@ -585,7 +606,8 @@ class RedisScheduler:
                 continue
             batch = [self._outbox[i] for i in range(min(OUTBOX_BATCH, len(self._outbox)))]
             entries: list[Any] = [
-                (e.fingerprint, e.dont_filter, e.member, e.delay, e.slot, e.interval, e.budget) for _, e in batch
+                (e.fingerprint, e.dont_filter, e.member, e.delay, e.slot, e.interval, e.budget, e.in_flight)
+                for _, e in batch
             ]
             handovers = [e.handover for _, e in batch if e.handover]
             result = await self._retrying("enqueue", partial(self.enqueuer.run, "push", entries, handovers))
@@ -636,6 +658,7 @@ class RedisScheduler:
                 pop = partial(self.scripts.pop_hosts, want, self.config.lease_seconds, DUE_BATCH)
                 popped = await self._retrying("pop", pop)
                 members = [h.lease for h in popped.leases]
+                self._report_broken_hosts(popped.broken)
                 hosts = {h.lease: (h.slot, h.backoff) for h in popped.leases}
                 next_due = popped.next_due
             else:

@@ -34,18 +34,19 @@
 -- Host mode (ARGV[1] "host", lib/host.lua): KEYS[1] is the ready zset (host -> due time) and
 --   KEYS[6] the over-budget zset (the bitmap pieces then start at KEYS[7]); ARGV[7] host queue key
 --   prefix, ARGV[8] host hash key prefix (prefix .. host = the key: undeclared keys on the same
---   Cluster slot, see lib/host.lua); the entries from ARGV[9] are 7-tuples: the four above, then
+--   Cluster slot, see lib/host.lua); the entries from ARGV[9] are 8-tuples: the four above, then
 --   slot ("" = read "slot", else the url's host, from the member's JSON payload), interval in
---   seconds and page budget (-1 = none; "" = leave the stored value). A request goes to its host's
---   queue (zset scored like "priority"), the host into ready at max(now, until) unless it is
---   there already or over budget; `iv` / `max` of the host hash are written only when they change.
+--   seconds, page budget and in-flight cap (-1 = none; "" = leave the stored value). A request goes
+--   to its host's queue (zset scored like "priority"), the host into ready at max(now, until) unless
+--   it is there already or over budget; `iv` / `max` / `cap` of the host hash are written only when
+--   they change.
 -- uses: queue (lib/queue.lua: member_priority, queue_push)
 -- uses: host (lib/host.lua: host_of, host_push, num)
 local qtype, n, doorbell, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local action = ARGV[6]
 local host_mode = qtype == "host"
 local first_arg, stride, first_piece = 7, 4, 6
-if host_mode then first_arg, stride, first_piece = 9, 7, 7 end
+if host_mode then first_arg, stride, first_piece = 9, 8, 7 end
 local MAX_LAYERS = 64
 local MAX_K = 30 -- bloom.MAX_K: keeps (h1 + i*h2) below 2^53, exact in doubles
 local MAX_PBITS = 4294967296 -- GETBIT/SETBIT offsets stay below 2^32
@@ -146,17 +147,18 @@ local function server_now()
   return now
 end
 
--- host mode: write the host's interval / budget when they differ from the stored ones
+-- host mode: write the host's interval / budget / in-flight cap when they differ from the stored ones
 local configured = {}
-local function configure(host, iv, budget)
+local function configure(host, iv, budget, cap)
   if configured[host] then return end
   configured[host] = true
   local hkey = ARGV[8] .. host
-  local ok, stored = pcall(redis.call, "HMGET", hkey, "iv", "max")
+  local ok, stored = pcall(redis.call, "HMGET", hkey, "iv", "max", "cap")
   if not ok then return end -- a hash of the wrong type: left alone (lib/host.lua reads defaults)
-  iv, budget = tonumber(iv), tonumber(budget)
-  if iv and num(stored[1], -1) ~= iv then redis.call("HSET", hkey, "iv", iv) end
-  if budget and num(stored[2], -1) ~= budget then redis.call("HSET", hkey, "max", budget) end
+  local given = {tonumber(iv), tonumber(budget), tonumber(cap)}
+  for i, field in ipairs({"iv", "max", "cap"}) do
+    if given[i] and num(stored[i], -1) ~= given[i] then redis.call("HSET", hkey, field, given[i]) end
+  end
 end
 
 local result = {}
@@ -182,7 +184,7 @@ for i = 0, n - 1 do
     if host_mode then
       host = ARGV[base + 4]
       if host == "" then host = host_of(string.match(member, "^%-?%d+:%-?%d+:(.*)$") or member) end
-      configure(host, ARGV[base + 5], ARGV[base + 6])
+      configure(host, ARGV[base + 5], ARGV[base + 6], ARGV[base + 7])
     end
     if delay > 0 then
       redis.call("ZADD", KEYS[4], server_now() + delay, member)

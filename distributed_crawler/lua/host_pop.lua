@@ -11,11 +11,14 @@
 -- ARGV[1] max number of requests to take (0: only move due retries)
 -- ARGV[2] lease length in seconds
 -- ARGV[3] max number of due retries to move in this call
--- ARGV[4] host queue key prefix, ARGV[5] host hash key prefix (prefix .. host = the key; undeclared
---   keys on the same Cluster slot as KEYS, see lib/host.lua)
+-- ARGV[4] host queue key prefix, ARGV[5] host hash key prefix, ARGV[6] (optional) in-flight set key
+--   prefix (prefix .. host = the key; undeclared keys on the same Cluster slot as KEYS, see
+--   lib/host.lua; without ARGV[6] no in-flight cap is applied)
 -- Returns {lease1, slot1, bo1, lease2, slot2, bo2, ..., next_due}: each leased member
 --   ("<deliveries>:<priority>:<json>", deliveries counted up by one), its host and the host's
---   backoff level; then the seconds until the next host is due as a string ("-1": no host waits).
+--   backoff level; a host dropped from ready because its queue key is of the wrong Redis type
+--   comes as the triple ("", host, -1) so the node can name the key; then the seconds until the
+--   next host is due as a string ("-1": no host waits).
 -- Serving: due hosts (ready score <= now) are served round-robin. A host with an interval
 --   (max(iv, cd) > 0) gives ONE request per call and is due again one interval after the time it
 --   was due (not after now: the moment a node comes back for a due host is not taken from its
@@ -29,6 +32,12 @@
 --   first deliveries (a member with 0 deliveries before this lease) of new pages: a retry or a
 --   hand-back (payload ending in ',"again":1}', written by the scheduler) is not counted again.
 --   A served host without interval gets score now: hosts that waited longer come first in the next call.
+-- In-flight cap (host hash `cap` > 0, DOMAIN_MAX_IN_FLIGHT): a capped host's leases are also kept
+--   in its in-flight set; a member counts while it is in processing with a deadline ahead (an ack,
+--   hand-over, release, reclaim or expiry ends it, whichever node or script did it: nothing else
+--   has to tell this script), ended members leave the set when it is counted. A host holding `cap`
+--   leases gets no more and is looked at again CAP_RECHECK later. The set expires after three
+--   lease lengths without a pop of its host.
 -- Guarantees (as pop.lua): a request is always in a host queue, in delayed or in processing, never
 -- in none and never in two; due times and deadlines come from the server clock; every copy is
 -- written before its source is removed.
@@ -44,12 +53,28 @@ local count = tonumber(ARGV[1])
 local t = redis.call("TIME")
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local deadline = now + tonumber(ARGV[2])
-local qprefix, hprefix = ARGV[4], ARGV[5]
+local qprefix, hprefix, fprefix = ARGV[4], ARGV[5], ARGV[6]
 local ready, over = KEYS[1], KEYS[5]
 local YEAR = 31536000
 -- lateness a rate-limited host may make up at its next due time: at most half its interval, and
 -- 0.25 s (any 1 s window then holds at most floor(1.25 * rate) + 1 pops)
 local CATCH_UP = 0.25
+-- a host at its in-flight cap is looked at again this much later (a lease of it may end meanwhile)
+local CAP_RECHECK = 0.05
+local CAP_TTL = math.ceil(3 * tonumber(ARGV[2]))
+
+-- the leases a capped host holds now (in processing, deadline ahead); ended ones leave its set
+local function held_leases(host)
+  local key = fprefix .. host
+  local ok, leases = pcall(redis.call, "SMEMBERS", key)
+  if not ok then return 0 end -- a set key of the wrong type: counted as none (the key is kept)
+  local held = 0
+  for _, lease in ipairs(leases) do
+    local lease_deadline = tonumber(redis.call("ZSCORE", KEYS[2], lease))
+    if lease_deadline and lease_deadline > now then held = held + 1 else redis.call("SREM", key, lease) end
+  end
+  return held
+end
 
 -- due retries back into their hosts' queues, behind their priority like a fresh push
 local limit = tonumber(ARGV[3] or "100")
@@ -124,7 +149,13 @@ if count > 0 then
       redis.call("ZADD", over, ok and pending or 0, host)
       redis.call("ZREM", ready, host)
     else
-      active[#active + 1] = s
+      if not fprefix or fprefix == "" then s.cap = -1 end
+      s.held = s.cap > 0 and held_leases(host) or 0
+      if s.cap > 0 and s.held >= s.cap then
+        redis.call("ZADD", ready, now + CAP_RECHECK, host) -- at its cap: looked at again shortly
+      else
+        active[#active + 1] = s
+      end
     end
   end
 end
@@ -140,9 +171,13 @@ while wanted > 0 and #active > 0 do
     local take = 1
     if s.interval <= 0 then take = math.min(share, wanted) end
     if s.max >= 0 then take = math.min(take, s.max - s.pages) end
+    if s.cap > 0 then take = math.min(take, s.cap - s.held) end
     local ok, members = pcall(redis.call, "ZRANGE", queue, 0, take - 1)
-    if not ok then -- a host queue of the wrong type: the host leaves ready, its key stays
+    if not ok then -- a host queue of the wrong type: the host leaves ready, its key stays, the node names it
       redis.call("ZREM", ready, s.host)
+      out[#out + 1] = ""
+      out[#out + 1] = s.host
+      out[#out + 1] = -1
       members = nil
     elseif #members == 0 then
       redis.call("ZREM", ready, s.host)
@@ -152,6 +187,7 @@ while wanted > 0 and #active > 0 do
       for _, member in ipairs(members) do
         local lease, fresh = lease_of(member)
         redis.call("ZADD", KEYS[2], deadline, lease)
+        if s.cap > 0 then pcall(redis.call, "SADD", fprefix .. s.host, lease) end
         out[#out + 1] = lease
         out[#out + 1] = s.host
         out[#out + 1] = s.bo
@@ -159,6 +195,10 @@ while wanted > 0 and #active > 0 do
       end
       redis.call("ZREMRANGEBYRANK", queue, 0, #members - 1)
       wanted = wanted - #members
+      if s.cap > 0 then
+        pcall(redis.call, "EXPIRE", fprefix .. s.host, CAP_TTL)
+        s.held = s.held + #members
+      end
       if first > 0 then
         s.pages = s.pages + first
         if not pcall(redis.call, "HINCRBY", hprefix .. s.host, "pages", first) then -- garbage count
@@ -172,6 +212,8 @@ while wanted > 0 and #active > 0 do
       elseif over_budget(s) then
         redis.call("ZADD", over, redis.call("ZCARD", queue), s.host)
         redis.call("ZREM", ready, s.host)
+      elseif s.cap > 0 and s.held >= s.cap then
+        redis.call("ZADD", ready, now + CAP_RECHECK, s.host) -- at its cap: looked at again shortly
       else
         redis.call("ZADD", ready, now, s.host) -- behind the hosts waiting longer: the next call serves them first
         if #members == take then still[#still + 1] = s end -- gave its full share: may give more this call

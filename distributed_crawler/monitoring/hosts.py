@@ -34,7 +34,7 @@ MAX_COUNT = 2**53
 MAX_BLOCK_SECONDS = 365 * 86400  # lib/host.lua reads a longer block as garbage too
 MAX_INTERVAL = 86400  # lib/host.lua: an iv / cd above a day reads as 0
 MAX_BACKOFF = 64
-HOST_FIELDS = ("iv", "cd", "bo", "until", "why", "pages", "max")
+HOST_FIELDS = ("iv", "cd", "bo", "until", "why", "pages", "max", "cap")
 
 
 def host_name(raw: Any) -> str | None:
@@ -64,6 +64,7 @@ class HostRow:
     why: str  # last block reason ("" = never blocked)
     pages: int  # requests leased on their first delivery
     budget: int | None  # DOMAIN_MAX_PAGES of the host (None = no budget)
+    in_flight_cap: int | None  # DOMAIN_MAX_IN_FLIGHT of the host: leases held at once (None = no cap)
     over_budget: bool
     backoff: int  # adaptive backoff level (0 = none)
     interval: float  # seconds between two requests: max(rate interval, Crawl-delay)
@@ -130,6 +131,7 @@ async def read_rows(
             skips.add(state_pattern)
             until = 0.0
         budget = _count(state["max"], -1)
+        cap = _count(state["cap"], -1)
         pages = max(0, _count(state["pages"]))
         score = ready.get(host)
         rows.append(
@@ -142,6 +144,7 @@ async def read_rows(
                 why="".join(c if c.isprintable() else "?" for c in text(state["why"])[:MAX_WHY_CHARS]),
                 pages=pages,
                 budget=budget if budget >= 0 else None,
+                in_flight_cap=cap if cap > 0 else None,
                 over_budget=host in over or (budget >= 0 and pages >= budget),
                 backoff=bo if 0 <= (bo := _count(state["bo"])) <= MAX_BACKOFF else 0,
                 interval=round(

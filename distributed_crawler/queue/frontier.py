@@ -3,8 +3,9 @@
 `slot_of(url, config)` names the politeness unit of a request, once for every component: the
 closest `DOMAIN_RATE_LIMITS` domain of its host, else its lowercased host (plus `:port` when the
 URL gives a non-default one, as Scrapy's download slots do). Each slot has its own queue in Redis,
-an interval (1 / rate, 0 = none) enforced at pop time on server time, and an optional page budget
-(`DOMAIN_MAX_PAGES`).
+an interval (1 / rate, 0 = none) enforced at pop time on server time, an optional page budget
+(`DOMAIN_MAX_PAGES`) and an optional cap on its leases held at once across the cluster
+(`DOMAIN_MAX_IN_FLIGHT`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
 DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443, "ftp": 21}
-HOST_KEY_SETTINGS = ("SCHEDULER_HOST_QUEUE_KEY", "SCHEDULER_HOST_KEY")
+HOST_KEY_SETTINGS = ("SCHEDULER_HOST_QUEUE_KEY", "SCHEDULER_HOST_KEY", "SCHEDULER_HOST_IN_FLIGHT_KEY")
 
 
 def closest(host: str, table: dict[str, Any]) -> str | None:
@@ -43,13 +44,13 @@ def _rate(name: str, value: Any) -> float:
     return rate
 
 
-def _pages(name: str, value: Any) -> int:
+def _count(name: str, value: Any, unit: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip().lstrip("-").isdigit():
-        raise ValueError(f"{name} ({value!r}) must be a whole number of pages per host (0 = no limit)")
-    pages = int(value)
-    if pages < 0:
-        raise ValueError(f"{name} ({pages}) must be >= 0 pages per host (0 = no limit)")
-    return pages
+        raise ValueError(f"{name} ({value!r}) must be a whole number of {unit} per host (0 = no limit)")
+    count = int(value)
+    if count < 0:
+        raise ValueError(f"{name} ({count}) must be >= 0 {unit} per host (0 = no limit)")
+    return count
 
 
 def _mapping(name: str, raw: Any, example: str) -> dict[str, Any] | None:
@@ -69,6 +70,8 @@ class FrontierConfig:
     max_pages: int = 0  # DOMAIN_MAX_PAGES as an int: pages per host, 0 = no limit
     max_pages_by_domain: dict[str, int] = field(default_factory=dict)  # DOMAIN_MAX_PAGES as a dict
     per_proxy: bool = False  # DOMAIN_RATE_LIMIT_PER_PROXY: the middleware keeps the rates, not the pop
+    max_in_flight: int = 0  # DOMAIN_MAX_IN_FLIGHT as an int: leases held at once per host, 0 = no cap
+    max_in_flight_by_domain: dict[str, int] = field(default_factory=dict)  # DOMAIN_MAX_IN_FLIGHT as a dict
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> FrontierConfig:
@@ -83,34 +86,19 @@ class FrontierConfig:
                 """e.g. -s 'DOMAIN_RATE_LIMITS={"example.com": 0.5}'"""
             )
         rates = {str(d).lower().strip("."): _rate(f"DOMAIN_RATE_LIMITS[{d!r}]", r) for d, r in table.items()}
-        raw_pages = read.raw("DOMAIN_MAX_PAGES")
-        raw_pages = 0 if raw_pages is None or raw_pages == "" else raw_pages
-        by_domain: dict[str, int] = {}
-        max_pages = 0
-        pages_table = (
-            _mapping("DOMAIN_MAX_PAGES", raw_pages, '{"example.com": 500}')
-            if isinstance(raw_pages, (str, dict))
-            else None
+        max_pages, by_domain = _per_host_count(read.raw("DOMAIN_MAX_PAGES"), "DOMAIN_MAX_PAGES", "pages", 500)
+        in_flight, in_flight_by_domain = _per_host_count(
+            read.raw("DOMAIN_MAX_IN_FLIGHT"), "DOMAIN_MAX_IN_FLIGHT", "requests in flight", 2
         )
-        if pages_table is not None:
-            by_domain = {
-                str(d).lower().strip("."): _pages(f"DOMAIN_MAX_PAGES[{d!r}]", n) for d, n in pages_table.items()
-            }
-        else:
-            try:
-                max_pages = _pages("DOMAIN_MAX_PAGES", raw_pages)
-            except ValueError:
-                raise ValueError(
-                    f"DOMAIN_MAX_PAGES ({raw_pages!r}) must be a number of pages per host (0 = no limit) or a dict "
-                    """of domain -> pages, e.g. -s 'DOMAIN_MAX_PAGES={"example.com": 500}'"""
-                ) from None
         for name in HOST_KEY_SETTINGS:
             template = read.str(name)
             if not template.endswith("%(host)s") or "%(spider)s" not in template:
                 raise ValueError(
                     f"{name} ({template}) must contain %(spider)s and end with %(host)s, e.g. {{%(spider)s}}:q:%(host)s"
                 )
-        return cls(rate, rates, max_pages, by_domain, read.bool("DOMAIN_RATE_LIMIT_PER_PROXY"))
+        return cls(
+            rate, rates, max_pages, by_domain, read.bool("DOMAIN_RATE_LIMIT_PER_PROXY"), in_flight, in_flight_by_domain
+        )
 
     def limit_for(self, host: str) -> tuple[str, float]:
         """(budget name, requests per second) of a host: the closest DOMAIN_RATE_LIMITS domain, else the host."""
@@ -129,13 +117,40 @@ class FrontierConfig:
 
     def budget(self, slot: str) -> int:
         """Pages a slot may get across the cluster, -1 = no limit (the host hash's `max`)."""
-        host = _host(slot)
-        if self.max_pages_by_domain:
-            domain = closest(host, self.max_pages_by_domain)
-            pages = self.max_pages_by_domain[domain] if domain is not None else 0
-        else:
-            pages = self.max_pages
-        return pages if pages > 0 else -1
+        return _lookup(_host(slot), self.max_pages, self.max_pages_by_domain)
+
+    def in_flight_cap(self, slot: str) -> int:
+        """Leases of a slot the whole cluster may hold at once, -1 = no cap (the host hash's `cap`)."""
+        return _lookup(_host(slot), self.max_in_flight, self.max_in_flight_by_domain)
+
+    def limits(self, slot: str) -> tuple[float, int, int]:
+        """(interval, budget, in-flight cap) of a slot: what enqueue.lua writes to its host hash."""
+        return self.interval(slot), self.budget(slot), self.in_flight_cap(slot)
+
+
+def _lookup(host: str, default: int, by_domain: dict[str, int]) -> int:
+    """A per-host count: the closest domain's of a dict setting (else none), or the int setting; -1 = none."""
+    if by_domain:
+        domain = closest(host, by_domain)
+        count = by_domain[domain] if domain is not None else 0
+    else:
+        count = default
+    return count if count > 0 else -1
+
+
+def _per_host_count(raw: Any, name: str, unit: str, example: int) -> tuple[int, dict[str, int]]:
+    """An int-or-dict setting of a count per host: (the int, {} ) or (0, {domain: count})."""
+    raw = 0 if raw is None or raw == "" else raw
+    try:
+        table = _mapping(name, raw, "") if isinstance(raw, (str, dict)) else None
+        if table is None:
+            return _count(name, raw, unit), {}
+    except ValueError:
+        raise ValueError(
+            f"{name} ({raw!r}) must be a number of {unit} per host (0 = no limit) or a dict "
+            f"""of domain -> {unit}, e.g. -s '{name}={{"example.com": {example}}}'"""
+        ) from None
+    return 0, {str(d).lower().strip("."): _count(f"{name}[{d!r}]", n, unit) for d, n in table.items()}
 
 
 def _host(slot: str) -> str:

@@ -28,6 +28,7 @@ class SpiderKeys:
     over_budget: str = ""  # zset host -> pending when it went over budget
     host_queue_template: str = ""  # %(host)s: one host's pending requests (zset)
     host_template: str = ""  # %(host)s: one host's state (hash)
+    host_in_flight_template: str = ""  # %(host)s: the leases of a host with an in-flight cap (set)
 
     def __post_init__(self) -> None:
         fill = {"spider": self.spider, "name": self.spider}
@@ -36,6 +37,7 @@ class SpiderKeys:
             ("over_budget", "SCHEDULER_OVER_BUDGET_KEY", False),
             ("host_queue_template", "SCHEDULER_HOST_QUEUE_KEY", True),
             ("host_template", "SCHEDULER_HOST_KEY", True),
+            ("host_in_flight_template", "SCHEDULER_HOST_IN_FLIGHT_KEY", True),
         ):
             if not getattr(self, name):
                 default = DEFAULTS[setting]
@@ -65,6 +67,7 @@ class SpiderKeys:
             over_budget=key("SCHEDULER_OVER_BUDGET_KEY"),
             host_queue_template=read.str("SCHEDULER_HOST_QUEUE_KEY"),
             host_template=read.str("SCHEDULER_HOST_KEY"),
+            host_in_flight_template=read.str("SCHEDULER_HOST_IN_FLIGHT_KEY"),
         )
 
     def node(self, node_id: str) -> str:
@@ -77,6 +80,10 @@ class SpiderKeys:
     def host(self, host: str) -> str:
         """One host's state hash (host mode)."""
         return self.host_template % {"spider": self.spider, "name": self.spider, "host": host}
+
+    def host_in_flight(self, host: str) -> str:
+        """The leases of a host with an in-flight cap (host mode, host_pop.lua)."""
+        return self.host_in_flight_template % {"spider": self.spider, "name": self.spider, "host": host}
 
     def crawl_state(self) -> list[str]:
         """Keys that make up one crawl's state (what a flush deletes; seeds are kept)."""

@@ -21,9 +21,12 @@ from distributed_crawler.queue.keys import SpiderKeys
 
 T = TypeVar("T")
 # fingerprint hex ("" = no dedup), dont_filter, queue member[, delay in seconds: > 0 = to delayed
-# [, host mode: slot ("" = from the payload), interval s and page budget (None = leave as stored)]]
+# [, host mode: slot ("" = from the payload), interval s, page budget and in-flight cap (None = leave
+# as stored, -1 = none)]]
 Entry = (
-    tuple[str, bool, str] | tuple[str, bool, str, float] | tuple[str, bool, str, float, str, float | None, int | None]
+    tuple[str, bool, str]
+    | tuple[str, bool, str, float]
+    | tuple[str, bool, str, float, str, float | None, int | None, int | None]
 )
 
 
@@ -38,6 +41,7 @@ class HostLease(NamedTuple):
 class HostPop(NamedTuple):
     leases: list[HostLease]
     next_due: float | None  # seconds until the next host is due; None = no host waits
+    broken: list[str] = []  # hosts dropped from ready: their queue key holds the wrong Redis type
 
 
 def _text(value: Any) -> str:
@@ -46,9 +50,10 @@ def _text(value: Any) -> str:
 
 def _host_pop(reply: list[Any]) -> HostPop:
     *flat, due = reply
-    leases = [HostLease(flat[i], _text(flat[i + 1]), int(flat[i + 2])) for i in range(0, len(flat) - 2, 3)]
+    triples = [(flat[i], _text(flat[i + 1]), int(flat[i + 2])) for i in range(0, len(flat) - 2, 3)]
     wait = float(due)
-    return HostPop(leases, None if wait < 0 else wait)
+    leases = [HostLease(*t) for t in triples if t[0]]
+    return HostPop(leases, None if wait < 0 else wait, [slot for lease, slot, _ in triples if not lease])
 
 
 _USES = re.compile(r"^-- uses: (\w+)", re.MULTILINE)
@@ -139,7 +144,7 @@ class QueueScripts:
         k = self.keys
         result = self._host_pop(
             keys=[k.ready, k.processing, k.delayed, k.seq, k.over_budget, k.requests],
-            args=[count, lease_seconds, due_batch, *self._prefixes()],
+            args=[count, lease_seconds, due_batch, *self._prefixes(), self.keys.host_in_flight("")],
         )
         return _then(result, _host_pop)
 
@@ -187,8 +192,9 @@ class QueueScripts:
             delay = entry[3] if len(entry) > 3 else 0
             argv += [entry[0], "1" if entry[1] else "0", f"{delay:.3f}" if delay > 0 else "0", entry[2]]
             if self.host_mode:
-                slot, interval, budget = entry[4:7] if len(entry) > 4 else ("", None, None)
-                argv += [slot, "" if interval is None else f"{interval:.6g}", "" if budget is None else budget]
+                slot, interval, budget, cap = (*entry[4:8], None, None, None, None)[:4]  # missing: leave as stored
+                argv += [slot or "", "" if interval is None else f"{interval:.6g}"]
+                argv += ["" if n is None else n for n in (budget, cap)]
         if self.host_mode:
             keys = [k.ready, k.seq, k.processing, k.delayed, dedup_keys[0], k.over_budget, *dedup_keys[1:]]
         else:

@@ -98,6 +98,8 @@ class NewsSite:
         self._times: list[float] = []  # time.monotonic() of each request, parallel to _paths
         self._walls: list[float] = []  # time.time() of each request (to compare with Redis TIME)
         self._flaky_count = 0
+        self._active = 0  # requests being answered now (robots.txt aside)
+        self.max_active = 0  # the most answered at once: what DOMAIN_MAX_IN_FLIGHT caps
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -156,6 +158,11 @@ class NewsSite:
             self._paths.append(path)
             self._times.append(time.monotonic())
             self._walls.append(time.time())
+
+    def _answering(self, delta: int) -> None:
+        with self._lock:
+            self._active += delta
+            self.max_active = max(self.max_active, self._active)
 
     def request_log(self) -> list[tuple[float, str]]:
         """(arrival time on this server's monotonic clock, raw path) of every request so far."""
@@ -432,15 +439,22 @@ class _Handler(BaseHTTPRequestHandler):
     def _respond(self, send_body: bool) -> None:
         site = self.server.site
         site._record(self.path)
-        status, ctype, body = site.render(self.path)
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in site.headers_for(self.path):
-            self.send_header(name, value)
-        self.end_headers()
-        if send_body:
-            self.wfile.write(body)
+        counted = not self.path.startswith("/robots.txt")
+        if counted:
+            site._answering(+1)
+        try:
+            status, ctype, body = site.render(self.path)
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            for name, value in site.headers_for(self.path):
+                self.send_header(name, value)
+            self.end_headers()
+            if send_body:
+                self.wfile.write(body)
+        finally:
+            if counted:
+                site._answering(-1)
 
     def do_GET(self) -> None:
         self._respond(send_body=True)
