@@ -8,6 +8,8 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import inspect
+import subprocess
+import sys
 
 import pytest
 from scrapy_playwright.handler import Config, ScrapyPlaywrightDownloadHandler
@@ -132,3 +134,17 @@ def test_node_stopping_and_spider_closing() -> None:
     assert internals.node_stopping(_Crawler(True, _Engine(_Closing(), _Open())))
     assert internals.spider_closing(_Crawler(True, _Engine(None, _Closing())))
     assert internals.downloads_in_flight(_Crawler(True, None)) == 0
+
+
+def test_the_startup_heap_is_frozen_once_per_process() -> None:
+    """In a child process: freezing pytest's own heap would pin every later test's objects."""
+    code = (
+        "import gc\n"
+        "from distributed_crawler.core.heap import freeze_startup_heap\n"
+        "frozen = freeze_startup_heap()\n"
+        "junk = [[] for _ in range(1000)]\n"
+        "assert frozen > 1000 and freeze_startup_heap() == frozen == gc.get_freeze_count(), frozen\n"
+        "print(frozen)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]

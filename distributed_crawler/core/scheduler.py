@@ -31,6 +31,7 @@ from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, 
 from distributed_crawler.connection.retrying import retry_transient
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, finite, is_wrong_type, preview
 from distributed_crawler.core.context import RedisContext
+from distributed_crawler.core.heap import freeze_startup_heap
 from distributed_crawler.core.leases import LeaseTracker, Stage
 from distributed_crawler.core.shutdown import SecondSignalGuard
 from distributed_crawler.dedup.dupefilter import DEDUP_TYPES, DedupDataError, flush_crawl
@@ -241,18 +242,20 @@ class RedisScheduler:
         ]
         for task in self._tasks:
             task.add_done_callback(self._task_died)
+        frozen = freeze_startup_heap()
         if threading.current_thread() is threading.main_thread():
             # Scrapy installs its own handlers once the reactor runs, and swaps them on the first
             # signal: the lease task re-wraps whatever is installed (a no-op when ours is on top).
             self._guard = SecondSignalGuard(self._force_release, on_first=self._stop_taking)
             self._guard.install()
         logger.info(
-            "Scheduler on %s: queue %s (%s), lease %ss, node %s",
+            "Scheduler on %s: queue %s (%s), lease %ss, node %s (%d startup objects frozen for gc)",
             self.redis_config.masked_url,
             self.keys.ready if self.config.queue_type == "host" else self.keys.requests,
             self.config.queue_type,
             self.config.lease_seconds,
             self.node_id,
+            frozen,
         )
 
     def _task_died(self, task: asyncio.Task) -> None:
