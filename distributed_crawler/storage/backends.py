@@ -34,6 +34,7 @@ from distributed_crawler.storage.schema import (
     COLUMN_TYPES,
     COLUMNS,
     StorageError,
+    close_quietly,
     log_migration,
     missing_columns,
     set_clause,
@@ -335,11 +336,7 @@ class PostgresStorage:
         """Close the connection (idempotent)."""
         self._closed = True
         conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # pragma: no cover - best effort
-                logger.debug("Error closing PostgreSQL storage %s", self.masked, exc_info=True)
+        close_quietly(conn, f"PostgreSQL storage {self.masked}")
 
     def __repr__(self) -> str:
         return f"PostgresStorage({self.masked!r})"

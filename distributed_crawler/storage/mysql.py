@@ -38,6 +38,7 @@ from distributed_crawler.storage.schema import (
     COLUMN_TYPES,
     COLUMNS,
     StorageError,
+    close_quietly,
     log_migration,
     missing_columns,
     prepare_rows,
@@ -357,11 +358,7 @@ class MySQLStorage:
         """Close the connection (idempotent)."""
         self._closed = True
         conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # pragma: no cover - best effort
-                logger.debug("Error closing MySQL storage %s", self.masked, exc_info=True)
+        close_quietly(conn, f"MySQL storage {self.masked}")
 
     def __repr__(self) -> str:
         return f"MySQLStorage({self.masked!r})"
