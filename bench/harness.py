@@ -22,6 +22,8 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -139,6 +141,18 @@ def start_redis(children: Children, workdir: Path) -> tuple[subprocess.Popen, st
             time.sleep(0.05)
     client.close()
     return proc, url
+
+
+@contextmanager
+def private_redis(socket_timeout: float = 300) -> Iterator[redis.Redis]:
+    """A client of a fresh redis-server (start_redis) in a temporary directory, killed on exit."""
+    children = Children()
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            _, url = start_redis(children, Path(tmp))
+            yield redis.Redis.from_url(url, socket_timeout=socket_timeout)
+        finally:
+            children.kill_all()
 
 
 def start_site(
