@@ -28,6 +28,7 @@ from distributed_crawler.storage.mysql import MySQLStorage, connect_kwargs, crea
 from distributed_crawler.storage.pipeline import StoragePipeline
 from tests.conftest import ROOT, Workers, free_port
 from tests.site.server import NewsSite
+from tests.storage_rows import backends_on, check_close_is_idempotent, row, stored, write_overlapping_rows
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -166,52 +167,14 @@ def mysql_url(mariadb: MariaDB) -> str:
 
 @pytest.fixture
 def opened(mysql_url: str) -> Iterator[Callable[[], StorageBackend]]:
-    backends: list[StorageBackend] = []
-
-    def factory() -> StorageBackend:
-        backend = open_storage(mysql_url)
-        backends.append(backend)
-        return backend
-
-    yield factory
-    for backend in backends:
-        backend.close()
+    with backends_on(mysql_url) as factory:
+        yield factory
 
 
 def read_rows(mariadb: MariaDB) -> list[dict[str, Any]]:
     cols = ", ".join(f"`{c}`" for c in COLUMNS)
     data = mariadb.admin(f"SELECT {cols} FROM `{DATABASE}`.`items` ORDER BY `url`")
     return [dict(zip(COLUMNS, r)) for r in data]
-
-
-def row(i: int | str, **overrides: Any) -> dict[str, Any]:
-    base = {
-        "url": f"https://example.com/{i}",
-        "title": f"title {i}",
-        "text": f"text {i}",
-        "fetched_at": "2024-01-01T00:00:00+00:00",
-        "status": 200,
-        "node": "node-a",
-        "authors": '["A. Writer"]',
-        "published_at": "2023-12-31T08:00:00+00:00",
-        "lang": "de",
-        "description": f"about {i}",
-        "duplicate_of": None,
-    }
-    base.update(overrides)
-    return base
-
-
-def stored(written: dict[str, Any]) -> dict[str, Any]:
-    """A row as first stored: content_hash of its text, first seen / last changed at fetch, version 1."""
-    text = written.get("text")
-    return {
-        **written,
-        "content_hash": content_digest(text) if text else None,
-        "first_seen": written["fetched_at"],
-        "last_changed": written["fetched_at"],
-        "version": 1,
-    }
 
 
 # --------------------------------------------------------------------------
@@ -422,11 +385,7 @@ def test_unicode_long_and_case_distinct_urls(mariadb: MariaDB, opened: Callable[
 
 @server
 def test_close_is_idempotent(opened: Callable[[], StorageBackend]) -> None:
-    backend = opened()
-    backend.close()
-    backend.close()
-    with pytest.raises(StorageError, match="closed"):
-        backend.upsert_many([row(1)])
+    check_close_is_idempotent(opened())
 
 
 @server
@@ -438,12 +397,7 @@ def test_nodes_starting_at_once_and_writing_overlapping_urls(mysql_url: str, mar
     def work(worker: int) -> None:
         try:
             barrier.wait(10)
-            backend = open_storage(mysql_url)
-            try:
-                for b in range(20):
-                    backend.upsert_many([row((b * 5 + worker + i) % 120, node=f"t{worker}") for i in range(30)])
-            finally:
-                backend.close()
+            write_overlapping_rows(mysql_url, worker)
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
