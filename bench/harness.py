@@ -105,23 +105,24 @@ class Children:
         self.procs.clear()
 
 
-def start_redis(children: Children, workdir: Path) -> tuple[subprocess.Popen, str]:
+def start_redis(children: Children, workdir: Path, config: list[str] | None = None) -> tuple[subprocess.Popen, str]:
+    """A redis-server on a free port with its files in *workdir*, up and answering.
+
+    *config*: command-line settings in place of the throwaway ones (no RDB, no AOF), e.g.
+    deploy/redis.conf's (bench/scale.py); port, bind, dir and logfile are always set here."""
     if not shutil.which("redis-server"):
         raise SystemExit("redis-server is not installed (apt-get install redis-server)")
     port = free_port()
     proc = children.start(
         [
             "redis-server",
+            *(["--save", "", "--appendonly", "no"] if config is None else config),
             "--port",
             str(port),
             "--bind",
             "127.0.0.1",
             "--dir",
             str(workdir),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
             "--logfile",
             str(workdir / "redis.log"),
         ],
