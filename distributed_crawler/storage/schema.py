@@ -92,17 +92,6 @@ def log_migration(where: str, added: list[tuple[str, str]]) -> None:
         )
 
 
-def close_quietly(conn: Any, what: str) -> None:
-    """Close a backend's connection (None: nothing to do); a failing close is logged at DEBUG, not
-    raised, so that closing the pipeline always gets through every backend."""
-    if conn is None:
-        return
-    try:
-        conn.close()
-    except Exception:  # pragma: no cover - best effort
-        logger.debug("Error closing %s", what, exc_info=True)
-
-
 class StorageError(Exception):
     """The storage backend cannot be opened or written.
 
