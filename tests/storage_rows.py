@@ -6,6 +6,7 @@ is held to the same contract with the same data.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -68,11 +69,28 @@ def check_close_is_idempotent(backend: StorageBackend) -> None:
         backend.upsert_many([row(1)])
 
 
-def write_overlapping_rows(url: str, worker: int) -> None:
-    """One writer of the concurrency tests: its own backend, 20 batches of 30 of the same 120 URLs."""
-    backend = open_storage(url)
-    try:
-        for b in range(20):
-            backend.upsert_many([row((b * 5 + worker + i) % 120, node=f"t{worker}") for i in range(30)])
-    finally:
-        backend.close()
+def write_overlapping_rows(url: str, writers: int, timeout: float, start_together: bool = False) -> list[BaseException]:
+    """*writers* threads, each with its own backend, upserting 20 batches of 30 of the same 120 URLs
+    (all opening their backend at the same moment when *start_together*); what they raised."""
+    barrier = threading.Barrier(writers) if start_together else None
+    errors: list[BaseException] = []
+
+    def work(worker: int) -> None:
+        try:
+            if barrier is not None:
+                barrier.wait(10)
+            backend = open_storage(url)
+            try:
+                for b in range(20):
+                    backend.upsert_many([row((b * 5 + worker + i) % 120, node=f"t{worker}") for i in range(30)])
+            finally:
+                backend.close()
+        except BaseException as exc:  # noqa: BLE001 - returned to the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    return errors

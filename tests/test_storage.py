@@ -13,7 +13,6 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -363,20 +362,7 @@ def test_concurrent_writer_processes(storage_url: str, opened: Callable[[], Stor
 def test_concurrent_writer_threads(storage_url: str, opened: Callable[[], StorageBackend]) -> None:
     """Threads with their own connections writing overlapping URLs."""
     opened()  # create the table first; the process test covers the creation race
-    errors: list[BaseException] = []
-
-    def work(worker: int) -> None:
-        try:
-            write_overlapping_rows(storage_url, worker)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work, args=(w,)) for w in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(50)
-    assert not errors
+    assert not write_overlapping_rows(storage_url, 4, timeout=50)
     assert opened().count() == 120
     assert len(read_rows(storage_url)) == 120
 

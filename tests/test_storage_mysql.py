@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -391,22 +390,7 @@ def test_close_is_idempotent(opened: Callable[[], StorageBackend]) -> None:
 @server
 def test_nodes_starting_at_once_and_writing_overlapping_urls(mysql_url: str, mariadb: MariaDB) -> None:
     """Six connections create the table at the same moment, then upsert overlapping URLs."""
-    barrier = threading.Barrier(6)
-    errors: list[BaseException] = []
-
-    def work(worker: int) -> None:
-        try:
-            barrier.wait(10)
-            write_overlapping_rows(mysql_url, worker)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work, args=(w,)) for w in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not errors
+    assert not write_overlapping_rows(mysql_url, 6, timeout=60, start_together=True)
     assert len(read_rows(mariadb)) == 120
 
 
