@@ -12,7 +12,6 @@ import logging
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,7 +24,7 @@ from distributed_crawler.storage.backends import COLUMNS, StorageBackend, Storag
 from distributed_crawler.storage.digest import content_digest
 from distributed_crawler.storage.mysql import MySQLStorage, connect_kwargs, create_table_sql, upsert_sql
 from distributed_crawler.storage.pipeline import StoragePipeline
-from tests.conftest import ROOT, Workers, free_port
+from tests.conftest import Workers, crawl_preflight, free_port, one_error_line
 from tests.site.server import NewsSite
 from tests.storage_rows import backends_on, check_close_is_idempotent, row, stored, write_overlapping_rows
 
@@ -482,19 +481,10 @@ def test_outage_items_wait_nothing_lost_one_warning(
 @server
 def test_wrong_password_at_crawl_start_is_one_line_exit_2(mariadb: MariaDB, redis_url: str) -> None:
     storage = mariadb.url(password="Wr0ngPassw0rd")
-    proc = subprocess.run(
-        [sys.executable, "-m", "scrapy", "crawl", "news"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", "REDIS_URL": redis_url, "STORAGE_URL": storage},
-        timeout=60,
-    )
-    assert proc.returncode == 2
-    errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
-    assert len(errors) == 1, proc.stderr
-    assert "mysql://crawler:***@127.0.0.1" in errors[0] and "check the user and password" in errors[0]
-    assert "Traceback" not in proc.stderr and "Wr0ngPassw0rd" not in proc.stderr + proc.stdout
+    proc = crawl_preflight({"REDIS_URL": redis_url, "STORAGE_URL": storage})
+    error = one_error_line(proc)
+    assert "mysql://crawler:***@127.0.0.1" in error and "check the user and password" in error
+    assert "Wr0ngPassw0rd" not in proc.stderr + proc.stdout
 
 
 @server
