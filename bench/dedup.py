@@ -21,7 +21,6 @@ import hashlib
 import json
 import random
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -31,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scrapy.settings import Settings
 
-from bench.harness import Children, log, start_redis
+from bench.harness import log, private_redis
 from distributed_crawler.dedup.dupefilter import BloomConfig, choose_dedup, describe_dedup
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member
@@ -126,18 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-timed", type=int, default=100_000)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    children = Children()
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            _, url = start_redis(children, Path(tmp))
-            client = redis.Redis.from_url(url, socket_timeout=300)
-            log(f"ours: {args.n} URLs")
-            mine = ours(client, args.n, args.capacity or args.n, args.error_rate)
-            client.flushall()
-            log("scrapy-redis SET")
-            theirs = baseline(client, args.n, args.baseline_timed)
-        finally:
-            children.kill_all()
+    with private_redis() as client:
+        log(f"ours: {args.n} URLs")
+        mine = ours(client, args.n, args.capacity or args.n, args.error_rate)
+        client.flushall()
+        log("scrapy-redis SET")
+        theirs = baseline(client, args.n, args.baseline_timed)
     result = {
         "n": args.n,
         "capacity": args.capacity or args.n,

@@ -22,6 +22,8 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -103,23 +105,24 @@ class Children:
         self.procs.clear()
 
 
-def start_redis(children: Children, workdir: Path) -> tuple[subprocess.Popen, str]:
+def start_redis(children: Children, workdir: Path, config: list[str] | None = None) -> tuple[subprocess.Popen, str]:
+    """A redis-server on a free port with its files in *workdir*, up and answering.
+
+    *config*: command-line settings in place of the throwaway ones (no RDB, no AOF), e.g.
+    deploy/redis.conf's (bench/scale.py); port, bind, dir and logfile are always set here."""
     if not shutil.which("redis-server"):
         raise SystemExit("redis-server is not installed (apt-get install redis-server)")
     port = free_port()
     proc = children.start(
         [
             "redis-server",
+            *(["--save", "", "--appendonly", "no"] if config is None else config),
             "--port",
             str(port),
             "--bind",
             "127.0.0.1",
             "--dir",
             str(workdir),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
             "--logfile",
             str(workdir / "redis.log"),
         ],
@@ -139,6 +142,18 @@ def start_redis(children: Children, workdir: Path) -> tuple[subprocess.Popen, st
             time.sleep(0.05)
     client.close()
     return proc, url
+
+
+@contextmanager
+def private_redis(socket_timeout: float = 300) -> Iterator[redis.Redis]:
+    """A client of a fresh redis-server (start_redis) in a temporary directory, killed on exit."""
+    children = Children()
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            _, url = start_redis(children, Path(tmp))
+            yield redis.Redis.from_url(url, socket_timeout=socket_timeout)
+        finally:
+            children.kill_all()
 
 
 def start_site(

@@ -21,7 +21,6 @@ import argparse
 import json
 import random
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -32,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from scrapy import Request
 from scrapy.settings import Settings
 
-from bench.harness import Children, log, start_redis
+from bench.harness import log, private_redis
 from distributed_crawler.queue.codec import RequestCodec
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.queue.frontier import FrontierConfig, slot_of
@@ -135,19 +134,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     all_urls = urls(args.n)
-    children = Children()
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            _, url = start_redis(children, Path(tmp))
-            client = redis.Redis.from_url(url, socket_timeout=300)
-            log(f"ours: {args.n} URLs")
-            mine = ours(client, all_urls)
-            client.flushall()
-            log("naive: a hash per URL")
-            theirs = naive(client, all_urls)
-            version = client.info("server")["redis_version"]
-        finally:
-            children.kill_all()
+    with private_redis() as client:
+        log(f"ours: {args.n} URLs")
+        mine = ours(client, all_urls)
+        client.flushall()
+        log("naive: a hash per URL")
+        theirs = naive(client, all_urls)
+        version = client.info("server")["redis_version"]
     result = {
         "n": args.n,
         "redis": version,

@@ -47,7 +47,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import sqlite3
 import statistics
 import subprocess
@@ -69,12 +68,6 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # -- processes ------------------------------------------------------------------------------------
@@ -217,41 +210,20 @@ def _summary(what: str, r: dict[str, Any]) -> None:
 
 # -- the two sides --------------------------------------------------------------------------------
 class Redis:
+    """A private redis-server (bench/harness.py's start_redis) and a client of it."""
+
     def __init__(self, workdir: Path) -> None:
         import redis
 
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                str(workdir),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        from bench.harness import Children, start_redis  # here: the bare worker does not import Scrapy
+
+        self.children = Children()
+        self.proc, self.url = start_redis(self.children, workdir)
         self.client = redis.Redis.from_url(self.url)
-        for _ in range(200):
-            try:
-                self.client.ping()
-                return
-            except redis.ConnectionError:
-                time.sleep(0.025)
-        raise RuntimeError("redis-server did not start")
 
     def stop(self) -> None:
         self.client.close()
-        self.proc.terminate()
-        self.proc.wait(10)
+        self.children.stop(self.proc)
 
 
 def run_node(

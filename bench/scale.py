@@ -49,7 +49,8 @@ import redis.asyncio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import Children, free_port, log
+from bench.harness import Children, log
+from bench.harness import start_redis as harness_start_redis
 from distributed_crawler.core.scheduler import DUE_BATCH
 from distributed_crawler.dedup.bloom import SDS_OVERHEAD, layer_plan, size_class
 from distributed_crawler.dedup.dupefilter import BloomConfig, choose_dedup
@@ -542,34 +543,9 @@ def redis_conf_args() -> list[str]:
 
 
 def start_redis(children: Children, workdir: Path) -> str:
-    port = free_port()
-    proc = children.start(
-        [
-            "redis-server",
-            *redis_conf_args(),
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            str(workdir),
-            "--logfile",
-            str(workdir / "redis.log"),
-            "--maxmemory",
-            "0",
-        ]
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    client = redis.Redis.from_url(url)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            client.ping()
-            return url
-        except (redis.RedisError, OSError):
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise SystemExit(f"redis-server did not start; see {workdir / 'redis.log'}") from None
-            time.sleep(0.05)
+    """A redis-server with deploy/redis.conf's settings and no memory cap (the benchmark fills it)."""
+    _, url = harness_start_redis(children, workdir, [*redis_conf_args(), "--maxmemory", "0"])
+    return url
 
 
 def prepare(client: redis.Redis, w: Workload, members: list[str], prefill: int) -> dict[str, Any]:

@@ -89,6 +89,35 @@ PLAYWRIGHT_PAGE_GOTO_KWARGS_META = "playwright_page_goto_kwargs"  # set by rende
 PLAYWRIGHT_PAGE_METHODS_META = "playwright_page_methods"  # read by rendering/handler.py (page reusable?)
 PLAYWRIGHT_PAGE_EVENT_HANDLERS_META = "playwright_page_event_handlers"  # read by rendering/handler.py
 PLAYWRIGHT_PAGE_INIT_CALLBACK_META = "playwright_page_init_callback"  # read by rendering/handler.py
+# Page methods (in PLAYWRIGHT_PAGE_METHODS_META) that act on the current document only: a page that
+# ran only these may serve a later render (rendering/pages.py). queue/tagged.py's
+# PAGE_METHOD_ALLOWLIST is these plus the methods a queued request may use to change the page.
+DOCUMENT_PAGE_METHODS = frozenset(
+    {
+        "wait_for_selector",
+        "wait_for_load_state",
+        "wait_for_timeout",
+        "wait_for_function",
+        "wait_for_url",
+        "evaluate",
+        "click",
+        "dblclick",
+        "fill",
+        "type",
+        "press",
+        "hover",
+        "focus",
+        "check",
+        "uncheck",
+        "select_option",
+        "dispatch_event",
+        "screenshot",
+        "pdf",
+        "content",
+        "title",
+        "reload",
+    }
+)
 
 # -- owned by Scrapy (we set or read them) ----------------------------------------------------------
 # Set by downloadermiddlewares/proxy.py (a pool proxy) or by the spider (its own, or None = none);

@@ -177,6 +177,27 @@ def workers(tmp_path: Path, redis_url: str) -> Iterator[Workers]:
     w.stop_all()
 
 
+def crawl_preflight(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """`scrapy crawl news` of a node expected to stop at start: only PATH and *env* in its environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", "crawl", "news", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", **env},
+        timeout=60,
+    )
+
+
+def one_error_line(proc: subprocess.CompletedProcess) -> str:
+    """The one ERROR line of a node that stopped at start as it should: exit 2, no traceback."""
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
+    assert len(errors) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    return errors[0]
+
+
 def queued_members(client: redis.Redis, spider: str = "news") -> list[bytes]:
     """Pending queue members of a spider in any queue mode: the per-host queues (host mode, the
     default) plus the single queue of the non-fair modes; keys of another type are skipped."""

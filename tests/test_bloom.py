@@ -5,8 +5,6 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import fakeredis
@@ -30,7 +28,7 @@ from distributed_crawler.dedup.dupefilter import (
 )
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.keys import SpiderKeys
-from tests.conftest import ROOT, Workers
+from tests.conftest import Workers, crawl_preflight, one_error_line
 from tests.site.server import NewsSite
 
 KEYS = SpiderKeys.from_settings(Settings(), "news")
@@ -185,17 +183,8 @@ def test_bad_settings_name_the_value(setting: dict, message: str) -> None:
 
 @pytest.mark.e2e
 def test_crawl_with_forced_redisbloom_on_plain_redis_is_one_line(redis_url: str) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "scrapy", "crawl", "news", "-s", "BLOOM_BACKEND=redisbloom"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", "REDIS_URL": redis_url},
-        timeout=60,
-    )
-    assert proc.returncode == 2
-    errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
-    assert len(errors) == 1 and "BLOOM_BACKEND (redisbloom)" in errors[0] and "Traceback" not in proc.stderr
+    error = one_error_line(crawl_preflight({"REDIS_URL": redis_url}, "-s", "BLOOM_BACKEND=redisbloom"))
+    assert "BLOOM_BACKEND (redisbloom)" in error
 
 
 @pytest.mark.e2e

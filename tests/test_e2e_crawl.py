@@ -5,14 +5,12 @@ from __future__ import annotations
 import json
 import pickle
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import redis
 
-from tests.conftest import ROOT, Workers, free_port
+from tests.conftest import Workers, crawl_preflight, free_port, one_error_line
 from tests.site.server import NewsSite
 
 pytestmark = [pytest.mark.e2e]
@@ -93,14 +91,7 @@ def test_bad_seeds_and_foreign_payloads_are_dead_lettered_not_run(
 
 def test_unreachable_redis_is_one_clear_line_and_nonzero_exit() -> None:
     url = f"redis://admin:s3cret-pw@127.0.0.1:{free_port()}/0"
-    proc = subprocess.run(
-        [sys.executable, "-m", "scrapy", "crawl", "news"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", "REDIS_URL": url},
-        timeout=60,
-    )
+    proc = crawl_preflight({"REDIS_URL": url})
     assert proc.returncode != 0
     errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
     assert len(errors) == 1, proc.stderr  # Scrapy's INFO start-up banner may precede it
@@ -112,18 +103,9 @@ def test_unreachable_redis_is_one_clear_line_and_nonzero_exit() -> None:
 
 def test_unreachable_storage_is_one_clear_line_and_nonzero_exit(redis_url: str) -> None:
     storage = f"postgresql://crawler:pg-s3cret@127.0.0.1:{free_port()}/items"
-    proc = subprocess.run(
-        [sys.executable, "-m", "scrapy", "crawl", "news"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", "REDIS_URL": redis_url, "STORAGE_URL": storage},
-        timeout=60,
-    )
-    assert proc.returncode == 2
-    errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
-    assert len(errors) == 1 and "postgresql://crawler:***@127.0.0.1" in errors[0], proc.stderr
-    assert "Traceback" not in proc.stderr and "pg-s3cret" not in proc.stderr + proc.stdout
+    proc = crawl_preflight({"REDIS_URL": redis_url, "STORAGE_URL": storage})
+    assert "postgresql://crawler:***@127.0.0.1" in one_error_line(proc), proc.stderr
+    assert "pg-s3cret" not in proc.stderr + proc.stdout
 
 
 @pytest.mark.timeout(90)

@@ -36,10 +36,10 @@ from distributed_crawler.storage.pipeline import (
     StoragePipeline,
     item_to_row,
 )
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.timeout(60)
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 _T = TypeVar("_T")
 
 
@@ -625,7 +625,7 @@ def crawl(
         "db": str(db),
         "settings": {"STORAGE_URL": f"sqlite:///{db}", **settings},
     }
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("STORAGE_URL", None)
     proc = subprocess.run(
         [sys.executable, "-c", _CRAWL_SCRIPT, json.dumps(cfg)],

@@ -6,7 +6,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -17,7 +16,7 @@ from scrapy.settings import Settings
 
 from distributed_crawler.downloadermiddlewares.politeness import PolitenessConfig
 from distributed_crawler.queue.scripts import lua_source
-from tests.conftest import ROOT, Workers
+from tests.conftest import Workers, crawl_preflight, one_error_line
 from tests.site.server import NewsSite
 
 
@@ -214,18 +213,8 @@ def test_three_nodes_share_one_rate_per_domain(
     ],
 )
 def test_a_bad_setting_stops_the_node_at_start_with_one_line(redis_url: str, setting: str, expected: str) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "scrapy", "crawl", "news", "-s", setting],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", "REDIS_URL": redis_url},
-        timeout=60,
-    )
-    assert proc.returncode == 2
-    errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
-    assert len(errors) == 1 and errors[0].startswith(expected), proc.stderr
-    assert "Traceback" not in proc.stderr
+    proc = crawl_preflight({"REDIS_URL": redis_url}, "-s", setting)
+    assert one_error_line(proc).startswith(expected), proc.stderr
 
 
 @pytest.mark.e2e

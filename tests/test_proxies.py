@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.conftest import ROOT, Workers, free_port, queued_requests
+from tests.conftest import ROOT, Workers, crawl_preflight, free_port, one_error_line, queued_requests
 from tests.proxies.server import TestProxy
 from tests.site.server import NewsSite
 
@@ -125,19 +125,10 @@ def test_two_workers_crawl_through_the_pool_and_evict_the_bad_proxies(
 
 def test_a_malformed_proxy_is_one_clear_line_and_exit_2(redis_url: str) -> None:
     bad = "http://crawler:s3cret-pw@127.0.0.1:notaport"
-    proc = subprocess.run(
-        [sys.executable, "-m", "scrapy", "crawl", "news", "-s", f"PROXY_LIST=http://127.0.0.1:3128,{bad}"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", "REDIS_URL": redis_url},
-        timeout=60,
-    )
-    assert proc.returncode == 2
-    errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
-    assert len(errors) == 1, proc.stderr
-    assert "PROXY_LIST" in errors[0] and "http://crawler:***@127.0.0.1:notaport" in errors[0]
-    assert "Traceback" not in proc.stderr and "s3cret-pw" not in proc.stderr + proc.stdout
+    proc = crawl_preflight({"REDIS_URL": redis_url}, "-s", f"PROXY_LIST=http://127.0.0.1:3128,{bad}")
+    error = one_error_line(proc)
+    assert "PROXY_LIST" in error and "http://crawler:***@127.0.0.1:notaport" in error
+    assert "s3cret-pw" not in proc.stderr + proc.stdout
 
 
 @pytest.mark.slow

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
@@ -31,7 +29,7 @@ from distributed_crawler.queue.enqueue import Enqueuer
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.recrawl.schedule import RecrawlKeys, RevisitSchedule
-from tests.conftest import ROOT, RedisServer, Workers
+from tests.conftest import RedisServer, Workers, crawl_preflight, one_error_line
 from tests.redis_topologies import RedisClusterNodes
 from tests.site.server import NewsSite
 from tests.test_e2e_crawl import assert_clean_logs, stored_rows
@@ -203,25 +201,6 @@ def test_revisit_scripts_run_on_the_cluster(
     assert schedule.client.zrange(keys.host_queue("a.test"), 0, -1) == [member.encode()]
     assert main(["schedule", "news", "--json"]) == 0  # dcrawl on the cluster (REDIS_CLUSTER=1 in env)
     assert json.loads(capsys.readouterr().out)["scheduled"] == 1
-
-
-def crawl_preflight(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "scrapy", "crawl", "news", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", **env},
-        timeout=60,
-    )
-
-
-def one_error_line(proc: subprocess.CompletedProcess) -> str:
-    assert proc.returncode == 2, proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
-    assert len(errors) == 1, proc.stderr
-    assert "Traceback" not in proc.stderr
-    return errors[0]
 
 
 def test_cluster_setting_on_a_plain_server_is_one_clear_line(tmp_path: Path) -> None:

@@ -25,11 +25,10 @@ from distributed_crawler.connection.clients import (
 )
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import QueueScripts, lua_source
-from tests.conftest import RedisServer, Workers, free_port
+from tests.conftest import RedisServer, Workers, crawl_preflight, free_port, one_error_line
 from tests.redis_topologies import SentinelSet
 from tests.site.server import NewsSite
 from tests.test_e2e_crawl import stored_rows
-from tests.test_redis_cluster import crawl_preflight, one_error_line
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

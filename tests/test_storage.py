@@ -13,7 +13,6 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,10 +30,11 @@ from distributed_crawler.storage.backends import (
     open_storage,
 )
 from distributed_crawler.storage.digest import content_digest
+from tests.conftest import ROOT
+from tests.storage_rows import backends_on, check_close_is_idempotent, row, stored, write_overlapping_rows
 
 pytestmark = pytest.mark.timeout(60)
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 PG_HOST, PG_PORT = "127.0.0.1", 5432
 
 
@@ -122,49 +122,11 @@ def table_columns(url: str) -> dict[str, str]:
     return {name: dtype.upper() for name, dtype in info}
 
 
-def row(i: int | str, **overrides: Any) -> dict[str, Any]:
-    base = {
-        "url": f"https://example.com/{i}",
-        "title": f"title {i}",
-        "text": f"text {i}",
-        "fetched_at": "2024-01-01T00:00:00+00:00",
-        "status": 200,
-        "node": "node-a",
-        "authors": '["A. Writer", "B. Reporter"]',
-        "published_at": "2023-12-31T08:00:00+00:00",
-        "lang": "en-gb",
-        "description": f"about {i}",
-        "duplicate_of": None,
-    }
-    base.update(overrides)
-    return base
-
-
-def stored(written: dict[str, Any]) -> dict[str, Any]:
-    """A row as first stored: content_hash of its text, first seen / last changed at fetch, version 1."""
-    text = written.get("text")
-    return {
-        **written,
-        "content_hash": content_digest(text) if text else None,
-        "first_seen": written["fetched_at"],
-        "last_changed": written["fetched_at"],
-        "version": 1,
-    }
-
-
 @pytest.fixture
 def opened(storage_url: str) -> Iterator[Callable[[], StorageBackend]]:
     """Factory opening backends on ``storage_url``; all closed at teardown."""
-    backends: list[StorageBackend] = []
-
-    def factory() -> StorageBackend:
-        backend = open_storage(storage_url)
-        backends.append(backend)
-        return backend
-
-    yield factory
-    for backend in backends:
-        backend.close()
+    with backends_on(storage_url) as factory:
+        yield factory
 
 
 # --------------------------------------------------------------------------
@@ -348,11 +310,7 @@ def test_empty_batch_is_a_no_op(opened: Callable[[], StorageBackend]) -> None:
 
 
 def test_close_is_idempotent(opened: Callable[[], StorageBackend]) -> None:
-    backend = opened()
-    backend.close()
-    backend.close()
-    with pytest.raises(StorageError, match="closed"):
-        backend.upsert_many([row(1)])
+    check_close_is_idempotent(opened())
 
 
 _WRITER_SCRIPT = textwrap.dedent(
@@ -380,7 +338,7 @@ _WRITER_SCRIPT = textwrap.dedent(
 @pytest.mark.slow
 def test_concurrent_writer_processes(storage_url: str, opened: Callable[[], StorageBackend]) -> None:
     """Several processes on one store (a brand-new SQLite file): no dups, no lock errors."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", _WRITER_SCRIPT, storage_url, str(w), "30"],
@@ -404,25 +362,7 @@ def test_concurrent_writer_processes(storage_url: str, opened: Callable[[], Stor
 def test_concurrent_writer_threads(storage_url: str, opened: Callable[[], StorageBackend]) -> None:
     """Threads with their own connections writing overlapping URLs."""
     opened()  # create the table first; the process test covers the creation race
-    errors: list[BaseException] = []
-
-    def work(worker: int) -> None:
-        try:
-            backend = open_storage(storage_url)
-            try:
-                for b in range(20):
-                    backend.upsert_many([row((b * 5 + worker + i) % 120, node=f"t{worker}") for i in range(30)])
-            finally:
-                backend.close()
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work, args=(w,)) for w in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(50)
-    assert not errors
+    assert not write_overlapping_rows(storage_url, 4, timeout=50)
     assert opened().count() == 120
     assert len(read_rows(storage_url)) == 120
 
@@ -546,39 +486,6 @@ def test_postgres_missing_database_is_storage_error(pg_url: str) -> None:
 # --------------------------------------------------------------------------
 # Errors and masking
 # --------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("url", "masked"),
-    [
-        ("postgresql://user:secret@host:5432/db", "postgresql://user:***@host:5432/db"),
-        ("postgres://user:secret@host/db", "postgres://user:***@host/db"),
-        ("postgresql://user:p%40ss%2Fw@host/db", "postgresql://user:***@host/db"),
-        ("postgresql://user:pa@ss@host/db", "postgresql://user:***@host/db"),
-        ("postgresql://user:pa/ss@host/db", "postgresql://user:***@host/db"),
-        ("postgresql://:secret@host/db", "postgresql://:***@host/db"),
-        ("postgresql://user:secret@[::1]:5432/db", "postgresql://user:***@[::1]:5432/db"),
-        ("postgresql://user:@host/db", "postgresql://user:***@host/db"),
-        ("postgresql://user@host/db", "postgresql://user@host/db"),
-        ("postgresql://host/db", "postgresql://host/db"),
-        (
-            "postgresql://user:secret@host/db?sslmode=require&application_name=a@b",
-            "postgresql://user:***@host/db?sslmode=require&application_name=a@b",
-        ),
-        (
-            "postgresql://host/db?user=u&password=secret&sslmode=require",
-            "postgresql://host/db?user=u&password=***&sslmode=require",
-        ),
-        ("host=h user=u password=secret dbname=d", "host=h user=u password=*** dbname=d"),
-        ("host=h password='se cret' dbname=d", "host=h password=*** dbname=d"),
-        ("sqlite:///data/items.db", "sqlite:///data/items.db"),
-        ("sqlite:////abs/items.db", "sqlite:////abs/items.db"),
-        ("", ""),
-    ],
-)
-def test_mask_url(url: str, masked: str) -> None:
-    assert mask_url(url) == masked
-    assert "secret" not in mask_url(url)
 
 
 @pytest.mark.parametrize(

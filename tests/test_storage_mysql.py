@@ -12,8 +12,6 @@ import logging
 import os
 import shutil
 import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,8 +24,9 @@ from distributed_crawler.storage.backends import COLUMNS, StorageBackend, Storag
 from distributed_crawler.storage.digest import content_digest
 from distributed_crawler.storage.mysql import MySQLStorage, connect_kwargs, create_table_sql, upsert_sql
 from distributed_crawler.storage.pipeline import StoragePipeline
-from tests.conftest import ROOT, Workers, free_port
+from tests.conftest import Workers, crawl_preflight, free_port, one_error_line
 from tests.site.server import NewsSite
+from tests.storage_rows import backends_on, check_close_is_idempotent, row, stored, write_overlapping_rows
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -166,52 +165,14 @@ def mysql_url(mariadb: MariaDB) -> str:
 
 @pytest.fixture
 def opened(mysql_url: str) -> Iterator[Callable[[], StorageBackend]]:
-    backends: list[StorageBackend] = []
-
-    def factory() -> StorageBackend:
-        backend = open_storage(mysql_url)
-        backends.append(backend)
-        return backend
-
-    yield factory
-    for backend in backends:
-        backend.close()
+    with backends_on(mysql_url) as factory:
+        yield factory
 
 
 def read_rows(mariadb: MariaDB) -> list[dict[str, Any]]:
     cols = ", ".join(f"`{c}`" for c in COLUMNS)
     data = mariadb.admin(f"SELECT {cols} FROM `{DATABASE}`.`items` ORDER BY `url`")
     return [dict(zip(COLUMNS, r)) for r in data]
-
-
-def row(i: int | str, **overrides: Any) -> dict[str, Any]:
-    base = {
-        "url": f"https://example.com/{i}",
-        "title": f"title {i}",
-        "text": f"text {i}",
-        "fetched_at": "2024-01-01T00:00:00+00:00",
-        "status": 200,
-        "node": "node-a",
-        "authors": '["A. Writer"]',
-        "published_at": "2023-12-31T08:00:00+00:00",
-        "lang": "de",
-        "description": f"about {i}",
-        "duplicate_of": None,
-    }
-    base.update(overrides)
-    return base
-
-
-def stored(written: dict[str, Any]) -> dict[str, Any]:
-    """A row as first stored: content_hash of its text, first seen / last changed at fetch, version 1."""
-    text = written.get("text")
-    return {
-        **written,
-        "content_hash": content_digest(text) if text else None,
-        "first_seen": written["fetched_at"],
-        "last_changed": written["fetched_at"],
-        "version": 1,
-    }
 
 
 # --------------------------------------------------------------------------
@@ -422,37 +383,13 @@ def test_unicode_long_and_case_distinct_urls(mariadb: MariaDB, opened: Callable[
 
 @server
 def test_close_is_idempotent(opened: Callable[[], StorageBackend]) -> None:
-    backend = opened()
-    backend.close()
-    backend.close()
-    with pytest.raises(StorageError, match="closed"):
-        backend.upsert_many([row(1)])
+    check_close_is_idempotent(opened())
 
 
 @server
 def test_nodes_starting_at_once_and_writing_overlapping_urls(mysql_url: str, mariadb: MariaDB) -> None:
     """Six connections create the table at the same moment, then upsert overlapping URLs."""
-    barrier = threading.Barrier(6)
-    errors: list[BaseException] = []
-
-    def work(worker: int) -> None:
-        try:
-            barrier.wait(10)
-            backend = open_storage(mysql_url)
-            try:
-                for b in range(20):
-                    backend.upsert_many([row((b * 5 + worker + i) % 120, node=f"t{worker}") for i in range(30)])
-            finally:
-                backend.close()
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work, args=(w,)) for w in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not errors
+    assert not write_overlapping_rows(mysql_url, 6, timeout=60, start_together=True)
     assert len(read_rows(mariadb)) == 120
 
 
@@ -544,19 +481,10 @@ def test_outage_items_wait_nothing_lost_one_warning(
 @server
 def test_wrong_password_at_crawl_start_is_one_line_exit_2(mariadb: MariaDB, redis_url: str) -> None:
     storage = mariadb.url(password="Wr0ngPassw0rd")
-    proc = subprocess.run(
-        [sys.executable, "-m", "scrapy", "crawl", "news"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", "REDIS_URL": redis_url, "STORAGE_URL": storage},
-        timeout=60,
-    )
-    assert proc.returncode == 2
-    errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
-    assert len(errors) == 1, proc.stderr
-    assert "mysql://crawler:***@127.0.0.1" in errors[0] and "check the user and password" in errors[0]
-    assert "Traceback" not in proc.stderr and "Wr0ngPassw0rd" not in proc.stderr + proc.stdout
+    proc = crawl_preflight({"REDIS_URL": redis_url, "STORAGE_URL": storage})
+    error = one_error_line(proc)
+    assert "mysql://crawler:***@127.0.0.1" in error and "check the user and password" in error
+    assert "Wr0ngPassw0rd" not in proc.stderr + proc.stdout
 
 
 @server

@@ -8,7 +8,6 @@ pending, next due, blocked until and why, pages, budget, over budget, in-flight 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.monitoring.hosts import by_pending, read_rows, sample_hosts, wrong_host_keys
 from distributed_crawler.monitoring.nodes import Skips, duration, server_time
 from distributed_crawler.monitoring.status import skip_lines
@@ -62,9 +62,11 @@ def render_hosts(data: dict[str, Any]) -> Table:
         f"{data['spider']}: {data['count']:,} hosts ({data['ready']:,} due now, {data['over_budget']:,} over budget); "
         f"top {shown} by pending of {data['scanned']:,} read"
     )
-    table = Table(title=title)
-    for col in ("host", "pending", "due in", "blocked until", "why", "pages", "budget", "over", "cap"):
-        table.add_column(col, justify="left" if col in ("host", "why", "blocked until") else "right", overflow="fold")
+    table = listing_table(
+        title,
+        ("host", "pending", "due in", "blocked until", "why", "pages", "budget", "over", "cap"),
+        right=("pending", "due in", "pages", "budget", "over", "cap"),
+    )
     for h in data["hosts"]:
         until = ""
         if h["blocked_until"] is not None:
@@ -91,7 +93,7 @@ def cmd_hosts(args: argparse.Namespace) -> int:
     _, client, keys = args.connect(args)
     data = run_sync(gather_hosts(client, keys, args.scan, args.limit))
     if args.json:
-        print(json.dumps(data, indent=2, ensure_ascii=False))
+        print_json(data)
         return 0
     if not data["count"] and not data["hosts"]:
         print(

@@ -15,13 +15,13 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 from rich.console import Console
-from rich.table import Table
 from scrapy import Request
 from scrapy.utils.misc import load_object
 from scrapy.utils.project import get_project_settings
 
 from distributed_crawler.addon import with_addon
 from distributed_crawler.cli import hosts, import_scrapy_redis, recrawl
+from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
 from distributed_crawler.connection.untrusted import preview, text, wrong_type_message
 from distributed_crawler.core.scheduler import SchedulerConfig
@@ -56,10 +56,6 @@ def _connect(args: argparse.Namespace) -> tuple[Any, Any, SpiderKeys]:
     return settings, config.sync_client(), SpiderKeys.from_settings(settings, args.spider)
 
 
-def _print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, ensure_ascii=False))
-
-
 def cmd_status(args: argparse.Namespace) -> int:
     settings, client, _ = _connect(args)
     title = f"{args.spider} @ {RedisConfig.from_settings(_settings(args)).masked_url}"
@@ -67,7 +63,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         return watch_status(client, settings, args.spider, args.interval, args.json, title)
     status = status_now(client, settings, args.spider)
     if args.json:
-        _print_json(status)
+        print_json(status)
         return 0
     Console().print(render_status(status, title))
     return 0
@@ -122,7 +118,7 @@ def cmd_failed(args: argparse.Namespace) -> int:
     if wrong:
         print(f"dcrawl: {wrong}", file=sys.stderr)
         if args.json:
-            _print_json([])
+            print_json([])
         return 0
     note = (
         (
@@ -135,13 +131,14 @@ def cmd_failed(args: argparse.Namespace) -> int:
     if args.requeue:
         return _requeue(settings, client, keys, raw, entries)
     if args.json:
-        _print_json(entries)
+        print_json(entries)
         if note:
             print(f"dcrawl: {note}", file=sys.stderr)
         return 0
-    table = Table(title=f"{keys.failed}: {client.llen(keys.failed)} entries (showing {len(entries)})")
-    for col in ("url", "reason", "status", "attempts", "node"):
-        table.add_column(col, overflow="fold")
+    table = listing_table(
+        f"{keys.failed}: {client.llen(keys.failed)} entries (showing {len(entries)})",
+        ("url", "reason", "status", "attempts", "node"),
+    )
     for e in entries:
         table.add_row(
             str(e.get("url", ""))[:500],
@@ -241,7 +238,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
         stats["bytes_per_item"] = round(stats["bytes"] / stats["count"], 3) if stats["count"] else None
         stats["key"] = keys.dupefilter
         if args.json:
-            _print_json(stats)
+            print_json(stats)
         else:
             for name, value in stats.items():
                 print(f"{name:>15}: {value}")
@@ -315,14 +312,13 @@ def cmd_proxies(args: argparse.Namespace) -> int:
             "dead": sum(1 for e in entries if e["state"] == "dead"),
         }
         if args.json:
-            _print_json({**summary, "proxies": shown})
+            print_json({**summary, "proxies": shown})
             return 0
-        table = Table(
-            title=f"{config.pool_key}: {summary['healthy']} healthy, {summary['failing']} failing, "
-            f"{summary['dead']} dead ({config.dead_key})"
+        table = listing_table(
+            f"{config.pool_key}: {summary['healthy']} healthy, {summary['failing']} failing, "
+            f"{summary['dead']} dead ({config.dead_key})",
+            ("proxy", "state", "score", "last error", "dead since"),
         )
-        for col in ("proxy", "state", "score", "last error", "dead since"):
-            table.add_column(col, overflow="fold")
         for e in shown:
             since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["since"])) if e["since"] else ""
             table.add_row(

@@ -10,7 +10,6 @@ bypassing the seen-filter. Both walk their sources in batches: memory stays boun
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -21,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from scrapy import Request
 
+from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.core.scheduler import SchedulerConfig
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
@@ -70,14 +70,11 @@ def gather_schedule(client: Any, keys: RecrawlKeys, spider: str, limit: int) -> 
 
 
 def render_schedule(data: dict[str, Any]) -> Table:
-    table = Table(
-        title=(
-            f"{data['spider']}: {data['scheduled']:,} URLs scheduled for revisits "
-            f"({data['due_now']:,} due now, {data['due_next_hour']:,} in the next hour)"
-        )
+    title = (
+        f"{data['spider']}: {data['scheduled']:,} URLs scheduled for revisits "
+        f"({data['due_now']:,} due now, {data['due_next_hour']:,} in the next hour)"
     )
-    for col in ("url", "due in", "interval", "validators"):
-        table.add_column(col, justify="left" if col in ("url", "validators") else "right", overflow="fold")
+    table = listing_table(title, ("url", "due in", "interval", "validators"), right=("due in", "interval"))
     for row in data["next"]:
         validators = ", ".join(
             v for v in ("ETag" if row["etag"] else "", "Last-Modified" if row["last_modified"] else "") if v
@@ -100,7 +97,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
             f"cannot read the schedule ({str(exc)[:200]}); check {keys.schedule} and {keys.state}"
         ) from None
     if args.json:
-        print(json.dumps(data, indent=2, ensure_ascii=False))
+        print_json(data)
         return 0
     if not data["scheduled"]:
         print(f"nothing scheduled for revisits in {keys.schedule} (set RECRAWL_RULES; see docs/recrawl.md)")

@@ -21,43 +21,22 @@ import decimal
 from functools import cache
 from typing import Any
 
+from distributed_crawler.meta import DOCUMENT_PAGE_METHODS
+
 TYPE_TAG = "__dc_type__"
 
-# Page methods a queued request may ask for. Extend in code, not from data.
-PAGE_METHOD_ALLOWLIST: frozenset[str] = frozenset(
-    {
-        "wait_for_selector",
-        "wait_for_load_state",
-        "wait_for_timeout",
-        "wait_for_function",
-        "wait_for_url",
-        "evaluate",
-        "click",
-        "dblclick",
-        "fill",
-        "type",
-        "press",
-        "hover",
-        "focus",
-        "check",
-        "uncheck",
-        "select_option",
-        "dispatch_event",
-        "set_viewport_size",
-        "emulate_media",
-        "set_extra_http_headers",
-        "reload",
-        "go_back",
-        "go_forward",
-        "bring_to_front",
-        "screenshot",
-        "pdf",
-        "add_script_tag",
-        "add_style_tag",
-        "content",
-        "title",
-    }
-)
+# Page methods a queued request may ask for: those that act on the current document, and these
+# that change the page beyond it. Extend in code, not from data.
+PAGE_METHOD_ALLOWLIST: frozenset[str] = DOCUMENT_PAGE_METHODS | {
+    "set_viewport_size",
+    "emulate_media",
+    "set_extra_http_headers",
+    "go_back",
+    "go_forward",
+    "bring_to_front",
+    "add_script_tag",
+    "add_style_tag",
+}
 # Keyword arguments that read or write the node's files: never accepted from a payload.
 FORBIDDEN_KWARGS = frozenset({"path"})
 MAX_SCALAR_CHARS = 100  # a tagged datetime/date/Decimal text longer than this is not one

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy_playwright.page import PageMethod
 
-from distributed_crawler.meta import PLAYWRIGHT_PAGE_METHODS_META, UNPOOLABLE_META
+from distributed_crawler.meta import DOCUMENT_PAGE_METHODS, PLAYWRIGHT_PAGE_METHODS_META, UNPOOLABLE_META
 from distributed_crawler.rendering.config import first_line
 
 if TYPE_CHECKING:
@@ -33,33 +33,6 @@ logger = logging.getLogger(__name__)
 PAGE_MAX_USES = 10
 IDLE_PAGE_SECONDS = 10.0  # a parked page unused this long is closed (its scripts stop, memory goes)
 PAGE_CLOSE_TIMEOUT = 10.0
-# Page methods that only act on the current document: a page that ran them can be reused.
-DOCUMENT_PAGE_METHODS = frozenset(
-    {
-        "wait_for_selector",
-        "wait_for_load_state",
-        "wait_for_timeout",
-        "wait_for_function",
-        "wait_for_url",
-        "evaluate",
-        "click",
-        "dblclick",
-        "fill",
-        "type",
-        "press",
-        "hover",
-        "focus",
-        "check",
-        "uncheck",
-        "select_option",
-        "dispatch_event",
-        "screenshot",
-        "pdf",
-        "content",
-        "title",
-        "reload",
-    }
-)
 
 
 def poolable(request: Request) -> bool:

@@ -99,8 +99,7 @@ class NewsSpider(RedisSpider):
     async def parse(self, response: Response, **kwargs: Any) -> AsyncIterator[Any]:
         kind = sniff(response.body)
         if kind:  # a sitemap or feed seeded as a plain URL
-            parse = self.parse_sitemap if kind == "sitemap" else self.parse_feed
-            async for out in parse(response):
+            async for out in self._parse_listing(response, kind):
                 yield out
             return
         if not isinstance(response, TextResponse):
@@ -236,19 +235,29 @@ class NewsSpider(RedisSpider):
             yield self.sitemap_request(url, site, 0)
 
     def sitemap_request(self, url: str, site: str, depth: int) -> Request:
-        meta = {NEWS_SITE_META: site, SITEMAP_DEPTH_META: depth, DOWNLOAD_MAXSIZE_META: self.news.sitemap_max_bytes}
-        return Request(url, callback=self.parse_sitemap, dont_filter=True, priority=DISCOVERY_PRIORITY, meta=meta)
+        return self._listing_request(url, self.parse_sitemap, {NEWS_SITE_META: site, SITEMAP_DEPTH_META: depth})
 
     def feed_request(self, url: str, site: str) -> Request:
-        meta = {NEWS_SITE_META: site, DOWNLOAD_MAXSIZE_META: self.news.sitemap_max_bytes}
-        return Request(url, callback=self.parse_feed, dont_filter=True, priority=DISCOVERY_PRIORITY, meta=meta)
+        return self._listing_request(url, self.parse_feed, {NEWS_SITE_META: site})
+
+    def _listing_request(self, url: str, callback: Callable[..., Any], meta: dict[str, Any]) -> Request:
+        """A sitemap or feed: fetched whenever listed, ahead of articles, at most SITEMAP_MAX_BYTES."""
+        meta[DOWNLOAD_MAXSIZE_META] = self.news.sitemap_max_bytes
+        return Request(url, callback=callback, dont_filter=True, priority=DISCOVERY_PRIORITY, meta=meta)
 
     async def parse_sitemap(self, response: Response, **kwargs: Any) -> AsyncIterator[Request]:
-        if sniff(response.body) == "feed":  # robots.txt and sitemap indexes may list feeds
-            async for request in self.parse_feed(response):
-                yield request
-            return
-        doc = await self._read(response, "sitemap", parse_sitemap)
+        async for request in self._parse_listing(response, "sitemap"):
+            yield request
+
+    async def parse_feed(self, response: Response, **kwargs: Any) -> AsyncIterator[Request]:
+        async for request in self._parse_listing(response, "feed"):
+            yield request
+
+    async def _parse_listing(self, response: Response, expected: str) -> AsyncIterator[Request]:
+        """A sitemap, sitemap index or feed, read as what its first element says it is (robots.txt and
+        sitemap indexes may list feeds), else as *expected* ("sitemap" or "feed")."""
+        kind = sniff(response.body) or expected
+        doc = await self._read(response, kind, parse_sitemap if kind == "sitemap" else parse_feed)
         if doc is None:
             return
         site = response.meta.get(NEWS_SITE_META) or response.url
@@ -260,19 +269,6 @@ class NewsSpider(RedisSpider):
             if doc.kind == "sitemapindex":
                 yield self.sitemap_request(entry.url, site, depth + 1)
             elif same_site(entry.url, site):
-                yield self.entry_request(entry.url, entry.date, entry.title)
-
-    async def parse_feed(self, response: Response, **kwargs: Any) -> AsyncIterator[Request]:
-        if sniff(response.body) == "sitemap":
-            async for request in self.parse_sitemap(response):
-                yield request
-            return
-        doc = await self._read(response, "feed", parse_feed)
-        if doc is None:
-            return
-        site = response.meta.get(NEWS_SITE_META) or response.url
-        for entry in self._recent(doc):
-            if same_site(entry.url, site):
                 yield self.entry_request(entry.url, entry.date, entry.title)
 
     def entry_request(self, url: str, date: datetime | None, title: str | None) -> Request:

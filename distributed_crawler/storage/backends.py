@@ -39,6 +39,7 @@ from distributed_crawler.storage.schema import (
     set_clause,
 )
 from distributed_crawler.storage.schema import prepare_rows as _prepare
+from distributed_crawler.storage.server import OneConnection
 
 logger = logging.getLogger(__name__)
 
@@ -221,12 +222,14 @@ class SQLiteStorage:
 _SCHEMA_LOCK_KEY = 0x6463_6974_656D  # "dcitem"
 
 
-class PostgresStorage:
+class PostgresStorage(OneConnection):
     """PostgreSQL database shared by every node of the crawl.
 
     One connection, reconnected transparently after it breaks; each batch is
     one transaction of ``INSERT ... ON CONFLICT (url) DO UPDATE``.
     """
+
+    KIND = "PostgreSQL"
 
     def __init__(self, dsn: str, *, connect_timeout: int = POSTGRES_CONNECT_TIMEOUT) -> None:
         self.dsn = dsn
@@ -330,19 +333,6 @@ class PostgresStorage:
             return int(row[0])
         except psycopg.Error as exc:
             raise StorageError(f"PostgreSQL count on {self.masked} failed: {safe_error_text(exc, self.dsn)}") from None
-
-    def close(self) -> None:
-        """Close the connection (idempotent)."""
-        self._closed = True
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # pragma: no cover - best effort
-                logger.debug("Error closing PostgreSQL storage %s", self.masked, exc_info=True)
-
-    def __repr__(self) -> str:
-        return f"PostgresStorage({self.masked!r})"
 
 
 # --------------------------------------------------------------------------

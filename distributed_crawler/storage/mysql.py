@@ -43,6 +43,7 @@ from distributed_crawler.storage.schema import (
     prepare_rows,
     set_clause,
 )
+from distributed_crawler.storage.server import OneConnection
 
 logger = logging.getLogger(__name__)
 
@@ -173,12 +174,14 @@ def _connect_hint(code: int | None, database: str) -> str:
     return "check that the server is running and reachable, that the database exists and that STORAGE_URL is correct"
 
 
-class MySQLStorage:
+class MySQLStorage(OneConnection):
     """MySQL or MariaDB database shared by every node of the crawl.
 
     One autocommit connection, dropped after a connection-level error and reopened on the next
     call; each batch is one explicit transaction.
     """
+
+    KIND = "MySQL"
 
     def __init__(
         self, url: str, *, connect_timeout: int = MYSQL_CONNECT_TIMEOUT, io_timeout: int = MYSQL_IO_TIMEOUT
@@ -352,16 +355,3 @@ class MySQLStorage:
         except (pymysql.MySQLError, OSError) as exc:
             self._failed(exc)
             raise StorageError(f"MySQL query on {self.masked} failed: {self._error(exc)}") from None
-
-    def close(self) -> None:
-        """Close the connection (idempotent)."""
-        self._closed = True
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # pragma: no cover - best effort
-                logger.debug("Error closing MySQL storage %s", self.masked, exc_info=True)
-
-    def __repr__(self) -> str:
-        return f"MySQLStorage({self.masked!r})"

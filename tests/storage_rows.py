@@ -1,0 +1,96 @@
+"""What the storage tests share: a sample row, the row as first stored, backends closed at teardown.
+
+Used by test_storage.py (SQLite, PostgreSQL) and test_storage_mysql.py (MariaDB), so every backend
+is held to the same contract with the same data.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from distributed_crawler.storage.backends import StorageBackend, StorageError, open_storage
+from distributed_crawler.storage.digest import content_digest
+
+
+def row(i: int | str, **overrides: Any) -> dict[str, Any]:
+    base = {
+        "url": f"https://example.com/{i}",
+        "title": f"title {i}",
+        "text": f"text {i}",
+        "fetched_at": "2024-01-01T00:00:00+00:00",
+        "status": 200,
+        "node": "node-a",
+        "authors": '["A. Writer", "B. Reporter"]',
+        "published_at": "2023-12-31T08:00:00+00:00",
+        "lang": "en-gb",
+        "description": f"about {i}",
+        "duplicate_of": None,
+    }
+    base.update(overrides)
+    return base
+
+
+def stored(written: dict[str, Any]) -> dict[str, Any]:
+    """A row as first stored: content_hash of its text, first seen / last changed at fetch, version 1."""
+    text = written.get("text")
+    return {
+        **written,
+        "content_hash": content_digest(text) if text else None,
+        "first_seen": written["fetched_at"],
+        "last_changed": written["fetched_at"],
+        "version": 1,
+    }
+
+
+@contextmanager
+def backends_on(url: str) -> Iterator[Callable[[], StorageBackend]]:
+    """Factory opening backends on ``url`` (an `opened` fixture's body); all closed on exit."""
+    backends: list[StorageBackend] = []
+
+    def factory() -> StorageBackend:
+        backend = open_storage(url)
+        backends.append(backend)
+        return backend
+
+    yield factory
+    for backend in backends:
+        backend.close()
+
+
+def check_close_is_idempotent(backend: StorageBackend) -> None:
+    backend.close()
+    backend.close()
+    with pytest.raises(StorageError, match="closed"):
+        backend.upsert_many([row(1)])
+
+
+def write_overlapping_rows(url: str, writers: int, timeout: float, start_together: bool = False) -> list[BaseException]:
+    """*writers* threads, each with its own backend, upserting 20 batches of 30 of the same 120 URLs
+    (all opening their backend at the same moment when *start_together*); what they raised."""
+    barrier = threading.Barrier(writers) if start_together else None
+    errors: list[BaseException] = []
+
+    def work(worker: int) -> None:
+        try:
+            if barrier is not None:
+                barrier.wait(10)
+            backend = open_storage(url)
+            try:
+                for b in range(20):
+                    backend.upsert_many([row((b * 5 + worker + i) % 120, node=f"t{worker}") for i in range(30)])
+            finally:
+                backend.close()
+        except BaseException as exc:  # noqa: BLE001 - returned to the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    return errors
