@@ -37,7 +37,7 @@ BAD_LINES = [
     b'{"url": "https://example.com/broken"',
     b'{"url": 5}',
     b'{"url": "https://example.com/", "priority": "high"}',
-    b'{"url": "https://example.com/", "evil": 1}',
+    b'{"url": "https://example.com/", "evil": {"x": 1}}',  # a scalar extra field is form data (scrapy-redis)
     b"https://example.com/with space",
     b"https://",
 ]
