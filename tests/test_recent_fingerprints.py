@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+from types import SimpleNamespace
+from unittest.mock import AsyncMock
+
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
 
 from distributed_crawler.core.scheduler import RedisScheduler
 from distributed_crawler.dedup.recent import RecentFingerprints
 from distributed_crawler.queue.codec import RequestCodec
+from distributed_crawler.queue.envelope import make_member
 
 
 class _Spider(Spider):
@@ -55,3 +60,21 @@ def test_size_zero_sends_every_link_to_the_shared_filter() -> None:
     assert scheduler.enqueue_request(Request("http://site.test/a"))
     assert scheduler.enqueue_request(Request("http://site.test/a"))
     assert len(scheduler._outbox) == 2
+
+
+def test_a_redelivery_or_the_end_of_an_outage_empties_the_cache() -> None:
+    """A failover can lose writes Redis acknowledged: a page fetched again must queue its links
+    again (seen in the Sentinel demote test: a list page's 20 links lost for good)."""
+    scheduler = _scheduler()
+    scheduler.scripts = SimpleNamespace(release=AsyncMock(return_value=1))  # a busy node gives it back
+    assert scheduler.enqueue_request(Request("http://site.test/a"))
+    assert not scheduler.enqueue_request(Request("http://site.test/a"))
+    first = make_member(scheduler.codec.encode(Request("http://site.test/list")), 0, 1)
+    asyncio.run(scheduler._accept([first.encode()]))  # a first delivery: the cache stays
+    assert not scheduler.enqueue_request(Request("http://site.test/a"))
+    again = make_member(scheduler.codec.encode(Request("http://site.test/list2")), 0, 2)
+    asyncio.run(scheduler._accept([again.encode()]))
+    assert scheduler.enqueue_request(Request("http://site.test/a"))  # to the shared filter again
+    scheduler._outage.since = 1.0  # Redis was unreachable
+    asyncio.run(scheduler._redis_ok("pop"))
+    assert scheduler.enqueue_request(Request("http://site.test/a"))

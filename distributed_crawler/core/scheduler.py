@@ -593,6 +593,10 @@ class RedisScheduler:
         )
 
     async def _redis_ok(self, what: str) -> None:
+        if self._outage.since is not None:
+            # a failover or a restart may have lost writes Redis had acknowledged (asynchronous
+            # replication): links this node sent may be gone, so the shared filter decides again
+            self._recent.clear()
         self._outage.ok()
         self._data_errors.ok(what)
         if self._wrong_types.reported:
@@ -718,6 +722,10 @@ class RedisScheduler:
         if not suspects:
             self._buffer.extend(normal)
             return
+        # A redelivery means a node died or an ack was lost (e.g. a failover that dropped writes):
+        # the links its page gave last time may be lost with it, so they must reach the shared
+        # filter again instead of stopping at this node's recent-fingerprint cache.
+        self._recent.clear()
         # Quarantine: a redelivered request may be what killed its last node, so it runs alone
         # here. Otherwise every request in flight beside it would be charged a delivery each
         # time it crashes a node, and innocent requests would be dead-lettered with the poison.

@@ -6,7 +6,9 @@ them used to be encoded to JSON, queued in the outbox and checked by enqueue.lua
 this node already sent is in the cluster filter (enqueue.lua marks it seen once its request is
 stored, or it was seen before), so the node can drop the request at once, as plain Scrapy's
 in-memory filter does. The shared filter stays the authority: a fingerprint not found here goes
-to Redis as before. Bounded (oldest forgotten first), and emptied when the filter is flushed.
+to Redis as before. Bounded (oldest forgotten first), and emptied when the filter is flushed,
+when the node takes a redelivered request and when Redis comes back after an outage: a failover
+can lose writes Redis acknowledged, and a page fetched again must be able to queue its links again.
 """
 
 from __future__ import annotations
