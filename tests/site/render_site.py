@@ -21,6 +21,7 @@ Every token is assembled by JavaScript, so it never appears in the static HTML (
 Pages for settling (PLAYWRIGHT_SETTLE_MS), ready at `load` but complete only later:
 * `/s/timer`     an iframe whose text a timer writes 300 ms after the iframe's `load`
 * `/s/xhr`       text from an XHR to `/api/late`, which answers after 400 ms
+* `...?ms=N`     (`/s/timer`, `/s/xhr`) the late content comes N ms late instead
 * `/s/forever`   token written at once, then a clock that changes the page every 50 ms forever
 
 Pages for PLAYWRIGHT_AUTO:
@@ -232,22 +233,24 @@ class RenderSite:
             script = f"setTimeout(function () {{\n{_writes('t', 'slow')}\n"
             script += f"document.documentElement.setAttribute('data-ready', '1');\n}}, {ms});"
             return 200, html_type, _doc("slow", "<p id=t></p>", script)
+        late_ms = int(query.get("ms", "0")) or None  # ?ms=N: the late content comes N ms late instead
         if path == "/s/timer":
-            body = '<p>outer</p><iframe name="timer" src="/f/timer"></iframe>'
+            src = f"/f/timer?ms={late_ms}" if late_ms else "/f/timer"
+            body = f'<p>outer</p><iframe name="timer" src="{src}"></iframe>'
             return 200, html_type, _doc("timer", body)
         if path == "/f/timer":
             script = "window.addEventListener('load', function () {\n  setTimeout(function () {\n"
-            script += "    " + _writes("t", "timer") + "\n  }, 300);\n});"
+            script += "    " + _writes("t", "timer") + f"\n  }}, {late_ms or 300});\n}});"
             return 200, html_type, _doc("timer frame", "<p id=t>waiting</p>", script)
         if path == "/s/xhr":
             script = (
-                "var x = new XMLHttpRequest(); x.open('GET', '/api/late');\n"
+                f"var x = new XMLHttpRequest(); x.open('GET', '/api/late?ms={late_ms or 400}');\n"
                 "x.onload = function () { var d = JSON.parse(x.responseText);\n"
                 "  document.getElementById('t').textContent = d.a + d.b; };\nx.send();"
             )
             return 200, html_type, _doc("xhr", "<p id=t>loading</p>", script)
         if path == "/api/late":
-            time.sleep(0.4)
+            time.sleep((late_ms or 400) / 1000)
             return 200, "application/json", b'{"a": "xhr-tok", "b": "en-42"}'
         if path == "/s/forever":
             script = _writes("t", "forever") + "\nvar n = 0;\n"
