@@ -177,6 +177,18 @@ def workers(tmp_path: Path, redis_url: str) -> Iterator[Workers]:
     w.stop_all()
 
 
+def dcrawl(redis_url: str, *args: str) -> subprocess.CompletedProcess:
+    """`dcrawl ARGS --redis-url URL` in a subprocess, as an operator runs it (undecodable output replaced)."""
+    return subprocess.run(
+        [sys.executable, "-m", "distributed_crawler", *args, "--redis-url", redis_url],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        errors="replace",
+    )
+
+
 def crawl_preflight(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     """`scrapy crawl news` of a node expected to stop at start: only PATH and *env* in its environment."""
     return subprocess.run(

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,7 @@ from typing import Any
 import pytest
 import redis
 
-from tests.conftest import ROOT, Workers
+from tests.conftest import Workers, dcrawl
 from tests.site.news_portal import BOILERPLATE, NewsPortal
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -35,14 +33,8 @@ def rows(db: Path) -> dict[str, dict[str, Any]]:
             return {}
 
 
-def dcrawl(redis_url: str, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "distributed_crawler", *args, "--redis-url", redis_url],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def dcrawl_ok(redis_url: str, *args: str) -> str:
+    done = dcrawl(redis_url, *args)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -55,7 +47,7 @@ def test_news_site_articles_once_with_fields_duplicates_marked_garbage_dead_lett
     workers.env["MAX_IDLE_TIME_BEFORE_CLOSE"] = "4"
     with NewsPortal() as portal:
         P, W = portal.publisher_url, portal.wire_url
-        dcrawl(redis_url, "seed", "news", "--site", P)
+        dcrawl_ok(redis_url, "seed", "news", "--site", P)
         workers.start("node-a", *SETTINGS)
         workers.start("node-b", *SETTINGS)
         # The wire copy is seeded once the original is stored, so which one is the copy is known.
@@ -64,7 +56,7 @@ def test_news_site_articles_once_with_fields_duplicates_marked_garbage_dead_lett
             assert time.monotonic() < deadline, workers.log("node-a")[-3000:]
             assert all(p.poll() is None for p in workers.procs.values()), workers.log("node-a")[-3000:]
             time.sleep(0.1)
-        dcrawl(redis_url, "seed", "news", "--site", W)
+        dcrawl_ok(redis_url, "seed", "news", "--site", W)
         assert workers.wait_all(180) == {"node-a": 0, "node-b": 0}
 
         stored = rows(db)
@@ -87,7 +79,7 @@ def test_news_site_articles_once_with_fields_duplicates_marked_garbage_dead_lett
         # seen-filter all the same (a link to it would not be fetched).
         assert portal.hits(P, portal.stories[1].path) == 0
         assert (portal.hits(P, "/story"), portal.hits(P, "/amp/story-1")) == (1, 1)
-        assert dcrawl(redis_url, "dedup", "check", "news", portal.url(1)).strip() == "seen"
+        assert dcrawl_ok(redis_url, "dedup", "check", "news", portal.url(1)).strip() == "seen"
         # robots.txt once for the cluster: the site seed read its Sitemap: lines from the cache.
         assert portal.hits(P, "/robots.txt") == 1
 
@@ -102,7 +94,7 @@ def test_news_site_articles_once_with_fields_duplicates_marked_garbage_dead_lett
         assert logs.count("Bad sitemap ") == 2 and logs.count("Bad feed ") == 1
 
         # A rerun re-reads the sitemaps and feeds (they bypass the seen-filter), not the articles.
-        dcrawl(redis_url, "seed", "news", "--site", P)
+        dcrawl_ok(redis_url, "seed", "news", "--site", P)
         workers.start("node-c", *SETTINGS)
         assert workers.wait_all(120)["node-c"] == 0
         assert portal.hits(P, "/news-sitemap.xml") == 2 and portal.hits(P, "/sitemap_index.xml.gz") == 2

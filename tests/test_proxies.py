@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.conftest import ROOT, Workers, crawl_preflight, free_port, one_error_line, queued_requests
+from tests.conftest import Workers, crawl_preflight, dcrawl, free_port, one_error_line, queued_requests
 from tests.proxies.server import TestProxy
 from tests.site.server import NewsSite
 
@@ -25,16 +23,6 @@ SECRET = "pr0xy-s3cret"
 def stored(db: Path) -> set[str]:
     with sqlite3.connect(db) as conn:
         return {url for (url,) in conn.execute("SELECT url FROM items")}
-
-
-def dcrawl(redis_url: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "distributed_crawler", *args, "--redis-url", redis_url],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def wait_for(predicate, what: str, timeout: float = 60) -> None:

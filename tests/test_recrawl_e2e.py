@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,7 +20,7 @@ import pytest
 import redis
 
 from distributed_crawler.recrawl.schedule import RecrawlKeys, iter_states
-from tests.conftest import ROOT, Workers
+from tests.conftest import Workers, dcrawl
 from tests.site.live_site import LiveNewsSite
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(420)]
@@ -65,16 +63,6 @@ def stored(db: Path) -> dict[str, dict[str, Any]]:
 def intervals(client: redis.Redis) -> dict[str, float]:
     """URL -> current revisit interval, from the schedule's state hash."""
     return {s.url: s.interval for _, s in iter_states(client, KEYS) if s is not None and s.url}
-
-
-def dcrawl(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "distributed_crawler", *args, "--redis-url", redis_url],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 @pytest.fixture

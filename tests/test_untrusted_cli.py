@@ -21,21 +21,10 @@ from distributed_crawler.cli.main import main, requeue_member
 from distributed_crawler.monitoring.nodes import NodeKeys, beat, heartbeat_script
 from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.keys import SpiderKeys
-from tests.conftest import ROOT, queued_requests
+from tests.conftest import ROOT, dcrawl, queued_requests
 from tests.garbage import write_all_garbage, write_wrong_types
 
 DCRAWL = [sys.executable, "-m", "distributed_crawler"]
-
-
-def dcrawl(redis_url: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*DCRAWL, *args, "--redis-url", redis_url],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        errors="replace",
-    )
 
 
 def assert_readable(proc: subprocess.CompletedProcess) -> None:
