@@ -540,14 +540,15 @@ class RedisScheduler:
                 continue
             if len(self._broken_hosts) < BROKEN_HOSTS_LOGGED:
                 self._broken_hosts.add(key)
+            shown = preview(key)
             logger.error(
                 "Redis key %s (the queue of host %s) is not a sorted set: that host is no longer served; "
                 "inspect it with `redis-cli type '%s'`, then remove it with `redis-cli del '%s'` "
                 "(new requests for the host queue again)",
-                preview(key),
+                shown,
                 preview(host),
-                preview(key),
-                preview(key),
+                shown,
+                shown,
             )
 
     def _fixes(self) -> dict[str, str]:

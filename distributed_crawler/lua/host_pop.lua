@@ -54,6 +54,7 @@ local t = redis.call("TIME")
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local deadline = now + tonumber(ARGV[2])
 local qprefix, hprefix, fprefix = ARGV[4], ARGV[5], ARGV[6]
+if fprefix == "" then fprefix = nil end -- no in-flight set prefix: caps are not applied
 local ready, over = KEYS[1], KEYS[5]
 local YEAR = 31536000
 -- lateness a rate-limited host may make up at its next due time: at most half its interval, and
@@ -149,7 +150,7 @@ if count > 0 then
       redis.call("ZADD", over, ok and pending or 0, host)
       redis.call("ZREM", ready, host)
     else
-      if not fprefix or fprefix == "" then s.cap = -1 end
+      if not fprefix then s.cap = -1 end
       s.held = s.cap > 0 and held_leases(host) or 0
       if s.cap > 0 and s.held >= s.cap then
         redis.call("ZADD", ready, now + CAP_RECHECK, host) -- at its cap: looked at again shortly
