@@ -66,7 +66,8 @@ def test_hosts_lists_the_frontier_by_pending_and_skips_garbage(
     assert (data["count"], data["ready"], data["over_budget"]) == (11, 7, 2)  # raw sizes: garbage members too
     rows = {h["host"]: h for h in data["hosts"]}
     assert [h["host"] for h in data["hosts"]] == ["b.com", "d.com", "a.com", "g.com", "c.com", "e.com"]
-    assert rows["b.com"]["pending"] == 7 and 20 < rows["b.com"]["due_in"] <= 30  # minus the CLI's start-up and rows["b.com"]["interval"] == 30
+    assert rows["b.com"]["pending"] == 7 and rows["b.com"]["interval"] == 30
+    assert 20 < rows["b.com"]["due_in"] <= 30  # 30 s after `now`, minus the CLI's start-up
     assert rows["b.com"]["budget"] is None and rows["b.com"]["pages"] == 4 and not rows["b.com"]["over_budget"]
     assert rows["a.com"]["due_in"] == 0 and rows["a.com"]["interval"] == 0 and rows["a.com"]["backoff"] == 0
     assert rows["a.com"]["budget"] is None and rows["a.com"]["pages"] == 0  # nan / inf / 1e999 -> defaults
