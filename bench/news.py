@@ -118,7 +118,9 @@ def index_memory(redis_url: str, articles: int) -> dict[str, Any]:
     for i in range(articles):
         value = rng.getrandbits(64)
         url = f"https://www.example-news.com/2026/12/03/a-headline-of-some-length-{i:012d}.html"
-        index._script(keys=index.script_keys(value), args=[value >> 32, value & 0xFFFFFFFF, url.ljust(80, "x"), 3])
+        index._script(
+            keys=index.script_keys(value), args=[value >> 32, value & 0xFFFFFFFF, url.ljust(80, "x"), 3, 5, 0]
+        )
     used = int(client.info("memory")["used_memory"]) - before
     client.flushall()
     client.close()

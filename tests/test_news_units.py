@@ -10,7 +10,7 @@ from scrapy.http import HtmlResponse
 
 from distributed_crawler.cli.seed import site_seed
 from distributed_crawler.news.canonical import canonical_link, same_site, site_of
-from distributed_crawler.news.config import NewsConfig, parse_since
+from distributed_crawler.news.config import NewsConfig, parse_duration
 from distributed_crawler.news.documents import DocumentError, feed_links, parse_feed, parse_sitemap, sniff
 from distributed_crawler.news.extract import extract_article, iso_date, page_basics
 from distributed_crawler.news.nearduplicate import blocks, distance, fingerprint, without_title
@@ -228,13 +228,13 @@ def test_blocks_cover_64_bits(d: int) -> None:
     ("value", "seconds"), [(0, 0), ("0", 0), ("2d", 172800), ("36h", 129600), ("90m", 5400), ("1w", 604800), (60, 60)]
 )
 def test_sitemap_since(value: object, seconds: float) -> None:
-    assert parse_since(value) == seconds
+    assert parse_duration(value) == seconds
 
 
 @pytest.mark.parametrize("value", ["two days", "-1", "2y", True, -5])
 def test_bad_sitemap_since_names_the_setting(value: object) -> None:
     with pytest.raises(ValueError, match=r"SITEMAP_SINCE .* (duration|>= 0)"):
-        parse_since(value)
+        parse_duration(value)
 
 
 def test_news_config_checks_its_settings() -> None:
@@ -242,6 +242,10 @@ def test_news_config_checks_its_settings() -> None:
     assert config.sitemap_since == 172800 and config.extract_threads == 0 and config.key("news") == "{news}:simhash"
     with pytest.raises(ValueError, match=r"NEAR_DUPLICATE_DISTANCE \(9\) must be <= 7"):
         NewsConfig.from_settings({"NEAR_DUPLICATE_DISTANCE": 9})
+    assert config.near_duplicate_window == 14 * 86400  # the default, "14d"
+    assert NewsConfig.from_settings({"NEAR_DUPLICATE_WINDOW": 0}).near_duplicate_window == 0
+    with pytest.raises(ValueError, match=r"NEAR_DUPLICATE_WINDOW \('a fortnight'\) must be seconds or a duration"):
+        NewsConfig.from_settings({"NEAR_DUPLICATE_WINDOW": "a fortnight"})
 
 
 def test_site_seed_names_parse_site() -> None:

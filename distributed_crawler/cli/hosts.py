@@ -18,9 +18,9 @@ from rich.table import Table
 
 from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.monitoring.hosts import by_pending, read_rows, sample_hosts, wrong_host_keys
-from distributed_crawler.monitoring.nodes import Skips, duration, server_time
+from distributed_crawler.monitoring.nodes import Skips, duration
 from distributed_crawler.monitoring.status import skip_lines
-from distributed_crawler.queue.enqueue import maybe_await, run_sync
+from distributed_crawler.queue.enqueue import maybe_await, run_sync, server_time
 from distributed_crawler.queue.keys import SpiderKeys
 
 DEFAULT_SCAN = 10_000

@@ -24,9 +24,9 @@ from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.core.scheduler import SchedulerConfig
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
-from distributed_crawler.monitoring.nodes import duration, server_time
+from distributed_crawler.monitoring.nodes import duration
 from distributed_crawler.queue.codec import RequestCodec, allowed_classes
-from distributed_crawler.queue.enqueue import Enqueuer, run_sync
+from distributed_crawler.queue.enqueue import Enqueuer, run_sync, server_time
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.queue.frontier import slot_of
 from distributed_crawler.queue.keys import SpiderKeys

@@ -26,7 +26,7 @@ from typing import Any
 from scrapy.settings import BaseSettings
 
 from distributed_crawler.defaults import SettingsReader
-from distributed_crawler.queue.enqueue import maybe_await
+from distributed_crawler.queue.enqueue import maybe_await, server_time
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import lua_source
 
@@ -111,11 +111,6 @@ async def beat(
         )
     )
     return float(stamp)
-
-
-async def server_time(client: Any) -> float:
-    seconds, micros = await maybe_await(client.time())
-    return seconds + micros / 1e6
 
 
 def _text(value: Any) -> str:

@@ -13,21 +13,20 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw]?)")
 
 
-def parse_since(value: Any) -> float:
-    """SITEMAP_SINCE: seconds (a number) or a duration such as "2d", "36h", "90m"; 0 = no limit."""
+def parse_duration(value: Any, name: str = "SITEMAP_SINCE") -> float:
+    """A duration setting: seconds (a number) or text such as "2d", "36h", "90m"; 0 = no limit."""
+    hint = f"{name} ({value!r}) must be seconds or a duration like 2d, 36h, 90m (0 = no limit)"
     if isinstance(value, bool):
-        raise ValueError(f"SITEMAP_SINCE ({value!r}) must be seconds or a duration like 2d, 36h, 90m (0 = no limit)")
+        raise ValueError(hint)
     if isinstance(value, int | float):
         seconds = float(value)
     else:
         match = _DURATION.fullmatch(str(value or "0").strip().lower())
         if match is None:
-            raise ValueError(
-                f"SITEMAP_SINCE ({value!r}) must be seconds or a duration like 2d, 36h, 90m (0 = no limit)"
-            )
+            raise ValueError(hint)
         seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
     if not 0 <= seconds < 1e10:
-        raise ValueError(f"SITEMAP_SINCE ({value!r}) must be >= 0 (0 = no limit)")
+        raise ValueError(f"{name} ({value!r}) must be >= 0 (0 = no limit)")
     return seconds
 
 
@@ -40,6 +39,7 @@ class NewsConfig:
     near_duplicate_min_words: int = 50
     near_duplicate_keep_text: bool = False
     near_duplicate_key: str = "{%(spider)s}:simhash"
+    near_duplicate_window: float = 14 * 86400.0
     sitemap_since: float = 0.0
     sitemap_max_bytes: int = 50 * 1024 * 1024
     sitemap_max_entries: int = 50_000
@@ -56,7 +56,8 @@ class NewsConfig:
             near_duplicate_min_words=read.int("NEAR_DUPLICATE_MIN_WORDS", min=1),
             near_duplicate_keep_text=read.bool("NEAR_DUPLICATE_KEEP_TEXT"),
             near_duplicate_key=read.str("NEAR_DUPLICATE_KEY"),
-            sitemap_since=parse_since(read.raw("SITEMAP_SINCE")),
+            near_duplicate_window=parse_duration(read.raw("NEAR_DUPLICATE_WINDOW"), "NEAR_DUPLICATE_WINDOW"),
+            sitemap_since=parse_duration(read.raw("SITEMAP_SINCE")),
             sitemap_max_bytes=read.int("SITEMAP_MAX_BYTES", min=1024),
             sitemap_max_entries=read.int("SITEMAP_MAX_ENTRIES", min=1),
             sitemap_max_depth=read.int("SITEMAP_MAX_DEPTH", min=1, max=10),

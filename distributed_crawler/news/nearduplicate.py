@@ -9,13 +9,16 @@ per article: 8 bytes per bucket plus one field mapping the fingerprint to its UR
 
 from __future__ import annotations
 
+import math
 import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from simhash import Simhash
 
 from distributed_crawler.connection.untrusted import text as decoded
+from distributed_crawler.queue.enqueue import server_time
 from distributed_crawler.queue.scripts import lua_source
 
 BITS = 64
@@ -65,25 +68,54 @@ class NearDuplicateIndex:
     """The cluster's fingerprints of stored articles (`NEAR_DUPLICATE_KEY`, the spider's hash slot).
 
     Keys: `<key>:urls` (hash: fingerprint -> URL) and `<key>:<blocks>.<i>:<value>` (buckets).
+    With a window (`NEAR_DUPLICATE_WINDOW`) they live in generations `<key>:g<n>:...`, n = Redis
+    server time // window: an article is looked up in the current and the previous generation and
+    stored in the current one, whose keys expire when it stops being read. So a fingerprint is
+    remembered between one and two windows, and memory holds two windows of articles at most.
     This class owns the script's KEYS/ARGV order.
     """
 
-    def __init__(self, client: Any, key: str, max_distance: int) -> None:
+    def __init__(self, client: Any, key: str, max_distance: int, window: float = 0.0) -> None:
         if not 0 <= max_distance <= MAX_DISTANCE:
             raise ValueError(f"NEAR_DUPLICATE_DISTANCE ({max_distance}) must be between 0 and {MAX_DISTANCE}")
         self.key = key
         self.max_distance = max_distance
+        self.window = window
+        self._client = client
+        self._clock_offset: float | None = None  # Redis server time minus this node's clock
         self._script = client.register_script(lua_source("near_duplicate"))
 
-    def script_keys(self, value: int) -> list[str]:
-        n = self.max_distance + 1
-        return [f"{self.key}:urls", *(f"{self.key}:{n}.{i}:{v:x}" for i, v in blocks(value, self.max_distance))]
+    def generations(self, now: float) -> tuple[list[str], int]:
+        """Key prefixes to read, the current one first, and when the current one expires (0 = never)."""
+        if self.window <= 0:
+            return [self.key], 0
+        n = int(now // self.window)
+        return [f"{self.key}:g{n}", f"{self.key}:g{n - 1}"], math.ceil((n + 2) * self.window)
 
-    async def check_add(self, value: int, url: str) -> Match | None:
-        """The stored original this article is a near-duplicate of; None = it is an original now."""
+    def script_keys(self, value: int, prefixes: list[str] | None = None) -> list[str]:
+        n = self.max_distance + 1
+        buckets = [f"{n}.{i}:{v:x}" for i, v in blocks(value, self.max_distance)]
+        return [
+            key for prefix in prefixes or [self.key] for key in (f"{prefix}:urls", *(f"{prefix}:{b}" for b in buckets))
+        ]
+
+    async def check_add(self, value: int, url: str, now: float | None = None) -> Match | None:
+        """The stored original this article is a near-duplicate of; None = it is an original now.
+
+        `now` (server time) picks the generation; by default the node's clock corrected once by
+        the server's, so a node with a wrong clock still writes where the others read.
+        """
+        if now is None:
+            now = time.time() + await self._offset() if self.window > 0 else 0.0
+        prefixes, expire_at = self.generations(now)
         original, dist = await self._script(
-            keys=self.script_keys(value),
-            args=[value >> 32, value & 0xFFFFFFFF, url, self.max_distance],
+            keys=self.script_keys(value, prefixes),
+            args=[value >> 32, value & 0xFFFFFFFF, url, self.max_distance, self.max_distance + 2, expire_at],
         )
         original = decoded(original)
         return Match(original, int(dist)) if original else None
+
+    async def _offset(self) -> float:
+        if self._clock_offset is None:
+            self._clock_offset = await server_time(self._client) - time.time()
+        return self._clock_offset

@@ -49,6 +49,12 @@ async def maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
+async def server_time(client: Any) -> float:
+    """Redis server time in seconds: the cluster's one clock (a sync or an asyncio client)."""
+    seconds, micros = await maybe_await(client.time())
+    return seconds + micros / 1e6
+
+
 def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
     """Run a coroutine that only awaits sync-client results (it never really suspends)."""
     try:

@@ -174,7 +174,10 @@ class NewsSpider(RedisSpider):
         try:
             if self._index is None:
                 self._index = NearDuplicateIndex(
-                    self._client, self.news.key(self.name), self.news.near_duplicate_distance
+                    self._client,
+                    self.news.key(self.name),
+                    self.news.near_duplicate_distance,
+                    self.news.near_duplicate_window,
                 )
             match = await self._index.check_add(value, url)
         except TRANSIENT_ERRORS + (ResponseError,) as exc:
