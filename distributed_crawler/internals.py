@@ -34,6 +34,7 @@ SCRAPY_CONTRACT: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     ("scrapy.core.scraper.Slot", "closing", None),
     ("scrapy.core.downloader.Downloader", "active", None),
     ("scrapy.crawler.Crawler", "crawling", None),
+    ("scrapy.commands.BaseRunSpiderCommand", "_create_crawler", ("self", "spidercls")),
 )
 
 
@@ -116,6 +117,11 @@ def node_stopping(crawler: Crawler) -> bool:
     documented: False before `crawl()` and from the first line of `stop()`).
     """
     return not getattr(crawler, "crawling", True) or spider_closing(crawler)
+
+
+def command_crawler(command: Any, spider: str) -> Crawler:
+    """The crawler `scrapy crawl` would run (BaseRunSpiderCommand._create_crawler: its signals too)."""
+    return command._create_crawler(spider)
 
 
 # -- scrapy-playwright (0.0.48) ------------------------------------------------------------------

@@ -108,6 +108,25 @@ def test_unreachable_storage_is_one_clear_line_and_nonzero_exit(redis_url: str) 
     assert "pg-s3cret" not in proc.stderr + proc.stdout
 
 
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["-s", "SITEMAP_SINCE=two days"], "ERROR: SITEMAP_SINCE ('two days') must be seconds or a duration"),
+        (["-s", "NEAR_DUPLICATE_WINDOW=x"], "ERROR: NEAR_DUPLICATE_WINDOW ('x') must be seconds or a duration"),
+        (["-s", "RECRAWL_RULES=bogus"], "ERROR: RECRAWL_RULES ('bogus') must be a dict"),
+        (["-s", "SCHEDULER_LEASE_SECONDS=soon"], "ERROR: SCHEDULER_LEASE_SECONDS ('soon') must be a number"),
+        (["-s", "PLAYWRIGHT_SETTLE_MS=x"], "ERROR: PLAYWRIGHT_SETTLE_MS ('x') must be an integer"),
+        (["-a", "max_idle_time=abc"], "ERROR: max_idle_time must be a number of seconds, not 'abc'"),
+    ],
+    ids=["spider", "news-window", "recrawl", "scheduler", "rendering-handler", "spider-argument"],
+)
+def test_a_setting_refused_while_the_crawler_starts_is_one_line(redis_url: str, args: list[str], expected: str) -> None:
+    # refused in the spider's, the scheduler's or a download handler's constructor, after the
+    # preflight: one line and exit 2, not asyncio's "Task exception was never retrieved"
+    proc = crawl_preflight({"REDIS_URL": redis_url}, *args)
+    assert one_error_line(proc).startswith(expected), proc.stderr
+
+
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("slow_open", [False, True], ids=["open", "still-opening"])
 def test_a_dead_scheduler_task_closes_the_node_instead_of_hanging(

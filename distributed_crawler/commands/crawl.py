@@ -1,17 +1,23 @@
 """`scrapy crawl`, with a preflight: an unreachable Redis or storage is one clear line, exit 2.
 
 Without it, a missing Redis surfaces as a traceback from deep inside the engine, and a missing
-database as a crawl that closes at once with exit code 0.
+database as a crawl that closes at once with exit code 0. A setting refused while the crawler
+starts (the spider's, the scheduler's, a middleware's: they raise ValueError naming the setting)
+is one line too, exit 2, instead of asyncio's "Task exception was never retrieved" traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
 import sys
 from typing import Any
 
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
+from scrapy.exceptions import UsageError
 from scrapy.utils.misc import load_object
+from twisted.python.failure import Failure
 
 from distributed_crawler.addon import with_addon
 from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
@@ -19,11 +25,16 @@ from distributed_crawler.dedup.dupefilter import BloomConfig, BloomDupeFilter, D
 from distributed_crawler.downloadermiddlewares.politeness import DomainRateLimitMiddleware, PolitenessConfig
 from distributed_crawler.downloadermiddlewares.proxy import ProxyPoolMiddleware
 from distributed_crawler.downloadermiddlewares.retry import DistributedRetryMiddleware, RetryConfig
+from distributed_crawler.internals import command_crawler
 from distributed_crawler.proxies.pool import ProxyConfig
 from distributed_crawler.queue.enqueue import DedupDataError, run_sync
 from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.rendering.config import RenderConfig
+from distributed_crawler.rendering.handler import RenderingDownloadHandler
 from distributed_crawler.storage.backends import StorageError, open_storage
 from distributed_crawler.storage.pipeline import StorageConfig, StoragePipeline
+
+logger = logging.getLogger(__name__)
 
 
 class Command(ScrapyCrawlCommand):
@@ -46,13 +57,53 @@ class Command(ScrapyCrawlCommand):
                 RetryConfig.from_settings(settings)  # e.g. RETRY_BACKOFF_MAX below the base
             if DomainRateLimitMiddleware in middlewares:
                 PolitenessConfig.from_settings(settings)  # e.g. DOMAIN_RATE_LIMITS not a dict
+            if any(RenderingDownloadHandler is _load(h) for h in settings.getdict("DOWNLOAD_HANDLERS").values()):
+                RenderConfig.from_settings(settings)  # Scrapy would log it and crawl without the handler
             if any(StoragePipeline is _load(p) for p in settings.getdict("ITEM_PIPELINES")):
                 open_storage(StorageConfig.from_settings(settings).url).close()
         except (RedisUnavailable, StorageError, DedupError, ValueError) as exc:
             print(f"ERROR: {exc}", file=sys.stderr)
             self.exitcode = 2
             return
-        super().run(args, opts)
+        if len(args) != 1:
+            super().run(args, opts)  # Scrapy's usage errors
+            return
+        self._crawl(args[0], opts)
+
+    def _crawl(self, spider: str, opts: argparse.Namespace) -> None:
+        """Scrapy's `crawl` run, watching how the crawler's start ends."""
+        process: Any = self.crawler_process
+        if process is None:
+            raise UsageError("no crawler process")
+        start = StartWatch(process.crawl(command_crawler(self, spider), **opts.spargs))
+        process.start()
+        if isinstance(start.error, ValueError):
+            print(f"ERROR: {start.error}", file=sys.stderr)
+            logger.debug("The crawler did not start", exc_info=start.error)
+            self.exitcode = 2
+        elif start.error is not None:
+            logger.error("The crawler did not start", exc_info=start.error)
+            self.exitcode = 1
+        elif process.bootstrap_failed:
+            self.exitcode = 1
+
+
+class StartWatch:
+    """Keeps the exception a crawler's start ended with (an asyncio task or a Twisted Deferred)."""
+
+    def __init__(self, started: Any) -> None:
+        self.error: BaseException | None = None
+        if isinstance(started, asyncio.Future):
+            started.add_done_callback(self._task_done)
+        elif started is not None:
+            started.addErrback(self._failed)
+
+    def _task_done(self, task: asyncio.Future[Any]) -> None:
+        if not task.cancelled():
+            self.error = task.exception()  # retrieved here: asyncio does not log it again
+
+    def _failed(self, failure: Failure) -> None:
+        self.error = failure.value
 
 
 def check_dupefilter(settings: Any, redis_config: RedisConfig, spider: str) -> None:
