@@ -25,6 +25,12 @@ PROXY_BAN_META = "_dc_proxy_ban"
 # (dead-letter entry, re-pick on retry), politeness.py (per-proxy rate key) and queue/codec.py (the
 # proxy, `_auth_proxy` and the Proxy-Authorization header are the pool's: never shipped).
 POOL_PROXY_META = "_dc_proxy"
+# Set by downloadermiddlewares/proxy.py on a request a pool proxy failed (ban or network error):
+# proxies.pool.proxy_digest of each (the last MAX_FAILED_PROXIES, no credentials); it travels with
+# the retry copy through Redis (public key), and proxy.py picks the retry's proxy among the others
+# while there are others (lua/proxy_pick.lua). Untrusted when read: proxy.py checks its shape.
+FAILED_PROXIES_META = "failed_proxies"
+MAX_FAILED_PROXIES = 4
 # Host mode (issue 14). Added by F2 (politeness inputs) for F1 (the host-mode scheduler), which sets
 # them on each request it leases from the per-host frontier: the lease's slot (queue/frontier.py
 # slot_of: the host it was queued under) and the host's backoff level `bo` when leased (int, 0 =

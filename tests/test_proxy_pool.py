@@ -13,7 +13,7 @@ from scrapy.settings import Settings
 
 from distributed_crawler.cli.main import main
 from distributed_crawler.downloadermiddlewares.proxy import failure_reason
-from distributed_crawler.meta import BROWSER_PROXY_META, PLAYWRIGHT_META
+from distributed_crawler.meta import BROWSER_PROXY_META, FAILED_PROXIES_META, PLAYWRIGHT_META
 from distributed_crawler.proxies.pool import (
     FAILURE_PENALTY,
     INITIAL_SCORE,
@@ -22,6 +22,7 @@ from distributed_crawler.proxies.pool import (
     ProxyPool,
     ProxyURLError,
     parse_proxy,
+    proxy_digest,
 )
 from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.redact import mask_url
@@ -153,6 +154,22 @@ def test_pick_is_weighted_by_health(pool: ProxyPool, redis_client: redis.Redis) 
     redis_client.zadd("dc:proxies", {A: 20, B: 0})  # weights 21 and 1 with PROXY_MIN_SCORE 0
     picks = Counter(run_sync(pool.pick(i / 220)) for i in range(220))
     assert picks == {A: 210, B: 10}  # members sorted by score: B takes the first 1/22 of [0, 1)
+
+
+def test_pick_passes_over_the_proxies_that_failed_the_request(pool: ProxyPool, redis_client: redis.Redis) -> None:
+    redis_client.zadd("dc:proxies", {A: 20, B: 0, C: 10})
+    # the node's digest is the one Lua computes from the pool member
+    assert redis_client.eval("return string.sub(redis.sha1hex(ARGV[1]), 1, 12)", 0, B).decode() == proxy_digest(B)
+    picks = Counter(run_sync(pool.pick(i / 100, (proxy_digest(A),))) for i in range(100))
+    assert set(picks) == {B, C} and picks[C] > picks[B]  # still weighted among the others
+    only = Counter(run_sync(pool.pick(i / 50, (proxy_digest(A), proxy_digest(C)))) for i in range(50))
+    assert only == {B: 50}
+    # every proxy failed the request already: any of them, as without the list
+    everyone = tuple(proxy_digest(p) for p in (A, B, C))
+    assert [run_sync(pool.pick(i / 220, everyone)) for i in range(220)] == [
+        run_sync(pool.pick(i / 220)) for i in range(220)
+    ]
+    assert run_sync(pool.pick(0.99, ("0" * 12, "not hex at all"))) == run_sync(pool.pick(0.99))
 
 
 # -- dcrawl proxies -----------------------------------------------------------------------------
@@ -316,6 +333,54 @@ def test_middleware_sticky_domains_keep_one_proxy_until_it_is_evicted(
     (first, after), stats = middleware_run(redis_url, scenario, PROXY_LIST=[A, C], PROXY_STICKY_DOMAINS="true")
     assert stats["proxy/evicted"] == 1 and redis_client.hexists("dc:proxies:dead", first)
     assert after == {A, C} - {first}
+
+
+@pytest.mark.parametrize("sticky", [False, True], ids=["rotating", "sticky"])
+def test_middleware_sends_a_retry_through_another_proxy(redis_url: str, sticky: bool) -> None:
+    from scrapy import Request
+    from scrapy.exceptions import DownloadConnectionRefusedError
+    from scrapy.http import HtmlResponse
+
+    async def scenario(mw):
+        outcomes = []
+        for i in range(20):
+            request = Request(f"http://a.example/{i}")
+            await mw.process_request(request)
+            first = request.meta["proxy"]
+            if i % 2:
+                await mw.process_exception(request, DownloadConnectionRefusedError("refused"))
+            else:
+                await mw.process_response(request, HtmlResponse(request.url, status=403, body=b"", request=request))
+            retry = request.copy()  # as Scrapy's get_retry_request makes it (meta copied)
+            await mw.process_request(retry)
+            outcomes.append((first, request.meta[FAILED_PROXIES_META], retry.meta["proxy"]))
+        return outcomes
+
+    outcomes, _ = middleware_run(
+        redis_url, scenario, PROXY_LIST=[A, C], PROXY_MIN_SCORE=-1000, PROXY_STICKY_DOMAINS=sticky
+    )
+    for first, failed, retried in outcomes:
+        assert failed == [proxy_digest(first)] and retried == ({A, C} - {first}).pop()
+
+
+def test_middleware_reads_failed_proxies_as_untrusted_and_keeps_the_last_four(redis_url: str) -> None:
+    from scrapy import Request
+    from scrapy.exceptions import DownloadConnectionRefusedError
+
+    async def scenario(mw):
+        picked = []
+        for garbage in ("abc", 7, [1, None, {"x": 1}], ["g" * 12, "0" * 13], {"a": 1}):
+            request = Request("http://a.example/", meta={FAILED_PROXIES_META: garbage})
+            await mw.process_request(request)
+            picked.append(request.meta["proxy"])
+        request = Request("http://a.example/", meta={FAILED_PROXIES_META: ["a" * 12, "b" * 12, "c" * 12, "d" * 12]})
+        await mw.process_request(request)
+        await mw.process_exception(request, DownloadConnectionRefusedError("refused"))
+        return picked, request.meta[FAILED_PROXIES_META]
+
+    (picked, failed), _ = middleware_run(redis_url, scenario, PROXY_LIST=[A])
+    assert picked == [A] * 5
+    assert failed == ["b" * 12, "c" * 12, "d" * 12, proxy_digest(A)]
 
 
 def test_middleware_is_off_without_proxies_and_when_disabled(redis_url: str) -> None:

@@ -55,13 +55,23 @@ from distributed_crawler.internals import node_stopping
 from distributed_crawler.meta import (
     AUTH_PROXY_META,
     BROWSER_PROXY_META,
+    FAILED_PROXIES_META,
     LEASE_META,
+    MAX_FAILED_PROXIES,
     PLAYWRIGHT_META,
     POOL_PROXY_META,
     PROXY_BAN_META,
     PROXY_META,
 )
-from distributed_crawler.proxies.pool import Outcome, ProxyConfig, ProxyPool, ProxyURLError, parse_proxy
+from distributed_crawler.proxies.pool import (
+    DIGEST_LENGTH,
+    Outcome,
+    ProxyConfig,
+    ProxyPool,
+    ProxyURLError,
+    parse_proxy,
+    proxy_digest,
+)
 from distributed_crawler.redact import mask_url
 
 if TYPE_CHECKING:
@@ -94,6 +104,18 @@ PROXY_ERRORS: tuple[type[BaseException], ...] = (
 _STALE_META = (POOL_PROXY_META, PROXY_BAN_META, PROXY_META, AUTH_PROXY_META, BROWSER_PROXY_META)
 # How Chromium names its network errors in a failed navigation: a rendered request's proxy failed.
 BROWSER_NETWORK_ERROR = "net::ERR_"
+
+
+def failed_proxies(meta: dict[str, Any]) -> tuple[str, ...]:
+    """FAILED_PROXIES_META as digests; anything else in it (it came through Redis) is ignored."""
+    value = meta.get(FAILED_PROXIES_META)
+    if not isinstance(value, list | tuple):
+        return ()
+    return tuple(
+        d
+        for d in value[-MAX_FAILED_PROXIES:]
+        if isinstance(d, str) and len(d) == DIGEST_LENGTH and all(c in "0123456789abcdef" for c in d)
+    )
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -244,12 +266,14 @@ class ProxyPoolMiddleware:
     async def _choose(self, request: Request) -> str | None:
         assert self.pool is not None
         domain = urlparse_cached(request).hostname or ""
-        if self.config.sticky_domains and domain in self._sticky:
-            return self._sticky[domain]
+        avoid = failed_proxies(request.meta)
+        sticky = self._sticky.get(domain) if self.config.sticky_domains else None
+        if sticky is not None and proxy_digest(sticky) not in avoid:
+            return sticky
         while True:
             try:
                 await self._maybe_revive()
-                proxy = await self._pick()
+                proxy = await self._pick(avoid)
                 self.outage.ok()
                 await self._pool_ok("picking a proxy")
             except TRANSIENT_ERRORS as exc:  # hold the request until Redis is back (or the node stops)
@@ -285,11 +309,12 @@ class ProxyPoolMiddleware:
             if self._stopping():
                 return None
 
-    async def _pick(self) -> str | None:
-        """A pooled proxy that is a valid proxy URL; members that are not are skipped (logged once)."""
+    async def _pick(self, avoid: tuple[str, ...] = ()) -> str | None:
+        """A pooled proxy that is a valid proxy URL, not one of `avoid` while there is another;
+        members that are not proxy URLs are skipped (logged once)."""
         assert self.pool is not None
         for _ in range(PICK_TRIES):
-            member = await self.pool.pick(random.random())
+            member = await self.pool.pick(random.random(), avoid)
             if member is None:
                 return None
             try:
@@ -402,6 +427,9 @@ class ProxyPoolMiddleware:
             return
         self.stats.inc_value("proxy/failed")
         self._forget_if_gone(proxy, outcome)
+        digest = proxy_digest(proxy)  # its retry copy goes through another proxy while there is one
+        earlier = [d for d in failed_proxies(request.meta) if d != digest]
+        request.meta[FAILED_PROXIES_META] = [*earlier, digest][-MAX_FAILED_PROXIES:]
         masked = mask_url(proxy)
         if outcome.state == "evicted":
             self.stats.inc_value("proxy/evicted")

@@ -19,6 +19,7 @@ redis-py clients (await it, or drive it with `run_sync` on a sync client).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
@@ -43,10 +44,16 @@ FAILURE_PENALTY = 3.0
 SCHEMES = ("http", "https")
 EMPTY_POLICIES = ("wait", "direct")
 DEFAULT_PORTS = {"http": 80, "https": 443}
+DIGEST_LENGTH = 12  # hex digits of a proxy's SHA-1 in FAILED_PROXIES_META (lua/proxy_pick.lua agrees)
 
 
 class ProxyURLError(ValueError):
     """A proxy that is not `scheme://[user:pass@]host[:port]`; the message masks the password."""
+
+
+def proxy_digest(proxy: str) -> str:
+    """A proxy's name in request meta: 12 hex digits of its SHA-1 (no credentials leave the pool)."""
+    return hashlib.sha1(proxy.encode()).hexdigest()[:DIGEST_LENGTH]
 
 
 def parse_proxy(raw: str) -> str:
@@ -233,12 +240,13 @@ class ProxyPool:
             return 0
         return int(await maybe_await(self._add(keys=self._keys, args=["add", INITIAL_SCORE, *proxies])))
 
-    async def pick(self, rnd: float | None = None) -> str | None:
-        """A pooled proxy, weighted by health; None when the pool is empty."""
+    async def pick(self, rnd: float | None = None, avoid: tuple[str, ...] = ()) -> str | None:
+        """A pooled proxy, weighted by health, other than those of `avoid` (proxy_digest values)
+        while there is another; None when the pool is empty."""
         value = await maybe_await(
             self._pick(
                 keys=[self.pool_key],
-                args=[random.random() if rnd is None else rnd, self.min_score],
+                args=[random.random() if rnd is None else rnd, self.min_score, *avoid],
             )
         )
         return _text(value) if value else None
