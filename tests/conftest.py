@@ -189,10 +189,10 @@ def dcrawl(redis_url: str, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def crawl_preflight(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+def crawl_preflight(env: dict[str, str], *args: str, spider: str = "news") -> subprocess.CompletedProcess:
     """`scrapy crawl news` of a node expected to stop at start: only PATH and *env* in its environment."""
     return subprocess.run(
-        [sys.executable, "-m", "scrapy", "crawl", "news", *args],
+        [sys.executable, "-m", "scrapy", "crawl", spider, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

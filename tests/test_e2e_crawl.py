@@ -127,6 +127,12 @@ def test_a_setting_refused_while_the_crawler_starts_is_one_line(redis_url: str, 
     assert one_error_line(proc).startswith(expected), proc.stderr
 
 
+def test_an_unknown_spider_is_one_line_naming_the_known_ones(redis_url: str) -> None:
+    proc = crawl_preflight({"REDIS_URL": redis_url}, spider="newz")
+    assert one_error_line(proc).startswith("ERROR: no spider named 'newz' in this project (its spiders: ")
+    assert "news" in proc.stderr
+
+
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("slow_open", [False, True], ids=["open", "still-opening"])
 def test_a_dead_scheduler_task_closes_the_node_instead_of_hanging(

@@ -75,7 +75,16 @@ class Command(ScrapyCrawlCommand):
         process: Any = self.crawler_process
         if process is None:
             raise UsageError("no crawler process")
-        start = StartWatch(process.crawl(command_crawler(self, spider), **opts.spargs))
+        try:
+            crawler = command_crawler(self, spider)
+        except KeyError as exc:  # Scrapy's spider loader: "Spider not found", as a traceback
+            if "Spider not found" not in str(exc):
+                raise
+            known = ", ".join(sorted(process.spider_loader.list())) or "none"
+            print(f"ERROR: no spider named {spider!r} in this project (its spiders: {known})", file=sys.stderr)
+            self.exitcode = 2
+            return
+        start = StartWatch(process.crawl(crawler, **opts.spargs))
         process.start()
         if isinstance(start.error, ValueError):
             print(f"ERROR: {start.error}", file=sys.stderr)
