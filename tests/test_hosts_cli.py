@@ -18,7 +18,7 @@ from distributed_crawler.monitoring.dashboard import PAGE
 from distributed_crawler.monitoring.hosts import host_name, host_summary
 from distributed_crawler.monitoring.nodes import Skips
 from distributed_crawler.monitoring.status import render_status, status_now
-from distributed_crawler.queue.enqueue import run_sync
+from distributed_crawler.queue.enqueue import run_sync, server_time
 from distributed_crawler.queue.keys import SpiderKeys
 
 KEYS = SpiderKeys.from_settings(Settings(), "news")
@@ -30,8 +30,7 @@ def queue(client: redis.Redis, host: str, n: int) -> None:
 
 def frontier(client: redis.Redis) -> float:
     """A small frontier: due, waiting, blocked, over budget, and garbage of every kind. Returns now."""
-    secs, micros = client.time()
-    now = secs + micros / 1e6
+    now = float(run_sync(server_time(client)))
     client.zadd(KEYS.ready, {"a.com": now - 5, "b.com": now + 30, "c.com": now + 600, "e.com": now, "g.com": now})
     queue(client, "a.com", 3)
     queue(client, "b.com", 7)

@@ -13,6 +13,7 @@ import redis
 from redis.asyncio import Redis
 
 from distributed_crawler.news.nearduplicate import Match, NearDuplicateIndex
+from distributed_crawler.queue.enqueue import run_sync, server_time
 
 KEY = "{t}:simhash"
 WINDOW = 1000.0
@@ -36,8 +37,7 @@ def check(client: Redis, value: int, url: str, now: float | None = None, window:
 
 
 def server_now(redis_client: redis.Redis) -> float:
-    seconds, micros = redis_client.time()
-    return seconds + micros / 1e6
+    return float(run_sync(server_time(redis_client)))
 
 
 def generation(now: float) -> int:

@@ -30,7 +30,6 @@ from distributed_crawler.proxies.pool import ProxyConfig
 from distributed_crawler.queue.enqueue import DedupDataError, run_sync
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.rendering.config import RenderConfig
-from distributed_crawler.rendering.handler import RenderingDownloadHandler
 from distributed_crawler.storage.backends import StorageError, open_storage
 from distributed_crawler.storage.pipeline import StorageConfig, StoragePipeline
 
@@ -57,6 +56,10 @@ class Command(ScrapyCrawlCommand):
                 RetryConfig.from_settings(settings)  # e.g. RETRY_BACKOFF_MAX below the base
             if DomainRateLimitMiddleware in middlewares:
                 PolitenessConfig.from_settings(settings)  # e.g. DOMAIN_RATE_LIMITS not a dict
+            # imported here, not with the module: every `scrapy` command imports this one, and the
+            # handler brings Playwright (~0.1 s); a crawl loads it anyway
+            from distributed_crawler.rendering.handler import RenderingDownloadHandler
+
             if any(RenderingDownloadHandler is _load(h) for h in settings.getdict("DOWNLOAD_HANDLERS").values()):
                 RenderConfig.from_settings(settings)  # Scrapy would log it and crawl without the handler
             if any(StoragePipeline is _load(p) for p in settings.getdict("ITEM_PIPELINES")):

@@ -268,7 +268,7 @@ class ProxyPoolMiddleware:
         domain = urlparse_cached(request).hostname or ""
         avoid = failed_proxies(request.meta)
         sticky = self._sticky.get(domain) if self.config.sticky_domains else None
-        if sticky is not None and proxy_digest(sticky) not in avoid:
+        if sticky is not None and not (avoid and proxy_digest(sticky) in avoid):
             return sticky
         while True:
             try:

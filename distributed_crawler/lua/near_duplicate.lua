@@ -35,6 +35,11 @@ local function popcount(x)
   return n
 end
 
+local function distance_at(raw, pos)  -- bits between this fingerprint and the entry at pos
+  local h, l = struct.unpack(">I4>I4", raw, pos)
+  return popcount(bit.bxor(h, hi)) + popcount(bit.bxor(l, lo))
+end
+
 -- older generations first, so that of equally close articles the first stored wins
 local best, best_distance, best_generation = nil, limit + 1, nil
 local current = {}
@@ -43,8 +48,7 @@ for first = #KEYS - per_generation + 1, 1, -per_generation do
     local raw = redis.call("GET", KEYS[i]) or ""
     if first == 1 then current[i] = raw end
     for pos = 1, #raw - 7, 8 do
-      local h, l = struct.unpack(">I4>I4", raw, pos)
-      local d = popcount(bit.bxor(h, hi)) + popcount(bit.bxor(l, lo))
+      local d = distance_at(raw, pos)
       if d < best_distance then
         local original = redis.call("HGET", KEYS[first], string.sub(raw, pos, pos + 7))
         if original then
@@ -61,9 +65,7 @@ local function remembered_now()
   for i = 2, per_generation do
     local raw = current[i]
     for pos = 1, #raw - 7, 8 do
-      local h, l = struct.unpack(">I4>I4", raw, pos)
-      if popcount(bit.bxor(h, hi)) + popcount(bit.bxor(l, lo)) <= limit
-          and redis.call("HGET", KEYS[1], string.sub(raw, pos, pos + 7)) == url then
+      if distance_at(raw, pos) <= limit and redis.call("HGET", KEYS[1], string.sub(raw, pos, pos + 7)) == url then
         return true
       end
     end
