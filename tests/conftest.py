@@ -22,10 +22,20 @@ if str(ROOT) not in sys.path:
 from tests.site.server import NewsSite  # noqa: E402
 
 
+def free_ports(n: int) -> list[int]:
+    """n distinct free ports (bound at the same time, so no two are the same)."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
 
 
 class RedisServer:

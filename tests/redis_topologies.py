@@ -16,7 +16,7 @@ import pytest
 import redis
 from redis.cluster import key_slot
 
-from tests.conftest import RedisServer, free_port
+from tests.conftest import RedisServer, free_port, free_ports
 
 
 def _require_redis() -> None:
@@ -45,13 +45,27 @@ def _ping(port: int) -> bool:
         client.close()
 
 
+class NodeExited(RuntimeError):
+    """A redis-server exited while starting (its log's last line says why)."""
+
+
+def _started(port: int, proc: subprocess.Popen) -> bool:
+    """The node answers PING; raises NodeExited (not waited out) when its process is gone."""
+    if proc.poll() is not None:
+        log = Path(proc.args[proc.args.index("--logfile") + 1])
+        last = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
+        raise NodeExited(f"redis-server :{port} exited with {proc.returncode}: {' '.join(last)}")
+    return _ping(port)
+
+
 class RedisClusterNodes:
     """`redis-server --cluster-enabled yes` x N + `redis-cli --cluster create` (`replicas` per master)."""
 
     def __init__(self, workdir: Path, masters: int = 3, replicas: int = 0) -> None:
         self.workdir = workdir
         self.replicas = replicas
-        self.ports = [free_port() for _ in range(masters * (1 + replicas))]
+        self.size = masters * (1 + replicas)
+        self.ports: list[int] = []
         self.procs: list[subprocess.Popen] = []
         self.commands: list[list[str]] = []
 
@@ -60,10 +74,24 @@ class RedisClusterNodes:
         """One seed node, as REDIS_URL names it with REDIS_CLUSTER=1."""
         return f"redis://127.0.0.1:{self.ports[0]}/0"
 
-    def start(self) -> RedisClusterNodes:
+    def start(self, attempts: int = 3) -> RedisClusterNodes:
+        """Start the nodes on fresh ports; a node that exits at start (its port taken by another
+        program meanwhile) means a new try on other ports, up to `attempts`."""
         _require_redis()
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._start()
+            except NodeExited:
+                if attempt == attempts:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start(self) -> RedisClusterNodes:
+        ports = free_ports(2 * self.size)  # node ports and bus ports, all distinct
+        self.ports, bus_ports = ports[: self.size], ports[self.size :]
+        self.procs, self.commands = [], []
         try:
-            for port in self.ports:
+            for port, bus_port in zip(self.ports, bus_ports):
                 node_dir = self.workdir / str(port)
                 node_dir.mkdir(parents=True, exist_ok=True)
                 self.commands.append(
@@ -83,7 +111,9 @@ class RedisClusterNodes:
                         "yes",
                         # the bus port is picked too: port + 10000 may be taken or out of range
                         "--cluster-port",
-                        str(free_port()),
+                        str(bus_port),
+                        "--logfile",
+                        str(node_dir / "redis.log"),
                         "--cluster-config-file",
                         "nodes.conf",
                         "--cluster-node-timeout",
@@ -93,8 +123,8 @@ class RedisClusterNodes:
                 self.procs.append(
                     subprocess.Popen(self.commands[-1], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 )
-            for port in self.ports:
-                wait_for(f"cluster node :{port}", lambda p=port: _ping(p), timeout=10, every=0.025)
+            for port, proc in zip(self.ports, self.procs):
+                wait_for(f"cluster node :{port}", lambda p=port, q=proc: _started(p, q), timeout=10, every=0.025)
             subprocess.run(
                 [
                     "redis-cli",
