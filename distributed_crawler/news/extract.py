@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -38,10 +38,15 @@ class Article:
     text: str
     title: str | None = None
     authors: tuple[str, ...] = ()
-    published_at: str | None = None  # ISO 8601
-    lang: str | None = None  # BCP 47 tag of <html lang>, lower case
+    published_at: str | None = None  # ISO 8601: with an offset, or a local date-time, or a date
+    modified_at: str | None = None  # ISO 8601, as published_at
+    lang: str | None = None  # ISO 639-1 (lower case)
     description: str | None = None
+    page_type: str = "other"  # "article" | "list" | "other"
+    paywalled: bool | None = None  # None: the page does not say
     main_text: bool = False  # False: trafilatura found no main text, `text` is the visible text
+    truncated: bool = False  # the page was cut to the extraction cap before extraction
+    signals: Mapping[str, str] = field(default_factory=dict)  # field -> where its value came from
 
 
 def visible_text(html: str | bytes) -> str:
