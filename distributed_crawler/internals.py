@@ -35,6 +35,11 @@ SCRAPY_CONTRACT: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     ("scrapy.core.downloader.Downloader", "active", None),
     ("scrapy.crawler.Crawler", "crawling", None),
     ("scrapy.commands.BaseRunSpiderCommand", "_create_crawler", ("self", "spidercls")),
+    ("scrapy.core.downloader.handlers.http11._ScrapyAgent", "_get_agent", ("self", "request", "timeout")),
+    ("scrapy.core.downloader.handlers.http11._ScrapyAgent", "_crawler", None),  # set in __init__
+    ("scrapy.core.downloader.handlers.http11._ScrapyAgent", "_contextFactory", None),
+    ("scrapy.core.downloader.handlers.http11._ScrapyAgent", "_bindAddress", None),
+    ("scrapy.core.downloader.handlers.http11._ScrapyAgent", "_pool", None),
 )
 
 
@@ -117,6 +122,31 @@ def node_stopping(crawler: Crawler) -> bool:
     documented: False before `crawl()` and from the first line of `stop()`).
     """
     return not getattr(crawler, "crawling", True) or spider_closing(crawler)
+
+
+AgentHook = Callable[["Crawler", "Request", float, Any, Any, Any], Any]
+
+
+def guard_http11_agents(hook: AgentHook) -> None:
+    """Let `hook(crawler, request, timeout, context_factory, bind_address, pool)` build the Twisted
+    agent of every HTTP/1.1 download (None = Scrapy's own agent). Installed once per process;
+    the last hook given wins.
+
+    Scrapy 2.19.0, scrapy/core/downloader/handlers/http11.py: `HTTP11DownloadHandler.download_request`
+    builds a `_ScrapyAgent` per request, whose `_get_agent(request, timeout)` returns the Twisted
+    agent (direct, proxy or tunnel); `_ScrapyAgent` keeps `_crawler`, `_contextFactory`,
+    `_bindAddress` and `_pool` from its constructor.
+    """
+    from scrapy.core.downloader.handlers.http11 import _ScrapyAgent
+
+    original = getattr(_ScrapyAgent, "_dc_original_get_agent", _ScrapyAgent._get_agent)
+
+    def _get_agent(self: Any, request: Request, timeout: float) -> Any:
+        agent = hook(self._crawler, request, timeout, self._contextFactory, self._bindAddress, self._pool)
+        return agent if agent is not None else original(self, request, timeout)
+
+    _ScrapyAgent._dc_original_get_agent = original  # type: ignore[attr-defined]
+    _ScrapyAgent._get_agent = _get_agent  # type: ignore[method-assign]
 
 
 def command_crawler(command: Any, spider: str) -> Crawler:
