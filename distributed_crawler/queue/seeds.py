@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from scrapy import FormRequest, Request
 
+from distributed_crawler.addresses import AddressRule, literal_ip
 from distributed_crawler.meta import PRIVATE_META_PREFIX
 from distributed_crawler.queue.envelope import MAX_PRIORITY
 
@@ -88,8 +89,25 @@ def _expect(value: Any, kind: type | tuple[type, ...], name: str) -> Any:
     return value
 
 
-def parse_seed(raw: bytes | str, max_bytes: int) -> Seed:
-    """Turn one start_urls entry into a `Seed`, or raise `SeedError` saying why not."""
+def check_address(url: str, rule: AddressRule) -> None:
+    """A seed whose host is a literal IP the rule refuses (any spelling): SeedError naming the setting.
+    Names are judged by the nodes when they connect (core/guard.py)."""
+    ip = literal_ip(urlsplit(url).hostname or "")
+    why = rule.refusal(ip) if ip is not None else None
+    if why:
+        raise SeedError("private_address", why)
+
+
+def parse_seed(raw: bytes | str, max_bytes: int, addresses: AddressRule | None = None) -> Seed:
+    """Turn one start_urls entry into a `Seed`, or raise `SeedError` saying why not (`addresses`:
+    also refuse a literal private IP, as `dcrawl seed` does; nodes refuse it at enqueue)."""
+    seed = _parse_seed(raw, max_bytes)
+    if addresses is not None:
+        check_address(seed.url, addresses)
+    return seed
+
+
+def _parse_seed(raw: bytes | str, max_bytes: int) -> Seed:
     size = len(raw.encode("utf-8", "replace") if isinstance(raw, str) else raw)
     if size > max_bytes:
         raise SeedError("too_large", f"{size} bytes is more than SEED_MAX_BYTES ({max_bytes})")
