@@ -165,6 +165,7 @@ PLAYWRIGHT_OVERRIDES: dict[str, tuple[str, ...]] = {
     "_get_response_and_download": ("self", "request", "page", "spider"),  # goto wait_until / timeout
     "_apply_page_methods": ("self", "page", "request", "spider"),  # PLAYWRIGHT_WAIT_FOR, frames
     "_browser_disconnected_callback": ("self",),  # ours takes the browser (ignores retired ones)
+    "_create_browser_context": ("self", "name", "context_kwargs", "spider"),  # service workers, websockets
 }
 PLAYWRIGHT_SYNC_OVERRIDES = frozenset({"_engine_started"})
 # Private methods and attributes of ScrapyPlaywrightDownloadHandler rendering/handler.py calls or reads.
