@@ -18,6 +18,7 @@ from scrapy import FormRequest, Request
 from distributed_crawler.addresses import AddressRule, literal_ip
 from distributed_crawler.meta import PRIVATE_META_PREFIX
 from distributed_crawler.queue.envelope import MAX_PRIORITY
+from distributed_crawler.queue.metapolicy import check_meta
 
 ALLOWED_SCHEMES = ("http", "https")
 SEED_FIELDS = {"url", "meta", "priority", "callback", "method", "headers", "body"}
@@ -136,6 +137,10 @@ def _parse_seed(raw: bytes | str, max_bytes: int) -> Seed:
         private = sorted(k for k in seed.meta if k.startswith(PRIVATE_META_PREFIX))
         if private:
             raise SeedError("bad_meta", f"meta key(s) {private[:5]} are reserved for the crawler")
+        try:
+            check_meta(seed.meta)  # handler names are checked by the node (queue/codec.py)
+        except ValueError as exc:
+            raise SeedError("bad_meta", str(exc)) from None
     if "priority" in data:
         seed.priority = _expect(data["priority"], int, "priority")
         if abs(seed.priority) > MAX_PRIORITY:
