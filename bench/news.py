@@ -218,6 +218,7 @@ def crawl(
     for setting in [
         *settings,
         "CONCURRENT_REQUESTS=16",
+        "STORE_PAGE_TYPES=article,list,other",  # every page stored: the cost of extraction, not of skipping
         "ROBOTSTXT_OBEY=False",
         "HEARTBEAT_ENABLED=False",
         "LOG_LEVEL=INFO",

@@ -119,6 +119,9 @@ DEFAULTS: dict[str, Any] = {
     "NEAR_DUPLICATE_KEEP_TEXT": False,  # a near-duplicate keeps its text too (else text = "")
     "NEAR_DUPLICATE_KEY": "{%(spider)s}:simhash",  # prefix of the fingerprint index keys
     "NEAR_DUPLICATE_WINDOW": "14d",  # a fingerprint is remembered this long at least, twice at most (0 = forever)
+    "STORE_PAGE_TYPES": ["article"],  # page types stored (article, list, other); the others are only crawled for links
+    "LANGUAGES": [],  # ISO 639-1 codes of the pages stored (empty = all); the others are only crawled for links
+    "LANGUAGE_SKIPPED_KEY": "{%(spider)s}:language:skipped",  # zset host -> pages not stored for their language
     "SITEMAP_SINCE": 0,  # skip sitemap/feed entries older than this: seconds or "2d", "36h" (0 = keep all)
     "SITEMAP_MAX_BYTES": 50 * 1024 * 1024,  # a sitemap or feed larger than this (once gunzipped) is refused
     "SITEMAP_MAX_ENTRIES": 50_000,  # entries read from one sitemap or feed; the rest is skipped

@@ -16,12 +16,14 @@ A sitemap or feed that cannot be read is one WARNING line and a dead letter in `
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
+from itemadapter import ItemAdapter, is_item
 from redis.exceptions import ResponseError
 from scrapy import Request, signals
 from scrapy.http import Response, TextResponse
@@ -45,9 +47,11 @@ from distributed_crawler.meta import (
 )
 from distributed_crawler.news.canonical import canonical_link, same_site
 from distributed_crawler.news.config import NewsConfig
+from distributed_crawler.news.counts import FLUSH_SECONDS, NewsCounts
 from distributed_crawler.news.documents import Document, DocumentError, feed_links, parse_feed, parse_sitemap, sniff
 from distributed_crawler.news.extract import Article, OffReactor, extract_article, page_basics
 from distributed_crawler.news.nearduplicate import Match, NearDuplicateIndex, fingerprint, without_title
+from distributed_crawler.news.storing import page_type_of
 from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
 from distributed_crawler.rendering.frames import frames_text, static_iframe_urls
 from distributed_crawler.spiders.redis_spider import RedisSpider
@@ -55,6 +59,7 @@ from distributed_crawler.spiders.redis_spider import RedisSpider
 logger = logging.getLogger(__name__)
 
 DISCOVERY_PRIORITY = 10  # robots.txt, sitemaps and feeds before the pages they list
+CLOSE_FLUSH_SECONDS = 5.0  # longest wait for one flush of the page counts
 
 
 class NewsSpider(RedisSpider):
@@ -78,18 +83,46 @@ class NewsSpider(RedisSpider):
         self._index: NearDuplicateIndex | None = None
         self._context: RedisContext | None = None
         self._news_errors = EpisodeLog(logger)
+        self._counts = NewsCounts(None, self.keys.stats, self.news.skipped_hosts_key(self.name))
+        self._counts_task: asyncio.Task[None] | None = None
         crawler.signals.connect(self._news_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._news_closed, signal=signals.spider_closed)
+        crawler.signals.connect(self._item_stored, signal=signals.item_scraped)
 
     def _news_opened(self, spider: Any) -> None:
         self._context = RedisContext.of(self.crawler).acquire()
+        self._counts.client = self._context.client
+        self._counts_task = asyncio.get_running_loop().create_task(self._flush_counts(), name="dc-news-counts")
 
     async def _news_closed(self, spider: Any) -> None:
         self.off_reactor.close()
+        if self._counts_task is not None:
+            self._counts_task.cancel()
+            await asyncio.gather(self._counts_task, return_exceptions=True)
+            await self._flush_counts_once(timeout=CLOSE_FLUSH_SECONDS)
         context = self._context
         self._context = None
         if context is not None:
             await context.release()
+
+    async def _flush_counts(self) -> None:
+        """Page counts to the cluster's `{spider}:stats` every few seconds (news/counts.py)."""
+        while True:
+            await asyncio.sleep(FLUSH_SECONDS)
+            await self._flush_counts_once(timeout=CLOSE_FLUSH_SECONDS)
+
+    async def _flush_counts_once(self, timeout: float) -> None:
+        try:
+            await asyncio.wait_for(self._counts.flush(), timeout)
+        except (TimeoutError, ResponseError) + TRANSIENT_ERRORS as exc:
+            self._news_errors.failed(
+                "page counts",
+                "Page counts not added to %s (%s); kept on this node and tried again",
+                self.keys.stats,
+                exc,
+            )
+            return
+        self._news_errors.ok("page counts")
 
     @property
     def _client(self) -> Any:
@@ -104,36 +137,50 @@ class NewsSpider(RedisSpider):
             return
         if not isinstance(response, TextResponse):
             return
-        yield await self.page_item(response)
+        item = await self.page_item(response)
+        if item is not None:
+            yield item
         for request in self.page_links(response):
             yield request
 
     async def page_item(self, response: TextResponse) -> Any:
-        """The page's row: canonical url, main text and metadata, near-duplicate mark."""
+        """The page's row (canonical url, main text and metadata, near-duplicate mark), or None when
+        STORE_PAGE_TYPES / LANGUAGES leave the page out (its links are followed all the same)."""
         url = await self._canonical_url(response)
         if self.news.extract_main_text:
             article = await self.off_reactor.run(extract_article, response.text, response.url)
         else:
             article = page_basics(response.text)
-        text = " ".join(filter(None, (article.text, frames_text(response.meta.get(FRAMES_META)))))
-        duplicate = await self._near_duplicate(article, text, url)
-        meta = response.meta
         self.crawler.stats.inc_value("news/pages")
+        skip = self.news.store.skip_reason(article.page_type, article.lang)
+        if skip is not None:
+            self._not_stored(skip, response.url)
+            return None
+        fields = page_fields(article, response)
+        duplicate = await self._near_duplicate(article, fields["text"], url)
         if duplicate is not None and not self.news.near_duplicate_keep_text:
-            text = ""
+            fields["text"] = ""
         return self.item_class(
             url=url,
-            title=article.title or meta.get(ENTRY_TITLE_META) or _title(response),
-            text=text,
-            authors=list(article.authors),
-            published_at=article.published_at or meta.get(ENTRY_DATE_META),
-            lang=article.lang,
-            description=article.description,
+            **fields,
             duplicate_of=duplicate.original if duplicate is not None else None,
             fetched_at=datetime.now(UTC).isoformat(timespec="seconds"),
             status=response.status,
             node=self.node_id,
         )
+
+    def _not_stored(self, why: tuple[str, str], url: str) -> None:
+        kind, value = why
+        self.crawler.stats.inc_value(f"news/skipped/{kind}/{value}")
+        self._counts.skipped(kind, value, urlsplit(url).hostname)
+
+    def _item_stored(self, item: Any, response: Any, spider: Any) -> None:
+        """item_scraped: the item is committed (the storage pipeline returns it only then)."""
+        page_type = ItemAdapter(item).get("page_type") if is_item(item) else None
+        if spider is self and page_type is not None:
+            kind = page_type_of(page_type)
+            self.crawler.stats.inc_value(f"news/stored/page_type/{kind}")
+            self._counts.stored(kind)
 
     def page_links(self, response: TextResponse) -> Iterator[Request]:
         """Same-host links (and, unrendered, same-site static iframes with IFRAME_FOLLOW_STATIC)."""
@@ -332,6 +379,23 @@ class NewsSpider(RedisSpider):
             await DeadLetters(self._client, self.keys.failed, self.node_id, self._failed_max).push([entry])
         except TRANSIENT_ERRORS + (ResponseError,) as exc:
             logger.warning("Dead letter for %s not written (%s)", response.url, exc)
+
+
+def page_fields(article: Article, response: TextResponse) -> dict[str, Any]:
+    """The item fields a page's extraction gives (with its sitemap/feed entry's title and date as
+    fallbacks, and a rendered page's frames' text): what `dcrawl extract` shows, too."""
+    meta = response.meta
+    return {
+        "title": article.title or meta.get(ENTRY_TITLE_META) or _title(response),
+        "text": " ".join(filter(None, (article.text, frames_text(meta.get(FRAMES_META))))),
+        "authors": list(article.authors),
+        "published_at": article.published_at or meta.get(ENTRY_DATE_META),
+        "modified_at": article.modified_at,
+        "lang": article.lang,
+        "description": article.description,
+        "page_type": article.page_type,
+        "paywalled": article.paywalled,
+    }
 
 
 def _title(response: TextResponse) -> str:
