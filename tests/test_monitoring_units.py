@@ -218,13 +218,13 @@ def test_status_counts_pages_per_type_and_language_for_the_cluster(redis_client:
         counts = NewsCounts(redis_client, "{news}:stats", "{news}:language:skipped")
         for _ in range(3):
             counts.stored("article")
-        counts.skipped("page_type", "list", "a.example")
-        counts.skipped("language", "fr", "a.example")
-        counts.skipped("language", "it", f"h{node}.example")
+        counts.not_stored("list", ("page_type", "list"), "a.example")
+        counts.not_stored("article", ("language", "fr"), "a.example")
+        counts.not_stored("article", ("language", "it"), f"h{node}.example")
         run_sync(counts.flush())
     status = status_now(redis_client, Settings(), "news")
     assert status["page_types"] == {
-        "article": {"stored": 6, "skipped": 0},
+        "article": {"stored": 6, "skipped": 4},  # not stored for their language
         "list": {"stored": 0, "skipped": 2},
         "other": {"stored": 0, "skipped": 0},
     }
@@ -234,7 +234,7 @@ def test_status_counts_pages_per_type_and_language_for_the_cluster(redis_client:
     console = Console(record=True, width=200)
     console.print(render_status(status, "news @ test"))
     text = console.export_text()
-    assert "page types (stored/skipped) article 6/0, list 0/2, other 0/0" in text
+    assert "page types (stored/skipped) article 6/4, list 0/2, other 0/0" in text
     assert "not stored for language fr 2, it 2" in text
     redis_client.delete("{news}:language:skipped")
     redis_client.set("{news}:language:skipped", "garbage")

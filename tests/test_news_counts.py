@@ -16,15 +16,15 @@ def test_two_nodes_add_up_and_a_failed_flush_keeps_its_counts(redis_client: redi
     a, b = (NewsCounts(redis_client, "{n}:stats", "{n}:language:skipped") for _ in range(2))
     for node in (a, b):
         node.stored("article")
-        node.skipped("page_type", "list", "x.example")
-        node.skipped("language", "fr", "x.example")
-    b.skipped("language", "fr", "y.example")
+        node.not_stored("list", ("page_type", "list"), "x.example")
+        node.not_stored("article", ("language", "fr"), "x.example")
+    b.not_stored("article", ("language", "fr"), "y.example")
     asyncio.run(a.flush())
     asyncio.run(b.flush())
     asyncio.run(b.flush())  # nothing new: no round trip, nothing added twice
     stats = redis_client.hgetall("{n}:stats")
     assert read_page_counts(stats) == (
-        {"article": {"stored": 2, "skipped": 0}, "list": {"stored": 0, "skipped": 2}},
+        {"article": {"stored": 2, "skipped": 3}, "list": {"stored": 0, "skipped": 2}},
         {"fr": 3},
     )
     assert redis_client.zrange("{n}:language:skipped", 0, -1, withscores=True) == [
@@ -46,12 +46,12 @@ def test_per_host_counts_keep_the_hosts_with_the_most(
     node = NewsCounts(redis_client, "{n}:stats", "{n}:language:skipped")
     for host, n in (("a", 5), ("b", 1), ("c", 3)):
         for _ in range(n):
-            node.skipped("language", "en", host)
-    node.skipped("language", "en", "d")  # a fourth host in memory: only the totals count it
+            node.not_stored("article", ("language", "en"), host)
+    node.not_stored("article", ("language", "en"), "d")  # a fourth host in memory: only the totals count it
     assert set(node.hosts) == {"a", "b", "c"} and node.fields["language:en:skipped"] == 10
     asyncio.run(node.flush())
     for _ in range(2):
-        node.skipped("language", "en", "e")
+        node.not_stored("article", ("language", "en"), "e")
     asyncio.run(node.flush())
     assert redis_client.zrevrange("{n}:language:skipped", 0, -1, withscores=True) == [
         (b"a", 5.0),

@@ -329,7 +329,8 @@ def test_pages_not_stored_are_crawled_for_links_and_counted_for_the_cluster(
     kind, value = skipped
     assert items == []
     assert stats[f"news/skipped/{kind}/{value}"] == 1 and not [k for k in stats if "/stored/" in k]
-    assert cluster == {f"{kind}:{value}:skipped": 1}
+    expected = {f"page_type:{page_type}:skipped": 1, f"{kind}:{value}:skipped": 1}
+    assert cluster == expected  # one field when the page type is the reason
     assert hosts == ([(b"news.example", 1.0)] if kind == "language" else [])
 
 

@@ -147,14 +147,11 @@ class NewsSpider(RedisSpider):
         """The page's row (canonical url, main text and metadata, near-duplicate mark), or None when
         STORE_PAGE_TYPES / LANGUAGES leave the page out (its links are followed all the same)."""
         url = await self._canonical_url(response)
-        if self.news.extract_main_text:
-            article = await self.off_reactor.run(extract_article, response.text, response.url)
-        else:
-            article = page_basics(response.text)
+        article = await self.off_reactor.run(extract_page, self.news, response)
         self.crawler.stats.inc_value("news/pages")
         skip = self.news.store.skip_reason(article.page_type, article.lang)
         if skip is not None:
-            self._not_stored(skip, response.url)
+            self._not_stored(page_type_of(article.page_type), skip, response.url)
             return None
         fields = page_fields(article, response)
         duplicate = await self._near_duplicate(article, fields["text"], url)
@@ -169,10 +166,10 @@ class NewsSpider(RedisSpider):
             node=self.node_id,
         )
 
-    def _not_stored(self, why: tuple[str, str], url: str) -> None:
+    def _not_stored(self, page_type: str, why: tuple[str, str], url: str) -> None:
         kind, value = why
         self.crawler.stats.inc_value(f"news/skipped/{kind}/{value}")
-        self._counts.skipped(kind, value, urlsplit(url).hostname)
+        self._counts.not_stored(page_type, why, urlsplit(url).hostname)
 
     def _item_stored(self, item: Any, response: Any, spider: Any) -> None:
         """item_scraped: the item is committed (the storage pipeline returns it only then)."""
@@ -199,17 +196,14 @@ class NewsSpider(RedisSpider):
 
     async def _canonical_url(self, response: TextResponse) -> str:
         """The item's url: the page's same-site canonical link (then in the seen-filter), else its own."""
-        fingerprinter: Any = self.crawler.request_fingerprinter
-        url = fingerprinter.canonical_url(response.url)
-        link = canonical_link(response)
-        canonical = fingerprinter.canonical_url(link) if link else url
+        url, canonical = item_url(self.crawler.request_fingerprinter, response)
         if canonical == url:
             return url
         self.crawler.stats.inc_value("news/canonical_alias")
         scheduler = scheduler_of(self.crawler)
         if hasattr(scheduler, "mark_seen"):
             await scheduler.mark_seen([Request(canonical)])
-        return str(canonical)
+        return canonical
 
     async def _near_duplicate(self, article: Article, text: str, url: str) -> Match | None:
         if not self.news.near_duplicates or not article.main_text:
@@ -379,6 +373,21 @@ class NewsSpider(RedisSpider):
             await DeadLetters(self._client, self.keys.failed, self.node_id, self._failed_max).push([entry])
         except TRANSIENT_ERRORS + (ResponseError,) as exc:
             logger.warning("Dead letter for %s not written (%s)", response.url, exc)
+
+
+def extract_page(news: NewsConfig, response: TextResponse) -> Article:
+    """What the page says (blocking: the spider runs it off the reactor): main text and metadata,
+    or with EXTRACT_MAIN_TEXT off the visible text and declared language."""
+    if news.extract_main_text:
+        return extract_article(response.text, response.url)
+    return page_basics(response.text)
+
+
+def item_url(fingerprinter: Any, response: TextResponse) -> tuple[str, str]:
+    """The page's own canonical URL, and its item's: its same-site `<link rel=canonical>`, else its own."""
+    url = str(fingerprinter.canonical_url(response.url))
+    link = canonical_link(response)
+    return url, str(fingerprinter.canonical_url(link)) if link else url
 
 
 def page_fields(article: Article, response: TextResponse) -> dict[str, Any]:
