@@ -40,6 +40,7 @@ from distributed_crawler.meta import (
     ENTRY_DATE_META,
     ENTRY_TITLE_META,
     FRAMES_META,
+    LISTED_META,
     NEWS_SITE_META,
     SITEMAP_DEPTH_META,
 )
@@ -112,7 +113,9 @@ class NewsSpider(RedisSpider):
         """The page's row: canonical url, main text and metadata, near-duplicate mark."""
         url = await self._canonical_url(response)
         if self.news.extract_main_text:
-            article = await self.off_reactor.run(extract_article, response.text, response.url)
+            article = await self.off_reactor.run(
+                extract_article, response.text, response.url, listed=bool(response.meta.get(LISTED_META))
+            )
         else:
             article = page_basics(response.text)
         text = " ".join(filter(None, (article.text, frames_text(response.meta.get(FRAMES_META)))))
@@ -127,6 +130,9 @@ class NewsSpider(RedisSpider):
             text=text,
             authors=list(article.authors),
             published_at=article.published_at or meta.get(ENTRY_DATE_META),
+            modified_at=article.modified_at,
+            page_type=article.page_type,
+            paywalled=article.paywalled,
             lang=article.lang,
             description=article.description,
             duplicate_of=duplicate.original if duplicate is not None else None,
@@ -272,10 +278,10 @@ class NewsSpider(RedisSpider):
             if doc.kind == "sitemapindex":
                 yield self.sitemap_request(entry.url, site, depth + 1)
             elif same_site(entry.url, site):
-                yield self.entry_request(entry.url, entry.date, entry.title)
+                yield self.entry_request(entry.url, entry.date, entry.title, entry.story)
 
-    def entry_request(self, url: str, date: datetime | None, title: str | None) -> Request:
-        meta: dict[str, Any] = {}
+    def entry_request(self, url: str, date: datetime | None, title: str | None, story: bool = False) -> Request:
+        meta: dict[str, Any] = {LISTED_META: True} if story else {}
         if date is not None:
             meta[ENTRY_DATE_META] = date.isoformat()
         if title:
