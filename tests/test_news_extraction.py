@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from distributed_crawler.news.authors import normalize
 from distributed_crawler.news.dates import parse_date, url_date
 from distributed_crawler.news.extract import MAX_FILE_SIZE, extract_article
 
@@ -177,3 +178,184 @@ def test_a_date_in_the_url_is_the_last_resort() -> None:
     assert url_date("https://n.example/story?d=2024/05/03", NOW) is None
     article = extract("<html><body></body></html>", URL)  # nothing for trafilatura (nor htmldate) to read
     assert (article.published_at, article.signals["published_at"]) == ("2024-05-03", "url")
+
+
+# -- language --------------------------------------------------------------------------------------
+GERMAN = "".join(
+    f"<p>Absatz {i}: Die Brücke am Hafen wurde am Freitag nach achtzehn Monaten Bauzeit wieder geöffnet, "
+    "teilte die Stadtverwaltung mit.</p>"
+    for i in range(8)
+)
+
+
+def test_language_comes_from_the_text_not_the_declaration() -> None:
+    article = extract(page(body=GERMAN, lang="en-GB"))  # a German story on a site declaring English
+    assert (article.lang, article.signals["lang"]) == ("de", "text")
+    assert extract(page(lang="de")).lang == "en"
+
+
+def test_the_declaration_breaks_ties_on_short_texts() -> None:
+    article = extract("<html lang='pt-BR'><body><footer><p>Olá, tudo bem?</p></footer></body></html>")
+    assert (article.lang, article.signals["lang"]) == ("pt", "html-lang")
+    assert extract("<html><body><footer><p>12 34</p></footer></body></html>").lang is None
+
+
+# -- page types ------------------------------------------------------------------------------------
+LINKS = "<ul>" + "".join(f"<li><a href='/story-{i}'>Story number {i} of the day</a></li>" for i in range(40)) + "</ul>"
+
+
+@pytest.mark.parametrize(
+    ("url", "head", "body", "listed", "expected"),
+    [
+        ("https://news.example/story", jsonld({"@type": "NewsArticle"}), STORY, False, ("article", "json-ld-type")),
+        (
+            "https://news.example/story",
+            jsonld({"@type": ["ReportageNewsArticle"]}),
+            STORY,
+            False,
+            ("article", "json-ld-type"),
+        ),
+        (
+            "https://news.example/story",
+            jsonld({"@graph": [{"@type": "WebPage"}, {"@type": "BlogPosting"}]}),
+            STORY,
+            False,
+            ("article", "json-ld-type"),
+        ),
+        ("https://news.example/world", jsonld({"@type": "CollectionPage"}), LINKS, False, ("list", "json-ld-type")),
+        ("https://news.example/team", jsonld({"@type": "AboutPage"}), STORY, False, ("other", "json-ld-type")),
+        ("https://news.example/", jsonld({"@type": "NewsArticle"}), LINKS, False, ("list", "url")),
+        (
+            "https://news.example/tag/harbour/",
+            '<meta property="og:type" content="article">',
+            LINKS,
+            False,
+            ("list", "url"),
+        ),
+        ("https://news.example/category/politics", "", LINKS, False, ("list", "url")),
+        ("https://news.example/world/page/2", "", LINKS, False, ("list", "url")),
+        ("https://news.example/search?q=bridge", "", LINKS, False, ("list", "url")),
+        (
+            "https://news.example/about-us/",
+            '<meta property="og:type" content="article">',
+            STORY,
+            False,
+            ("other", "url"),
+        ),
+        ("https://news.example/privacy-policy", "", STORY, False, ("other", "url")),
+        ("https://news.example/impressum", "", STORY, False, ("other", "url")),
+        ("https://news.example/p/1234", "", STORY, True, ("article", "listed")),
+        (URL, "", STORY, False, ("article", "url")),
+        ("https://news.example/news/harbour-bridge-reopens-after-repairs", "", STORY, False, ("article", "url")),
+        ("https://news.example/p/1234", '<meta property="og:type" content="article">', STORY, False, ("other", "text")),
+        ("https://news.example/p/1234", "", LINKS, False, ("list", "text")),
+    ],
+)
+def test_page_types(url: str, head: str, body: str, listed: bool, expected: tuple[str, str]) -> None:
+    article = extract(page(head, body), url, listed=listed)
+    assert (article.page_type, article.signals["page_type"]) == expected
+
+
+def test_og_type_article_counts_on_a_dated_page() -> None:
+    head = '<meta property="og:type" content="article"><meta property="article:published_time" content="2024-05-03">'
+    article = extract(page(head), "https://news.example/p/1234")
+    assert (article.page_type, article.signals["page_type"]) == ("article", "og-type")
+
+
+# -- paywall ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        (jsonld({"@type": "NewsArticle", "isAccessibleForFree": False}), (True, "json-ld")),
+        (jsonld({"@type": "NewsArticle", "isAccessibleForFree": "False"}), (True, "json-ld")),
+        (jsonld({"@type": "NewsArticle", "isAccessibleForFree": "false"}), (True, "json-ld")),
+        (jsonld({"@type": "NewsArticle", "isAccessibleForFree": True}), (False, "json-ld")),
+        (jsonld({"@type": "NewsArticle", "isAccessibleForFree": "True"}), (False, "json-ld")),
+        (
+            jsonld(
+                {
+                    "@type": "NewsArticle",
+                    "hasPart": [
+                        {"@type": "WebPageElement", "isAccessibleForFree": "False", "cssSelector": ".paywalled"}
+                    ],
+                }
+            ),
+            (True, "json-ld-haspart"),
+        ),
+        (
+            jsonld({"@graph": [{"@type": "WebSite"}, {"@type": "NewsArticle", "isAccessibleForFree": False}]}),
+            (True, "json-ld"),
+        ),
+        ('<meta itemprop="isAccessibleForFree" content="false">', (True, "microdata")),
+        (jsonld({"@type": "NewsArticle"}), (None, None)),
+        ("", (None, None)),
+    ],
+)
+def test_paywall(head: str, expected: tuple[bool | None, str | None]) -> None:
+    article = extract(page(head, STORY + "<div class='paywalled'><p>Subscribers read on.</p></div>"))
+    assert (article.paywalled, article.signals.get("paywalled")) == expected
+    assert "Paragraph 7" in article.text  # the stored text is what the page shows
+
+
+# -- authors ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("head", "body", "authors", "organisations", "source"),
+    [
+        (
+            jsonld(
+                {
+                    "@type": "NewsArticle",
+                    "author": [
+                        {"@type": "Person", "name": "Jane Doe"},
+                        {"@type": "Organization", "name": "Wire Service"},
+                    ],
+                }
+            ),
+            STORY,
+            ("Jane Doe",),
+            ("Wire Service",),
+            "json-ld",
+        ),
+        (
+            jsonld({"@type": "NewsArticle", "author": {"@type": "Person", "name": "By JANE DOE, Staff Writer"}}),
+            STORY,
+            ("JANE DOE",),
+            (),
+            "json-ld",
+        ),
+        (
+            jsonld({"@type": "NewsArticle", "author": [{"name": "Jane Doe"}, {"name": "jane doe"}, "John Roe"]}),
+            STORY,
+            ("Jane Doe", "John Roe"),
+            (),
+            "json-ld",
+        ),
+        ('<meta name="author" content="Jane Doe and John Roe">', STORY, ("Jane Doe", "John Roe"), (), "meta"),
+        ('<meta name="parsely-author" content="Jane Doe">', STORY, ("Jane Doe",), (), "meta"),
+        ('<meta name="sailthru.author" content="jane@news.example (Jane Doe)">', STORY, ("Jane Doe",), (), "meta"),
+        ('<meta property="article:author" content="https://facebook.com/jane">', STORY, (), (), None),
+    ],
+)
+def test_authors(
+    head: str, body: str, authors: tuple[str, ...], organisations: tuple[str, ...], source: str | None
+) -> None:
+    article = extract(page(head, body))
+    assert (article.authors, article.author_organizations, article.signals.get("authors")) == (
+        authors,
+        organisations,
+        source,
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "names"),
+    [
+        ("By Jane Doe and John Roe, Staff Writers | 3 May 2024", ("Jane Doe", "John Roe")),
+        ("Von Erika Mustermann und Max Muster", ("Erika Mustermann", "Max Muster")),
+        ("Jane Doe, Senior Correspondent; jane@news.example", ("Jane Doe",)),
+        ("Jane Doe Updated 10:30 03.05.2024", ("Jane Doe",)),
+        ("admin", ()),
+    ],
+)
+def test_bylines_are_normalized(raw: str, names: tuple[str, ...]) -> None:
+    assert normalize([raw]) == names

@@ -41,7 +41,7 @@ def test_main_text_keeps_the_body_and_drops_the_boilerplate(portal: NewsPortal) 
     assert article.title == story.title  # the headline without " | Harbour Herald"
     assert article.authors == (story.author,)
     assert article.published_at == story.published.isoformat()
-    assert article.lang == "en-gb"
+    assert article.lang == "en"
     assert article.description == story.description
 
 
@@ -49,7 +49,7 @@ def test_visible_text_is_behind_the_setting(portal: NewsPortal) -> None:
     _, _, body = portal.render_publisher(portal.stories[3].path)
     basics = page_basics(body.decode())
     assert "Footer-copyright-marker" in basics.text and portal.stories[3].sentences[0] in basics.text
-    assert (basics.title, basics.main_text, basics.lang) == (None, False, "en-gb")
+    assert (basics.title, basics.main_text, basics.lang) == (None, False, "en")
 
 
 def test_a_page_without_main_text_keeps_its_visible_text() -> None:

@@ -28,7 +28,7 @@ from trafilatura.utils import HTML_PARSER, load_html
 
 from distributed_crawler.news import dates, jsonld
 from distributed_crawler.news.authors import jsonld_authors, normalize
-from distributed_crawler.news.language import html_lang
+from distributed_crawler.news.language import detect, html_lang
 from distributed_crawler.news.page_types import PageSignals, classify
 from distributed_crawler.news.paywall import paywalled
 
@@ -170,6 +170,10 @@ def extract_article(
     - authors: JSON-LD Person authors, then author meta, then trafilatura's byline; JSON-LD
       Organization authors go to `author_organizations`.
     - text: trafilatura's main text ("trafilatura"), else the visible text ("visible").
+    - lang: detected from `text` ("text"); `<html lang>` ("html-lang") when the text cannot say.
+    - page_type: the order in news/page_types.py: "url", "json-ld-type", "listed",
+      "og-type", "text".
+    - paywalled: "json-ld-haspart", "json-ld", "microdata"; None when the page does not say.
     """
     html, truncated = _cap(html)
     root = parse_html(html)
@@ -214,19 +218,20 @@ def extract_article(
             jsonld_types=frozenset(t for node in nodes for t in jsonld.types(node)),
             og_type=(metas.get("og:type") or "").strip().lower() or None,
             listed=listed,
+            dated=source in ("json-ld", "meta", "time", "url"),
             main_text_chars=len(main),
             link_density=lambda: _link_density(root),
         )
     )
     signals["page_type"] = type_source
     is_paywalled, paywall_source = paywalled(article, root)
-    lang = html_lang(root)
+    lang, lang_source = detect(text, html_lang(root))
     for name, value, origin in (
         ("published_at", published, source),
         ("modified_at", modified, modified_source),
         ("authors", authors, author_source),
         ("paywalled", is_paywalled, paywall_source),
-        ("lang", lang, "html-lang"),
+        ("lang", lang, lang_source),
     ):
         if value is not None and value != () and origin:
             signals[name] = origin
@@ -252,11 +257,13 @@ def _all(nodes: list[dict[str, Any]], key: str) -> list[str]:
 
 
 def page_basics(html: str | bytes) -> Article:
-    """EXTRACT_MAIN_TEXT off: the visible text and declared language, no extraction."""
+    """EXTRACT_MAIN_TEXT off: the visible text and its language, no extraction."""
     root = parse_html(_cap(html)[0])
     if root is None:
         return Article(text="", signals={"text": "visible"})
-    return Article(text=visible_text(root), lang=html_lang(root), signals={"text": "visible"})
+    text = visible_text(root)
+    lang, lang_source = detect(text, html_lang(root))
+    return Article(text=text, lang=lang, signals={"text": "visible", **({"lang": lang_source} if lang_source else {})})
 
 
 class OffReactor:
