@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from scrapy.settings import Settings
 
 from distributed_crawler.news.authors import normalize
+from distributed_crawler.news.config import NewsConfig
 from distributed_crawler.news.dates import parse_date, url_date
 from distributed_crawler.news.extract import MAX_FILE_SIZE, extract_article
+from distributed_crawler.news.rules import parse_rules
 
 URL = "https://news.example/2024/05/03/harbour-bridge-reopens-after-repairs"
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -359,3 +363,68 @@ def test_authors(
 )
 def test_bylines_are_normalized(raw: str, names: tuple[str, ...]) -> None:
     assert normalize([raw]) == names
+
+
+# -- per-site rules --------------------------------------------------------------------------------
+RULED = (
+    "<html><body><div class='story'><p>Ruled paragraph one of the story.</p><p>Ruled paragraph two.</p>"
+    "<div class='promo'><p>Subscribe to our promo now.</p></div></div>"
+    "<span class='when' title='2024-05-03T08:30:00'>3 May</span>" + STORY + "</body></html>"
+)
+
+
+def test_site_rules_win_for_their_registered_domain() -> None:
+    rules = parse_rules(
+        {"news.example": {"text": "div.story", "published_at": "//span[@class='when']/@title", "exclude": [".promo"]}}
+    )
+    head = jsonld({"@type": "NewsArticle", "datePublished": "2020-01-01"})
+    article = extract(RULED.replace("<html>", f"<html><head>{head}</head>"), "https://www.news.example/x", rules=rules)
+    assert article.text == "Ruled paragraph one of the story.\nRuled paragraph two."
+    assert (article.published_at, article.signals["published_at"], article.signals["text"]) == (
+        "2024-05-03T08:30:00",
+        "rule",
+        "rule",
+    )
+    other_site = extract(RULED, "https://other.example/x", rules=rules)
+    assert other_site.signals["text"] == "trafilatura" and "Subscribe to our promo" in other_site.text
+
+
+def test_a_css_date_rule_reads_the_elements_attribute_or_text() -> None:
+    rules = parse_rules('{"news.example": {"published_at": "span.when"}}')  # JSON, as -s gives it
+    article = extract(RULED.replace(" title='2024-05-03T08:30:00'", ""), "https://news.example/x", rules=rules)
+    assert article.published_at is None or article.signals["published_at"] != "rule"  # "3 May" has no year
+    article = extract(
+        RULED.replace("3 May</span>", "2024-05-04</span>").replace(" title", " x"),
+        "https://news.example/x",
+        rules=rules,
+    )
+    assert (article.published_at, article.signals["published_at"]) == ("2024-05-04", "rule")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"news.example": {"txt": "p"}}, "EXTRACTION_RULES ['news.example'] has unknown key(s) txt"),
+        (
+            {"news.example": {"text": "p[["}},
+            "EXTRACTION_RULES ['news.example']['text'] ('p[[') is not a valid CSS selector",
+        ),
+        ({"news.example": {"published_at": "//span[@"}}, "is not a valid XPath"),
+        ({"news.example": {"exclude": ".ad"}}, "['exclude'] ('.ad') must be a list of CSS selectors"),
+        ({"news.example": {"exclude": [".ad", 3]}}, "['exclude'][1] (3) must be a CSS selector"),
+        ({"news.example": "p"}, "('p') must be a dict with keys text, published_at, exclude"),
+        ({"https://news.example/": {"text": "p"}}, "must be a registered domain"),
+        ("{not json", "is not JSON"),
+        ([1], "must be a dict of registered domain -> rules"),
+    ],
+)
+def test_bad_rules_are_one_line_errors_at_start(value: object, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)) as failure:
+        NewsConfig.from_settings(Settings({"EXTRACTION_RULES": value}))
+    assert "\n" not in str(failure.value)
+
+
+def test_rules_default_to_none_and_accept_json() -> None:
+    assert NewsConfig.from_settings(Settings()).extraction_rules == {}
+    rules = NewsConfig.from_settings(Settings({"EXTRACTION_RULES": '{"News.Example": {"text": "p"}}'})).extraction_rules
+    assert list(rules) == ["news.example"]

@@ -31,6 +31,7 @@ from distributed_crawler.news.authors import jsonld_authors, normalize
 from distributed_crawler.news.language import detect, html_lang
 from distributed_crawler.news.page_types import PageSignals, classify
 from distributed_crawler.news.paywall import paywalled
+from distributed_crawler.news.rules import SiteRules, remove_excluded, rule_date_values, rule_text, rules_for
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -155,12 +156,16 @@ def extract_article(
     url: str,
     *,
     listed: bool = False,
+    rules: Mapping[str, SiteRules] | None = None,
     now: datetime | None = None,
 ) -> Article:
     """Main text and metadata of one page (blocking: seconds on a pathological page).
 
     Keyword arguments:
     - `listed`: the URL came from a news sitemap or a feed (a page-type signal: they list stories).
+    - `rules`: EXTRACTION_RULES as news/rules.py parses them (registered domain -> SiteRules); the
+      URL's site's rules win: `exclude` removes elements first, `text` and `published_at`
+      ("rule") come before every other signal.
     - `now`: the clock dates are checked against (after now + 1 day = implausible); default: now.
 
     Signals, best first (the one used is in `signals[field]`):
@@ -179,16 +184,21 @@ def extract_article(
     root = parse_html(html)
     if root is None:
         return Article(text="", truncated=truncated, signals={"text": "visible"})
+    site_rules = rules_for(rules, url) if rules else None
+    if site_rules is not None:
+        remove_excluded(root, site_rules)
     nodes = jsonld.nodes(root)
     article = jsonld.article_node(nodes)
     metas = _metas(root)
     doc = _trafilatura(root, url)
     main = _main_text(doc)
-    text = main or visible_text(root)
-    signals: dict[str, str] = {"text": "trafilatura" if main else "visible"}
+    ruled = rule_text(root, site_rules) if site_rules is not None else ""
+    text = ruled or main or visible_text(root)
+    signals: dict[str, str] = {"text": "rule" if ruled else "trafilatura" if main else "visible"}
 
     published, source = _first(
         [
+            ("rule", lambda: dates.first_date(rule_date_values(root, site_rules), now) if site_rules else None),
             ("json-ld", lambda: dates.first_date(jsonld.text_values((article or {}).get("datePublished")), now)),
             ("json-ld", lambda: dates.first_date(_all(nodes, "datePublished"), now)),
             ("meta", lambda: dates.first_date((metas.get(n) for n in dates.PUBLISHED_META), now)),
@@ -218,8 +228,8 @@ def extract_article(
             jsonld_types=frozenset(t for node in nodes for t in jsonld.types(node)),
             og_type=(metas.get("og:type") or "").strip().lower() or None,
             listed=listed,
-            dated=source in ("json-ld", "meta", "time", "url"),
-            main_text_chars=len(main),
+            dated=source in ("rule", "json-ld", "meta", "time", "url"),
+            main_text_chars=len(ruled or main),
             link_density=lambda: _link_density(root),
         )
     )
@@ -245,7 +255,7 @@ def extract_article(
         description=_clip(doc.description) if doc is not None else None,
         page_type=page_type,
         paywalled=is_paywalled,
-        main_text=bool(main),
+        main_text=bool(ruled or main),
         truncated=truncated,
         signals=signals,
         author_organizations=normalize(organisations) if organisations else (),

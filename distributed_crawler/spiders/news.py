@@ -114,7 +114,11 @@ class NewsSpider(RedisSpider):
         url = await self._canonical_url(response)
         if self.news.extract_main_text:
             article = await self.off_reactor.run(
-                extract_article, response.text, response.url, listed=bool(response.meta.get(LISTED_META))
+                extract_article,
+                response.text,
+                response.url,
+                listed=bool(response.meta.get(LISTED_META)),
+                rules=self.news.extraction_rules,
             )
         else:
             article = page_basics(response.text)
