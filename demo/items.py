@@ -10,12 +10,12 @@ class PageItem(scrapy.Item):
     title = scrapy.Field()
     text = scrapy.Field()  # main text (EXTRACT_MAIN_TEXT; False: all visible text); "" for a near-duplicate
     authors = scrapy.Field()  # list of names
-    published_at = scrapy.Field()  # ISO 8601 (offset, local date-time or date), else its sitemap/feed entry's
-    modified_at = scrapy.Field()  # ISO 8601, when the page says it was updated
-    lang = scrapy.Field()  # ISO 639-1 language of the text, e.g. "en"
-    description = scrapy.Field()
+    published_at = scrapy.Field()  # ISO 8601 (offset, local date-time or day); else the sitemap/feed entry
+    modified_at = scrapy.Field()  # ISO 8601, when the page gives one
     page_type = scrapy.Field()  # "article" | "list" (home, section, tag, archive, search) | "other"
-    paywalled = scrapy.Field()  # True / False as the page declares it (schema.org), None = it does not say
+    paywalled = scrapy.Field()  # True / False / None (the page does not say)
+    lang = scrapy.Field()  # ISO 639-1, detected from the text (docs/news.md "Language")
+    description = scrapy.Field()
     duplicate_of = scrapy.Field()  # url of the stored article this one is a near-duplicate of
     fetched_at = scrapy.Field()  # ISO 8601, UTC
     status = scrapy.Field()

@@ -113,6 +113,7 @@ DEFAULTS: dict[str, Any] = {
     # News spiders (distributed_crawler/spiders/news.py, docs/news.md).
     "EXTRACT_MAIN_TEXT": True,  # item text = the article's main text (trafilatura); False = all visible text
     "EXTRACT_THREADS": 2,  # extraction threads per node, off the reactor thread (0 = on it)
+    "EXTRACTION_RULES": {},  # registered domain -> {"text": CSS, "published_at": CSS/XPath, "exclude": [CSS]}
     "NEAR_DUPLICATES": True,  # mark near-duplicate articles (SimHash of the main text) with duplicate_of
     "NEAR_DUPLICATE_DISTANCE": 3,  # most differing bits of 64 that still make a near-duplicate (0-7)
     "NEAR_DUPLICATE_MIN_WORDS": 50,  # shorter texts are not fingerprinted

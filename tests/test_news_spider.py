@@ -228,7 +228,7 @@ def test_articles_canonical_url_near_duplicate_and_keep_text(
     story = portal.stories[1]
     assert amp["url"] == portal.url(1) and seen == [portal.url(1)]
     assert all(s in amp["text"] for s in story.sentences) and not [m for m in BOILERPLATE if m in amp["text"]]
-    assert (amp["title"], amp["authors"], amp["lang"]) == (story.title, [story.author], "en-gb")
+    assert (amp["title"], amp["authors"], amp["lang"]) == (story.title, [story.author], "en")
     assert amp["published_at"] == story.published.isoformat() and amp["description"] == story.description
     assert original["duplicate_of"] is None and again["duplicate_of"] is None  # fetched again: not its own copy
     assert copy["url"] == WIRE + "/wire/story-2"  # the canonical link to another site is ignored
@@ -277,8 +277,8 @@ def _extracting(monkeypatch: pytest.MonkeyPatch, page_type: str, lang: str | Non
     """Extraction says what the page is (the classifier and the language detector are tested apart)."""
     real = news.extract_article
 
-    def classified(html: str, url: str) -> Article:
-        return dataclasses.replace(real(html, url), page_type=page_type, lang=lang)
+    def classified(html: str, url: str, **options: Any) -> Article:
+        return dataclasses.replace(real(html, url, **options), page_type=page_type, lang=lang)
 
     monkeypatch.setattr(news, "extract_article", classified)
 

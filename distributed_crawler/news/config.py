@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.news.nearduplicate import MAX_DISTANCE
+from distributed_crawler.news.rules import SiteRules, parse_rules
 from distributed_crawler.news.storing import StorePolicy
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -47,6 +49,7 @@ class NewsConfig:
     sitemap_max_depth: int = 3
     store: StorePolicy = StorePolicy()  # STORE_PAGE_TYPES, LANGUAGES
     language_skipped_key: str = "{%(spider)s}:language:skipped"
+    extraction_rules: Mapping[str, SiteRules] = field(default_factory=dict)
 
     @classmethod
     def from_settings(cls, settings: Any) -> NewsConfig:
@@ -66,6 +69,7 @@ class NewsConfig:
             sitemap_max_depth=read.int("SITEMAP_MAX_DEPTH", min=1, max=10),
             store=StorePolicy.from_settings(settings),
             language_skipped_key=read.str("LANGUAGE_SKIPPED_KEY"),
+            extraction_rules=parse_rules(read.raw("EXTRACTION_RULES")),
         )
 
     def key(self, spider: str) -> str:

@@ -42,6 +42,7 @@ from distributed_crawler.meta import (
     ENTRY_DATE_META,
     ENTRY_TITLE_META,
     FRAMES_META,
+    LISTED_META,
     NEWS_SITE_META,
     SITEMAP_DEPTH_META,
 )
@@ -313,10 +314,10 @@ class NewsSpider(RedisSpider):
             if doc.kind == "sitemapindex":
                 yield self.sitemap_request(entry.url, site, depth + 1)
             elif same_site(entry.url, site):
-                yield self.entry_request(entry.url, entry.date, entry.title)
+                yield self.entry_request(entry.url, entry.date, entry.title, entry.story)
 
-    def entry_request(self, url: str, date: datetime | None, title: str | None) -> Request:
-        meta: dict[str, Any] = {}
+    def entry_request(self, url: str, date: datetime | None, title: str | None, story: bool = False) -> Request:
+        meta: dict[str, Any] = {LISTED_META: True} if story else {}
         if date is not None:
             meta[ENTRY_DATE_META] = date.isoformat()
         if title:
@@ -379,7 +380,12 @@ def extract_page(news: NewsConfig, response: TextResponse) -> Article:
     """What the page says (blocking: the spider runs it off the reactor): main text and metadata,
     or with EXTRACT_MAIN_TEXT off the visible text and declared language."""
     if news.extract_main_text:
-        return extract_article(response.text, response.url)
+        return extract_article(
+            response.text,
+            response.url,
+            listed=bool(response.meta.get(LISTED_META)),
+            rules=news.extraction_rules,
+        )
     return page_basics(response.text)
 
 
