@@ -115,7 +115,10 @@ class NewsSpider(RedisSpider):
     async def _flush_counts_once(self, timeout: float) -> None:
         try:
             await asyncio.wait_for(self._counts.flush(), timeout)
-        except (TimeoutError, ResponseError) + TRANSIENT_ERRORS as exc:
+        except (TimeoutError,) + TRANSIENT_ERRORS as exc:  # an outage: the heartbeat reports it once
+            logger.debug("Page counts not added to %s (%s); kept for the next flush", self.keys.stats, exc)
+            return
+        except ResponseError as exc:  # e.g. a key of the wrong type: named once until it works
             self._news_errors.failed(
                 "page counts",
                 "Page counts not added to %s (%s); kept on this node and tried again",
