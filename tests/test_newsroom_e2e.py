@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import redis
 
-from tests.conftest import Workers, dcrawl
+from tests.conftest import Workers, crawl_preflight, dcrawl, one_error_line
 from tests.site.newsroom import STORIES, Newsroom
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -92,3 +92,20 @@ def test_articles_in_other_languages_are_not_stored_but_counted_per_host(
     assert status["languages"] == {"skipped": {"en": english}, "top_hosts": [{"host": "127.0.0.1", "skipped": english}]}
     assert status["page_types"]["article"] == {"stored": len(STORIES) - english, "skipped": english}
     assert (status["pending"], status["leased"], status["failed"]) == (0, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        (
+            "STORE_PAGE_TYPES=article,stories",
+            "STORE_PAGE_TYPES (stories) must be page types among article, list, other",
+        ),
+        ("LANGUAGES=en,xx", "LANGUAGES (xx) must be ISO 639-1 codes"),
+    ],
+)
+def test_a_bad_store_setting_stops_the_node_at_start_with_one_line(
+    redis_url: str, tmp_path: Path, setting: str, message: str
+) -> None:
+    env = {"REDIS_URL": redis_url, "STORAGE_URL": f"sqlite:///{tmp_path / 'items.db'}"}
+    assert message in one_error_line(crawl_preflight(env, "-s", setting))
