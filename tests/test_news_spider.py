@@ -357,3 +357,26 @@ def test_store_settings_read_lists_and_comma_separated_text() -> None:
     assert NewsConfig.from_settings({}).store == StorePolicy(("article",), ())
     config = NewsConfig.from_settings({"STORE_PAGE_TYPES": "Article, list", "LANGUAGES": ["DE", "en", "de"]})
     assert config.store == StorePolicy(("article", "list"), ("de", "en"))
+
+
+def test_counts_refused_by_redis_are_one_error_line_and_kept(
+    redis_url: str,
+    redis_client: redis.Redis,
+    portal: NewsPortal,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    redis_client.set("{t}:stats", "someone's string")
+    _extracting(monkeypatch, "list", "en")
+
+    async def crawl(spider: Spider) -> Any:
+        for _ in range(2):
+            await collect(spider.parse(response(portal, BASE + "/")))
+            await spider._flush_counts_once(timeout=5)
+        return spider._counts.fields
+
+    with caplog.at_level(logging.ERROR, logger="distributed_crawler.spiders.news"):
+        kept = run(redis_url, crawl, STORE_PAGE_TYPES="article")
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and errors[0].startswith("Page counts not added to {t}:stats (WRONGTYPE")
+    assert kept == {"page_type:list:skipped": 2}

@@ -8,6 +8,8 @@ Callbacks (seeds may name them: `{"url": ..., "callback": "parse_site"}`):
 - `parse_robots`, `parse_sitemap`, `parse_feed`: discovery; their requests bypass the seen-filter
   (a rerun re-reads them) and entries older than `SITEMAP_SINCE` are skipped.
 
+Only the page types in STORE_PAGE_TYPES (and, when set, the LANGUAGES) become items; every page's
+links are followed. Pages stored and not stored are counted for the cluster (news/counts.py).
 A page's same-site `<link rel="canonical">` is its item's url and goes into the seen-filter, so
 aliases and AMP copies make one row. An article whose main text is a near-duplicate of one stored
 before (any URL, site or node) gets `duplicate_of` and an empty text (`NEAR_DUPLICATE_KEEP_TEXT`).
@@ -118,7 +120,7 @@ class NewsSpider(RedisSpider):
         except (TimeoutError,) + TRANSIENT_ERRORS as exc:  # an outage: the heartbeat reports it once
             logger.debug("Page counts not added to %s (%s); kept for the next flush", self.keys.stats, exc)
             return
-        except ResponseError as exc:  # e.g. a key of the wrong type: named once until it works
+        except Exception as exc:  # noqa: BLE001 - refused (a key of the wrong type) or a bug: named once, retried
             self._news_errors.failed(
                 "page counts",
                 "Page counts not added to %s (%s); kept on this node and tried again",
