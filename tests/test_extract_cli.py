@@ -101,6 +101,22 @@ def test_a_file_in_another_language_or_of_another_type_is_not_stored_and_says_wh
     assert result["not_stored_because"] == "page type other is not in STORE_PAGE_TYPES (article)"
 
 
+def test_listed_reads_the_page_as_a_news_sitemap_or_feed_entry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = tmp_path / "ferry.html"
+    page.write_text(
+        "<html><head><title>Harbour news</title></head><body><div><p>The harbour master said on Monday that the "
+        "ferry to the island would run again from next week, after repairs to the landing stage.</p></div></body></html>"
+    )
+    seen = [
+        json.loads(run(capsys, str(page), "--url", "http://news.example/harbour-ferry", "--json", *flag)[1])
+        for flag in ((), ("--listed",))
+    ]
+    assert seen[1]["signals"]["page_type"] == "listed" and seen[1]["fields"]["page_type"] == "article"
+    assert seen[0]["signals"]["page_type"] != "listed"
+
+
 def test_a_missing_file_or_a_bad_setting_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, str(tmp_path / "missing.html"))
     assert (code, out) == (2, "") and err.count("\n") == 1

@@ -28,6 +28,7 @@ from distributed_crawler.addon import with_addon
 from distributed_crawler.cli.output import print_json
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
+from distributed_crawler.meta import LISTED_META
 from distributed_crawler.news.config import NewsConfig
 from distributed_crawler.news.storing import language_name
 
@@ -77,7 +78,7 @@ def _settings(args: argparse.Namespace) -> Any:
     return settings
 
 
-def fetch(settings: Any, url: str, spider: str) -> tuple[TextResponse, Any]:
+def fetch(settings: Any, url: str, spider: str, meta: dict[str, Any]) -> tuple[TextResponse, Any]:
     """The page at `url` as a node would download it, and the crawl's request fingerprinter."""
     import scrapy
     from scrapy.crawler import CrawlerProcess
@@ -96,7 +97,7 @@ def fetch(settings: Any, url: str, spider: str) -> tuple[TextResponse, Any]:
         name = spider
 
         async def start(self) -> Any:
-            yield Request(url, callback=self.page, errback=self.failed, dont_filter=True)
+            yield Request(url, callback=self.page, errback=self.failed, dont_filter=True, meta=meta)
 
         def page(self, response: Any) -> None:
             got["response"] = response
@@ -125,14 +126,14 @@ def fetch(settings: Any, url: str, spider: str) -> tuple[TextResponse, Any]:
     raise PageUnavailable(f"cannot fetch {url}: {type(error).__name__}: {text}")
 
 
-def read_file(path: str, url: str | None) -> TextResponse:
+def read_file(path: str, url: str | None, meta: dict[str, Any]) -> TextResponse:
     file = Path(path.removeprefix("file://")).expanduser()
     try:
         body = file.read_bytes()
     except OSError as exc:
         raise PageUnavailable(f"cannot read {path}: {exc.strerror or exc}") from None
     address = url or file.absolute().as_uri()
-    return HtmlResponse(address, body=body, request=Request(address))
+    return HtmlResponse(address, body=body, request=Request(address, meta=meta))
 
 
 def report(news: NewsConfig, response: TextResponse, fingerprinter: Any, source: str) -> dict[str, Any]:
@@ -193,15 +194,16 @@ def print_report(result: dict[str, Any]) -> None:
 def cmd_extract(args: argparse.Namespace) -> int:
     settings = _settings(args)
     news = NewsConfig.from_settings(with_addon(settings))  # a bad setting fails before any fetch
+    meta = {LISTED_META: True} if args.listed else {}
     try:
         if args.page.startswith(("http://", "https://")):
             if args.url:
                 raise ValueError("--url is for a FILE; a URL is fetched from where it points")
-            response, fingerprinter = fetch(settings, args.page, args.spider)
+            response, fingerprinter = fetch(settings, args.page, args.spider, meta)
             source = "fetched"
         else:
             source = "file"
-            response = read_file(args.page, args.url)
+            response = read_file(args.page, args.url, meta)
             fingerprinter = CanonicalFingerprinter(FingerprintConfig.from_settings(with_addon(settings)))
     except PageUnavailable as exc:
         print(f"dcrawl: {exc}", file=sys.stderr)
@@ -219,4 +221,5 @@ def add_parser(command: Any) -> None:
     p.add_argument("page", help="an http(s) URL (fetched as a node fetches it) or a FILE (an HTML page)")
     p.add_argument("--url", help="for a FILE: the page's address (default: its file:// URI)")
     p.add_argument("--spider", default="news", help="spider name for the cluster's keys (robots.txt cache, rates)")
+    p.add_argument("--listed", action="store_true", help="as if a news sitemap or a feed listed the URL")
     p.add_argument("-s", "--set", action="append", metavar="NAME=VALUE", help="a setting, as with scrapy crawl -s")
