@@ -180,8 +180,8 @@ def test_a_date_in_the_url_is_the_last_resort() -> None:
     assert url_date("https://n.example/news/20240503/slug.html", NOW) == "2024-05-03"
     assert url_date("https://n.example/2024/13/03/slug", NOW) is None
     assert url_date("https://n.example/story?d=2024/05/03", NOW) is None
-    article = extract("<html><body></body></html>", URL)  # nothing for trafilatura (nor htmldate) to read
-    assert (article.published_at, article.signals["published_at"]) == ("2024-05-03", "url")
+    article = extract("<html><body></body></html>", URL)  # trafilatura gives up: htmldate alone reads the URL
+    assert (article.published_at, article.signals["published_at"]) == ("2024-05-03", "htmldate")
 
 
 # -- language --------------------------------------------------------------------------------------

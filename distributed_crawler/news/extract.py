@@ -18,10 +18,12 @@ import re
 import unicodedata
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from copy import deepcopy
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
+import htmldate
 import lxml.html
 import trafilatura
 from trafilatura.settings import DEFAULT_CONFIG
@@ -51,7 +53,7 @@ TRAFILATURA_OPTIONS: dict[str, Any] = {
     "favor_recall": False,
     "deduplicate": False,
 }
-HTMLDATE_PARAMS = {"original_date": True, "extensive_search": True, "outputformat": "%Y-%m-%d"}
+HTMLDATE_PARAMS: dict[str, Any] = {"original_date": True, "extensive_search": True, "outputformat": "%Y-%m-%d"}
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,21 @@ def _trafilatura(root: lxml.html.HtmlElement, url: str) -> Any:
         return None
 
 
+def _htmldate(root: lxml.html.HtmlElement, url: str) -> str | None:
+    """htmldate on its own, for a page trafilatura gave up on (too little text: no metadata either)."""
+    try:
+        return htmldate.find_date(
+            deepcopy(root),
+            url=url or None,
+            original_date=HTMLDATE_PARAMS["original_date"],
+            extensive_search=HTMLDATE_PARAMS["extensive_search"],
+            outputformat=HTMLDATE_PARAMS["outputformat"],
+        )
+    except Exception as exc:  # noqa: BLE001 - a page is data: a date finder's bug never stops the crawl
+        logger.debug("htmldate failed on %s: %r", url, exc)
+        return None
+
+
 def _main_text(doc: Any) -> str:
     """trafilatura's text, paragraphs kept (one blank-free line each), runs of spaces collapsed,
     NFC-normalized as trafilatura's own `extract` returns it (decomposed accents and Indic vowel
@@ -209,7 +226,7 @@ def extract_article(
             ("json-ld", lambda: dates.first_date(_all(nodes, "datePublished"), now)),
             ("meta", lambda: dates.first_date((metas.get(n) for n in dates.PUBLISHED_META), now)),
             ("time", lambda: dates.time_element_date(root, now)),
-            ("htmldate", lambda: dates.parse_date(getattr(doc, "date", None), now)),
+            ("htmldate", lambda: dates.parse_date(doc.date if doc is not None else _htmldate(root, url), now)),
             ("url", lambda: dates.url_date(url, now)),
         ]
     )
