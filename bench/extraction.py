@@ -29,6 +29,7 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -169,6 +170,7 @@ def date_scores(sets: list[Corpus], limit: int) -> dict[str, Any]:
             for name, value in found.items():
                 counts[f"{name} found"] += bool(value)
                 counts[f"{name} correct"] += bool(value) and str(value)[:10] == truth
+                counts[f"{name} in a zone"] += bool(value) and _on_day_somewhere(str(value), truth)
     pages = counts["pages"] or 1
     names = ("published_at", "htmldate original", "htmldate original, not extensive")
     return {
@@ -177,11 +179,23 @@ def date_scores(sets: list[Corpus], limit: int) -> dict[str, Any]:
             name: {
                 "date found": round(counts[f"{name} found"] / pages, 4),
                 "correct to the day": round(counts[f"{name} correct"] / pages, 4),
+                "correct to the day, a UTC instant in the site's zone": round(counts[f"{name} in a zone"] / pages, 4),
             }
             for name in names
         },
         "published_at signal": dict(signals.most_common()),
     }
+
+
+def _on_day_somewhere(value: str, truth: str) -> bool:
+    """The value's day as written is the true day, or the value is a UTC instant (the zone the
+    site published in unknown) that falls on the true day in some zone of UTC-12...+14."""
+    if value[:10] == truth:
+        return True
+    if not value.endswith(("+00:00", "Z")) or "T" not in value:
+        return False
+    moment = datetime.fromisoformat(value)
+    return any((moment + timedelta(hours=h)).date().isoformat() == truth for h in range(-12, 15))
 
 
 def label_scores(found: dict[str, Corpus]) -> dict[str, Any]:

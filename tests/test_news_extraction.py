@@ -180,8 +180,8 @@ def test_a_date_in_the_url_is_the_last_resort() -> None:
     assert url_date("https://n.example/news/20240503/slug.html", NOW) == "2024-05-03"
     assert url_date("https://n.example/2024/13/03/slug", NOW) is None
     assert url_date("https://n.example/story?d=2024/05/03", NOW) is None
-    article = extract("<html><body></body></html>", URL)  # nothing for trafilatura (nor htmldate) to read
-    assert (article.published_at, article.signals["published_at"]) == ("2024-05-03", "url")
+    article = extract("<html><body></body></html>", URL)  # trafilatura gives up: htmldate alone reads the URL
+    assert (article.published_at, article.signals["published_at"]) == ("2024-05-03", "htmldate")
 
 
 # -- language --------------------------------------------------------------------------------------
@@ -428,3 +428,25 @@ def test_rules_default_to_none_and_accept_json() -> None:
     assert NewsConfig.from_settings(Settings()).extraction_rules == {}
     rules = NewsConfig.from_settings(Settings({"EXTRACTION_RULES": '{"News.Example": {"text": "p"}}'})).extraction_rules
     assert list(rules) == ["news.example"]
+
+
+def test_text_is_nfc_normalized_as_trafilatura_returns_it() -> None:
+    decomposed = "".join(
+        f"<p>Die Bru\u0308cke {i} wurde am Freitag nach achtzehn Monaten wieder geo\u0308ffnet.</p>" for i in range(8)
+    )
+    article = extract(page(body=decomposed))
+    assert "Die Brücke 3 wurde am Freitag nach achtzehn Monaten wieder geöffnet." in article.text
+
+
+def test_a_url_day_far_from_the_markups_date_wins() -> None:
+    head = jsonld({"@type": "NewsArticle", "datePublished": "2019-06-17T18:28:00+02:00"})  # a template's date
+    article = extract(page(head), "https://news.example/home/2017/7/12/unter-uns")
+    assert (article.published_at, article.signals["published_at"]) == ("2017-07-12", "url")
+    head = jsonld({"@type": "NewsArticle", "datePublished": "2017-07-13T02:00:00+00:00"})  # a day off: a zone
+    assert extract(page(head), "https://news.example/2017/07/12/slug").published_at == "2017-07-13T02:00:00+00:00"
+
+
+def test_a_utc_value_gives_way_to_the_same_instant_with_the_sites_offset() -> None:
+    head = jsonld({"@type": "NewsArticle", "datePublished": "2023-11-09T03:28:35Z"})
+    head += '<meta property="article:published_time" content="2023-11-08T22:28:35-05:00">'
+    assert extract(page(head)).published_at == "2023-11-08T22:28:35-05:00"

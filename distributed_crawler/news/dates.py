@@ -118,7 +118,38 @@ def first_date(candidates: Iterable[object], now: datetime | None = None) -> str
 
 
 def time_element_date(root: HtmlElement, now: datetime | None = None) -> str | None:
-    """`<time datetime>`: the one marked as the publication (`pubdate`, in the article header)
-    first, else the first in the page."""
+    """`<time datetime>` marked as the publication's: `pubdate`, or in the article or its header.
+    Any other `<time>` (a sidebar's, a comment's) is left to htmldate, which weighs them all."""
     marked = root.xpath("//time[@datetime][@pubdate or ancestor::header or ancestor::article]/@datetime")
-    return first_date(marked[:5], now) or first_date(root.xpath("//time[@datetime]/@datetime")[:5], now)
+    return first_date(marked[:5], now)
+
+
+def same_instant_local(found: str, others: Iterable[str | None]) -> str:
+    """`found` if it has a non-UTC offset or none; else another signal's value naming the same
+    instant with the site's own offset (JSON-LD often says UTC where the meta says +02:00, and
+    the local offset also tells the day the site published it)."""
+    moment = _parse(found)
+    if not isinstance(moment, datetime) or moment.utcoffset() != timedelta(0):
+        return found
+    for other in others:
+        if not other:
+            continue
+        local = _parse(other)
+        if isinstance(local, datetime) and local.utcoffset() and abs((local - moment).total_seconds()) <= 60:
+            return other
+    return found
+
+
+def day_of(value: str) -> date | None:
+    """The calendar day an ISO value names, as written (no zone conversion)."""
+    try:
+        return date.fromisoformat(value[:10])
+    except ValueError:
+        return None
+
+
+def contradicts(found: str, in_url: str | None) -> bool:
+    """A day in the article's URL (the CMS wrote it when the story was created) more than a day
+    away from the markup's date: the markup names another date (a template's, a re-publication's)."""
+    found_day, url_day = day_of(found), day_of(in_url) if in_url else None
+    return found_day is not None and url_day is not None and abs((found_day - url_day).days) > 1

@@ -15,12 +15,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import unicodedata
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from copy import deepcopy
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
+import htmldate
 import lxml.html
 import trafilatura
 from trafilatura.settings import DEFAULT_CONFIG
@@ -50,7 +53,7 @@ TRAFILATURA_OPTIONS: dict[str, Any] = {
     "favor_recall": False,
     "deduplicate": False,
 }
-HTMLDATE_PARAMS = {"original_date": True, "extensive_search": True, "outputformat": "%Y-%m-%d"}
+HTMLDATE_PARAMS: dict[str, Any] = {"original_date": True, "extensive_search": True, "outputformat": "%Y-%m-%d"}
 
 
 @dataclass(frozen=True)
@@ -87,11 +90,13 @@ def parse_html(html: str | bytes) -> lxml.html.HtmlElement | None:
 def visible_text(html: str | bytes | lxml.html.HtmlElement) -> str:
     """Every visible text node of the body, whitespace collapsed (the pre-extraction `text`)."""
     root = html if isinstance(html, lxml.html.HtmlElement) else parse_html(html)
-    return " ".join(" ".join(str(t) for t in root.xpath(VISIBLE_TEXT)).split()) if root is not None else ""
+    if root is None:
+        return ""
+    return unicodedata.normalize("NFC", " ".join(" ".join(str(t) for t in root.xpath(VISIBLE_TEXT)).split()))
 
 
 def _clip(value: str | None) -> str | None:
-    value = " ".join(value.split()) if value else ""
+    value = unicodedata.normalize("NFC", " ".join(value.split())) if value else ""
     return value[:MAX_FIELD] or None
 
 
@@ -130,9 +135,26 @@ def _trafilatura(root: lxml.html.HtmlElement, url: str) -> Any:
         return None
 
 
+def _htmldate(root: lxml.html.HtmlElement, url: str) -> str | None:
+    """htmldate on its own, for a page trafilatura gave up on (too little text: no metadata either)."""
+    try:
+        return htmldate.find_date(
+            deepcopy(root),
+            url=url or None,
+            original_date=HTMLDATE_PARAMS["original_date"],
+            extensive_search=HTMLDATE_PARAMS["extensive_search"],
+            outputformat=HTMLDATE_PARAMS["outputformat"],
+        )
+    except Exception as exc:  # noqa: BLE001 - a page is data: a date finder's bug never stops the crawl
+        logger.debug("htmldate failed on %s: %r", url, exc)
+        return None
+
+
 def _main_text(doc: Any) -> str:
-    """trafilatura's text, paragraphs kept (one blank-free line each), runs of spaces collapsed."""
-    text = _SPACES.sub(" ", doc.text or "") if doc is not None else ""
+    """trafilatura's text, paragraphs kept (one blank-free line each), runs of spaces collapsed,
+    NFC-normalized as trafilatura's own `extract` returns it (decomposed accents and Indic vowel
+    signs otherwise fail every comparison with the text a user types)."""
+    text = unicodedata.normalize("NFC", _SPACES.sub(" ", doc.text or "")) if doc is not None else ""
     return "\n".join(line.strip() for line in _BLANK_LINES.sub("\n", text).split("\n") if line.strip())
 
 
@@ -170,7 +192,8 @@ def extract_article(
 
     Signals, best first (the one used is in `signals[field]`):
     - published_at: JSON-LD `datePublished` ("json-ld"), date meta ("meta:<name>"),
-      `<time datetime>` ("time"), htmldate's original date ("htmldate"), the URL ("url").
+      `<time datetime>` ("time"), htmldate's original date ("htmldate"), the URL ("url"); a day
+      in the URL more than a day away from the chosen date wins over it ("url").
     - modified_at: JSON-LD `dateModified`, then modification meta.
     - authors: JSON-LD Person authors, then author meta, then trafilatura's byline; JSON-LD
       Organization authors go to `author_organizations`.
@@ -203,10 +226,15 @@ def extract_article(
             ("json-ld", lambda: dates.first_date(_all(nodes, "datePublished"), now)),
             ("meta", lambda: dates.first_date((metas.get(n) for n in dates.PUBLISHED_META), now)),
             ("time", lambda: dates.time_element_date(root, now)),
-            ("htmldate", lambda: dates.parse_date(getattr(doc, "date", None), now)),
+            ("htmldate", lambda: dates.parse_date(doc.date if doc is not None else _htmldate(root, url), now)),
             ("url", lambda: dates.url_date(url, now)),
         ]
     )
+    if published and source in ("json-ld", "meta"):
+        published = dates.same_instant_local(published, _local_candidates(metas, root, now))
+    in_url = dates.url_date(url, now)
+    if published and source != "rule" and dates.contradicts(published, in_url):
+        published, source = in_url, "url"
     modified, modified_source = _first(
         [
             ("json-ld", lambda: dates.first_date(jsonld.text_values((article or {}).get("dateModified")), now)),
@@ -260,6 +288,13 @@ def extract_article(
         signals=signals,
         author_organizations=normalize(organisations) if organisations else (),
     )
+
+
+def _local_candidates(metas: Mapping[str, str], root: lxml.html.HtmlElement, now: datetime | None) -> list[str | None]:
+    """The page's other statements of its publication time (meta, marked `<time>`)."""
+    return [dates.parse_date(metas.get(n), now) for n in dates.PUBLISHED_META if n in metas] + [
+        dates.time_element_date(root, now)
+    ]
 
 
 def _all(nodes: list[dict[str, Any]], key: str) -> list[str]:

@@ -13,6 +13,7 @@ compile) stops the start with one line naming it; `-s` takes the same as JSON.
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -133,7 +134,7 @@ def rule_text(root: Any, rules: SiteRules) -> str:
         inside = set(found)
         blocks = [b for b in found if not any(a in inside for a in b.iterancestors())] or [element]
         lines.extend(" ".join(block.text_content().split()) for block in blocks)
-    return "\n".join(dict.fromkeys(line for line in lines if line))
+    return unicodedata.normalize("NFC", "\n".join(dict.fromkeys(line for line in lines if line)))
 
 
 def rule_date_values(root: Any, rules: SiteRules) -> list[str]:
