@@ -209,11 +209,13 @@ class WorkerSpec:
         )
         if self.side in ("ours", "ref"):  # "ref": our code at another git ref (code_root)
             # the baselines' parse (bench/page_parse.py): visible text, no article extraction
-            # the bench site is on loopback, which the private-address guard refuses by default
+            # the bench site is on loopback, which the private-address guard refuses by default,
+            # and every page stored, whatever its type (the baselines store every page)
             settings = {
                 "EXTRACT_MAIN_TEXT": "False",
                 "NEAR_DUPLICATES": "False",
                 "ALLOWED_PRIVATE_NETWORKS": "127.0.0.0/8",
+                "STORE_PAGE_TYPES": "article,list,other",
                 **settings,
             }
             env["REDIS_URL"] = self.redis_url

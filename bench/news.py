@@ -219,6 +219,7 @@ def crawl(
         *settings,
         "CONCURRENT_REQUESTS=16",
         "ALLOWED_PRIVATE_NETWORKS=127.0.0.0/8",  # the bench site is on loopback (docs/security.md)
+        "STORE_PAGE_TYPES=article,list,other",  # every page stored: the cost of extraction, not of skipping
         "ROBOTSTXT_OBEY=False",
         "HEARTBEAT_ENABLED=False",
         "LOG_LEVEL=INFO",

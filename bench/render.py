@@ -266,6 +266,8 @@ def run_node(
         "EXTRACT_MAIN_TEXT=False",
         "-s",  # /r/page/N are filler + a token: near-duplicates whose text would not be stored
         "NEAR_DUPLICATES=False",
+        "-s",  # every page stored, whatever its type
+        "STORE_PAGE_TYPES=article,list,other",
     ]
     prefix = MANY_KINDS[kind]
     result = {

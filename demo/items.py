@@ -10,8 +10,11 @@ class PageItem(scrapy.Item):
     title = scrapy.Field()
     text = scrapy.Field()  # main text (EXTRACT_MAIN_TEXT; False: all visible text); "" for a near-duplicate
     authors = scrapy.Field()  # list of names
-    published_at = scrapy.Field()  # ISO 8601, from the page (htmldate), else its sitemap or feed entry
-    lang = scrapy.Field()  # declared language, e.g. "en-gb"
+    published_at = scrapy.Field()  # ISO 8601 (offset, local date-time or day); else the sitemap/feed entry
+    modified_at = scrapy.Field()  # ISO 8601, when the page gives one
+    page_type = scrapy.Field()  # "article" | "list" (home, section, tag, archive, search) | "other"
+    paywalled = scrapy.Field()  # True / False / None (the page does not say)
+    lang = scrapy.Field()  # ISO 639-1, detected from the text (docs/news.md "Language")
     description = scrapy.Field()
     duplicate_of = scrapy.Field()  # url of the stored article this one is a near-duplicate of
     fetched_at = scrapy.Field()  # ISO 8601, UTC

@@ -168,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
             log = open(RUN / f"worker-{i}.log", "w")
             stack.callback(log.close)
             proc = subprocess.Popen(
-                [sys.executable, "-m", "scrapy", "crawl", SPIDER],
+                # every page of the demo site is a row (its pages are short, generated ones; a news
+                # crawl stores articles only by default: docs/news.md)
+                [sys.executable, "-m", "scrapy", "crawl", SPIDER, "-s", "STORE_PAGE_TYPES=article,list,other"],
                 cwd=ROOT,
                 env={**env, "NODE_ID": f"demo-{i}"},
                 stdout=log,

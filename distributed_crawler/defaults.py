@@ -115,12 +115,16 @@ DEFAULTS: dict[str, Any] = {
     # News spiders (distributed_crawler/spiders/news.py, docs/news.md).
     "EXTRACT_MAIN_TEXT": True,  # item text = the article's main text (trafilatura); False = all visible text
     "EXTRACT_THREADS": 2,  # extraction threads per node, off the reactor thread (0 = on it)
+    "EXTRACTION_RULES": {},  # registered domain -> {"text": CSS, "published_at": CSS/XPath, "exclude": [CSS]}
     "NEAR_DUPLICATES": True,  # mark near-duplicate articles (SimHash of the main text) with duplicate_of
     "NEAR_DUPLICATE_DISTANCE": 3,  # most differing bits of 64 that still make a near-duplicate (0-7)
     "NEAR_DUPLICATE_MIN_WORDS": 50,  # shorter texts are not fingerprinted
     "NEAR_DUPLICATE_KEEP_TEXT": False,  # a near-duplicate keeps its text too (else text = "")
     "NEAR_DUPLICATE_KEY": "{%(spider)s}:simhash",  # prefix of the fingerprint index keys
     "NEAR_DUPLICATE_WINDOW": "14d",  # a fingerprint is remembered this long at least, twice at most (0 = forever)
+    "STORE_PAGE_TYPES": ["article"],  # page types stored (article, list, other); the others are only crawled for links
+    "LANGUAGES": [],  # ISO 639-1 codes of the pages stored (empty = all); the others are only crawled for links
+    "LANGUAGE_SKIPPED_KEY": "{%(spider)s}:language:skipped",  # zset host -> pages not stored for their language
     "SITEMAP_SINCE": 0,  # skip sitemap/feed entries older than this: seconds or "2d", "36h" (0 = keep all)
     "SITEMAP_MAX_BYTES": 50 * 1024 * 1024,  # a sitemap or feed larger than this (once gunzipped) is refused
     "SITEMAP_MAX_ENTRIES": 50_000,  # entries read from one sitemap or feed; the rest is skipped

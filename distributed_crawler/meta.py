@@ -75,6 +75,8 @@ SITEMAP_DEPTH_META = "sitemap_depth"
 # page itself has none.
 ENTRY_DATE_META = "entry_date"
 ENTRY_TITLE_META = "entry_title"
+# On article requests from a feed item or a news sitemap entry: True (a page-type signal: they list stories).
+LISTED_META = "listed"
 
 # -- set for the spider -------------------------------------------------------------------------
 # Set by rendering/handler.py after a render (every frame of the page); read by spiders through

@@ -30,6 +30,9 @@ def row(i: int | str, **overrides: Any) -> dict[str, Any]:
         "lang": "en-gb",
         "description": f"about {i}",
         "duplicate_of": None,
+        "modified_at": "2023-12-31T09:30:00",
+        "page_type": "article",
+        "paywalled": True,
     }
     base.update(overrides)
     return base

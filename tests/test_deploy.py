@@ -21,7 +21,7 @@ import pytest
 import redis
 from supervisor.xmlrpc import SupervisorTransport
 
-from tests.conftest import ROOT, RedisServer, Workers
+from tests.conftest import LOOPBACK_SITE_SETTINGS, ROOT, RedisServer, Workers
 from tests.site.server import NewsSite
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -70,8 +70,12 @@ class Supervisor:
         assert "\nuser=crawler\n" in text
         text = text.replace("\nuser=crawler\n", "\n")
         assert not [line for line in text.splitlines() if "%(here)s" in line and not line.startswith(";")]
-        # Short leases only so the killed worker's pages come back within the test's time.
-        text = text.replace("scrapy crawl news", f"scrapy crawl news -s SCHEDULER_LEASE_SECONDS={lease_seconds}", 1)
+        # Short leases only so the killed worker's pages come back within the test's time; what a crawl
+        # of the local site relies on, as the workers fixture passes it.
+        site = " ".join(f"-s {s}" for s in LOOPBACK_SITE_SETTINGS)
+        command = "/.venv/bin/scrapy crawl news\n"  # the command line, not the comment naming it
+        assert text.count(command) == 1
+        text = text.replace(command, command[:-1] + f" {site} -s SCHEDULER_LEASE_SECONDS={lease_seconds}\n")
         self.conf = run_dir / "supervisord.conf"
         self.conf.write_text(text)
         self.run_dir = run_dir

@@ -27,6 +27,7 @@ from distributed_crawler.monitoring.heartbeat import Heartbeat, HeartbeatConfig,
 from distributed_crawler.monitoring.metrics import MetricsConfig, PrometheusMetrics
 from distributed_crawler.monitoring.nodes import NodeKeys, beat, heartbeat_script, read_history, read_nodes, read_totals
 from distributed_crawler.monitoring.status import render_status, status_now
+from distributed_crawler.news.counts import NewsCounts
 from distributed_crawler.queue.enqueue import run_sync
 
 
@@ -255,3 +256,36 @@ def test_status_renders_dead_nodes_and_alerts(redis_client: redis.Redis) -> None
     text = console.export_text()
     assert "worker-1" in text and "dead" in text and "1 dead" in text
     assert "alert" in text and "dead_node worker-1: no heartbeat" in text
+
+
+def test_status_counts_pages_per_type_and_language_for_the_cluster(redis_client: redis.Redis) -> None:
+    empty = status_now(redis_client, Settings(), "news")
+    assert empty["page_types"] == {t: {"stored": 0, "skipped": 0} for t in ("article", "list", "other")}
+    assert empty["languages"] == {"skipped": {}, "top_hosts": []}
+    for node in range(2):  # two nodes' counts add up
+        counts = NewsCounts(redis_client, "{news}:stats", "{news}:language:skipped")
+        for _ in range(3):
+            counts.stored("article")
+        counts.not_stored("list", ("page_type", "list"), "a.example")
+        counts.not_stored("article", ("language", "fr"), "a.example")
+        counts.not_stored("article", ("language", "it"), f"h{node}.example")
+        run_sync(counts.flush())
+    status = status_now(redis_client, Settings(), "news")
+    assert status["page_types"] == {
+        "article": {"stored": 6, "skipped": 4},  # not stored for their language
+        "list": {"stored": 0, "skipped": 2},
+        "other": {"stored": 0, "skipped": 0},
+    }
+    assert status["languages"]["skipped"] == {"fr": 2, "it": 2}
+    assert status["languages"]["top_hosts"][0] == {"host": "a.example", "skipped": 2}
+    assert len(status["languages"]["top_hosts"]) == 3
+    console = Console(record=True, width=200)
+    console.print(render_status(status, "news @ test"))
+    text = console.export_text()
+    assert "page types (stored/skipped) article 6/4, list 0/2, other 0/0" in text
+    assert "not stored for language fr 2, it 2" in text
+    redis_client.delete("{news}:language:skipped")
+    redis_client.set("{news}:language:skipped", "garbage")
+    status = status_now(redis_client, Settings(), "news")
+    assert status["languages"]["top_hosts"] == [] and status["page_types"]["article"]["stored"] == 6
+    assert [w["key"] for w in status["wrong_type"]] == ["{news}:language:skipped"]

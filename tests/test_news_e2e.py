@@ -68,7 +68,7 @@ def test_news_site_articles_once_with_fields_duplicates_marked_garbage_dead_lett
             assert not [m for m in BOILERPLATE if m in row["text"]], (url, row["text"])
             assert row["title"] == story.title and json.loads(row["authors"]) == [story.author]
             assert row["published_at"] == story.published.isoformat()
-            assert (row["lang"], row["description"], row["duplicate_of"]) == ("en-gb", story.description, None)
+            assert (row["lang"], row["description"], row["duplicate_of"]) == ("en", story.description, None)
         copy = stored[portal.wire_story_url]
         assert (copy["duplicate_of"], copy["text"]) == (portal.url(2), "")
 

@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 import redis
-from scrapy import Request
+from scrapy import Request, signals
 from scrapy.http import HtmlResponse, Response, XmlResponse
 from scrapy.utils.test import get_crawler
 
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.meta import DOWNLOAD_MAXSIZE_META, ENTRY_DATE_META, ENTRY_TITLE_META, SITEMAP_DEPTH_META
+from distributed_crawler.news.config import NewsConfig
+from distributed_crawler.news.extract import Article
 from distributed_crawler.news.nearduplicate import NearDuplicateIndex
+from distributed_crawler.news.storing import StorePolicy
 from distributed_crawler.spiders import news
 from distributed_crawler.spiders.news import NewsSpider
 from tests.site.news_portal import BOILERPLATE, NewsPortal
@@ -48,7 +53,13 @@ def response(portal: NewsPortal, url: str, meta: dict[str, Any] | None = None) -
 def run(redis_url: str, body: Callable[[Spider], Awaitable[Any]], **settings: Any) -> Any:
     crawler = get_crawler(
         Spider,
-        {"ADDONS": {"distributed_crawler.Addon": 0}, "REDIS_URL": redis_url, "SITEMAP_SINCE": "2d", **settings},
+        {
+            "ADDONS": {"distributed_crawler.Addon": 0},
+            "REDIS_URL": redis_url,
+            "SITEMAP_SINCE": "2d",
+            "STORE_PAGE_TYPES": "article,list,other",  # these tests check every page's item
+            **settings,
+        },
     )
     spider = Spider.from_crawler(crawler)
     crawler.spider = spider
@@ -217,7 +228,7 @@ def test_articles_canonical_url_near_duplicate_and_keep_text(
     story = portal.stories[1]
     assert amp["url"] == portal.url(1) and seen == [portal.url(1)]
     assert all(s in amp["text"] for s in story.sentences) and not [m for m in BOILERPLATE if m in amp["text"]]
-    assert (amp["title"], amp["authors"], amp["lang"]) == (story.title, [story.author], "en-gb")
+    assert (amp["title"], amp["authors"], amp["lang"]) == (story.title, [story.author], "en")
     assert amp["published_at"] == story.published.isoformat() and amp["description"] == story.description
     assert original["duplicate_of"] is None and again["duplicate_of"] is None  # fetched again: not its own copy
     assert copy["url"] == WIRE + "/wire/story-2"  # the canonical link to another site is ignored
@@ -294,3 +305,112 @@ def test_sitemap_index_robots_and_feed_links_off_the_site_are_dropped_and_counte
     assert listed == [BASE + "/s1.xml"] and from_robots == [BASE + "/s2.xml"] and feeds == [BASE + "/feed.rss"]
     assert stats["news/off_site/sitemap_index_entry"] == 2
     assert stats["news/off_site/robots_sitemap"] == 1 and stats["news/off_site/feed_link"] == 1
+
+
+def _extracting(monkeypatch: pytest.MonkeyPatch, page_type: str, lang: str | None) -> None:
+    """Extraction says what the page is (the classifier and the language detector are tested apart)."""
+    real = news.extract_article
+
+    def classified(html: str, url: str, **options: Any) -> Article:
+        return dataclasses.replace(real(html, url, **options), page_type=page_type, lang=lang)
+
+    monkeypatch.setattr(news, "extract_article", classified)
+
+
+@pytest.mark.parametrize(
+    ("settings", "page_type", "lang", "skipped"),
+    [
+        ({}, "list", "en", ("page_type", "list")),  # the default: articles only
+        ({}, "other", "en", ("page_type", "other")),
+        ({"STORE_PAGE_TYPES": ["article", "list"]}, "list", "en", None),
+        ({"LANGUAGES": "de,fr"}, "article", "en", ("language", "en")),
+        ({"LANGUAGES": "de,fr"}, "article", "de-AT", None),
+        ({"LANGUAGES": "de"}, "article", None, None),  # unknown language: stored
+        ({"LANGUAGES": "de"}, "list", "en", ("page_type", "list")),  # the type decides first
+    ],
+)
+def test_pages_not_stored_are_crawled_for_links_and_counted_for_the_cluster(
+    redis_url: str,
+    redis_client: redis.Redis,
+    portal: NewsPortal,
+    monkeypatch: pytest.MonkeyPatch,
+    settings: dict[str, Any],
+    page_type: str,
+    lang: str | None,
+    skipped: tuple[str, str] | None,
+) -> None:
+    redis_client.flushall()
+    _extracting(monkeypatch, page_type, lang)
+    settings = {"STORE_PAGE_TYPES": "article", "NEAR_DUPLICATES": False, **settings}
+
+    async def crawl(spider: Spider) -> tuple[list[Any], dict[str, Any]]:
+        out = await collect(spider.parse(response(portal, BASE + "/")))
+        for item in [o for o in out if not isinstance(o, Request)]:
+            spider.crawler.signals.send_catch_log(signal=signals.item_scraped, item=item, response=None, spider=spider)
+        return out, dict(spider.crawler.stats.get_stats())
+
+    out, stats = run(redis_url, crawl, **settings)
+    links = [o.url for o in out if isinstance(o, Request)]
+    items = [o for o in out if not isinstance(o, Request)]
+    assert BASE + "/story?id=1" in links  # followed either way
+    cluster = {k.decode(): int(v) for k, v in redis_client.hgetall("{t}:stats").items()}
+    hosts = redis_client.zrange("{t}:language:skipped", 0, -1, withscores=True)
+    if skipped is None:
+        assert [(i["page_type"], i["lang"]) for i in items] == [(page_type, lang)]
+        assert stats[f"news/stored/page_type/{page_type}"] == 1 and not [k for k in stats if "skipped" in k]
+        assert cluster == {f"page_type:{page_type}:stored": 1} and hosts == []
+        return
+    kind, value = skipped
+    assert items == []
+    assert stats[f"news/skipped/{kind}/{value}"] == 1 and not [k for k in stats if "/stored/" in k]
+    expected = {f"page_type:{page_type}:skipped": 1, f"{kind}:{value}:skipped": 1}
+    assert cluster == expected  # one field when the page type is the reason
+    assert hosts == ([(b"news.example", 1.0)] if kind == "language" else [])
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (
+            {"STORE_PAGE_TYPES": "article,stories"},
+            "STORE_PAGE_TYPES (stories) must be page types among article, list, other",
+        ),
+        ({"STORE_PAGE_TYPES": ""}, "STORE_PAGE_TYPES (empty) must be page types"),
+        ({"LANGUAGES": "en,english"}, "LANGUAGES (english) must be ISO 639-1 codes"),
+        ({"LANGUAGES": ["en-GB"]}, "LANGUAGES (en-gb) must be ISO 639-1 codes"),
+        ({"LANGUAGES": "xx"}, "LANGUAGES (xx) must be ISO 639-1 codes"),
+    ],
+)
+def test_bad_store_settings_are_one_line_at_start(settings: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)) as raised:
+        NewsConfig.from_settings(settings)
+    assert "\n" not in str(raised.value)
+
+
+def test_store_settings_read_lists_and_comma_separated_text() -> None:
+    assert NewsConfig.from_settings({}).store == StorePolicy(("article",), ())
+    config = NewsConfig.from_settings({"STORE_PAGE_TYPES": "Article, list", "LANGUAGES": ["DE", "en", "de"]})
+    assert config.store == StorePolicy(("article", "list"), ("de", "en"))
+
+
+def test_counts_refused_by_redis_are_one_error_line_and_kept(
+    redis_url: str,
+    redis_client: redis.Redis,
+    portal: NewsPortal,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    redis_client.set("{t}:stats", "someone's string")
+    _extracting(monkeypatch, "list", "en")
+
+    async def crawl(spider: Spider) -> Any:
+        for _ in range(2):
+            await collect(spider.parse(response(portal, BASE + "/")))
+            await spider._flush_counts_once(timeout=5)
+        return spider._counts.fields
+
+    with caplog.at_level(logging.ERROR, logger="distributed_crawler.spiders.news"):
+        kept = run(redis_url, crawl, STORE_PAGE_TYPES="article")
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and errors[0].startswith("Page counts not added to {t}:stats (WRONGTYPE")
+    assert kept == {"page_type:list:skipped": 2}

@@ -439,6 +439,9 @@ def test_item_to_row_accepts_dicts_and_items() -> None:
         "lang": None,
         "description": None,
         "duplicate_of": None,
+        "modified_at": None,
+        "page_type": None,
+        "paywalled": None,
         "content_hash": None,
     }
     row = item_to_row(Page(url="https://e/2", text="body\x00", extra="x"))
@@ -454,6 +457,9 @@ def test_item_to_row_accepts_dicts_and_items() -> None:
         "lang": None,
         "description": None,
         "duplicate_of": None,
+        "modified_at": None,
+        "page_type": None,
+        "paywalled": None,
         "content_hash": None,  # the storage computes it from the text (schema.prepare_rows)
     }
     with pytest.raises(DropItem):
@@ -477,6 +483,16 @@ def test_item_to_row_stores_article_fields() -> None:
     assert (row["lang"], row["description"], row["duplicate_of"]) == ("en-gb", "A story.", "https://other/story")
     assert item_to_row({"url": "https://e/1", "authors": "One Name"})["authors"] == '["One Name"]'
     assert item_to_row({"url": "https://e/1", "authors": []})["authors"] == "[]"
+
+
+def test_item_to_row_stores_page_type_paywall_and_modified_date() -> None:
+    row = item_to_row(
+        {"url": "https://e/s", "page_type": "article", "paywalled": True, "modified_at": "2026-12-02T10:00:00"}
+    )
+    assert (row["page_type"], row["paywalled"], row["modified_at"]) == ("article", True, "2026-12-02T10:00:00")
+    # paywalled is a flag or unknown: never a guess from another type
+    for value, flag in ((False, False), (None, None), (0, False), (1, True), ("false", None), ("yes", None), (2, None)):
+        assert item_to_row({"url": "https://e/s", "paywalled": value})["paywalled"] is flag
 
 
 def test_scrapy_item_through_pipeline(tmp_path: Path) -> None:

@@ -211,8 +211,11 @@ def test_frames_are_not_shipped_to_other_nodes() -> None:
 
 # -- the news spider --------------------------------------------------------------------------
 def _news_spider(**settings: object) -> NewsSpider:
-    fingerprinter = {"REQUEST_FINGERPRINTER_CLASS": "distributed_crawler.dedup.fingerprint.CanonicalFingerprinter"}
-    crawler = get_crawler(NewsSpider, settings_dict={**fingerprinter, **settings})
+    base = {
+        "REQUEST_FINGERPRINTER_CLASS": "distributed_crawler.dedup.fingerprint.CanonicalFingerprinter",
+        "STORE_PAGE_TYPES": "article,list,other",  # the frame tests read the item of any page
+    }
+    crawler = get_crawler(NewsSpider, settings_dict={**base, **settings})
     spider = NewsSpider.from_crawler(crawler)
     crawler.spider = spider
     return spider

@@ -141,7 +141,8 @@ def test_table_created(storage_url: str, opened: Callable[[], StorageBackend]) -
     cols = table_columns(storage_url)
     assert set(cols) == set(COLUMNS)
     assert cols["status"] == cols["version"] == "INTEGER"
-    assert all(cols[c] == "TEXT" for c in COLUMNS if c not in ("status", "version"))
+    assert cols["paywalled"] == "BOOLEAN"
+    assert all(cols[c] == "TEXT" for c in COLUMNS if c not in ("status", "version", "paywalled"))
 
 
 def _execute(url: str, *statements: str) -> None:
@@ -173,8 +174,8 @@ def test_table_of_an_older_release_gains_the_missing_columns(
         backend = opened()
     assert set(table_columns(storage_url)) == set(COLUMNS)
     assert (
-        "added column(s) status, node, authors, published_at, lang, description, duplicate_of, content_hash, "
-        "first_seen, last_changed, version to table items"
+        "added column(s) status, node, authors, published_at, lang, description, duplicate_of, modified_at, "
+        "page_type, paywalled, content_hash, first_seen, last_changed, version to table items"
     ) in caplog.text
     # The old row survives with NULL in the new columns; new rows fill them.
     backend.upsert_many([row("new")])
@@ -203,8 +204,8 @@ def test_table_of_the_release_before_news_gains_the_article_columns(
     with caplog.at_level(logging.INFO, logger="distributed_crawler.storage.schema"):
         backend = opened()
     assert (
-        "added column(s) authors, published_at, lang, description, duplicate_of, content_hash, first_seen, "
-        "last_changed, version to table items"
+        "added column(s) authors, published_at, lang, description, duplicate_of, modified_at, page_type, "
+        "paywalled, content_hash, first_seen, last_changed, version to table items"
     ) in caplog.text
     assert set(table_columns(storage_url)) == set(COLUMNS)
     backend.upsert_many([row("new", duplicate_of="https://example.com/old", text="")])
@@ -221,6 +222,43 @@ def test_table_of_the_release_before_news_gains_the_article_columns(
         **tracking,
     }
     assert json.loads(rows["https://example.com/new"]["authors"]) == ["A. Writer", "B. Reporter"]
+
+
+RELEASE_BEFORE_PAGE_TYPES = (
+    "CREATE TABLE items (url TEXT PRIMARY KEY NOT NULL, title TEXT, text TEXT, fetched_at TEXT, status INTEGER, "
+    "node TEXT, authors TEXT, published_at TEXT, lang TEXT, description TEXT, duplicate_of TEXT, "
+    "content_hash TEXT, first_seen TEXT, last_changed TEXT, version INTEGER)"
+)
+
+
+def test_table_of_the_release_before_page_types_gains_them_and_keeps_its_rows(
+    storage_url: str, opened: Callable[[], StorageBackend], caplog: pytest.LogCaptureFixture
+) -> None:
+    old = [row(i) for i in range(3)]
+    for r in old:
+        r.pop("modified_at"), r.pop("page_type"), r.pop("paywalled")
+    _execute(storage_url, RELEASE_BEFORE_PAGE_TYPES)
+    columns = list(old[0])
+    values = ", ".join(
+        "("
+        + ", ".join("NULL" if r[c] is None else str(r[c]) if isinstance(r[c], int) else f"'{r[c]}'" for c in columns)
+        + ")"
+        for r in old
+    )
+    _execute(storage_url, f"INSERT INTO items ({', '.join(columns)}) VALUES {values}")
+    with caplog.at_level(logging.INFO, logger="distributed_crawler.storage.schema"):
+        backend = opened()
+    assert "added column(s) modified_at, page_type, paywalled to table items" in caplog.text
+    assert set(table_columns(storage_url)) == set(COLUMNS)
+    assert table_columns(storage_url)["paywalled"] == "BOOLEAN"
+    assert backend.count() == 3
+    rows = read_rows(storage_url)
+    assert rows == [{**dict.fromkeys(COLUMNS), **r} for r in old]  # every old row, NULL in the new columns
+    backend.upsert_many([row(1, paywalled=False, page_type="list"), row("new")])
+    rows = {r["url"]: r for r in read_rows(storage_url)}
+    assert len(rows) == 4
+    assert (rows[row(1)["url"]]["page_type"], rows[row(1)["url"]]["paywalled"]) == ("list", False)
+    assert rows[row("new")["url"]] == stored(row("new"))
 
 
 def test_reopen_keeps_rows(storage_url: str, opened: Callable[[], StorageBackend]) -> None:
@@ -278,6 +316,9 @@ def test_missing_columns_are_null(storage_url: str, opened: Callable[[], Storage
         "lang": None,
         "description": None,
         "duplicate_of": None,
+        "modified_at": None,
+        "page_type": None,
+        "paywalled": None,
         "content_hash": None,
         "first_seen": stored_row["first_seen"],
         "last_changed": stored_row["first_seen"],

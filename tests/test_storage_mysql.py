@@ -258,7 +258,8 @@ def test_table_created(mariadb: MariaDB, opened: Callable[[], StorageBackend]) -
     types = {name: dtype for name, dtype, _ in info}
     assert set(types) == {*COLUMNS, "id", "url_hash"}
     assert types["status"] == types["version"] == "int" and types["url_hash"] == "binary"
-    assert all(types[c] == "longtext" for c in COLUMNS if c not in ("status", "version"))
+    assert types["paywalled"] == "tinyint"  # BOOLEAN
+    assert all(types[c] == "longtext" for c in COLUMNS if c not in ("status", "version", "paywalled"))
     assert {cs for _, _, cs in info if cs} == {"utf8mb4"}
 
 
@@ -282,6 +283,40 @@ def test_table_of_an_older_release_gains_the_missing_columns(
     assert rows["https://example.com/old"]["title"] == "old"
     assert rows["https://example.com/old"]["node"] is None
     assert rows["https://example.com/new"] == stored(row("new"))
+
+
+@server
+def test_table_of_the_release_before_page_types_gains_them_and_keeps_its_rows(
+    mariadb: MariaDB, opened: Callable[[], StorageBackend], caplog: pytest.LogCaptureFixture
+) -> None:
+    old_ddl = (
+        create_table_sql()
+        .replace(", `modified_at` LONGTEXT", "")
+        .replace(", `page_type` LONGTEXT", "")
+        .replace(", `paywalled` BOOLEAN", "")
+    )
+    assert "`page_type`" not in old_ddl and "`paywalled`" not in old_ddl and "`modified_at`" not in old_ddl
+    mariadb.admin(
+        f"USE `{DATABASE}`",
+        old_ddl,
+        *(
+            f"INSERT INTO `items` (`url`, `title`, `lang`, `version`) VALUES ('https://example.com/old{i}', 'old', 'de', 1)"
+            for i in range(3)
+        ),
+    )
+    with caplog.at_level(logging.INFO, logger="distributed_crawler.storage.schema"):
+        backend = opened()
+    assert "added column(s) modified_at, page_type, paywalled to table items" in caplog.text
+    assert backend.count() == 3
+    rows = read_rows(mariadb)
+    assert [(r["url"], r["title"], r["lang"], r["page_type"], r["paywalled"], r["modified_at"]) for r in rows] == [
+        (f"https://example.com/old{i}", "old", "de", None, None, None) for i in range(3)
+    ]
+    backend.upsert_many([row("new"), row("free", paywalled=False, page_type="list")])
+    rows = {r["url"]: r for r in read_rows(mariadb)}
+    assert len(rows) == 5
+    assert rows["https://example.com/new"] == stored(row("new"))
+    assert (rows["https://example.com/free"]["paywalled"], rows["https://example.com/free"]["page_type"]) == (0, "list")
 
 
 def test_reopen_keeps_rows(opened: Callable[[], StorageBackend]) -> None:

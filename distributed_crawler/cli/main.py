@@ -20,7 +20,7 @@ from scrapy.utils.misc import load_object
 from scrapy.utils.project import get_project_settings
 
 from distributed_crawler.addon import with_addon
-from distributed_crawler.cli import hosts, import_scrapy_redis, recrawl
+from distributed_crawler.cli import extract, hosts, import_scrapy_redis, recrawl
 from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
 from distributed_crawler.connection.untrusted import preview, text, wrong_type_message
@@ -438,6 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
     hosts.add_parser(command, _connect)
     recrawl.add_parser(command, _connect)
     import_scrapy_redis.add_parser(command, _connect)
+    extract.add_parser(command)
     p = command("reclaim", cmd_reclaim, "return expired leases to the queue now")
     p.add_argument("spider")
     p = command("dedup", cmd_dedup, "the seen-URL filter: stats, check URL, reset, rebuild --from", json_flag=True)

@@ -1,6 +1,6 @@
 """`dcrawl dashboard`: one self-refreshing web page and a JSON endpoint, read-only, stdlib only.
 
-- `GET /`                      the page (nodes, queues, hosts, revisits, pages/min over the last hour, alerts, failures)
+- `GET /`                      the page (nodes, queues, hosts, revisits, page types, pages/min over the last hour, alerts, failures)
 - `GET /api/status`            `{"time", "spiders": {name: status}}` for every spider found in Redis
 - `GET /api/status/<spider>`   exactly what `dcrawl status <spider> --json` prints
 - `GET /api/spiders`           the spider names shown
@@ -391,6 +391,9 @@ function spiderSection(s) {
   if (s.proxies.total || s.proxies.dead) cards.append(card(s.proxies.dead ? `proxies healthy (${s.proxies.dead} dead)` : "proxies healthy", `${s.proxies.healthy}/${s.proxies.total}`, "proxies"));
   const h = s.hosts || { count: 0, top: [] };
   if (h.count) cards.append(card(`hosts (${num(h.ready)} ready, ${num(h.blocked)}${h.blocked_exact === false ? "+" : ""} blocked, ${num(h.over_budget)} over budget)`, num(h.count), "hosts"));
+  for (const [type, c] of Object.entries(s.page_types || {})) {
+    if (c.stored || c.skipped) cards.append(card(`${type} pages stored (${num(c.skipped)} not stored)`, num(c.stored), "page-type-" + type));
+  }
   const rv = s.recrawl || { scheduled: 0 };
   if (rv.scheduled) cards.append(card(`revisits (${num(rv.due_now)} due now, ${num(rv.due_next_hour)} next hour)`, num(rv.scheduled), "revisits"));
   const hostRows = (h.top || []).concat((h.blocked_hosts || []).filter(b => !(h.top || []).some(t => t.host === b.host)));

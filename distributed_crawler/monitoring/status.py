@@ -24,6 +24,7 @@ from distributed_crawler.dedup.dupefilter import describe_dedup
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.monitoring.hosts import host_summary
 from distributed_crawler.monitoring.nodes import (
+    MAX_COUNT,
     PROXY_POOL_KEY,
     NodeKeys,
     Skips,
@@ -35,6 +36,8 @@ from distributed_crawler.monitoring.nodes import (
     read_totals,
     server_time,
 )
+from distributed_crawler.news.counts import read_page_counts
+from distributed_crawler.news.storing import PAGE_TYPES
 from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.enqueue import maybe_await, run_sync
 from distributed_crawler.queue.keys import SpiderKeys
@@ -118,6 +121,25 @@ async def _dedup_stats(client: Any, key: str, skips: Skips) -> dict[str, Any]:
 
 
 NO_DEDUP = {"backend": "none", "count": 0, "bytes": 0, "layers": 0, "error_rate": 0.0}
+TOP_LANGUAGE_HOSTS = 10
+
+
+async def _page_counts(client: Any, stats_key: str, hosts_key: str, wrong: set[str]) -> dict[str, Any]:
+    """Pages stored and not stored per page type, and not stored per language (news/counts.py)."""
+    raw = {} if stats_key in wrong else await maybe_await(client.hgetall(stats_key))
+    page_types, languages = read_page_counts(raw)
+    top = (
+        []
+        if hosts_key in wrong
+        else await maybe_await(client.zrevrange(hosts_key, 0, TOP_LANGUAGE_HOSTS - 1, withscores=True))
+    )
+    return {
+        "page_types": {t: page_types.get(t, {"stored": 0, "skipped": 0}) for t in (*PAGE_TYPES, *sorted(page_types))},
+        "languages": {
+            "skipped": dict(sorted(languages.items(), key=lambda kv: -kv[1])),
+            "top_hosts": [{"host": _type_name(h)[:253], "skipped": int(n)} for h, n in top if 0 < n < MAX_COUNT],
+        },
+    }
 
 
 async def gather_status(client: Any, settings: BaseSettings, spider: str, recent: int = RECENT) -> dict[str, Any]:
@@ -132,6 +154,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
     proxy_key = read.str("PROXY_POOL_KEY") or PROXY_POOL_KEY
     dead_key = read.str("PROXY_DEAD_KEY")
     recrawl_keys = RecrawlKeys.from_settings(settings, spider)
+    language_key = read.str("LANGUAGE_SKIPPED_KEY") % {"spider": spider, "name": spider}
     skips = Skips()
     now = await server_time(client)
     wrong = await _check_types(
@@ -154,6 +177,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
             dead_key: ("hash",),
             recrawl_keys.schedule: ("zset",),
             recrawl_keys.state: ("hash",),
+            language_key: ("zset",),
         },
         skips,
     )
@@ -197,6 +221,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
         if recrawl_keys.schedule in wrong
         else await schedule_summary(client, recrawl_keys, now)
     )
+    pages = await _page_counts(client, node_keys.stats, language_key, wrong)
     alerts = _json_entries(raw_alerts, None, skips, node_keys.alerts, needs=("kind", "message"))
     failures = _json_entries(raw_failures, FAILURE_FIELDS, skips, keys.failed, needs=("url", "reason"))
     alive = [n for n in nodes if n["alive"]]
@@ -224,6 +249,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
         },
         "proxies": proxies,
         "recrawl": recrawl,  # the revisit schedule (docs/recrawl.md): scheduled, due_now, due_next_hour
+        **pages,  # page_types: {type: {stored, skipped}}; languages: {skipped: {code: n}, top_hosts}
         "hosts": hosts,  # the per-host frontier (monitoring/hosts.py): count, ready, blocked, over_budget, top
         "history": history,
         "alerts": alerts,
@@ -267,6 +293,14 @@ def host_line(hosts: dict[str, Any]) -> str:
     return f"{hosts['count']:,} ({hosts['ready']:,} ready, {blocked}, {hosts['over_budget']:,} over budget)"
 
 
+def page_types_line(status: dict[str, Any]) -> str:
+    """`article 1,204/3, list 0/380, other 0/41`: pages stored / not stored per type ("" before any)."""
+    counts = status.get("page_types") or {}
+    if not any(c["stored"] or c["skipped"] for c in counts.values()):
+        return ""
+    return ", ".join(f"{t} {c['stored']:,}/{c['skipped']:,}" for t, c in counts.items())
+
+
 def render_status(status: dict[str, Any], title: str = "") -> Group:
     now = status["time"]
     t = status["totals"]
@@ -299,6 +333,12 @@ def render_status(status: dict[str, Any], title: str = "") -> Group:
                 f"{recrawl['scheduled']:,} ({recrawl['due_now']:,} due now, {recrawl['due_next_hour']:,} next hour)",
             )
         )
+    pages = page_types_line(status)
+    if pages:
+        figures.append(("page types (stored/skipped)", pages))
+    languages = (status.get("languages") or {}).get("skipped") or {}
+    if languages:
+        figures.append(("not stored for language", ", ".join(f"{c} {n:,}" for c, n in list(languages.items())[:8])))
     parts: list[Any] = [
         Text(title or status["spider"], style="bold"),
         Columns(

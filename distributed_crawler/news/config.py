@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.news.nearduplicate import MAX_DISTANCE
+from distributed_crawler.news.rules import SiteRules, parse_rules
+from distributed_crawler.news.storing import StorePolicy
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw]?)")
@@ -44,6 +47,9 @@ class NewsConfig:
     sitemap_max_bytes: int = 50 * 1024 * 1024
     sitemap_max_entries: int = 50_000
     sitemap_max_depth: int = 3
+    store: StorePolicy = StorePolicy()  # STORE_PAGE_TYPES, LANGUAGES
+    language_skipped_key: str = "{%(spider)s}:language:skipped"
+    extraction_rules: Mapping[str, SiteRules] = field(default_factory=dict)
 
     @classmethod
     def from_settings(cls, settings: Any) -> NewsConfig:
@@ -61,7 +67,13 @@ class NewsConfig:
             sitemap_max_bytes=read.int("SITEMAP_MAX_BYTES", min=1024),
             sitemap_max_entries=read.int("SITEMAP_MAX_ENTRIES", min=1),
             sitemap_max_depth=read.int("SITEMAP_MAX_DEPTH", min=1, max=10),
+            store=StorePolicy.from_settings(settings),
+            language_skipped_key=read.str("LANGUAGE_SKIPPED_KEY"),
+            extraction_rules=parse_rules(read.raw("EXTRACTION_RULES")),
         )
 
     def key(self, spider: str) -> str:
         return self.near_duplicate_key % {"spider": spider, "name": spider}
+
+    def skipped_hosts_key(self, spider: str) -> str:
+        return self.language_skipped_key % {"spider": spider, "name": spider}

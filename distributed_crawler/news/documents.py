@@ -37,6 +37,7 @@ class Entry:
     url: str
     date: datetime | None = None  # news:publication_date, else lastmod (sitemaps); published, else updated (feeds)
     title: str | None = None
+    story: bool = False  # a feed item or a news sitemap's <news:news> entry: it lists a story
 
 
 @dataclass
@@ -97,6 +98,7 @@ def _clip(value: str | None) -> str | None:
 
 def _sitemap_entry(elem: Any, base: str) -> Entry | None:
     loc = lastmod = published = title = None
+    story = False
     for child in elem:
         name = _local(child.tag)
         if name == "loc":
@@ -104,6 +106,7 @@ def _sitemap_entry(elem: Any, base: str) -> Entry | None:
         elif name == "lastmod":
             lastmod = child.text
         elif name == "news":  # Google News: <news:news><news:publication_date>, <news:title>
+            story = True
             for part in child:
                 if _local(part.tag) == "publication_date":
                     published = part.text
@@ -112,7 +115,7 @@ def _sitemap_entry(elem: Any, base: str) -> Entry | None:
     url = _http_url(loc, base)
     if url is None:
         return None
-    return Entry(url, parse_date(published) or parse_date(lastmod), _clip(title))
+    return Entry(url, parse_date(published) or parse_date(lastmod), _clip(title), story)
 
 
 def parse_sitemap(body: bytes, url: str, max_bytes: int, max_entries: int) -> Document:
@@ -185,7 +188,7 @@ def parse_feed(
             doc.truncated = True
             break
         date = _struct_date(item.get("published_parsed")) or _struct_date(item.get("updated_parsed"))
-        doc.entries.append(Entry(link, date, _clip(item.get("title"))))
+        doc.entries.append(Entry(link, date, _clip(item.get("title")), story=True))
     return doc
 
 

@@ -1,9 +1,13 @@
-"""The article in a page: main text and metadata, by trafilatura (dates by htmldate).
+"""The article in a page: main text (trafilatura) and metadata from the signals the page gives.
 
-Extraction is CPU work (a few ms to tens of ms a page, docs/benchmarks.md): `OffReactor`
-runs it on a small thread pool so the reactor keeps downloading meanwhile (EXTRACT_THREADS; 0 =
-on the reactor thread). A page trafilatura finds no main text in (a list page, a tiny page) keeps
-its visible text, so nothing a page says is lost.
+Parsing is trafilatura's own (`load_html`: comments and processing instructions removed, so a
+React page's `<!-- -->` between text runs keeps its paragraphs; its MAX_FILE_SIZE honoured: a
+larger page is cut there and marked `truncated`). The tree is parsed once and read by every
+signal module; trafilatura works on its own copy. Which signal gave each field is in
+`Article.signals` (docs/news.md "Signals"). Extraction is CPU work (ms a page,
+docs/benchmarks.md): `OffReactor` runs it on a small thread pool so the reactor keeps downloading
+meanwhile (EXTRACT_THREADS; 0 = on the reactor thread). A page trafilatura finds no main text in
+(a list page, a tiny page) keeps its visible text, flagged `main_text=False`.
 """
 
 from __future__ import annotations
@@ -11,24 +15,45 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import unicodedata
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from copy import deepcopy
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
+import htmldate
 import lxml.html
 import trafilatura
-from lxml.etree import ParserError
+from trafilatura.settings import DEFAULT_CONFIG
+from trafilatura.utils import HTML_PARSER, load_html
+
+from distributed_crawler.news import dates, jsonld
+from distributed_crawler.news.authors import jsonld_authors, normalize
+from distributed_crawler.news.language import detect, html_lang
+from distributed_crawler.news.page_types import PageSignals, classify
+from distributed_crawler.news.paywall import paywalled
+from distributed_crawler.news.rules import SiteRules, remove_excluded, rule_date_values, rule_text, rules_for
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _SPACES = re.compile(r"[ \t\r\f\v]+")
-_LANG = re.compile(r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*")
+_BLANK_LINES = re.compile(r"\n\s*\n+")
 VISIBLE_TEXT = "//body//text()[not(ancestor::script or ancestor::style or ancestor::noscript or ancestor::template)]"
-DATE_FORMAT = "%Y-%m-%dT%H:%M:%S%z"
-MAX_FIELD = 1000  # title, description, authors: longer is not metadata
+LINK_TEXT = "//body//a//text()"
+MAX_FIELD = 1000  # title, description: longer is not metadata
+MAX_FILE_SIZE = DEFAULT_CONFIG.getint("DEFAULT", "MAX_FILE_SIZE")  # trafilatura's own input cap
+# trafilatura's options, chosen by measurement on its own evaluation pages (docs/benchmarks.md).
+TRAFILATURA_OPTIONS: dict[str, Any] = {
+    "include_comments": False,
+    "include_tables": True,
+    "favor_precision": False,
+    "favor_recall": False,
+    "deduplicate": False,
+}
+HTMLDATE_PARAMS: dict[str, Any] = {"original_date": True, "extensive_search": True, "outputformat": "%Y-%m-%d"}
 
 
 @dataclass(frozen=True)
@@ -37,7 +62,7 @@ class Article:
 
     text: str
     title: str | None = None
-    authors: tuple[str, ...] = ()
+    authors: tuple[str, ...] = ()  # people only; organisations: author_organizations
     published_at: str | None = None  # ISO 8601: with an offset, or a local date-time, or a date
     modified_at: str | None = None  # ISO 8601, as published_at
     lang: str | None = None  # ISO 639-1 (lower case)
@@ -47,101 +72,243 @@ class Article:
     main_text: bool = False  # False: trafilatura found no main text, `text` is the visible text
     truncated: bool = False  # the page was cut to the extraction cap before extraction
     signals: Mapping[str, str] = field(default_factory=dict)  # field -> where its value came from
+    author_organizations: tuple[str, ...] = ()  # JSON-LD authors that are an Organization
 
 
-def visible_text(html: str | bytes) -> str:
+def parse_html(html: str | bytes) -> lxml.html.HtmlElement | None:
+    """The page's tree as trafilatura parses it (no comments, no processing instructions); a
+    fragment trafilatura refuses as "not HTML" is parsed with the same parser; garbage: None."""
+    try:
+        root = load_html(html)
+        if root is None:
+            root = lxml.html.fromstring(html, parser=HTML_PARSER)
+    except (ValueError, TypeError, lxml.etree.ParserError):
+        return None
+    return root if isinstance(root, lxml.html.HtmlElement) else None
+
+
+def visible_text(html: str | bytes | lxml.html.HtmlElement) -> str:
     """Every visible text node of the body, whitespace collapsed (the pre-extraction `text`)."""
-    root = _parse(html)
-    return " ".join(" ".join(str(t) for t in root.xpath(VISIBLE_TEXT)).split()) if root is not None else ""
+    root = html if isinstance(html, lxml.html.HtmlElement) else parse_html(html)
+    if root is None:
+        return ""
+    return unicodedata.normalize("NFC", " ".join(" ".join(str(t) for t in root.xpath(VISIBLE_TEXT)).split()))
 
 
 def _clip(value: str | None) -> str | None:
-    value = " ".join(value.split()) if value else ""
+    value = unicodedata.normalize("NFC", " ".join(value.split())) if value else ""
     return value[:MAX_FIELD] or None
 
 
-def iso_date(value: str | None) -> str | None:
-    """htmldate's `DATE_FORMAT` (or a plain day) as ISO 8601; anything else: None."""
-    if not value:
-        return None
-    for fmt in (DATE_FORMAT, "%Y-%m-%d"):
-        try:
-            return datetime.strptime(value, fmt).isoformat()
-        except ValueError:
+def _metas(root: lxml.html.HtmlElement) -> dict[str, str]:
+    """Meta `property` / `name` / `itemprop` (lower case) -> its first content; itemprop elements
+    with a `datetime` (`<time itemprop="datePublished">`) too."""
+    found: dict[str, str] = {}
+    for element in root.xpath("//meta[@content] | //*[@itemprop][@datetime]"):
+        value = element.get("content") or element.get("datetime")
+        if not value:
             continue
-    return None
+        for attribute in ("property", "name", "itemprop"):
+            name = (element.get(attribute) or "").strip().lower()
+            if name:
+                found.setdefault(name, value)
+    return found
 
 
-def _parse(html: str | bytes) -> lxml.html.HtmlElement | None:
+def _cap(html: str | bytes) -> tuple[str | bytes, bool]:
+    if len(html) <= MAX_FILE_SIZE:
+        return html, False
+    return html[:MAX_FILE_SIZE], True
+
+
+def _trafilatura(root: lxml.html.HtmlElement, url: str) -> Any:
     try:
-        return lxml.html.fromstring(html)
-    except ValueError:  # a str with an XML encoding declaration (XHTML): parse its UTF-8
-        if isinstance(html, str):
-            return _parse(html.encode("utf-8"))
-        return None
-    except ParserError:
-        return None
-
-
-def html_lang(root: lxml.html.HtmlElement) -> str | None:
-    """The page's declared language (`<html lang>`, else Content-Language meta), e.g. `en-gb`."""
-    top = root.getroottree().getroot()
-    declared = top.get("lang") or top.get("{http://www.w3.org/XML/1998/namespace}lang")
-    if not declared:
-        metas = top.xpath(
-            "//meta[translate(@http-equiv,'CONTENT-LANGUAGE','content-language')='content-language']/@content"
-        )
-        declared = metas[0] if metas else None
-    declared = str(declared).strip().split(",")[0].strip() if declared else ""
-    return declared.replace("_", "-").lower() if _LANG.fullmatch(declared) else None
-
-
-def _authors(value: str | None) -> tuple[str, ...]:
-    """trafilatura joins several authors with "; "."""
-    if not value:
-        return ()
-    names = (" ".join(name.split()) for name in value.split(";"))
-    return tuple(dict.fromkeys(name[:200] for name in names if name))[:20]
-
-
-def extract_article(html: str | bytes, url: str) -> Article:
-    """Main text and metadata of one page (blocking: seconds on a pathological page)."""
-    root = _parse(html)
-    if root is None:
-        return Article(text="")
-    lang = html_lang(root)
-    doc: Any
-    try:
-        doc = trafilatura.bare_extraction(
-            root,  # parsed once (trafilatura cleans this tree in place)
+        return trafilatura.bare_extraction(
+            root,  # trafilatura works on a copy: `root` stays whole for the other signals
             url=url,
             with_metadata=True,
-            include_comments=False,
-            include_tables=True,
-            date_extraction_params={"outputformat": DATE_FORMAT, "original_date": True, "extensive_search": False},
+            date_extraction_params=dict(HTMLDATE_PARAMS),
+            **TRAFILATURA_OPTIONS,
         )
     except Exception as exc:  # noqa: BLE001 - a page is data: an extractor bug never stops the crawl
         logger.debug("trafilatura failed on %s: %r", url, exc)
-        doc = None
-    main = _SPACES.sub(" ", doc.text or "").strip() if doc is not None else ""
-    text = main or visible_text(html)
-    if doc is None:
-        return Article(text=text, lang=lang)
+        return None
+
+
+def _htmldate(root: lxml.html.HtmlElement, url: str) -> str | None:
+    """htmldate on its own, for a page trafilatura gave up on (too little text: no metadata either)."""
+    try:
+        return htmldate.find_date(
+            deepcopy(root),
+            url=url or None,
+            original_date=HTMLDATE_PARAMS["original_date"],
+            extensive_search=HTMLDATE_PARAMS["extensive_search"],
+            outputformat=HTMLDATE_PARAMS["outputformat"],
+        )
+    except Exception as exc:  # noqa: BLE001 - a page is data: a date finder's bug never stops the crawl
+        logger.debug("htmldate failed on %s: %r", url, exc)
+        return None
+
+
+def _main_text(doc: Any) -> str:
+    """trafilatura's text, paragraphs kept (one blank-free line each), runs of spaces collapsed,
+    NFC-normalized as trafilatura's own `extract` returns it (decomposed accents and Indic vowel
+    signs otherwise fail every comparison with the text a user types)."""
+    text = unicodedata.normalize("NFC", _SPACES.sub(" ", doc.text or "")) if doc is not None else ""
+    return "\n".join(line.strip() for line in _BLANK_LINES.sub("\n", text).split("\n") if line.strip())
+
+
+def _link_density(root: lxml.html.HtmlElement) -> float:
+    visible = sum(len(str(t).strip()) for t in root.xpath(VISIBLE_TEXT))
+    links = sum(len(str(t).strip()) for t in root.xpath(LINK_TEXT))
+    return min(1.0, links / visible) if visible else 1.0
+
+
+def _first(signals: list[tuple[str, Callable[[], str | None]]]) -> tuple[str | None, str | None]:
+    """The first (value, source) whose getter gives a value: later getters never run."""
+    for source, getter in signals:
+        value = getter()
+        if value:
+            return value, source
+    return None, None
+
+
+def extract_article(
+    html: str | bytes,
+    url: str,
+    *,
+    listed: bool = False,
+    rules: Mapping[str, SiteRules] | None = None,
+    now: datetime | None = None,
+) -> Article:
+    """Main text and metadata of one page (blocking: seconds on a pathological page).
+
+    Keyword arguments:
+    - `listed`: the URL came from a news sitemap or a feed (a page-type signal: they list stories).
+    - `rules`: EXTRACTION_RULES as news/rules.py parses them (registered domain -> SiteRules); the
+      URL's site's rules win: `exclude` removes elements first, `text` and `published_at`
+      ("rule") come before every other signal.
+    - `now`: the clock dates are checked against (after now + 1 day = implausible); default: now.
+
+    Signals, best first (the one used is in `signals[field]`):
+    - published_at: JSON-LD `datePublished` ("json-ld"), date meta ("meta:<name>"),
+      `<time datetime>` ("time"), htmldate's original date ("htmldate"), the URL ("url"); a day
+      in the URL more than a day away from the chosen date wins over it ("url").
+    - modified_at: JSON-LD `dateModified`, then modification meta.
+    - authors: JSON-LD Person authors, then author meta, then trafilatura's byline; JSON-LD
+      Organization authors go to `author_organizations`.
+    - text: trafilatura's main text ("trafilatura"), else the visible text ("visible").
+    - lang: detected from `text` ("text"); `<html lang>` ("html-lang") when the text cannot say.
+    - page_type: the order in news/page_types.py: "url", "json-ld-type", "listed",
+      "og-type", "text".
+    - paywalled: "json-ld-haspart", "json-ld", "microdata"; None when the page does not say.
+    """
+    html, truncated = _cap(html)
+    root = parse_html(html)
+    if root is None:
+        return Article(text="", truncated=truncated, signals={"text": "visible"})
+    site_rules = rules_for(rules, url) if rules else None
+    if site_rules is not None:
+        remove_excluded(root, site_rules)
+    nodes = jsonld.nodes(root)
+    article = jsonld.article_node(nodes)
+    metas = _metas(root)
+    doc = _trafilatura(root, url)
+    main = _main_text(doc)
+    ruled = rule_text(root, site_rules) if site_rules is not None else ""
+    text = ruled or main or visible_text(root)
+    signals: dict[str, str] = {"text": "rule" if ruled else "trafilatura" if main else "visible"}
+
+    published, source = _first(
+        [
+            ("rule", lambda: dates.first_date(rule_date_values(root, site_rules), now) if site_rules else None),
+            ("json-ld", lambda: dates.first_date(jsonld.text_values((article or {}).get("datePublished")), now)),
+            ("json-ld", lambda: dates.first_date(_all(nodes, "datePublished"), now)),
+            ("meta", lambda: dates.first_date((metas.get(n) for n in dates.PUBLISHED_META), now)),
+            ("time", lambda: dates.time_element_date(root, now)),
+            ("htmldate", lambda: dates.parse_date(doc.date if doc is not None else _htmldate(root, url), now)),
+            ("url", lambda: dates.url_date(url, now)),
+        ]
+    )
+    if published and source in ("json-ld", "meta"):
+        published = dates.same_instant_local(published, _local_candidates(metas, root, now))
+    in_url = dates.url_date(url, now)
+    if published and source != "rule" and dates.contradicts(published, in_url):
+        published, source = in_url, "url"
+    modified, modified_source = _first(
+        [
+            ("json-ld", lambda: dates.first_date(jsonld.text_values((article or {}).get("dateModified")), now)),
+            ("meta", lambda: dates.first_date((metas.get(n) for n in dates.MODIFIED_META), now)),
+        ]
+    )
+    people, organisations = jsonld_authors(article)
+    authors = normalize(people)
+    author_source = "json-ld"
+    if not authors and not organisations:
+        meta_names = [metas[n] for n in ("author", "article:author", "parsely-author", "sailthru.author") if n in metas]
+        authors, author_source = normalize(m for m in meta_names if "://" not in m), "meta"
+        if not authors and doc is not None and doc.author:
+            authors, author_source = normalize(doc.author.split(";")), "byline"
+
+    page_type, type_source = classify(
+        PageSignals(
+            url=url,
+            jsonld_types=frozenset(t for node in nodes for t in jsonld.types(node)),
+            og_type=(metas.get("og:type") or "").strip().lower() or None,
+            listed=listed,
+            dated=source in ("rule", "json-ld", "meta", "time", "url"),
+            main_text_chars=len(ruled or main),
+            link_density=lambda: _link_density(root),
+        )
+    )
+    signals["page_type"] = type_source
+    is_paywalled, paywall_source = paywalled(article, root)
+    lang, lang_source = detect(text, html_lang(root))
+    for name, value, origin in (
+        ("published_at", published, source),
+        ("modified_at", modified, modified_source),
+        ("authors", authors, author_source),
+        ("paywalled", is_paywalled, paywall_source),
+        ("lang", lang, lang_source),
+    ):
+        if value is not None and value != () and origin:
+            signals[name] = origin
     return Article(
         text=text,
-        title=_clip(doc.title),
-        authors=_authors(doc.author),
-        published_at=iso_date(doc.date),
+        title=_clip(doc.title) if doc is not None else None,
+        authors=authors,
+        published_at=published,
+        modified_at=modified,
         lang=lang,
-        description=_clip(doc.description),
-        main_text=bool(main),
+        description=_clip(doc.description) if doc is not None else None,
+        page_type=page_type,
+        paywalled=is_paywalled,
+        main_text=bool(ruled or main),
+        truncated=truncated,
+        signals=signals,
+        author_organizations=normalize(organisations) if organisations else (),
     )
 
 
+def _local_candidates(metas: Mapping[str, str], root: lxml.html.HtmlElement, now: datetime | None) -> list[str | None]:
+    """The page's other statements of its publication time (meta, marked `<time>`)."""
+    return [dates.parse_date(metas.get(n), now) for n in dates.PUBLISHED_META if n in metas] + [
+        dates.time_element_date(root, now)
+    ]
+
+
+def _all(nodes: list[dict[str, Any]], key: str) -> list[str]:
+    return [value for node in nodes for value in jsonld.text_values(node.get(key))]
+
+
 def page_basics(html: str | bytes) -> Article:
-    """EXTRACT_MAIN_TEXT off: the visible text and declared language, no extraction."""
-    root = _parse(html)
-    return Article(text=visible_text(html), lang=html_lang(root) if root is not None else None)
+    """EXTRACT_MAIN_TEXT off: the visible text and its language, no extraction."""
+    root = parse_html(_cap(html)[0])
+    if root is None:
+        return Article(text="", signals={"text": "visible"})
+    text = visible_text(root)
+    lang, lang_source = detect(text, html_lang(root))
+    return Article(text=text, lang=lang, signals={"text": "visible", **({"lang": lang_source} if lang_source else {})})
 
 
 class OffReactor:
@@ -152,10 +319,10 @@ class OffReactor:
         self.threads = threads
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="news") if threads else None
 
-    async def run(self, func: Callable[..., T], *args: Any) -> T:
+    async def run(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         if self._pool is None:
-            return func(*args)
-        return await asyncio.get_running_loop().run_in_executor(self._pool, func, *args)
+            return func(*args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, lambda: func(*args, **kwargs))
 
     def close(self) -> None:
         if self._pool is not None:

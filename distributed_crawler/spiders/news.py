@@ -8,6 +8,8 @@ Callbacks (seeds may name them: `{"url": ..., "callback": "parse_site"}`):
 - `parse_robots`, `parse_sitemap`, `parse_feed`: discovery; their requests bypass the seen-filter
   (a rerun re-reads them) and entries older than `SITEMAP_SINCE` are skipped.
 
+Only the page types in STORE_PAGE_TYPES (and, when set, the LANGUAGES) become items; every page's
+links are followed. Pages stored and not stored are counted for the cluster (news/counts.py).
 A page's same-site `<link rel="canonical">` is its item's url and goes into the seen-filter, so
 aliases and AMP copies make one row. An article whose main text is a near-duplicate of one stored
 before (any URL, site or node) gets `duplicate_of` and an empty text (`NEAR_DUPLICATE_KEEP_TEXT`).
@@ -16,12 +18,14 @@ A sitemap or feed that cannot be read is one WARNING line and a dead letter in `
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
+from itemadapter import ItemAdapter, is_item
 from redis.exceptions import ResponseError
 from scrapy import Request, signals
 from scrapy.http import Response, TextResponse
@@ -40,14 +44,17 @@ from distributed_crawler.meta import (
     ENTRY_DATE_META,
     ENTRY_TITLE_META,
     FRAMES_META,
+    LISTED_META,
     NEWS_SITE_META,
     SITEMAP_DEPTH_META,
 )
 from distributed_crawler.news.canonical import canonical_link, same_site
 from distributed_crawler.news.config import NewsConfig
+from distributed_crawler.news.counts import FLUSH_SECONDS, NewsCounts
 from distributed_crawler.news.documents import Document, DocumentError, feed_links, parse_feed, parse_sitemap, sniff
 from distributed_crawler.news.extract import Article, OffReactor, extract_article, page_basics
 from distributed_crawler.news.nearduplicate import Match, NearDuplicateIndex, fingerprint, without_title
+from distributed_crawler.news.storing import page_type_of
 from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
 from distributed_crawler.rendering.frames import frames_text, static_iframe_urls
 from distributed_crawler.spiders.redis_spider import RedisSpider
@@ -55,6 +62,7 @@ from distributed_crawler.spiders.redis_spider import RedisSpider
 logger = logging.getLogger(__name__)
 
 DISCOVERY_PRIORITY = 10  # robots.txt, sitemaps and feeds before the pages they list
+CLOSE_FLUSH_SECONDS = 5.0  # longest wait for one flush of the page counts
 
 
 class NewsSpider(RedisSpider):
@@ -78,18 +86,49 @@ class NewsSpider(RedisSpider):
         self._index: NearDuplicateIndex | None = None
         self._context: RedisContext | None = None
         self._news_errors = EpisodeLog(logger)
+        self._counts = NewsCounts(None, self.keys.stats, self.news.skipped_hosts_key(self.name))
+        self._counts_task: asyncio.Task[None] | None = None
         crawler.signals.connect(self._news_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._news_closed, signal=signals.spider_closed)
+        crawler.signals.connect(self._item_stored, signal=signals.item_scraped)
 
     def _news_opened(self, spider: Any) -> None:
         self._context = RedisContext.of(self.crawler).acquire()
+        self._counts.client = self._context.client
+        self._counts_task = asyncio.get_running_loop().create_task(self._flush_counts(), name="dc-news-counts")
 
     async def _news_closed(self, spider: Any) -> None:
         self.off_reactor.close()
+        if self._counts_task is not None:
+            self._counts_task.cancel()
+            await asyncio.gather(self._counts_task, return_exceptions=True)
+            await self._flush_counts_once(timeout=CLOSE_FLUSH_SECONDS)
         context = self._context
         self._context = None
         if context is not None:
             await context.release()
+
+    async def _flush_counts(self) -> None:
+        """Page counts to the cluster's `{spider}:stats` every few seconds (news/counts.py)."""
+        while True:
+            await asyncio.sleep(FLUSH_SECONDS)
+            await self._flush_counts_once(timeout=CLOSE_FLUSH_SECONDS)
+
+    async def _flush_counts_once(self, timeout: float) -> None:
+        try:
+            await asyncio.wait_for(self._counts.flush(), timeout)
+        except (TimeoutError,) + TRANSIENT_ERRORS as exc:  # an outage: the heartbeat reports it once
+            logger.debug("Page counts not added to %s (%s); kept for the next flush", self.keys.stats, exc)
+            return
+        except Exception as exc:  # noqa: BLE001 - refused (a key of the wrong type) or a bug: named once, retried
+            self._news_errors.failed(
+                "page counts",
+                "Page counts not added to %s (%s); kept on this node and tried again",
+                self.keys.stats,
+                exc,
+            )
+            return
+        self._news_errors.ok("page counts")
 
     @property
     def _client(self) -> Any:
@@ -104,36 +143,47 @@ class NewsSpider(RedisSpider):
             return
         if not isinstance(response, TextResponse):
             return
-        yield await self.page_item(response)
+        item = await self.page_item(response)
+        if item is not None:
+            yield item
         for request in self.page_links(response):
             yield request
 
     async def page_item(self, response: TextResponse) -> Any:
-        """The page's row: canonical url, main text and metadata, near-duplicate mark."""
+        """The page's row (canonical url, main text and metadata, near-duplicate mark), or None when
+        STORE_PAGE_TYPES / LANGUAGES leave the page out (its links are followed all the same)."""
         url = await self._canonical_url(response)
-        if self.news.extract_main_text:
-            article = await self.off_reactor.run(extract_article, response.text, response.url)
-        else:
-            article = page_basics(response.text)
-        text = " ".join(filter(None, (article.text, frames_text(response.meta.get(FRAMES_META)))))
-        duplicate = await self._near_duplicate(article, text, url)
-        meta = response.meta
+        article = await self.off_reactor.run(extract_page, self.news, response)
         self.crawler.stats.inc_value("news/pages")
+        skip = self.news.store.skip_reason(article.page_type, article.lang)
+        if skip is not None:
+            self._not_stored(page_type_of(article.page_type), skip, response.url)
+            return None
+        fields = page_fields(article, response)
+        duplicate = await self._near_duplicate(article, fields["text"], url)
         if duplicate is not None and not self.news.near_duplicate_keep_text:
-            text = ""
+            fields["text"] = ""
         return self.item_class(
             url=url,
-            title=article.title or meta.get(ENTRY_TITLE_META) or _title(response),
-            text=text,
-            authors=list(article.authors),
-            published_at=article.published_at or meta.get(ENTRY_DATE_META),
-            lang=article.lang,
-            description=article.description,
+            **fields,
             duplicate_of=duplicate.original if duplicate is not None else None,
             fetched_at=datetime.now(UTC).isoformat(timespec="seconds"),
             status=response.status,
             node=self.node_id,
         )
+
+    def _not_stored(self, page_type: str, why: tuple[str, str], url: str) -> None:
+        kind, value = why
+        self.crawler.stats.inc_value(f"news/skipped/{kind}/{value}")
+        self._counts.not_stored(page_type, why, urlsplit(url).hostname)
+
+    def _item_stored(self, item: Any, response: Any, spider: Any) -> None:
+        """item_scraped: the item is committed (the storage pipeline returns it only then)."""
+        page_type = ItemAdapter(item).get("page_type") if is_item(item) else None
+        if spider is self and page_type is not None:
+            kind = page_type_of(page_type)
+            self.crawler.stats.inc_value(f"news/stored/page_type/{kind}")
+            self._counts.stored(kind)
 
     def page_links(self, response: TextResponse) -> Iterator[Request]:
         """Same-host links (and, unrendered, same-site static iframes with IFRAME_FOLLOW_STATIC)."""
@@ -152,17 +202,14 @@ class NewsSpider(RedisSpider):
 
     async def _canonical_url(self, response: TextResponse) -> str:
         """The item's url: the page's same-site canonical link (then in the seen-filter), else its own."""
-        fingerprinter: Any = self.crawler.request_fingerprinter
-        url = fingerprinter.canonical_url(response.url)
-        link = canonical_link(response)
-        canonical = fingerprinter.canonical_url(link) if link else url
+        url, canonical = item_url(self.crawler.request_fingerprinter, response)
         if canonical == url:
             return url
         self.crawler.stats.inc_value("news/canonical_alias")
         scheduler = scheduler_of(self.crawler)
         if hasattr(scheduler, "mark_seen"):
             await scheduler.mark_seen([Request(canonical)])
-        return str(canonical)
+        return canonical
 
     async def _near_duplicate(self, article: Article, text: str, url: str) -> Match | None:
         if not self.news.near_duplicates or not article.main_text:
@@ -278,7 +325,7 @@ class NewsSpider(RedisSpider):
             if doc.kind == "sitemapindex":
                 yield self.sitemap_request(entry.url, site, depth + 1)
             else:
-                yield self.entry_request(entry.url, entry.date, entry.title)
+                yield self.entry_request(entry.url, entry.date, entry.title, entry.story)
 
     def _on_site(self, url: str, of: str, what: str) -> bool:
         """`url` is on the registered domain of `of`; else it is dropped and counted
@@ -289,8 +336,8 @@ class NewsSpider(RedisSpider):
         self.crawler.stats.inc_value(f"news/off_site/{what}")
         return False
 
-    def entry_request(self, url: str, date: datetime | None, title: str | None) -> Request:
-        meta: dict[str, Any] = {}
+    def entry_request(self, url: str, date: datetime | None, title: str | None, story: bool = False) -> Request:
+        meta: dict[str, Any] = {LISTED_META: True} if story else {}
         if date is not None:
             meta[ENTRY_DATE_META] = date.isoformat()
         if title:
@@ -347,6 +394,43 @@ class NewsSpider(RedisSpider):
             await DeadLetters(self._client, self.keys.failed, self.node_id, self._failed_max).push([entry])
         except TRANSIENT_ERRORS + (ResponseError,) as exc:
             logger.warning("Dead letter for %s not written (%s)", response.url, exc)
+
+
+def extract_page(news: NewsConfig, response: TextResponse) -> Article:
+    """What the page says (blocking: the spider runs it off the reactor): main text and metadata,
+    or with EXTRACT_MAIN_TEXT off the visible text and declared language."""
+    if news.extract_main_text:
+        return extract_article(
+            response.text,
+            response.url,
+            listed=bool(response.meta.get(LISTED_META)),
+            rules=news.extraction_rules,
+        )
+    return page_basics(response.text)
+
+
+def item_url(fingerprinter: Any, response: TextResponse) -> tuple[str, str]:
+    """The page's own canonical URL, and its item's: its same-site `<link rel=canonical>`, else its own."""
+    url = str(fingerprinter.canonical_url(response.url))
+    link = canonical_link(response)
+    return url, str(fingerprinter.canonical_url(link)) if link else url
+
+
+def page_fields(article: Article, response: TextResponse) -> dict[str, Any]:
+    """The item fields a page's extraction gives (with its sitemap/feed entry's title and date as
+    fallbacks, and a rendered page's frames' text): what `dcrawl extract` shows, too."""
+    meta = response.meta
+    return {
+        "title": article.title or meta.get(ENTRY_TITLE_META) or _title(response),
+        "text": " ".join(filter(None, (article.text, frames_text(meta.get(FRAMES_META))))),
+        "authors": list(article.authors),
+        "published_at": article.published_at or meta.get(ENTRY_DATE_META),
+        "modified_at": article.modified_at,
+        "lang": article.lang,
+        "description": article.description,
+        "page_type": article.page_type,
+        "paywalled": article.paywalled,
+    }
 
 
 def _title(response: TextResponse) -> str:

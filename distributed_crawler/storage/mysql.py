@@ -59,7 +59,7 @@ SCHEMA_LOCK_SECONDS = 30
 DEFAULT_PORT = 3306
 
 #: Generic schema type -> MySQL type.
-MYSQL_TYPES = {"TEXT": "LONGTEXT", "INTEGER": "INT"}
+MYSQL_TYPES = {"TEXT": "LONGTEXT", "INTEGER": "INT", "BOOLEAN": "BOOLEAN"}  # BOOLEAN is TINYINT(1)
 
 # Retried at once in upsert_many: ER_LOCK_WAIT_TIMEOUT, ER_LOCK_DEADLOCK.
 _LOCK_ERRORS = frozenset({1205, 1213})

@@ -170,6 +170,13 @@ def _status(value: Any) -> int | None:
     return status if _INT32[0] <= status <= _INT32[1] else None
 
 
+def _flag(value: Any) -> bool | None:
+    """True, False or None (unknown); anything but a bool (or 0 / 1) is unknown, not a guess."""
+    if isinstance(value, bool) or value is None:
+        return value
+    return bool(value) if isinstance(value, int) and value in (0, 1) else None
+
+
 def item_to_row(item: Any) -> dict[str, Any]:
     """Map a dict or ``scrapy.Item`` to an ``items`` row; missing fields are None.
 
@@ -192,6 +199,9 @@ def item_to_row(item: Any) -> dict[str, Any]:
         "lang": _text(adapter.get("lang")),
         "description": _text(adapter.get("description")),
         "duplicate_of": _text(adapter.get("duplicate_of")),
+        "modified_at": _iso_utc(adapter.get("modified_at")),
+        "page_type": _text(adapter.get("page_type")),
+        "paywalled": _flag(adapter.get("paywalled")),
         # from the text when the item has none; first_seen, last_changed, version: the upsert's
         "content_hash": _text(adapter.get("content_hash")),
     }

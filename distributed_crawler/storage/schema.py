@@ -1,7 +1,7 @@
 """The ``items`` table every backend stores into: its columns, their types, row normalisation.
 
 The one place to add a column: each backend derives its DDL and its upsert from
-:data:`COLUMN_TYPES` (generic SQL types: ``TEXT`` or ``INTEGER``), so SQLite, PostgreSQL and
+:data:`COLUMN_TYPES` (generic SQL types: ``TEXT``, ``INTEGER`` or ``BOOLEAN``), so SQLite, PostgreSQL and
 MySQL/MariaDB stay alike. A table made by an older release is migrated when a backend opens it:
 every column it lacks is added (nullable, so existing rows read NULL there); nothing is ever
 dropped or retyped. Imports nothing of ours but storage/digest.py, so every backend module may use it.
@@ -32,6 +32,9 @@ COLUMN_TYPES: dict[str, str] = {
     "lang": "TEXT",
     "description": "TEXT",
     "duplicate_of": "TEXT",
+    "modified_at": "TEXT",
+    "page_type": "TEXT",  # article | list | other
+    "paywalled": "BOOLEAN",  # true / false / NULL (the page does not say)
     # Change tracking (docs/recrawl.md): merged by `set_clause`, not simply overwritten.
     "content_hash": "TEXT",  # digest of the normalised `text` (storage/digest.py)
     "first_seen": "TEXT",  # ISO 8601 UTC of the first store of this URL: kept on update

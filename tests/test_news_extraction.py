@@ -1,0 +1,452 @@
+"""Extraction signals one by one, on small pages written for each pattern (docs/news.md "Signals")."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from scrapy.settings import Settings
+
+from distributed_crawler.news.authors import normalize
+from distributed_crawler.news.config import NewsConfig
+from distributed_crawler.news.dates import parse_date, url_date
+from distributed_crawler.news.extract import MAX_FILE_SIZE, extract_article
+from distributed_crawler.news.rules import parse_rules
+
+URL = "https://news.example/2024/05/03/harbour-bridge-reopens-after-repairs"
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+STORY = "".join(
+    f"<p>Paragraph {i}: the harbour bridge reopened on Friday after eighteen months of repairs, the council said.</p>"
+    for i in range(8)
+)
+
+
+def page(head: str = "", body: str = STORY, lang: str = "en") -> str:
+    return f"<!DOCTYPE html><html lang='{lang}'><head><title>Bridge</title>{head}</head><body><article>{body}</article></body></html>"
+
+
+def jsonld(data: Any) -> str:
+    return f'<script type="application/ld+json">{json.dumps(data)}</script>'
+
+
+def extract(html: str, url: str = "https://news.example/story", **kwargs: Any) -> Any:
+    return extract_article(html, url, now=NOW, **kwargs)
+
+
+# -- text ------------------------------------------------------------------------------------------
+def test_comment_nodes_inside_a_paragraph_keep_the_paragraph() -> None:
+    # React writes <!-- --> between text runs; lxml keeps comment nodes and cut such paragraphs
+    body = "".join(
+        f"<p>Run {i} of the story<!-- --> continues <!-- -->after the comment node, all of it.</p>" for i in range(8)
+    )
+    article = extract(page(body=body))
+    assert article.main_text and article.signals["text"] == "trafilatura"
+    for i in range(8):
+        assert f"Run {i} of the story continues after the comment node, all of it." in article.text
+
+
+def test_paragraph_breaks_are_kept() -> None:
+    article = extract(page())
+    assert article.text.count("\n") == 7 and article.text.splitlines()[1].startswith("Paragraph 1:")
+
+
+def test_no_main_text_falls_back_to_the_visible_text_flagged() -> None:
+    article = extract("<html><body><footer><p>Home</p> <p>World</p></footer></body></html>")  # all boilerplate
+    assert (article.main_text, article.signals["text"], article.text) == (False, "visible", "Home World")
+
+
+def test_a_page_over_trafilaturas_size_limit_is_cut_and_marked() -> None:
+    html = page() + "<!-- " + "x" * MAX_FILE_SIZE + " -->"
+    article = extract(html)
+    assert article.truncated and "Paragraph 7" in article.text
+
+
+# -- dates -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("2024-05-03T08:30:00+02:00", "2024-05-03T08:30:00+02:00"),
+        ("2024-05-03T08:30:00Z", "2024-05-03T08:30:00+00:00"),
+        ("2024-05-03T08:30:00+0200", "2024-05-03T08:30:00+02:00"),
+        ("2024-05-03T08:30:00", "2024-05-03T08:30:00"),  # no offset: a local date-time, kept
+        ("2024-05-03 08:30", "2024-05-03T08:30:00"),
+        ("2024-05-03", "2024-05-03"),  # a day stays a day
+        ("2024/05/03", "2024-05-03"),
+        ("Fri, 03 May 2024 08:30:00 GMT", "2024-05-03T08:30:00+00:00"),
+        ("1994-12-31", None),  # before 1995
+        ("2026-12-03", None),  # after now + 1 day
+        ("2026-12-01T18:00:00-05:00", "2026-12-01T18:00:00-05:00"),  # within now + 1 day
+        ("yesterday", None),
+        ("", None),
+        (20240503, None),
+    ],
+)
+def test_parse_date(value: object, expected: str | None) -> None:
+    assert parse_date(value, NOW) == expected
+
+
+@pytest.mark.parametrize(
+    ("head", "body", "source", "expected"),
+    [
+        (
+            jsonld({"@type": "NewsArticle", "datePublished": "2024-05-03T08:30:00+02:00"}),
+            STORY,
+            "json-ld",
+            "2024-05-03T08:30:00+02:00",
+        ),
+        (
+            jsonld({"@type": "NewsArticle", "datePublished": "2024-05-03T08:30:00"}),
+            STORY,
+            "json-ld",
+            "2024-05-03T08:30:00",
+        ),
+        (
+            jsonld([{"@type": "Organization"}, {"@type": "Article", "datePublished": "2024-05-03"}]),
+            STORY,
+            "json-ld",
+            "2024-05-03",
+        ),
+        (
+            jsonld(
+                {
+                    "@context": "https://schema.org",
+                    "@graph": [
+                        {"@type": "WebPage"},
+                        {"@type": "BlogPosting", "datePublished": ["2024-05-02", "2024-05-03"]},
+                    ],
+                }
+            ),
+            STORY,
+            "json-ld",
+            "2024-05-02",
+        ),
+        (
+            '<meta property="article:published_time" content="2024-05-03T08:30:00+01:00">',
+            STORY,
+            "meta",
+            "2024-05-03T08:30:00+01:00",
+        ),
+        (
+            '<meta property="article:published_time" content="2024-05-03T08:30:00">',
+            STORY,
+            "meta",
+            "2024-05-03T08:30:00",
+        ),
+        ('<meta name="parsely-pub-date" content="2024-05-03T06:30:00Z">', STORY, "meta", "2024-05-03T06:30:00+00:00"),
+        ('<meta name="sailthru.date" content="2024-05-03 08:30:00">', STORY, "meta", "2024-05-03T08:30:00"),
+        ('<meta name="DC.date" content="2024-05-03">', STORY, "meta", "2024-05-03"),
+        (
+            "",
+            '<time itemprop="datePublished" datetime="2024-05-03T08:30:00+02:00">3 May</time>' + STORY,
+            "meta",
+            "2024-05-03T08:30:00+02:00",
+        ),
+        (
+            "",
+            "<header><time datetime='2024-05-03T08:30:00-04:00'>3 May</time></header>" + STORY,
+            "time",
+            "2024-05-03T08:30:00-04:00",
+        ),
+        ("", "<header><time datetime='2024-05-03T08:30'>3 May</time></header>" + STORY, "time", "2024-05-03T08:30:00"),
+        ("", "<p class='date'>Published 3 May 2024</p>" + STORY, "htmldate", "2024-05-03"),
+    ],
+)
+def test_published_at_from_each_source(head: str, body: str, source: str, expected: str) -> None:
+    article = extract(page(head, body))
+    assert (article.published_at, article.signals["published_at"]) == (expected, source)
+
+
+def test_the_best_signal_wins_and_implausible_dates_fall_through() -> None:
+    head = jsonld({"@type": "NewsArticle", "datePublished": "2031-01-01"})  # in the future: rejected
+    head += '<meta property="article:published_time" content="2024-05-03T08:30:00+02:00">'
+    head += '<meta property="article:modified_time" content="2024-05-04T10:00:00+02:00">'
+    article = extract(page(head, "<header><time datetime='2020-01-01'>x</time></header>" + STORY))
+    assert (article.published_at, article.signals["published_at"]) == ("2024-05-03T08:30:00+02:00", "meta")
+    assert (article.modified_at, article.signals["modified_at"]) == ("2024-05-04T10:00:00+02:00", "meta")
+
+
+def test_modified_at_from_json_ld() -> None:
+    head = jsonld({"@type": "NewsArticle", "datePublished": "2024-05-03", "dateModified": "2024-05-05T09:00:00"})
+    article = extract(page(head))
+    assert (article.modified_at, article.signals["modified_at"]) == ("2024-05-05T09:00:00", "json-ld")
+    assert extract(page()).modified_at is None and "modified_at" not in extract(page()).signals
+
+
+def test_a_date_in_the_url_is_the_last_resort() -> None:
+    assert url_date("https://n.example/2024/05/03/slug", NOW) == "2024-05-03"
+    assert url_date("https://n.example/news/20240503/slug.html", NOW) == "2024-05-03"
+    assert url_date("https://n.example/2024/13/03/slug", NOW) is None
+    assert url_date("https://n.example/story?d=2024/05/03", NOW) is None
+    article = extract("<html><body></body></html>", URL)  # trafilatura gives up: htmldate alone reads the URL
+    assert (article.published_at, article.signals["published_at"]) == ("2024-05-03", "htmldate")
+
+
+# -- language --------------------------------------------------------------------------------------
+GERMAN = "".join(
+    f"<p>Absatz {i}: Die Brücke am Hafen wurde am Freitag nach achtzehn Monaten Bauzeit wieder geöffnet, "
+    "teilte die Stadtverwaltung mit.</p>"
+    for i in range(8)
+)
+
+
+def test_language_comes_from_the_text_not_the_declaration() -> None:
+    article = extract(page(body=GERMAN, lang="en-GB"))  # a German story on a site declaring English
+    assert (article.lang, article.signals["lang"]) == ("de", "text")
+    assert extract(page(lang="de")).lang == "en"
+
+
+def test_the_declaration_breaks_ties_on_short_texts() -> None:
+    article = extract("<html lang='pt-BR'><body><footer><p>Olá, tudo bem?</p></footer></body></html>")
+    assert (article.lang, article.signals["lang"]) == ("pt", "html-lang")
+    assert extract("<html><body><footer><p>12 34</p></footer></body></html>").lang is None
+
+
+# -- page types ------------------------------------------------------------------------------------
+LINKS = "<ul>" + "".join(f"<li><a href='/story-{i}'>Story number {i} of the day</a></li>" for i in range(40)) + "</ul>"
+
+
+@pytest.mark.parametrize(
+    ("url", "head", "body", "listed", "expected"),
+    [
+        ("https://news.example/story", jsonld({"@type": "NewsArticle"}), STORY, False, ("article", "json-ld-type")),
+        (
+            "https://news.example/story",
+            jsonld({"@type": ["ReportageNewsArticle"]}),
+            STORY,
+            False,
+            ("article", "json-ld-type"),
+        ),
+        (
+            "https://news.example/story",
+            jsonld({"@graph": [{"@type": "WebPage"}, {"@type": "BlogPosting"}]}),
+            STORY,
+            False,
+            ("article", "json-ld-type"),
+        ),
+        ("https://news.example/world", jsonld({"@type": "CollectionPage"}), LINKS, False, ("list", "json-ld-type")),
+        ("https://news.example/team", jsonld({"@type": "AboutPage"}), STORY, False, ("other", "json-ld-type")),
+        ("https://news.example/", jsonld({"@type": "NewsArticle"}), LINKS, False, ("list", "url")),
+        (
+            "https://news.example/tag/harbour/",
+            '<meta property="og:type" content="article">',
+            LINKS,
+            False,
+            ("list", "url"),
+        ),
+        ("https://news.example/category/politics", "", LINKS, False, ("list", "url")),
+        ("https://news.example/world/page/2", "", LINKS, False, ("list", "url")),
+        ("https://news.example/search?q=bridge", "", LINKS, False, ("list", "url")),
+        (
+            "https://news.example/about-us/",
+            '<meta property="og:type" content="article">',
+            STORY,
+            False,
+            ("other", "url"),
+        ),
+        ("https://news.example/privacy-policy", "", STORY, False, ("other", "url")),
+        ("https://news.example/impressum", "", STORY, False, ("other", "url")),
+        ("https://news.example/p/1234", "", STORY, True, ("article", "listed")),
+        (URL, "", STORY, False, ("article", "url")),
+        ("https://news.example/news/harbour-bridge-reopens-after-repairs", "", STORY, False, ("article", "url")),
+        ("https://news.example/p/1234", '<meta property="og:type" content="article">', STORY, False, ("other", "text")),
+        ("https://news.example/p/1234", "", LINKS, False, ("list", "text")),
+    ],
+)
+def test_page_types(url: str, head: str, body: str, listed: bool, expected: tuple[str, str]) -> None:
+    article = extract(page(head, body), url, listed=listed)
+    assert (article.page_type, article.signals["page_type"]) == expected
+
+
+def test_og_type_article_counts_on_a_dated_page() -> None:
+    head = '<meta property="og:type" content="article"><meta property="article:published_time" content="2024-05-03">'
+    article = extract(page(head), "https://news.example/p/1234")
+    assert (article.page_type, article.signals["page_type"]) == ("article", "og-type")
+
+
+# -- paywall ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        (jsonld({"@type": "NewsArticle", "isAccessibleForFree": False}), (True, "json-ld")),
+        (jsonld({"@type": "NewsArticle", "isAccessibleForFree": "False"}), (True, "json-ld")),
+        (jsonld({"@type": "NewsArticle", "isAccessibleForFree": "false"}), (True, "json-ld")),
+        (jsonld({"@type": "NewsArticle", "isAccessibleForFree": True}), (False, "json-ld")),
+        (jsonld({"@type": "NewsArticle", "isAccessibleForFree": "True"}), (False, "json-ld")),
+        (
+            jsonld(
+                {
+                    "@type": "NewsArticle",
+                    "hasPart": [
+                        {"@type": "WebPageElement", "isAccessibleForFree": "False", "cssSelector": ".paywalled"}
+                    ],
+                }
+            ),
+            (True, "json-ld-haspart"),
+        ),
+        (
+            jsonld({"@graph": [{"@type": "WebSite"}, {"@type": "NewsArticle", "isAccessibleForFree": False}]}),
+            (True, "json-ld"),
+        ),
+        ('<meta itemprop="isAccessibleForFree" content="false">', (True, "microdata")),
+        (jsonld({"@type": "NewsArticle"}), (None, None)),
+        ("", (None, None)),
+    ],
+)
+def test_paywall(head: str, expected: tuple[bool | None, str | None]) -> None:
+    article = extract(page(head, STORY + "<div class='paywalled'><p>Subscribers read on.</p></div>"))
+    assert (article.paywalled, article.signals.get("paywalled")) == expected
+    assert "Paragraph 7" in article.text  # the stored text is what the page shows
+
+
+# -- authors ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("head", "body", "authors", "organisations", "source"),
+    [
+        (
+            jsonld(
+                {
+                    "@type": "NewsArticle",
+                    "author": [
+                        {"@type": "Person", "name": "Jane Doe"},
+                        {"@type": "Organization", "name": "Wire Service"},
+                    ],
+                }
+            ),
+            STORY,
+            ("Jane Doe",),
+            ("Wire Service",),
+            "json-ld",
+        ),
+        (
+            jsonld({"@type": "NewsArticle", "author": {"@type": "Person", "name": "By JANE DOE, Staff Writer"}}),
+            STORY,
+            ("JANE DOE",),
+            (),
+            "json-ld",
+        ),
+        (
+            jsonld({"@type": "NewsArticle", "author": [{"name": "Jane Doe"}, {"name": "jane doe"}, "John Roe"]}),
+            STORY,
+            ("Jane Doe", "John Roe"),
+            (),
+            "json-ld",
+        ),
+        ('<meta name="author" content="Jane Doe and John Roe">', STORY, ("Jane Doe", "John Roe"), (), "meta"),
+        ('<meta name="parsely-author" content="Jane Doe">', STORY, ("Jane Doe",), (), "meta"),
+        ('<meta name="sailthru.author" content="jane@news.example (Jane Doe)">', STORY, ("Jane Doe",), (), "meta"),
+        ('<meta property="article:author" content="https://facebook.com/jane">', STORY, (), (), None),
+    ],
+)
+def test_authors(
+    head: str, body: str, authors: tuple[str, ...], organisations: tuple[str, ...], source: str | None
+) -> None:
+    article = extract(page(head, body))
+    assert (article.authors, article.author_organizations, article.signals.get("authors")) == (
+        authors,
+        organisations,
+        source,
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "names"),
+    [
+        ("By Jane Doe and John Roe, Staff Writers | 3 May 2024", ("Jane Doe", "John Roe")),
+        ("Von Erika Mustermann und Max Muster", ("Erika Mustermann", "Max Muster")),
+        ("Jane Doe, Senior Correspondent; jane@news.example", ("Jane Doe",)),
+        ("Jane Doe Updated 10:30 03.05.2024", ("Jane Doe",)),
+        ("admin", ()),
+    ],
+)
+def test_bylines_are_normalized(raw: str, names: tuple[str, ...]) -> None:
+    assert normalize([raw]) == names
+
+
+# -- per-site rules --------------------------------------------------------------------------------
+RULED = (
+    "<html><body><div class='story'><p>Ruled paragraph one of the story.</p><p>Ruled paragraph two.</p>"
+    "<div class='promo'><p>Subscribe to our promo now.</p></div></div>"
+    "<span class='when' title='2024-05-03T08:30:00'>3 May</span>" + STORY + "</body></html>"
+)
+
+
+def test_site_rules_win_for_their_registered_domain() -> None:
+    rules = parse_rules(
+        {"news.example": {"text": "div.story", "published_at": "//span[@class='when']/@title", "exclude": [".promo"]}}
+    )
+    head = jsonld({"@type": "NewsArticle", "datePublished": "2020-01-01"})
+    article = extract(RULED.replace("<html>", f"<html><head>{head}</head>"), "https://www.news.example/x", rules=rules)
+    assert article.text == "Ruled paragraph one of the story.\nRuled paragraph two."
+    assert (article.published_at, article.signals["published_at"], article.signals["text"]) == (
+        "2024-05-03T08:30:00",
+        "rule",
+        "rule",
+    )
+    other_site = extract(RULED, "https://other.example/x", rules=rules)
+    assert other_site.signals["text"] == "trafilatura" and "Subscribe to our promo" in other_site.text
+
+
+def test_a_css_date_rule_reads_the_elements_attribute_or_text() -> None:
+    rules = parse_rules('{"news.example": {"published_at": "span.when"}}')  # JSON, as -s gives it
+    article = extract(RULED.replace(" title='2024-05-03T08:30:00'", ""), "https://news.example/x", rules=rules)
+    assert article.published_at is None or article.signals["published_at"] != "rule"  # "3 May" has no year
+    article = extract(
+        RULED.replace("3 May</span>", "2024-05-04</span>").replace(" title", " x"),
+        "https://news.example/x",
+        rules=rules,
+    )
+    assert (article.published_at, article.signals["published_at"]) == ("2024-05-04", "rule")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"news.example": {"txt": "p"}}, "EXTRACTION_RULES ['news.example'] has unknown key(s) txt"),
+        (
+            {"news.example": {"text": "p[["}},
+            "EXTRACTION_RULES ['news.example']['text'] ('p[[') is not a valid CSS selector",
+        ),
+        ({"news.example": {"published_at": "//span[@"}}, "is not a valid XPath"),
+        ({"news.example": {"exclude": ".ad"}}, "['exclude'] ('.ad') must be a list of CSS selectors"),
+        ({"news.example": {"exclude": [".ad", 3]}}, "['exclude'][1] (3) must be a CSS selector"),
+        ({"news.example": "p"}, "('p') must be a dict with keys text, published_at, exclude"),
+        ({"https://news.example/": {"text": "p"}}, "must be a registered domain"),
+        ("{not json", "is not JSON"),
+        ([1], "must be a dict of registered domain -> rules"),
+    ],
+)
+def test_bad_rules_are_one_line_errors_at_start(value: object, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)) as failure:
+        NewsConfig.from_settings(Settings({"EXTRACTION_RULES": value}))
+    assert "\n" not in str(failure.value)
+
+
+def test_rules_default_to_none_and_accept_json() -> None:
+    assert NewsConfig.from_settings(Settings()).extraction_rules == {}
+    rules = NewsConfig.from_settings(Settings({"EXTRACTION_RULES": '{"News.Example": {"text": "p"}}'})).extraction_rules
+    assert list(rules) == ["news.example"]
+
+
+def test_text_is_nfc_normalized_as_trafilatura_returns_it() -> None:
+    decomposed = "".join(
+        f"<p>Die Bru\u0308cke {i} wurde am Freitag nach achtzehn Monaten wieder geo\u0308ffnet.</p>" for i in range(8)
+    )
+    article = extract(page(body=decomposed))
+    assert "Die Brücke 3 wurde am Freitag nach achtzehn Monaten wieder geöffnet." in article.text
+
+
+def test_a_url_day_far_from_the_markups_date_wins() -> None:
+    head = jsonld({"@type": "NewsArticle", "datePublished": "2019-06-17T18:28:00+02:00"})  # a template's date
+    article = extract(page(head), "https://news.example/home/2017/7/12/unter-uns")
+    assert (article.published_at, article.signals["published_at"]) == ("2017-07-12", "url")
+    head = jsonld({"@type": "NewsArticle", "datePublished": "2017-07-13T02:00:00+00:00"})  # a day off: a zone
+    assert extract(page(head), "https://news.example/2017/07/12/slug").published_at == "2017-07-13T02:00:00+00:00"
+
+
+def test_a_utc_value_gives_way_to_the_same_instant_with_the_sites_offset() -> None:
+    head = jsonld({"@type": "NewsArticle", "datePublished": "2023-11-09T03:28:35Z"})
+    head += '<meta property="article:published_time" content="2023-11-08T22:28:35-05:00">'
+    assert extract(page(head)).published_at == "2023-11-08T22:28:35-05:00"
