@@ -16,5 +16,6 @@ class PageItem(scrapy.Item):
     duplicate_of = scrapy.Field()  # url of the stored article this one is a near-duplicate of
     fetched_at = scrapy.Field()  # ISO 8601, UTC
     status = scrapy.Field()
+    truncated = scrapy.Field()  # True: the page was cut to EXTRACT_MAX_BYTES before extraction (docs/security.md)
     node = scrapy.Field()  # NODE_ID of the worker that fetched it
     content_hash = scrapy.Field()  # digest of `text`, set by RecrawlSpiderMiddleware (docs/recrawl.md)

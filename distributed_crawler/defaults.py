@@ -159,6 +159,18 @@ DEFAULTS: dict[str, Any] = {
     "STORAGE_FLUSH_SECONDS": 1.0,  # longest an item waits while another commit runs
     "STORAGE_RETRY_MAX_SECONDS": 30.0,  # longest backoff between retries of a failed commit
     "STORAGE_CLOSE_RETRY_SECONDS": 60.0,  # failed commits are retried this long once closing
+    # Bounds on what a hostile site can make a worker do (docs/security.md). Scrapy's own settings
+    # with news-sized defaults (the project's value wins; 0 turns Scrapy's off), then ours.
+    "DOWNLOAD_MAXSIZE": 8 * 1024 * 1024,  # bytes of a response, also once decompressed: over it, dead letter too_large
+    "DOWNLOAD_WARNSIZE": 2 * 1024 * 1024,  # bytes: one WARNING per response this large
+    "DEPTH_LIMIT": 20,  # links followed from a seed (Heritrix's 20); sitemap and feed entries start at 1
+    "MEMUSAGE_ENABLED": True,
+    "MEMUSAGE_LIMIT_MB": 1024,  # peak RSS: the node closes cleanly (leases back, each counted) and its supervisor restarts it
+    "MEMUSAGE_WARNING_MB": 768,
+    "MEMUSAGE_CHECK_INTERVAL_SECONDS": 5.0,
+    "RESPONSE_MAX_HEADERS": 200,  # header lines of one response; more: dead letter too_large
+    "RESPONSE_MAX_HEADER_BYTES": 64 * 1024,  # status line + headers of one response, bytes
+    "EXTRACT_MAX_BYTES": 2 * 1024 * 1024,  # HTML read by extraction, links, SimHash; the rest is cut
     # WARC archive of every fetch (docs/warc.md).
     "WARC_DIR": "",  # "" = off; each node writes <node>-<time>-<n>.warc.gz here; env var overrides
     "WARC_MAX_SIZE": 1_000_000_000,  # bytes: a file this large is closed and the next <n> starts

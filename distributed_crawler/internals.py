@@ -35,6 +35,10 @@ SCRAPY_CONTRACT: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     ("scrapy.core.downloader.Downloader", "active", None),
     ("scrapy.crawler.Crawler", "crawling", None),
     ("scrapy.commands.BaseRunSpiderCommand", "_create_crawler", ("self", "spidercls")),
+    ("scrapy.utils._compression._DecompressionMaxSizeExceeded", "max_size", None),  # sizecap.py reads it
+    # Twisted (checked with 25.5): cap_response_headers wraps the client parser's line handler
+    ("twisted.web._newclient.HTTPClientParser", "lineReceived", ("self", "line")),
+    ("twisted.web._newclient.HTTPClientParser", "state", None),
 )
 
 
@@ -117,6 +121,47 @@ def node_stopping(crawler: Crawler) -> bool:
     documented: False before `crawl()` and from the first line of `stop()`).
     """
     return not getattr(crawler, "crawling", True) or spider_closing(crawler)
+
+
+class HeadersTooLarge(Exception):
+    """A response whose header section passed RESPONSE_MAX_HEADERS / RESPONSE_MAX_HEADER_BYTES."""
+
+
+_HEADER_CAPS: dict[str, int] = {}
+
+
+def cap_response_headers(max_lines: int, max_bytes: int) -> None:
+    """Cap the status line + header lines of every HTTP/1.x response while Twisted parses them.
+
+    Twisted's client parser (twisted/web/_newclient.py `HTTPClientParser`, used by Scrapy's HTTP/1.1
+    handler) caps each line at 16 KiB (LineReceiver.MAX_LENGTH) but neither their number nor the
+    continuation lines of one header: a site could send headers until the download timeout. Over
+    a cap the parser raises HeadersTooLarge, which Twisted turns into the request's failure
+    (`ResponseFailed`, reasons) and closes the connection. Installed once per process; the last
+    caps set win (one node = one crawler).
+    """
+    from twisted.web import _newclient
+
+    _HEADER_CAPS.update(lines=max_lines, bytes=max_bytes)
+    parser = _newclient.HTTPClientParser
+    if getattr(parser, "_dc_capped", False):
+        return
+    original = parser.lineReceived
+
+    def lineReceived(self: Any, line: bytes) -> None:
+        if self.state in (_newclient.STATUS, _newclient.HEADER):
+            lines = getattr(self, "_dc_header_lines", 0) + 1
+            size = getattr(self, "_dc_header_bytes", 0) + len(line) + 2
+            self._dc_header_lines, self._dc_header_bytes = lines, size
+            if lines > _HEADER_CAPS["lines"] + 1 or size > _HEADER_CAPS["bytes"]:
+                raise HeadersTooLarge(
+                    f"more than {_HEADER_CAPS['lines']} header lines or {_HEADER_CAPS['bytes']} bytes of headers "
+                    "(RESPONSE_MAX_HEADERS, RESPONSE_MAX_HEADER_BYTES)"
+                )
+        original(self, line)
+
+    parser.lineReceived = lineReceived  # type: ignore[method-assign]
+    parser._dc_capped = True  # type: ignore[attr-defined]
 
 
 def command_crawler(command: Any, spider: str) -> Crawler:

@@ -78,6 +78,7 @@ DUE_BATCH = 100  # due retries pop.lua moves from delayed back to the queue per 
 DATA_BACKOFF_MAX = 5.0  # a key of the wrong type or a corrupt key: how often a waiting node looks again
 BROKEN_HOSTS_LOGGED = 10_000  # host queue keys of the wrong type remembered (logged once each)
 COUNTS_INTERVAL = 1.0  # while this node holds no work: how often it asks how much the cluster has
+MEMUSAGE_CLOSE = "memusage_exceeded"  # the close reason of Scrapy's MemoryUsage extension (MEMUSAGE_LIMIT_MB)
 
 
 @dataclass(frozen=True)
@@ -331,6 +332,8 @@ class RedisScheduler:
         if stuck:
             logger.warning("Scheduler tasks did not stop in 5 s: %s", ", ".join(t.get_name() for t in stuck))
         unfinished = self.leases.held()
+        if unfinished and reason == MEMUSAGE_CLOSE:
+            unfinished = await self._expire_running(unfinished)
         if unfinished:  # a forced stop: give this node's work back now rather than at expiry
             await self._release(unfinished)
         if self._outbox or self.leases.pending_acks():
@@ -899,6 +902,26 @@ class RedisScheduler:
             )
             self._new_work.set()
         return requeued, dead
+
+    async def _expire_running(self, leases: list[bytes]) -> list[bytes]:
+        """MEMUSAGE_LIMIT_MB closed this node: the requests it was running may be what filled its
+        memory, so they go back through reclaim.lua now (a delivery counted, SCHEDULER_MAX_DELIVERIES
+        applies) instead of a free release. Returns the leases never started (released as usual)."""
+        running = [lease for lease in leases if self.leases.stage(lease) is not Stage.BUFFERED]
+        if not running:
+            return leases
+        try:
+            await self.client.zadd(self.keys.processing, dict.fromkeys(running, 0), xx=True)
+            await self.reclaim(limit=max(500, len(running)))
+        except Exception as exc:  # noqa: BLE001 - they expire and are reclaimed after the lease anyway
+            logger.warning("Leases of the requests running at the memory limit not expired now (%s)", exc)
+        self.leases.forget(running)
+        logger.warning(
+            "Closed at the memory limit (MEMUSAGE_LIMIT_MB): %d running requests returned with a delivery counted",
+            len(running),
+        )
+        gone = set(running)
+        return [lease for lease in leases if lease not in gone]
 
     def _buffer_leases(self) -> list[bytes]:
         """Leases of requests this node took but never started (the quarantined one included)."""

@@ -44,6 +44,7 @@ class NewsConfig:
     sitemap_max_bytes: int = 50 * 1024 * 1024
     sitemap_max_entries: int = 50_000
     sitemap_max_depth: int = 3
+    extract_max_bytes: int = 2 * 1024 * 1024
 
     @classmethod
     def from_settings(cls, settings: Any) -> NewsConfig:
@@ -61,6 +62,7 @@ class NewsConfig:
             sitemap_max_bytes=read.int("SITEMAP_MAX_BYTES", min=1024),
             sitemap_max_entries=read.int("SITEMAP_MAX_ENTRIES", min=1),
             sitemap_max_depth=read.int("SITEMAP_MAX_DEPTH", min=1, max=10),
+            extract_max_bytes=read.int("EXTRACT_MAX_BYTES", min=0, hint="bytes (0 = no limit)"),
         )
 
     def key(self, spider: str) -> str:

@@ -16,6 +16,7 @@ A sitemap or feed that cannot be read is one WARNING line and a dead letter in `
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -34,6 +35,7 @@ from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.downloadermiddlewares.robotstxt import cache_key, cached_robots_body
 from distributed_crawler.internals import scheduler_of
 from distributed_crawler.meta import (
+    DEPTH_RESET_META,
     DONT_OBEY_ROBOTSTXT_META,
     DONT_RENDER_META,
     DOWNLOAD_MAXSIZE_META,
@@ -55,6 +57,7 @@ from distributed_crawler.spiders.redis_spider import RedisSpider
 logger = logging.getLogger(__name__)
 
 DISCOVERY_PRIORITY = 10  # robots.txt, sitemaps and feeds before the pages they list
+TRUNCATED_FLAG = "truncated"  # response flag: the body was cut to EXTRACT_MAX_BYTES (bounded)
 
 
 class NewsSpider(RedisSpider):
@@ -104,6 +107,7 @@ class NewsSpider(RedisSpider):
             return
         if not isinstance(response, TextResponse):
             return
+        response = bounded(response, self.news.extract_max_bytes, self.crawler.stats)
         yield await self.page_item(response)
         for request in self.page_links(response):
             yield request
@@ -115,6 +119,8 @@ class NewsSpider(RedisSpider):
             article = await self.off_reactor.run(extract_article, response.text, response.url)
         else:
             article = page_basics(response.text)
+        if TRUNCATED_FLAG in response.flags:
+            article = dataclasses.replace(article, truncated=True)
         text = " ".join(filter(None, (article.text, frames_text(response.meta.get(FRAMES_META)))))
         duplicate = await self._near_duplicate(article, text, url)
         meta = response.meta
@@ -133,6 +139,7 @@ class NewsSpider(RedisSpider):
             fetched_at=datetime.now(UTC).isoformat(timespec="seconds"),
             status=response.status,
             node=self.node_id,
+            truncated=article.truncated,
         )
 
     def page_links(self, response: TextResponse) -> Iterator[Request]:
@@ -244,8 +251,10 @@ class NewsSpider(RedisSpider):
         return self._listing_request(url, self.parse_feed, {NEWS_SITE_META: site})
 
     def _listing_request(self, url: str, callback: Callable[..., Any], meta: dict[str, Any]) -> Request:
-        """A sitemap or feed: fetched whenever listed, ahead of articles, at most SITEMAP_MAX_BYTES."""
+        """A sitemap or feed: fetched whenever listed, ahead of articles, at most SITEMAP_MAX_BYTES;
+        at depth 0 (Scrapy's `depth_reset`), so its entries start at depth 1 of DEPTH_LIMIT."""
         meta[DOWNLOAD_MAXSIZE_META] = self.news.sitemap_max_bytes
+        meta[DEPTH_RESET_META] = True
         return Request(url, callback=callback, dont_filter=True, priority=DISCOVERY_PRIORITY, meta=meta)
 
     async def parse_sitemap(self, response: Response, **kwargs: Any) -> AsyncIterator[Request]:
@@ -332,6 +341,22 @@ class NewsSpider(RedisSpider):
             await DeadLetters(self._client, self.keys.failed, self.node_id, self._failed_max).push([entry])
         except TRANSIENT_ERRORS + (ResponseError,) as exc:
             logger.warning("Dead letter for %s not written (%s)", response.url, exc)
+
+
+def bounded(response: TextResponse, max_bytes: int, stats: Any = None) -> TextResponse:
+    """The page cut to its first `max_bytes` (EXTRACT_MAX_BYTES), flagged TRUNCATED_FLAG: what
+    extraction, link extraction and SimHash work on, so their cost has a bound whatever the site sends."""
+    if not max_bytes or len(response.body) <= max_bytes:
+        return response
+    if stats is not None:
+        stats.inc_value("news/truncated")
+    logger.info(
+        "Page %s has %d bytes: only its first %d are read (EXTRACT_MAX_BYTES)",
+        response.url,
+        len(response.body),
+        max_bytes,
+    )
+    return response.replace(body=response.body[:max_bytes], flags=[*response.flags, TRUNCATED_FLAG])
 
 
 def _title(response: TextResponse) -> str:

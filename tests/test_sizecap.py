@@ -1,0 +1,164 @@
+"""Size caps: a response over a cap is one dead letter `too_large`, never retried (real Redis, no crawl)."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+from typing import Any
+
+import pytest
+import redis
+from scrapy import Request, Spider
+from scrapy.exceptions import DownloadCancelledError, DownloadFailedError, StopDownload
+from scrapy.http import HtmlResponse
+from scrapy.utils._download_handlers import get_maxsize_msg
+from scrapy.utils.test import get_crawler
+from twisted.internet.testing import StringTransport
+from twisted.python.failure import Failure
+from twisted.web._newclient import HTTPClientParser, ResponseFailed
+from twisted.web._newclient import Request as TxRequest
+from twisted.web.http_headers import Headers
+
+from distributed_crawler.core.context import RedisContext
+from distributed_crawler.downloadermiddlewares.sizecap import SizeCapMiddleware, TooLarge, over_cap_reason
+from distributed_crawler.internals import HeadersTooLarge, cap_response_headers
+from distributed_crawler.meta import DOWNLOAD_STOP_AT_META, LEASE_META
+
+
+class _Spider(Spider):
+    name = "caps"
+
+
+def run_middleware(redis_url: str, body: Any, **settings: Any) -> Any:
+    crawler = get_crawler(_Spider, {"ADDONS": {"distributed_crawler.Addon": 0}, "REDIS_URL": redis_url, **settings})
+    crawler.spider = _Spider.from_crawler(crawler)
+    middleware = SizeCapMiddleware.from_crawler(crawler)
+
+    async def main() -> Any:
+        middleware._opened(crawler.spider)
+        try:
+            return await body(middleware)
+        finally:
+            await middleware._closed(crawler.spider)
+            await RedisContext.of(crawler).aclose()
+
+    return asyncio.run(main())
+
+
+def dead_letters(client: redis.Redis) -> list[dict[str, Any]]:
+    return [json.loads(raw) for raw in client.lrange("{caps}:failed", 0, -1)]
+
+
+def leased(url: str) -> Request:
+    return Request(url, meta={LEASE_META: b"1:0:{}"})
+
+
+def test_a_gzip_bomb_is_refused_while_decompressing_and_dead_lettered_once(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    redis_client.delete("{caps}:failed")
+    bomb = gzip.compress(b"\0" * (4 * 1024 * 1024))  # 4 MiB of zeros in a few KiB
+    request = leased("http://hostile.test/bomb")
+    response = HtmlResponse(request.url, body=bomb, headers={"Content-Encoding": "gzip"}, request=request)
+
+    async def body(mw: SizeCapMiddleware) -> None:
+        with pytest.raises(TooLarge, match="decompressed"):
+            await mw.process_response(request, response)
+
+    run_middleware(redis_url, body, DOWNLOAD_MAXSIZE=1024 * 1024)
+    (letter,) = dead_letters(redis_client)
+    assert letter["reason"] == "too_large" and letter["url"] == request.url
+    assert "1048576" in letter["detail"] and json.loads(letter["payload"])["url"] == request.url
+
+
+def test_a_small_gzip_page_is_decoded_as_scrapy_does(redis_url: str, redis_client: redis.Redis) -> None:
+    request = leased("http://hostile.test/ok")
+    html = b"<html><body>" + b"news " * 1000 + b"</body></html>"
+    response = HtmlResponse(request.url, body=gzip.compress(html), headers={"Content-Encoding": "gzip"})
+
+    async def body(mw: SizeCapMiddleware) -> Any:
+        return await mw.process_response(request, response)
+
+    assert run_middleware(redis_url, body, DOWNLOAD_MAXSIZE=1024 * 1024).body == html
+
+
+def test_a_body_no_handler_capped_is_refused_here(redis_url: str, redis_client: redis.Redis) -> None:
+    redis_client.delete("{caps}:failed")
+    request = leased("http://hostile.test/rendered")
+    response = HtmlResponse(request.url, body=b"x" * 5000, request=request)
+
+    async def body(mw: SizeCapMiddleware) -> None:
+        with pytest.raises(TooLarge, match="5000 bytes"):
+            await mw.process_response(request, response)
+
+    run_middleware(redis_url, body, DOWNLOAD_MAXSIZE=4096)
+    assert [letter["reason"] for letter in dead_letters(redis_client)] == ["too_large"]
+
+
+def test_handler_refusals_are_too_large_and_other_errors_are_not(redis_url: str, redis_client: redis.Redis) -> None:
+    redis_client.delete("{caps}:failed")
+    request = leased("http://hostile.test/huge")
+    cancelled = DownloadCancelledError(get_maxsize_msg(10**9, 4096, request, expected=True))
+    headers = DownloadFailedError("[<twisted.python.failure.Failure ...>]")
+    headers.__cause__ = ResponseFailed([Failure(HeadersTooLarge("more than 200 header lines"))])
+    assert over_cap_reason(cancelled).startswith("body: Expected to receive 1000000000 bytes")
+    assert over_cap_reason(headers) == "headers: more than 200 header lines"
+    assert over_cap_reason(DownloadCancelledError("cancelled")) is None
+    assert over_cap_reason(DownloadFailedError("connection lost")) is None
+
+    async def body(mw: SizeCapMiddleware) -> None:
+        for exc in (cancelled, headers):
+            with pytest.raises(TooLarge):
+                await mw.process_exception(request, exc)
+        assert await mw.process_exception(request, DownloadFailedError("connection lost")) is None
+
+    run_middleware(redis_url, body)
+    assert [letter["reason"] for letter in dead_letters(redis_client)] == ["too_large", "too_large"]
+
+
+def test_an_unscheduled_request_is_refused_without_a_dead_letter(redis_url: str, redis_client: redis.Redis) -> None:
+    redis_client.delete("{caps}:failed")
+    request = Request("http://hostile.test/robots.txt")  # engine.download(): no lease, nothing to requeue
+
+    async def body(mw: SizeCapMiddleware) -> None:
+        with pytest.raises(TooLarge):
+            await mw.process_response(request, HtmlResponse(request.url, body=b"x" * 5000))
+
+    run_middleware(redis_url, body, DOWNLOAD_MAXSIZE=4096)
+    assert dead_letters(redis_client) == []
+
+
+def test_download_stop_at_stops_after_that_many_bytes(redis_url: str) -> None:
+    request = Request("http://hostile.test/robots.txt", meta={DOWNLOAD_STOP_AT_META: 1000})
+
+    async def body(mw: SizeCapMiddleware) -> None:
+        mw._bytes_received(b"a" * 600, request)
+        with pytest.raises(StopDownload):
+            mw._bytes_received(b"a" * 600, request)
+        mw._bytes_received(b"a" * 10**6, Request("http://hostile.test/page"))  # no stop_at: never stopped
+
+    run_middleware(redis_url, body)
+
+
+def _parse(data: bytes) -> HTTPClientParser:
+    parser = HTTPClientParser(TxRequest(b"GET", b"/", Headers(), None), lambda rest: None)
+    parser.makeConnection(StringTransport())
+    parser.dataReceived(data)
+    return parser
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        b"".join(b"X-%d: v\r\n" % i for i in range(300)),  # too many lines
+        b"X-Long: start\r\n" + b" continued 123456789\r\n" * 5000,  # one endless folded header
+    ],
+    ids=["count", "bytes"],
+)
+def test_response_headers_are_capped_while_parsed(headers: bytes) -> None:
+    cap_response_headers(200, 64 * 1024)
+    with pytest.raises(HeadersTooLarge):
+        _parse(b"HTTP/1.1 200 OK\r\n" + headers)
+    parser = _parse(b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-%d: v\r\n" % i for i in range(150)) + b"\r\n")
+    assert parser.response.headers.getRawHeaders(b"x-149") == [b"v"]  # a normal response parses on
