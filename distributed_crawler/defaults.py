@@ -44,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULER_HOST_KEY": "{%(spider)s}:host:%(host)s",  # hash: iv, cd, bo, until, why, pages, max, cap
     "SCHEDULER_HOST_IN_FLIGHT_KEY": "{%(spider)s}:inflight:%(host)s",  # set: leases of a capped host (host mode)
     "SCHEDULER_OVER_BUDGET_KEY": "{%(spider)s}:hosts:over",  # zset: host -> pending when it went over budget
+    "SCHEDULER_REFUSED_KEY": "{%(spider)s}:refused",  # hash "<reason> <host>" -> requests refused (bounded)
     "CLUSTER_STATS_KEY": "{%(spider)s}:stats",
     "NODES_KEY": "{%(spider)s}:nodes",
     "NODE_KEY": "{%(spider)s}:node:%(node)s",
@@ -123,6 +124,8 @@ DEFAULTS: dict[str, Any] = {
     "SITEMAP_MAX_BYTES": 50 * 1024 * 1024,  # a sitemap or feed larger than this (once gunzipped) is refused
     "SITEMAP_MAX_ENTRIES": 50_000,  # entries read from one sitemap or feed; the rest is skipped
     "SITEMAP_MAX_DEPTH": 3,  # sitemap indexes followed this deep
+    # Safety on the hostile web (docs/security.md)
+    "ALLOWED_PRIVATE_NETWORKS": [],  # CIDRs a crawl may connect to although not public (list, or "a,b" on -s)
     # Retries through {spider}:delayed and cluster-wide politeness (docs/retries-and-politeness.md).
     "RETRY_BACKOFF_BASE": 1.0,  # seconds before the first retry; doubles each retry (with jitter)
     "RETRY_BACKOFF_MAX": 60.0,  # cap of the backoff and of a site's Retry-After

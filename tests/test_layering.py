@@ -70,6 +70,7 @@ FORBIDDEN = {
     },
     "meta": {"*"},
     "internals": {"*"},
+    "addresses": {"*"},
 }
 
 

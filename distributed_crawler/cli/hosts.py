@@ -2,7 +2,8 @@
 
 Reads `--scan` hosts (the due-soonest ones, the latest-due ones and the over-budget ones with the
 most left; 0 = every host, walked with ZSCAN) and prints the `--limit` with the most pending:
-pending, next due, blocked until and why, pages, budget, over budget, in-flight cap (docs/frontier.md).
+pending, next due, blocked until and why, pages, budget, over budget, in-flight cap (docs/frontier.md);
+then the hosts with the most requests refused (docs/security.md), per reason.
 """
 
 from __future__ import annotations
@@ -17,7 +18,14 @@ from rich.console import Console
 from rich.table import Table
 
 from distributed_crawler.cli.output import listing_table, print_json
-from distributed_crawler.monitoring.hosts import by_pending, read_rows, sample_hosts, wrong_host_keys
+from distributed_crawler.monitoring.hosts import (
+    by_pending,
+    by_refusals,
+    read_refusals,
+    read_rows,
+    sample_hosts,
+    wrong_host_keys,
+)
 from distributed_crawler.monitoring.nodes import Skips, duration
 from distributed_crawler.monitoring.status import skip_lines
 from distributed_crawler.queue.enqueue import maybe_await, run_sync, server_time
@@ -44,6 +52,7 @@ async def gather_hosts(client: Any, keys: SpiderKeys, scan: int, limit: int) -> 
     ]
     ready, over_hosts = await sample_hosts(client, keys, wrong, scan, skips)
     rows = by_pending(await read_rows(client, keys, now, ready, over_hosts, skips))
+    refused = await read_refusals(client, keys, skips)
     return {
         "spider": keys.spider,
         "time": round(now, 3),
@@ -51,7 +60,8 @@ async def gather_hosts(client: Any, keys: SpiderKeys, scan: int, limit: int) -> 
         "ready": due,
         "over_budget": over,
         "scanned": len(rows),
-        "hosts": [r.as_json() for r in rows[:limit]],
+        "hosts": [{**r.as_json(), "refused": refused.get(r.host, {})} for r in rows[:limit]],
+        "refused": by_refusals(refused)[:limit],
         **skips.as_json(),
     }
 
@@ -85,6 +95,18 @@ def render_hosts(data: dict[str, Any]) -> Table:
     return table
 
 
+def render_refused(data: dict[str, Any]) -> Table:
+    table = listing_table(
+        f"{data['spider']}: requests refused, hosts with the most first (docs/security.md)",
+        ("host", "refused", "reasons"),
+        right=("refused",),
+    )
+    for row in data["refused"]:
+        reasons = ", ".join(f"{reason} {n:,}" for reason, n in row["reasons"].items())
+        table.add_row("(other hosts)" if row["host"] == "*" else row["host"], f"{row['total']:,}", reasons)
+    return table
+
+
 def cmd_hosts(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise ValueError(f"--limit ({args.limit}) must be at least 1")
@@ -102,6 +124,8 @@ def cmd_hosts(args: argparse.Namespace) -> int:
         )
     else:
         Console().print(render_hosts(data))
+    if data["refused"]:
+        Console().print(render_refused(data))
     for line in skip_lines(data):
         print(f"dcrawl: {line}", file=sys.stderr)
     return 0

@@ -30,9 +30,11 @@ from scrapy.utils.misc import build_from_crawler, load_object
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig, subscribe
 from distributed_crawler.connection.retrying import retry_transient
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, finite, is_wrong_type, preview
+from distributed_crawler.core.admission import Admission, Refusal
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.heap import freeze_startup_heap
 from distributed_crawler.core.leases import LeaseTracker, Stage
+from distributed_crawler.core.refusals import RefusalLog
 from distributed_crawler.core.shutdown import SecondSignalGuard
 from distributed_crawler.dedup.dupefilter import DEDUP_TYPES, DedupDataError, flush_crawl
 from distributed_crawler.dedup.recent import RecentFingerprints
@@ -137,6 +139,7 @@ class OutboxEntry(NamedTuple):
     interval: float | None = None  # host mode: seconds between two requests of the slot
     budget: int | None = None  # host mode: the slot's page budget (-1 = none)
     in_flight: int | None = None  # host mode: the slot's cluster-wide in-flight cap (-1 = none)
+    refused: str = ""  # a refused request (core/admission.py): its dead letter, written instead of a push
 
 
 class RedisScheduler:
@@ -149,6 +152,7 @@ class RedisScheduler:
         dupefilter: Any,
         node_id: str,
         context: RedisContext | None = None,
+        admission: Admission | None = None,
     ) -> None:
         self.crawler = crawler
         self.stats = crawler.stats
@@ -159,6 +163,9 @@ class RedisScheduler:
         self.node_id = node_id
         self.context = context or RedisContext.of(crawler)  # the node's one client, shared
         self.leases = LeaseTracker()
+        self.admission = admission or Admission.from_settings(crawler.settings)
+        self.refusals = RefusalLog(crawler.stats, node_id)
+        self._refusal_counts = EpisodeLog(logger)
         self.client: Any = None
         # set by open(): Scrapy uses a scheduler only once it is open
         self.scripts: QueueScripts
@@ -208,6 +215,7 @@ class RedisScheduler:
             dupefilter,
             context.node_id,
             context,
+            Admission.from_settings(settings),
         )
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -393,6 +401,12 @@ class RedisScheduler:
             self.stats.inc_value("dupefilter/filtered")
             self.stats.inc_value("dupefilter/filtered_locally")
             return False
+        refusal = self.admission.check(request)
+        if refusal is not None:
+            self._refuse(request, refusal, "enqueue", fingerprint if checked else "", handover)
+            if checked:
+                self._recent.add(fingerprint)
+            return False
         host_mode = self.config.queue_type == "host"
         slot = slot_of(request.url, self.config.frontier) if host_mode else None
         try:
@@ -421,6 +435,30 @@ class RedisScheduler:
             self._recent.add(fingerprint)
         self._outbox_ready.set()
         return True
+
+    def refuse(self, request: Request, refusal: Refusal, source: str = "download") -> None:
+        """A request refused after it left the queue (e.g. at connect time): dead-lettered once and
+        never retried; its lease is acked as usual once its failure went through the scraper."""
+        self._refuse(request, refusal, source, "", None)
+
+    def _refuse(
+        self, request: Request, refusal: Refusal, source: str, fingerprint: str, handover: bytes | None
+    ) -> None:
+        """Queue the dead letter of a refused request in the outbox (so in order with this node's other
+        writes, before the lease it concerns is acked); a hand-over's lease goes with it.
+
+        `fingerprint` (a new link): dead-lettered only if the shared filter had not seen it, so a
+        refused link found on a thousand pages is one dead letter."""
+        extra: dict[str, Any] = {"attempts": 0, "priority": request.priority}
+        try:
+            extra["payload"] = self.codec.encode(request)
+        except (UnserializableRequestError, AttributeError) as exc:  # AttributeError: not open yet
+            extra["payload_error"] = str(exc)[:300]
+        letter = self.refusals.note(request.url, refusal, source, **extra)
+        entry = OutboxEntry(fingerprint, not fingerprint, "", handover, refused=letter)
+        self._enqueued_seq += 1
+        self._outbox.append((self._enqueued_seq, entry))
+        self._outbox_ready.set()
 
     async def mark_seen(self, requests: Sequence[Request]) -> list[bool]:
         """Add the requests' fingerprints to the seen-filter without queueing them (a page's
@@ -616,15 +654,22 @@ class RedisScheduler:
                 await self._outbox_ready.wait()
                 continue
             batch = [self._outbox[i] for i in range(min(OUTBOX_BATCH, len(self._outbox)))]
+            refused = [e for _, e in batch if e.refused]
+            if refused:
+                await self._write_refused(refused)
+            pushes = [e for _, e in batch if not e.refused]
             entries: list[Any] = [
                 (e.fingerprint, e.dont_filter, e.member, e.delay, e.slot, e.interval, e.budget, e.in_flight)
-                for _, e in batch
+                for e in pushes
             ]
-            handovers = [e.handover for _, e in batch if e.handover]
-            result = await self._retrying("enqueue", partial(self.enqueuer.run, "push", entries, handovers))
+            handovers = [e.handover for e in pushes if e.handover]
+            result = []
+            if entries:
+                result = await self._retrying("enqueue", partial(self.enqueuer.run, "push", entries, handovers))
             for _ in batch:
                 self._outbox.popleft()
             self._flushed_seq = batch[-1][0]
+            batch = [(0, e) for e in pushes]
             pushed = sum(result)
             if pushed:  # counted as pending at once: the counts task may not have looked yet
                 self._shared = QueueSize(
@@ -640,6 +685,36 @@ class RedisScheduler:
                 self.stats.inc_value("dupefilter/filtered", len(batch) - pushed)
             if pushed:
                 self._new_work.set()
+
+    async def _write_refused(self, refused: list[OutboxEntry]) -> None:
+        """Dead letters of refused requests (a new link only if the shared filter had not seen it),
+        the leases handed over to them removed in the same transaction; then the per-host counts."""
+        links = [e for e in refused if e.fingerprint]
+        fresh = [e for e in refused if not e.fingerprint]
+        if links:
+            added = [(e.fingerprint, False, "") for e in links]
+            new = await self._retrying("dedup add", partial(self.enqueuer.run, "add", added))
+            fresh += [e for e, is_new in zip(links, new) if is_new]
+        letters = [e.refused for e in fresh]
+        leases = [e.handover for e in refused if e.handover]
+        if letters:
+            remove = (self.keys.processing, leases)
+            await self._retrying("dead-letter", partial(self.dead_letters.push, letters, remove))
+            self.stats.inc_value("scheduler/dead_lettered/refused", len(letters))
+        try:
+            await self.refusals.push_counts(self.client, self.keys.refused)
+            self._refusal_counts.ok("counting refusals")
+        except TRANSIENT_ERRORS:
+            pass  # kept: added with the next refusals
+        except ResponseError as exc:  # e.g. the key holds another type: counts dropped, the crawl goes on
+            self._refusal_counts.failed(
+                "counting refusals",
+                "Refusal counts not written to %s (Redis: %s); `dcrawl hosts` misses them. Check it with "
+                "`redis-cli type '%s'`",
+                self.keys.refused,
+                str(exc)[:200],
+                self.keys.refused,
+            )
 
     def _wanted(self) -> int:
         """How many more requests to lease: enough to keep the downloader full, no hoarding.

@@ -2,8 +2,9 @@
 
 Keys read (host mode, docs/frontier.md): `{spider}:hosts` (ready zset: host -> server time it may
 be served next), `{spider}:hosts:over` (over-budget zset: host -> pending when it went over),
-`{spider}:q:<host>` (one host's queue, zset) and `{spider}:host:<host>` (its state hash: `iv`,
-`cd`, `bo`, `until`, `why`, `pages`, `max`).
+`{spider}:q:<host>` (one host's queue, zset), `{spider}:host:<host>` (its state hash: `iv`,
+`cd`, `bo`, `until`, `why`, `pages`, `max`) and `{spider}:refused` (hash "<reason> <host>" -> requests
+refused at enqueue or connect time, core/refusals.py; bounded, so read whole).
 
 Bounded on a million hosts: the counts are ZCARD/ZCOUNT (O(log n)); per-host figures are read for
 a sample only (the hosts due soonest, the latest-due ones, which is where blocked hosts sit, and
@@ -205,6 +206,41 @@ async def sample_hosts(
     ready = _named(ready_pairs, skips, ready_key)
     over = set(_named(over_pairs, skips, over_key))
     return ready, over
+
+
+REFUSED_FIELDS_READ = 20_000  # the hash holds at most core/refusals.py's COUNTED_FIELDS_MAX + a field per reason
+
+
+async def read_refusals(client: Any, keys: SpiderKeys, skips: Skips) -> dict[str, dict[str, int]]:
+    """host -> {reason: requests refused} ("*" = the hosts over the count cap), from `{spider}:refused`."""
+    kind = text(await maybe_await(client.type(keys.refused))) or "none"
+    if kind not in ("hash", "none"):
+        skips.wrong_type(keys.refused, kind, "hash")
+        return {}
+    out: dict[str, dict[str, int]] = {}
+    cursor: Any = 0
+    read = 0
+    while read < REFUSED_FIELDS_READ:
+        cursor, chunk = await maybe_await(client.hscan(keys.refused, cursor, count=CHUNK))
+        for raw, value in dict(chunk).items():
+            read += 1
+            field = text(raw) if isinstance(raw, bytes) else str(raw)
+            reason, _, host = field.partition(" ")
+            name = host if host == "*" else host_name(host)
+            count = _count(value, -1)
+            if name is None or not reason.isidentifier() or count < 0:
+                skips.add(keys.refused)
+                continue
+            out.setdefault(name, {})[reason] = count
+        if not int(cursor):
+            break
+    return out
+
+
+def by_refusals(refused: dict[str, dict[str, int]]) -> list[dict[str, Any]]:
+    """Hosts with the most refused requests first: {host, total, reasons}."""
+    rows = [{"host": h, "total": sum(r.values()), "reasons": dict(sorted(r.items()))} for h, r in refused.items()]
+    return sorted(rows, key=lambda r: (-r["total"], r["host"]))
 
 
 def by_pending(rows: list[HostRow]) -> list[HostRow]:

@@ -29,6 +29,7 @@ class SpiderKeys:
     host_queue_template: str = ""  # %(host)s: one host's pending requests (zset)
     host_template: str = ""  # %(host)s: one host's state (hash)
     host_in_flight_template: str = ""  # %(host)s: the leases of a host with an in-flight cap (set)
+    refused: str = ""  # hash "<reason> <host>" -> requests refused (core/admission.py, bounded)
 
     def __post_init__(self) -> None:
         fill = {"spider": self.spider, "name": self.spider}
@@ -38,6 +39,7 @@ class SpiderKeys:
             ("host_queue_template", "SCHEDULER_HOST_QUEUE_KEY", True),
             ("host_template", "SCHEDULER_HOST_KEY", True),
             ("host_in_flight_template", "SCHEDULER_HOST_IN_FLIGHT_KEY", True),
+            ("refused", "SCHEDULER_REFUSED_KEY", False),
         ):
             if not getattr(self, name):
                 default = DEFAULTS[setting]
@@ -68,6 +70,7 @@ class SpiderKeys:
             host_queue_template=read.str("SCHEDULER_HOST_QUEUE_KEY"),
             host_template=read.str("SCHEDULER_HOST_KEY"),
             host_in_flight_template=read.str("SCHEDULER_HOST_IN_FLIGHT_KEY"),
+            refused=key("SCHEDULER_REFUSED_KEY"),
         )
 
     def node(self, node_id: str) -> str:
