@@ -5,71 +5,72 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import redis
-from scrapy import Request, Spider
+from scrapy import Request
 from scrapy.exceptions import DownloadCancelledError, DownloadFailedError, StopDownload
 from scrapy.http import HtmlResponse
 from scrapy.utils._download_handlers import get_maxsize_msg
-from scrapy.utils.test import get_crawler
 from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 from twisted.web._newclient import HTTPClientParser, ResponseFailed
 from twisted.web._newclient import Request as TxRequest
 from twisted.web.http_headers import Headers
 
-from distributed_crawler.core.context import RedisContext
+from distributed_crawler.core.scheduler import RedisScheduler
 from distributed_crawler.downloadermiddlewares.sizecap import SizeCapMiddleware, TooLarge, over_cap_reason
 from distributed_crawler.internals import HeadersTooLarge, cap_response_headers
 from distributed_crawler.meta import DOWNLOAD_STOP_AT_META, LEASE_META
+from tests.test_admission import _drain, _scheduler
 
 
-class _Spider(Spider):
-    name = "caps"
-
-
-def run_middleware(redis_url: str, body: Any, **settings: Any) -> Any:
-    crawler = get_crawler(_Spider, {"ADDONS": {"distributed_crawler.Addon": 0}, "REDIS_URL": redis_url, **settings})
-    crawler.spider = _Spider.from_crawler(crawler)
+def run_middleware(redis_url: str, body: Any, **settings: Any) -> tuple[RedisScheduler, Any]:
+    """`body(middleware)` with the node's scheduler reachable (scheduler_of), then its outbox drained."""
+    scheduler = _scheduler(redis_url, **settings)
+    crawler = scheduler.crawler
+    crawler.engine = SimpleNamespace(_slot=SimpleNamespace(scheduler=scheduler))
     middleware = SizeCapMiddleware.from_crawler(crawler)
 
     async def main() -> Any:
-        middleware._opened(crawler.spider)
-        try:
-            return await body(middleware)
-        finally:
-            await middleware._closed(crawler.spider)
-            await RedisContext.of(crawler).aclose()
+        result = await body(middleware)
+        await _drain(scheduler)
+        return result
 
-    return asyncio.run(main())
+    return scheduler, asyncio.run(main())
 
 
-def dead_letters(client: redis.Redis) -> list[dict[str, Any]]:
-    return [json.loads(raw) for raw in client.lrange("{caps}:failed", 0, -1)]
+def dead_letters(client: redis.Redis, scheduler: RedisScheduler) -> list[dict[str, Any]]:
+    return [json.loads(raw) for raw in client.lrange(scheduler.keys.failed, 0, -1)]
 
 
 def leased(url: str) -> Request:
     return Request(url, meta={LEASE_META: b"1:0:{}"})
 
 
+@pytest.fixture(autouse=True)
+def _clean(redis_client: redis.Redis) -> None:
+    redis_client.flushdb()
+
+
 def test_a_gzip_bomb_is_refused_while_decompressing_and_dead_lettered_once(
     redis_url: str, redis_client: redis.Redis
 ) -> None:
-    redis_client.delete("{caps}:failed")
     bomb = gzip.compress(b"\0" * (4 * 1024 * 1024))  # 4 MiB of zeros in a few KiB
     request = leased("http://hostile.test/bomb")
     response = HtmlResponse(request.url, body=bomb, headers={"Content-Encoding": "gzip"}, request=request)
 
     async def body(mw: SizeCapMiddleware) -> None:
         with pytest.raises(TooLarge, match="decompressed"):
-            await mw.process_response(request, response)
+            mw.process_response(request, response)
 
-    run_middleware(redis_url, body, DOWNLOAD_MAXSIZE=1024 * 1024)
-    (letter,) = dead_letters(redis_client)
-    assert letter["reason"] == "too_large" and letter["url"] == request.url
+    scheduler, _ = run_middleware(redis_url, body, DOWNLOAD_MAXSIZE=1024 * 1024)
+    (letter,) = dead_letters(redis_client, scheduler)
+    assert letter["reason"] == "too_large" and letter["url"] == request.url and letter["source"] == "download"
     assert "1048576" in letter["detail"] and json.loads(letter["payload"])["url"] == request.url
+    assert scheduler.stats.get_value("dc/refused/too_large") == 1
 
 
 def test_a_small_gzip_page_is_decoded_as_scrapy_does(redis_url: str, redis_client: redis.Redis) -> None:
@@ -78,26 +79,25 @@ def test_a_small_gzip_page_is_decoded_as_scrapy_does(redis_url: str, redis_clien
     response = HtmlResponse(request.url, body=gzip.compress(html), headers={"Content-Encoding": "gzip"})
 
     async def body(mw: SizeCapMiddleware) -> Any:
-        return await mw.process_response(request, response)
+        return mw.process_response(request, response)
 
-    assert run_middleware(redis_url, body, DOWNLOAD_MAXSIZE=1024 * 1024).body == html
+    scheduler, decoded = run_middleware(redis_url, body, DOWNLOAD_MAXSIZE=1024 * 1024)
+    assert decoded.body == html and dead_letters(redis_client, scheduler) == []
 
 
 def test_a_body_no_handler_capped_is_refused_here(redis_url: str, redis_client: redis.Redis) -> None:
-    redis_client.delete("{caps}:failed")
     request = leased("http://hostile.test/rendered")
     response = HtmlResponse(request.url, body=b"x" * 5000, request=request)
 
     async def body(mw: SizeCapMiddleware) -> None:
         with pytest.raises(TooLarge, match="5000 bytes"):
-            await mw.process_response(request, response)
+            mw.process_response(request, response)
 
-    run_middleware(redis_url, body, DOWNLOAD_MAXSIZE=4096)
-    assert [letter["reason"] for letter in dead_letters(redis_client)] == ["too_large"]
+    scheduler, _ = run_middleware(redis_url, body, DOWNLOAD_MAXSIZE=4096)
+    assert [letter["reason"] for letter in dead_letters(redis_client, scheduler)] == ["too_large"]
 
 
 def test_handler_refusals_are_too_large_and_other_errors_are_not(redis_url: str, redis_client: redis.Redis) -> None:
-    redis_client.delete("{caps}:failed")
     request = leased("http://hostile.test/huge")
     cancelled = DownloadCancelledError(get_maxsize_msg(10**9, 4096, request, expected=True))
     headers = DownloadFailedError("[<twisted.python.failure.Failure ...>]")
@@ -110,23 +110,22 @@ def test_handler_refusals_are_too_large_and_other_errors_are_not(redis_url: str,
     async def body(mw: SizeCapMiddleware) -> None:
         for exc in (cancelled, headers):
             with pytest.raises(TooLarge):
-                await mw.process_exception(request, exc)
-        assert await mw.process_exception(request, DownloadFailedError("connection lost")) is None
+                mw.process_exception(request, exc)
+        assert mw.process_exception(request, DownloadFailedError("connection lost")) is None
 
-    run_middleware(redis_url, body)
-    assert [letter["reason"] for letter in dead_letters(redis_client)] == ["too_large", "too_large"]
+    scheduler, _ = run_middleware(redis_url, body)
+    assert [letter["reason"] for letter in dead_letters(redis_client, scheduler)] == ["too_large", "too_large"]
 
 
 def test_an_unscheduled_request_is_refused_without_a_dead_letter(redis_url: str, redis_client: redis.Redis) -> None:
-    redis_client.delete("{caps}:failed")
     request = Request("http://hostile.test/robots.txt")  # engine.download(): no lease, nothing to requeue
 
     async def body(mw: SizeCapMiddleware) -> None:
         with pytest.raises(TooLarge):
-            await mw.process_response(request, HtmlResponse(request.url, body=b"x" * 5000))
+            mw.process_response(request, HtmlResponse(request.url, body=b"x" * 5000))
 
-    run_middleware(redis_url, body, DOWNLOAD_MAXSIZE=4096)
-    assert dead_letters(redis_client) == []
+    scheduler, _ = run_middleware(redis_url, body, DOWNLOAD_MAXSIZE=4096)
+    assert dead_letters(redis_client, scheduler) == [] and scheduler.stats.get_value("dc/refused/too_large") == 1
 
 
 def test_download_stop_at_stops_after_that_many_bytes(redis_url: str) -> None:

@@ -5,8 +5,10 @@ refused before the body; a body growing past it is cut off while it streams) and
 HttpCompressionMiddleware (gzip, deflate, br and zstd are decompressed in 64 KiB steps against the
 same cap). This middleware takes HttpCompressionMiddleware's place (same order, 590) and adds
 what Scrapy lacks:
-- the outcome: a request over a cap is a dead letter `too_large` with the size and the cap, written
-  before its lease is acked, never retried (IgnoreRequest), instead of a log line and nothing;
+- the outcome: a request over a cap is refused `too_large` through the scheduler's refusals
+  (core/refusals.py: one dead letter with the size and the cap, written before its lease is acked,
+  stat `dc/refused/too_large`, `dcrawl hosts`), never retried (IgnoreRequest), instead of a log
+  line and nothing;
 - caps on the response headers (`RESPONSE_MAX_HEADERS` lines, `RESPONSE_MAX_HEADER_BYTES`), applied
   while Twisted parses them (internals.cap_response_headers), so endless headers cost no memory;
 - a body no handler capped (a rendered page's HTML) is checked against the cap here;
@@ -20,19 +22,21 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import ResponseError
 from scrapy import signals
 from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddleware
-from scrapy.exceptions import DownloadCancelledError, DownloadFailedError, IgnoreRequest, StopDownload
+from scrapy.exceptions import (
+    DownloadCancelledError,
+    DownloadFailedError,
+    IgnoreRequest,
+    NotConfigured,
+    StopDownload,
+)
 from scrapy.utils._compression import _DecompressionMaxSizeExceeded
 
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS
-from distributed_crawler.core.context import RedisContext
+from distributed_crawler.core.admission import Refusal
 from distributed_crawler.defaults import SettingsReader
-from distributed_crawler.internals import HeadersTooLarge, cap_response_headers
+from distributed_crawler.internals import HeadersTooLarge, cap_response_headers, scheduler_of
 from distributed_crawler.meta import DOWNLOAD_MAXSIZE_META, DOWNLOAD_STOP_AT_META, LEASE_META
-from distributed_crawler.queue.codec import RequestCodec, allowed_classes
-from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -54,7 +58,6 @@ class SizeCapConfig:
     max_size: int = 8 * 1024 * 1024
     max_headers: int = 200
     max_header_bytes: int = 64 * 1024
-    failed_max: int = 100_000
 
     @classmethod
     def from_settings(cls, settings: Any) -> SizeCapConfig:
@@ -63,7 +66,6 @@ class SizeCapConfig:
             max_size=read.int("DOWNLOAD_MAXSIZE", min=0, hint="bytes (0 = no limit)"),
             max_headers=read.int("RESPONSE_MAX_HEADERS", min=10, hint="header lines"),
             max_header_bytes=read.int("RESPONSE_MAX_HEADER_BYTES", min=4096, hint="bytes"),
-            failed_max=read.int("SCHEDULER_FAILED_MAX", min=0),
         )
 
 
@@ -94,33 +96,14 @@ class SizeCapMiddleware(HttpCompressionMiddleware):
         super().__init__(crawler=crawler)
         self.crawler = crawler
         self.config = config
-        self.context = RedisContext.of(crawler)
-        self._client: Any = None
-        self._dead_letters: DeadLetters | None = None
-        self._codec: RequestCodec | None = None
         cap_response_headers(config.max_headers, config.max_header_bytes)
-        crawler.signals.connect(self._opened, signal=signals.spider_opened)
-        crawler.signals.connect(self._closed, signal=signals.spider_closed)
         crawler.signals.connect(self._bytes_received, signal=signals.bytes_received)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SizeCapMiddleware:
         if not crawler.settings.getbool("COMPRESSION_ENABLED"):
-            from scrapy.exceptions import NotConfigured
-
             raise NotConfigured
         return cls(crawler, SizeCapConfig.from_settings(crawler.settings))
-
-    def _opened(self, spider: Spider) -> None:
-        keys = self.context.keys_for(spider.name)
-        self._client = self.context.acquire().client
-        self._dead_letters = DeadLetters(self._client, keys.failed, self.context.node_id, self.config.failed_max)
-        self._codec = RequestCodec(spider, allowed_classes(self.crawler.settings))
-
-    async def _closed(self, spider: Spider) -> None:
-        if self._client is not None:
-            self._client = None
-            await self.context.release()
 
     # -- robots.txt: stop at a byte count, keep what came -------------------------------------
     def _bytes_received(self, data: bytes, request: Request, spider: Spider | None = None) -> None:
@@ -134,45 +117,40 @@ class SizeCapMiddleware(HttpCompressionMiddleware):
             raise StopDownload(fail=False)
 
     # -- Scrapy hooks -----------------------------------------------------------------------
-    async def process_response(  # type: ignore[override]
+    def process_response(
         self, request: Request, response: Response, spider: Spider | None = None
     ) -> Request | Response:
         limit = self._limit(request)
         if limit and len(response.body) > limit and "download_stopped" not in response.flags:
-            await self._refuse(request, f"body: {len(response.body)} bytes, over {limit}")
+            self._refuse(request, f"body: {len(response.body)} bytes, over {limit}")
         try:
             return super().process_response(request, response)
         except IgnoreRequest as exc:
             if isinstance(exc.__cause__, _DecompressionMaxSizeExceeded):
                 cause = exc.__cause__
-                await self._refuse(
+                self._refuse(
                     request, f"decompressed: more than {cause.max_size} bytes from {len(response.body)} compressed"
                 )
             raise
 
-    async def process_exception(self, request: Request, exception: Exception, spider: Spider | None = None) -> None:
+    def process_exception(self, request: Request, exception: Exception, spider: Spider | None = None) -> None:
         reason = over_cap_reason(exception)
         if reason is not None:
-            await self._refuse(request, reason)
+            self._refuse(request, reason)
 
     def _limit(self, request: Request) -> int:
         value = request.meta.get(DOWNLOAD_MAXSIZE_META, self.config.max_size)
         return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
-    async def _refuse(self, request: Request, detail: str) -> None:
-        """Dead letter `too_large` (a scheduled request only), then IgnoreRequest: no retry, lease acked."""
-        stats = self.crawler.stats
-        stats.inc_value(f"dc/refused/{TOO_LARGE}")
-        logger.warning("Refused %s (%s): %s; dead-lettered, not retried", request.url, TOO_LARGE, detail[:300])
-        if LEASE_META in request.meta and self._dead_letters is not None and self._codec is not None:
-            extra: dict[str, Any] = {"detail": detail[:300], "kind": TOO_LARGE, "source": "download", "attempts": 1}
-            try:
-                extra["payload"] = self._codec.encode(request)
-            except (TypeError, ValueError) as exc:
-                extra["payload_error"] = str(exc)[:300]
-            entry = failure_entry(request.url, TOO_LARGE, self.context.node_id, **extra)
-            try:
-                await self._dead_letters.push([entry])
-            except TRANSIENT_ERRORS + (ResponseError,) as exc:
-                logger.error("Dead letter (too_large) for %s not written (Redis: %s)", request.url, exc)
+    def _refuse(self, request: Request, detail: str) -> None:
+        """Refuse `too_large` through the scheduler's refusals (one dead letter, stat, rate-limited
+        WARNING, `dcrawl hosts` count), then IgnoreRequest: no retry, the lease acked as usual.
+        A request that was never queued (robots.txt) has nothing to requeue: only counted and logged."""
+        scheduler = scheduler_of(self.crawler)
+        refusal = Refusal(TOO_LARGE, detail[:300])
+        if LEASE_META in request.meta and hasattr(scheduler, "refuse"):
+            scheduler.refuse(request, refusal, source="download")
+        else:
+            self.crawler.stats.inc_value(f"dc/refused/{TOO_LARGE}")
+            logger.warning("Refused %s (%s): %s", request.url[:300], TOO_LARGE, refusal.detail)
         raise TooLarge(f"{TOO_LARGE}: {detail}")
