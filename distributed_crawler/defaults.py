@@ -174,6 +174,10 @@ DEFAULTS: dict[str, Any] = {
     "RESPONSE_MAX_HEADERS": 200,  # header lines of one response; more: dead letter too_large
     "RESPONSE_MAX_HEADER_BYTES": 64 * 1024,  # status line + headers of one response, bytes
     "EXTRACT_MAX_BYTES": 2 * 1024 * 1024,  # HTML read by extraction, links, SimHash; the rest is cut
+    "URL_MAX_SEGMENTS": 16,  # path segments of a URL; more: refused at enqueue (path_segments)
+    "URL_MAX_REPEATS": 3,  # a segment or run of segments repeated this often in a row: refused (repeated_segments)
+    "DOMAIN_MAX_HOSTS": 100,  # hosts per registered domain, cluster-wide (0 = no limit); more: refused
+    "DOMAIN_HOSTS_KEY": "{%(spider)s}:domain:%(domain)s",  # set: the hosts a registered domain was allowed
     # WARC archive of every fetch (docs/warc.md).
     "WARC_DIR": "",  # "" = off; each node writes <node>-<time>-<n>.warc.gz here; env var overrides
     "WARC_MAX_SIZE": 1_000_000_000,  # bytes: a file this large is closed and the next <n> starts

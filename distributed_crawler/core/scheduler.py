@@ -14,6 +14,7 @@ Scrapy's scheduler API is synchronous, so Redis work happens in background async
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 import time
@@ -22,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
+from urllib.parse import urlsplit
 
 from redis.exceptions import ResponseError
 from scrapy.utils.defer import deferred_from_coro
@@ -36,6 +38,7 @@ from distributed_crawler.core.heap import freeze_startup_heap
 from distributed_crawler.core.leases import LeaseTracker, Stage
 from distributed_crawler.core.refusals import RefusalLog
 from distributed_crawler.core.shutdown import SecondSignalGuard
+from distributed_crawler.core.traps import DomainHosts
 from distributed_crawler.dedup.dupefilter import DEDUP_TYPES, DedupDataError, flush_crawl
 from distributed_crawler.dedup.recent import RecentFingerprints
 from distributed_crawler.defaults import SettingsReader
@@ -96,6 +99,8 @@ class SchedulerConfig:
     allowed_classes: tuple[str, ...] = ()
     frontier: FrontierConfig = FrontierConfig()
     recent_fingerprints: int = 50_000
+    domain_max_hosts: int = 100  # DOMAIN_MAX_HOSTS (core/traps.py; 0 = no limit)
+    domain_hosts_key: str = "{%(spider)s}:domain:%(domain)s"
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> SchedulerConfig:
@@ -121,6 +126,8 @@ class SchedulerConfig:
             allowed_classes=allowed_classes(settings),
             frontier=FrontierConfig.from_settings(settings),
             recent_fingerprints=read.int("DUPEFILTER_LOCAL_CACHE_SIZE", min=0),
+            domain_max_hosts=DomainHosts.max_hosts_from_settings(settings),
+            domain_hosts_key=read.str("DOMAIN_HOSTS_KEY"),
         )
 
     @property
@@ -140,6 +147,7 @@ class OutboxEntry(NamedTuple):
     budget: int | None = None  # host mode: the slot's page budget (-1 = none)
     in_flight: int | None = None  # host mode: the slot's cluster-wide in-flight cap (-1 = none)
     refused: str = ""  # a refused request (core/admission.py): its dead letter, written instead of a push
+    host: str = ""  # DOMAIN_MAX_HOSTS on: the request's host, allowed or refused by Redis before the push
 
 
 class RedisScheduler:
@@ -165,6 +173,7 @@ class RedisScheduler:
         self.leases = LeaseTracker()
         self.admission = admission or Admission.from_settings(crawler.settings)
         self.refusals = RefusalLog(crawler.stats, node_id)
+        self.domain_hosts = DomainHosts(config.domain_hosts_key, keys.spider, config.domain_max_hosts)
         self._refusal_counts = EpisodeLog(logger)
         self.client: Any = None
         # set by open(): Scrapy uses a scheduler only once it is open
@@ -407,6 +416,12 @@ class RedisScheduler:
             if checked:
                 self._recent.add(fingerprint)
             return False
+        host = _hostname(request.url) if self.config.domain_max_hosts else ""
+        if host and not self.domain_hosts.allowed(host):  # Redis said so for an earlier request
+            self._refuse(request, self.domain_hosts.refusal(host), "enqueue", fingerprint if checked else "", handover)
+            if checked:
+                self._recent.add(fingerprint)
+            return False
         host_mode = self.config.queue_type == "host"
         slot = slot_of(request.url, self.config.frontier) if host_mode else None
         try:
@@ -425,6 +440,7 @@ class RedisScheduler:
             make_member(payload, request.priority),
             handover,
             max(0.0, finite(request.meta.get(RETRY_DELAY_META))),
+            host=host,
         )
         if slot is not None:
             interval, budget, in_flight = self.config.frontier.limits(slot)
@@ -654,6 +670,7 @@ class RedisScheduler:
                 await self._outbox_ready.wait()
                 continue
             batch = [self._outbox[i] for i in range(min(OUTBOX_BATCH, len(self._outbox)))]
+            batch = await self._admit_hosts(batch)
             refused = [e for _, e in batch if e.refused]
             if refused:
                 await self._write_refused(refused)
@@ -685,6 +702,30 @@ class RedisScheduler:
                 self.stats.inc_value("dupefilter/filtered", len(batch) - pushed)
             if pushed:
                 self._new_work.set()
+
+    async def _admit_hosts(self, batch: list[tuple[int, OutboxEntry]]) -> list[tuple[int, OutboxEntry]]:
+        """DOMAIN_MAX_HOSTS: ask Redis once about the batch's hosts this node has no answer for;
+        a request whose host is over its domain's cap becomes a refusal (core/traps.py)."""
+        hosts = self.domain_hosts.unknown([e.host for _, e in batch if e.host and not e.refused])
+        if hosts:
+            await self._retrying("counting hosts per domain", partial(self.domain_hosts.ask, self.client, hosts))
+        admitted = []
+        for seq, entry in batch:
+            if entry.host and not entry.refused and not self.domain_hosts.allowed(entry.host):
+                entry = self._refused_entry(entry, self.domain_hosts.refusal(entry.host))
+            admitted.append((seq, entry))
+        return admitted
+
+    def _refused_entry(self, entry: OutboxEntry, refusal: Refusal) -> OutboxEntry:
+        """An outbox entry turned into a refusal after all (its payload is the dead letter's)."""
+        envelope = split_member(entry.member)  # made by enqueue_request: ours, valid
+        url = str(json.loads(envelope.payload).get("url", ""))
+        letter = self.refusals.note(
+            url, refusal, "enqueue", attempts=0, priority=envelope.priority, payload=envelope.payload
+        )
+        # a new link is dead-lettered once cluster-wide (by fingerprint); a successor or dont_filter always
+        link = not entry.dont_filter and entry.handover is None
+        return entry._replace(refused=letter, fingerprint=entry.fingerprint if link else "")
 
     async def _write_refused(self, refused: list[OutboxEntry]) -> None:
         """Dead letters of refused requests (a new link only if the shared filter had not seen it),
@@ -1018,3 +1059,10 @@ class RedisScheduler:
             except Exception as exc:  # noqa: BLE001 - _redis_failed re-raises what is a bug
                 await self._redis_failed("giving leases back", exc)
                 await asyncio.sleep(0.5)
+
+
+def _hostname(url: str) -> str:
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return ""
