@@ -10,7 +10,9 @@ Callbacks (seeds may name them: `{"url": ..., "callback": "parse_site"}`):
 
 A page's same-site `<link rel="canonical">` is its item's url and goes into the seen-filter, so
 aliases and AMP copies make one row. An article whose main text is a near-duplicate of one stored
-before (any URL, site or node) gets `duplicate_of` and an empty text (`NEAR_DUPLICATE_KEEP_TEXT`).
+before (any URL, site or node) gets `duplicate_of`; the one stored first stays the original, whatever
+date a page claims. Its text is emptied only when the original is on the same site
+(`NEAR_DUPLICATE_KEEP_TEXT`): a page of one site never empties a row of another.
 A sitemap or feed that cannot be read is one WARNING line and a dead letter in `{spider}:failed`.
 """
 
@@ -125,8 +127,8 @@ class NewsSpider(RedisSpider):
         duplicate = await self._near_duplicate(article, text, url)
         meta = response.meta
         self.crawler.stats.inc_value("news/pages")
-        if duplicate is not None and not self.news.near_duplicate_keep_text:
-            text = ""
+        if duplicate is not None and not self.news.near_duplicate_keep_text and same_site(duplicate.original, url):
+            text = ""  # another URL of the same site; a copy on another site keeps its text (docs/security.md)
         return self.item_class(
             url=url,
             title=article.title or meta.get(ENTRY_TITLE_META) or _title(response),
