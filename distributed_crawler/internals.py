@@ -39,6 +39,7 @@ SCRAPY_CONTRACT: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     # Twisted (checked with 25.5): cap_response_headers wraps the client parser's line handler
     ("twisted.web._newclient.HTTPClientParser", "lineReceived", ("self", "line")),
     ("twisted.web._newclient.HTTPClientParser", "state", None),
+    ("scrapy.core.downloader.handlers.http11._LenientHTTPClientParser", "lineReceived", ("self", "line")),
 )
 
 
@@ -131,22 +132,27 @@ _HEADER_CAPS: dict[str, int] = {}
 
 
 def cap_response_headers(max_lines: int, max_bytes: int) -> None:
-    """Cap the status line + header lines of every HTTP/1.x response while Twisted parses them.
+    """Cap the status line + header lines of every HTTP/1.x response while they are parsed.
 
-    Twisted's client parser (twisted/web/_newclient.py `HTTPClientParser`, used by Scrapy's HTTP/1.1
-    handler) caps each line at 16 KiB (LineReceiver.MAX_LENGTH) but neither their number nor the
-    continuation lines of one header: a site could send headers until the download timeout. Over
-    a cap the parser raises HeadersTooLarge, which Twisted turns into the request's failure
-    (`ResponseFailed`, reasons) and closes the connection. Installed once per process; the last
-    caps set win (one node = one crawler).
+    Twisted's client parser (twisted/web/_newclient.py `HTTPClientParser`) and Scrapy 2.19's
+    subclass of it, which its HTTP/1.1 handler swaps in (scrapy/core/downloader/handlers/http11.py
+    `_LenientHTTPClientParser`, its own `lineReceived`), cap each line at 16 KiB
+    (LineReceiver.MAX_LENGTH) but neither their number nor the continuation lines of one header: a
+    site could send headers until the download timeout. Over a cap the parser raises
+    HeadersTooLarge, which Twisted turns into the request's failure (`ResponseFailed`, reasons) and
+    closes the connection. Installed once per process; the last caps set win (one node = one crawler).
     """
+    from scrapy.core.downloader.handlers import http11
     from twisted.web import _newclient
 
     _HEADER_CAPS.update(lines=max_lines, bytes=max_bytes)
-    parser = _newclient.HTTPClientParser
-    if getattr(parser, "_dc_capped", False):
-        return
-    original = parser.lineReceived
+    for parser in (_newclient.HTTPClientParser, http11._LenientHTTPClientParser):
+        if "_dc_capped" not in parser.__dict__:
+            _cap_lines(parser, parser.__dict__.get("lineReceived") or parser.lineReceived)
+
+
+def _cap_lines(parser: type, original: Callable[[Any, bytes], None]) -> None:
+    from twisted.web import _newclient
 
     def lineReceived(self: Any, line: bytes) -> None:
         if self.state in (_newclient.STATUS, _newclient.HEADER):
@@ -160,7 +166,7 @@ def cap_response_headers(max_lines: int, max_bytes: int) -> None:
                 )
         original(self, line)
 
-    parser.lineReceived = lineReceived  # type: ignore[method-assign]
+    parser.lineReceived = lineReceived  # type: ignore[attr-defined]
     parser._dc_capped = True  # type: ignore[attr-defined]
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import redis
 from scrapy import Request
+from scrapy.core.downloader.handlers.http11 import _LenientHTTPClientParser
 from scrapy.exceptions import DownloadCancelledError, DownloadFailedError, StopDownload
 from scrapy.http import HtmlResponse
 from scrapy.utils._download_handlers import get_maxsize_msg
@@ -107,14 +108,19 @@ def test_handler_refusals_are_too_large_and_other_errors_are_not(redis_url: str,
     assert over_cap_reason(DownloadCancelledError("cancelled")) is None
     assert over_cap_reason(DownloadFailedError("connection lost")) is None
 
+    streamed = leased("http://hostile.test/stream")
+
     async def body(mw: SizeCapMiddleware) -> None:
+        mw._bytes_received(b"x" * 5000, streamed)  # cut while streaming: an empty CancelledError
+        with pytest.raises(TooLarge, match="5000 bytes received, over 4096"):
+            mw.process_exception(streamed, DownloadCancelledError(""))
         for exc in (cancelled, headers):
             with pytest.raises(TooLarge):
                 mw.process_exception(request, exc)
         assert mw.process_exception(request, DownloadFailedError("connection lost")) is None
 
-    scheduler, _ = run_middleware(redis_url, body)
-    assert [letter["reason"] for letter in dead_letters(redis_client, scheduler)] == ["too_large", "too_large"]
+    scheduler, _ = run_middleware(redis_url, body, DOWNLOAD_MAXSIZE=4096)
+    assert [letter["reason"] for letter in dead_letters(redis_client, scheduler)] == ["too_large"] * 3
 
 
 def test_an_unscheduled_request_is_refused_without_a_dead_letter(redis_url: str, redis_client: redis.Redis) -> None:
@@ -140,8 +146,8 @@ def test_download_stop_at_stops_after_that_many_bytes(redis_url: str) -> None:
     run_middleware(redis_url, body)
 
 
-def _parse(data: bytes) -> HTTPClientParser:
-    parser = HTTPClientParser(TxRequest(b"GET", b"/", Headers(), None), lambda rest: None)
+def _parse(data: bytes, cls: type = HTTPClientParser) -> HTTPClientParser:
+    parser = cls(TxRequest(b"GET", b"/", Headers(), None), lambda rest: None)
     parser.makeConnection(StringTransport())
     parser.dataReceived(data)
     return parser
@@ -155,9 +161,10 @@ def _parse(data: bytes) -> HTTPClientParser:
     ],
     ids=["count", "bytes"],
 )
-def test_response_headers_are_capped_while_parsed(headers: bytes) -> None:
+@pytest.mark.parametrize("cls", [HTTPClientParser, _LenientHTTPClientParser], ids=["twisted", "scrapy"])
+def test_response_headers_are_capped_while_parsed(headers: bytes, cls: type) -> None:
     cap_response_headers(200, 64 * 1024)
     with pytest.raises(HeadersTooLarge):
-        _parse(b"HTTP/1.1 200 OK\r\n" + headers)
-    parser = _parse(b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-%d: v\r\n" % i for i in range(150)) + b"\r\n")
+        _parse(b"HTTP/1.1 200 OK\r\n" + headers, cls)
+    parser = _parse(b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-%d: v\r\n" % i for i in range(150)) + b"\r\n", cls)
     assert parser.response.headers.getRawHeaders(b"x-149") == [b"v"]  # a normal response parses on

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 TOO_LARGE = "too_large"
-_RECEIVED = "_dc_bytes_received"  # meta: bytes of a `download_stop_at` request received so far
+_RECEIVED = "_dc_bytes_received"  # meta: bytes of the download received so far
 
 
 class TooLarge(IgnoreRequest):
@@ -107,12 +107,12 @@ class SizeCapMiddleware(HttpCompressionMiddleware):
 
     # -- robots.txt: stop at a byte count, keep what came -------------------------------------
     def _bytes_received(self, data: bytes, request: Request, spider: Spider | None = None) -> None:
-        stop_at = request.meta.get(DOWNLOAD_STOP_AT_META)
-        if not isinstance(stop_at, int) or isinstance(stop_at, bool) or stop_at <= 0:
-            return
+        """Count every download's bytes (a streamed body cut at the cap fails with an empty
+        CancelledError: the count says why); stop a `download_stop_at` request at its count."""
         received = request.meta.get(_RECEIVED, 0) + len(data)
         request.meta[_RECEIVED] = received
-        if received >= stop_at:
+        stop_at = request.meta.get(DOWNLOAD_STOP_AT_META)
+        if isinstance(stop_at, int) and not isinstance(stop_at, bool) and 0 < stop_at <= received:
             self.crawler.stats.inc_value("sizecap/stopped")
             raise StopDownload(fail=False)
 
@@ -135,6 +135,10 @@ class SizeCapMiddleware(HttpCompressionMiddleware):
 
     def process_exception(self, request: Request, exception: Exception, spider: Spider | None = None) -> None:
         reason = over_cap_reason(exception)
+        limit = self._limit(request)
+        received = request.meta.get(_RECEIVED, 0)
+        if reason is None and isinstance(exception, DownloadCancelledError) and limit and received > limit:
+            reason = f"body: {received} bytes received, over {limit}"
         if reason is not None:
             self._refuse(request, reason)
 
