@@ -63,6 +63,8 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULER_PREFETCH": 0,  # 0 = derived from CONCURRENT_REQUESTS
     "SCHEDULER_POLL_MAX_SECONDS": 1.0,  # fallback poll; the doorbell wakes nodes at once
     "SCHEDULER_FAILED_MAX": 100_000,
+    "SCHEDULER_SOLO_KEY": "{%(spider)s}:solo",  # hash: lease -> node, a redelivered request running alone
+    "SCHEDULER_DEATHS_KEY": "{%(spider)s}:deaths",  # hash: sha1(payload) -> nodes that died running it alone
     "REQUEST_CLASS_ALLOWLIST": [],
     # Recrawl (docs/recrawl.md).
     "RECRAWL_RULES": {},  # {"regex": seconds} or {"regex": [min, max]}; first match wins; none = never

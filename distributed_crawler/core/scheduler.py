@@ -14,6 +14,7 @@ Scrapy's scheduler API is synchronous, so Redis work happens in background async
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import threading
@@ -851,6 +852,9 @@ class RedisScheduler:
         # time it crashes a node, and innocent requests would be dead-lettered with the poison.
         giving_back = suspects
         if self._quarantined is None and was_empty:
+            # marked before it runs: if this node dies now, reclaim.lua knows it died running it alone
+            lease = suspects[0].meta[LEASE_META]
+            await self._retrying("marking a quarantined request", partial(self._mark_solo, lease))
             self._quarantined, giving_back = suspects[0], suspects[1:] + normal
             self.stats.inc_value("scheduler/quarantined")
         else:
@@ -883,7 +887,8 @@ class RedisScheduler:
         if self._quarantined is not None:
             lease = self._quarantined.meta[LEASE_META]
             if not self.leases.holds(lease) and not self.leases.pending_acks():
-                self._quarantined = None  # done and acked
+                self._quarantined = None  # done and acked: it killed no one this time
+                await self._retrying("unmarking a quarantined request", partial(self._unmark_solo, [lease], True))
             elif self.leases.holds(lease) and self._node_empty_but(lease):
                 wake_engine(self.crawler)
         elif self._draining and self._node_empty():
@@ -1047,12 +1052,26 @@ class RedisScheduler:
             leases.append(quarantined.meta[LEASE_META])
         return leases
 
+    async def _mark_solo(self, lease: bytes) -> None:
+        await self.client.hset(self.keys.solo, lease, self.node_id)
+
+    async def _unmark_solo(self, leases: list[bytes], done: bool = False) -> None:
+        """The quarantine mark of leases given back (and, `done`: the death count of a request that
+        ran alone and finished, so a later redelivery starts from none)."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hdel(self.keys.solo, *leases)
+        if done:
+            pipe.hdel(self.keys.deaths, *(hashlib.sha1(lease.split(b":", 2)[2]).hexdigest() for lease in leases))
+        await pipe.execute()
+
     async def _release(self, leases: list[bytes]) -> None:
         """Give leases back to the queue front without counting a delivery (bounded tries)."""
         if not leases:
             return
         for _ in range(3):
             try:
+                if self._quarantined is not None and self._quarantined.meta[LEASE_META] in leases:
+                    await self._unmark_solo([self._quarantined.meta[LEASE_META]])
                 await self.scripts.release(leases)
                 self.leases.forget(leases)
                 return

@@ -30,6 +30,8 @@ class SpiderKeys:
     host_template: str = ""  # %(host)s: one host's state (hash)
     host_in_flight_template: str = ""  # %(host)s: the leases of a host with an in-flight cap (set)
     refused: str = ""  # hash "<reason> <host>" -> requests refused (core/admission.py, bounded)
+    solo: str = ""  # hash lease -> node: redelivered requests running alone (quarantine), reclaim.lua
+    deaths: str = ""  # hash sha1(payload) -> deaths of a node that ran it alone (killed_worker)
 
     def __post_init__(self) -> None:
         fill = {"spider": self.spider, "name": self.spider}
@@ -40,6 +42,8 @@ class SpiderKeys:
             ("host_template", "SCHEDULER_HOST_KEY", True),
             ("host_in_flight_template", "SCHEDULER_HOST_IN_FLIGHT_KEY", True),
             ("refused", "SCHEDULER_REFUSED_KEY", False),
+            ("solo", "SCHEDULER_SOLO_KEY", False),
+            ("deaths", "SCHEDULER_DEATHS_KEY", False),
         ):
             if not getattr(self, name):
                 default = DEFAULTS[setting]
@@ -71,6 +75,8 @@ class SpiderKeys:
             host_template=read.str("SCHEDULER_HOST_KEY"),
             host_in_flight_template=read.str("SCHEDULER_HOST_IN_FLIGHT_KEY"),
             refused=key("SCHEDULER_REFUSED_KEY"),
+            solo=key("SCHEDULER_SOLO_KEY"),
+            deaths=key("SCHEDULER_DEATHS_KEY"),
         )
 
     def node(self, node_id: str) -> str:
