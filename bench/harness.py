@@ -209,7 +209,13 @@ class WorkerSpec:
         )
         if self.side in ("ours", "ref"):  # "ref": our code at another git ref (code_root)
             # the baselines' parse (bench/page_parse.py): visible text, no article extraction
-            settings = {"EXTRACT_MAIN_TEXT": "False", "NEAR_DUPLICATES": "False", **settings}
+            # the bench site is on loopback, which the private-address guard refuses by default
+            settings = {
+                "EXTRACT_MAIN_TEXT": "False",
+                "NEAR_DUPLICATES": "False",
+                "ALLOWED_PRIVATE_NETWORKS": "127.0.0.0/8",
+                **settings,
+            }
             env["REDIS_URL"] = self.redis_url
             env["MAX_IDLE_TIME_BEFORE_CLOSE"] = str(self.idle_close)
         elif self.side == "plain":  # plain Scrapy, memory scheduler; Redis only for its seed

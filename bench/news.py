@@ -218,6 +218,7 @@ def crawl(
     for setting in [
         *settings,
         "CONCURRENT_REQUESTS=16",
+        "ALLOWED_PRIVATE_NETWORKS=127.0.0.0/8",  # the bench site is on loopback (docs/security.md)
         "ROBOTSTXT_OBEY=False",
         "HEARTBEAT_ENABLED=False",
         "LOG_LEVEL=INFO",

@@ -255,6 +255,8 @@ def run_node(
         args += ["-s", setting]
     args += [
         "-s",
+        "ALLOWED_PRIVATE_NETWORKS=127.0.0.0/8",  # the bench site is on loopback (docs/security.md)
+        "-s",
         f"CONCURRENT_REQUESTS={concurrency}",
         "-s",
         f"PLAYWRIGHT_MAX_PAGES={concurrency}",

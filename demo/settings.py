@@ -13,6 +13,11 @@ COMMANDS_MODULE = "distributed_crawler.commands"
 
 ADDONS = {"distributed_crawler.Addon": 0}
 
+# The demo site (`make demo`) runs on this machine's loopback address, which the private-address
+# guard refuses by default (no crawl may reach this host's or its network's services:
+# docs/security.md). A real crawl leaves this out.
+ALLOWED_PRIVATE_NETWORKS = ["127.0.0.0/8", "::1/128"]
+
 ROBOTSTXT_OBEY = True
 CONCURRENT_REQUESTS = 32
 CONCURRENT_REQUESTS_PER_DOMAIN = 32

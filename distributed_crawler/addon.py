@@ -59,10 +59,15 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
     "ITEM_PIPELINES": {"distributed_crawler.storage.pipeline.StoragePipeline": 300},
 }
 
-#: Download handlers per scheme (plain HTTP unless a request is marked for rendering).
-DOWNLOAD_HANDLERS: dict[str, str] = {
+#: Download handlers per scheme (plain HTTP unless a request is marked for rendering). Scrapy's
+#: file, s3 and ftp handlers are off (a link or a queue entry must not read the node's disk or
+#: reach other stores): a project that lists one of these schemes keeps its own.
+DOWNLOAD_HANDLERS: dict[str, str | None] = {
     "http": "distributed_crawler.rendering.handler.RenderingDownloadHandler",
     "https": "distributed_crawler.rendering.handler.RenderingDownloadHandler",
+    "file": None,
+    "s3": None,
+    "ftp": None,
 }
 
 
@@ -111,6 +116,9 @@ class Addon:
             settings.set("DOWNLOAD_HANDLERS", {**handlers, **missing}, settings.getpriority("DOWNLOAD_HANDLERS") or 0)
         for name, value in env_overrides().items():
             settings.set(name, value, "cmdline")
+        from distributed_crawler.core.guard import install
+
+        install()  # the private-address guard on every plain download (docs/security.md)
 
 
 def with_addon(settings: Any) -> Any:

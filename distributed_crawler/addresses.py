@@ -24,6 +24,18 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 SETTING = "ALLOWED_PRIVATE_NETWORKS"
 NAT64 = ipaddress.ip_network("64:ff9b::/96")
 CGNAT = ipaddress.ip_network("100.64.0.0/10")
+# IANA's special-purpose ranges that are not globally reachable, spelled out so the rule does not
+# depend on the Python release's `is_global` tables (3.11.7 calls 192.0.0.8 global, for one).
+SPECIAL = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+        "192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16", "198.18.0.0/15",
+        "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4",
+        "::/127", "64:ff9b:1::/48", "100::/64", "2001::/23", "2001:db8::/32", "3fff::/20", "5f00::/16",
+        "fc00::/7", "fe80::/10", "ff00::/8",
+    )
+)  # fmt: skip
 
 
 def _kind(ip: IPAddress) -> str | None:
@@ -36,6 +48,7 @@ def _kind(ip: IPAddress) -> str | None:
         ("shared (CGNAT)", isinstance(ip, ipaddress.IPv4Address) and ip in CGNAT),
         ("private", ip.is_private),
         ("reserved", ip.is_reserved),
+        ("special-purpose", any(ip.version == n.version and ip in n for n in SPECIAL)),
         ("not globally routable", not ip.is_global),
     )
     return next((name for name, hit in checks if hit), None)

@@ -97,7 +97,8 @@ DEFAULTS: dict[str, Any] = {
     "ALERT_WEBHOOK_TIMEOUT": 5.0,
     "ALERTS_MAX": 1000,  # cap of the {spider}:alerts list
     "PROMETHEUS_PORT": 0,  # 0 = off; env var overrides
-    "PROMETHEUS_HOST": "0.0.0.0",
+    "PROMETHEUS_HOST": "127.0.0.1",  # this host only unless the project opens it
+    "DASHBOARD_ALLOWED_HOSTS": [],  # Host header names the dashboard answers besides its bind address
     "DASHBOARD_TOKEN": "",  # required by `dcrawl dashboard` when set; env var overrides
     # Rendering: scrapy-playwright on Debian's Chromium (docs/rendering.md).
     "PLAYWRIGHT_URL_PATTERNS": [],  # regexes (or "a,b" with -s); matching requests are rendered

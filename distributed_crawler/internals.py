@@ -40,6 +40,11 @@ SCRAPY_CONTRACT: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     ("twisted.web._newclient.HTTPClientParser", "lineReceived", ("self", "line")),
     ("twisted.web._newclient.HTTPClientParser", "state", None),
     ("scrapy.core.downloader.handlers.http11._LenientHTTPClientParser", "lineReceived", ("self", "line")),
+    ("scrapy.core.downloader.handlers.http11._ScrapyAgent", "_get_agent", ("self", "request", "timeout")),
+    ("scrapy.core.downloader.handlers.http11._ScrapyAgent", "_crawler", None),  # set in __init__
+    ("scrapy.core.downloader.handlers.http11._ScrapyAgent", "_contextFactory", None),
+    ("scrapy.core.downloader.handlers.http11._ScrapyAgent", "_bindAddress", None),
+    ("scrapy.core.downloader.handlers.http11._ScrapyAgent", "_pool", None),
 )
 
 
@@ -170,6 +175,31 @@ def _cap_lines(parser: type, original: Callable[[Any, bytes], None]) -> None:
     parser._dc_capped = True  # type: ignore[attr-defined]
 
 
+AgentHook = Callable[["Crawler", "Request", float, Any, Any, Any], Any]
+
+
+def guard_http11_agents(hook: AgentHook) -> None:
+    """Let `hook(crawler, request, timeout, context_factory, bind_address, pool)` build the Twisted
+    agent of every HTTP/1.1 download (None = Scrapy's own agent). Installed once per process;
+    the last hook given wins.
+
+    Scrapy 2.19.0, scrapy/core/downloader/handlers/http11.py: `HTTP11DownloadHandler.download_request`
+    builds a `_ScrapyAgent` per request, whose `_get_agent(request, timeout)` returns the Twisted
+    agent (direct, proxy or tunnel); `_ScrapyAgent` keeps `_crawler`, `_contextFactory`,
+    `_bindAddress` and `_pool` from its constructor.
+    """
+    from scrapy.core.downloader.handlers.http11 import _ScrapyAgent
+
+    original = getattr(_ScrapyAgent, "_dc_original_get_agent", _ScrapyAgent._get_agent)
+
+    def _get_agent(self: Any, request: Request, timeout: float) -> Any:
+        agent = hook(self._crawler, request, timeout, self._contextFactory, self._bindAddress, self._pool)
+        return agent if agent is not None else original(self, request, timeout)
+
+    _ScrapyAgent._dc_original_get_agent = original  # type: ignore[attr-defined]
+    _ScrapyAgent._get_agent = _get_agent  # type: ignore[method-assign]
+
+
 def command_crawler(command: Any, spider: str) -> Crawler:
     """The crawler `scrapy crawl` would run (BaseRunSpiderCommand._create_crawler: its signals too)."""
     return command._create_crawler(spider)
@@ -186,6 +216,7 @@ PLAYWRIGHT_OVERRIDES: dict[str, tuple[str, ...]] = {
     "_get_response_and_download": ("self", "request", "page", "spider"),  # goto wait_until / timeout
     "_apply_page_methods": ("self", "page", "request", "spider"),  # PLAYWRIGHT_WAIT_FOR, frames
     "_browser_disconnected_callback": ("self",),  # ours takes the browser (ignores retired ones)
+    "_create_browser_context": ("self", "name", "context_kwargs", "spider"),  # service workers, websockets
 }
 PLAYWRIGHT_SYNC_OVERRIDES = frozenset({"_engine_started"})
 # Private methods and attributes of ScrapyPlaywrightDownloadHandler rendering/handler.py calls or reads.

@@ -122,6 +122,7 @@ def test_plain_scrapy_project_with_the_addon_is_a_node(site, redis_url: str, tmp
     (project / "plain" / "spiders" / "__init__.py").write_text(textwrap.dedent(SPIDER))
     (project / "plain" / "settings.py").write_text(
         'BOT_NAME = "plain"\nSPIDER_MODULES = ["plain.spiders"]\nADDONS = {"distributed_crawler.Addon": 0}\n'
+        'ALLOWED_PRIVATE_NETWORKS = ["127.0.0.0/8"]\n'
     )
     db = tmp_path / "items.db"
     env = {

@@ -179,5 +179,9 @@ def test_pool_proxy_and_its_credentials_never_reach_the_payload(codec: RequestCo
     assert not {"proxy", "_auth_proxy", "_dc_proxy"} & set(decoded.meta)
     assert decoded.headers["X-Keep"] == b"1"
     # A proxy the spider set itself (no pool marker) is the request's own: it travels.
-    own = Request("http://example.com/o", meta={"proxy": "http://127.0.0.1:8888"})
-    assert codec.decode(codec.encode(own)).meta["proxy"] == "http://127.0.0.1:8888"
+    own = Request("http://example.com/o", meta={"proxy": "http://proxy.example:8888"})
+    assert codec.decode(codec.encode(own)).meta["proxy"] == "http://proxy.example:8888"
+    # ... unless it names a private address (ALLOWED_PRIVATE_NETWORKS): Redis may not pick the node's path
+    internal = codec.encode(Request("http://example.com/o", meta={"proxy": "http://127.0.0.1:8888"}))
+    with pytest.raises(PayloadError, match="127.0.0.1 is loopback"):
+        codec.decode(internal)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import configparser
 import os
 import platform
 import re
@@ -65,6 +66,9 @@ class Supervisor:
         assert "\nnumprocs=2\n" in text
         text = text.replace("\nnumprocs=2\n", f"\nnumprocs={numprocs}\n")
         text = text.replace("%(here)s/../.run", str(run_dir)).replace("%(here)s/..", str(ROOT))
+        # The test machine has no `crawler` user: supervisord runs as whoever runs the test.
+        assert "\nuser=crawler\n" in text
+        text = text.replace("\nuser=crawler\n", "\n")
         assert not [line for line in text.splitlines() if "%(here)s" in line and not line.startswith(";")]
         # Short leases only so the killed worker's pages come back within the test's time.
         text = text.replace("scrapy crawl news", f"scrapy crawl news -s SCHEDULER_LEASE_SECONDS={lease_seconds}", 1)
@@ -319,3 +323,15 @@ def test_redis_restart_with_deploy_conf_loses_nothing(tmp_path: Path, stop: str)
         counts = Counter(outages)
         assert max(counts.values()) == 1, f"{node}: an outage is logged once per task, not per request: {counts}"
         assert Counter(recoveries) == counts, f"{node}: every task logs its recovery once: {recoveries}"
+
+
+def test_the_systemd_unit_runs_unprivileged_and_hardened() -> None:
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.optionxform = str  # type: ignore[assignment,method-assign]
+    unit.read_string((DEPLOY / "supervisor.service").read_text())
+    service = unit["Service"]
+    assert service["User"] not in ("", "root", "0") and service["Group"] not in ("", "root", "0")
+    assert service["NoNewPrivileges"] == "yes" and service["ProtectSystem"] == "strict"
+    assert service["ProtectHome"] == "yes" and service["PrivateTmp"] == "yes"
+    assert service["MemoryMax"].rstrip("GMK").isdigit()
+    assert "/.run" in service["ReadWritePaths"]  # supervisord's logs and socket stay writable

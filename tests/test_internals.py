@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+from scrapy import Request
 from scrapy_playwright.handler import Config, ScrapyPlaywrightDownloadHandler
 
 from distributed_crawler import internals
@@ -148,3 +149,28 @@ def test_the_startup_heap_is_frozen_once_per_process() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_http11_agents_are_built_by_the_hook() -> None:
+    """guard_http11_agents: Scrapy's _ScrapyAgent asks the hook first, and keeps its own agent on None."""
+    from scrapy.core.downloader.handlers.http11 import _BindAddressAgent, _ScrapyAgent
+    from scrapy.utils.test import get_crawler
+
+    from distributed_crawler.core.guard import guarded_agent
+
+    seen: list[tuple] = []
+    marker = object()
+
+    def hook(crawler, request, timeout, context_factory, bind_address, pool):  # type: ignore[no-untyped-def]
+        seen.append((crawler, request.url, timeout, context_factory, bind_address, pool))
+        return marker if "hooked" in request.url else None
+
+    crawler = get_crawler()
+    agent = _ScrapyAgent(contextFactory="ctx", bindAddress=None, pool="pool", crawler=crawler)  # type: ignore[arg-type]
+    try:
+        internals.guard_http11_agents(hook)
+        assert agent._get_agent(Request("http://hooked.test/"), 7) is marker
+        assert isinstance(agent._get_agent(Request("http://plain.test/"), 7), _BindAddressAgent)
+        assert seen[0] == (crawler, "http://hooked.test/", 7, "ctx", None, "pool")
+    finally:
+        internals.guard_http11_agents(guarded_agent)  # what the add-on installs

@@ -194,6 +194,33 @@ def test_dashboard_needs_its_token_is_read_only_and_serves_status_json(
     assert discover_spiders(redis_client, Settings()) == ["news", "other"]
 
 
+def _with_host(url: str, host: str) -> int:
+    request = urllib.request.Request(url, headers={"Host": host, "Authorization": "Bearer s3cret"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_dashboard_answers_only_its_own_host_names(redis_url: str) -> None:
+    """DNS rebinding: a page of evil.example, its name now resolving to 127.0.0.1, gets 421."""
+    server = DashboardServer(
+        ("127.0.0.1", 0), Settings({"REDIS_URL": redis_url}), None, "s3cret", frozenset({"crawl.internal"})
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        url = server.url + "api/spiders"
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", "crawl.internal", "CRAWL.internal:80"):
+            assert _with_host(url, host) == 200, host
+        for host in (f"evil.example:{port}", "127.0.0.1.evil.example", "", "10.0.0.1"):
+            assert _with_host(url, host) == 421, host
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_status_renders_dead_nodes_and_alerts(redis_client: redis.Redis) -> None:
     k = keys()
     script = heartbeat_script(redis_client)

@@ -319,3 +319,37 @@ def test_a_page_over_extract_max_bytes_is_read_up_to_it_and_flagged(
     assert 0 < len(requests) < 200  # only the links within the cap were read
     small, *_ = run(redis_url, lambda s: collect(s.parse(page)), NEAR_DUPLICATES=False)
     assert small["truncated"] is False
+
+
+def test_sitemap_index_robots_and_feed_links_off_the_site_are_dropped_and_counted(redis_url: str) -> None:
+    """sitemaps.org: a sitemap (and an index, and robots.txt's Sitemap: lines) lists its own site."""
+    index = XmlResponse(
+        BASE + "/index.xml",
+        body=b"""<sitemapindex><sitemap><loc>http://news.example/s1.xml</loc></sitemap>
+        <sitemap><loc>http://127.0.0.2:8080/internal.xml</loc></sitemap>
+        <sitemap><loc>http://169.254.169.254/latest/</loc></sitemap></sitemapindex>""",
+        request=Request(BASE + "/index.xml"),
+    )
+    robots = Response(
+        BASE + "/robots.txt",
+        body=b"Sitemap: http://news.example/s2.xml\nSitemap: http://10.0.0.1/s.xml\n",
+        request=Request(BASE + "/robots.txt", meta={news.NEWS_SITE_META: BASE + "/"}),
+    )
+    home = HtmlResponse(
+        BASE + "/",
+        body=b'<html><head><link rel="alternate" type="application/rss+xml" href="http://127.0.0.2/feed">'
+        b'<link rel="alternate" type="application/rss+xml" href="/feed.rss"></head><body></body></html>',
+        request=Request(BASE + "/"),
+    )
+
+    async def body(spider: Spider) -> tuple[list[str], list[str], list[str], dict[str, Any]]:
+        listed = [r.url for r in await collect(spider.parse_sitemap(index))]
+        from_robots = [r.url for r in await collect(spider.parse_robots(robots))]
+        out = await collect(spider.parse_site(home))
+        feeds = [r.url for r in out if isinstance(r, Request) and r.callback.__name__ == "parse_feed"]
+        return listed, from_robots, feeds, spider.crawler.stats.get_stats()
+
+    listed, from_robots, feeds, stats = run(redis_url, body, ROBOTSTXT_OBEY=False)
+    assert listed == [BASE + "/s1.xml"] and from_robots == [BASE + "/s2.xml"] and feeds == [BASE + "/feed.rss"]
+    assert stats["news/off_site/sitemap_index_entry"] == 2
+    assert stats["news/off_site/robots_sitemap"] == 1 and stats["news/off_site/feed_link"] == 1

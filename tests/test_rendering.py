@@ -85,6 +85,22 @@ def test_debian_chromium_is_the_default_browser_with_closed_network_flags() -> N
     assert ("--no-sandbox" in options["args"]) == (os.geteuid() == 0)
 
 
+def test_no_sandbox_only_as_root_with_one_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from distributed_crawler.rendering import config as config_module
+
+    monkeypatch.setattr(config_module, "_warned_no_sandbox", False)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert "--no-sandbox" not in config().launch_options()["args"]
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    with caplog.at_level("WARNING", logger="distributed_crawler.rendering.config"):
+        assert "--no-sandbox" in config().launch_options()["args"]
+        assert "--no-sandbox" in config().launch_options()["args"]
+    warnings = [r.getMessage() for r in caplog.records if "--no-sandbox" in r.getMessage()]
+    assert len(warnings) == 1 and "non-root user" in warnings[0]
+
+
 def test_missing_browser_is_a_reason_naming_the_setting_and_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = config(PLAYWRIGHT_EXECUTABLE_PATH="/nonexistent/chromium")
     assert "PLAYWRIGHT_EXECUTABLE_PATH (/nonexistent/chromium)" in cfg.unavailable_reason

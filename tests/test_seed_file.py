@@ -193,3 +193,18 @@ def test_stdin_and_gzip_in_a_subprocess(tmp_path: Path, redis_url: str, redis_cl
     assert "pushed 2,000 seeds" in out and "bad_scheme: 2" in out and "bad_url: 2" in out
     assert "skipped 2,000 duplicates" in out and "\x1b[" not in out  # no progress bar: stdout is a pipe
     assert redis_client.llen("news:start_urls") == 2000
+
+
+def test_a_seed_at_a_private_address_is_refused_naming_the_setting(
+    tmp_path: Path, redis_url: str, redis_client: Any, capsys: Any
+) -> None:
+    """The demo project allows loopback (demo/settings.py); the metadata address stays refused."""
+    assert main(["seed", "news", "http://0xa9fea9fe/latest/meta-data/", "--redis-url", redis_url]) == 1
+    err = capsys.readouterr().err
+    assert "169.254.169.254 is link-local; allow it with ALLOWED_PRIVATE_NETWORKS" in err and len(err.splitlines()) == 1
+    assert main(["seed", "news", "--site", "http://10.1.2.3/", "--redis-url", redis_url]) == 1
+    assert "ALLOWED_PRIVATE_NETWORKS" in capsys.readouterr().err
+    lines = [b"http://e.com/1", b"http://[::ffff:192.168.0.1]/", b"http://127.0.0.1:8000/"]
+    code, report = seed(capsys, redis_url, "--file", str(write(tmp_path / "seeds.txt", lines)))
+    assert code == 0 and report["rejected_by_kind"] == {"private_address": 1}
+    assert redis_client.lrange("news:start_urls", 0, -1) == [b"http://e.com/1", b"http://127.0.0.1:8000/"]

@@ -35,6 +35,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from redis.exceptions import ResponseError
 
+from distributed_crawler.addresses import SETTING as ALLOWED_SETTING
+from distributed_crawler.addresses import AddressRule
 from distributed_crawler.connection.untrusted import text, wrong_type_message
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
@@ -187,8 +189,10 @@ class SeedLoader:
         batch: int = DEFAULT_BATCH,
         dedup: SeedDedup | None = None,
         progress: Any = None,
+        addresses: AddressRule | None = None,
     ) -> None:
         self.pusher = pusher
+        self.addresses = addresses
         self.max_bytes = max_bytes
         self.batch = batch
         self.dedup = dedup
@@ -277,7 +281,7 @@ class SeedLoader:
                 report.blank += 1
             else:
                 try:
-                    pending.append((lineno, raw, parse_seed(raw, max_bytes)))
+                    pending.append((lineno, raw, parse_seed(raw, max_bytes, self.addresses)))
                 except SeedError as exc:
                     report.reject(lineno, raw, exc)
                 except Exception as exc:  # noqa: BLE001 - as the node's _seed_request: a seed never stops us
@@ -467,6 +471,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
     settings, client, keys = _connect(args)
     read = SettingsReader(settings)
     max_bytes = read.int("SEED_MAX_BYTES", min=1)
+    addresses = AddressRule.from_value(settings.get(ALLOWED_SETTING))  # the nodes' rule (docs/security.md)
     kind = (
         "zset" if read.bool("REDIS_START_URLS_AS_ZSET") else "set" if read.bool("REDIS_START_URLS_AS_SET") else "list"
     )
@@ -475,7 +480,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
         seeds = []
         for seed in args.urls:
             try:
-                seeds.append(parse_seed(seed, max_bytes))
+                seeds.append(parse_seed(seed, max_bytes, addresses))
             except SeedError as exc:
                 raise CliError(f"not seeded: {seed[:80]!r}: {exc.reason}") from None
         try:
@@ -501,7 +506,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
     update = None
     if sys.stdout.isatty() and not args.json:
         progress, update = make_progress(raw, size)
-    loader = SeedLoader(pusher, max_bytes, args.batch, dedup, update)
+    loader = SeedLoader(pusher, max_bytes, args.batch, dedup, update, addresses)
     try:
         if progress is not None:
             with progress:

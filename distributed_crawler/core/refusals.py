@@ -70,6 +70,11 @@ class RefusalLog:
             )
         return failure_entry(url, refusal.reason, self.node_id, detail=refusal.detail, source=source, **extra)
 
+    @property
+    def counting(self) -> bool:
+        """Counts wait to be added in Redis."""
+        return bool(self._pending)
+
     def take_counts(self) -> Counter[str]:
         counts, self._pending = self._pending, Counter()
         return counts

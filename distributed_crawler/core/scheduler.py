@@ -743,6 +743,11 @@ class RedisScheduler:
             remove = (self.keys.processing, leases)
             await self._retrying("dead-letter", partial(self.dead_letters.push, letters, remove))
             self.stats.inc_value("scheduler/dead_lettered/refused", len(letters))
+        await self._push_refusal_counts()
+
+    async def _push_refusal_counts(self) -> None:
+        """The per-host refusal counts to {spider}:refused (refusals without a dead letter too:
+        a rendered page's refused subresources, robots.txt)."""
         try:
             await self.refusals.push_counts(self.client, self.keys.refused)
             self._refusal_counts.ok("counting refusals")
@@ -963,6 +968,8 @@ class RedisScheduler:
         backoff = 0.0  # grows while Redis refuses (outage, wrong type, corrupt key); 0 when all is well
         while not self._stopped:
             ok = await self._ack()
+            if self.refusals.counting:
+                await self._push_refusal_counts()
             now = time.monotonic()
             what = "lease renewal"
             try:

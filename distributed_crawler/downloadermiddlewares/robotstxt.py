@@ -45,6 +45,7 @@ from twisted.internet.defer import Deferred
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS
 from distributed_crawler.connection.untrusted import EpisodeLog, finite, text
 from distributed_crawler.core.context import RedisContext
+from distributed_crawler.core.guard import AddressRefused
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.downloadermiddlewares.retry import RetryLater, slot_of_request
 from distributed_crawler.meta import DOWNLOAD_STOP_AT_META, LEASE_META, PROXY_BAN_META, RETRY_DELAY_META
@@ -280,6 +281,12 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
             self.crawler.stats.inc_value(f"robotstxt/response_status_count/{response.status}")
         except asyncio.CancelledError:
             raise
+        except AddressRefused:
+            # The host is at an address the private-address guard refuses: its pages will be refused
+            # (and dead-lettered) the same way, so robots.txt must not hold them back (nor be cached).
+            await self._unlock(netloc)
+            await self._unblock(request)
+            return self._remember(netloc, {"status": 404, "body": "", "fetched_at": time.time()})
         except IgnoreRequest:  # dropped here (e.g. the node is stopping): says nothing about the site
             await self._unlock(netloc)
             return build_from_crawler(self._parserimpl, self.crawler, DISALLOW_ALL)  # nothing remembered
@@ -305,6 +312,14 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         except TRANSIENT_ERRORS + (ResponseError,) as exc:
             self._errors.failed("storing robots.txt", "robots.txt of %s not cached in Redis (%s)", netloc, exc)
         return parser
+
+    async def _unblock(self, request: Request) -> None:
+        if self.scripts is None:
+            return
+        try:
+            await self.scripts.unblock_host(slot_of_request(request), ROBOTS_PENDING)
+        except TRANSIENT_ERRORS + (ResponseError,):
+            pass  # the block ends by itself after ROBOTS_WAIT_SECONDS
 
     async def _unlock(self, netloc: str) -> None:
         try:

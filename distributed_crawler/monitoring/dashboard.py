@@ -5,7 +5,9 @@
 - `GET /api/status/<spider>`   exactly what `dcrawl status <spider> --json` prints
 - `GET /api/spiders`           the spider names shown
 
-Binds to 127.0.0.1 by default. With `DASHBOARD_TOKEN` (env var or setting) every request needs
+Binds to 127.0.0.1 by default. A request whose `Host` header names neither the bind address nor a
+name of `DASHBOARD_ALLOWED_HOSTS` gets 421 (DNS rebinding: a page of another site whose name was
+made to resolve to this address cannot read the dashboard). With `DASHBOARD_TOKEN` (env var or setting) every request needs
 `Authorization: Bearer <token>` or `?token=<token>` (the page passes its own `?token=` on).
 """
 
@@ -66,11 +68,19 @@ def discover_spiders(client: Any, settings: BaseSettings) -> list[str]:
 class DashboardServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], settings: BaseSettings, spider: str | None, token: str) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        settings: BaseSettings,
+        spider: str | None,
+        token: str,
+        allowed_hosts: frozenset[str] = frozenset(),
+    ) -> None:
         super().__init__(address, DashboardHandler)
         self.settings = settings
         self.spider = spider
         self.token = token
+        self.allowed_hosts = allowed_hosts | bind_names(address[0])
         self.client = RedisConfig.from_settings(settings).sync_client()  # thread-safe pool
         self._spiders: tuple[float, list[str]] = (0.0, [])
         self._lock = threading.Lock()
@@ -137,8 +147,19 @@ class DashboardHandler(BaseHTTPRequestHandler):
         given = header[7:] if header.startswith("Bearer ") else (query.get("token") or [""])[0]
         return hmac.compare_digest(given.encode(), token.encode())
 
+    def _host_allowed(self) -> bool:
+        """The Host header names this server: its bind address, a loopback name when bound to
+        loopback, an IP address when bound to every address, or DASHBOARD_ALLOWED_HOSTS."""
+        host = host_of_header(self.headers.get("Host", ""))
+        if host in self.server.allowed_hosts:
+            return True
+        return self.server.server_address[0] in ("0.0.0.0", "::") and _is_ip(host)
+
     def do_GET(self) -> None:
         parts = urlsplit(self.path)
+        if not self._host_allowed():
+            self._json(421, {"error": "unknown Host: add it to DASHBOARD_ALLOWED_HOSTS"})
+            return
         if not self._authorized(parse_qs(parts.query)):
             self._json(401, {"error": "DASHBOARD_TOKEN required: ?token=... or Authorization: Bearer ..."})
             return
@@ -167,6 +188,37 @@ class DashboardHandler(BaseHTTPRequestHandler):
     do_POST = do_PUT = do_PATCH = do_DELETE = _read_only
 
 
+def host_of_header(value: str) -> str:
+    """The host of a Host header, lower case, without port or IPv6 brackets ("" if unreadable)."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1 : value.find("]")] if "]" in value else ""
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False
+
+
+def bind_names(host: str) -> frozenset[str]:
+    """Host header values that name a server bound to `host`."""
+    names = {host.lower().strip("[]")}
+    if is_loopback(host):
+        names |= {"localhost", "127.0.0.1", "::1"}
+    return frozenset(names)
+
+
+def allowed_hosts(settings: BaseSettings) -> frozenset[str]:
+    """DASHBOARD_ALLOWED_HOSTS: a list, or names separated by commas."""
+    raw = settings.get("DASHBOARD_ALLOWED_HOSTS") or []
+    items = raw.split(",") if isinstance(raw, str) else raw
+    return frozenset(host_of_header(str(item)) for item in items if str(item).strip())
+
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -185,7 +237,7 @@ def serve(settings: BaseSettings, host: str, port: int, spider: str | None) -> i
             file=sys.stderr,
         )
     try:
-        server = DashboardServer((host, port), settings, spider, token)
+        server = DashboardServer((host, port), settings, spider, token, allowed_hosts(settings))
     except OSError as exc:
         raise ValueError(
             f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick another --port or --host"

@@ -47,7 +47,7 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class MetricsConfig:
     port: int = 0
-    host: str = "0.0.0.0"
+    host: str = "127.0.0.1"
     refresh: float = 10.0
 
     @classmethod

@@ -18,9 +18,12 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request
 from scrapy.utils.misc import load_object
 
+from distributed_crawler.addresses import SETTING as ALLOWED_SETTING
+from distributed_crawler.addresses import AddressRule
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.meta import POOL_PROXY_FIELDS, POOL_PROXY_META, PRIVATE_META_PREFIX, TRANSIENT_META
 from distributed_crawler.queue.callbacks import callback_allowed
+from distributed_crawler.queue.metapolicy import check_meta
 from distributed_crawler.queue.tagged import tag_values, untag_values
 
 if TYPE_CHECKING:
@@ -94,6 +97,8 @@ class RequestCodec:
     def __init__(self, spider: Spider | None, allowed_classes: Iterable[str] = ()) -> None:
         self.spider = spider
         self.allowed = DEFAULT_ALLOWED_CLASSES | frozenset(allowed_classes)
+        settings = getattr(getattr(spider, "crawler", None), "settings", None)
+        self.addresses = AddressRule.from_value(settings.get(ALLOWED_SETTING) if settings is not None else None)
 
     # -- encode -------------------------------------------------------------
     def to_dict(self, request: Request) -> dict[str, Any]:
@@ -221,6 +226,8 @@ class RequestCodec:
     def _kwargs(self, d: dict[str, Any]) -> dict[str, Any]:
         """Request() arguments, every field checked for its JSON type first (it came from Redis)."""
         url = _field(d, "url", str, required=True)
+        if url.split(":", 1)[0].lower() not in ("http", "https"):
+            raise PayloadError(f"URL scheme of {url[:60]!r} is not http or https", kind="url")
         meta = _field(d, "meta", dict) or {}
         priority = _field(d, "priority", int) or 0
         if isinstance(priority, bool) or not -(2**63) <= priority < 2**63:
@@ -232,7 +239,7 @@ class RequestCodec:
             "body": base64.b64decode(_field(d, "body", str) or "", validate=True),
             "cookies": _field(d, "cookies", (dict, list)) or {},
             # private meta belongs to one node's handling of one delivery: never taken from Redis
-            "meta": untag_values({k: v for k, v in meta.items() if not k.startswith(PRIVATE_META_PREFIX)}),
+            "meta": self._meta(meta),
             "encoding": _field(d, "encoding", str) or "utf-8",
             "priority": priority,
             "dont_filter": bool(d.get("dont_filter")),
@@ -241,6 +248,15 @@ class RequestCodec:
             "callback": self._method(d.get("callback")),
             "errback": self._method(d.get("errback")),
         }
+
+    def _meta(self, meta: dict[str, Any]) -> dict[str, Any]:
+        """Decoded meta, allow-listed (queue/metapolicy.py); private meta belongs to one node's
+        handling of one delivery: never taken from Redis."""
+        try:
+            check_meta(meta, self.spider, self.addresses)
+        except ValueError as exc:
+            raise PayloadError(str(exc)[:300], kind="meta") from None
+        return untag_values({k: v for k, v in meta.items() if not k.startswith(PRIVATE_META_PREFIX)})
 
     def _method(self, name: Any) -> Any:
         if name is None:

@@ -15,8 +15,10 @@ from urllib.parse import urlsplit
 
 from scrapy import FormRequest, Request
 
+from distributed_crawler.addresses import AddressRule, literal_ip
 from distributed_crawler.meta import PRIVATE_META_PREFIX
 from distributed_crawler.queue.envelope import MAX_PRIORITY
+from distributed_crawler.queue.metapolicy import check_meta
 
 ALLOWED_SCHEMES = ("http", "https")
 SEED_FIELDS = {"url", "meta", "priority", "callback", "method", "headers", "body"}
@@ -88,8 +90,25 @@ def _expect(value: Any, kind: type | tuple[type, ...], name: str) -> Any:
     return value
 
 
-def parse_seed(raw: bytes | str, max_bytes: int) -> Seed:
-    """Turn one start_urls entry into a `Seed`, or raise `SeedError` saying why not."""
+def check_address(url: str, rule: AddressRule) -> None:
+    """A seed whose host is a literal IP the rule refuses (any spelling): SeedError naming the setting.
+    Names are judged by the nodes when they connect (core/guard.py)."""
+    ip = literal_ip(urlsplit(url).hostname or "")
+    why = rule.refusal(ip) if ip is not None else None
+    if why:
+        raise SeedError("private_address", why)
+
+
+def parse_seed(raw: bytes | str, max_bytes: int, addresses: AddressRule | None = None) -> Seed:
+    """Turn one start_urls entry into a `Seed`, or raise `SeedError` saying why not (`addresses`:
+    also refuse a literal private IP, as `dcrawl seed` does; nodes refuse it at enqueue)."""
+    seed = _parse_seed(raw, max_bytes)
+    if addresses is not None:
+        check_address(seed.url, addresses)
+    return seed
+
+
+def _parse_seed(raw: bytes | str, max_bytes: int) -> Seed:
     size = len(raw.encode("utf-8", "replace") if isinstance(raw, str) else raw)
     if size > max_bytes:
         raise SeedError("too_large", f"{size} bytes is more than SEED_MAX_BYTES ({max_bytes})")
@@ -118,6 +137,10 @@ def parse_seed(raw: bytes | str, max_bytes: int) -> Seed:
         private = sorted(k for k in seed.meta if k.startswith(PRIVATE_META_PREFIX))
         if private:
             raise SeedError("bad_meta", f"meta key(s) {private[:5]} are reserved for the crawler")
+        try:
+            check_meta(seed.meta)  # handler names are checked by the node (queue/codec.py)
+        except ValueError as exc:
+            raise SeedError("bad_meta", str(exc)) from None
     if "priority" in data:
         seed.priority = _expect(data["priority"], int, "priority")
         if abs(seed.priority) > MAX_PRIORITY:

@@ -6,6 +6,7 @@ RenderConfig also makes the per-request decisions: `should_render` (PLAYWRIGHT_U
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -27,6 +28,8 @@ from distributed_crawler.meta import (
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.settings import BaseSettings
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
 # Headless flags for a closed network: no update checks, no sync, no GPU, no QUIC probing.
@@ -229,8 +232,23 @@ class RenderConfig:
         args = list(CHROMIUM_ARGS)
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             args.append("--no-sandbox")  # Chromium refuses to start its sandbox as root
+            warn_no_sandbox()
         options["args"] = args + [a for a in self.extra_launch_options.get("args") or [] if a not in args]
         return options
+
+
+_warned_no_sandbox = False
+
+
+def warn_no_sandbox() -> None:
+    """Once per process: a renderer exploit on a root node without a sandbox owns the machine."""
+    global _warned_no_sandbox
+    if not _warned_no_sandbox:
+        _warned_no_sandbox = True
+        logger.warning(
+            "Running as root: Chromium starts with --no-sandbox (it refuses its sandbox as root), so a page "
+            "that exploits the renderer runs as root; run workers as a non-root user (deploy/, docs/security.md)"
+        )
 
 
 def _non_negative_ms(value: Any, default: int) -> int:

@@ -34,19 +34,26 @@ scrapy-playwright internals it relies on are listed in distributed_crawler/inter
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from contextlib import suppress
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from playwright._impl._errors import TargetClosedError
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from scrapy import signals
+from scrapy.utils.httpobj import urlparse_cached
 from scrapy_playwright.handler import DEFAULT_CONTEXT_NAME, ScrapyPlaywrightDownloadHandler
 
-from distributed_crawler.internals import PLAYWRIGHT_OVERRIDES, node_stopping
+from distributed_crawler.core.admission import Refusal
+from distributed_crawler.core.guard import REASON as PRIVATE_ADDRESS
+from distributed_crawler.core.guard import AddressRefused, record_refusal, rule_of
+from distributed_crawler.internals import PLAYWRIGHT_OVERRIDES, node_stopping, scheduler_of
 from distributed_crawler.meta import (
     FRAMES_META,
     PLAYWRIGHT_CONTEXT_META,
@@ -68,13 +75,14 @@ from distributed_crawler.rendering.config import (
     is_load_state,
 )
 from distributed_crawler.rendering.frames import collect_frames
+from distributed_crawler.rendering.guard import BrowserGuard
 from distributed_crawler.rendering.middleware import RenderingMiddleware
 from distributed_crawler.rendering.pages import PagePool, poolable
 from distributed_crawler.rendering.proxied import through_proxy
 from distributed_crawler.rendering.settle import prepare, settle, watch_of
 
 if TYPE_CHECKING:
-    from playwright.async_api import Page
+    from playwright.async_api import BrowserContext, Page, WebSocketRoute
     from playwright.async_api import Request as PlaywrightRequest
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
@@ -114,8 +122,14 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             self.config.launch_options = cfg.launch_options()
         if self.config.navigation_timeout_ms is None:
             self.config.navigation_timeout_ms = cfg.render_timeout * 1000
-        if self.abort_request is None and cfg.abort_resource_types:
-            self.abort_request = self._abort_resource
+        # Every request a page makes passes _abort: the private-address rule (guard.py), then
+        # PLAYWRIGHT_ABORT_RESOURCE_TYPES, then the project's own PLAYWRIGHT_ABORT_REQUEST.
+        rule = rule_of(crawler)
+        self.guard = BrowserGuard(rule) if rule is not None else None
+        self._project_abort = self.abort_request
+        self.abort_request = self._abort
+        self._refused_documents: weakref.WeakKeyDictionary[Page, str] = weakref.WeakKeyDictionary()
+        self._proxied_contexts: weakref.WeakSet[BrowserContext] = weakref.WeakSet()
         # scrapy-playwright's own per-context bound must not be the tighter one (idle pages hold it).
         self.config.max_pages_per_context = max(self.config.max_pages_per_context, cfg.max_pages)
         self._page_slots = asyncio.Semaphore(cfg.max_pages)
@@ -323,8 +337,12 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
                 request.meta.pop(PLAYWRIGHT_PAGE_META, None)
         # Close it here, before scrapy-playwright would (with a warning and a traceback).
         errors = self.pages.errors_of(page)
+        refused = self._refused_documents.pop(page, None)
         if not user_keeps_page:
             await self.pages.close(page)
+        if refused is not None:  # the document itself: dead-lettered, never retried
+            record_refusal(self._crawler, request, Refusal(PRIVATE_ADDRESS, refused))
+            raise AddressRefused(urlparse_cached(request).hostname or "", "", refused)
         detail = f" (PLAYWRIGHT_RENDER_TIMEOUT={timeout:g}s)"
         if errors:
             detail += "; page errors: " + " | ".join(errors)
@@ -394,8 +412,61 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         self.stats.inc_value("render/settle/settled" if result.settled else "render/settle/capped")
         self.stats.inc_value("render/settle/ms", round(result.waited * 1000))
 
-    async def _abort_resource(self, playwright_request: PlaywrightRequest) -> bool:
-        return playwright_request.resource_type in self.render_config.abort_resource_types
+    async def _abort(self, playwright_request: PlaywrightRequest) -> bool:
+        if self.guard is not None:
+            try:
+                frame: Any = playwright_request.frame
+                proxied = self._all_proxied or frame.page.context in self._proxied_contexts
+            except PlaywrightError:  # no frame (a worker's request): judged as not proxied
+                frame, proxied = None, self._all_proxied
+            why = await self.guard.refusal(playwright_request.url, proxied)
+            if why is not None:
+                if frame is not None and playwright_request.is_navigation_request() and frame.parent_frame is None:
+                    self._refused_documents[frame.page] = why  # the render fails with it (dead letter)
+                else:
+                    self._note_refusal(playwright_request.url, why)
+                return True
+        if playwright_request.resource_type in self.render_config.abort_resource_types:
+            return True
+        if self._project_abort is not None:
+            verdict = self._project_abort(playwright_request)
+            return bool(await verdict if inspect.isawaitable(verdict) else verdict)
+        return False
+
+    @property
+    def _all_proxied(self) -> bool:
+        """A proxy for the whole browser (PLAYWRIGHT_LAUNCH_OPTIONS): every context goes through it."""
+        return bool((self.config.launch_options or {}).get("proxy"))
+
+    def _note_refusal(self, url: str, why: str) -> None:
+        """A subresource, iframe, fetch or websocket refused: counted and logged, the page goes on."""
+        scheduler = scheduler_of(self._crawler)
+        if hasattr(scheduler, "refusals"):
+            scheduler.refusals.note(url, Refusal(PRIVATE_ADDRESS, why), "render")
+        else:
+            self.stats.inc_value(f"dc/refused/{PRIVATE_ADDRESS}")
+
+    async def _guard_websocket(self, proxied: bool, ws: WebSocketRoute) -> None:
+        why = await self.guard.refusal(ws.url, proxied) if self.guard is not None else None
+        if why is None:
+            ws.connect_to_server()
+            return
+        self._note_refusal(ws.url, why)
+        await ws.close(code=1008, reason="refused by the crawler")
+
+    async def _create_browser_context(
+        self, name: str, context_kwargs: dict | None, spider: Spider | None = None
+    ) -> Any:
+        """Every context blocks service workers (their requests would bypass the page's route) and
+        routes its WebSockets through the private-address rule."""
+        kwargs = {**(context_kwargs or {}), "service_workers": "block"}
+        wrapper = await super()._create_browser_context(name, kwargs, spider)
+        if self.guard is not None:
+            proxied = bool(kwargs.get("proxy"))
+            if proxied:
+                self._proxied_contexts.add(wrapper.context)
+            await wrapper.context.route_web_socket("**", partial(self._guard_websocket, proxied or self._all_proxied))
+        return wrapper
 
     # -- browser restarts (PLAYWRIGHT_RESTART_AFTER_PAGES) -----------------------------------
     def _restart_due(self) -> bool:

@@ -209,7 +209,8 @@ class NewsSpider(RedisSpider):
         site = response.url
         if isinstance(response, TextResponse) and not sniff(response.body):
             for url in feed_links(response.selector.root, response.url):
-                yield self.feed_request(url, site)
+                if self._on_site(url, site, "feed_link"):
+                    yield self.feed_request(url, site)
         parts = urlsplit(site)
         robots_url = f"{parts.scheme}://{parts.netloc}/robots.txt"
         body = None
@@ -243,6 +244,7 @@ class NewsSpider(RedisSpider):
         """Its `Sitemap:` lines, else the conventional /sitemap.xml."""
         urls = [url for url in sitemap_urls_from_robots(body[: 512 * 1024], base_url=robots_url)][:50]
         urls = [url for url in urls if urlsplit(url).scheme in ("http", "https")]
+        urls = [url for url in urls if self._on_site(url, robots_url, "robots_sitemap")]
         for url in urls or [robots_url.rsplit("/", 1)[0] + "/sitemap.xml"]:
             yield self.sitemap_request(url, site, 0)
 
@@ -279,11 +281,24 @@ class NewsSpider(RedisSpider):
         if doc.kind == "sitemapindex" and depth + 1 >= self.news.sitemap_max_depth:
             self._skip(f"sitemap index {response.url} is {depth + 1} indexes deep (SITEMAP_MAX_DEPTH)")
             return
+        what = "sitemap_index_entry" if doc.kind == "sitemapindex" else f"{kind}_entry"
         for entry in self._recent(doc):
+            # sitemaps.org: a sitemap lists its own site's URLs; so does an index (and the site we came for)
+            if not (self._on_site(entry.url, response.url, what) and self._on_site(entry.url, site, what)):
+                continue
             if doc.kind == "sitemapindex":
                 yield self.sitemap_request(entry.url, site, depth + 1)
-            elif same_site(entry.url, site):
+            else:
                 yield self.entry_request(entry.url, entry.date, entry.title)
+
+    def _on_site(self, url: str, of: str, what: str) -> bool:
+        """`url` is on the registered domain of `of`; else it is dropped and counted
+        (news/off_site/<what>): a sitemap, robots.txt or feed naming another site (or an internal
+        address) is not followed."""
+        if same_site(url, of):
+            return True
+        self.crawler.stats.inc_value(f"news/off_site/{what}")
+        return False
 
     def entry_request(self, url: str, date: datetime | None, title: str | None) -> Request:
         meta: dict[str, Any] = {}

@@ -17,6 +17,9 @@ REDIS_PORT = int(os.environ.get("COMPAT_REDIS_PORT", "6379"))
 
 ITEM_PIPELINES = {"tests.compat.project.pipelines.ExamplePipeline": 300}
 
+# The test site runs on loopback, which the private-address guard refuses by default (docs/security.md).
+ALLOWED_PRIVATE_NETWORKS = ["127.0.0.0/8", "::1/128"]
+
 ROBOTSTXT_OBEY = True
 LOG_LEVEL = "INFO"
 CONCURRENT_REQUESTS = 8
