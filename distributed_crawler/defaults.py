@@ -181,6 +181,8 @@ DEFAULTS: dict[str, Any] = {
     "URL_MAX_REPEATS": 3,  # a segment or run of segments repeated this often in a row: refused (repeated_segments)
     "DOMAIN_MAX_HOSTS": 100,  # hosts per registered domain, cluster-wide (0 = no limit); more: refused
     "DOMAIN_HOSTS_KEY": "{%(spider)s}:domain:%(domain)s",  # set: the hosts a registered domain was allowed
+    "COOKIES_MAX_PER_HOST": 50,  # cookies a jar keeps per cookie domain, the oldest dropped first (0 = no limit)
+    "COOKIES_MAX_HOSTS": 1000,  # cookie domains a jar keeps, the least recently set dropped first (0 = no limit)
     # WARC archive of every fetch (docs/warc.md).
     "WARC_DIR": "",  # "" = off; each node writes <node>-<time>-<n>.warc.gz here; env var overrides
     "WARC_MAX_SIZE": 1_000_000_000,  # bytes: a file this large is closed and the next <n> starts

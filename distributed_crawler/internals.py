@@ -40,6 +40,7 @@ SCRAPY_CONTRACT: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     ("twisted.web._newclient.HTTPClientParser", "lineReceived", ("self", "line")),
     ("twisted.web._newclient.HTTPClientParser", "state", None),
     ("scrapy.core.downloader.handlers.http11._LenientHTTPClientParser", "lineReceived", ("self", "line")),
+    ("scrapy.http.cookies.CookieJar", "_cookies", None),  # cookies_by_domain
     ("scrapy.core.downloader.handlers.http11._ScrapyAgent", "_get_agent", ("self", "request", "timeout")),
     ("scrapy.core.downloader.handlers.http11._ScrapyAgent", "_crawler", None),  # set in __init__
     ("scrapy.core.downloader.handlers.http11._ScrapyAgent", "_contextFactory", None),
@@ -198,6 +199,15 @@ def guard_http11_agents(hook: AgentHook) -> None:
 
     _ScrapyAgent._dc_original_get_agent = original  # type: ignore[attr-defined]
     _ScrapyAgent._get_agent = _get_agent  # type: ignore[method-assign]
+
+
+def cookies_by_domain(jar: Any) -> dict[str, dict[str, dict[str, Any]]]:
+    """A Scrapy cookie jar's cookies: domain -> path -> name -> Cookie, in the order they were stored.
+
+    Scrapy 2.19.0, scrapy/http/cookies.py: `CookieJar._cookies` (a property over the standard
+    library's `http.cookiejar.CookieJar._cookies`). Read only; removals go through `jar.clear`.
+    """
+    return jar._cookies
 
 
 def command_crawler(command: Any, spider: str) -> Crawler:
