@@ -111,8 +111,13 @@ def test_handler_refusals_are_too_large_and_other_errors_are_not(redis_url: str,
     streamed = leased("http://hostile.test/stream")
 
     async def body(mw: SizeCapMiddleware) -> None:
+        mw._bytes_received(b"x" * 3000, streamed)
+        retry = streamed.copy()  # a retry or redirect copies meta
+        mw.process_request(retry)
+        mw._bytes_received(b"x" * 3000, retry)
+        assert mw.process_exception(retry, DownloadCancelledError("")) is None  # 3000 bytes this attempt
         mw._bytes_received(b"x" * 5000, streamed)  # cut while streaming: an empty CancelledError
-        with pytest.raises(TooLarge, match="5000 bytes received, over 4096"):
+        with pytest.raises(TooLarge, match="8000 bytes received, over 4096"):
             mw.process_exception(streamed, DownloadCancelledError(""))
         for exc in (cancelled, headers):
             with pytest.raises(TooLarge):

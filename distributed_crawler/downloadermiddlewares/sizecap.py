@@ -117,6 +117,10 @@ class SizeCapMiddleware(HttpCompressionMiddleware):
             raise StopDownload(fail=False)
 
     # -- Scrapy hooks -----------------------------------------------------------------------
+    def process_request(self, request: Request, spider: Spider | None = None) -> Request | Response | None:
+        request.meta.pop(_RECEIVED, None)  # a retry or redirect copies meta: each attempt counts afresh
+        return super().process_request(request)
+
     def process_response(
         self, request: Request, response: Response, spider: Spider | None = None
     ) -> Request | Response:
