@@ -8,7 +8,9 @@ import scrapy
 class PageItem(scrapy.Item):
     url = scrapy.Field()  # canonical: the page's same-site <link rel=canonical>, tracking params removed, query sorted
     title = scrapy.Field()
-    text = scrapy.Field()  # main text (EXTRACT_MAIN_TEXT; False: all visible text); "" for a near-duplicate of the same site
+    text = (
+        scrapy.Field()
+    )  # main text (EXTRACT_MAIN_TEXT; False: all visible text); "" for a near-duplicate of the same site
     authors = scrapy.Field()  # list of names
     published_at = scrapy.Field()  # ISO 8601, from the page (htmldate), else its sitemap or feed entry
     lang = scrapy.Field()  # declared language, e.g. "en-gb"
