@@ -353,3 +353,28 @@ def test_sitemap_index_robots_and_feed_links_off_the_site_are_dropped_and_counte
     assert listed == [BASE + "/s1.xml"] and from_robots == [BASE + "/s2.xml"] and feeds == [BASE + "/feed.rss"]
     assert stats["news/off_site/sitemap_index_entry"] == 2
     assert stats["news/off_site/robots_sitemap"] == 1 and stats["news/off_site/feed_link"] == 1
+
+
+def test_sitemap_and_feed_entries_start_at_depth_1(redis_url: str) -> None:
+    """DEPTH_LIMIT counts links from a listing, not the hops that led to it (Scrapy's depth_reset)."""
+    from scrapy.spidermiddlewares.depth import DepthMiddleware
+
+    page = HtmlResponse(BASE + "/deep/page", body=b"<html></html>", request=Request(BASE + "/deep/page"))
+    page.meta["depth"] = 19
+
+    async def body(spider: Spider) -> list[int]:
+        depth = DepthMiddleware.from_crawler(spider.crawler)
+        listing = depth.get_processed_request(spider.sitemap_request(BASE + "/sitemap.xml", BASE + "/", 0), page)
+        feed = depth.get_processed_request(spider.feed_request(BASE + "/feed.rss", BASE + "/"), page)
+        assert listing is not None and feed is not None
+        sitemap = XmlResponse(
+            listing.url,
+            body=b'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>http://news.example/a</loc></url></urlset>',
+            request=listing,
+        )
+        (entry,) = await collect(spider.parse_sitemap(sitemap))
+        processed = depth.get_processed_request(entry, sitemap)
+        assert processed is not None
+        return [listing.meta["depth"], feed.meta["depth"], processed.meta["depth"]]
+
+    assert run(redis_url, body) == [0, 0, 1]
