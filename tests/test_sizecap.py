@@ -173,3 +173,18 @@ def test_response_headers_are_capped_while_parsed(headers: bytes, cls: type) -> 
         _parse(b"HTTP/1.1 200 OK\r\n" + headers, cls)
     parser = _parse(b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-%d: v\r\n" % i for i in range(150)) + b"\r\n", cls)
     assert parser.response.headers.getRawHeaders(b"x-149") == [b"v"]  # a normal response parses on
+
+
+def test_the_caps_hold_with_compression_off(redis_url: str, redis_client: redis.Redis) -> None:
+    request = leased("http://hostile.test/plain")
+    gzipped = HtmlResponse(request.url, body=gzip.compress(b"x" * 100), headers={"Content-Encoding": "gzip"})
+
+    async def body(mw: SizeCapMiddleware) -> Any:
+        with pytest.raises(TooLarge):
+            mw.process_response(request, HtmlResponse(request.url, body=b"x" * 5000, request=request))
+        assert mw.process_request(Request("http://hostile.test/")) is None
+        return mw.process_response(request, gzipped)
+
+    scheduler, kept = run_middleware(redis_url, body, DOWNLOAD_MAXSIZE=4096, COMPRESSION_ENABLED=False)
+    assert kept is gzipped  # not decoded, as COMPRESSION_ENABLED = False asks
+    assert [letter["reason"] for letter in dead_letters(redis_client, scheduler)] == ["too_large"]

@@ -28,7 +28,6 @@ from scrapy.exceptions import (
     DownloadCancelledError,
     DownloadFailedError,
     IgnoreRequest,
-    NotConfigured,
     StopDownload,
 )
 from scrapy.utils._compression import _DecompressionMaxSizeExceeded
@@ -96,13 +95,12 @@ class SizeCapMiddleware(HttpCompressionMiddleware):
         super().__init__(crawler=crawler)
         self.crawler = crawler
         self.config = config
+        self.decompress = crawler.settings.getbool("COMPRESSION_ENABLED")  # off: the caps still apply
         cap_response_headers(config.max_headers, config.max_header_bytes)
         crawler.signals.connect(self._bytes_received, signal=signals.bytes_received)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SizeCapMiddleware:
-        if not crawler.settings.getbool("COMPRESSION_ENABLED"):
-            raise NotConfigured
         return cls(crawler, SizeCapConfig.from_settings(crawler.settings))
 
     # -- robots.txt: stop at a byte count, keep what came -------------------------------------
@@ -119,7 +117,7 @@ class SizeCapMiddleware(HttpCompressionMiddleware):
     # -- Scrapy hooks -----------------------------------------------------------------------
     def process_request(self, request: Request, spider: Spider | None = None) -> Request | Response | None:
         request.meta.pop(_RECEIVED, None)  # a retry or redirect copies meta: each attempt counts afresh
-        return super().process_request(request)
+        return super().process_request(request) if self.decompress else None
 
     def process_response(
         self, request: Request, response: Response, spider: Spider | None = None
@@ -127,6 +125,8 @@ class SizeCapMiddleware(HttpCompressionMiddleware):
         limit = self._limit(request)
         if limit and len(response.body) > limit and "download_stopped" not in response.flags:
             self._refuse(request, f"body: {len(response.body)} bytes, over {limit}")
+        if not self.decompress:
+            return response
         try:
             return super().process_response(request, response)
         except IgnoreRequest as exc:
