@@ -63,6 +63,12 @@ def test_traps_are_bounded_refusals_dead_lettered_articles_stored(
     assert "DownloadTimeoutError" in by_url["/slow"]["reason"]
     assert len(letters) == len(by_url)  # one dead letter per refused URL
 
+    # an operator sees the traps: refusals per reason for the host
+    hosts = dcrawl(redis_url, "hosts", "news", "--json")
+    assert hosts.returncode == 0, hosts.stderr
+    refused = {row["host"]: row["reasons"] for row in json.loads(hosts.stdout)["refused"]}
+    assert refused["127.0.0.1"] == {"too_large": 4, "path_segments": 1, "repeated_segments": 1}
+
     logs = workers.log("node-a") + workers.log("node-b")
     # Scrapy logs the slow-loris's timeout as a download error, with its traceback: the only one
     assert logs.count("Traceback") == logs.count("Error downloading") == 1 and "/slow>" in logs
