@@ -18,6 +18,7 @@ from distributed_crawler.core.traps import (
     repeated_run,
     url_shape_check,
 )
+from distributed_crawler.dedup.dupefilter import flush_crawl
 from distributed_crawler.defaults import DEFAULTS
 from distributed_crawler.meta import LEASE_META
 from tests.test_admission import _drain, _letters, _scheduler
@@ -111,6 +112,8 @@ def test_hosts_per_domain_are_capped_for_the_whole_cluster(redis_url: str, redis
     assert "http://h9.example.com/" in [x["url"] for x in _letters(redis_client, second)]
     assert second.stats.get_value("scheduler/enqueued/redis") == 1
     assert redis_client.hget(first.keys.refused, "domain_max_hosts h9.example.com") == b"1"
+    asyncio.run(flush_crawl(redis_client, first.keys))  # a new crawl starts with no host counted
+    assert redis_client.keys("{adm}:domain:*") == []
 
 
 def test_a_redirect_to_a_host_over_the_cap_finishes_its_lease(redis_url: str, redis_client: redis.Redis) -> None:
@@ -135,4 +138,4 @@ def test_no_cap_asks_nothing(redis_url: str, redis_client: redis.Redis) -> None:
     asyncio.run(_drain(scheduler))
     assert redis_client.keys("{adm}:domain:*") == []
     assert scheduler.stats.get_value("scheduler/enqueued/redis") == 5
-    assert DomainHosts("k:%(domain)s", "adm", 0).unknown(["a.example.com"]) == []
+    assert DomainHosts(scheduler.keys.domain_hosts, 0).unknown(["a.example.com"]) == []

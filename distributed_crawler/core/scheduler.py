@@ -101,7 +101,6 @@ class SchedulerConfig:
     frontier: FrontierConfig = FrontierConfig()
     recent_fingerprints: int = 50_000
     domain_max_hosts: int = 100  # DOMAIN_MAX_HOSTS (core/traps.py; 0 = no limit)
-    domain_hosts_key: str = "{%(spider)s}:domain:%(domain)s"
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> SchedulerConfig:
@@ -128,7 +127,6 @@ class SchedulerConfig:
             frontier=FrontierConfig.from_settings(settings),
             recent_fingerprints=read.int("DUPEFILTER_LOCAL_CACHE_SIZE", min=0),
             domain_max_hosts=DomainHosts.max_hosts_from_settings(settings),
-            domain_hosts_key=read.str("DOMAIN_HOSTS_KEY"),
         )
 
     @property
@@ -174,7 +172,7 @@ class RedisScheduler:
         self.leases = LeaseTracker()
         self.admission = admission or Admission.from_settings(crawler.settings)
         self.refusals = RefusalLog(crawler.stats, node_id)
-        self.domain_hosts = DomainHosts(config.domain_hosts_key, keys.spider, config.domain_max_hosts)
+        self.domain_hosts = DomainHosts(keys.domain_hosts, config.domain_max_hosts)
         self._refusal_counts = EpisodeLog(logger)
         self.client: Any = None
         # set by open(): Scrapy uses a scheduler only once it is open

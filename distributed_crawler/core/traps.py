@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -115,19 +115,15 @@ class DomainHosts:
     class owns the script's KEYS/ARGV order.
     """
 
-    def __init__(self, key_template: str, spider: str, max_hosts: int) -> None:
+    def __init__(self, key: Callable[[str], str], max_hosts: int) -> None:
         self.max_hosts = max_hosts
-        self.key_template = key_template
-        self.spider = spider
+        self.key = key  # registered domain -> its set (SpiderKeys.domain_hosts)
         self._script: Any = None  # registered on the client of the first `ask`
         self._known: OrderedDict[str, bool] = OrderedDict()  # host -> allowed
 
     @staticmethod
     def max_hosts_from_settings(settings: BaseSettings) -> int:
         return SettingsReader(settings).int("DOMAIN_MAX_HOSTS", min=0, hint="(0 = no limit)")
-
-    def key(self, domain: str) -> str:
-        return self.key_template % {"spider": self.spider, "domain": domain}
 
     def unknown(self, hosts: Sequence[str]) -> list[str]:
         if not self.max_hosts:

@@ -298,7 +298,8 @@ async def flush_crawl(client: Any, keys: SpiderKeys) -> None:
     await maybe_await(
         client.delete(*keys.crawl_state(), keys.ready, keys.over_budget, keys.refused, keys.solo, keys.deaths)
     )
-    for pattern in (keys.host_queue("*"), keys.host("*"), keys.host_in_flight("*")):  # host mode: per-host keys
+    per_key = (keys.host_queue("*"), keys.host("*"), keys.host_in_flight("*"), keys.domain_hosts("*"))
+    for pattern in per_key:  # per-host keys (host mode) and the hosts allowed per domain
         found = client.scan_iter(match=pattern, count=1000)
         batch = [key async for key in found] if hasattr(found, "__aiter__") else list(found)
         for i in range(0, len(batch), 1000):
