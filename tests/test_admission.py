@@ -108,6 +108,14 @@ def test_refused_links_are_dead_lettered_once_counted_and_never_queued(
     # one WARNING per host per minute: 2130706433 and 0x7f.1 are two hosts, plus the file: one
     assert len([r for r in caplog.records if "Refused" in r.getMessage()]) == 3
     data = asyncio.run(_gather(redis_url, scheduler))
+    from rich.console import Console
+
+    from distributed_crawler.cli.hosts import render_refused
+
+    console = Console(width=200, record=True)
+    console.print(render_refused(data))
+    table = console.export_text()
+    assert "2130706433" in table and "private_address 1" in table and "scheme 1" in table
     refused = {row["host"]: row["reasons"] for row in data["refused"]}
     assert refused == {"2130706433": {"private_address": 1}, "0x7f.1": {"private_address": 1}, "?": {"scheme": 1}}
 

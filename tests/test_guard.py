@@ -189,3 +189,62 @@ def test_the_agent_is_guarded_except_through_an_operators_proxy() -> None:
     proxied = Request("http://a.test/", meta={"proxy": "http://127.0.0.1:3128"})
     assert guarded_agent(crawler, proxied, 10, None, None, None) is None  # Scrapy's proxy agent
     assert guarded_agent(get_crawler(), Request("http://a.test/"), 10, None, None, None) is None  # not ours
+
+
+def test_the_browsers_egress_proxy_connects_only_to_allowed_addresses() -> None:
+    """rendering/egress.py: CONNECT and absolute-URI requests, refused ones answered 403, never connected."""
+    import asyncio
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from distributed_crawler.rendering.egress import EgressProxy
+
+    hits: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            return None
+
+        def do_GET(self) -> None:
+            hits.append(f"{self.server.server_address[0]}{self.path}")
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+    servers = [ThreadingHTTPServer((host, 0), Handler) for host in ("127.0.0.1", "127.0.0.2")]
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    allowed, internal = (s.server_address[1] for s in servers)
+    refused: list[tuple[str, str]] = []
+
+    async def ask(proxy: EgressProxy, head: bytes) -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+        writer.write(head)
+        out = await asyncio.wait_for(reader.read(65536), 5)
+        writer.close()
+        return out
+
+    async def main() -> list[bytes]:
+        proxy = EgressProxy(AddressRule.from_value("127.0.0.1/32"), lambda url, why: refused.append((url, why)))
+        await proxy.start()
+        try:
+            return [
+                await ask(proxy, f"GET http://127.0.0.1:{allowed}/a HTTP/1.1\r\nHost: x\r\n\r\n".encode()),
+                await ask(proxy, f"GET http://127.0.0.2:{internal}/b HTTP/1.1\r\nHost: x\r\n\r\n".encode()),
+                await ask(proxy, f"CONNECT 127.0.0.2:{internal} HTTP/1.1\r\n\r\n".encode()),
+                await ask(proxy, f"CONNECT localhost:{internal} HTTP/1.1\r\n\r\n".encode()),  # nothing listens there
+            ]
+        finally:
+            await proxy.close()
+
+    try:
+        ok, plain, tunnel, _ = asyncio.run(main())
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+    assert ok.startswith(b"HTTP/1.0 200") and ok.endswith(b"ok")
+    assert plain.startswith(b"HTTP/1.1 403") and tunnel.startswith(b"HTTP/1.1 403")
+    assert hits == ["127.0.0.1/a"]
+    assert [url for url, _ in refused] == [f"http://127.0.0.2:{internal}/b", f"https://127.0.0.2:{internal}/"]

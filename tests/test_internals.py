@@ -165,12 +165,15 @@ def test_http11_agents_are_built_by_the_hook() -> None:
         seen.append((crawler, request.url, timeout, context_factory, bind_address, pool))
         return marker if "hooked" in request.url else None
 
+    from twisted.web.client import BrowserLikePolicyForHTTPS
+
     crawler = get_crawler()
-    agent = _ScrapyAgent(contextFactory="ctx", bindAddress=None, pool="pool", crawler=crawler)  # type: ignore[arg-type]
+    policy = BrowserLikePolicyForHTTPS()
+    agent = _ScrapyAgent(contextFactory=policy, bindAddress=None, pool=None, crawler=crawler)
     try:
         internals.guard_http11_agents(hook)
         assert agent._get_agent(Request("http://hooked.test/"), 7) is marker
         assert isinstance(agent._get_agent(Request("http://plain.test/"), 7), _BindAddressAgent)
-        assert seen[0] == (crawler, "http://hooked.test/", 7, "ctx", None, "pool")
+        assert seen[0] == (crawler, "http://hooked.test/", 7, policy, None, None)
     finally:
         internals.guard_http11_agents(guarded_agent)  # what the add-on installs

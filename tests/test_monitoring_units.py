@@ -221,6 +221,27 @@ def test_dashboard_answers_only_its_own_host_names(redis_url: str) -> None:
         server.server_close()
 
 
+def test_dashboard_on_every_address_answers_this_machines_names_and_ips(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    from distributed_crawler.monitoring.dashboard import allowed_hosts
+
+    monkeypatch.setenv("DASHBOARD_ALLOWED_HOSTS", "crawl.example.org, other.example")
+    assert allowed_hosts(Settings()) == {"crawl.example.org", "other.example"}
+    server = DashboardServer(("0.0.0.0", 0), Settings({"REDIS_URL": redis_url}), None, "s3cret")
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/api/spiders"
+        for host in (socket.gethostname(), "10.1.2.3:8080", "[fd00::1]:8080"):
+            assert _with_host(url, host) == 200, host
+        assert _with_host(url, "rebound.evil.example") == 421
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_status_renders_dead_nodes_and_alerts(redis_client: redis.Redis) -> None:
     k = keys()
     script = heartbeat_script(redis_client)

@@ -18,6 +18,7 @@ import ipaddress
 import json
 import logging
 import re
+import socket
 import sys
 import threading
 import time
@@ -205,18 +206,19 @@ def _is_ip(host: str) -> bool:
 
 
 def bind_names(host: str) -> frozenset[str]:
-    """Host header values that name a server bound to `host`."""
+    """Host header values that name a server bound to `host`: the address, loopback names on
+    loopback, and this machine's own names otherwise (a rebinding attacker uses a name of theirs)."""
     names = {host.lower().strip("[]")}
     if is_loopback(host):
         names |= {"localhost", "127.0.0.1", "::1"}
+    else:
+        names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
     return frozenset(names)
 
 
 def allowed_hosts(settings: BaseSettings) -> frozenset[str]:
-    """DASHBOARD_ALLOWED_HOSTS: a list, or names separated by commas."""
-    raw = settings.get("DASHBOARD_ALLOWED_HOSTS") or []
-    items = raw.split(",") if isinstance(raw, str) else raw
-    return frozenset(host_of_header(str(item)) for item in items if str(item).strip())
+    """DASHBOARD_ALLOWED_HOSTS (env var or setting): a list, or names separated by commas."""
+    return frozenset(host_of_header(item) for item in SettingsReader(settings).list("DASHBOARD_ALLOWED_HOSTS"))
 
 
 def is_loopback(host: str) -> bool:

@@ -7,9 +7,8 @@ and refused when a literal IP or any of its addresses is refused (Chromium may p
 them). Through an operator's proxy only literal IPs are judged: the proxy resolves names.
 Service workers are blocked in every context (their requests bypass page routes).
 
-Left open (docs/security.md): Chromium's own DNS answer may differ from ours (rebinding between
-the two lookups), and a redirect inside the browser is not routed again (Playwright calls the
-route for the first URL of a redirect chain only).
+Playwright calls the route for the first URL of a redirect chain only, and Chromium's DNS answer
+may differ from ours: the browser's own proxy (egress.py) judges every connection it opens.
 """
 
 from __future__ import annotations

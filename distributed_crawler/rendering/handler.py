@@ -74,6 +74,7 @@ from distributed_crawler.rendering.config import (
     first_line,
     is_load_state,
 )
+from distributed_crawler.rendering.egress import EgressProxy
 from distributed_crawler.rendering.frames import collect_frames
 from distributed_crawler.rendering.guard import BrowserGuard
 from distributed_crawler.rendering.middleware import RenderingMiddleware
@@ -126,6 +127,12 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         # PLAYWRIGHT_ABORT_RESOURCE_TYPES, then the project's own PLAYWRIGHT_ABORT_REQUEST.
         rule = rule_of(crawler)
         self.guard = BrowserGuard(rule) if rule is not None else None
+        # The operator's proxy for the whole browser (PLAYWRIGHT_LAUNCH_OPTIONS): exempt, as all proxies.
+        self._operator_proxy = bool((self.config.launch_options or {}).get("proxy"))
+        local = not (self.config.cdp_url or self.config.connect_url)  # a remote browser cannot reach it
+        self.egress = (
+            EgressProxy(rule, self._note_refusal) if rule is not None and local and not self._operator_proxy else None
+        )
         self._project_abort = self.abort_request
         self.abort_request = self._abort
         self._refused_documents: weakref.WeakKeyDictionary[Page, str] = weakref.WeakKeyDictionary()
@@ -175,6 +182,9 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             return
         async with self._start_lock:
             if not self._started:
+                if self.egress is not None:  # every browser connection through the rule (egress.py)
+                    await self.egress.start()
+                    self.config.launch_options = {**self.config.launch_options, "proxy": {"server": self.egress.server}}
                 await self._launch()
                 self._started = True
 
@@ -439,7 +449,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
     @property
     def _all_proxied(self) -> bool:
         """A proxy for the whole browser (PLAYWRIGHT_LAUNCH_OPTIONS): every context goes through it."""
-        return bool((self.config.launch_options or {}).get("proxy"))
+        return self._operator_proxy
 
     def _note_refusal(self, url: str, why: str) -> None:
         """A subresource, iframe, fetch or websocket refused: counted and logged, the page goes on."""
@@ -538,6 +548,8 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             await self.pages.close(page)
         if self._started:
             await super().close()
+            if self.egress is not None:
+                await self.egress.close()
         else:
             await super(ScrapyPlaywrightDownloadHandler, self).close()  # plain HTTP only
         logger.info(

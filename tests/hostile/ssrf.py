@@ -12,7 +12,8 @@ loopback address (127.0.0.2 by default) that records every request it gets. `Ssr
 * `/go-named` (not linked): a 302 to `named_host` (a *name*, `localhost`) on the internal port,
   for a run where the internal service listens on the address that name resolves to: only the
   connect-time check sees that address,
-* `/r/app`, for the browser: an iframe and a `fetch()` to it.
+* `/r/app`, for the browser: an iframe, a `fetch()` and a WebSocket to it, and an iframe of `/go`
+  (a redirect inside the browser, which page routes do not see).
 
 Its own pages are `/a/1` .. `/a/N` (articles, listed in the sitemap and the feed). Standard library
 only; every server binds port 0 and is stopped by `close()`.
@@ -157,9 +158,11 @@ class _SiteHandler(_Quiet):
         elif path == "/r/app":
             body = (
                 "<!DOCTYPE html><html><head><title>App</title></head><body><h1>App page</h1>"
-                f"<iframe src='{inner}/iframe'></iframe>"
-                f"<script>fetch('{inner}/fetch').catch(() => null);"
-                "document.documentElement.setAttribute('data-ready', '1');</script></body></html>"
+                f"<iframe src='{inner}/iframe'></iframe><iframe src='/go'></iframe>"
+                "<script>const ws = new Promise(done => { try { const w = new WebSocket("
+                f"'{inner.replace('http:', 'ws:')}/ws'); w.onerror = w.onclose = done; }} catch (e) {{ done(); }} }});"
+                f"Promise.allSettled([fetch('{inner}/fetch'), ws]).then(() => "
+                "document.documentElement.setAttribute('data-ready', '1'));</script></body></html>"
             )
             self._send(200, body.encode())
         else:
