@@ -103,7 +103,7 @@ class SizeCapMiddleware(HttpCompressionMiddleware):
     def from_crawler(cls, crawler: Crawler) -> SizeCapMiddleware:
         return cls(crawler, SizeCapConfig.from_settings(crawler.settings))
 
-    # -- robots.txt: stop at a byte count, keep what came -------------------------------------
+    # -- bytes received: counted; a `download_stop_at` request (robots.txt) stops there ----------
     def _bytes_received(self, data: bytes, request: Request, spider: Spider | None = None) -> None:
         """Count every download's bytes (a streamed body cut at the cap fails with an empty
         CancelledError: the count says why); stop a `download_stop_at` request at its count."""
