@@ -216,6 +216,8 @@ class WorkerSpec:
                 "NEAR_DUPLICATES": "False",
                 "ALLOWED_PRIVATE_NETWORKS": "127.0.0.0/8",
                 "STORE_PAGE_TYPES": "article,list,other",
+                # the bench site's pagination is ~pages/40 links deep: no hop limit, as the baselines
+                "DEPTH_LIMIT": "0",
                 **settings,
             }
             env["REDIS_URL"] = self.redis_url

@@ -8,7 +8,9 @@ import scrapy
 class PageItem(scrapy.Item):
     url = scrapy.Field()  # canonical: the page's same-site <link rel=canonical>, tracking params removed, query sorted
     title = scrapy.Field()
-    text = scrapy.Field()  # main text (EXTRACT_MAIN_TEXT; False: all visible text); "" for a near-duplicate
+    text = (
+        scrapy.Field()
+    )  # main text (EXTRACT_MAIN_TEXT; False: all visible text); "" for a near-duplicate of the same site
     authors = scrapy.Field()  # list of names
     published_at = scrapy.Field()  # ISO 8601 (offset, local date-time or day); else the sitemap/feed entry
     modified_at = scrapy.Field()  # ISO 8601, when the page gives one
@@ -19,5 +21,6 @@ class PageItem(scrapy.Item):
     duplicate_of = scrapy.Field()  # url of the stored article this one is a near-duplicate of
     fetched_at = scrapy.Field()  # ISO 8601, UTC
     status = scrapy.Field()
+    truncated = scrapy.Field()  # True: the page was cut to EXTRACT_MAX_BYTES before extraction (docs/security.md)
     node = scrapy.Field()  # NODE_ID of the worker that fetched it
     content_hash = scrapy.Field()  # digest of `text`, set by RecrawlSpiderMiddleware (docs/recrawl.md)

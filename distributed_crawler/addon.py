@@ -43,6 +43,12 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         # Off unless WARC_DIR. Last before the handler: records the request as sent and the response as
         # received (before HttpCompression 590 decodes it, Redirect 600 / Retry 550 replace it).
         "distributed_crawler.downloadermiddlewares.warc.WarcMiddleware": 950,
+        # Cookies kept per host and hosts per jar bounded (COOKIES_MAX_PER_HOST, COOKIES_MAX_HOSTS).
+        "scrapy.downloadermiddlewares.cookies.CookiesMiddleware": None,
+        "distributed_crawler.downloadermiddlewares.cookies.BoundedCookiesMiddleware": 700,
+        # Scrapy's decompression with its size refusals turned into dead letters (too_large), header caps.
+        "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware": None,
+        "distributed_crawler.downloadermiddlewares.sizecap.SizeCapMiddleware": 590,
         # Conditional requests for revisitable URLs; a 304 stops here (no parse, no storage write).
         "distributed_crawler.recrawl.middleware.RecrawlMiddleware": 580,
     },

@@ -63,6 +63,8 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULER_PREFETCH": 0,  # 0 = derived from CONCURRENT_REQUESTS
     "SCHEDULER_POLL_MAX_SECONDS": 1.0,  # fallback poll; the doorbell wakes nodes at once
     "SCHEDULER_FAILED_MAX": 100_000,
+    "SCHEDULER_SOLO_KEY": "{%(spider)s}:solo",  # hash: lease -> node, a redelivered request running alone
+    "SCHEDULER_DEATHS_KEY": "{%(spider)s}:deaths",  # hash: sha1(payload) -> nodes that died running it alone
     "REQUEST_CLASS_ALLOWLIST": [],
     # Recrawl (docs/recrawl.md).
     "RECRAWL_RULES": {},  # {"regex": seconds} or {"regex": [min, max]}; first match wins; none = never
@@ -167,6 +169,24 @@ DEFAULTS: dict[str, Any] = {
     "STORAGE_FLUSH_SECONDS": 1.0,  # longest an item waits while another commit runs
     "STORAGE_RETRY_MAX_SECONDS": 30.0,  # longest backoff between retries of a failed commit
     "STORAGE_CLOSE_RETRY_SECONDS": 60.0,  # failed commits are retried this long once closing
+    # Bounds on what a hostile site can make a worker do (docs/security.md). Scrapy's own settings
+    # with news-sized defaults (the project's value wins; 0 turns Scrapy's off), then ours.
+    "DOWNLOAD_MAXSIZE": 8 * 1024 * 1024,  # bytes of a response, also once decompressed: over it, dead letter too_large
+    "DOWNLOAD_WARNSIZE": 2 * 1024 * 1024,  # bytes: one WARNING per response this large
+    "DEPTH_LIMIT": 20,  # links followed from a seed (Heritrix's 20); sitemap and feed entries start at 1
+    "MEMUSAGE_ENABLED": True,
+    "MEMUSAGE_LIMIT_MB": 1024,  # peak RSS: the node closes cleanly (leases back, each counted) and its supervisor restarts it
+    "MEMUSAGE_WARNING_MB": 768,
+    "MEMUSAGE_CHECK_INTERVAL_SECONDS": 5.0,
+    "RESPONSE_MAX_HEADERS": 200,  # header lines of one response; more: dead letter too_large
+    "RESPONSE_MAX_HEADER_BYTES": 64 * 1024,  # status line + headers of one response, bytes
+    "EXTRACT_MAX_BYTES": 2 * 1024 * 1024,  # HTML read by extraction, links, SimHash; the rest is cut
+    "URL_MAX_SEGMENTS": 16,  # path segments of a URL; more: refused at enqueue (path_segments)
+    "URL_MAX_REPEATS": 3,  # a segment or run of segments repeated this often in a row: refused (repeated_segments)
+    "DOMAIN_MAX_HOSTS": 100,  # hosts per registered domain, cluster-wide (0 = no limit); more: refused
+    "DOMAIN_HOSTS_KEY": "{%(spider)s}:domain:%(domain)s",  # set: the hosts a registered domain was allowed
+    "COOKIES_MAX_PER_HOST": 50,  # cookies a jar keeps per cookie domain, the oldest dropped first (0 = no limit)
+    "COOKIES_MAX_HOSTS": 1000,  # cookie domains a jar keeps, the least recently set dropped first (0 = no limit)
     # WARC archive of every fetch (docs/warc.md).
     "WARC_DIR": "",  # "" = off; each node writes <node>-<time>-<n>.warc.gz here; env var overrides
     "WARC_MAX_SIZE": 1_000_000_000,  # bytes: a file this large is closed and the next <n> starts

@@ -35,6 +35,12 @@ SCRAPY_CONTRACT: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     ("scrapy.core.downloader.Downloader", "active", None),
     ("scrapy.crawler.Crawler", "crawling", None),
     ("scrapy.commands.BaseRunSpiderCommand", "_create_crawler", ("self", "spidercls")),
+    ("scrapy.utils._compression._DecompressionMaxSizeExceeded", "max_size", None),  # sizecap.py reads it
+    # Twisted (checked with 25.5): cap_response_headers wraps the client parser's line handler
+    ("twisted.web._newclient.HTTPClientParser", "lineReceived", ("self", "line")),
+    ("twisted.web._newclient.HTTPClientParser", "state", None),
+    ("scrapy.core.downloader.handlers.http11._LenientHTTPClientParser", "lineReceived", ("self", "line")),
+    ("scrapy.http.cookies.CookieJar", "_cookies", None),  # cookies_by_domain
     ("scrapy.core.downloader.handlers.http11._ScrapyAgent", "_get_agent", ("self", "request", "timeout")),
     ("scrapy.core.downloader.handlers.http11._ScrapyAgent", "_crawler", None),  # set in __init__
     ("scrapy.core.downloader.handlers.http11._ScrapyAgent", "_contextFactory", None),
@@ -124,6 +130,52 @@ def node_stopping(crawler: Crawler) -> bool:
     return not getattr(crawler, "crawling", True) or spider_closing(crawler)
 
 
+class HeadersTooLarge(Exception):
+    """A response whose header section passed RESPONSE_MAX_HEADERS / RESPONSE_MAX_HEADER_BYTES."""
+
+
+_HEADER_CAPS: dict[str, int] = {}
+
+
+def cap_response_headers(max_lines: int, max_bytes: int) -> None:
+    """Cap the status line + header lines of every HTTP/1.x response while they are parsed.
+
+    Twisted's client parser (twisted/web/_newclient.py `HTTPClientParser`) and Scrapy 2.19's
+    subclass of it, which its HTTP/1.1 handler swaps in (scrapy/core/downloader/handlers/http11.py
+    `_LenientHTTPClientParser`, its own `lineReceived`), cap each line at 16 KiB
+    (LineReceiver.MAX_LENGTH) but neither their number nor the continuation lines of one header: a
+    site could send headers until the download timeout. Over a cap the parser raises
+    HeadersTooLarge, which Twisted turns into the request's failure (`ResponseFailed`, reasons) and
+    closes the connection. Installed once per process; the last caps set win (one node = one crawler).
+    """
+    from scrapy.core.downloader.handlers import http11
+    from twisted.web import _newclient
+
+    _HEADER_CAPS.update(lines=max_lines, bytes=max_bytes)
+    for parser in (_newclient.HTTPClientParser, http11._LenientHTTPClientParser):
+        if "_dc_capped" not in parser.__dict__:
+            _cap_lines(parser, parser.__dict__.get("lineReceived") or parser.lineReceived)
+
+
+def _cap_lines(parser: type, original: Callable[[Any, bytes], None]) -> None:
+    from twisted.web import _newclient
+
+    def lineReceived(self: Any, line: bytes) -> None:
+        if self.state in (_newclient.STATUS, _newclient.HEADER):
+            lines = getattr(self, "_dc_header_lines", 0) + 1
+            size = getattr(self, "_dc_header_bytes", 0) + len(line) + 2
+            self._dc_header_lines, self._dc_header_bytes = lines, size
+            if lines > _HEADER_CAPS["lines"] + 1 or size > _HEADER_CAPS["bytes"]:
+                raise HeadersTooLarge(
+                    f"more than {_HEADER_CAPS['lines']} header lines or {_HEADER_CAPS['bytes']} bytes of headers "
+                    "(RESPONSE_MAX_HEADERS, RESPONSE_MAX_HEADER_BYTES)"
+                )
+        original(self, line)
+
+    parser.lineReceived = lineReceived  # type: ignore[attr-defined]
+    parser._dc_capped = True  # type: ignore[attr-defined]
+
+
 AgentHook = Callable[["Crawler", "Request", float, Any, Any, Any], Any]
 
 
@@ -147,6 +199,15 @@ def guard_http11_agents(hook: AgentHook) -> None:
 
     _ScrapyAgent._dc_original_get_agent = original  # type: ignore[attr-defined]
     _ScrapyAgent._get_agent = _get_agent  # type: ignore[method-assign]
+
+
+def cookies_by_domain(jar: Any) -> dict[str, dict[str, dict[str, Any]]]:
+    """A Scrapy cookie jar's cookies: domain -> path -> name -> Cookie, in the order they were stored.
+
+    Scrapy 2.19.0, scrapy/http/cookies.py: `CookieJar._cookies` (a property over the standard
+    library's `http.cookiejar.CookieJar._cookies`). Read only; removals go through `jar.clear`.
+    """
+    return jar._cookies
 
 
 def command_crawler(command: Any, spider: str) -> Crawler:

@@ -135,6 +135,12 @@ PROXY_META = "proxy"
 AUTH_PROXY_META = "_auth_proxy"
 # Set by spiders/news.py on sitemap and feed requests (SITEMAP_MAX_BYTES); read by Scrapy's downloader.
 DOWNLOAD_MAXSIZE_META = "download_maxsize"
+# Set by downloadermiddlewares/robotstxt.py on robots.txt requests; read by downloadermiddlewares/sizecap.py:
+# the download stops after this many bytes and the response keeps them (RFC 9309's 500 KiB).
+DOWNLOAD_STOP_AT_META = "download_stop_at"
+# Set by spiders/news.py on sitemap and feed requests; read (and popped) by Scrapy's DepthMiddleware:
+# the request gets depth 0, so the entries it lists start at depth 1 of DEPTH_LIMIT.
+DEPTH_RESET_META = "depth_reset"
 # Set by spiders/news.py on the robots.txt request of a site seed when no node cached it yet.
 DONT_OBEY_ROBOTSTXT_META = "dont_obey_robotstxt"
 DONT_RETRY_META = "dont_retry"  # read by downloadermiddlewares/retry.py (Scrapy's meaning)

@@ -232,10 +232,51 @@ def test_articles_canonical_url_near_duplicate_and_keep_text(
     assert amp["published_at"] == story.published.isoformat() and amp["description"] == story.description
     assert original["duplicate_of"] is None and again["duplicate_of"] is None  # fetched again: not its own copy
     assert copy["url"] == WIRE + "/wire/story-2"  # the canonical link to another site is ignored
-    assert copy["duplicate_of"] == portal.url(2) and copy["text"] == ""
-    redis_client.flushall()
-    _, _, copy = run(redis_url, crawl, NEAR_DUPLICATE_KEEP_TEXT=True)[:3]
+    # a copy on another site is marked, never emptied: no page of one site empties a row of another
     assert copy["duplicate_of"] == portal.url(2) and portal.stories[2].sentences[0] in copy["text"]
+
+
+def test_a_same_site_near_duplicate_is_emptied_unless_keep_text(
+    redis_url: str, redis_client: redis.Redis, portal: NewsPortal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(news, "scheduler_of", lambda crawler: None)
+
+    async def crawl(spider: Spider) -> list[Any]:
+        first = await spider.page_item(response(portal, portal.url(2)))
+        page = response(portal, portal.url(2))
+        # the same story at another URL of the site, naming no canonical URL (a print version)
+        print_version = page.replace(url=BASE + "/print/story-2", body=page.body.replace(b'"canonical"', b'"x"'))
+        return [first, await spider.page_item(print_version)]
+
+    original, alias = run(redis_url, crawl)
+    assert original["duplicate_of"] is None and original["text"]
+    assert alias["duplicate_of"] == portal.url(2) and alias["text"] == ""
+    redis_client.flushall()
+    _, alias = run(redis_url, crawl, NEAR_DUPLICATE_KEEP_TEXT=True)
+    assert alias["duplicate_of"] == portal.url(2) and portal.stories[2].sentences[0] in alias["text"]
+
+
+def test_the_copy_stored_first_stays_the_original_whatever_date_a_page_claims(
+    redis_url: str, redis_client: redis.Redis, portal: NewsPortal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A copier crawled first stays the original even if the genuine page claims an earlier date;
+    the genuine page keeps its text (another site), and the copier's row is never touched."""
+    monkeypatch.setattr(news, "scheduler_of", lambda crawler: None)
+    genuine_url = portal.url(2)
+
+    async def crawl(spider: Spider) -> list[Any]:
+        copier = await spider.page_item(response(portal, WIRE + "/wire/story-2"))
+        genuine = await spider.page_item(
+            response(portal, genuine_url, meta={ENTRY_DATE_META: "1999-01-01T00:00:00+00:00"})
+        )
+        copier_again = await spider.page_item(response(portal, WIRE + "/wire/story-2"))
+        return [copier, genuine, copier_again]
+
+    copier, genuine, copier_again = run(redis_url, crawl)
+    assert copier["duplicate_of"] is None and copier_again["duplicate_of"] is None
+    assert genuine["duplicate_of"] == WIRE + "/wire/story-2"
+    assert portal.stories[2].sentences[0] in genuine["text"]
+    assert copier_again["text"] == copier["text"] and copier["text"]
 
 
 def test_extract_main_text_off_stores_the_visible_text(redis_url: str, portal: NewsPortal) -> None:
@@ -271,6 +312,24 @@ def test_near_duplicates_across_nodes_one_original(redis_url: str) -> None:
     client = redis.Redis.from_url(redis_url)
     assert client.hlen("{t}:simhash:urls") == 1
     client.close()
+
+
+def test_a_page_over_extract_max_bytes_is_read_up_to_it_and_flagged(
+    redis_url: str, portal: NewsPortal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(news, "scheduler_of", lambda crawler: None)
+    page = response(portal, portal.url(2))
+    links = b"".join(b'<a href="/far/%d">x</a>' % i for i in range(20_000))
+    huge = page.replace(body=page.body.replace(b"</body>", links + b"</body>"))
+
+    async def crawl(spider: Spider) -> list[Any]:
+        return await collect(spider.parse(huge))
+
+    item, *requests = run(redis_url, crawl, EXTRACT_MAX_BYTES=len(page.body) + 2000)
+    assert item["truncated"] is True and portal.stories[2].sentences[0] in item["text"]
+    assert 0 < len(requests) < 200  # only the links within the cap were read
+    small, *_ = run(redis_url, lambda s: collect(s.parse(page)), NEAR_DUPLICATES=False)
+    assert small["truncated"] is False
 
 
 def test_sitemap_index_robots_and_feed_links_off_the_site_are_dropped_and_counted(redis_url: str) -> None:
@@ -414,3 +473,28 @@ def test_counts_refused_by_redis_are_one_error_line_and_kept(
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1 and errors[0].startswith("Page counts not added to {t}:stats (WRONGTYPE")
     assert kept == {"page_type:list:skipped": 2}
+
+
+def test_sitemap_and_feed_entries_start_at_depth_1(redis_url: str) -> None:
+    """DEPTH_LIMIT counts links from a listing, not the hops that led to it (Scrapy's depth_reset)."""
+    from scrapy.spidermiddlewares.depth import DepthMiddleware
+
+    page = HtmlResponse(BASE + "/deep/page", body=b"<html></html>", request=Request(BASE + "/deep/page"))
+    page.meta["depth"] = 19
+
+    async def body(spider: Spider) -> list[int]:
+        depth = DepthMiddleware.from_crawler(spider.crawler)
+        listing = depth.get_processed_request(spider.sitemap_request(BASE + "/sitemap.xml", BASE + "/", 0), page)
+        feed = depth.get_processed_request(spider.feed_request(BASE + "/feed.rss", BASE + "/"), page)
+        assert listing is not None and feed is not None
+        sitemap = XmlResponse(
+            listing.url,
+            body=b'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>http://news.example/a</loc></url></urlset>',
+            request=listing,
+        )
+        (entry,) = await collect(spider.parse_sitemap(sitemap))
+        processed = depth.get_processed_request(entry, sitemap)
+        assert processed is not None
+        return [listing.meta["depth"], feed.meta["depth"], processed.meta["depth"]]
+
+    assert run(redis_url, body) == [0, 0, 1]

@@ -283,22 +283,22 @@ def test_collect_frames_nested_and_cross_site() -> None:
     from distributed_crawler.rendering.frames import collect_frames
     from tests.site.render_site import READY, RenderSite
 
-    async def frames_of(site: RenderSite, *paths: str) -> list[list[dict]]:
+    async def frames_of(site: RenderSite, *paths: tuple[str, int]) -> list[list[dict]]:
         async with async_playwright() as p:
             browser = await p.chromium.launch(**config().launch_options())
             try:
                 page = await browser.new_page()
                 found = []
-                for path in paths:
+                for path, max_bytes in paths:
                     await page.goto(site.url + path)
                     await page.wait_for_selector(READY, state="attached", timeout=10_000)
-                    found.append(await collect_frames(page))
+                    found.append(await collect_frames(page, max_bytes))
                 return found
             finally:
                 await browser.close()
 
     with RenderSite() as site:
-        nested, cross = asyncio.run(frames_of(site, "/r/nested", "/r/cross"))
+        nested, cross, capped = asyncio.run(frames_of(site, ("/r/nested", 0), ("/r/cross", 0), ("/r/nested", 10)))
     assert [(f["url"], f["name"], f["parent_url"], f["text"]) for f in nested] == [
         (f"{site.url}/f/level1", "l1", f"{site.url}/r/nested", "level1-token-42"),
         (f"{site.url}/f/level2", "l2", f"{site.url}/f/level1", "level2-token-42"),
@@ -307,3 +307,5 @@ def test_collect_frames_nested_and_cross_site() -> None:
     assert [(f["url"], f["parent_url"], f["text"]) for f in cross] == [
         (f"{site.other_url}/f/cross", f"{site.url}/r/cross", "cross-token-42"),
     ]
+    # a byte budget (DOWNLOAD_MAXSIZE): frames are read, each cut to it, until it is spent
+    assert [(f["url"], len(f["html"]) <= 10) for f in capped] == [(f"{site.url}/f/level1", True)]

@@ -52,3 +52,31 @@ def test_scrapy_2_19_lets_waiting_requests_through() -> None:
     if leaked == ["/public"]:
         pytest.skip("this Scrapy version no longer has the robots.txt bypass")
     assert any(p.startswith("/private/") for p in leaked)
+
+
+def test_robots_txt_download_stops_at_its_cap(redis_url: str) -> None:
+    """RFC 9309's 500 KiB: the fetch asks the downloader to stop there (sizecap.py reads the meta)."""
+    import redis.asyncio
+
+    from distributed_crawler.downloadermiddlewares.robotstxt import MAX_BODY
+    from distributed_crawler.meta import DOWNLOAD_STOP_AT_META
+
+    crawler = get_crawler(settings_dict={"ROBOTSTXT_OBEY": True, "SCHEDULER_QUEUE_CLASS": "priority"})
+    asked: list[Request] = []
+
+    async def download_async(request: Request) -> TextResponse:
+        asked.append(request)
+        return TextResponse(request.url, body=ROBOTS, encoding="utf-8")
+
+    crawler.engine = SimpleNamespace(download_async=download_async)
+    middleware = RobotsTxtMiddleware.from_crawler(crawler)
+
+    async def fetch() -> None:
+        middleware.client = redis.asyncio.Redis.from_url(redis_url)
+        try:
+            await middleware._fetch("http", "site.test", Request("http://site.test/public"))
+        finally:
+            await middleware.client.aclose()
+
+    asyncio.run(fetch())
+    assert [r.meta.get(DOWNLOAD_STOP_AT_META) for r in asked] == [MAX_BODY]

@@ -138,8 +138,9 @@ def read_file(path: str, url: str | None, meta: dict[str, Any]) -> TextResponse:
 
 def report(news: NewsConfig, response: TextResponse, fingerprinter: Any, source: str) -> dict[str, Any]:
     """What the news spider makes of the page: its item fields, their signals, stored or not."""
-    from distributed_crawler.spiders.news import extract_page, item_url, page_fields  # trafilatura: when run
+    from distributed_crawler.spiders.news import bounded, extract_page, item_url, page_fields  # trafilatura: when run
 
+    response = bounded(response, news.extract_max_bytes)  # as the crawl reads it
     article = extract_page(news, response)
     _, url = item_url(fingerprinter, response)
     fields = page_fields(article, response)

@@ -13,27 +13,20 @@ order they run: cheap checks first; the first refusal wins.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from distributed_crawler.addresses import SETTING as ALLOWED_SETTING
 from distributed_crawler.addresses import AddressRule, literal_ip
+from distributed_crawler.core.checks import Check, CheckFactory, Refusal
+from distributed_crawler.core.traps import url_shape_check
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.settings import BaseSettings
 
 ALLOWED_SCHEMES = ("http", "https")
-
-
-class Refusal(NamedTuple):
-    reason: str  # snake_case: stat dc/refused/<reason>, the dead letter's reason, a `dcrawl hosts` column
-    detail: str  # one line for the operator: what was refused and which setting decides
-
-
-Check = Callable[["Request"], Refusal | None]
-CheckFactory = Callable[["BaseSettings"], Check | None]
 
 
 def host_of(url: str) -> str:
@@ -76,7 +69,7 @@ def literal_address_check(settings: BaseSettings) -> Check:
     return check
 
 
-CHECKS: tuple[CheckFactory, ...] = (scheme_check, literal_address_check)
+CHECKS: tuple[CheckFactory, ...] = (scheme_check, literal_address_check, url_shape_check)
 
 
 class Admission:

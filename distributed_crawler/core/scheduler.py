@@ -14,6 +14,8 @@ Scrapy's scheduler API is synchronous, so Redis work happens in background async
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import threading
 import time
@@ -22,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
+from urllib.parse import urlsplit
 
 from redis.exceptions import ResponseError
 from scrapy.utils.defer import deferred_from_coro
@@ -36,6 +39,7 @@ from distributed_crawler.core.heap import freeze_startup_heap
 from distributed_crawler.core.leases import LeaseTracker, Stage
 from distributed_crawler.core.refusals import RefusalLog
 from distributed_crawler.core.shutdown import SecondSignalGuard
+from distributed_crawler.core.traps import DomainHosts
 from distributed_crawler.dedup.dupefilter import DEDUP_TYPES, DedupDataError, flush_crawl
 from distributed_crawler.dedup.recent import RecentFingerprints
 from distributed_crawler.defaults import SettingsReader
@@ -80,6 +84,7 @@ DUE_BATCH = 100  # due retries pop.lua moves from delayed back to the queue per 
 DATA_BACKOFF_MAX = 5.0  # a key of the wrong type or a corrupt key: how often a waiting node looks again
 BROKEN_HOSTS_LOGGED = 10_000  # host queue keys of the wrong type remembered (logged once each)
 COUNTS_INTERVAL = 1.0  # while this node holds no work: how often it asks how much the cluster has
+MEMUSAGE_CLOSE = "memusage_exceeded"  # the close reason of Scrapy's MemoryUsage extension (MEMUSAGE_LIMIT_MB)
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,7 @@ class SchedulerConfig:
     allowed_classes: tuple[str, ...] = ()
     frontier: FrontierConfig = FrontierConfig()
     recent_fingerprints: int = 50_000
+    domain_max_hosts: int = 100  # DOMAIN_MAX_HOSTS (core/traps.py; 0 = no limit)
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> SchedulerConfig:
@@ -120,6 +126,7 @@ class SchedulerConfig:
             allowed_classes=allowed_classes(settings),
             frontier=FrontierConfig.from_settings(settings),
             recent_fingerprints=read.int("DUPEFILTER_LOCAL_CACHE_SIZE", min=0),
+            domain_max_hosts=DomainHosts.max_hosts_from_settings(settings),
         )
 
     @property
@@ -139,6 +146,7 @@ class OutboxEntry(NamedTuple):
     budget: int | None = None  # host mode: the slot's page budget (-1 = none)
     in_flight: int | None = None  # host mode: the slot's cluster-wide in-flight cap (-1 = none)
     refused: str = ""  # a refused request (core/admission.py): its dead letter, written instead of a push
+    host: str = ""  # DOMAIN_MAX_HOSTS on: the request's host, allowed or refused by Redis before the push
 
 
 class RedisScheduler:
@@ -164,6 +172,7 @@ class RedisScheduler:
         self.leases = LeaseTracker()
         self.admission = admission or Admission.from_settings(crawler.settings)
         self.refusals = RefusalLog(crawler.stats, node_id)
+        self.domain_hosts = DomainHosts(keys.domain_hosts, config.domain_max_hosts)
         self._refusal_counts = EpisodeLog(logger)
         self.client: Any = None
         # set by open(): Scrapy uses a scheduler only once it is open
@@ -339,6 +348,8 @@ class RedisScheduler:
         if stuck:
             logger.warning("Scheduler tasks did not stop in 5 s: %s", ", ".join(t.get_name() for t in stuck))
         unfinished = self.leases.held()
+        if unfinished and reason == MEMUSAGE_CLOSE:
+            unfinished = await self._expire_running(unfinished)
         if unfinished:  # a forced stop: give this node's work back now rather than at expiry
             await self._release(unfinished)
         if self._outbox or self.leases.pending_acks():
@@ -404,6 +415,12 @@ class RedisScheduler:
             if checked:
                 self._recent.add(fingerprint)
             return False
+        host = _hostname(request.url) if self.config.domain_max_hosts else ""
+        if host and not self.domain_hosts.allowed(host):  # Redis said so for an earlier request
+            self._refuse(request, self.domain_hosts.refusal(host), "enqueue", fingerprint if checked else "", handover)
+            if checked:
+                self._recent.add(fingerprint)
+            return False
         host_mode = self.config.queue_type == "host"
         slot = slot_of(request.url, self.config.frontier) if host_mode else None
         try:
@@ -422,6 +439,7 @@ class RedisScheduler:
             make_member(payload, request.priority),
             handover,
             max(0.0, finite(request.meta.get(RETRY_DELAY_META))),
+            host=host,
         )
         if slot is not None:
             interval, budget, in_flight = self.config.frontier.limits(slot)
@@ -651,6 +669,7 @@ class RedisScheduler:
                 await self._outbox_ready.wait()
                 continue
             batch = [self._outbox[i] for i in range(min(OUTBOX_BATCH, len(self._outbox)))]
+            batch = await self._admit_hosts(batch)
             refused = [e for _, e in batch if e.refused]
             if refused:
                 await self._write_refused(refused)
@@ -682,6 +701,30 @@ class RedisScheduler:
                 self.stats.inc_value("dupefilter/filtered", len(batch) - pushed)
             if pushed:
                 self._new_work.set()
+
+    async def _admit_hosts(self, batch: list[tuple[int, OutboxEntry]]) -> list[tuple[int, OutboxEntry]]:
+        """DOMAIN_MAX_HOSTS: ask Redis once about the batch's hosts this node has no answer for;
+        a request whose host is over its domain's cap becomes a refusal (core/traps.py)."""
+        hosts = self.domain_hosts.unknown([e.host for _, e in batch if e.host and not e.refused])
+        if hosts:
+            await self._retrying("counting hosts per domain", partial(self.domain_hosts.ask, self.client, hosts))
+        admitted = []
+        for seq, entry in batch:
+            if entry.host and not entry.refused and not self.domain_hosts.allowed(entry.host):
+                entry = self._refused_entry(entry, self.domain_hosts.refusal(entry.host))
+            admitted.append((seq, entry))
+        return admitted
+
+    def _refused_entry(self, entry: OutboxEntry, refusal: Refusal) -> OutboxEntry:
+        """An outbox entry turned into a refusal after all (its payload is the dead letter's)."""
+        envelope = split_member(entry.member)  # made by enqueue_request: ours, valid
+        url = str(json.loads(envelope.payload).get("url", ""))
+        letter = self.refusals.note(
+            url, refusal, "enqueue", attempts=0, priority=envelope.priority, payload=envelope.payload
+        )
+        # a new link is dead-lettered once cluster-wide (by fingerprint); a successor or dont_filter always
+        link = not entry.dont_filter and entry.handover is None
+        return entry._replace(refused=letter, fingerprint=entry.fingerprint if link else "")
 
     async def _write_refused(self, refused: list[OutboxEntry]) -> None:
         """Dead letters of refused requests (a new link only if the shared filter had not seen it),
@@ -812,6 +855,9 @@ class RedisScheduler:
         # time it crashes a node, and innocent requests would be dead-lettered with the poison.
         giving_back = suspects
         if self._quarantined is None and was_empty:
+            # marked before it runs: if this node dies now, reclaim.lua knows it died running it alone
+            lease = suspects[0].meta[LEASE_META]
+            await self._retrying("marking a quarantined request", partial(self._mark_solo, lease))
             self._quarantined, giving_back = suspects[0], suspects[1:] + normal
             self.stats.inc_value("scheduler/quarantined")
         else:
@@ -844,7 +890,8 @@ class RedisScheduler:
         if self._quarantined is not None:
             lease = self._quarantined.meta[LEASE_META]
             if not self.leases.holds(lease) and not self.leases.pending_acks():
-                self._quarantined = None  # done and acked
+                self._quarantined = None  # done and acked: it killed no one this time
+                await self._retrying("unmarking a quarantined request", partial(self._unmark_solo, [lease], True))
             elif self.leases.holds(lease) and self._node_empty_but(lease):
                 wake_engine(self.crawler)
         elif self._draining and self._node_empty():
@@ -982,6 +1029,26 @@ class RedisScheduler:
             self._new_work.set()
         return requeued, dead
 
+    async def _expire_running(self, leases: list[bytes]) -> list[bytes]:
+        """MEMUSAGE_LIMIT_MB closed this node: the requests it was running may be what filled its
+        memory, so they go back through reclaim.lua now (a delivery counted, SCHEDULER_MAX_DELIVERIES
+        applies) instead of a free release. Returns the leases never started (released as usual)."""
+        running = [lease for lease in leases if self.leases.stage(lease) is not Stage.BUFFERED]
+        if not running:
+            return leases
+        try:
+            await self.client.zadd(self.keys.processing, dict.fromkeys(running, 0), xx=True)
+            await self.reclaim(limit=max(500, len(running)))
+        except Exception as exc:  # noqa: BLE001 - they expire and are reclaimed after the lease anyway
+            logger.warning("Leases of the requests running at the memory limit not expired now (%s)", exc)
+        self.leases.forget(running)
+        logger.warning(
+            "Closed at the memory limit (MEMUSAGE_LIMIT_MB): %d running requests returned with a delivery counted",
+            len(running),
+        )
+        gone = set(running)
+        return [lease for lease in leases if lease not in gone]
+
     def _buffer_leases(self) -> list[bytes]:
         """Leases of requests this node took but never started (the quarantined one included)."""
         leases = [r.meta[LEASE_META] for r in self._buffer]
@@ -990,15 +1057,36 @@ class RedisScheduler:
             leases.append(quarantined.meta[LEASE_META])
         return leases
 
+    async def _mark_solo(self, lease: bytes) -> None:
+        await self.client.hset(self.keys.solo, lease, self.node_id)
+
+    async def _unmark_solo(self, leases: list[bytes], done: bool = False) -> None:
+        """The quarantine mark of leases given back (and, `done`: the death count of a request that
+        ran alone and finished, so a later redelivery starts from none)."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hdel(self.keys.solo, *leases)
+        if done:
+            pipe.hdel(self.keys.deaths, *(hashlib.sha1(lease.split(b":", 2)[2]).hexdigest() for lease in leases))
+        await pipe.execute()
+
     async def _release(self, leases: list[bytes]) -> None:
         """Give leases back to the queue front without counting a delivery (bounded tries)."""
         if not leases:
             return
         for _ in range(3):
             try:
+                if self._quarantined is not None and self._quarantined.meta[LEASE_META] in leases:
+                    await self._unmark_solo([self._quarantined.meta[LEASE_META]])
                 await self.scripts.release(leases)
                 self.leases.forget(leases)
                 return
             except Exception as exc:  # noqa: BLE001 - _redis_failed re-raises what is a bug
                 await self._redis_failed("giving leases back", exc)
                 await asyncio.sleep(0.5)
+
+
+def _hostname(url: str) -> str:
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return ""

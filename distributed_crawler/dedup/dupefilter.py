@@ -295,8 +295,11 @@ def _reset_fix(key: str) -> str:
 async def flush_crawl(client: Any, keys: SpiderKeys) -> None:
     """Delete a spider's queue, leases and filter (seeds and dead letters are kept)."""
     await reset_dedup(client, keys.dupefilter)
-    await maybe_await(client.delete(*keys.crawl_state(), keys.ready, keys.over_budget, keys.refused))
-    for pattern in (keys.host_queue("*"), keys.host("*"), keys.host_in_flight("*")):  # host mode: per-host keys
+    await maybe_await(
+        client.delete(*keys.crawl_state(), keys.ready, keys.over_budget, keys.refused, keys.solo, keys.deaths)
+    )
+    per_key = (keys.host_queue("*"), keys.host("*"), keys.host_in_flight("*"), keys.domain_hosts("*"))
+    for pattern in per_key:  # per-host keys (host mode) and the hosts allowed per domain
         found = client.scan_iter(match=pattern, count=1000)
         batch = [key async for key in found] if hasattr(found, "__aiter__") else list(found)
         for i in range(0, len(batch), 1000):

@@ -48,7 +48,7 @@ from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.guard import AddressRefused
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.downloadermiddlewares.retry import RetryLater, slot_of_request
-from distributed_crawler.meta import LEASE_META, PROXY_BAN_META, RETRY_DELAY_META
+from distributed_crawler.meta import DOWNLOAD_STOP_AT_META, LEASE_META, PROXY_BAN_META, RETRY_DELAY_META
 from distributed_crawler.queue.scripts import QueueScripts
 
 if TYPE_CHECKING:
@@ -271,7 +271,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         robots = Request(
             f"{scheme}://{netloc}/robots.txt",
             priority=self.DOWNLOAD_PRIORITY,
-            meta={"dont_obey_robotstxt": True},
+            meta={"dont_obey_robotstxt": True, DOWNLOAD_STOP_AT_META: MAX_BODY},
             callback=NO_CALLBACK,
         )
         self.crawler.stats.inc_value("robotstxt/request_count")

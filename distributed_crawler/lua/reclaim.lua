@@ -5,7 +5,15 @@
 -- KEYS[4] sequence counter
 -- ARGV[1] queue type; ARGV[2] max deliveries; ARGV[3] max leases to reclaim in this call;
 -- ARGV[4] failed list cap; ARGV[5] name of the node running the reclaim
+-- KEYS[#KEYS - 1] solo hash (lease -> node: a redelivered request its node runs alone), KEYS[#KEYS]
+--   deaths hash (sha1 of a payload -> how many nodes died running it alone), in every mode
 -- Returns {requeued, dead_lettered} (dead_lettered includes the garbage below).
+-- killed_worker: an expired lease found in the solo hash is a node that died (or hung, or closed at
+--   MEMUSAGE_LIMIT_MB) while running that request alone, so the request is what killed it: the
+--   second such death dead-letters it (reason "killed_worker") instead of handing it to a third
+--   node. Deaths of a node running many requests count only as deliveries (SCHEDULER_MAX_DELIVERIES):
+--   innocent requests beside a poison one are never blamed. The deaths hash holds at most
+--   MAX_DEATHS fields (then it is emptied: those requests start again from no death).
 -- Guarantees: each expired lease is moved exactly once (the script is atomic, so two reclaimers
 -- running at once split the work and never double it); a request delivered max times goes to
 -- the failed list with its payload instead of being redelivered forever (poison protection).
@@ -36,6 +44,8 @@ local t = redis.call("TIME")
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local YEAR = 31536000
 local PREVIEW = 300
+local SOLO, DEATHS = KEYS[#KEYS - 1], KEYS[#KEYS]
+local MAX_DEATHS = 10000
 
 local expired = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, limit)
 local far = {}
@@ -110,10 +120,24 @@ local function dead_letter(lease, reason, deliveries, priority, payload)
   dead = dead + 1
 end
 
+-- the second death of a node that ran this request alone: true (its count is then forgotten)
+local function killed_twice(lease, payload)
+  if redis.call("HDEL", SOLO, lease) == 0 then return false end
+  local id = redis.sha1hex(payload)
+  if redis.call("HINCRBY", DEATHS, id, 1) < 2 then
+    if redis.call("HLEN", DEATHS) > MAX_DEATHS then redis.call("DEL", DEATHS) end
+    return false
+  end
+  redis.call("HDEL", DEATHS, id)
+  return true
+end
+
 for _, lease in ipairs(expired) do
   local deliveries, priority, payload = parse(lease)
   if not deliveries then
     dead_letter(lease, priority)
+  elseif killed_twice(lease, payload) then
+    dead_letter(lease, "killed_worker", deliveries, priority, payload)
   elseif deliveries >= max_deliveries then
     dead_letter(lease, "lease expired " .. deliveries .. " times (node died or hung while processing)",
       deliveries, priority, payload)

@@ -50,6 +50,7 @@ class NewsConfig:
     store: StorePolicy = StorePolicy()  # STORE_PAGE_TYPES, LANGUAGES
     language_skipped_key: str = "{%(spider)s}:language:skipped"
     extraction_rules: Mapping[str, SiteRules] = field(default_factory=dict)
+    extract_max_bytes: int = 2 * 1024 * 1024
 
     @classmethod
     def from_settings(cls, settings: Any) -> NewsConfig:
@@ -70,6 +71,7 @@ class NewsConfig:
             store=StorePolicy.from_settings(settings),
             language_skipped_key=read.str("LANGUAGE_SKIPPED_KEY"),
             extraction_rules=parse_rules(read.raw("EXTRACTION_RULES")),
+            extract_max_bytes=read.int("EXTRACT_MAX_BYTES", min=0, hint="bytes (0 = no limit)"),
         )
 
     def key(self, spider: str) -> str:

@@ -24,12 +24,13 @@ from distributed_crawler.queue.scripts import lua_source
 BITS = 64
 SHINGLE = 3
 MAX_DISTANCE = 7  # 8 blocks of 8 bits: beyond, buckets hold too many fingerprints to scan
+MAX_WORDS = 20_000  # words of a text fingerprinted (its start): SimHash's cost stays bounded on any page
 _WORDS = re.compile(r"\w+", re.UNICODE)
 
 
 def fingerprint(text: str, min_words: int) -> int | None:
-    """The SimHash of the text's word 3-grams, or None for a text too short to compare."""
-    words = _WORDS.findall(text.lower())
+    """The SimHash of the word 3-grams of the text's first MAX_WORDS words (None: too short to compare)."""
+    words = [match.group() for _, match in zip(range(MAX_WORDS), _WORDS.finditer(text.lower()))]
     if len(words) < max(min_words, 1):
         return None
     shingles = [" ".join(words[i : i + SHINGLE]) for i in range(max(1, len(words) - SHINGLE + 1))]

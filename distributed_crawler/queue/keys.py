@@ -30,6 +30,9 @@ class SpiderKeys:
     host_template: str = ""  # %(host)s: one host's state (hash)
     host_in_flight_template: str = ""  # %(host)s: the leases of a host with an in-flight cap (set)
     refused: str = ""  # hash "<reason> <host>" -> requests refused (core/admission.py, bounded)
+    domain_hosts_template: str = ""  # %(domain)s: the hosts a registered domain was allowed (set, DOMAIN_MAX_HOSTS)
+    solo: str = ""  # hash lease -> node: redelivered requests running alone (quarantine), reclaim.lua
+    deaths: str = ""  # hash sha1(payload) -> deaths of a node that ran it alone (killed_worker)
 
     def __post_init__(self) -> None:
         fill = {"spider": self.spider, "name": self.spider}
@@ -40,6 +43,9 @@ class SpiderKeys:
             ("host_template", "SCHEDULER_HOST_KEY", True),
             ("host_in_flight_template", "SCHEDULER_HOST_IN_FLIGHT_KEY", True),
             ("refused", "SCHEDULER_REFUSED_KEY", False),
+            ("domain_hosts_template", "DOMAIN_HOSTS_KEY", True),
+            ("solo", "SCHEDULER_SOLO_KEY", False),
+            ("deaths", "SCHEDULER_DEATHS_KEY", False),
         ):
             if not getattr(self, name):
                 default = DEFAULTS[setting]
@@ -71,6 +77,9 @@ class SpiderKeys:
             host_template=read.str("SCHEDULER_HOST_KEY"),
             host_in_flight_template=read.str("SCHEDULER_HOST_IN_FLIGHT_KEY"),
             refused=key("SCHEDULER_REFUSED_KEY"),
+            domain_hosts_template=read.str("DOMAIN_HOSTS_KEY"),
+            solo=key("SCHEDULER_SOLO_KEY"),
+            deaths=key("SCHEDULER_DEATHS_KEY"),
         )
 
     def node(self, node_id: str) -> str:
@@ -87,6 +96,10 @@ class SpiderKeys:
     def host_in_flight(self, host: str) -> str:
         """The leases of a host with an in-flight cap (host mode, host_pop.lua)."""
         return self.host_in_flight_template % {"spider": self.spider, "name": self.spider, "host": host}
+
+    def domain_hosts(self, domain: str) -> str:
+        """The set of hosts a registered domain was allowed (core/traps.py, lua/domain_hosts.lua)."""
+        return self.domain_hosts_template % {"spider": self.spider, "name": self.spider, "domain": domain}
 
     def crawl_state(self) -> list[str]:
         """Keys that make up one crawl's state (what a flush deletes; seeds are kept)."""

@@ -160,6 +160,7 @@ class QueueScripts:
             extra = self._prefixes()
         else:
             keys, extra = [k.processing, k.requests, k.failed, k.seq], []
+        keys += [k.solo, k.deaths]  # always the last two (killed_worker)
         result = self._reclaim(keys=keys, args=[self.queue_type, max_deliveries, limit, failed_cap, node_id, *extra])
         return _then(result, lambda reply: (int(reply[0]), int(reply[1])))
 

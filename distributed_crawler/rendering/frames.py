@@ -44,16 +44,25 @@ def clean_text(text: str) -> str:
     return _SPACES.sub(" ", text).strip()
 
 
-async def collect_frames(page: Page) -> list[FrameData]:
-    """Snapshot every frame below the main frame. A frame that goes away meanwhile is skipped.
+MAX_FRAMES = 100  # frames read from one page (a hostile page can nest thousands)
+
+
+async def collect_frames(page: Page, max_bytes: int = 0) -> list[FrameData]:
+    """Snapshot the frames below the main frame. A frame that goes away meanwhile is skipped.
 
     The caller bounds the time (PLAYWRIGHT_RENDER_TIMEOUT); frames are read one after the other,
-    which keeps a page with many ad frames from flooding the browser with calls.
+    which keeps a page with many ad frames from flooding the browser with calls. Memory is bounded
+    too: at most MAX_FRAMES frames, and no more once their HTML and text reach `max_bytes`
+    characters (DOWNLOAD_MAXSIZE; 0 = no limit): the page keeps the frames read so far.
     """
     from playwright.async_api import Error as PlaywrightError
 
     frames: list[FrameData] = []
-    for frame in list(iter_subframes(page.main_frame)):
+    size = 0
+    for frame in list(iter_subframes(page.main_frame))[:MAX_FRAMES]:
+        if max_bytes and size >= max_bytes:
+            logger.info("Frames of %s: only the first %d read (DOWNLOAD_MAXSIZE)", page.url, len(frames))
+            break
         if frame.is_detached():
             continue
         try:
@@ -63,13 +72,15 @@ async def collect_frames(page: Page) -> list[FrameData]:
             logger.debug("Skipped frame %s of %s: %s", frame.url, page.url, exc)
             continue
         parent = frame.parent_frame
+        html, text = html[: max_bytes or None], str(text or "")[: max_bytes or None]
+        size += len(html) + len(text)
         frames.append(
             FrameData(
                 url=frame.url,
                 name=frame.name,
                 parent_url=parent.url if parent is not None else None,
                 html=html,
-                text=clean_text(str(text or "")),
+                text=clean_text(text),
             )
         )
     return frames

@@ -402,7 +402,10 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         await super()._apply_page_methods(page, request, spider)
         await self._settle(page, request)
         try:
-            frames = await asyncio.wait_for(collect_frames(page), max(0.5, self._remaining(request)))
+            frames = await asyncio.wait_for(
+                collect_frames(page, self._crawler.settings.getint("DOWNLOAD_MAXSIZE")),
+                max(0.5, self._remaining(request)),
+            )
         except TimeoutError:
             raise RenderTimeoutError(f"render of {request.url} timed out while reading its frames") from None
         request.meta[FRAMES_META] = frames

@@ -12,13 +12,16 @@ Only the page types in STORE_PAGE_TYPES (and, when set, the LANGUAGES) become it
 links are followed. Pages stored and not stored are counted for the cluster (news/counts.py).
 A page's same-site `<link rel="canonical">` is its item's url and goes into the seen-filter, so
 aliases and AMP copies make one row. An article whose main text is a near-duplicate of one stored
-before (any URL, site or node) gets `duplicate_of` and an empty text (`NEAR_DUPLICATE_KEEP_TEXT`).
+before (any URL, site or node) gets `duplicate_of`; the one stored first stays the original, whatever
+date a page claims. Its text is emptied only when the original is on the same site
+(`NEAR_DUPLICATE_KEEP_TEXT`): a page of one site never empties a row of another.
 A sitemap or feed that cannot be read is one WARNING line and a dead letter in `{spider}:failed`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -38,6 +41,7 @@ from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.downloadermiddlewares.robotstxt import cache_key, cached_robots_body
 from distributed_crawler.internals import scheduler_of
 from distributed_crawler.meta import (
+    DEPTH_RESET_META,
     DONT_OBEY_ROBOTSTXT_META,
     DONT_RENDER_META,
     DOWNLOAD_MAXSIZE_META,
@@ -63,6 +67,7 @@ logger = logging.getLogger(__name__)
 
 DISCOVERY_PRIORITY = 10  # robots.txt, sitemaps and feeds before the pages they list
 CLOSE_FLUSH_SECONDS = 5.0  # longest wait for one flush of the page counts
+TRUNCATED_FLAG = "truncated"  # response flag: the body was cut to EXTRACT_MAX_BYTES (bounded)
 
 
 class NewsSpider(RedisSpider):
@@ -143,6 +148,7 @@ class NewsSpider(RedisSpider):
             return
         if not isinstance(response, TextResponse):
             return
+        response = bounded(response, self.news.extract_max_bytes, self.crawler.stats)
         item = await self.page_item(response)
         if item is not None:
             yield item
@@ -161,8 +167,10 @@ class NewsSpider(RedisSpider):
             return None
         fields = page_fields(article, response)
         duplicate = await self._near_duplicate(article, fields["text"], url)
-        if duplicate is not None and not self.news.near_duplicate_keep_text:
-            fields["text"] = ""
+        if duplicate is not None and not self.news.near_duplicate_keep_text and same_site(duplicate.original, url):
+            fields["text"] = (
+                ""  # another URL of the same site; a copy on another site keeps its text (docs/security.md)
+            )
         return self.item_class(
             url=url,
             **fields,
@@ -170,6 +178,7 @@ class NewsSpider(RedisSpider):
             fetched_at=datetime.now(UTC).isoformat(timespec="seconds"),
             status=response.status,
             node=self.node_id,
+            truncated=article.truncated,
         )
 
     def _not_stored(self, page_type: str, why: tuple[str, str], url: str) -> None:
@@ -293,8 +302,10 @@ class NewsSpider(RedisSpider):
         return self._listing_request(url, self.parse_feed, {NEWS_SITE_META: site})
 
     def _listing_request(self, url: str, callback: Callable[..., Any], meta: dict[str, Any]) -> Request:
-        """A sitemap or feed: fetched whenever listed, ahead of articles, at most SITEMAP_MAX_BYTES."""
+        """A sitemap or feed: fetched whenever listed, ahead of articles, at most SITEMAP_MAX_BYTES;
+        at depth 0 (Scrapy's `depth_reset`), so its entries start at depth 1 of DEPTH_LIMIT."""
         meta[DOWNLOAD_MAXSIZE_META] = self.news.sitemap_max_bytes
+        meta[DEPTH_RESET_META] = True
         return Request(url, callback=callback, dont_filter=True, priority=DISCOVERY_PRIORITY, meta=meta)
 
     async def parse_sitemap(self, response: Response, **kwargs: Any) -> AsyncIterator[Request]:
@@ -398,15 +409,18 @@ class NewsSpider(RedisSpider):
 
 def extract_page(news: NewsConfig, response: TextResponse) -> Article:
     """What the page says (blocking: the spider runs it off the reactor): main text and metadata,
-    or with EXTRACT_MAIN_TEXT off the visible text and declared language."""
+    or with EXTRACT_MAIN_TEXT off the visible text and declared language; `truncated` when
+    `bounded` cut the page."""
     if news.extract_main_text:
-        return extract_article(
+        article = extract_article(
             response.text,
             response.url,
             listed=bool(response.meta.get(LISTED_META)),
             rules=news.extraction_rules,
         )
-    return page_basics(response.text)
+    else:
+        article = page_basics(response.text)
+    return dataclasses.replace(article, truncated=True) if TRUNCATED_FLAG in response.flags else article
 
 
 def item_url(fingerprinter: Any, response: TextResponse) -> tuple[str, str]:
@@ -431,6 +445,22 @@ def page_fields(article: Article, response: TextResponse) -> dict[str, Any]:
         "page_type": article.page_type,
         "paywalled": article.paywalled,
     }
+
+
+def bounded(response: TextResponse, max_bytes: int, stats: Any = None) -> TextResponse:
+    """The page cut to its first `max_bytes` (EXTRACT_MAX_BYTES), flagged TRUNCATED_FLAG: what
+    extraction, link extraction and SimHash work on, so their cost has a bound whatever the site sends."""
+    if not max_bytes or len(response.body) <= max_bytes:
+        return response
+    if stats is not None:
+        stats.inc_value("news/truncated")
+    logger.info(
+        "Page %s has %d bytes: only its first %d are read (EXTRACT_MAX_BYTES)",
+        response.url,
+        len(response.body),
+        max_bytes,
+    )
+    return response.replace(body=response.body[:max_bytes], flags=[*response.flags, TRUNCATED_FLAG])
 
 
 def _title(response: TextResponse) -> str:
