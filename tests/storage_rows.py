@@ -33,6 +33,7 @@ def row(i: int | str, **overrides: Any) -> dict[str, Any]:
         "modified_at": "2023-12-31T09:30:00",
         "page_type": "article",
         "paywalled": True,
+        "truncated": False,
     }
     base.update(overrides)
     return base

@@ -442,6 +442,7 @@ def test_item_to_row_accepts_dicts_and_items() -> None:
         "modified_at": None,
         "page_type": None,
         "paywalled": None,
+        "truncated": None,
         "content_hash": None,
     }
     row = item_to_row(Page(url="https://e/2", text="body\x00", extra="x"))
@@ -460,6 +461,7 @@ def test_item_to_row_accepts_dicts_and_items() -> None:
         "modified_at": None,
         "page_type": None,
         "paywalled": None,
+        "truncated": None,
         "content_hash": None,  # the storage computes it from the text (schema.prepare_rows)
     }
     with pytest.raises(DropItem):

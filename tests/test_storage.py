@@ -141,8 +141,8 @@ def test_table_created(storage_url: str, opened: Callable[[], StorageBackend]) -
     cols = table_columns(storage_url)
     assert set(cols) == set(COLUMNS)
     assert cols["status"] == cols["version"] == "INTEGER"
-    assert cols["paywalled"] == "BOOLEAN"
-    assert all(cols[c] == "TEXT" for c in COLUMNS if c not in ("status", "version", "paywalled"))
+    assert cols["paywalled"] == cols["truncated"] == "BOOLEAN"
+    assert all(cols[c] == "TEXT" for c in COLUMNS if c not in ("status", "version", "paywalled", "truncated"))
 
 
 def _execute(url: str, *statements: str) -> None:
@@ -175,7 +175,7 @@ def test_table_of_an_older_release_gains_the_missing_columns(
     assert set(table_columns(storage_url)) == set(COLUMNS)
     assert (
         "added column(s) status, node, authors, published_at, lang, description, duplicate_of, modified_at, "
-        "page_type, paywalled, content_hash, first_seen, last_changed, version to table items"
+        "page_type, paywalled, truncated, content_hash, first_seen, last_changed, version to table items"
     ) in caplog.text
     # The old row survives with NULL in the new columns; new rows fill them.
     backend.upsert_many([row("new")])
@@ -205,7 +205,7 @@ def test_table_of_the_release_before_news_gains_the_article_columns(
         backend = opened()
     assert (
         "added column(s) authors, published_at, lang, description, duplicate_of, modified_at, page_type, "
-        "paywalled, content_hash, first_seen, last_changed, version to table items"
+        "paywalled, truncated, content_hash, first_seen, last_changed, version to table items"
     ) in caplog.text
     assert set(table_columns(storage_url)) == set(COLUMNS)
     backend.upsert_many([row("new", duplicate_of="https://example.com/old", text="")])
@@ -236,7 +236,7 @@ def test_table_of_the_release_before_page_types_gains_them_and_keeps_its_rows(
 ) -> None:
     old = [row(i) for i in range(3)]
     for r in old:
-        r.pop("modified_at"), r.pop("page_type"), r.pop("paywalled")
+        r.pop("modified_at"), r.pop("page_type"), r.pop("paywalled"), r.pop("truncated")
     _execute(storage_url, RELEASE_BEFORE_PAGE_TYPES)
     columns = list(old[0])
     values = ", ".join(
@@ -248,7 +248,7 @@ def test_table_of_the_release_before_page_types_gains_them_and_keeps_its_rows(
     _execute(storage_url, f"INSERT INTO items ({', '.join(columns)}) VALUES {values}")
     with caplog.at_level(logging.INFO, logger="distributed_crawler.storage.schema"):
         backend = opened()
-    assert "added column(s) modified_at, page_type, paywalled to table items" in caplog.text
+    assert "added column(s) modified_at, page_type, paywalled, truncated to table items" in caplog.text
     assert set(table_columns(storage_url)) == set(COLUMNS)
     assert table_columns(storage_url)["paywalled"] == "BOOLEAN"
     assert backend.count() == 3
@@ -319,6 +319,7 @@ def test_missing_columns_are_null(storage_url: str, opened: Callable[[], Storage
         "modified_at": None,
         "page_type": None,
         "paywalled": None,
+        "truncated": None,
         "content_hash": None,
         "first_seen": stored_row["first_seen"],
         "last_changed": stored_row["first_seen"],

@@ -259,7 +259,7 @@ def test_table_created(mariadb: MariaDB, opened: Callable[[], StorageBackend]) -
     assert set(types) == {*COLUMNS, "id", "url_hash"}
     assert types["status"] == types["version"] == "int" and types["url_hash"] == "binary"
     assert types["paywalled"] == "tinyint"  # BOOLEAN
-    assert all(types[c] == "longtext" for c in COLUMNS if c not in ("status", "version", "paywalled"))
+    assert all(types[c] == "longtext" for c in COLUMNS if c not in ("status", "version", "paywalled", "truncated"))
     assert {cs for _, _, cs in info if cs} == {"utf8mb4"}
 
 
@@ -294,6 +294,7 @@ def test_table_of_the_release_before_page_types_gains_them_and_keeps_its_rows(
         .replace(", `modified_at` LONGTEXT", "")
         .replace(", `page_type` LONGTEXT", "")
         .replace(", `paywalled` BOOLEAN", "")
+        .replace(", `truncated` BOOLEAN", "")
     )
     assert "`page_type`" not in old_ddl and "`paywalled`" not in old_ddl and "`modified_at`" not in old_ddl
     mariadb.admin(
@@ -306,7 +307,7 @@ def test_table_of_the_release_before_page_types_gains_them_and_keeps_its_rows(
     )
     with caplog.at_level(logging.INFO, logger="distributed_crawler.storage.schema"):
         backend = opened()
-    assert "added column(s) modified_at, page_type, paywalled to table items" in caplog.text
+    assert "added column(s) modified_at, page_type, paywalled, truncated to table items" in caplog.text
     assert backend.count() == 3
     rows = read_rows(mariadb)
     assert [(r["url"], r["title"], r["lang"], r["page_type"], r["paywalled"], r["modified_at"]) for r in rows] == [

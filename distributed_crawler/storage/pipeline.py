@@ -202,6 +202,7 @@ def item_to_row(item: Any) -> dict[str, Any]:
         "modified_at": _iso_utc(adapter.get("modified_at")),
         "page_type": _text(adapter.get("page_type")),
         "paywalled": _flag(adapter.get("paywalled")),
+        "truncated": _flag(adapter.get("truncated")),
         # from the text when the item has none; first_seen, last_changed, version: the upsert's
         "content_hash": _text(adapter.get("content_hash")),
     }

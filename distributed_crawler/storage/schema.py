@@ -35,6 +35,7 @@ COLUMN_TYPES: dict[str, str] = {
     "modified_at": "TEXT",
     "page_type": "TEXT",  # article | list | other
     "paywalled": "BOOLEAN",  # true / false / NULL (the page does not say)
+    "truncated": "BOOLEAN",  # true: the page was cut to EXTRACT_MAX_BYTES before extraction
     # Change tracking (docs/recrawl.md): merged by `set_clause`, not simply overwritten.
     "content_hash": "TEXT",  # digest of the normalised `text` (storage/digest.py)
     "first_seen": "TEXT",  # ISO 8601 UTC of the first store of this URL: kept on update
