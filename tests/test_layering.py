@@ -80,7 +80,9 @@ def _module_name(path: Path) -> str:
 
 
 def _imports() -> dict[str, set[str]]:
-    """Module -> the distributed_crawler modules it imports (TYPE_CHECKING imports included)."""
+    """Module -> the distributed_crawler modules it imports, wherever the import statement is
+    (inside a function, under TYPE_CHECKING); `from package import module` names the module."""
+    modules = {_module_name(path) for path in PACKAGE.rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for path in PACKAGE.rglob("*.py"):
         name = _module_name(path)
@@ -89,6 +91,7 @@ def _imports() -> dict[str, set[str]]:
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 if node.module.startswith("distributed_crawler"):
                     found.add(node.module)
+                    found.update(f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in modules)
             elif isinstance(node, ast.Import):
                 found.update(a.name for a in node.names if a.name.startswith("distributed_crawler"))
         graph[name] = found

@@ -19,7 +19,8 @@ from scrapy import Request
 from scrapy.utils.project import get_project_settings
 
 from distributed_crawler.addon import with_addon
-from distributed_crawler.cli.main import _dupefilter, main
+from distributed_crawler.cli.main import main
+from distributed_crawler.cli.project import open_dupefilter
 from distributed_crawler.cli.seed import SeedLoader, SeedPusher
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.keys import SpiderKeys
@@ -114,7 +115,7 @@ def test_dedup_skips_seen_and_in_file_duplicates(
     settings = with_addon(get_project_settings())
     settings.set("REDIS_URL", redis_url)
     keys = SpiderKeys.from_settings(settings, "news")
-    df, backend = _dupefilter(settings, redis_client, keys)  # the node's filter: the crawl saw /seen
+    df, backend = open_dupefilter(settings, redis_client, keys)  # the node's filter: the crawl saw /seen
     run_sync(Enqueuer(redis_client, keys, backend, "fifo").run("add", [(df.fingerprint_hex(Request(SEEN)), False, "")]))
     lines = [
         SEEN.encode() + b"?utm_source=x#top",  # the page the crawl saw (tracking param, fragment)

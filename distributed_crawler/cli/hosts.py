@@ -132,7 +132,7 @@ def cmd_hosts(args: argparse.Namespace) -> int:
 
 
 def add_parser(command: Any, connect: Callable[[argparse.Namespace], tuple[Any, Any, SpiderKeys]]) -> None:
-    """Register `hosts` with cli/main.py's `command(name, func, help, json_flag)` helper and its `_connect`."""
+    """Register `hosts` with cli/main.py's `command(name, func, help, json_flag)` helper and its `connect`."""
     p = command("hosts", cmd_hosts, "hosts of the frontier: pending, next due, blocks, budgets", json_flag=True)
     p.set_defaults(connect=connect)
     p.add_argument("spider")

@@ -16,17 +16,14 @@ from typing import Any
 from redis.exceptions import ResponseError
 from rich.console import Console
 from scrapy import Request
-from scrapy.utils.misc import load_object
-from scrapy.utils.project import get_project_settings
 
-from distributed_crawler.addon import with_addon
-from distributed_crawler.cli import extract, hosts, import_scrapy_redis, recrawl
+from distributed_crawler.cli import extract, hosts, import_scrapy_redis, recrawl, seed
 from distributed_crawler.cli.output import listing_table, print_json
+from distributed_crawler.cli.project import CliError, connect, open_dupefilter, project_settings
 from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
 from distributed_crawler.connection.untrusted import preview, text, wrong_type_message
 from distributed_crawler.core.scheduler import SchedulerConfig
 from distributed_crawler.dedup.dupefilter import SetDedup, describe_dedup, reset_dedup
-from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
 from distributed_crawler.monitoring.nodes import clean_json
 from distributed_crawler.monitoring.status import render_status, status_now, watch_status
 from distributed_crawler.queue.deadletters import fresh_payload
@@ -38,27 +35,9 @@ from distributed_crawler.redact import mask_url
 from distributed_crawler.storage.backends import open_storage
 
 
-class CliError(Exception):
-    """A one-line message for the operator; exit code 1."""
-
-
-def _settings(args: argparse.Namespace) -> Any:
-    settings = with_addon(get_project_settings())
-    if args.redis_url:
-        settings.set("REDIS_URL", args.redis_url, priority="cmdline")
-    return settings
-
-
-def _connect(args: argparse.Namespace) -> tuple[Any, Any, SpiderKeys]:
-    settings = _settings(args)
-    config = RedisConfig.from_settings(settings)
-    config.check_reachable()
-    return settings, config.sync_client(), SpiderKeys.from_settings(settings, args.spider)
-
-
 def cmd_status(args: argparse.Namespace) -> int:
-    settings, client, _ = _connect(args)
-    title = f"{args.spider} @ {RedisConfig.from_settings(_settings(args)).masked_url}"
+    settings, client, _ = connect(args)
+    title = f"{args.spider} @ {RedisConfig.from_settings(project_settings(args)).masked_url}"
     if args.watch:
         return watch_status(client, settings, args.spider, args.interval, args.json, title)
     status = status_now(client, settings, args.spider)
@@ -72,7 +51,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_dashboard(args: argparse.Namespace) -> int:
     from distributed_crawler.monitoring.dashboard import serve
 
-    settings = _settings(args)
+    settings = project_settings(args)
     RedisConfig.from_settings(settings).check_reachable()
     return serve(settings, args.host, args.port, args.spider)
 
@@ -113,7 +92,7 @@ def _failed_entries(client: Any, key: str, count: int) -> tuple[list[bytes], lis
 
 
 def cmd_failed(args: argparse.Namespace) -> int:
-    settings, client, keys = _connect(args)
+    settings, client, keys = connect(args)
     raw, entries, unreadable, wrong = _failed_entries(client, keys.failed, -1 if args.requeue else args.limit - 1)
     if wrong:
         print(f"dcrawl: {wrong}", file=sys.stderr)
@@ -210,7 +189,7 @@ def _requeue(settings: Any, client: Any, keys: SpiderKeys, raw: list[bytes], ent
 
 
 def cmd_reclaim(args: argparse.Namespace) -> int:
-    settings, client, keys = _connect(args)
+    settings, client, keys = connect(args)
     config = SchedulerConfig.from_settings(settings)
     scripts = QueueScripts.register(client, keys, config.queue_type)
     requeued, dead = scripts.reclaim(config.max_deliveries, 100_000, config.failed_max, "dcrawl")
@@ -218,21 +197,8 @@ def cmd_reclaim(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dupefilter(settings: Any, client: Any, keys: SpiderKeys) -> tuple[Any, Any]:
-    """The configured dupefilter and its backend, opened on a sync client."""
-    dupefilter_cls = load_object(settings["DUPEFILTER_CLASS"])
-    options = dupefilter_cls.options(settings)
-    df = dupefilter_cls(
-        RedisConfig.from_settings(settings),
-        keys,
-        CanonicalFingerprinter(FingerprintConfig.from_settings(settings)),
-        **options,
-    )
-    return df, run_sync(df.open_dedup(client))
-
-
 def cmd_dedup(args: argparse.Namespace) -> int:
-    settings, client, keys = _connect(args)
+    settings, client, keys = connect(args)
     if args.action == "stats":
         stats = run_sync(describe_dedup(client, keys.dupefilter))
         stats["bytes_per_item"] = round(stats["bytes"] / stats["count"], 3) if stats["count"] else None
@@ -246,7 +212,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     if args.action == "check":
         if not args.url:
             raise CliError("dedup check needs a URL")
-        df, dedup = _dupefilter(settings, client, keys)
+        df, dedup = open_dupefilter(settings, client, keys)
         enqueuer = Enqueuer(client, keys, dedup, "fifo")
         fingerprint = df.fingerprint_hex(Request(args.url))
         (new,) = run_sync(enqueuer.run("check", [(fingerprint, False, "")]))
@@ -262,7 +228,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     if not args.source:
         raise CliError("dedup rebuild needs --from STORAGE_URL")
     run_sync(reset_dedup(client, keys.dupefilter))
-    df, dedup = _dupefilter(settings, client, keys)
+    df, dedup = open_dupefilter(settings, client, keys)
     enqueuer = Enqueuer(client, keys, dedup, "fifo")
     backend = open_storage(args.source)
     added = 0
@@ -286,7 +252,7 @@ def cmd_proxies(args: argparse.Namespace) -> int:
         read_proxy_file,
     )
 
-    settings = _settings(args)
+    settings = project_settings(args)
     redis_config = RedisConfig.from_settings(settings)
     redis_config.check_reachable()
     config = ProxyConfig.from_settings(settings)
@@ -416,8 +382,6 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    from distributed_crawler.cli import seed  # imports this module's helpers: not at the top
-
     seed.add_parser(command)
     p = command("status", cmd_status, "queues, leases, failures and nodes of a spider", json_flag=True)
     p.add_argument("spider")
@@ -435,9 +399,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["add", "list", "remove", "reset"])
     p.add_argument("proxies", nargs="*", help="proxy URLs (remove/reset also take host:port or the masked URL)")
     p.add_argument("--file", help="for add: a file with one proxy URL a line (# comments)")
-    hosts.add_parser(command, _connect)
-    recrawl.add_parser(command, _connect)
-    import_scrapy_redis.add_parser(command, _connect)
+    hosts.add_parser(command, connect)
+    recrawl.add_parser(command, connect)
+    import_scrapy_redis.add_parser(command, connect)
     extract.add_parser(command)
     p = command("reclaim", cmd_reclaim, "return expired leases to the queue now")
     p.add_argument("spider")

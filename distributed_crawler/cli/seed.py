@@ -37,6 +37,7 @@ from redis.exceptions import ResponseError
 
 from distributed_crawler.addresses import SETTING as ALLOWED_SETTING
 from distributed_crawler.addresses import AddressRule
+from distributed_crawler.cli.project import CliError, connect, open_dupefilter
 from distributed_crawler.connection.untrusted import text, wrong_type_message
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
@@ -455,8 +456,6 @@ def site_seed(url: str) -> str:
 
 
 def cmd_seed(args: argparse.Namespace) -> int:
-    from distributed_crawler.cli.main import CliError, _connect, _dupefilter
-
     if args.file is not None and (args.urls or args.site):
         raise CliError("give seeds as arguments (URLs, --site) or --file FILE, not both")
     if args.file is None and not args.urls and not args.site:
@@ -468,7 +467,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
     skip = args.skip if args.from_line is None else args.from_line - 1
     if skip < 0 or args.batch < 1:
         raise CliError("--skip must be >= 0, --from-line >= 1 and --batch >= 1")
-    settings, client, keys = _connect(args)
+    settings, client, keys = connect(args)
     read = SettingsReader(settings)
     max_bytes = read.int("SEED_MAX_BYTES", min=1)
     addresses = AddressRule.from_value(settings.get(ALLOWED_SETTING))  # the nodes' rule (docs/security.md)
@@ -496,7 +495,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
         return 0
     dedup = None
     if args.dedup:
-        df, backend = _dupefilter(settings, client, keys)
+        df, backend = open_dupefilter(settings, client, keys)
         dedup = SeedDedup(df, Enqueuer(client, keys, backend, "fifo"))
     try:
         stream, raw, size = open_seed_file(args.file)

@@ -1,0 +1,50 @@
+"""What every `dcrawl` command opens: the project's settings (with the add-on), its Redis, its keys.
+
+Its own module so the command modules (seed, hosts, recrawl, ...) and cli/main.py, which registers
+them, both import it and not each other.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from scrapy.utils.misc import load_object
+from scrapy.utils.project import get_project_settings
+
+from distributed_crawler.addon import with_addon
+from distributed_crawler.connection.clients import RedisConfig
+from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
+from distributed_crawler.queue.enqueue import run_sync
+from distributed_crawler.queue.keys import SpiderKeys
+
+
+class CliError(Exception):
+    """A one-line message for the operator; exit code 1."""
+
+
+def project_settings(args: argparse.Namespace) -> Any:
+    settings = with_addon(get_project_settings())
+    if args.redis_url:
+        settings.set("REDIS_URL", args.redis_url, priority="cmdline")
+    return settings
+
+
+def connect(args: argparse.Namespace) -> tuple[Any, Any, SpiderKeys]:
+    settings = project_settings(args)
+    config = RedisConfig.from_settings(settings)
+    config.check_reachable()
+    return settings, config.sync_client(), SpiderKeys.from_settings(settings, args.spider)
+
+
+def open_dupefilter(settings: Any, client: Any, keys: SpiderKeys) -> tuple[Any, Any]:
+    """The configured dupefilter and its backend, opened on a sync client."""
+    dupefilter_cls = load_object(settings["DUPEFILTER_CLASS"])
+    options = dupefilter_cls.options(settings)
+    df = dupefilter_cls(
+        RedisConfig.from_settings(settings),
+        keys,
+        CanonicalFingerprinter(FingerprintConfig.from_settings(settings)),
+        **options,
+    )
+    return df, run_sync(df.open_dedup(client))
