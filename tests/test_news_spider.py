@@ -15,7 +15,13 @@ from scrapy.http import HtmlResponse, Response, XmlResponse
 from scrapy.utils.test import get_crawler
 
 from distributed_crawler.core.context import RedisContext
-from distributed_crawler.meta import DOWNLOAD_MAXSIZE_META, ENTRY_DATE_META, ENTRY_TITLE_META, SITEMAP_DEPTH_META
+from distributed_crawler.meta import (
+    DOWNLOAD_MAXSIZE_META,
+    ENTRY_DATE_META,
+    ENTRY_TITLE_META,
+    LISTED_META,
+    SITEMAP_DEPTH_META,
+)
 from distributed_crawler.news.nearduplicate import NearDuplicateIndex
 from distributed_crawler.spiders import news
 from distributed_crawler.spiders.news import NewsSpider
@@ -94,6 +100,7 @@ def test_google_news_sitemap_entries_are_dated_requests(redis_url: str, portal: 
     assert not out[0].dont_filter and out[0].callback.__name__ == "parse"
     assert out[0].meta[ENTRY_DATE_META] == portal.stories[2].published.isoformat()
     assert out[0].meta[ENTRY_TITLE_META] == portal.stories[2].title
+    assert out[0].meta[LISTED_META] is True  # a news sitemap lists stories: a page-type signal
     every = run(
         redis_url, lambda s: collect(s.parse_sitemap(response(portal, BASE + "/news-sitemap.xml"))), SITEMAP_SINCE=0
     )
@@ -225,6 +232,17 @@ def test_articles_canonical_url_near_duplicate_and_keep_text(
     redis_client.flushall()
     _, _, copy = run(redis_url, crawl, NEAR_DUPLICATE_KEEP_TEXT=True)[:3]
     assert copy["duplicate_of"] == portal.url(2) and portal.stories[2].sentences[0] in copy["text"]
+
+
+def test_items_carry_page_type_paywall_modified_and_the_sites_rules_win(redis_url: str, portal: NewsPortal) -> None:
+    async def one(spider: Spider) -> Any:
+        return await spider.page_item(response(portal, portal.url(3), {LISTED_META: True}))
+
+    item = run(redis_url, one, NEAR_DUPLICATES=False)
+    assert (item["page_type"], item["paywalled"], item["modified_at"]) == ("article", None, None)
+    ruled = run(redis_url, one, NEAR_DUPLICATES=False, EXTRACTION_RULES='{"news.example": {"text": "p.byline"}}')
+    story = portal.stories[3]
+    assert ruled["text"] == f"By {story.author}, {story.published:%d %B %Y}"
 
 
 def test_extract_main_text_off_stores_the_visible_text(redis_url: str, portal: NewsPortal) -> None:
