@@ -47,9 +47,10 @@ def test_main_text_keeps_the_body_and_drops_the_boilerplate(portal: NewsPortal) 
 
 def test_visible_text_is_behind_the_setting(portal: NewsPortal) -> None:
     _, _, body = portal.render_publisher(portal.stories[3].path)
-    basics = page_basics(body.decode())
+    basics = page_basics(body.decode(), BASE + portal.stories[3].path)
     assert "Footer-copyright-marker" in basics.text and portal.stories[3].sentences[0] in basics.text
-    assert (basics.title, basics.main_text, basics.lang) == (None, False, "en")
+    assert (basics.title, basics.main_text, basics.lang, basics.page_type) == (None, False, "en", "article")
+    assert page_basics(body.decode(), BASE + "/about").page_type == "other"
 
 
 def test_a_page_without_main_text_keeps_its_visible_text() -> None:

@@ -323,14 +323,37 @@ def _all(nodes: list[dict[str, Any]], key: str) -> list[str]:
     return [value for node in nodes for value in jsonld.text_values(node.get(key))]
 
 
-def page_basics(html: str | bytes) -> Article:
-    """EXTRACT_MAIN_TEXT off: the visible text and its language, no extraction."""
+def page_basics(html: str | bytes, url: str = "", *, listed: bool = False) -> Article:
+    """EXTRACT_MAIN_TEXT off: the visible text, its language and the page type from the cheap
+    signals (URL, JSON-LD type, `listed`, `og:type`, link density; no extraction, no htmldate)."""
     root = parse_html(_cap(html)[0])
     if root is None:
         return Article(text="", signals={"text": "visible"})
     text = visible_text(root)
     lang, lang_source = detect(text, html_lang(root))
-    return Article(text=text, lang=lang, signals={"text": "visible", **({"lang": lang_source} if lang_source else {})})
+    nodes = jsonld.nodes(root)
+    metas = _metas(root)
+    article = jsonld.article_node(nodes)
+    dated = bool(
+        dates.first_date(_all(nodes, "datePublished"))
+        or dates.first_date(metas.get(n) for n in dates.PUBLISHED_META)
+        or dates.url_date(url)
+    )
+    page_type, type_source = classify(
+        PageSignals(
+            url=url,
+            jsonld_types=frozenset(t for node in nodes for t in jsonld.types(node)),
+            og_type=(metas.get("og:type") or "").strip().lower() or None,
+            listed=listed,
+            dated=dated,
+            main_text_chars=len(text),
+            link_density=lambda: _link_density(root),
+        )
+    )
+    is_paywalled, paywall_source = paywalled(article, root)
+    signals = {"text": "visible", "page_type": type_source}
+    signals.update({k: v for k, v in (("lang", lang_source), ("paywalled", paywall_source)) if v})
+    return Article(text=text, lang=lang, page_type=page_type, paywalled=is_paywalled, signals=signals)
 
 
 class OffReactor:

@@ -121,7 +121,7 @@ class NewsSpider(RedisSpider):
                 rules=self.news.extraction_rules,
             )
         else:
-            article = page_basics(response.text)
+            article = page_basics(response.text, response.url, listed=bool(response.meta.get(LISTED_META)))
         text = " ".join(filter(None, (article.text, frames_text(response.meta.get(FRAMES_META)))))
         duplicate = await self._near_duplicate(article, text, url)
         meta = response.meta
