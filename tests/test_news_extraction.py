@@ -48,6 +48,16 @@ def test_comment_nodes_inside_a_paragraph_keep_the_paragraph() -> None:
         assert f"Run {i} of the story continues after the comment node, all of it." in article.text
 
 
+def test_processing_instructions_inside_a_paragraph_are_dropped() -> None:
+    body = "".join(
+        f"<p>Part {i} of the story<?php echo 'x'; ?> goes on after the instruction, all of it here.</p>"
+        for i in range(8)
+    )
+    article = extract(page(body=body))
+    assert "Part 5 of the story goes on after the instruction, all of it here." in article.text
+    assert "php" not in article.text
+
+
 def test_paragraph_breaks_are_kept() -> None:
     article = extract(page())
     assert article.text.count("\n") == 7 and article.text.splitlines()[1].startswith("Paragraph 1:")
