@@ -11,7 +11,8 @@ repositories with `git archive`:
 Scores:
 - text: trafilatura's own method (evaldata.json: snippets that must / must not appear in the
   text): precision, recall, F1 of `Article.text` and of `trafilatura.extract` in each
-  configuration (--configs), whitespace-normalized substring matching;
+  configuration (--configs) and of the parse the project used before (`lxml.html.fromstring`,
+  comment nodes kept), whitespace-normalized substring matching;
 - dates: on htmldate's pages with a known publication day, the share with a date and the share
   correct to the day, for `Article.published_at` and for htmldate's `find_date` (original date);
 - page type and language: accuracy on bench/page_labels.json (hand-labelled pages of these sets);
@@ -27,6 +28,7 @@ import json
 import re
 import statistics
 import time
+import unicodedata
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -35,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import htmldate
+import lxml.etree
+import lxml.html
 import trafilatura
 
 from distributed_crawler.news.extract import TRAFILATURA_OPTIONS, extract_article
@@ -51,6 +55,16 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "fast": {"fast": True},
 }
 SAME_LANGUAGE = {"nb": "no", "nn": "no"}
+BEFORE = "before: lxml.html.fromstring"  # how the project parsed pages before issue 26 (comments kept)
+
+
+def _before(html: bytes, url: str) -> str | None:
+    try:
+        tree = lxml.html.fromstring(html)
+    except (ValueError, lxml.etree.ParserError):
+        return None
+    doc = trafilatura.bare_extraction(tree, url=url, **BASE)
+    return unicodedata.normalize("NFC", doc.text) if doc is not None and doc.text else None
 
 
 def norm(text: str) -> str:
@@ -128,7 +142,10 @@ def text_scores(corpus: Corpus, configs: list[str], limit: int) -> dict[str, Any
         _, ms = cpu_ms(partial(trafilatura.bare_extraction, html, url=url, with_metadata=True, **options))
         cost["trafilatura bare_extraction + metadata"].append(ms)
         for name in configs:
-            theirs[name].add(item, trafilatura.extract(html, url=url, **{**BASE, **CONFIGS[name]}))
+            if name == BEFORE:
+                theirs[name].add(item, _before(html, url))
+            else:
+                theirs[name].add(item, trafilatura.extract(html, url=url, **{**BASE, **CONFIGS[name]}))
         declared = _declared(html)
         if declared and article.lang:
             lang_declared += 1
@@ -249,7 +266,7 @@ def language_samples(found: dict[str, Corpus], limit: int) -> list[dict[str, Any
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("paths", nargs="+", type=Path, help="trafilatura's and htmldate's tests/ folders")
-    parser.add_argument("--configs", default=",".join(CONFIGS), help="trafilatura configurations to compare")
+    parser.add_argument("--configs", default=",".join([*CONFIGS, BEFORE]), help="trafilatura configurations to compare")
     parser.add_argument("--limit", type=int, default=0, help="pages per set (0 = all)")
     parser.add_argument("--only", default="text,dates,labels", help="parts to run")
     parser.add_argument("--dump-texts", type=Path, help="write the texts and language labels for bench.languages")

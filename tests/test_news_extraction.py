@@ -48,6 +48,16 @@ def test_comment_nodes_inside_a_paragraph_keep_the_paragraph() -> None:
         assert f"Run {i} of the story continues after the comment node, all of it." in article.text
 
 
+def test_processing_instructions_inside_a_paragraph_are_dropped() -> None:
+    body = "".join(
+        f"<p>Part {i} of the story<?php echo 'x'; ?> goes on after the instruction, all of it here.</p>"
+        for i in range(8)
+    )
+    article = extract(page(body=body))
+    assert "Part 5 of the story goes on after the instruction, all of it here." in article.text
+    assert "php" not in article.text
+
+
 def test_paragraph_breaks_are_kept() -> None:
     article = extract(page())
     assert article.text.count("\n") == 7 and article.text.splitlines()[1].startswith("Paragraph 1:")
@@ -450,3 +460,19 @@ def test_a_utc_value_gives_way_to_the_same_instant_with_the_sites_offset() -> No
     head = jsonld({"@type": "NewsArticle", "datePublished": "2023-11-09T03:28:35Z"})
     head += '<meta property="article:published_time" content="2023-11-08T22:28:35-05:00">'
     assert extract(page(head)).published_at == "2023-11-08T22:28:35-05:00"
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        "[" * 100_000 + "]" * 100_000,  # deeper than the JSON parser goes
+        '{"@type": "NewsArticle", "datePublished": "9999-12-31T23:59:59-23:59", "author": [{"name": ["x"]}, 3]}',
+        '{"@type": {"a": 1}, "@graph": "no", "datePublished": {"@value": "0001-01-01T00:00:00+14:00"}}',
+        '{"@type": "NewsArticle", "isAccessibleForFree": {"no": 1}, "hasPart": "x", "author": "By"}',
+        "{not json,}",
+    ],
+)
+def test_hostile_json_ld_is_skipped_never_raises(block: str) -> None:
+    article = extract(page(f'<script type="application/ld+json">{block}</script>'))
+    assert article.main_text and "Paragraph 7" in article.text
+    assert article.published_at is None and article.paywalled is None

@@ -17,7 +17,13 @@ from scrapy.http import HtmlResponse, Response, XmlResponse
 from scrapy.utils.test import get_crawler
 
 from distributed_crawler.core.context import RedisContext
-from distributed_crawler.meta import DOWNLOAD_MAXSIZE_META, ENTRY_DATE_META, ENTRY_TITLE_META, SITEMAP_DEPTH_META
+from distributed_crawler.meta import (
+    DOWNLOAD_MAXSIZE_META,
+    ENTRY_DATE_META,
+    ENTRY_TITLE_META,
+    LISTED_META,
+    SITEMAP_DEPTH_META,
+)
 from distributed_crawler.news.config import NewsConfig
 from distributed_crawler.news.extract import Article
 from distributed_crawler.news.nearduplicate import NearDuplicateIndex
@@ -105,6 +111,7 @@ def test_google_news_sitemap_entries_are_dated_requests(redis_url: str, portal: 
     assert not out[0].dont_filter and out[0].callback.__name__ == "parse"
     assert out[0].meta[ENTRY_DATE_META] == portal.stories[2].published.isoformat()
     assert out[0].meta[ENTRY_TITLE_META] == portal.stories[2].title
+    assert out[0].meta[LISTED_META] is True  # a news sitemap lists stories: a page-type signal
     every = run(
         redis_url, lambda s: collect(s.parse_sitemap(response(portal, BASE + "/news-sitemap.xml"))), SITEMAP_SINCE=0
     )
@@ -277,6 +284,17 @@ def test_the_copy_stored_first_stays_the_original_whatever_date_a_page_claims(
     assert genuine["duplicate_of"] == WIRE + "/wire/story-2"
     assert portal.stories[2].sentences[0] in genuine["text"]
     assert copier_again["text"] == copier["text"] and copier["text"]
+
+
+def test_items_carry_page_type_paywall_modified_and_the_sites_rules_win(redis_url: str, portal: NewsPortal) -> None:
+    async def one(spider: Spider) -> Any:
+        return await spider.page_item(response(portal, portal.url(3), {LISTED_META: True}))
+
+    item = run(redis_url, one, NEAR_DUPLICATES=False)
+    assert (item["page_type"], item["paywalled"], item["modified_at"]) == ("article", None, None)
+    ruled = run(redis_url, one, NEAR_DUPLICATES=False, EXTRACTION_RULES='{"news.example": {"text": "p.byline"}}')
+    story = portal.stories[3]
+    assert ruled["text"] == f"By {story.author}, {story.published:%d %B %Y}"
 
 
 def test_extract_main_text_off_stores_the_visible_text(redis_url: str, portal: NewsPortal) -> None:

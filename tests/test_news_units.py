@@ -47,9 +47,10 @@ def test_main_text_keeps_the_body_and_drops_the_boilerplate(portal: NewsPortal) 
 
 def test_visible_text_is_behind_the_setting(portal: NewsPortal) -> None:
     _, _, body = portal.render_publisher(portal.stories[3].path)
-    basics = page_basics(body.decode())
+    basics = page_basics(body.decode(), BASE + portal.stories[3].path)
     assert "Footer-copyright-marker" in basics.text and portal.stories[3].sentences[0] in basics.text
-    assert (basics.title, basics.main_text, basics.lang) == (None, False, "en")
+    assert (basics.title, basics.main_text, basics.lang, basics.page_type) == (None, False, "en", "article")
+    assert page_basics(body.decode(), BASE + "/about").page_type == "other"
 
 
 def test_a_page_without_main_text_keeps_its_visible_text() -> None:
@@ -104,6 +105,7 @@ def test_google_news_sitemap_and_gzipped_index(portal: NewsPortal) -> None:
     assert [(e.url, e.date, e.title) for e in doc.entries] == [
         (portal.url(i), portal.stories[i].published, portal.stories[i].title) for i in (2, 6)
     ]
+    assert all(e.story for e in doc.entries)  # <news:news> entries list stories (page type "listed")
     _, _, index = portal.render_publisher("/sitemap_index.xml.gz")
     assert index[:2] == b"\x1f\x8b" and sniff(index) == "sitemap"
     doc = parse_sitemap(index, BASE + "/sitemap_index.xml.gz", 10**6, 100)
@@ -118,6 +120,7 @@ def test_sitemap_entry_cap_and_bad_locs() -> None:
     doc = parse_sitemap(body, BASE + "/s.xml", 10**6, 4)
     assert [e.url for e in doc.entries] == [f"{BASE}/a/{i}" for i in range(4)] and doc.truncated
     assert all(e.date is None for e in doc.entries)
+    assert not any(e.story for e in doc.entries)  # a plain urlset lists sections and home pages too
     assert len(parse_sitemap(body, BASE, 10**6, 100).entries) == 10
 
 
@@ -151,7 +154,7 @@ def test_rss_and_atom_feeds(portal: NewsPortal) -> None:
     assert [(e.url, e.date, e.title) for e in doc.entries] == [
         (portal.url(3), portal.stories[3].published, portal.stories[3].title)
     ]
-    assert doc.warning == "" and sniff(rss) == "feed"
+    assert doc.warning == "" and sniff(rss) == "feed" and doc.entries[0].story
     _, ctype, atom = portal.render_publisher("/feed.atom")
     doc = parse_feed(atom, BASE + "/feed.atom", 10**6, 10, ctype)
     assert [(e.url, e.date) for e in doc.entries] == [(portal.url(4), portal.stories[4].published)]  # relative href

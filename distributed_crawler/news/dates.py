@@ -70,7 +70,10 @@ def parse_date(value: object, now: datetime | None = None) -> str | None:
     if parsed is None:
         return None
     moment = parsed if isinstance(parsed, datetime) else datetime(parsed.year, parsed.month, parsed.day)
-    naive = moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
+    try:
+        naive = moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
+    except OverflowError:  # year 1 or 9999 with an offset
+        return None
     latest = (now or datetime.now(UTC)).astimezone(UTC).replace(tzinfo=None) + timedelta(days=1)
     if not EARLIEST <= naive <= latest:
         return None
@@ -87,7 +90,7 @@ def _parse(text: str) -> datetime | date | None:
     if has_time and "," in text or text[:3].isalpha():
         try:
             return parsedate_to_datetime(text)  # RFC 2822 (feeds, some meta): "Tue, 10 Jun 2003 04:00:00 GMT"
-        except (TypeError, ValueError, IndexError):
+        except (TypeError, ValueError, IndexError, OverflowError):
             pass
     match = _LEADING_DAY.match(text)  # "2024/05/01", "2024-05-01 10h30", "2024.05.01, Tuesday"
     if match:

@@ -191,13 +191,14 @@ def extract_article(
     - `now`: the clock dates are checked against (after now + 1 day = implausible); default: now.
 
     Signals, best first (the one used is in `signals[field]`):
-    - published_at: JSON-LD `datePublished` ("json-ld"), date meta ("meta:<name>"),
+    - published_at: the rule ("rule"), JSON-LD `datePublished` ("json-ld"), date meta ("meta"),
       `<time datetime>` ("time"), htmldate's original date ("htmldate"), the URL ("url"); a day
       in the URL more than a day away from the chosen date wins over it ("url").
     - modified_at: JSON-LD `dateModified`, then modification meta.
     - authors: JSON-LD Person authors, then author meta, then trafilatura's byline; JSON-LD
       Organization authors go to `author_organizations`.
-    - text: trafilatura's main text ("trafilatura"), else the visible text ("visible").
+    - text: the rule ("rule"), trafilatura's main text ("trafilatura"), else the visible text
+      ("visible").
     - lang: detected from `text` ("text"); `<html lang>` ("html-lang") when the text cannot say.
     - page_type: the order in news/page_types.py: "url", "json-ld-type", "listed",
       "og-type", "text".
@@ -219,37 +220,8 @@ def extract_article(
     text = ruled or main or visible_text(root)
     signals: dict[str, str] = {"text": "rule" if ruled else "trafilatura" if main else "visible"}
 
-    published, source = _first(
-        [
-            ("rule", lambda: dates.first_date(rule_date_values(root, site_rules), now) if site_rules else None),
-            ("json-ld", lambda: dates.first_date(jsonld.text_values((article or {}).get("datePublished")), now)),
-            ("json-ld", lambda: dates.first_date(_all(nodes, "datePublished"), now)),
-            ("meta", lambda: dates.first_date((metas.get(n) for n in dates.PUBLISHED_META), now)),
-            ("time", lambda: dates.time_element_date(root, now)),
-            ("htmldate", lambda: dates.parse_date(doc.date if doc is not None else _htmldate(root, url), now)),
-            ("url", lambda: dates.url_date(url, now)),
-        ]
-    )
-    if published and source in ("json-ld", "meta"):
-        published = dates.same_instant_local(published, _local_candidates(metas, root, now))
-    in_url = dates.url_date(url, now)
-    if published and source != "rule" and dates.contradicts(published, in_url):
-        published, source = in_url, "url"
-    modified, modified_source = _first(
-        [
-            ("json-ld", lambda: dates.first_date(jsonld.text_values((article or {}).get("dateModified")), now)),
-            ("meta", lambda: dates.first_date((metas.get(n) for n in dates.MODIFIED_META), now)),
-        ]
-    )
-    people, organisations = jsonld_authors(article)
-    authors = normalize(people)
-    author_source = "json-ld"
-    if not authors and not organisations:
-        meta_names = [metas[n] for n in ("author", "article:author", "parsely-author", "sailthru.author") if n in metas]
-        authors, author_source = normalize(m for m in meta_names if "://" not in m), "meta"
-        if not authors and doc is not None and doc.author:
-            authors, author_source = normalize(doc.author.split(";")), "byline"
-
+    published, source, modified, modified_source = _dates(root, url, nodes, article, metas, doc, site_rules, now)
+    authors, organisations, author_source = _authors(article, metas, doc)
     page_type, type_source = classify(
         PageSignals(
             url=url,
@@ -286,8 +258,58 @@ def extract_article(
         main_text=bool(ruled or main),
         truncated=truncated,
         signals=signals,
-        author_organizations=normalize(organisations) if organisations else (),
+        author_organizations=organisations,
     )
+
+
+def _dates(
+    root: lxml.html.HtmlElement,
+    url: str,
+    nodes: list[dict[str, Any]],
+    article: dict[str, Any] | None,
+    metas: Mapping[str, str],
+    doc: Any,
+    site_rules: SiteRules | None,
+    now: datetime | None,
+) -> tuple[str | None, str | None, str | None, str | None]:
+    """(published_at, its signal, modified_at, its signal), in extract_article's order."""
+    published, source = _first(
+        [
+            ("rule", lambda: dates.first_date(rule_date_values(root, site_rules), now) if site_rules else None),
+            ("json-ld", lambda: dates.first_date(jsonld.text_values((article or {}).get("datePublished")), now)),
+            ("json-ld", lambda: dates.first_date(_all(nodes, "datePublished"), now)),
+            ("meta", lambda: dates.first_date((metas.get(n) for n in dates.PUBLISHED_META), now)),
+            ("time", lambda: dates.time_element_date(root, now)),
+            ("htmldate", lambda: dates.parse_date(doc.date if doc is not None else _htmldate(root, url), now)),
+            ("url", lambda: dates.url_date(url, now)),
+        ]
+    )
+    if published and source in ("json-ld", "meta"):
+        published = dates.same_instant_local(published, _local_candidates(metas, root, now))
+    in_url = dates.url_date(url, now)
+    if published and source != "rule" and dates.contradicts(published, in_url):
+        published, source = in_url, "url"
+    modified, modified_source = _first(
+        [
+            ("json-ld", lambda: dates.first_date(jsonld.text_values((article or {}).get("dateModified")), now)),
+            ("meta", lambda: dates.first_date((metas.get(n) for n in dates.MODIFIED_META), now)),
+        ]
+    )
+    return published, source, modified, modified_source
+
+
+def _authors(
+    article: dict[str, Any] | None, metas: Mapping[str, str], doc: Any
+) -> tuple[tuple[str, ...], tuple[str, ...], str]:
+    """(people, organisations, signal): JSON-LD, else author meta, else trafilatura's byline."""
+    people, organisations = (normalize(names) for names in jsonld_authors(article))
+    if people or organisations:
+        return people, organisations, "json-ld"
+    names = [metas[n] for n in ("author", "article:author", "parsely-author", "sailthru.author") if n in metas]
+    authors = normalize(m for m in names if "://" not in m)
+    if authors:
+        return authors, (), "meta"
+    return (normalize(doc.author.split(";")) if doc is not None and doc.author else ()), (), "byline"
 
 
 def _local_candidates(metas: Mapping[str, str], root: lxml.html.HtmlElement, now: datetime | None) -> list[str | None]:
@@ -301,14 +323,37 @@ def _all(nodes: list[dict[str, Any]], key: str) -> list[str]:
     return [value for node in nodes for value in jsonld.text_values(node.get(key))]
 
 
-def page_basics(html: str | bytes) -> Article:
-    """EXTRACT_MAIN_TEXT off: the visible text and its language, no extraction."""
+def page_basics(html: str | bytes, url: str = "", *, listed: bool = False) -> Article:
+    """EXTRACT_MAIN_TEXT off: the visible text, its language and the page type from the cheap
+    signals (URL, JSON-LD type, `listed`, `og:type`, link density; no extraction, no htmldate)."""
     root = parse_html(_cap(html)[0])
     if root is None:
         return Article(text="", signals={"text": "visible"})
     text = visible_text(root)
     lang, lang_source = detect(text, html_lang(root))
-    return Article(text=text, lang=lang, signals={"text": "visible", **({"lang": lang_source} if lang_source else {})})
+    nodes = jsonld.nodes(root)
+    metas = _metas(root)
+    article = jsonld.article_node(nodes)
+    dated = bool(
+        dates.first_date(_all(nodes, "datePublished"))
+        or dates.first_date(metas.get(n) for n in dates.PUBLISHED_META)
+        or dates.url_date(url)
+    )
+    page_type, type_source = classify(
+        PageSignals(
+            url=url,
+            jsonld_types=frozenset(t for node in nodes for t in jsonld.types(node)),
+            og_type=(metas.get("og:type") or "").strip().lower() or None,
+            listed=listed,
+            dated=dated,
+            main_text_chars=len(text),
+            link_density=lambda: _link_density(root),
+        )
+    )
+    is_paywalled, paywall_source = paywalled(article, root)
+    signals = {"text": "visible", "page_type": type_source}
+    signals.update({k: v for k, v in (("lang", lang_source), ("paywalled", paywall_source)) if v})
+    return Article(text=text, lang=lang, page_type=page_type, paywalled=is_paywalled, signals=signals)
 
 
 class OffReactor:

@@ -54,7 +54,7 @@ def nodes(root: HtmlElement) -> list[dict[str, Any]]:
             continue
         try:
             data = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON; or nested deeper than the parser goes
             continue
         found.extend(_top(data))
         if len(found) >= MAX_NODES:

@@ -50,8 +50,11 @@ def detect(text: str, declared: str | None) -> tuple[str | None, str | None]:
     declared = primary(declared)
     if sum(ch.isalpha() for ch in sample[:200]) < MIN_LETTERS:
         return (declared, "html-lang") if declared else (None, None)
-    with _lock:
-        found = _detector.detect(sample, model="lite", k=3)
+    try:
+        with _lock:
+            found = _detector.detect(sample, model="lite", k=3)
+    except Exception:  # noqa: BLE001 - a page is data: a detector's failure leaves the declaration
+        found = []
     best = primary(str(found[0]["lang"])) if found else None
     candidates = {primary(str(f["lang"])) for f in found}
     unsure = len(sample) < SHORT_TEXT or not found or float(found[0]["score"]) < CONFIDENT

@@ -167,10 +167,9 @@ class NewsSpider(RedisSpider):
             return None
         fields = page_fields(article, response)
         duplicate = await self._near_duplicate(article, fields["text"], url)
+        # emptied only for another URL of the same site: a copy on another site keeps its text (security.md)
         if duplicate is not None and not self.news.near_duplicate_keep_text and same_site(duplicate.original, url):
-            fields["text"] = (
-                ""  # another URL of the same site; a copy on another site keeps its text (docs/security.md)
-            )
+            fields["text"] = ""
         return self.item_class(
             url=url,
             **fields,
@@ -419,7 +418,7 @@ def extract_page(news: NewsConfig, response: TextResponse) -> Article:
             rules=news.extraction_rules,
         )
     else:
-        article = page_basics(response.text)
+        article = page_basics(response.text, response.url, listed=bool(response.meta.get(LISTED_META)))
     return dataclasses.replace(article, truncated=True) if TRUNCATED_FLAG in response.flags else article
 
 
