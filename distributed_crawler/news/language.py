@@ -21,7 +21,7 @@ MAX_CHARS = 2000  # the start of a story says its language; more only costs time
 SHORT_TEXT = 80  # characters: fewer, and the declaration wins when it is a candidate
 MIN_LETTERS = 20  # fewer letters say nothing of a language: the declaration or nothing
 CONFIDENT = 0.5  # a detection scored lower is a tie the declaration may break
-_detector = LangDetector(LangDetectConfig(model="lite"))
+_detector = LangDetector(LangDetectConfig(model="lite", max_input_length=MAX_CHARS))  # its default reads 80
 _lock = threading.Lock()  # the model loads on first use; EXTRACT_THREADS threads share it
 
 
