@@ -24,8 +24,8 @@ from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
 from distributed_crawler.connection.untrusted import preview, text, wrong_type_message
 from distributed_crawler.core.scheduler import SchedulerConfig
 from distributed_crawler.dedup.dupefilter import SetDedup, describe_dedup, reset_dedup
-from distributed_crawler.monitoring.nodes import clean_json
-from distributed_crawler.monitoring.status import render_status, status_now, watch_status
+from distributed_crawler.monitoring.nodes import Skips, clean_json
+from distributed_crawler.monitoring.status import NO_DEDUP, render_status, status_now, watch_status
 from distributed_crawler.queue.deadletters import fresh_payload
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import MAX_PRIORITY, make_member
@@ -86,7 +86,10 @@ def _failed_entries(client: Any, key: str, count: int) -> tuple[list[bytes], lis
     kind = text(client.type(key)) or "none"
     if kind not in ("list", "none"):
         return [], [], 0, wrong_type_message(key, kind, "list")
-    raw = client.lrange(key, 0, count)
+    skips = Skips()
+    raw = run_sync(skips.read(key, "list", [], lambda: client.lrange(key, 0, count)))
+    if skips.wrong:  # replaced by another type since TYPE answered
+        return [], [], 0, skips.lines()[0]
     decoded = [read_dead_letter(item) for item in raw]
     return raw, [e for e, _ in decoded], sum(1 for _, ok in decoded if not ok), ""
 
@@ -115,7 +118,8 @@ def cmd_failed(args: argparse.Namespace) -> int:
             print(f"dcrawl: {note}", file=sys.stderr)
         return 0
     table = listing_table(
-        f"{keys.failed}: {client.llen(keys.failed)} entries (showing {len(entries)})",
+        f"{keys.failed}: {run_sync(Skips().read(keys.failed, 'list', '?', lambda: client.llen(keys.failed)))} entries "
+        f"(showing {len(entries)})",
         ("url", "reason", "status", "attempts", "node"),
     )
     for e in entries:
@@ -200,7 +204,12 @@ def cmd_reclaim(args: argparse.Namespace) -> int:
 def cmd_dedup(args: argparse.Namespace) -> int:
     settings, client, keys = connect(args)
     if args.action == "stats":
-        stats = run_sync(describe_dedup(client, keys.dupefilter))
+        skips = Skips()  # the filter replaced by another type after describe_dedup's TYPE
+        stats = run_sync(
+            skips.read(keys.dupefilter, "set/hash", dict(NO_DEDUP), lambda: describe_dedup(client, keys.dupefilter))
+        )
+        for line in skips.lines():
+            print(f"dcrawl: {line}", file=sys.stderr)
         stats["bytes_per_item"] = round(stats["bytes"] / stats["count"], 3) if stats["count"] else None
         stats["key"] = keys.dupefilter
         if args.json:
@@ -329,8 +338,10 @@ def _proxy_entries(client: Any, pool_key: str, dead_key: str) -> tuple[list[dict
         kind = text(client.type(key)) or "none"
         if kind not in (expected, "none"):
             notes.append(wrong_type_message(key, kind, expected))
+    late = Skips()  # keys replaced by another type after TYPE answered
     if not any(pool_key in n for n in notes):
-        for raw, score in client.zrevrange(pool_key, 0, -1, withscores=True):
+        pool = run_sync(late.read(pool_key, "zset", [], lambda: client.zrevrange(pool_key, 0, -1, withscores=True)))
+        for raw, score in pool:
             url = member_url(raw)
             if url is None:
                 skipped[pool_key] += 1
@@ -346,7 +357,7 @@ def _proxy_entries(client: Any, pool_key: str, dead_key: str) -> tuple[list[dict
                 }
             )
     if not any(dead_key in n for n in notes):
-        for raw, value in sorted(client.hgetall(dead_key).items()):
+        for raw, value in sorted(run_sync(late.read(dead_key, "hash", {}, lambda: client.hgetall(dead_key))).items()):
             url = member_url(raw)
             if url is None:
                 skipped[dead_key] += 1
@@ -367,7 +378,7 @@ def _proxy_entries(client: Any, pool_key: str, dead_key: str) -> tuple[list[dict
     for key, n in skipped.items():
         if n:
             notes.append(f"skipped {n} unreadable {'entry' if n == 1 else 'entries'} in {key}")
-    return out, notes
+    return out, notes + late.lines()
 
 
 def build_parser() -> argparse.ArgumentParser:

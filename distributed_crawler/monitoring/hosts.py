@@ -10,14 +10,15 @@ Bounded on a million hosts: the counts are ZCARD/ZCOUNT (O(log n)); per-host fig
 a sample only (the hosts due soonest, the latest-due ones, which is where blocked hosts sit, and
 the over-budget hosts with the most left), in pipelines of `CHUNK` commands; nothing uses KEYS.
 Everything read is untrusted: a host name that is not short printable UTF-8, a per-host key of the
-wrong type and a field that is not a finite number are skipped or read as their default, and
-counted in `Skips`. Works with a sync client (`run_sync`) and an asyncio one, like nodes.py.
+wrong type (at TYPE or at read time: `Skips.read`) and a field that is not a finite number are
+skipped or read as their default, and counted in `Skips`. Works with a sync client (`run_sync`) and an asyncio one, like nodes.py.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any
 
 from distributed_crawler.connection.untrusted import finite, text
@@ -191,18 +192,24 @@ async def sample_hosts(
     """Ready hosts (-> score) and over-budget hosts to show: every host when `sample` is 0, else
     the `sample` due soonest, a quarter as many due latest (blocked hosts) and over budget."""
     ready_key, over_key = keys.ready, keys.over_budget
-    if sample <= 0:
-        ready_pairs = [] if ready_key in wrong else await _zscan_all(client, ready_key)
-        over_pairs = [] if over_key in wrong else await _zscan_all(client, over_key)
-    else:
-        tail = max(1, sample // 4)
-        ready_pairs = []
-        if ready_key not in wrong:
-            ready_pairs = await _zrange(client, ready_key, 0, sample - 1)
-            if len(ready_pairs) == sample:  # more may follow: the latest due too (no overlap)
-                size = int(await maybe_await(client.zcard(ready_key)))
-                ready_pairs += await _zrange(client, ready_key, 0, min(tail, size - sample) - 1, reverse=True)
-        over_pairs = [] if over_key in wrong else await _zrange(client, over_key, 0, tail - 1, reverse=True)
+    tail = max(1, sample // 4)
+
+    async def ready_sample() -> list[Any]:
+        if sample <= 0:
+            return await _zscan_all(client, ready_key)
+        pairs = await _zrange(client, ready_key, 0, sample - 1)
+        if len(pairs) == sample:  # more may follow: the latest due too (no overlap)
+            size = int(await maybe_await(client.zcard(ready_key)))
+            pairs += await _zrange(client, ready_key, 0, min(tail, size - sample) - 1, reverse=True)
+        return pairs
+
+    async def over_sample() -> list[Any]:
+        if sample <= 0:
+            return await _zscan_all(client, over_key)
+        return await _zrange(client, over_key, 0, tail - 1, reverse=True)
+
+    ready_pairs = [] if ready_key in wrong else await skips.read(ready_key, "zset", [], ready_sample)
+    over_pairs = [] if over_key in wrong else await skips.read(over_key, "zset", [], over_sample)
     ready = _named(ready_pairs, skips, ready_key)
     over = set(_named(over_pairs, skips, over_key))
     return ready, over
@@ -221,7 +228,9 @@ async def read_refusals(client: Any, keys: SpiderKeys, skips: Skips) -> dict[str
     cursor: Any = 0
     read = 0
     while read < REFUSED_FIELDS_READ:
-        cursor, chunk = await maybe_await(client.hscan(keys.refused, cursor, count=CHUNK))
+        cursor, chunk = await skips.read(
+            keys.refused, "hash", (0, {}), partial(client.hscan, keys.refused, cursor, count=CHUNK)
+        )
         for raw, value in dict(chunk).items():
             read += 1
             field = text(raw) if isinstance(raw, bytes) else str(raw)
@@ -277,8 +286,11 @@ async def host_summary(
     ready, over = await sample_hosts(client, keys, wrong, sample, skips)
     not_due: dict[str, float] = {}
     if waiting and ready_key not in wrong:
-        latest = await maybe_await(
-            client.zrevrangebyscore(ready_key, "+inf", f"({now!r}", start=0, num=sample, withscores=True)
+        latest = await skips.read(
+            ready_key,
+            "zset",
+            [],
+            lambda: client.zrevrangebyscore(ready_key, "+inf", f"({now!r}", start=0, num=sample, withscores=True),
         )
         not_due = _named(list(latest), Skips(), ready_key)  # already counted by sample_hosts if garbage
     rows = await read_rows(client, keys, now, {**ready, **not_due}, over, skips)

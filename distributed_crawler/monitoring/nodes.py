@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from redis.exceptions import ResponseError
 from scrapy.settings import BaseSettings
 
+from distributed_crawler.connection.untrusted import is_wrong_type
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.queue.enqueue import maybe_await, server_time
 from distributed_crawler.queue.keys import SpiderKeys
@@ -140,6 +143,20 @@ class Skips:
 
     def wrong_type(self, key: str, actual: str, expected: str) -> None:
         self.wrong[key] = (actual, expected)
+
+    async def read(self, key: str, expected: str, default: Any, call: Callable[[], Any]) -> Any:
+        """`call()` (reads of `key` only, sync or asyncio client), or `default` on a WRONGTYPE reply.
+
+        Checking TYPE first is not enough: anyone may replace the key between the check and the
+        read. Such a key is named in `wrong_type` like one the check caught, never a traceback.
+        """
+        try:
+            return await maybe_await(call())
+        except ResponseError as exc:
+            if not is_wrong_type(exc):
+                raise
+            self.wrong.setdefault(key, ("other type", expected))
+            return default
 
     @property
     def total(self) -> int:

@@ -124,14 +124,16 @@ NO_DEDUP = {"backend": "none", "count": 0, "bytes": 0, "layers": 0, "error_rate"
 TOP_LANGUAGE_HOSTS = 10
 
 
-async def _page_counts(client: Any, stats_key: str, hosts_key: str, wrong: set[str]) -> dict[str, Any]:
+async def _page_counts(client: Any, stats_key: str, hosts_key: str, wrong: set[str], skips: Skips) -> dict[str, Any]:
     """Pages stored and not stored per page type, and not stored per language (news/counts.py)."""
-    raw = {} if stats_key in wrong else await maybe_await(client.hgetall(stats_key))
+    raw = {} if stats_key in wrong else await skips.read(stats_key, "hash", {}, lambda: client.hgetall(stats_key))
     page_types, languages = read_page_counts(raw)
     top = (
         []
         if hosts_key in wrong
-        else await maybe_await(client.zrevrange(hosts_key, 0, TOP_LANGUAGE_HOSTS - 1, withscores=True))
+        else await skips.read(
+            hosts_key, "zset", [], lambda: client.zrevrange(hosts_key, 0, TOP_LANGUAGE_HOSTS - 1, withscores=True)
+        )
     )
     return {
         "page_types": {t: page_types.get(t, {"stored": 0, "skipped": 0}) for t in (*PAGE_TYPES, *sorted(page_types))},
@@ -146,7 +148,8 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
     """Queues, nodes, dedup, totals, last hour's history, recent alerts and failures of `spider`.
 
     Nothing read can make it fail: unreadable entries are skipped and counted (`skipped`), keys of
-    the wrong Redis type are read as empty and named with their fix (`wrong_type`).
+    the wrong Redis type are read as empty and named with their fix (`wrong_type`), whether TYPE
+    caught them or the read did (a key replaced in between: `Skips.read`).
     """
     keys = SpiderKeys.from_settings(settings, spider)
     node_keys = NodeKeys.from_settings(settings, spider, keys)
@@ -196,32 +199,53 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
             if key in wrong
         },
     )
-    nodes = [] if node_keys.nodes in wrong else await read_nodes(client, node_keys, now, skips)
+    zero_totals = {"pages": 0, "items": 0, "errors": 0}
+    nodes = (
+        []
+        if node_keys.nodes in wrong
+        else await skips.read(node_keys.nodes, "zset", [], lambda: read_nodes(client, node_keys, now, skips))
+    )
     totals = (
-        {"pages": 0, "items": 0, "errors": 0}
+        zero_totals
         if node_keys.stats in wrong
-        else await read_totals(client, node_keys, skips)
+        else await skips.read(node_keys.stats, "hash", zero_totals, lambda: read_totals(client, node_keys, skips))
     )
     dedup = dict(NO_DEDUP) if keys.dupefilter in wrong else await _dedup_stats(client, keys.dupefilter, skips)
     history = (
-        await read_history(client, node_keys, now)
-        if node_keys.history not in wrong
-        else [
-            {"minute": m["minute"], "pages": 0, "items": 0, "errors": 0}
-            for m in await read_history(_Empty(), node_keys, now)
-        ]
+        None
+        if node_keys.history in wrong
+        else await skips.read(node_keys.history, "hash", None, lambda: read_history(client, node_keys, now))
     )
-    raw_alerts = [] if node_keys.alerts in wrong else await maybe_await(client.lrange(node_keys.alerts, 0, recent - 1))
-    raw_failures = [] if keys.failed in wrong else await maybe_await(client.lrange(keys.failed, 0, recent - 1))
-    proxies = {"total": 0, "healthy": 0} if proxy_key in wrong else await proxy_health(client, proxy_key)
-    proxies["dead"] = 0 if dead_key in wrong else int(await maybe_await(client.hlen(dead_key)))
+    if history is None:
+        history = await read_history(_Empty(), node_keys, now)
+    raw_alerts = (
+        []
+        if node_keys.alerts in wrong
+        else await skips.read(node_keys.alerts, "list", [], lambda: client.lrange(node_keys.alerts, 0, recent - 1))
+    )
+    raw_failures = (
+        []
+        if keys.failed in wrong
+        else await skips.read(keys.failed, "list", [], lambda: client.lrange(keys.failed, 0, recent - 1))
+    )
+    proxies = (
+        {"total": 0, "healthy": 0}
+        if proxy_key in wrong
+        else await skips.read(proxy_key, "zset", {"total": 0, "healthy": 0}, lambda: proxy_health(client, proxy_key))
+    )
+    proxies["dead"] = (
+        0 if dead_key in wrong else int(await skips.read(dead_key, "hash", 0, lambda: client.hlen(dead_key)))
+    )
     hosts = await host_summary(client, keys, now, skips, wrong)
+    no_recrawl = {"scheduled": 0, "due_now": 0, "due_next_hour": 0}
     recrawl = (
-        {"scheduled": 0, "due_now": 0, "due_next_hour": 0}
+        no_recrawl
         if recrawl_keys.schedule in wrong
-        else await schedule_summary(client, recrawl_keys, now)
+        else await skips.read(
+            recrawl_keys.schedule, "zset", no_recrawl, lambda: schedule_summary(client, recrawl_keys, now)
+        )
     )
-    pages = await _page_counts(client, node_keys.stats, language_key, wrong)
+    pages = await _page_counts(client, node_keys.stats, language_key, wrong, skips)
     alerts = _json_entries(raw_alerts, None, skips, node_keys.alerts, needs=("kind", "message"))
     failures = _json_entries(raw_failures, FAILURE_FIELDS, skips, keys.failed, needs=("url", "reason"))
     alive = [n for n in nodes if n["alive"]]
