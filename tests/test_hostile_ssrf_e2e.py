@@ -73,7 +73,10 @@ def test_no_path_of_a_hostile_site_reaches_the_internal_service(
         (letter,) = [x for x in dead if x["url"] == site.url + path]
         assert letter["reason"] == "private_address" and letter["source"] == "render", letter
         assert letter["attempts"] == 1 and site.hits[path] == 1, (letter, site.hits)
-        assert f"redirected to {target}/r-redirect" in letter["detail"] and "127.0.0.2 is loopback" in letter["detail"]
+        assert (
+            f"refused the redirect to {target}/r-redirect" in letter["detail"]
+            and "127.0.0.2 is loopback" in letter["detail"]
+        )
         assert site.url + path not in rows
     refused = {k.decode(): int(v) for k, v in redis_client.hgetall("{news}:refused").items()}
     # the 302 and the meta refresh, plus the rendered page's iframe, fetch(), WebSocket and the

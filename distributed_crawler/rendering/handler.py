@@ -395,7 +395,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             ) from None
         except PlaywrightError:
             if hops:  # a refused CONNECT (https, wss) fails the navigation at the hop refused
-                self._refused_by_proxy(page, hops[-1])
+                self._refused_by_proxy(page, request.url, hops[-1])
             raise
         finally:
             page.remove_listener("request", listener)
@@ -404,12 +404,12 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             else:
                 request.meta[PLAYWRIGHT_PAGE_GOTO_KWARGS_META] = original
         response = result[0]
-        if response is not None and response.status == 403 and self._refused_by_proxy(page, response.url):
+        if response is not None and response.status == 403 and self._refused_by_proxy(page, request.url, response.url):
             # plain http: the proxy's 403 is the document
             raise RenderError(f"render of {request.url}: the browser's proxy refused {response.url}")
         return result
 
-    def _refused_by_proxy(self, page: Page, url: str) -> bool:
+    def _refused_by_proxy(self, page: Page, document: str, url: str) -> bool:
         """Whether the browser's proxy just refused the connection for `url`, a hop of the page's
         document (page routes never see redirect hops): if so the render fails with it."""
         if self.egress is None or page.context in self._proxied_contexts:
@@ -418,7 +418,8 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         if why is None:
             return False
         # counted and logged by the proxy already (_note_refusal): the dead letter only
-        self._refused_documents[page] = (url, f"the browser was redirected to {url[:300]}: {why}", True)
+        hop = "it" if url == document else f"the redirect to {url[:300]}"
+        self._refused_documents[page] = (url, f"the browser's proxy refused {hop}: {why}", True)
         return True
 
     def _count_late_refusal(self, page: Page) -> None:
