@@ -225,8 +225,12 @@ def test_the_browsers_egress_proxy_connects_only_to_allowed_addresses() -> None:
         writer.close()
         return out
 
+    now = [0.0]
+    proxy = EgressProxy(
+        AddressRule.from_value("127.0.0.1/32"), lambda url, why: refused.append((url, why)), clock=lambda: now[0]
+    )
+
     async def main() -> list[bytes]:
-        proxy = EgressProxy(AddressRule.from_value("127.0.0.1/32"), lambda url, why: refused.append((url, why)))
         await proxy.start()
         try:
             return [
@@ -234,12 +238,13 @@ def test_the_browsers_egress_proxy_connects_only_to_allowed_addresses() -> None:
                 await ask(proxy, f"GET http://127.0.0.2:{internal}/b HTTP/1.1\r\nHost: x\r\n\r\n".encode()),
                 await ask(proxy, f"CONNECT 127.0.0.2:{internal} HTTP/1.1\r\n\r\n".encode()),
                 await ask(proxy, f"CONNECT localhost:{internal} HTTP/1.1\r\n\r\n".encode()),  # nothing listens there
+                await ask(proxy, b"CONNECT 127.0.0.3:443 HTTP/1.1\r\n\r\n"),
             ]
         finally:
             await proxy.close()
 
     try:
-        ok, plain, tunnel, _ = asyncio.run(main())
+        ok, plain, tunnel, _, _ = asyncio.run(main())
     finally:
         for server in servers:
             server.shutdown()
@@ -247,4 +252,16 @@ def test_the_browsers_egress_proxy_connects_only_to_allowed_addresses() -> None:
     assert ok.startswith(b"HTTP/1.0 200") and ok.endswith(b"ok")
     assert plain.startswith(b"HTTP/1.1 403") and tunnel.startswith(b"HTTP/1.1 403")
     assert hits == ["127.0.0.1/a"]
-    assert [url for url, _ in refused] == [f"http://127.0.0.2:{internal}/b", f"https://127.0.0.2:{internal}/"]
+    assert [url for url, _ in refused] == [
+        f"http://127.0.0.2:{internal}/b",
+        f"https://127.0.0.2:{internal}/",
+        "https://127.0.0.3:443/",
+    ]
+    # what the rendering handler asks when a page's document failed: refused lately, by host and port
+    why = refused[0][1]
+    assert proxy.refusal_of(f"https://127.0.0.2:{internal}/other?q") == why and "127.0.0.2 is loopback" in why
+    assert proxy.refusal_of("https://127.0.0.3/x") is not None  # default port
+    assert proxy.refusal_of("http://127.0.0.3/x") is None  # another port
+    assert proxy.refusal_of(f"http://127.0.0.1:{allowed}/a") is None and proxy.refusal_of("http://[::1") is None
+    now[0] = 61.0
+    assert proxy.refusal_of(f"https://127.0.0.2:{internal}/") is None  # forgotten after RECENT_SECONDS

@@ -1,6 +1,7 @@
 """End to end: a site points two workers at an internal service by every path a crawl follows
 (links, sitemap index, sitemap, robots.txt, feeds, a 302, a meta refresh, a rendered page's iframe
-and fetch()); the internal service is never hit, the articles are stored, the workers idle-exit on
+and fetch(), rendered documents redirected inside the browser over http and https); the internal
+service is never hit, the articles are stored, the workers idle-exit on
 their own, and every refusal that reached the scheduler is dead-lettered as `private_address`
 (tests/hostile/ssrf.py). A second run reaches the internal service through a *name*, which only
 the connect-time check can judge."""
@@ -8,6 +9,7 @@ the connect-time check can judge."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -55,7 +57,7 @@ def test_no_path_of_a_hostile_site_reaches_the_internal_service(
     finally:
         site.close()
         internal.close()
-    assert internal.hits == [], internal.hits
+    assert internal.hits == [] and internal.connections == 0, internal.hits
     rows = stored(tmp_path / "items.db")
     assert site.article_urls() <= rows and not [u for u in rows if "127.0.0.2" in u], rows
     assert site.url + "/r/app" in rows  # the rendered page itself is stored; its iframe and fetch were not loaded
@@ -65,11 +67,23 @@ def test_no_path_of_a_hostile_site_reaches_the_internal_service(
     paths = sorted(x["url"][len(internal.url) :] for x in internal_letters)
     assert paths == ["/redirect", "/refresh"], dead  # the others never reach the scheduler (off-site)
     assert all("127.0.0.2 is loopback" in x["detail"] for x in internal_letters)
+    # a rendered document redirected inside the browser (the browser's proxy refused the hop): one
+    # dead letter of the request itself, at its first try, never retried (RETRY_TIMES=1)
+    for path, target in (("/r/go", internal.url), ("/r/go-tls", internal.url.replace("http:", "https:"))):
+        (letter,) = [x for x in dead if x["url"] == site.url + path]
+        assert letter["reason"] == "private_address" and letter["source"] == "render", letter
+        assert letter["attempts"] == 1 and site.hits[path] == 1, (letter, site.hits)
+        assert (
+            f"refused the redirect to {target}/r-redirect" in letter["detail"]
+            and "127.0.0.2 is loopback" in letter["detail"]
+        )
+        assert site.url + path not in rows
     refused = {k.decode(): int(v) for k, v in redis_client.hgetall("{news}:refused").items()}
     # the 302 and the meta refresh, plus the rendered page's iframe, fetch(), WebSocket and the
-    # redirect inside the browser (counted, not dead-lettered)
-    assert refused.get("private_address 127.0.0.2", 0) >= 6, refused
-    warned = sum(workers.log(n).count("Refused http://127.0.0.2") for n in ("node-a", "node-b"))
+    # redirect inside the browser (counted, not dead-lettered), plus the two refused documents
+    assert refused.get("private_address 127.0.0.2", 0) >= 8, refused
+    assert "private_address 127.0.0.1" not in refused, "counted once, under the host refused"
+    warned = sum(len(re.findall(r"Refused https?://127\.0\.0\.2", workers.log(n))) for n in ("node-a", "node-b"))
     assert 1 <= warned <= 2, "one WARNING per host per minute per node"
 
 

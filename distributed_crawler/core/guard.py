@@ -196,14 +196,19 @@ def guarded_agent(
     return Agent.usingEndpointFactory(reactor, factory, pool=pool)
 
 
-def record_refusal(crawler: Crawler, request: Request, refusal: Refusal) -> None:
+def record_refusal(
+    crawler: Crawler, request: Request, refusal: Refusal, source: str = "connect", counted: bool = False
+) -> None:
     """Dead-letter a scheduled request (our scheduler acks its lease as usual); a request that was
-    not scheduled (robots.txt) is only counted and logged."""
+    not scheduled (robots.txt) is only counted and logged. `counted`: already counted and logged
+    when it happened (the browser's proxy), so only the dead letter is written."""
     scheduler = scheduler_of(crawler)
     if LEASE_META in request.meta and hasattr(scheduler, "refuse"):
-        scheduler.refuse(request, refusal, "connect")
+        scheduler.refuse(request, refusal, source, counted)
+    elif counted:
+        return
     elif hasattr(scheduler, "refusals"):
-        scheduler.refusals.note(request.url, refusal, "connect")
+        scheduler.refusals.note(request.url, refusal, source)
     else:
         crawler.stats.inc_value(f"dc/refused/{refusal.reason}")
 

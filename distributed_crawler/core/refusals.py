@@ -47,8 +47,10 @@ class RefusalLog:
         self._pending: Counter[str] = Counter()  # count fields not yet added in Redis
         self._script: Any = None
 
-    def note(self, url: str, refusal: Refusal, source: str, **extra: Any) -> str:
-        """Count and log one refusal; returns its dead-letter entry (JSON)."""
+    def note(self, url: str, refusal: Refusal, source: str, counted: bool = False, **extra: Any) -> str:
+        """Count and log one refusal (unless it was `counted` already); returns its dead-letter entry (JSON)."""
+        if counted:
+            return failure_entry(url, refusal.reason, self.node_id, detail=refusal.detail, source=source, **extra)
         host = host_of(url)
         self.stats.inc_value("dc/refused")
         self.stats.inc_value(f"dc/refused/{refusal.reason}")

@@ -44,7 +44,7 @@ from distributed_crawler.dedup.dupefilter import DEDUP_TYPES, DedupDataError, fl
 from distributed_crawler.dedup.recent import RecentFingerprints
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.internals import downloads_in_flight, wake_engine, watch_scrapes
-from distributed_crawler.meta import HOST_BACKOFF_META, HOST_SLOT_META, LEASE_META, RETRY_DELAY_META
+from distributed_crawler.meta import HOST_BACKOFF_META, HOST_SLOT_META, LEASE_META, RETRY_DELAY_META, RETRY_TIMES_META
 from distributed_crawler.queue.codec import PayloadError, RequestCodec, UnserializableRequestError, allowed_classes
 from distributed_crawler.queue.counts import QueueSize, queue_size
 from distributed_crawler.queue.deadletters import DeadLetters
@@ -451,25 +451,34 @@ class RedisScheduler:
         self._outbox_ready.set()
         return True
 
-    def refuse(self, request: Request, refusal: Refusal, source: str = "download") -> None:
+    def refuse(self, request: Request, refusal: Refusal, source: str = "download", counted: bool = False) -> None:
         """A request refused after it left the queue (e.g. at connect time): dead-lettered once and
-        never retried; its lease is acked as usual once its failure went through the scraper."""
-        self._refuse(request, refusal, source, "", None)
+        never retried; its lease is acked as usual once its failure went through the scraper.
+        `counted`: the refusal was counted and logged when it happened (the browser's proxy)."""
+        attempts = int(request.meta.get(RETRY_TIMES_META, 0)) + 1  # it was tried, and refused at this try
+        self._refuse(request, refusal, source, "", None, attempts, counted)
 
     def _refuse(
-        self, request: Request, refusal: Refusal, source: str, fingerprint: str, handover: bytes | None
+        self,
+        request: Request,
+        refusal: Refusal,
+        source: str,
+        fingerprint: str,
+        handover: bytes | None,
+        attempts: int = 0,
+        counted: bool = False,
     ) -> None:
         """Queue the dead letter of a refused request in the outbox (so in order with this node's other
         writes, before the lease it concerns is acked); a hand-over's lease goes with it.
 
         `fingerprint` (a new link): dead-lettered only if the shared filter had not seen it, so a
         refused link found on a thousand pages is one dead letter."""
-        extra: dict[str, Any] = {"attempts": 0, "priority": request.priority}
+        extra: dict[str, Any] = {"attempts": attempts, "priority": request.priority}
         try:
             extra["payload"] = self.codec.encode(request)
         except (UnserializableRequestError, AttributeError) as exc:  # AttributeError: not open yet
             extra["payload_error"] = str(exc)[:300]
-        letter = self.refusals.note(request.url, refusal, source, **extra)
+        letter = self.refusals.note(request.url, refusal, source, counted, **extra)
         entry = OutboxEntry(fingerprint, not fingerprint, "", handover, refused=letter)
         self._enqueued_seq += 1
         self._outbox.append((self._enqueued_seq, entry))

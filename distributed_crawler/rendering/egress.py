@@ -10,6 +10,10 @@ the proxy connects to an allowed address itself, as the plain-HTTP guard does (c
 HTTPS and WebSockets come as CONNECT tunnels (piped as bytes); plain HTTP as one absolute-URI
 request per connection (forwarded with `Connection: close`, so a kept-alive connection never
 carries a second host's request). Contexts with an operator's proxy do not use it (exempt).
+
+A refused connection is answered 403 and remembered for a while by host and port (`refusal_of`):
+the browser only reports a failed navigation (a refused CONNECT) or the 403 (plain HTTP), so the
+rendering handler asks here whether a page's document was refused (a dead letter, not a retry).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
@@ -28,6 +33,9 @@ logger = logging.getLogger(__name__)
 HEAD_MAX = 64 * 1024  # request line and headers
 CONNECT_TIMEOUT = 10.0
 PIPE_CHUNK = 64 * 1024
+RECENT_SECONDS = 60.0  # a refusal is remembered this long (a render asks within its timeout)
+RECENT_MAX = 10_000  # refused (host, port) pairs remembered (then forgotten all at once)
+DEFAULT_PORTS = {"http": 80, "ws": 80, "https": 443, "wss": 443}
 
 
 class Refused(Exception):
@@ -39,12 +47,19 @@ class Refused(Exception):
 
 class EgressProxy:
     """`start()` binds 127.0.0.1 on a free port (`server` is the proxy URL); `on_refused(url, why)`
-    hears every refused connection."""
+    hears every refused connection, `refusal_of(url)` says whether one was refused lately."""
 
-    def __init__(self, rule: AddressRule, on_refused: Callable[[str, str], None]) -> None:
+    def __init__(
+        self,
+        rule: AddressRule,
+        on_refused: Callable[[str, str], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.rule = rule
         self.on_refused = on_refused
+        self.clock = clock
         self._server: asyncio.base_events.Server | None = None
+        self._recent: dict[tuple[str, int], tuple[float, str]] = {}
         self.port = 0
 
     @property
@@ -62,6 +77,23 @@ class EgressProxy:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
             self._server = None
+
+    def refusal_of(self, url: str) -> str | None:
+        """Why a connection to `url`'s host and port was refused in the last RECENT_SECONDS, if it was."""
+        try:
+            parts = urlsplit(url)
+            key = ((parts.hostname or "").lower(), parts.port or DEFAULT_PORTS.get(parts.scheme.lower(), 0))
+        except ValueError:
+            return None
+        found = self._recent.get(key)
+        return found[1] if found is not None and found[0] > self.clock() else None
+
+    def _refused(self, url: str, host: str, port: int, why: str) -> None:
+        """Remember, then tell: both before the browser hears the 403."""
+        if len(self._recent) >= RECENT_MAX:
+            self._recent.clear()
+        self._recent[(host.strip("[]").lower(), port)] = (self.clock() + RECENT_SECONDS, why)
+        self.on_refused(url, why)
 
     async def _connect(self, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         """Resolve once, keep the allowed addresses, connect to the first that accepts."""
@@ -94,7 +126,7 @@ class EgressProxy:
                 try:
                     up_reader, upstream = await self._connect(host, int(port))
                 except Refused as exc:
-                    self.on_refused(url, exc.why)
+                    self._refused(url, host, int(port), exc.why)
                     writer.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
                     return
                 writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
@@ -106,7 +138,7 @@ class EgressProxy:
                 try:
                     up_reader, upstream = await self._connect(parts.hostname, parts.port or 80)
                 except Refused as exc:
-                    self.on_refused(target, exc.why)
+                    self._refused(target, parts.hostname, parts.port or 80, exc.why)
                     writer.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
                     return
                 path = parts.path or "/"

@@ -23,7 +23,9 @@ scrapy-playwright's handler plus what a long-running node needs:
 - failures are `RenderError` / `RenderTimeoutError`, subclasses of Scrapy's download errors, so
   RetryMiddleware retries them like any other failed download; the message says what failed and
   which setting governs it. A render cut short because the node is stopping
-  (`RenderInterruptedError`) goes back to the queue without spending a retry.
+  (`RenderInterruptedError`) goes back to the queue without spending a retry. A document the
+  private-address rule refused (its URL, by the page route; a redirect hop inside the browser, by
+  the browser's proxy, egress.py) is not a failure: `AddressRefused`, dead-lettered once.
 
 Layout: config.py (settings, errors), middleware.py (which requests render), auto_render.py
 (PLAYWRIGHT_AUTO, with auto.py and verdicts.py), pages.py (the page pool), settle.py (waiting for a
@@ -47,10 +49,9 @@ from playwright._impl._errors import TargetClosedError
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from scrapy import signals
-from scrapy.utils.httpobj import urlparse_cached
 from scrapy_playwright.handler import DEFAULT_CONTEXT_NAME, ScrapyPlaywrightDownloadHandler
 
-from distributed_crawler.core.admission import Refusal
+from distributed_crawler.core.admission import Refusal, host_of
 from distributed_crawler.core.guard import REASON as PRIVATE_ADDRESS
 from distributed_crawler.core.guard import AddressRefused, record_refusal, rule_of
 from distributed_crawler.internals import PLAYWRIGHT_OVERRIDES, node_stopping, scheduler_of
@@ -135,7 +136,8 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         )
         self._project_abort = self.abort_request
         self.abort_request = self._abort
-        self._refused_documents: weakref.WeakKeyDictionary[Page, str] = weakref.WeakKeyDictionary()
+        # page -> (url, detail, counted): its document was refused, by the route or the browser's proxy
+        self._refused_documents: weakref.WeakKeyDictionary[Page, tuple[str, str, bool]] = weakref.WeakKeyDictionary()
         self._proxied_contexts: weakref.WeakSet[BrowserContext] = weakref.WeakSet()
         # scrapy-playwright's own per-context bound must not be the tighter one (idle pages hold it).
         self.config.max_pages_per_context = max(self.config.max_pages_per_context, cfg.max_pages)
@@ -231,6 +233,8 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             try:
                 response = await self._download_request(request)
                 reusable = poolable(request)
+            except AddressRefused:
+                raise  # refused, not failed: dead-lettered already (never retried, never requeued)
             except Exception as exc:
                 if self._stopping() and not isinstance(exc, BrowserUnavailableError):
                     raise RenderInterruptedError(
@@ -327,8 +331,9 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         # scrapy-playwright closes the page after a render unless told to hand it over: we keep it
         # (to close it or reuse it in _render), and take it out of the meta again afterwards.
         request.meta[PLAYWRIGHT_INCLUDE_PAGE_META] = True
+        self._count_late_refusal(page)
         try:
-            return await asyncio.wait_for(
+            response = await asyncio.wait_for(
                 super()._download_request_with_page(request, page, spider), timeout + HARD_TIMEOUT_GRACE
             )
         except (RenderError, RenderTimeoutError) as exc:
@@ -341,6 +346,9 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             raise  # the page or browser went away: scrapy-playwright retries with a new page
         except PlaywrightError as exc:
             error = RenderError(f"render of {request.url} failed: {first_line(exc)}")
+        else:
+            self._count_late_refusal(page)
+            return response
         finally:
             if not user_keeps_page:
                 request.meta.pop(PLAYWRIGHT_INCLUDE_PAGE_META, None)
@@ -350,9 +358,10 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         refused = self._refused_documents.pop(page, None)
         if not user_keeps_page:
             await self.pages.close(page)
-        if refused is not None:  # the document itself: dead-lettered, never retried
-            record_refusal(self._crawler, request, Refusal(PRIVATE_ADDRESS, refused))
-            raise AddressRefused(urlparse_cached(request).hostname or "", "", refused)
+        if refused is not None:  # the document itself: dead-lettered once, never retried
+            url, why, counted = refused
+            record_refusal(self._crawler, request, Refusal(PRIVATE_ADDRESS, why), "render", counted)
+            raise AddressRefused(host_of(url), "", why)
         detail = f" (PLAYWRIGHT_RENDER_TIMEOUT={timeout:g}s)"
         if errors:
             detail += "; page errors: " + " | ".join(errors)
@@ -375,17 +384,50 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         watch = watch_of(page)
         if watch is not None:
             watch.reset()
+        hops: list[str] = []  # the document's requests, redirects inside the browser included
+        listener = partial(_document_hops, page, hops)
+        page.on("request", listener)
         try:
-            return await super()._get_response_and_download(request, page, spider)
+            result = await super()._get_response_and_download(request, page, spider)
         except PlaywrightTimeoutError:
             raise RenderTimeoutError(
                 f"render of {request.url} timed out: the page did not reach '{goto['wait_until']}'"
             ) from None
+        except PlaywrightError:
+            if hops:  # a refused CONNECT (https, wss) fails the navigation at the hop refused
+                self._refused_by_proxy(page, request.url, hops[-1])
+            raise
         finally:
+            page.remove_listener("request", listener)
             if original is None:
                 request.meta.pop(PLAYWRIGHT_PAGE_GOTO_KWARGS_META, None)
             else:
                 request.meta[PLAYWRIGHT_PAGE_GOTO_KWARGS_META] = original
+        response = result[0]
+        if response is not None and response.status == 403 and self._refused_by_proxy(page, request.url, response.url):
+            # plain http: the proxy's 403 is the document
+            raise RenderError(f"render of {request.url}: the browser's proxy refused {response.url}")
+        return result
+
+    def _refused_by_proxy(self, page: Page, document: str, url: str) -> bool:
+        """Whether the browser's proxy just refused the connection for `url`, a hop of the page's
+        document (page routes never see redirect hops): if so the render fails with it."""
+        if self.egress is None or page.context in self._proxied_contexts:
+            return False  # that context's connections do not go through our proxy
+        why = self.egress.refusal_of(url)
+        if why is None:
+            return False
+        # counted and logged by the proxy already (_note_refusal): the dead letter only
+        hop = "it" if url == document else f"the redirect to {url[:300]}"
+        self._refused_documents[page] = (url, f"the browser's proxy refused {hop}: {why}", True)
+        return True
+
+    def _count_late_refusal(self, page: Page) -> None:
+        """A main-frame navigation refused by the route after the document loaded (a script's
+        `location = ...`): the page stays as it was, the refusal is counted like a subresource's."""
+        left = self._refused_documents.pop(page, None)
+        if left is not None and not left[2]:
+            self._note_refusal(left[0], left[1])
 
     async def _apply_page_methods(self, page: Page, request: Request, spider: Spider) -> None:
         wait_for = self.render_config.wait_for_of(request)
@@ -435,7 +477,8 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             why = await self.guard.refusal(playwright_request.url, proxied)
             if why is not None:
                 if frame is not None and playwright_request.is_navigation_request() and frame.parent_frame is None:
-                    self._refused_documents[frame.page] = why  # the render fails with it (dead letter)
+                    # the render fails with it (dead letter), counted then
+                    self._refused_documents[frame.page] = (playwright_request.url, why, False)
                 else:
                     self._note_refusal(playwright_request.url, why)
                 return True
@@ -561,3 +604,10 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             self.open_page_count(),
             len(self.context_wrappers),
         )
+
+
+def _document_hops(page: Page, hops: list[str], request: PlaywrightRequest) -> None:
+    """Page "request" listener: note the main frame's navigation requests (each redirect hop is one)."""
+    with suppress(PlaywrightError):
+        if request.is_navigation_request() and request.frame is page.main_frame:
+            hops.append(request.url)

@@ -13,7 +13,12 @@ loopback address (127.0.0.2 by default) that records every request it gets. `Ssr
   for a run where the internal service listens on the address that name resolves to: only the
   connect-time check sees that address,
 * `/r/app`, for the browser: an iframe, a `fetch()` and a WebSocket to it, and an iframe of `/go`
-  (a redirect inside the browser, which page routes do not see).
+  (a redirect inside the browser, which page routes do not see),
+* `/r/go` and `/r/go-tls`, rendered documents that redirect inside the browser to the internal
+  service, over plain http and over https (a CONNECT the browser's proxy refuses).
+
+Every server counts the connections it accepts (`connections`) and the paths it was asked for
+(`hits`, a list on the internal service, a Counter on the site).
 
 Its own pages are `/a/1` .. `/a/N` (articles, listed in the sitemap and the feed). Standard library
 only; every server binds port 0 and is stopped by `close()`.
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import html
 import threading
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -37,6 +43,11 @@ SENTENCES = (
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     owner: Any
+
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        with self.owner.lock:
+            self.owner.connections += 1
+        return True
 
 
 class _Quiet(BaseHTTPRequestHandler):
@@ -61,6 +72,8 @@ class _Quiet(BaseHTTPRequestHandler):
 
 class _Serving:
     def __init__(self, host: str, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.lock = threading.Lock()
+        self.connections = 0
         self.server = _Server((host, 0), handler)
         self.server.owner = self
         self.url = f"http://{host}:{self.server.server_address[1]}"
@@ -87,7 +100,6 @@ class Internal(_Serving):
 
     def __init__(self, host: str = "127.0.0.2") -> None:
         self.hits: list[str] = []
-        self.lock = threading.Lock()
         super().__init__(host, _InternalHandler)
 
 
@@ -106,6 +118,8 @@ class _SiteHandler(_Quiet):
         site: SsrfSite = self.server.owner
         inner, own = site.internal.url, site.url
         path = self.path.split("?", 1)[0]
+        with site.lock:
+            site.hits[path] += 1
         if path == "/":
             links = "".join(f"<li><a href='/a/{i}'>Ferry story {i}</a></li>" for i in range(1, site.articles + 1))
             body = (
@@ -113,7 +127,8 @@ class _SiteHandler(_Quiet):
                 "<link rel='alternate' type='application/rss+xml' href='/feed.xml'>"
                 f"<link rel='alternate' type='application/rss+xml' href='{inner}/feed-link.xml'></head><body>"
                 f"<ul>{links}</ul><a href='{inner}/home-link'>staff</a><a href='/go'>go</a>"
-                "<a href='/refresh'>refresh</a><a href='/r/app'>app</a></body></html>"
+                "<a href='/refresh'>refresh</a><a href='/r/app'>app</a>"
+                "<a href='/r/go'>in-browser redirect</a><a href='/r/go-tls'>in-browser https redirect</a></body></html>"
             )
             self._send(200, body.encode())
         elif path.startswith("/a/") and path[3:].isdigit() and 1 <= int(path[3:]) <= site.articles:
@@ -148,6 +163,10 @@ class _SiteHandler(_Quiet):
             self._send(200, body.encode(), "application/rss+xml")
         elif path == "/go":
             self._send(302, b"", Location=f"{inner}/redirect")
+        elif path == "/r/go":
+            self._send(302, b"", Location=f"{inner}/r-redirect")
+        elif path == "/r/go-tls":
+            self._send(302, b"", Location=f"{inner.replace('http:', 'https:')}/r-redirect-tls")
         elif path == "/go-named":
             self._send(302, b"", Location=f"http://{site.named_host}:{site.named_port}/named")
         elif path == "/refresh":
@@ -180,6 +199,7 @@ class SsrfSite(_Serving):
         self.articles = articles
         self.named_host = named_host
         self.named_port = internal.port
+        self.hits: Counter[str] = Counter()
         super().__init__(host, _SiteHandler)
 
     def article_urls(self) -> set[str]:
