@@ -157,3 +157,17 @@ def test_crawl_preflight_refuses_conflicting_seed_types(redis_url: str) -> None:
         {"REDIS_URL": redis_url}, "-s", "REDIS_START_URLS_AS_SET=1", "-s", "REDIS_START_URLS_AS_ZSET=1"
     )
     assert "REDIS_START_URLS_AS_SET (True) and REDIS_START_URLS_AS_ZSET (True) must not" in one_error_line(proc)
+
+
+def test_renew_moves_the_deadline_and_never_revives_a_put_back_hold(redis_url: str, redis_client: redis.Redis) -> None:
+    key = SeedKey.from_settings(_settings("neither", redis_url, SEED_LEASE_SECONDS=60), "news")
+    redis_client.rpush(key.key, "http://e.com/a")
+    taken = asyncio.run(key.take(redis_client, 1, "n"))
+    before = redis_client.zscore(key.taken, taken.holds[0])
+    redis_client.zadd(key.taken, {taken.holds[0]: 0})  # as if its lease had run out
+    asyncio.run(key.renew(redis_client, taken.holds))
+    assert redis_client.zscore(key.taken, taken.holds[0]) >= before
+    redis_client.zadd(key.taken, {taken.holds[0]: 0})
+    assert asyncio.run(key.take(redis_client, 1, "other")).reclaimed == 1  # put back, taken again
+    asyncio.run(key.renew(redis_client, taken.holds))
+    assert redis_client.zscore(key.taken, taken.holds[0]) is None

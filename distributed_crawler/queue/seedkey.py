@@ -3,8 +3,9 @@ pushed, taken, acked and counted (`dcrawl seed`, the spider, `dcrawl status`, th
 
 A take moves a batch into the key's *taken* zset (lua/seed_take.lua) instead of popping it: a
 node killed between the take and the push of the seeds' requests to the frontier leaves its seeds
-there, and once their lease (`SEED_LEASE_SECONDS`, server time) is over any node's next take puts
-them back. The node removes its holds (`done`) only after the frontier has the requests.
+there, and once their lease (`SEED_LEASE_SECONDS`, server time; a live node renews it) is over any
+node's next take puts them back. The node removes its holds (`done`) only after the frontier has
+the requests.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from redis.crc import key_slot
 from scrapy.settings import BaseSettings
 
 from distributed_crawler.defaults import SettingsReader
-from distributed_crawler.queue.enqueue import maybe_await
+from distributed_crawler.queue.enqueue import maybe_await, server_time
 from distributed_crawler.queue.scripts import lua_source
 
 KINDS = ("list", "set", "zset")
@@ -113,6 +114,14 @@ class SeedKey:
         """The seeds of `holds` are in the frontier (or refused there): forget them."""
         if holds:
             await maybe_await(client.zrem(self.taken, *holds))
+
+    async def renew(self, client: Any, holds: Sequence[bytes]) -> None:
+        """Push the deadline of `holds` a lease further (server time): a node alive but slow to
+        hand its seeds over (the engine backed out, Redis away) keeps them. A hold already put
+        back is not added again (ZADD XX)."""
+        if holds:
+            deadline = (await server_time(client) + self.lease_seconds) * 1000
+            await maybe_await(client.zadd(self.taken, dict.fromkeys(holds, deadline), xx=True))
 
     async def count(self, client: Any) -> tuple[int, int]:
         """(waiting, taken): seeds in the key, and seeds held by nodes (any key type: never WRONGTYPE)."""

@@ -109,6 +109,7 @@ class RedisMixin:
         self.seed_key = SeedKey.from_settings(settings, self.name, self.redis_key)  # conflicting types: ValueError
         self.seeds_as = self.seed_key.kind
         self._take_pause = read.float("SEED_TAKE_PAUSE")
+        self._held: set[bytes] = set()  # holds taken and not yet done (renewed by _renew_holds)
         self.redis_config = RedisConfig.from_settings(settings)
         self.server = server_from_settings(settings)
         logger.info(
@@ -130,6 +131,7 @@ class RedisMixin:
         """A batch of seeds, held in the taken key until `_seeds_enqueued` (queue/seedkey.py)."""
         assert self.redis_batch_size is not None  # set when the crawler is
         taken = await self.seed_key.take(client, self.redis_batch_size, self.node_id)
+        self._held.update(taken.holds)
         if taken.reclaimed:
             self.crawler.stats.inc_value("seeds/reclaimed", taken.reclaimed)
             logger.info(
@@ -151,9 +153,19 @@ class RedisMixin:
         while True:
             try:
                 await self.seed_key.done(client, holds)
+                self._held.difference_update(holds)
                 return
             except TRANSIENT_ERRORS:
-                await asyncio.sleep(POLL_MAX)  # the holds expire if Redis stays away: seeds come back
+                await asyncio.sleep(POLL_MAX)  # renewed meanwhile; if this node dies, the seeds come back
+
+    async def _renew_holds(self, client: Any) -> None:
+        """Renew this node's seed holds every third of SEED_LEASE_SECONDS while it lives."""
+        while True:
+            await asyncio.sleep(self.seed_key.lease_seconds / 3)
+            try:
+                await self.seed_key.renew(client, list(self._held))
+            except TRANSIENT_ERRORS + (ResponseError,):
+                pass  # reading seeds reports the outage or the bad key; tried again next time
 
     def make_request_from_data(self, data: bytes | str) -> Request:
         """A seed as a request; raises `SeedError` for anything we will not fetch.
@@ -253,6 +265,7 @@ class RedisMixin:
         idle_since: float | None = None
         poll = POLL_MIN
         assert self.max_idle_time is not None  # set when the crawler is
+        renewing = asyncio.get_running_loop().create_task(self._renew_holds(client), name="dc-seed-holds")
         try:
             while True:
                 try:
@@ -306,6 +319,7 @@ class RedisMixin:
                 await asyncio.sleep(poll)
                 poll = min(poll * 2, POLL_MAX)
         finally:
+            renewing.cancel()
             await context.release()
 
 
