@@ -158,6 +158,12 @@ class RedisMixin:
             except TRANSIENT_ERRORS:
                 await asyncio.sleep(POLL_MAX)  # renewed meanwhile; if this node dies, the seeds come back
 
+    def _let_go(self, taken: Taken | None) -> None:
+        """A batch whose handling failed after the take (its dead letters or the counts): no longer
+        renewed, so its holds expire and its seeds come back after SEED_LEASE_SECONDS."""
+        if taken is not None:
+            self._held.difference_update(taken.holds)
+
     async def _renew_holds(self, client: Any) -> None:
         """Renew this node's seed holds every third of SEED_LEASE_SECONDS while it lives."""
         while True:
@@ -268,6 +274,7 @@ class RedisMixin:
         renewing = asyncio.get_running_loop().create_task(self._renew_holds(client), name="dc-seed-holds")
         try:
             while True:
+                taken: Taken | None = None
                 try:
                     taken = await self._take_seeds(client)
                     raws = taken.seeds
@@ -286,11 +293,13 @@ class RedisMixin:
                     outage.ok()
                     await self._redis_ok(client)
                 except TRANSIENT_ERRORS as exc:
+                    self._let_go(taken)
                     outage.failed(exc)
                     await asyncio.sleep(poll)
                     poll = min(poll * 2, POLL_MAX)
                     continue
                 except ResponseError as exc:  # not an outage: a key of the wrong type, a corrupt key
+                    self._let_go(taken)
                     try:
                         await self._redis_refused(client, exc)
                     except TRANSIENT_ERRORS as lost:
