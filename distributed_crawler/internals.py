@@ -65,8 +65,11 @@ def scheduler_of(crawler: Crawler) -> Any:
 
     Scrapy 2.19.0, scrapy/core/engine.py: `ExecutionEngine._slot.scheduler` (set in open_spider).
     """
-    slot = getattr(getattr(crawler, "engine", None), "_slot", None)
-    return getattr(slot, "scheduler", None)
+    try:
+        engine = crawler.engine
+    except RuntimeError:  # Scrapy 2.19: "Crawler.engine is not set yet" before the crawl starts
+        return None
+    return getattr(getattr(engine, "_slot", None), "scheduler", None)
 
 
 def watch_scrapes(crawler: Crawler, on_scrape: Callable[[Request], Callable[[], None] | None]) -> None:

@@ -18,7 +18,7 @@ from redis.cluster import key_slot
 from scrapy.settings import Settings
 from scrapy.utils.project import get_project_settings
 
-from distributed_crawler.cli import main as cli
+from distributed_crawler.cli import project as cli_project
 from distributed_crawler.cli.main import main
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisConfig, subscribe
 from distributed_crawler.connection.cluster_client import AsyncClusterClient
@@ -28,6 +28,7 @@ from distributed_crawler.monitoring.nodes import NodeKeys
 from distributed_crawler.queue.enqueue import Enqueuer
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.queue.seedkey import SeedKey
 from distributed_crawler.recrawl.schedule import RecrawlKeys, RevisitSchedule
 from tests.conftest import RedisServer, Workers, crawl_preflight, one_error_line
 from tests.redis_topologies import RedisClusterNodes
@@ -64,7 +65,7 @@ def cluster_env(cluster: RedisClusterNodes, monkeypatch: pytest.MonkeyPatch) -> 
         settings.setdict(CLUSTER_SETTINGS, priority="project")
         return settings
 
-    monkeypatch.setattr(cli, "get_project_settings", project_settings)
+    monkeypatch.setattr(cli_project, "get_project_settings", project_settings)
     return env
 
 
@@ -201,6 +202,27 @@ def test_revisit_scripts_run_on_the_cluster(
     assert schedule.client.zrange(keys.host_queue("a.test"), 0, -1) == [member.encode()]
     assert main(["schedule", "news", "--json"]) == 0  # dcrawl on the cluster (REDIS_CLUSTER=1 in env)
     assert json.loads(capsys.readouterr().out)["scheduled"] == 1
+
+
+@pytest.mark.parametrize("key", ["%(spider)s:start_urls", "{%(spider)s}:start_urls"])
+@pytest.mark.parametrize("as_zset", [False, True])
+def test_seed_take_and_reclaim_run_on_the_cluster(
+    cluster: RedisClusterNodes, cluster_env: dict[str, str], key: str, as_zset: bool
+) -> None:
+    """seed_take.lua's two keys (the seed key and its taken zset) share a slot on a real cluster."""
+    settings = Settings({"REDIS_START_URLS_KEY": key, "REDIS_START_URLS_AS_ZSET": as_zset, "SEED_LEASE_SECONDS": 0.2})
+    seeds = SeedKey.from_settings(settings, "news")
+    client = cluster.client()
+    assert client.cluster_keyslot(seeds.taken) == client.cluster_keyslot(seeds.key)
+    pipe = client.pipeline()
+    seeds.push(pipe, [b"http://e.com/a", b"http://e.com/b"], [1, 2])
+    pipe.execute()
+    assert len(asyncio.run(seeds.take(client, 2, "n1")).seeds) == 2
+    time.sleep(0.3)
+    again = asyncio.run(seeds.take(client, 2, "n2"))
+    assert again.reclaimed == 2 and sorted(again.seeds) == [b"http://e.com/a", b"http://e.com/b"]
+    asyncio.run(seeds.done(client, again.holds))
+    assert asyncio.run(seeds.count(client)) == (0, 0)
 
 
 def test_cluster_setting_on_a_plain_server_is_one_clear_line(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from distributed_crawler.cli.project import open_dupefilter
 from distributed_crawler.cli.seed import SeedLoader, SeedPusher
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.queue.seedkey import SeedKey, taken_key
 from distributed_crawler.queue.seeds import parse_seed
 from tests.conftest import ROOT
 
@@ -136,9 +137,11 @@ def test_dedup_skips_seen_and_in_file_duplicates(
 
 def test_set_and_zset_as_the_spider_reads_them(redis_client: redis.Redis) -> None:
     lines = b'http://e.com/a\n{"url": "http://e.com/b", "priority": 9}\nhttp://e.com/a\n'
-    SeedLoader(SeedPusher(redis_client, "s:set", "set"), 65536).run(io.BytesIO(lines))
+    SeedLoader(SeedPusher(redis_client, SeedKey("s:set", "set", 300, taken_key("s:set"))), 65536).run(io.BytesIO(lines))
     assert redis_client.scard("s:set") == 2
-    SeedLoader(SeedPusher(redis_client, "s:zset", "zset"), 65536).run(io.BytesIO(lines))
+    SeedLoader(SeedPusher(redis_client, SeedKey("s:zset", "zset", 300, taken_key("s:zset"))), 65536).run(
+        io.BytesIO(lines)
+    )
     assert redis_client.zpopmax("s:zset")[0] == (b'{"url": "http://e.com/b", "priority": 9}', 9.0)
 
 

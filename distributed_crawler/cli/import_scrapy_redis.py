@@ -33,12 +33,12 @@ from scrapy.utils.request import request_from_dict
 from distributed_crawler.core.scheduler import SchedulerConfig
 from distributed_crawler.dedup.dupefilter import BloomConfig, choose_dedup
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
-from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.queue.codec import RequestCodec, UnserializableRequestError
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import MAX_PRIORITY, make_member
 from distributed_crawler.queue.frontier import slot_of
 from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.queue.seedkey import SeedKey
 
 BATCH = 500
 OLD_QUEUE_KEY = "%(spider)s:requests"  # scrapy-redis's SCHEDULER_QUEUE_KEY default
@@ -112,17 +112,13 @@ def _size(client: Any, key: str, kind: str) -> int:
     return {"list": client.llen, "zset": client.zcard, "set": client.scard}.get(kind, lambda _k: 0)(key)
 
 
-def _check_start_urls(client: Any, settings: Any, keys: SpiderKeys, report: Report) -> None:
-    read = SettingsReader(settings)
-    expected = (
-        "set" if read.bool("REDIS_START_URLS_AS_SET") else "zset" if read.bool("REDIS_START_URLS_AS_ZSET") else "list"
-    )
-    kind = _type(client, keys.start_urls)
-    report.start_urls = {"key": keys.start_urls, "type": kind, "count": _size(client, keys.start_urls, kind)}
-    if kind not in ("none", expected):
+def _check_start_urls(client: Any, seed_key: SeedKey, report: Report) -> None:
+    kind = _type(client, seed_key.key)
+    report.start_urls = {"key": seed_key.key, "type": kind, "count": _size(client, seed_key.key, kind)}
+    if kind not in ("none", seed_key.kind):
         setting = {"set": "REDIS_START_URLS_AS_SET", "zset": "REDIS_START_URLS_AS_ZSET"}.get(kind)
         fix = f"set {setting} = True" if setting else "push seeds to a list (or delete the key)"
-        report.notes.append(f"{keys.start_urls} is a {kind} but the spider reads a {expected}: {fix}")
+        report.notes.append(f"{seed_key.key} is a {kind} but the spider reads a {seed_key.kind}: {fix}")
 
 
 def _old_entries(client: Any, key: str, kind: str) -> list[tuple[bytes, int]]:
@@ -197,6 +193,7 @@ def _convert(
 
 def run_import(client: Any, settings: Any, args: argparse.Namespace, warn: Callable[[str], None]) -> Report:
     keys = SpiderKeys.from_settings(settings, args.spider)
+    seed_key = SeedKey.from_settings(settings, args.spider)  # both AS_SET and AS_ZSET: ValueError before any change
     fill = {"spider": args.spider, "name": args.spider}
     old_queue = (args.old_queue_key or OLD_QUEUE_KEY) % fill
     old_df = (args.old_dupefilter_key or OLD_DUPEFILTER_KEY) % fill
@@ -207,7 +204,7 @@ def run_import(client: Any, settings: Any, args: argparse.Namespace, warn: Calla
             f"{', '.join(sorted(clash))} is one of our own keys, not scrapy-redis's; check the key options"
         )
     report = Report(args.spider)
-    _check_start_urls(client, settings, keys, report)
+    _check_start_urls(client, seed_key, report)
     queue_kind = _type(client, old_queue)
     report.queue = {"key": old_queue, "type": queue_kind, "count": _size(client, old_queue, queue_kind)}
     df_kind = _type(client, old_df)

@@ -41,11 +41,11 @@ from distributed_crawler.cli.project import CliError, connect, open_dupefilter
 from distributed_crawler.connection.untrusted import text, wrong_type_message
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
+from distributed_crawler.queue.seedkey import SeedKey
 from distributed_crawler.queue.seeds import SeedError, parse_seed
 
 GZIP_MAGIC = b"\x1f\x8b"
 DEFAULT_BATCH = 5000
-PIPELINE_CHUNK = 1000  # members per RPUSH/SADD/ZADD inside a batch's pipeline
 EXAMPLES = 3  # first examples kept per rejection kind
 EXAMPLE_CHARS = 120
 EXIT_INTERRUPTED = 130
@@ -131,21 +131,15 @@ class SeedReport:
 
 
 class SeedPusher:
-    """Pushes raw seed lines to the start-URLs key the way the spider pops them, a batch a round trip."""
+    """Pushes raw seed lines to the seed key the way the spider takes them, a batch a round trip."""
 
-    def __init__(self, client: Any, key: str, kind: str) -> None:
-        self.client, self.key, self.kind = client, key, kind
+    def __init__(self, client: Any, seed_key: SeedKey) -> None:
+        self.client, self.seed_key = client, seed_key
+        self.key, self.kind = seed_key.key, seed_key.kind
 
     def push(self, members: list[bytes], priorities: list[int]) -> None:
         pipe = self.client.pipeline(transaction=False)
-        for i in range(0, len(members), PIPELINE_CHUNK):
-            chunk = members[i : i + PIPELINE_CHUNK]
-            if self.kind == "list":
-                pipe.rpush(self.key, *chunk)
-            elif self.kind == "set":
-                pipe.sadd(self.key, *chunk)
-            else:
-                pipe.zadd(self.key, dict(zip(chunk, priorities[i : i + PIPELINE_CHUNK])))
+        self.seed_key.push(pipe, members, priorities)
         try:
             pipe.execute()
         except ResponseError as exc:
@@ -471,10 +465,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
     read = SettingsReader(settings)
     max_bytes = read.int("SEED_MAX_BYTES", min=1)
     addresses = AddressRule.from_value(settings.get(ALLOWED_SETTING))  # the nodes' rule (docs/security.md)
-    kind = (
-        "zset" if read.bool("REDIS_START_URLS_AS_ZSET") else "set" if read.bool("REDIS_START_URLS_AS_SET") else "list"
-    )
-    pusher = SeedPusher(client, keys.start_urls, kind)
+    pusher = SeedPusher(client, SeedKey.from_settings(settings, args.spider))  # AS_SET and AS_ZSET: one line
     if args.file is None:  # seeds on the command line: all valid or none pushed
         seeds = []
         for seed in args.urls:

@@ -29,6 +29,7 @@ from distributed_crawler.internals import command_crawler
 from distributed_crawler.proxies.pool import ProxyConfig
 from distributed_crawler.queue.enqueue import DedupDataError, run_sync
 from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.queue.seedkey import SeedKey
 from distributed_crawler.rendering.config import RenderConfig
 from distributed_crawler.storage.backends import StorageError, open_storage
 from distributed_crawler.storage.pipeline import StorageConfig, StoragePipeline
@@ -44,6 +45,7 @@ class Command(ScrapyCrawlCommand):
             redis_config = RedisConfig.from_settings(settings)
             redis_config.check_reachable()
             if args:
+                SeedKey.from_settings(settings, args[0])  # e.g. both REDIS_START_URLS_AS_SET and _AS_ZSET
                 check_dupefilter(settings, redis_config, args[0])
             if any(
                 ProxyPoolMiddleware is _load(m)

@@ -79,6 +79,7 @@ QUEUE_TYPES = {
 OUTBOX_BATCH = 500
 ACK_BATCH = 1000
 ACK_INTERVAL = 0.1
+PUSH_POLL = 0.02  # how often wait_pushed looks at the outbox (the spider acks its seeds after)
 DOORBELL_RETRY_SECONDS = 30  # pub/sub failed for another reason than an outage: polling meanwhile
 DUE_BATCH = 100  # due retries pop.lua moves from delayed back to the queue per call
 DATA_BACKOFF_MAX = 5.0  # a key of the wrong type or a corrupt key: how often a waiting node looks again
@@ -397,6 +398,19 @@ class RedisScheduler:
         """Work this node holds, work on its way to Redis, or work anywhere in the cluster (as last
         counted): a node closes only when the whole crawl has nothing left for it."""
         return bool(self._buffer or self._outbox) or self._quarantined is not None or self._shared.pending
+
+    def outbox_mark(self) -> int:
+        """The last request enqueued so far: `wait_pushed(mark)` returns once it is in Redis."""
+        return self._enqueued_seq
+
+    async def wait_pushed(self, mark: int) -> bool:
+        """Wait until every request enqueued up to `mark` is pushed (or refused); False if the node
+        stopped first (the spider's seed holds then expire and the seeds come back)."""
+        while self._flushed_seq < mark:
+            if self._stopped:
+                return False
+            await asyncio.sleep(PUSH_POLL)
+        return True
 
     def enqueue_request(self, request: Request) -> bool:
         lease = request.meta.get(LEASE_META)

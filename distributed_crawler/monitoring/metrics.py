@@ -138,6 +138,7 @@ class PrometheusMetrics:
                         "delayed": counts.delayed,
                         "failed": counts.failed,
                         "seeds": counts.seeds,
+                        "seeds_taken": counts.seeds_taken,
                     }
                     self.proxies = await proxy_health(client, proxy_key)
                 except TRANSIENT_ERRORS:

@@ -41,6 +41,7 @@ from distributed_crawler.news.storing import PAGE_TYPES
 from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.enqueue import maybe_await, run_sync
 from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.queue.seedkey import SeedKey
 from distributed_crawler.recrawl.schedule import RecrawlKeys, schedule_summary
 
 RECENT = 20  # alerts and failures listed
@@ -152,6 +153,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
     caught them or the read did (a key replaced in between: `Skips.read`).
     """
     keys = SpiderKeys.from_settings(settings, spider)
+    seed_key = SeedKey.from_settings(settings, spider)  # both AS_SET and AS_ZSET: ValueError, one line
     node_keys = NodeKeys.from_settings(settings, spider, keys)
     read = SettingsReader(settings)
     proxy_key = read.str("PROXY_POOL_KEY") or PROXY_POOL_KEY
@@ -163,7 +165,8 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
     wrong = await _check_types(
         client,
         {
-            keys.start_urls: ("list", "set", "zset"),
+            seed_key.key: (seed_key.kind,),
+            seed_key.taken: ("zset",),
             keys.requests: ("zset", "list"),
             keys.processing: ("zset",),
             keys.delayed: ("zset",),
@@ -190,7 +193,8 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
         **{  # counts.lua sizes any type: a wrong-type key holds no work of ours
             name: 0
             for name, key in (
-                ("seeds", keys.start_urls),
+                ("seeds", seed_key.key),
+                ("seeds_taken", seed_key.taken),
                 ("pending", keys.requests),
                 ("leased", keys.processing),
                 ("delayed", keys.delayed),
@@ -262,6 +266,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
         "delayed": counts.delayed,
         "failed": counts.failed,
         "seeds": counts.seeds,
+        "seeds_taken": counts.seeds_taken,
         "nodes": nodes,
         "dedup": dedup,
         "totals": {
@@ -334,7 +339,10 @@ def render_status(status: dict[str, Any], title: str = "") -> Group:
         ("leased", status["leased"]),
         ("delayed", status["delayed"]),
         ("failed", status["failed"]),
-        ("seeds", status["seeds"]),
+        (
+            "seeds",
+            f"{status['seeds']}, {status['seeds_taken']} taken" if status.get("seeds_taken") else status["seeds"],
+        ),
         ("seen", status["dedup"].get("count", 0)),
         ("pages", t["pages"]),
         ("items", t["items"]),

@@ -8,6 +8,7 @@ from typing import Any
 from distributed_crawler.queue.enqueue import maybe_await
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import lua_source
+from distributed_crawler.queue.seedkey import taken_key
 
 
 @dataclass(frozen=True)
@@ -18,11 +19,12 @@ class CrawlCounts:
     delayed: int
     failed: int
     hosts: int = 0  # host mode: hosts with pending requests (the ready zset; their requests are not in `pending`)
+    seeds_taken: int = 0  # seeds a node took and has not yet pushed to the frontier (queue/seedkey.py)
 
     @property
     def busy(self) -> bool:
-        """Work exists somewhere: seeds, queued, leased (maybe by a dead node) or delayed."""
-        return bool(self.seeds or self.pending or self.leased or self.delayed or self.hosts)
+        """Work exists somewhere: seeds (maybe taken by a dead node), queued, leased or delayed."""
+        return bool(self.seeds or self.seeds_taken or self.pending or self.leased or self.delayed or self.hosts)
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -33,8 +35,8 @@ async def crawl_counts(client: Any, keys: SpiderKeys) -> CrawlCounts:
     tagged = [keys.requests, keys.processing, keys.delayed, keys.failed, keys.ready]
     counts = client.register_script(lua_source("counts"))  # EVALSHA, not the source each poll
     pending, leased, delayed, failed, hosts = await maybe_await(counts(keys=tagged))
-    (seeds,) = await maybe_await(counts(keys=[keys.start_urls]))
-    return CrawlCounts(seeds, pending, leased, delayed, failed, hosts)
+    seeds, taken = await maybe_await(counts(keys=[keys.start_urls, taken_key(keys.start_urls)]))
+    return CrawlCounts(seeds, pending, leased, delayed, failed, hosts, taken)
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,11 @@ from distributed_crawler.connection.untrusted import preview as raw_preview
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.node import node_id_from_settings
 from distributed_crawler.defaults import SettingsReader
-from distributed_crawler.internals import wake_engine
+from distributed_crawler.internals import scheduler_of, wake_engine
 from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
 from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.queue.seedkey import SeedKey, Taken
 from distributed_crawler.queue.seeds import SeedError, parse_seed, preview
 
 logger = logging.getLogger(__name__)
@@ -105,10 +106,10 @@ class RedisMixin:
         if self.redis_encoding is None:
             self.redis_encoding = read.str("REDIS_ENCODING")
         self.seed_max_bytes = read.int("SEED_MAX_BYTES", min=1)
-        as_set, as_zset = read.bool("REDIS_START_URLS_AS_SET"), read.bool("REDIS_START_URLS_AS_ZSET")
-        if as_set and as_zset:  # scrapy-redis checks AS_SET first: the set wins
-            logger.warning("REDIS_START_URLS_AS_SET and REDIS_START_URLS_AS_ZSET are both set; reading a set")
-        self.seeds_as = "set" if as_set else "zset" if as_zset else "list"
+        self.seed_key = SeedKey.from_settings(settings, self.name, self.redis_key)  # conflicting types: ValueError
+        self.seeds_as = self.seed_key.kind
+        self._take_pause = read.float("SEED_TAKE_PAUSE")
+        self._held: set[bytes] = set()  # holds taken and not yet done (renewed by _renew_holds)
         self.redis_config = RedisConfig.from_settings(settings)
         self.server = server_from_settings(settings)
         logger.info(
@@ -126,13 +127,51 @@ class RedisMixin:
         crawler.signals.connect(self._log_rejected_summary, signal=signals.spider_closed)
 
     # -- seeds ----------------------------------------------------------------------------
-    async def _pop_seeds(self, client: Any) -> list[bytes]:
-        n = self.redis_batch_size
-        if self.seeds_as == "set":
-            return await client.spop(self.redis_key, n) or []
-        if self.seeds_as == "zset":
-            return [m for m, _ in await client.zpopmax(self.redis_key, n)]
-        return await client.lpop(self.redis_key, n) or []
+    async def _take_seeds(self, client: Any) -> Taken:
+        """A batch of seeds, held in the taken key until `_seeds_enqueued` (queue/seedkey.py)."""
+        assert self.redis_batch_size is not None  # set when the crawler is
+        taken = await self.seed_key.take(client, self.redis_batch_size, self.node_id)
+        self._held.update(taken.holds)
+        if taken.reclaimed:
+            self.crawler.stats.inc_value("seeds/reclaimed", taken.reclaimed)
+            logger.info(
+                "Put back %d seeds a node took from %s and did not enqueue within SEED_LEASE_SECONDS (%gs)",
+                taken.reclaimed,
+                self.redis_key,
+                self.seed_key.lease_seconds,
+            )
+        return taken
+
+    async def _seeds_enqueued(self, client: Any, holds: list[bytes]) -> None:
+        """Forget the holds once the scheduler has pushed the requests made of them to the frontier
+        (a request it refused, by admission or the dupefilter, is done too); if this node dies
+        first, the holds expire and another node takes the seeds again."""
+        scheduler = scheduler_of(self.crawler)
+        wait = getattr(scheduler, "wait_pushed", None)  # another scheduler: in its queue once enqueued
+        if wait is not None and not await wait(scheduler.outbox_mark()):
+            return
+        while True:
+            try:
+                await self.seed_key.done(client, holds)
+                self._held.difference_update(holds)
+                return
+            except TRANSIENT_ERRORS:
+                await asyncio.sleep(POLL_MAX)  # renewed meanwhile; if this node dies, the seeds come back
+
+    def _let_go(self, taken: Taken | None) -> None:
+        """A batch whose handling failed after the take (its dead letters or the counts): no longer
+        renewed, so its holds expire and its seeds come back after SEED_LEASE_SECONDS."""
+        if taken is not None:
+            self._held.difference_update(taken.holds)
+
+    async def _renew_holds(self, client: Any) -> None:
+        """Renew this node's seed holds every third of SEED_LEASE_SECONDS while it lives."""
+        while True:
+            await asyncio.sleep(self.seed_key.lease_seconds / 3)
+            try:
+                await self.seed_key.renew(client, list(self._held))
+            except TRANSIENT_ERRORS + (ResponseError,):
+                pass  # reading seeds reports the outage or the bad key; tried again next time
 
     def make_request_from_data(self, data: bytes | str) -> Request:
         """A seed as a request; raises `SeedError` for anything we will not fetch.
@@ -175,7 +214,7 @@ class RedisMixin:
     def _expected_types(self) -> dict[str, tuple[str, ...]]:
         """The Redis types of the keys `start()` reads (seeds, and the queues idle-close counts)."""
         assert self.redis_key is not None  # set when the crawler is
-        return {self.redis_key: (self.seeds_as,)}
+        return {self.redis_key: (self.seeds_as,), self.seed_key.taken: ("zset",)}
 
     async def _redis_refused(self, client: Any, exc: ResponseError) -> None:
         """A key of the wrong type or a script error: one ERROR line, the spider keeps polling."""
@@ -232,10 +271,15 @@ class RedisMixin:
         idle_since: float | None = None
         poll = POLL_MIN
         assert self.max_idle_time is not None  # set when the crawler is
+        renewing = asyncio.get_running_loop().create_task(self._renew_holds(client), name="dc-seed-holds")
         try:
             while True:
+                taken: Taken | None = None
                 try:
-                    raws = await self._pop_seeds(client)
+                    taken = await self._take_seeds(client)
+                    raws = taken.seeds
+                    if raws and self._take_pause:
+                        await asyncio.sleep(self._take_pause)
                     rejects = []
                     requests = []
                     for raw in raws:
@@ -249,11 +293,13 @@ class RedisMixin:
                     outage.ok()
                     await self._redis_ok(client)
                 except TRANSIENT_ERRORS as exc:
+                    self._let_go(taken)
                     outage.failed(exc)
                     await asyncio.sleep(poll)
                     poll = min(poll * 2, POLL_MAX)
                     continue
                 except ResponseError as exc:  # not an outage: a key of the wrong type, a corrupt key
+                    self._let_go(taken)
                     try:
                         await self._redis_refused(client, exc)
                     except TRANSIENT_ERRORS as lost:
@@ -263,6 +309,8 @@ class RedisMixin:
                     continue
                 for request in requests:
                     yield request
+                if taken.holds:
+                    await self._seeds_enqueued(client, taken.holds)
                 if raws:
                     idle_since, poll = None, POLL_MIN
                     continue
@@ -280,6 +328,7 @@ class RedisMixin:
                 await asyncio.sleep(poll)
                 poll = min(poll * 2, POLL_MAX)
         finally:
+            renewing.cancel()
             await context.release()
 
 
