@@ -21,7 +21,7 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
@@ -46,7 +46,7 @@ from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.internals import downloads_in_flight, wake_engine, watch_scrapes
 from distributed_crawler.meta import HOST_BACKOFF_META, HOST_SLOT_META, LEASE_META, RETRY_DELAY_META
 from distributed_crawler.queue.codec import PayloadError, RequestCodec, UnserializableRequestError, allowed_classes
-from distributed_crawler.queue.counts import QueueSize, queue_size
+from distributed_crawler.queue.counts import CrawlCounts, crawl_counts
 from distributed_crawler.queue.deadletters import DeadLetters
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
@@ -198,7 +198,7 @@ class RedisScheduler:
         self._wrong_types = WrongTypeLog("scheduling", logger)
         self._broken_hosts: set[str] = set()  # host queue keys of the wrong type, logged once each
         self._data_errors = EpisodeLog(logger)
-        self._shared = QueueSize()  # the cluster's work as last counted (counts task)
+        self._shared = CrawlCounts()  # the cluster's work as last counted (counts task)
         self._refused: Counter[str] = Counter()  # requests the codec refused, by kind
         self._undecodable: Counter[str] = Counter()  # leased payloads that did not decode, by kind
         self._len_client: Any = None  # sync client of __len__ (Scrapy's API is synchronous)
@@ -245,7 +245,9 @@ class RedisScheduler:
         self.dead_letters = DeadLetters(self.client, self.keys.failed, self.node_id, self.config.failed_max)
         if self.config.flush_on_start:
             await self.flush()
-        self._shared = await self._retrying("counting the queue", lambda: queue_size(self.client, self.keys))
+        self._shared = await self._retrying(
+            "counting the queue", lambda: crawl_counts(self.client, self.keys, seeds=False)
+        )
         if self._shared.scheduled:  # scrapy-redis's line, so existing log watchers keep working
             logger.info("Resuming crawl (%d requests scheduled)", self._shared.scheduled)
         self._watch_scrapes()
@@ -389,14 +391,14 @@ class RedisScheduler:
         self._quarantined = None
         self.leases.forget(buffered + [e.handover for e in dropped if e.handover])
         await flush_crawl(self.client, self.keys)
-        self._shared = QueueSize()
+        self._shared = CrawlCounts()
         self._recent.clear()
 
     # -- Scrapy's scheduler interface -----------------------------------------------------
     def has_pending_requests(self) -> bool:
         """Work this node holds, work on its way to Redis, or work anywhere in the cluster (as last
         counted): a node closes only when the whole crawl has nothing left for it."""
-        return bool(self._buffer or self._outbox) or self._quarantined is not None or self._shared.pending
+        return bool(self._buffer or self._outbox) or self._quarantined is not None or self._shared.frontier_busy
 
     def enqueue_request(self, request: Request) -> bool:
         lease = request.meta.get(LEASE_META)
@@ -507,7 +509,7 @@ class RedisScheduler:
 
     def __len__(self) -> int:
         """The shared queue, as in scrapy-redis: requests waiting in Redis (any node's, delayed
-        retries included; host mode sums up to QUEUE_SIZE_MAX_HOSTS hosts), plus what this node
+        retries included; the pending counter, exact in every queue mode), plus what this node
         holds but has not handed to the engine. One blocking round trip, like scrapy-redis's."""
         local = len(self._buffer) + len(self._outbox)
         if self.client is None:  # not open
@@ -515,7 +517,7 @@ class RedisScheduler:
         try:
             if self._len_client is None:
                 self._len_client = self.redis_config.sync_client()
-            self._shared = run_sync(queue_size(self._len_client, self.keys))
+            self._shared = run_sync(crawl_counts(self._len_client, self.keys, seeds=False))
         except TRANSIENT_ERRORS + (ResponseError,):
             pass  # Redis away or refusing: the last count stands (the background tasks report it)
         return self._shared.scheduled + local
@@ -688,9 +690,7 @@ class RedisScheduler:
             batch = [(0, e) for e in pushes]
             pushed = sum(result)
             if pushed:  # counted as pending at once: the counts task may not have looked yet
-                self._shared = QueueSize(
-                    self._shared.queued + pushed, self._shared.delayed, self._shared.leased, self._shared.hosts_ready
-                )
+                self._shared = replace(self._shared, pending=(self._shared.pending or 0) + pushed)
             added = sum(1 for r, (_, e) in zip(result, batch) if r and not e.dont_filter)
             delayed = sum(1 for r, (_, e) in zip(result, batch) if r and e.delay > 0)
             self.stats.inc_value("scheduler/enqueued/redis", pushed)
@@ -904,7 +904,7 @@ class RedisScheduler:
     async def _run_counts(self) -> None:
         """Count the cluster's work while this node holds none (what has_pending_requests reports).
 
-        Cheap: one read-only script call per COUNTS_INTERVAL, host queues not summed; when the
+        Cheap: one read-only script call per COUNTS_INTERVAL, the pending counter, never a scan; when the
         cluster's work runs out, the engine is woken to see it and close the spider.
         """
         while not self._stopped:
@@ -912,13 +912,13 @@ class RedisScheduler:
             if self._buffer or self._outbox or self._quarantined is not None:
                 continue
             try:
-                was_pending = self._shared.pending
-                self._shared = await queue_size(self.client, self.keys, max_hosts=0)
+                was_pending = self._shared.frontier_busy
+                self._shared = await crawl_counts(self.client, self.keys, seeds=False)
                 await self._redis_ok("counting the queue")
             except Exception as exc:  # noqa: BLE001 - _redis_failed re-raises what is a bug
                 await self._redis_failed("counting the queue", exc)
                 continue
-            if was_pending and not self._shared.pending:
+            if was_pending and not self._shared.frontier_busy:
                 wake_engine(self.crawler)
 
     async def _run_doorbell(self) -> None:

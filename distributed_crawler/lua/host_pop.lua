@@ -8,6 +8,7 @@
 -- KEYS[6] (optional) the single-queue key of the non-fair modes (SCHEDULER_QUEUE_KEY): requests
 --   left there (a queue from before host mode, or a switch of SCHEDULER_QUEUE_CLASS) move into
 --   their hosts' queues, up to ARGV[3] per call, so they are crawled instead of stalling idle-close
+-- KEYS[7] (optional, with KEYS[6]) pending counter (lib/queue.lua pending_open)
 -- ARGV[1] max number of requests to take (0: only move due retries)
 -- ARGV[2] lease length in seconds
 -- ARGV[3] max number of due retries to move in this call
@@ -77,6 +78,8 @@ local function held_leases(host)
   return held
 end
 
+pending_open(KEYS[7], KEYS[6], ready, over, qprefix)
+
 -- due retries back into their hosts' queues, behind their priority like a fresh push
 local limit = tonumber(ARGV[3] or "100")
 local due = redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", now, "LIMIT", 0, limit)
@@ -107,6 +110,7 @@ if KEYS[6] then
   if #legacy > 0 then -- copies first, then the sources (a refused write never loses a request)
     if kind == "zset" then redis.call("ZREMRANGEBYRANK", KEYS[6], 0, #legacy - 1)
     else redis.call("LTRIM", KEYS[6], 0, -#legacy - 1) end
+    pending_add(-#legacy) -- host_push counted their copies
   end
 end
 
@@ -194,7 +198,7 @@ while wanted > 0 and #active > 0 do
         out[#out + 1] = s.bo
         if fresh then first = first + 1 end
       end
-      redis.call("ZREMRANGEBYRANK", queue, 0, #members - 1)
+      pending_add(-redis.call("ZREMRANGEBYRANK", queue, 0, #members - 1))
       wanted = wanted - #members
       if s.cap > 0 then
         pcall(redis.call, "EXPIRE", fprefix .. s.host, CAP_TTL)

@@ -3,6 +3,8 @@
 -- KEYS[2] processing zset: member -> lease deadline (Redis server time, seconds)
 -- KEYS[3] delayed zset: member -> due time (optional; without it nothing is moved)
 -- KEYS[4] sequence counter (with KEYS[3]: orders moved retries inside their priority)
+-- KEYS[5] pending counter (optional, with KEYS[3] and KEYS[4]; lib/queue.lua pending_open): counts
+--   what leaves and enters the queue
 -- ARGV[1] queue type: "priority" | "fifo" | "lifo"
 -- ARGV[2] max number of requests to take (0: only move due retries)
 -- ARGV[3] lease length in seconds
@@ -31,6 +33,7 @@ local t = redis.call("TIME")
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local deadline = now + tonumber(ARGV[3])
 local YEAR = 31536000
+pending_open(KEYS[5], KEYS[1])
 if KEYS[3] then
   local limit = tonumber(ARGV[4] or "100")
   local due = redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", now, "LIMIT", 0, limit)
@@ -70,6 +73,7 @@ for _, member in ipairs(popped) do
   leased[#leased + 1] = lease
 end
 if #popped > 0 then
+  pending_add(-#popped)
   if qtype == "priority" then
     redis.call("ZREMRANGEBYRANK", KEYS[1], 0, #popped - 1)
   elseif qtype == "fifo" then

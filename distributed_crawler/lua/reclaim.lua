@@ -5,6 +5,8 @@
 -- KEYS[4] sequence counter
 -- ARGV[1] queue type; ARGV[2] max deliveries; ARGV[3] max leases to reclaim in this call;
 -- ARGV[4] failed list cap; ARGV[5] name of the node running the reclaim
+-- pending counter (lib/queue.lua pending_open; optional): single queue KEYS[5] when #KEYS is 7;
+--   host mode KEYS[6], then the single queue KEYS[7], when #KEYS is 9
 -- KEYS[#KEYS - 1] solo hash (lease -> node: a redelivered request its node runs alone), KEYS[#KEYS]
 --   deaths hash (sha1 of a payload -> how many nodes died running it alone), in every mode
 -- Returns {requeued, dead_lettered} (dead_lettered includes the garbage below).
@@ -45,6 +47,11 @@ local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local YEAR = 31536000
 local PREVIEW = 300
 local SOLO, DEATHS = KEYS[#KEYS - 1], KEYS[#KEYS]
+if qtype == "host" and #KEYS == 9 then
+  pending_open(KEYS[6], KEYS[7], KEYS[2], KEYS[5], ARGV[6])
+elseif qtype ~= "host" and #KEYS == 7 then
+  pending_open(KEYS[5], KEYS[2])
+end
 local MAX_DEATHS = 10000
 
 local expired = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, limit)

@@ -132,7 +132,7 @@ class QueueScripts:
             return _then(self.pop_hosts(count, lease_seconds, due_batch), lambda p: [h.lease for h in p.leases])
         k = self.keys
         return self._pop(
-            keys=[k.requests, k.processing, k.delayed, k.seq],
+            keys=[k.requests, k.processing, k.delayed, k.seq, k.pending],
             args=[self.queue_type, count, lease_seconds, due_batch],
         )
 
@@ -143,7 +143,7 @@ class QueueScripts:
         """
         k = self.keys
         result = self._host_pop(
-            keys=[k.ready, k.processing, k.delayed, k.seq, k.over_budget, k.requests],
+            keys=[k.ready, k.processing, k.delayed, k.seq, k.over_budget, k.requests, k.pending],
             args=[count, lease_seconds, due_batch, *self._prefixes(), self.keys.host_in_flight("")],
         )
         return _then(result, _host_pop)
@@ -156,10 +156,10 @@ class QueueScripts:
         """Requeue expired leases (front of their priority) or dead-letter them: (requeued, dead)."""
         k = self.keys
         if self.host_mode:
-            keys = [k.processing, k.ready, k.failed, k.seq, k.over_budget]
+            keys = [k.processing, k.ready, k.failed, k.seq, k.over_budget, k.pending, k.requests]
             extra = self._prefixes()
         else:
-            keys, extra = [k.processing, k.requests, k.failed, k.seq], []
+            keys, extra = [k.processing, k.requests, k.failed, k.seq, k.pending], []
         keys += [k.solo, k.deaths]  # always the last two (killed_worker)
         result = self._reclaim(keys=keys, args=[self.queue_type, max_deliveries, limit, failed_cap, node_id, *extra])
         return _then(result, lambda reply: (int(reply[0]), int(reply[1])))
@@ -169,9 +169,10 @@ class QueueScripts:
         k = self.keys
         if self.host_mode:
             return self._release(
-                keys=[k.processing, k.ready, k.seq, k.over_budget], args=[self.queue_type, *self._prefixes(), *leases]
+                keys=[k.processing, k.ready, k.seq, k.over_budget, k.pending, k.requests],
+                args=[self.queue_type, *self._prefixes(), *leases],
             )
-        return self._release(keys=[k.processing, k.requests, k.seq], args=[self.queue_type, *leases])
+        return self._release(keys=[k.processing, k.requests, k.seq, k.pending], args=[self.queue_type, *leases])
 
     def enqueue(
         self,
@@ -197,9 +198,10 @@ class QueueScripts:
                 argv += [slot or "", "" if interval is None else f"{interval:.6g}"]
                 argv += ["" if n is None else n for n in (budget, cap)]
         if self.host_mode:
-            keys = [k.ready, k.seq, k.processing, k.delayed, dedup_keys[0], k.over_budget, *dedup_keys[1:]]
+            keys = [k.ready, k.seq, k.processing, k.delayed, dedup_keys[0], k.over_budget, k.pending, k.requests]
         else:
-            keys = [k.requests, k.seq, k.processing, k.delayed, *dedup_keys]
+            keys = [k.requests, k.seq, k.processing, k.delayed, dedup_keys[0], k.pending]
+        keys += dedup_keys[1:]
         return self._enqueue(keys=keys, args=[*argv, *handovers])
 
     def block_host(self, host: str, seconds: float | None, reason: str, base: float, cap: float, rand: float) -> Any:
