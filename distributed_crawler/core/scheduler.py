@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import math
 import threading
 import time
 from collections import Counter, deque
@@ -44,7 +45,13 @@ from distributed_crawler.dedup.dupefilter import DEDUP_TYPES, DedupDataError, fl
 from distributed_crawler.dedup.recent import RecentFingerprints
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.internals import downloads_in_flight, wake_engine, watch_scrapes
-from distributed_crawler.meta import HOST_BACKOFF_META, HOST_SLOT_META, LEASE_META, RETRY_DELAY_META
+from distributed_crawler.meta import (
+    EXPIRES_AT_META,
+    HOST_BACKOFF_META,
+    HOST_SLOT_META,
+    LEASE_META,
+    RETRY_DELAY_META,
+)
 from distributed_crawler.queue.codec import PayloadError, RequestCodec, UnserializableRequestError, allowed_classes
 from distributed_crawler.queue.counts import CrawlCounts, crawl_counts
 from distributed_crawler.queue.deadletters import DeadLetters
@@ -101,6 +108,7 @@ class SchedulerConfig:
     frontier: FrontierConfig = FrontierConfig()
     recent_fingerprints: int = 50_000
     domain_max_hosts: int = 100  # DOMAIN_MAX_HOSTS (core/traps.py; 0 = no limit)
+    request_ttl: int = 0  # REQUEST_TTL seconds (0 = requests never expire)
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> SchedulerConfig:
@@ -127,6 +135,7 @@ class SchedulerConfig:
             frontier=FrontierConfig.from_settings(settings),
             recent_fingerprints=read.int("DUPEFILTER_LOCAL_CACHE_SIZE", min=0),
             domain_max_hosts=DomainHosts.max_hosts_from_settings(settings),
+            request_ttl=read.int("REQUEST_TTL", min=0, hint="(seconds; 0 = never)"),
         )
 
     @property
@@ -394,6 +403,17 @@ class RedisScheduler:
         self._shared = CrawlCounts()
         self._recent.clear()
 
+    def _expires_at(self, request: Request) -> int:
+        """Unix seconds after which `request` is dropped at lease (0 = never): meta `expires_at`,
+        else REQUEST_TTL from its first enqueue (kept in meta, so a retry does not start again)."""
+        given = request.meta.get(EXPIRES_AT_META)
+        if isinstance(given, (int, float)) and not isinstance(given, bool) and math.isfinite(given) and given > 0:
+            return int(given)
+        if not self.config.request_ttl:
+            return 0
+        request.meta[EXPIRES_AT_META] = expires = int(time.time()) + self.config.request_ttl
+        return expires
+
     # -- Scrapy's scheduler interface -----------------------------------------------------
     def has_pending_requests(self) -> bool:
         """Work this node holds, work on its way to Redis, or work anywhere in the cluster (as last
@@ -425,6 +445,7 @@ class RedisScheduler:
             return False
         host_mode = self.config.queue_type == "host"
         slot = slot_of(request.url, self.config.frontier) if host_mode else None
+        expires_at = self._expires_at(request)
         try:
             # a retry or a hand-back (it waits in delayed) of a page its host's budget already counted
             again = handover is not None and request.meta.get(RETRY_DELAY_META) is not None
@@ -438,7 +459,7 @@ class RedisScheduler:
             fingerprint,
             request.dont_filter,
             # a successor starts at 0 deliveries: a retry or redirect is not a redelivery
-            make_member(payload, request.priority),
+            make_member(payload, request.priority, expires_at=expires_at),
             handover,
             max(0.0, finite(request.meta.get(RETRY_DELAY_META))),
             host=host,
@@ -792,17 +813,24 @@ class RedisScheduler:
                 self._report_broken_hosts(popped.broken)
                 hosts = {h.lease: (h.slot, h.backoff) for h in popped.leases}
                 next_due = popped.next_due
+                expired = popped.expired
             else:
                 pop = partial(self.scripts.pop, want, self.config.lease_seconds, DUE_BATCH)
                 members = await self._retrying("pop", pop)
+                expired = sum(1 for m in members if not m)  # b"": dropped at lease (expired), never fetched
+                members = [m for m in members if m]
                 hosts = {}
+            if expired:
+                self.stats.inc_value("scheduler/expired", expired)
+                idle_wait = 0.01
             if members:
                 was_empty = not self._buffer
                 await self._accept(members, hosts)
                 if was_empty and self._buffer:
                     wake_engine(self.crawler)
                 idle_wait = 0.01
-                if len(members) == want:
+            if members or expired:
+                if len(members) + expired == want:
                     continue
             # The queue is (nearly) empty, or no host is due yet: wait for a local push, for the next
             # host to be due (host mode), or poll again, backing off.

@@ -44,7 +44,7 @@
 --   to its host's queue (zset scored like "priority"), the host into ready at max(now, until) unless
 --   it is there already or over budget; `iv` / `max` / `cap` of the host hash are written only when
 --   they change.
--- uses: queue (lib/queue.lua: member_priority, queue_push)
+-- uses: queue (lib/queue.lua: member_priority, member_payload, queue_push)
 -- uses: host (lib/host.lua: host_of, host_push, num)
 local qtype, n, doorbell, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local action = ARGV[6]
@@ -198,7 +198,7 @@ for i = 0, n - 1 do
     local host = nil
     if host_mode then
       host = ARGV[base + 4]
-      if host == "" then host = host_of(string.match(member, "^%-?%d+:%-?%d+:(.*)$") or member) end
+      if host == "" then host = host_of(member_payload(member) or member) end
       configure(host, ARGV[base + 5], ARGV[base + 6], ARGV[base + 7])
     end
     if delay > 0 then

@@ -95,9 +95,10 @@ local function clean(s)
   return table.concat(out)
 end
 
--- deliveries, priority, payload of a valid envelope; nil and a reason otherwise
+-- deliveries, priority, JSON payload and what follows the priority (expiry kept) of a valid
+-- envelope; nil and a reason otherwise
 local function parse(lease)
-  local deliveries, priority, payload = string.match(lease, "^(%d+):(%-?%d+):(.*)$")
+  local deliveries, priority, rest = string.match(lease, "^(%d+):(%-?%d+):(.*)$")
   if not deliveries then
     return nil, "not a queue entry (no <deliveries>:<priority>: envelope)"
   end
@@ -105,7 +106,7 @@ local function parse(lease)
   if #deliveries > 9 or #priority > 8 or p > MAX_PRIORITY or p < -MAX_PRIORITY then
     return nil, "not a queue entry (<deliveries>:<priority>: envelope out of range)"
   end
-  return tonumber(deliveries), p, payload
+  return tonumber(deliveries), p, string.match(rest, "^%d+:(.*)$") or rest, rest
 end
 
 local requeued, dead = 0, 0
@@ -140,7 +141,7 @@ local function killed_twice(lease, payload)
 end
 
 for _, lease in ipairs(expired) do
-  local deliveries, priority, payload = parse(lease)
+  local deliveries, priority, payload, rest = parse(lease)
   if not deliveries then
     dead_letter(lease, priority)
   elseif killed_twice(lease, payload) then
@@ -149,7 +150,7 @@ for _, lease in ipairs(expired) do
     dead_letter(lease, "lease expired " .. deliveries .. " times (node died or hung while processing)",
       deliveries, priority, payload)
   else
-    local member = deliveries .. ":" .. priority .. ":" .. payload
+    local member = deliveries .. ":" .. priority .. ":" .. rest -- its expiry, if any, stays
     if qtype == "host" then -- the front of its priority in its host's queue
       host_push(KEYS[2], KEYS[5], ARGV[6], ARGV[7], KEYS[4], host_of(payload), member, priority, true, now)
     else

@@ -34,7 +34,7 @@ for i = first_lease, #ARGV do
   if p and p <= MAX_PRIORITY and p >= -MAX_PRIORITY and redis.call("ZSCORE", KEYS[1], lease) then
     local member = math.max(tonumber(deliveries) - 1, 0) .. ":" .. p .. ":" .. payload
     if qtype == "host" then -- the front of its priority in its host's queue
-      local host = host_of(payload)
+      local host = host_of(member_payload(lease) or "")
       if tonumber(deliveries) <= 1 then -- a first delivery: its page goes back to the budget
         pcall(redis.call, "HINCRBY", ARGV[3] .. host, "pages", -1)
       end

@@ -42,6 +42,7 @@ class HostPop(NamedTuple):
     leases: list[HostLease]
     next_due: float | None  # seconds until the next host is due; None = no host waits
     broken: list[str] = []  # hosts dropped from ready: their queue key holds the wrong Redis type
+    expired: int = 0  # requests dropped at lease: their expiry (REQUEST_TTL / meta expires_at) had passed
 
 
 def _text(value: Any) -> str:
@@ -53,7 +54,9 @@ def _host_pop(reply: list[Any]) -> HostPop:
     triples = [(flat[i], _text(flat[i + 1]), int(flat[i + 2])) for i in range(0, len(flat) - 2, 3)]
     wait = float(due)
     leases = [HostLease(*t) for t in triples if t[0]]
-    return HostPop(leases, None if wait < 0 else wait, [slot for lease, slot, _ in triples if not lease])
+    broken = [slot for lease, slot, code in triples if not lease and code == -1]
+    expired = sum(1 for lease, _, code in triples if not lease and code == -2)
+    return HostPop(leases, None if wait < 0 else wait, broken, expired)
 
 
 _USES = re.compile(r"^-- uses: (\w+)", re.MULTILINE)
@@ -125,14 +128,18 @@ class QueueScripts:
     def pop(self, count: int, lease_seconds: float, due_batch: int = 100) -> Any:
         """Move up to `due_batch` due retries back to the queue, then lease up to `count` members.
 
-        Returns the leases (bytes "<deliveries>:<priority>:<json>", deliveries counted up by one).
-        In host mode the hosts are dropped: `pop_hosts` keeps them.
+        Returns the leases (bytes "<deliveries>:<priority>:<json>", deliveries counted up by one) and
+        b"" for each expired request dropped (never leased). In host mode the hosts are dropped:
+        `pop_hosts` keeps them.
         """
         if self.host_mode:
-            return _then(self.pop_hosts(count, lease_seconds, due_batch), lambda p: [h.lease for h in p.leases])
+            return _then(
+                self.pop_hosts(count, lease_seconds, due_batch),
+                lambda p: [h.lease for h in p.leases] + [b""] * p.expired,
+            )
         k = self.keys
         return self._pop(
-            keys=[k.requests, k.processing, k.delayed, k.seq, k.pending],
+            keys=[k.requests, k.processing, k.delayed, k.seq, k.pending, k.refused],
             args=[self.queue_type, count, lease_seconds, due_batch],
         )
 
@@ -143,7 +150,7 @@ class QueueScripts:
         """
         k = self.keys
         result = self._host_pop(
-            keys=[k.ready, k.processing, k.delayed, k.seq, k.over_budget, k.requests, k.pending],
+            keys=[k.ready, k.processing, k.delayed, k.seq, k.over_budget, k.requests, k.pending, k.refused],
             args=[count, lease_seconds, due_batch, *self._prefixes(), self.keys.host_in_flight("")],
         )
         return _then(result, _host_pop)

@@ -4,6 +4,14 @@
 -- SPAN: 2^36 sequence numbers per priority band.
 -- MAX_PRIORITY = envelope.MAX_PRIORITY (131071): |priority| * SPAN stays below 2^53, exact in doubles.
 -- member_priority(member): the priority field of "<deliveries>:<priority>:..." (none = 0).
+-- A member may carry an expiry: "<deliveries>:<priority>:<expires_at>:<json>" (Unix seconds,
+--   REQUEST_TTL / meta expires_at, queue/envelope.py); a payload is JSON and starts with "{", so a
+--   member written before expiry existed ("<deliveries>:<priority>:<json>") reads as "never".
+-- member_payload(member): the JSON after the envelope (nil: no envelope); member_expires(member):
+--   its expiry (nil = never). expired(member, now): true when it expired at server time `now`;
+--   count_expired(key, host, cap) adds one to field "expired <host>" of the refused hash (the
+--   per-host refusals `dcrawl hosts` shows, bounded like lua/refused.lua: a new field while the hash
+--   holds `cap` goes to "expired *").
 -- queue_push(qtype, queue, seq_key, member, priority, front) pushes member to the queue key:
 --   "priority": ZADD, score -priority * SPAN + seq (behind the requests already waiting in its
 --     priority, like a fresh push) or -priority * SPAN - seq when front is true (before them);
@@ -27,6 +35,32 @@ local MAX_PRIORITY = 131071
 
 local function member_priority(member)
   return tonumber(string.match(member, "^%d+:(%-?%d+):") or "0")
+end
+
+local function member_payload(member)
+  local rest = string.match(member, "^%d+:%-?%d+:(.*)$")
+  if not rest then return nil end
+  return string.match(rest, "^%d+:(.*)$") or rest
+end
+
+local function member_expires(member)
+  return tonumber(string.match(member, "^%d+:%-?%d+:(%d+):") or "")
+end
+
+local function expired(member, now)
+  local at = member_expires(member)
+  return at ~= nil and at <= now
+end
+
+local EXPIRED_FIELDS_MAX = 10000 -- core/refusals.py COUNTED_FIELDS_MAX: the refused hash's bound
+
+local function count_expired(key, host, cap)
+  if not key then return end
+  local field = "expired " .. (host ~= "" and host or "?")
+  local ok, known = pcall(redis.call, "HEXISTS", key, field)
+  if not ok then return end -- a refused key of another type: the count is dropped (the stat stays)
+  if known == 0 and redis.call("HLEN", key) >= cap then field = "expired *" end
+  redis.call("HINCRBY", key, field, 1)
 end
 
 local function next_seq(seq_key)
