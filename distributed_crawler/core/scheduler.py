@@ -208,6 +208,9 @@ class RedisScheduler:
         self._broken_hosts: set[str] = set()  # host queue keys of the wrong type, logged once each
         self._data_errors = EpisodeLog(logger)
         self._shared = CrawlCounts()  # the cluster's work as last counted (counts task)
+        # pushes this node made / of them, those the last count had seen: work not yet counted
+        # keeps has_pending_requests true (a push to a host in ready shows only in the next count)
+        self._pushes = self._pushes_counted = 0
         self._refused: Counter[str] = Counter()  # requests the codec refused, by kind
         self._undecodable: Counter[str] = Counter()  # leased payloads that did not decode, by kind
         self._len_client: Any = None  # sync client of __len__ (Scrapy's API is synchronous)
@@ -418,7 +421,8 @@ class RedisScheduler:
     def has_pending_requests(self) -> bool:
         """Work this node holds, work on its way to Redis, or work anywhere in the cluster (as last
         counted): a node closes only when the whole crawl has nothing left for it."""
-        return bool(self._buffer or self._outbox) or self._quarantined is not None or self._shared.frontier_busy
+        busy = bool(self._buffer or self._outbox) or self._quarantined is not None
+        return busy or self._shared.frontier_busy or self._pushes != self._pushes_counted
 
     def enqueue_request(self, request: Request) -> bool:
         lease = request.meta.get(LEASE_META)
@@ -538,7 +542,9 @@ class RedisScheduler:
         try:
             if self._len_client is None:
                 self._len_client = self.redis_config.sync_client()
+            before = self._pushes
             self._shared = run_sync(crawl_counts(self._len_client, self.keys, seeds=False))
+            self._pushes_counted = before
         except TRANSIENT_ERRORS + (ResponseError,):
             pass  # Redis away or refusing: the last count stands (the background tasks report it)
         return self._shared.scheduled + local
@@ -712,6 +718,7 @@ class RedisScheduler:
             pushed = sum(result)
             if pushed:  # counted as pending at once: the counts task may not have looked yet
                 self._shared = replace(self._shared, pending=(self._shared.pending or 0) + pushed)
+                self._pushes += 1
             added = sum(1 for r, (_, e) in zip(result, batch) if r and not e.dont_filter)
             delayed = sum(1 for r, (_, e) in zip(result, batch) if r and e.delay > 0)
             self.stats.inc_value("scheduler/enqueued/redis", pushed)
@@ -941,7 +948,9 @@ class RedisScheduler:
                 continue
             try:
                 was_pending = self._shared.frontier_busy
+                before = self._pushes
                 self._shared = await crawl_counts(self.client, self.keys, seeds=False)
+                self._pushes_counted = before
                 await self._redis_ok("counting the queue")
             except Exception as exc:  # noqa: BLE001 - _redis_failed re-raises what is a bug
                 await self._redis_failed("counting the queue", exc)
