@@ -4,20 +4,22 @@ never leased, counted per host; members written before expiry existed never expi
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
+import time
 
 import pytest
 import redis
-from scrapy import Request
+from scrapy import Request, Spider
 from scrapy.settings import Settings
+from scrapy.utils.test import get_crawler
 
 from distributed_crawler.core.scheduler import RedisScheduler, SchedulerConfig
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.monitoring.hosts import read_refusals
 from distributed_crawler.monitoring.status import Skips
+from distributed_crawler.queue.codec import RequestCodec
 from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
-from distributed_crawler.queue.envelope import make_member, split_member
+from distributed_crawler.queue.envelope import Envelope, make_member, split_member
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import QueueScripts
 
@@ -102,16 +104,43 @@ def test_envelope_reads_old_and_new_members() -> None:
     assert make_member("{}", 0, expires_at=0) == "0:0:{}"  # TTL 0: not a byte more than before
 
 
-def expires_at(ttl: int, meta: dict) -> tuple[int, dict]:
-    node = SimpleNamespace(config=SchedulerConfig(request_ttl=ttl))
-    request = Request("http://e.example/", meta=meta)
-    return RedisScheduler._expires_at(node, request), request.meta  # type: ignore[arg-type]
+class _Spider(Spider):
+    name = "exp"
+
+    def parse(self, response: object) -> None:
+        return None
 
 
-def test_request_ttl_and_meta_expires_at() -> None:
-    assert expires_at(0, {}) == (0, {})  # TTL 0 = never
-    at, meta = expires_at(3600, {})
-    assert at > 1_700_000_000 and meta["expires_at"] == at  # kept in meta: a retry keeps its expiry
-    assert expires_at(3600, {"expires_at": 1_800_000_000})[0] == 1_800_000_000  # meta wins over the TTL
-    assert expires_at(0, {"expires_at": 1_800_000_000.7})[0] == 1_800_000_000
-    assert expires_at(0, {"expires_at": "soon"})[0] == 0  # not a time: ignored
+def scheduler(**settings: object) -> RedisScheduler:
+    crawler = get_crawler(
+        _Spider, settings_dict={"ADDONS": {"distributed_crawler.Addon": 0}, "NODE_ID": "n1", **settings}
+    )
+    crawler.spider = _Spider.from_crawler(crawler)
+    node = RedisScheduler.from_crawler(crawler)
+    node.codec = RequestCodec(crawler.spider)  # what open() sets; nothing here talks to Redis
+    return node
+
+
+def enqueued(node: RedisScheduler, request: Request) -> Envelope:
+    assert node.enqueue_request(request)
+    return split_member(node._outbox[-1][1].member)
+
+
+def test_request_ttl_and_meta_expires_at_in_the_member() -> None:
+    assert enqueued(scheduler(), Request("http://e.example/0")).expires_at == 0  # TTL 0 = never
+    node = scheduler(REQUEST_TTL=3600)
+    request = Request("http://e.example/1")
+    before = int(time.time())
+    at = enqueued(node, request).expires_at
+    assert before + 3600 <= at <= int(time.time()) + 3600
+    assert request.meta["expires_at"] == at  # kept in meta: a retry keeps its first expiry
+    given = Request("http://e.example/2", meta={"expires_at": 1_800_000_000.7})
+    assert enqueued(node, given).expires_at == 1_800_000_000  # meta wins over REQUEST_TTL
+    assert enqueued(scheduler(), Request("http://e.example/3", meta={"expires_at": 1_800_000_000})).expires_at
+    bad = Request("http://e.example/4", meta={"expires_at": "soon"})
+    assert enqueued(scheduler(), bad).expires_at == 0  # not a time: ignored
+
+
+def test_a_negative_request_ttl_fails_at_start() -> None:
+    with pytest.raises(ValueError, match=r"REQUEST_TTL \(-5\) must be"):
+        SchedulerConfig.from_settings(Settings({"REQUEST_TTL": -5}))
