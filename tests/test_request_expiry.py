@@ -22,6 +22,8 @@ from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import Envelope, make_member, split_member
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import QueueScripts
+from tests.conftest import Workers
+from tests.site.server import NewsSite
 
 KEYS = SpiderKeys.from_settings(Settings(), "exp")
 
@@ -144,3 +146,35 @@ def test_request_ttl_and_meta_expires_at_in_the_member() -> None:
 def test_a_negative_request_ttl_fails_at_start() -> None:
     with pytest.raises(ValueError, match=r"REQUEST_TTL \(-5\) must be"):
         SchedulerConfig.from_settings(Settings({"REQUEST_TTL": -5}))
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_a_worker_never_fetches_an_expired_request(workers: Workers, redis_client: redis.Redis) -> None:
+    """A frontier holding expired and live requests (host mode, the default; at DEPTH_LIMIT, so no link
+    between articles is followed): a real worker fetches only the live ones; the expired ones show as
+    scheduler/expired and per host in the refused hash."""
+    with NewsSite(articles=6) as site:
+        keys = SpiderKeys.from_settings(Settings(), "news")
+        codec = RequestCodec(None)
+        now = server_now(redis_client)
+        host = site.url.split("/")[2]
+        entries = []
+        for i in range(1, 7):
+            url = f"{site.url}/article/{i}"
+            at = now - 60 if i <= 3 else now + 3600
+            member = make_member(
+                codec.encode(Request(url, dont_filter=True, meta={"depth": 1}), slot=host), 0, expires_at=at
+            )
+            entries.append(("", True, member, 0.0, host, 0.0, -1))  # no fingerprint: the filter stays untouched
+        scripts = QueueScripts.register(redis_client, keys, "host")
+        run_sync(Enqueuer(redis_client, keys, SetDedup(keys.dupefilter), "host", scripts=scripts).run("push", entries))
+        assert run_sync(crawl_counts(redis_client, keys)).pending == 6
+        workers.start("w1", "DEPTH_LIMIT=1", "MAX_IDLE_TIME_BEFORE_CLOSE=2")
+        assert workers.wait_all(timeout=90) == {"w1": 0}
+        fetched = {i: site.hits(f"/article/{i}") for i in range(1, 7)}
+    assert fetched[1] == fetched[2] == fetched[3] == 0, fetched
+    assert all(fetched[i] >= 1 for i in (4, 5, 6)), fetched
+    assert "'scheduler/expired': 3" in workers.log("w1")
+    assert redis_client.hget(keys.refused, f"expired {host}") == b"3"
+    assert run_sync(crawl_counts(redis_client, keys)).pending == 0
