@@ -187,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
             total = sum(stored(db).values())
             try:
                 c = run_sync(crawl_counts(client, keys))
-                queues = f"pending {c.pending:4d} leased {c.leased:3d} seeds {c.seeds}"
+                pending = "unknown" if c.pending is None else c.pending
+                queues = f"pending {pending:>4} leased {c.leased:3d} seeds {c.seeds}"
             except redis.ResponseError as exc:  # garbage a script refused: the summary goes on
                 queues = f"queue counts unreadable ({str(exc)[:80]})"
             print(

@@ -44,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULER_HOST_KEY": "{%(spider)s}:host:%(host)s",  # hash: iv, cd, bo, until, why, pages, max, cap
     "SCHEDULER_HOST_IN_FLIGHT_KEY": "{%(spider)s}:inflight:%(host)s",  # set: leases of a capped host (host mode)
     "SCHEDULER_OVER_BUDGET_KEY": "{%(spider)s}:hosts:over",  # zset: host -> pending when it went over budget
+    "SCHEDULER_PENDING_KEY": "{%(spider)s}:pending",  # string: requests waiting in the queue(s) (lib/queue.lua)
     "SCHEDULER_REFUSED_KEY": "{%(spider)s}:refused",  # hash "<reason> <host>" -> requests refused (bounded)
     "CLUSTER_STATS_KEY": "{%(spider)s}:stats",
     "NODES_KEY": "{%(spider)s}:nodes",
@@ -59,6 +60,7 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULER_FLUSH_ON_START": False,
     "SCHEDULER_QUEUE_CLASS": "host",  # per-host frontier (fair); priority / fifo / lifo: one queue
     "SCHEDULER_LEASE_SECONDS": 60,
+    "REQUEST_TTL": 0,  # seconds a pending request may wait before it is dropped at lease; 0 = never
     "SCHEDULER_MAX_DELIVERIES": 5,
     "SCHEDULER_PREFETCH": 0,  # 0 = derived from CONCURRENT_REQUESTS
     "SCHEDULER_POLL_MAX_SECONDS": 1.0,  # fallback poll; the doorbell wakes nodes at once

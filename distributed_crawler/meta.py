@@ -62,6 +62,9 @@ RENDER_TIMEOUT_META = "render_timeout"
 RENDER_SETTLE_MS_META = "render_settle_ms"
 # Read by downloadermiddlewares/politeness.py: skip the cluster-wide per-domain rate limit.
 DONT_RATE_LIMIT_META = "dont_rate_limit"
+# Read by core/scheduler.py (envelope): Unix time (seconds) after which this request is dropped at
+# lease, never fetched (wins over REQUEST_TTL; docs/frontier.md "Expiry").
+EXPIRES_AT_META = "expires_at"
 # Read by recrawl/rules.py: revisit interval of this URL, seconds or [min, max]; 0 = never (wins over
 # RECRAWL_RULES).
 RECRAWL_META = "recrawl"

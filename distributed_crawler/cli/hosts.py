@@ -3,7 +3,8 @@
 Reads `--scan` hosts (the due-soonest ones, the latest-due ones and the over-budget ones with the
 most left; 0 = every host, walked with ZSCAN) and prints the `--limit` with the most pending:
 pending, next due, blocked until and why, pages, budget, over budget, in-flight cap (docs/frontier.md);
-then the hosts with the most requests refused (docs/security.md), per reason.
+then the hosts with the most requests refused (docs/security.md) or dropped at lease as expired
+(reason `expired`, REQUEST_TTL, docs/frontier.md), per reason.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def render_hosts(data: dict[str, Any]) -> Table:
 
 def render_refused(data: dict[str, Any]) -> Table:
     table = listing_table(
-        f"{data['spider']}: requests refused, hosts with the most first (docs/security.md)",
+        f"{data['spider']}: requests refused or expired, hosts with the most first (docs/security.md)",
         ("host", "refused", "reasons"),
         right=("refused",),
     )

@@ -17,11 +17,12 @@ import asyncio
 import hashlib
 import json
 import logging
+import math
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
@@ -44,9 +45,16 @@ from distributed_crawler.dedup.dupefilter import DEDUP_TYPES, DedupDataError, fl
 from distributed_crawler.dedup.recent import RecentFingerprints
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.internals import downloads_in_flight, wake_engine, watch_scrapes
-from distributed_crawler.meta import HOST_BACKOFF_META, HOST_SLOT_META, LEASE_META, RETRY_DELAY_META, RETRY_TIMES_META
+from distributed_crawler.meta import (
+    EXPIRES_AT_META,
+    HOST_BACKOFF_META,
+    HOST_SLOT_META,
+    LEASE_META,
+    RETRY_DELAY_META,
+    RETRY_TIMES_META,
+)
 from distributed_crawler.queue.codec import PayloadError, RequestCodec, UnserializableRequestError, allowed_classes
-from distributed_crawler.queue.counts import QueueSize, queue_size
+from distributed_crawler.queue.counts import CrawlCounts, crawl_counts
 from distributed_crawler.queue.deadletters import DeadLetters
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
@@ -102,6 +110,7 @@ class SchedulerConfig:
     frontier: FrontierConfig = FrontierConfig()
     recent_fingerprints: int = 50_000
     domain_max_hosts: int = 100  # DOMAIN_MAX_HOSTS (core/traps.py; 0 = no limit)
+    request_ttl: int = 0  # REQUEST_TTL seconds (0 = requests never expire)
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> SchedulerConfig:
@@ -128,6 +137,7 @@ class SchedulerConfig:
             frontier=FrontierConfig.from_settings(settings),
             recent_fingerprints=read.int("DUPEFILTER_LOCAL_CACHE_SIZE", min=0),
             domain_max_hosts=DomainHosts.max_hosts_from_settings(settings),
+            request_ttl=read.int("REQUEST_TTL", min=0, hint="(seconds; 0 = never)"),
         )
 
     @property
@@ -199,7 +209,10 @@ class RedisScheduler:
         self._wrong_types = WrongTypeLog("scheduling", logger)
         self._broken_hosts: set[str] = set()  # host queue keys of the wrong type, logged once each
         self._data_errors = EpisodeLog(logger)
-        self._shared = QueueSize()  # the cluster's work as last counted (counts task)
+        self._shared = CrawlCounts()  # the cluster's work as last counted (counts task)
+        # pushes this node made / of them, those the last count had seen: work not yet counted
+        # keeps has_pending_requests true (a push to a host in ready shows only in the next count)
+        self._pushes = self._pushes_counted = 0
         self._refused: Counter[str] = Counter()  # requests the codec refused, by kind
         self._undecodable: Counter[str] = Counter()  # leased payloads that did not decode, by kind
         self._len_client: Any = None  # sync client of __len__ (Scrapy's API is synchronous)
@@ -246,7 +259,9 @@ class RedisScheduler:
         self.dead_letters = DeadLetters(self.client, self.keys.failed, self.node_id, self.config.failed_max)
         if self.config.flush_on_start:
             await self.flush()
-        self._shared = await self._retrying("counting the queue", lambda: queue_size(self.client, self.keys))
+        self._shared = await self._retrying(
+            "counting the queue", lambda: crawl_counts(self.client, self.keys, seeds=False)
+        )
         if self._shared.scheduled:  # scrapy-redis's line, so existing log watchers keep working
             logger.info("Resuming crawl (%d requests scheduled)", self._shared.scheduled)
         self._watch_scrapes()
@@ -390,14 +405,26 @@ class RedisScheduler:
         self._quarantined = None
         self.leases.forget(buffered + [e.handover for e in dropped if e.handover])
         await flush_crawl(self.client, self.keys)
-        self._shared = QueueSize()
+        self._shared = CrawlCounts()
         self._recent.clear()
+
+    def _expires_at(self, request: Request) -> int:
+        """Unix seconds after which `request` is dropped at lease (0 = never): meta `expires_at`,
+        else REQUEST_TTL from its first enqueue (kept in meta, so a retry does not start again)."""
+        given = request.meta.get(EXPIRES_AT_META)
+        if isinstance(given, (int, float)) and not isinstance(given, bool) and math.isfinite(given) and given > 0:
+            return int(given)
+        if not self.config.request_ttl:
+            return 0
+        request.meta[EXPIRES_AT_META] = expires = int(time.time()) + self.config.request_ttl
+        return expires
 
     # -- Scrapy's scheduler interface -----------------------------------------------------
     def has_pending_requests(self) -> bool:
         """Work this node holds, work on its way to Redis, or work anywhere in the cluster (as last
         counted): a node closes only when the whole crawl has nothing left for it."""
-        return bool(self._buffer or self._outbox) or self._quarantined is not None or self._shared.pending
+        busy = bool(self._buffer or self._outbox) or self._quarantined is not None
+        return busy or self._shared.frontier_busy or self._pushes != self._pushes_counted
 
     def outbox_mark(self) -> int:
         """The last request enqueued so far: `wait_pushed(mark)` returns once it is in Redis."""
@@ -437,6 +464,7 @@ class RedisScheduler:
             return False
         host_mode = self.config.queue_type == "host"
         slot = slot_of(request.url, self.config.frontier) if host_mode else None
+        expires_at = self._expires_at(request)
         try:
             # a retry or a hand-back (it waits in delayed) of a page its host's budget already counted
             again = handover is not None and request.meta.get(RETRY_DELAY_META) is not None
@@ -450,7 +478,7 @@ class RedisScheduler:
             fingerprint,
             request.dont_filter,
             # a successor starts at 0 deliveries: a retry or redirect is not a redelivery
-            make_member(payload, request.priority),
+            make_member(payload, request.priority, expires_at=expires_at),
             handover,
             max(0.0, finite(request.meta.get(RETRY_DELAY_META))),
             host=host,
@@ -530,7 +558,7 @@ class RedisScheduler:
 
     def __len__(self) -> int:
         """The shared queue, as in scrapy-redis: requests waiting in Redis (any node's, delayed
-        retries included; host mode sums up to QUEUE_SIZE_MAX_HOSTS hosts), plus what this node
+        retries included; the pending counter, exact in every queue mode), plus what this node
         holds but has not handed to the engine. One blocking round trip, like scrapy-redis's."""
         local = len(self._buffer) + len(self._outbox)
         if self.client is None:  # not open
@@ -538,7 +566,9 @@ class RedisScheduler:
         try:
             if self._len_client is None:
                 self._len_client = self.redis_config.sync_client()
-            self._shared = run_sync(queue_size(self._len_client, self.keys))
+            before = self._pushes
+            self._shared = run_sync(crawl_counts(self._len_client, self.keys, seeds=False))
+            self._pushes_counted = before
         except TRANSIENT_ERRORS + (ResponseError,):
             pass  # Redis away or refusing: the last count stands (the background tasks report it)
         return self._shared.scheduled + local
@@ -711,9 +741,8 @@ class RedisScheduler:
             batch = [(0, e) for e in pushes]
             pushed = sum(result)
             if pushed:  # counted as pending at once: the counts task may not have looked yet
-                self._shared = QueueSize(
-                    self._shared.queued + pushed, self._shared.delayed, self._shared.leased, self._shared.hosts_ready
-                )
+                self._shared = replace(self._shared, pending=(self._shared.pending or 0) + pushed)
+                self._pushes += 1
             added = sum(1 for r, (_, e) in zip(result, batch) if r and not e.dont_filter)
             delayed = sum(1 for r, (_, e) in zip(result, batch) if r and e.delay > 0)
             self.stats.inc_value("scheduler/enqueued/redis", pushed)
@@ -815,17 +844,24 @@ class RedisScheduler:
                 self._report_broken_hosts(popped.broken)
                 hosts = {h.lease: (h.slot, h.backoff) for h in popped.leases}
                 next_due = popped.next_due
+                expired = popped.expired
             else:
                 pop = partial(self.scripts.pop, want, self.config.lease_seconds, DUE_BATCH)
                 members = await self._retrying("pop", pop)
+                expired = sum(1 for m in members if not m)  # b"": dropped at lease (expired), never fetched
+                members = [m for m in members if m]
                 hosts = {}
+            if expired:
+                self.stats.inc_value("scheduler/expired", expired)
+                idle_wait = 0.01
             if members:
                 was_empty = not self._buffer
                 await self._accept(members, hosts)
                 if was_empty and self._buffer:
                     wake_engine(self.crawler)
                 idle_wait = 0.01
-                if len(members) == want:
+            if members or expired:
+                if len(members) + expired == want:
                     continue
             # The queue is (nearly) empty, or no host is due yet: wait for a local push, for the next
             # host to be due (host mode), or poll again, backing off.
@@ -927,7 +963,7 @@ class RedisScheduler:
     async def _run_counts(self) -> None:
         """Count the cluster's work while this node holds none (what has_pending_requests reports).
 
-        Cheap: one read-only script call per COUNTS_INTERVAL, host queues not summed; when the
+        Cheap: one read-only script call per COUNTS_INTERVAL, the pending counter, never a scan; when the
         cluster's work runs out, the engine is woken to see it and close the spider.
         """
         while not self._stopped:
@@ -935,13 +971,15 @@ class RedisScheduler:
             if self._buffer or self._outbox or self._quarantined is not None:
                 continue
             try:
-                was_pending = self._shared.pending
-                self._shared = await queue_size(self.client, self.keys, max_hosts=0)
+                was_pending = self._shared.frontier_busy
+                before = self._pushes
+                self._shared = await crawl_counts(self.client, self.keys, seeds=False)
+                self._pushes_counted = before
                 await self._redis_ok("counting the queue")
             except Exception as exc:  # noqa: BLE001 - _redis_failed re-raises what is a bug
                 await self._redis_failed("counting the queue", exc)
                 continue
-            if was_pending and not self._shared.pending:
+            if was_pending and not self._shared.frontier_busy:
                 wake_engine(self.crawler)
 
     async def _run_doorbell(self) -> None:

@@ -6,6 +6,9 @@
 --   moves them back to the queue when due)
 -- KEYS[5] dupefilter: a set ("set"), the layer meta hash ("bitmap") or a RedisBloom key
 -- KEYS[6..] "bitmap" only: every piece of every layer, layer by layer (see bloom.py)
+-- KEYS[6] (optional) pending counter (lib/queue.lua pending_open); with it the bitmap pieces
+--   start at KEYS[7] (without it at KEYS[6]); present when KEYS holds one key more than the pieces
+--   need (host mode, below: two, the counter and the single queue)
 -- ARGV[1] queue type: "priority" | "fifo" | "lifo"
 -- ARGV[2] n = number of requests
 -- ARGV[3] doorbell channel, PUBLISHed to when something was pushed ("" = none)
@@ -32,7 +35,8 @@
 -- range is pushed with its priority clamped to +-131071 (none = 0). A key of the wrong Redis
 -- type raises WRONGTYPE: the caller names the key and waits.
 -- Host mode (ARGV[1] "host", lib/host.lua): KEYS[1] is the ready zset (host -> due time) and
---   KEYS[6] the over-budget zset (the bitmap pieces then start at KEYS[7]); ARGV[7] host queue key
+--   KEYS[6] the over-budget zset, optionally KEYS[7] the pending counter and KEYS[8] the single
+--   queue; the bitmap pieces then start at KEYS[9] (without the counter at KEYS[7]); ARGV[7] host queue key
 --   prefix, ARGV[8] host hash key prefix (prefix .. host = the key: undeclared keys on the same
 --   Cluster slot, see lib/host.lua); the entries from ARGV[9] are 8-tuples: the four above, then
 --   slot ("" = read "slot", else the url's host, from the member's JSON payload), interval in
@@ -40,7 +44,7 @@
 --   to its host's queue (zset scored like "priority"), the host into ready at max(now, until) unless
 --   it is there already or over budget; `iv` / `max` / `cap` of the host hash are written only when
 --   they change.
--- uses: queue (lib/queue.lua: member_priority, queue_push)
+-- uses: queue (lib/queue.lua: member_priority, member_payload, queue_push)
 -- uses: host (lib/host.lua: host_of, host_push, num)
 local qtype, n, doorbell, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local action = ARGV[6]
@@ -59,7 +63,8 @@ local function int(value, min, max)
   return v
 end
 
-local layers, meta = 0, {}
+local counter_keys = host_mode and 2 or 1 -- the pending counter (and, host mode, the single queue)
+local layers, meta, pieces_total = 0, {}, 0
 local L = {} -- layer parameters, read once: m bits, k hashes, bits per piece, capacity, KEYS index of piece 0
 if mode == "bitmap" then
   local flat = redis.call("HGETALL", KEYS[5])
@@ -68,7 +73,7 @@ if mode == "bitmap" then
   if not layers then return {3} end
   if layers ~= tonumber(ARGV[5]) then return {2} end
   if layers == 0 then return {1} end
-  local idx = first_piece
+  local idx = 0 -- pieces counted from the first one; shifted below when the counter keys come first
   for i = 0, layers - 1 do
     local p = "L" .. i .. ":"
     local layer = {m = int(meta[p .. "m"], 1, 2 ^ 52), k = int(meta[p .. "k"], 1, MAX_K),
@@ -82,7 +87,17 @@ if mode == "bitmap" then
     L[i] = layer
     idx = idx + pieces
   end
-  if idx - 1 ~= #KEYS then return {2} end -- the caller passed another layout's pieces
+  pieces_total = idx
+end
+-- the keys between the fixed ones and the pieces: none, or the pending counter (and the single queue)
+local extra = #KEYS - (first_piece - 1) - pieces_total
+if mode == "bitmap" then
+  if extra ~= 0 and extra ~= counter_keys then return {2} end -- the caller passed another layout's pieces
+  for i = 0, layers - 1 do L[i].first = L[i].first + first_piece + extra end
+end
+if extra == counter_keys then
+  if host_mode then pending_open(KEYS[7], KEYS[8], KEYS[1], KEYS[6], ARGV[7])
+  else pending_open(KEYS[6], KEYS[1]) end
 end
 
 -- bit i of a fingerprint in a layer: (h1 + i*h2) mod m by double hashing, exact in doubles
@@ -183,7 +198,7 @@ for i = 0, n - 1 do
     local host = nil
     if host_mode then
       host = ARGV[base + 4]
-      if host == "" then host = host_of(string.match(member, "^%-?%d+:%-?%d+:(.*)$") or member) end
+      if host == "" then host = host_of(member_payload(member) or member) end
       configure(host, ARGV[base + 5], ARGV[base + 6], ARGV[base + 7])
     end
     if delay > 0 then

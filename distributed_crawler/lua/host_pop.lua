@@ -8,6 +8,8 @@
 -- KEYS[6] (optional) the single-queue key of the non-fair modes (SCHEDULER_QUEUE_KEY): requests
 --   left there (a queue from before host mode, or a switch of SCHEDULER_QUEUE_CLASS) move into
 --   their hosts' queues, up to ARGV[3] per call, so they are crawled instead of stalling idle-close
+-- KEYS[7] (optional, with KEYS[6]) pending counter (lib/queue.lua pending_open)
+-- KEYS[8] (optional) refused hash: an expired request counts in field "expired <host>"
 -- ARGV[1] max number of requests to take (0: only move due retries)
 -- ARGV[2] lease length in seconds
 -- ARGV[3] max number of due retries to move in this call
@@ -17,7 +19,9 @@
 -- Returns {lease1, slot1, bo1, lease2, slot2, bo2, ..., next_due}: each leased member
 --   ("<deliveries>:<priority>:<json>", deliveries counted up by one), its host and the host's
 --   backoff level; a host dropped from ready because its queue key is of the wrong Redis type
---   comes as the triple ("", host, -1) so the node can name the key; then the seconds until the
+--   comes as the triple ("", host, -1) so the node can name the key; an expired request (its
+--   "<expires_at>:" at or before server time, lib/queue.lua) leaves its host's queue unleased and
+--   comes as ("", host, -2), counted in the refused hash (KEYS[8]); then the seconds until the
 --   next host is due as a string ("-1": no host waits).
 -- Serving: due hosts (ready score <= now) are served round-robin. A host with an interval
 --   (max(iv, cd) > 0) gives ONE request per call and is due again one interval after the time it
@@ -47,7 +51,7 @@
 --   is leased as "1:0:<member>" (the node dead-letters it); a host whose queue key is of the wrong
 --   Redis type leaves ready (its key is kept for `dcrawl hosts`); host hash garbage reads as
 --   defaults (lib/host.lua). A declared key of the wrong Redis type raises WRONGTYPE.
--- uses: queue (lib/queue.lua: MAX_PRIORITY, member_priority, queue_push)
+-- uses: queue (lib/queue.lua: MAX_PRIORITY, member_priority, queue_push, expired, count_expired)
 -- uses: host (lib/host.lua: host_of, host_push, host_state, over_budget)
 local count = tonumber(ARGV[1])
 local t = redis.call("TIME")
@@ -77,6 +81,8 @@ local function held_leases(host)
   return held
 end
 
+pending_open(KEYS[7], KEYS[6], ready, over, qprefix)
+
 -- due retries back into their hosts' queues, behind their priority like a fresh push
 local limit = tonumber(ARGV[3] or "100")
 local due = redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", now, "LIMIT", 0, limit)
@@ -86,8 +92,8 @@ if #due < limit then
   for _, member in ipairs(far) do due[#due + 1] = member end
 end
 for _, member in ipairs(due) do
-  local payload = string.match(member, "^%d+:%-?%d+:(.*)$") or member
-  host_push(ready, over, qprefix, hprefix, KEYS[4], host_of(payload), member, member_priority(member), false, now)
+  host_push(ready, over, qprefix, hprefix, KEYS[4], host_of(member_payload(member) or member), member,
+    member_priority(member), false, now)
   redis.call("ZREM", KEYS[3], member)
 end
 
@@ -101,12 +107,13 @@ if KEYS[6] then
     legacy = redis.call("LRANGE", KEYS[6], -limit, -1)
   end
   for _, member in ipairs(legacy) do
-    local payload = string.match(member, "^%d+:%-?%d+:(.*)$") or member
-    host_push(ready, over, qprefix, hprefix, KEYS[4], host_of(payload), member, member_priority(member), false, now)
+    host_push(ready, over, qprefix, hprefix, KEYS[4], host_of(member_payload(member) or member), member,
+      member_priority(member), false, now)
   end
   if #legacy > 0 then -- copies first, then the sources (a refused write never loses a request)
     if kind == "zset" then redis.call("ZREMRANGEBYRANK", KEYS[6], 0, #legacy - 1)
     else redis.call("LTRIM", KEYS[6], 0, -#legacy - 1) end
+    pending_add(-#legacy) -- host_push counted their copies
   end
 end
 
@@ -184,17 +191,26 @@ while wanted > 0 and #active > 0 do
       redis.call("ZREM", ready, s.host)
     end
     if members and #members > 0 then
-      local first = 0
+      local first, dropped = 0, 0
       for _, member in ipairs(members) do
-        local lease, fresh = lease_of(member)
-        redis.call("ZADD", KEYS[2], deadline, lease)
-        if s.cap > 0 then pcall(redis.call, "SADD", fprefix .. s.host, lease) end
-        out[#out + 1] = lease
-        out[#out + 1] = s.host
-        out[#out + 1] = s.bo
-        if fresh then first = first + 1 end
+        if expired(member, now) then -- never fetched: off the queue, counted for the host
+          count_expired(KEYS[8], s.host, EXPIRED_FIELDS_MAX)
+          out[#out + 1] = ""
+          out[#out + 1] = s.host
+          out[#out + 1] = -2
+          dropped = dropped + 1
+        else
+          local lease, fresh = lease_of(member)
+          redis.call("ZADD", KEYS[2], deadline, lease)
+          if s.cap > 0 then pcall(redis.call, "SADD", fprefix .. s.host, lease) end
+          out[#out + 1] = lease
+          out[#out + 1] = s.host
+          out[#out + 1] = s.bo
+          if fresh then first = first + 1 end
+        end
       end
-      redis.call("ZREMRANGEBYRANK", queue, 0, #members - 1)
+      if s.cap > 0 then s.held = s.held - dropped end -- counted below as held: expired ones are not
+      pending_add(-redis.call("ZREMRANGEBYRANK", queue, 0, #members - 1))
       wanted = wanted - #members
       if s.cap > 0 then
         pcall(redis.call, "EXPIRE", fprefix .. s.host, CAP_TTL)

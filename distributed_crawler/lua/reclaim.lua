@@ -5,6 +5,8 @@
 -- KEYS[4] sequence counter
 -- ARGV[1] queue type; ARGV[2] max deliveries; ARGV[3] max leases to reclaim in this call;
 -- ARGV[4] failed list cap; ARGV[5] name of the node running the reclaim
+-- pending counter (lib/queue.lua pending_open; optional): single queue KEYS[5] when #KEYS is 7;
+--   host mode KEYS[6], then the single queue KEYS[7], when #KEYS is 9
 -- KEYS[#KEYS - 1] solo hash (lease -> node: a redelivered request its node runs alone), KEYS[#KEYS]
 --   deaths hash (sha1 of a payload -> how many nodes died running it alone), in every mode
 -- Returns {requeued, dead_lettered} (dead_lettered includes the garbage below).
@@ -45,6 +47,11 @@ local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local YEAR = 31536000
 local PREVIEW = 300
 local SOLO, DEATHS = KEYS[#KEYS - 1], KEYS[#KEYS]
+if qtype == "host" and #KEYS == 9 then
+  pending_open(KEYS[6], KEYS[7], KEYS[2], KEYS[5], ARGV[6])
+elseif qtype ~= "host" and #KEYS == 7 then
+  pending_open(KEYS[5], KEYS[2])
+end
 local MAX_DEATHS = 10000
 
 local expired = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, limit)
@@ -88,9 +95,10 @@ local function clean(s)
   return table.concat(out)
 end
 
--- deliveries, priority, payload of a valid envelope; nil and a reason otherwise
+-- deliveries, priority, JSON payload and what follows the priority (expiry kept) of a valid
+-- envelope; nil and a reason otherwise
 local function parse(lease)
-  local deliveries, priority, payload = string.match(lease, "^(%d+):(%-?%d+):(.*)$")
+  local deliveries, priority, rest = string.match(lease, "^(%d+):(%-?%d+):(.*)$")
   if not deliveries then
     return nil, "not a queue entry (no <deliveries>:<priority>: envelope)"
   end
@@ -98,7 +106,7 @@ local function parse(lease)
   if #deliveries > 9 or #priority > 8 or p > MAX_PRIORITY or p < -MAX_PRIORITY then
     return nil, "not a queue entry (<deliveries>:<priority>: envelope out of range)"
   end
-  return tonumber(deliveries), p, payload
+  return tonumber(deliveries), p, string.match(rest, "^%d+:(.*)$") or rest, rest
 end
 
 local requeued, dead = 0, 0
@@ -133,7 +141,7 @@ local function killed_twice(lease, payload)
 end
 
 for _, lease in ipairs(expired) do
-  local deliveries, priority, payload = parse(lease)
+  local deliveries, priority, payload, rest = parse(lease)
   if not deliveries then
     dead_letter(lease, priority)
   elseif killed_twice(lease, payload) then
@@ -142,7 +150,7 @@ for _, lease in ipairs(expired) do
     dead_letter(lease, "lease expired " .. deliveries .. " times (node died or hung while processing)",
       deliveries, priority, payload)
   else
-    local member = deliveries .. ":" .. priority .. ":" .. payload
+    local member = deliveries .. ":" .. priority .. ":" .. rest -- its expiry, if any, stays
     if qtype == "host" then -- the front of its priority in its host's queue
       host_push(KEYS[2], KEYS[5], ARGV[6], ARGV[7], KEYS[4], host_of(payload), member, priority, true, now)
     else

@@ -5,6 +5,7 @@
 --   (SCHEDULER_QUEUE_KEY: zset for "priority", list for "fifo"/"lifo")
 -- KEYS[4] sequence counter (orders pushes inside a priority)
 -- KEYS[5] host mode: the over-budget zset
+-- KEYS[6] pending counter, KEYS[7] the single queue (optional; lib/queue.lua pending_open)
 -- ARGV[1] queue type: "host" | "priority" | "fifo" | "lifo"
 -- ARGV[2] max number of due URLs to move
 -- ARGV[3] pending seconds: a moved URL stays in the schedule, due again at now + this, in case
@@ -30,6 +31,8 @@ local qtype, limit, pending, doorbell = ARGV[1], tonumber(ARGV[2]), tonumber(ARG
 local t = redis.call("TIME")
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local moved, dropped = 0, 0
+if qtype == "host" then pending_open(KEYS[6], KEYS[7], KEYS[3], KEYS[5], ARGV[5])
+else pending_open(KEYS[6], KEYS[3]) end
 local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, limit)
 for _, fp in ipairs(due) do
   local state = parse_state(redis.call("HGET", KEYS[2], fp))
@@ -40,7 +43,7 @@ for _, fp in ipairs(due) do
   else
     local member = state.member
     if qtype == "host" then
-      local host = host_of(string.match(member, "^%d+:%-?%d+:(.*)$"))
+      local host = host_of(member_payload(member) or "")
       local ok, waiting = pcall(redis.call, "ZSCORE", ARGV[5] .. host, member)
       if not (ok and waiting) then -- still waiting there (the pending time passed): keeps its place
         host_push(KEYS[3], KEYS[5], ARGV[5], ARGV[6], KEYS[4], host, member, member_priority(member), false, now)

@@ -2,6 +2,8 @@
 -- (prefetched requests never started, or a node's in-flight work on a forced stop).
 -- KEYS[1] processing zset; KEYS[2] queue; KEYS[3] sequence counter
 -- ARGV[1] queue type; ARGV[2..] lease members
+-- KEYS[4] (single queue; host mode KEYS[5], then the single queue KEYS[6]) pending counter
+--   (optional; lib/queue.lua pending_open)
 -- Returns how many were released (a lease already reclaimed or acked is skipped).
 -- The copy is written before the lease is removed: a write refused half-way (maxmemory) leaves
 -- the request in two places, never in none.
@@ -23,6 +25,8 @@ if qtype == "host" then
   local t = redis.call("TIME")
   first_lease, now = 4, tonumber(t[1]) + tonumber(t[2]) / 1000000
 end
+if qtype == "host" then pending_open(KEYS[5], KEYS[6], KEYS[2], KEYS[4], ARGV[2])
+else pending_open(KEYS[4], KEYS[2]) end
 for i = first_lease, #ARGV do
   local lease = ARGV[i]
   local deliveries, priority, payload = string.match(lease, "^(%d+):(%-?%d+):(.*)$")
@@ -30,7 +34,7 @@ for i = first_lease, #ARGV do
   if p and p <= MAX_PRIORITY and p >= -MAX_PRIORITY and redis.call("ZSCORE", KEYS[1], lease) then
     local member = math.max(tonumber(deliveries) - 1, 0) .. ":" .. p .. ":" .. payload
     if qtype == "host" then -- the front of its priority in its host's queue
-      local host = host_of(payload)
+      local host = host_of(member_payload(lease) or "")
       if tonumber(deliveries) <= 1 then -- a first delivery: its page goes back to the budget
         pcall(redis.call, "HINCRBY", ARGV[3] .. host, "pages", -1)
       end

@@ -383,7 +383,7 @@ function spiderSection(s) {
   if (s.error) return el("section", { class: "spider", "data-spider": s.spider }, el("h2", {}, s.spider), el("div", { class: "skipped" }, s.error));
   const t = s.totals;
   const cards = el("div", { class: "cards" },
-    card("pages/min", Math.round(t.rate), "rate"), card("pending", num(s.pending), "pending"), card("leased", num(s.leased), "leased"),
+    card("pages/min", Math.round(t.rate), "rate"), card("pending", s.pending === null ? "unknown" : num(s.pending), "pending"), card("leased", num(s.leased), "leased"),
     card("delayed", num(s.delayed), "delayed"), card("failed", num(s.failed), "failed"), card("seen (dedup)", num(s.dedup.count), "seen"),
     card("pages", num(t.pages), "pages"), card("items", num(t.items), "items"),
     card(t.nodes_dead ? `nodes alive (${t.nodes_dead} dead)` : "nodes alive", t.nodes_alive, "nodes"),

@@ -332,7 +332,9 @@ class Heartbeat:
 
     async def _check_items(self, sample: NodeSample, counts: Any, now: float) -> None:
         """Alert once when this node had work for HEALTH_NO_ITEMS_SECONDS without storing an item."""
-        has_work = bool(sample.leases or sample.in_flight or counts.pending)
+        has_work = bool(
+            sample.leases or sample.in_flight or counts.hosts or counts.single_queue or counts.pending is None
+        )
         moment = time.monotonic()
         if sample.items > self._progress_items or not has_work:
             self._progress_items = sample.items
@@ -347,7 +349,7 @@ class Heartbeat:
                 "no_items",
                 self.node_id,
                 f"no item for {quiet:.0f}s while work was available ({sample.pages} pages, "
-                f"{sample.leases} leases held, {counts.pending} pending); HEALTH_NO_ITEMS_SECONDS="
+                f"{sample.leases} leases held, {'unknown' if counts.pending is None else counts.pending} pending); HEALTH_NO_ITEMS_SECONDS="
                 f"{self.config.no_items_seconds:g}",
                 now,
                 pages=sample.pages,
@@ -381,10 +383,11 @@ class Heartbeat:
         alive = [n for n in nodes if n["alive"]]
         dead = sum(1 for n in nodes if n["state"] == "dead")
         rate = sum(n["rate"] for n in alive)
-        eta = counts.pending / rate * 60 if rate else None
+        pending = "unknown" if counts.pending is None else str(counts.pending)
+        eta = counts.pending / rate * 60 if rate and counts.pending else None
         logger.info(
             "Cluster %s: %d nodes alive%s, %d pages (%.0f/min), %d items, %d errors; "
-            "pending %d, leased %d, delayed %d, failed %d; queue drains in ~%s",
+            "pending %s, leased %d, delayed %d, failed %d; queue drains in ~%s",
             self.keys.spider if self.keys else "?",
             len(alive),
             f" ({dead} dead)" if dead else "",
@@ -392,9 +395,9 @@ class Heartbeat:
             rate,
             totals["items"],
             totals["errors"],
-            counts.pending,
+            pending,
             counts.leased,
             counts.delayed,
             counts.failed,
-            duration(eta) if counts.pending else "0s",
+            duration(eta) if counts.pending else ("?" if counts.pending is None else "0s"),
         )

@@ -71,7 +71,7 @@ class PrometheusMetrics:
         self.node_id = node_id
         self.spider = ""
         self.host = socket.gethostname()
-        self.queues: dict[str, int] = {}
+        self.queues: dict[str, int | None] = {}
         self.proxies: dict[str, int] = {}
         self.server: Any = None
         self._task: asyncio.Task | None = None
@@ -185,8 +185,9 @@ class PrometheusMetrics:
         queues = GaugeMetricFamily(
             "dcrawl_queue_requests", "Requests of the whole cluster by queue", labels=["spider", "queue"]
         )
-        for queue, value in self.queues.items():
-            queues.add_metric([self.spider, queue], value)
+        for queue, count in self.queues.items():
+            if count is not None:  # pending unknown (counter missing, docs/frontier.md): no sample
+                queues.add_metric([self.spider, queue], count)
         yield queues
         if self.proxies.get("total"):
             proxies = GaugeMetricFamily(

@@ -168,6 +168,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
             seed_key.key: (seed_key.kind,),
             seed_key.taken: ("zset",),
             keys.requests: ("zset", "list"),
+            keys.pending: ("string",),
             keys.processing: ("zset",),
             keys.delayed: ("zset",),
             keys.failed: ("list",),
@@ -195,7 +196,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
             for name, key in (
                 ("seeds", seed_key.key),
                 ("seeds_taken", seed_key.taken),
-                ("pending", keys.requests),
+                ("pending", keys.pending),
                 ("leased", keys.processing),
                 ("delayed", keys.delayed),
                 ("failed", keys.failed),
@@ -254,8 +255,10 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
     failures = _json_entries(raw_failures, FAILURE_FIELDS, skips, keys.failed, needs=("url", "reason"))
     alive = [n for n in nodes if n["alive"]]
     rate = round(sum(n["rate"] for n in alive), 1)
-    if not counts.pending:
-        eta: float | None = 0
+    if counts.pending is None:  # the counter is missing (docs/frontier.md "Counting"): unknown
+        eta: float | None = None
+    elif not counts.pending:
+        eta = 0
     else:
         eta = round(counts.pending / rate * 60) if rate else None
     return {
@@ -335,7 +338,7 @@ def render_status(status: dict[str, Any], title: str = "") -> Group:
     t = status["totals"]
     figures = [
         ("pages/min", f"{t['rate']:.0f}"),
-        ("pending", status["pending"]),
+        ("pending", "unknown" if status["pending"] is None else status["pending"]),
         ("leased", status["leased"]),
         ("delayed", status["delayed"]),
         ("failed", status["failed"]),

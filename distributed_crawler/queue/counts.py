@@ -1,4 +1,10 @@
-"""How much work the whole cluster has: what idle-close, the CLI and the demo all ask."""
+"""How much work the whole cluster has: the one count that idle-close, the scheduler, the CLI, the
+heartbeat, Prometheus and the dashboard all read (docs/frontier.md "Counting").
+
+`pending` is the counter the Lua scripts keep (SCHEDULER_PENDING_KEY, lua/lib/queue.lua): exact in
+every queue mode and one GET however many hosts wait. None = unknown: the counter is missing (a
+frontier written before it existed, with more hosts than a script rebuilds it for at once).
+"""
 
 from __future__ import annotations
 
@@ -13,59 +19,41 @@ from distributed_crawler.queue.seedkey import taken_key
 
 @dataclass(frozen=True)
 class CrawlCounts:
-    seeds: int
-    pending: int
-    leased: int
-    delayed: int
-    failed: int
-    hosts: int = 0  # host mode: hosts with pending requests (the ready zset; their requests are not in `pending`)
+    seeds: int = 0
+    pending: int | None = 0  # requests waiting in the queue(s), any mode; None = unknown
+    leased: int = 0
+    delayed: int = 0
+    failed: int = 0
+    hosts: int = 0  # host mode: hosts in ready (due or waiting out their interval / block)
+    single_queue: int = 0  # of `pending`, the entries in the single queue (SCHEDULER_QUEUE_KEY)
     seeds_taken: int = 0  # seeds a node took and has not yet pushed to the frontier (queue/seedkey.py)
 
     @property
+    def frontier_busy(self) -> bool:
+        """Work in the frontier: unknown, leased (maybe by a dead node), delayed, a host in ready or
+        the single queue. Requests parked in hosts over budget are pending but no work (they are
+        not served): in host mode work means a host in ready."""
+        return self.pending is None or bool(self.leased or self.delayed or self.hosts or self.single_queue)
+
+    @property
     def busy(self) -> bool:
-        """Work exists somewhere: seeds (maybe taken by a dead node), queued, leased or delayed."""
-        return bool(self.seeds or self.seeds_taken or self.pending or self.leased or self.delayed or self.hosts)
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
-
-
-async def crawl_counts(client: Any, keys: SpiderKeys) -> CrawlCounts:
-    """Two round trips; works with sync and asyncio clients (await it either way)."""
-    tagged = [keys.requests, keys.processing, keys.delayed, keys.failed, keys.ready]
-    counts = client.register_script(lua_source("counts"))  # EVALSHA, not the source each poll
-    pending, leased, delayed, failed, hosts = await maybe_await(counts(keys=tagged))
-    seeds, taken = await maybe_await(counts(keys=[keys.start_urls, taken_key(keys.start_urls)]))
-    return CrawlCounts(seeds, pending, leased, delayed, failed, hosts, taken)
-
-
-@dataclass(frozen=True)
-class QueueSize:
-    """Requests of one spider waiting in Redis (any queue mode), as the scheduler reports them."""
-
-    queued: int = 0  # in the queue(s), ready to be leased (hosts over budget not counted)
-    delayed: int = 0  # retries waiting for their backoff
-    leased: int = 0  # being crawled by some node (may still push children)
-    hosts_ready: int = 0  # host mode: hosts with pending requests; more than were summed: `queued` is a floor
+        """Work exists somewhere: seeds (maybe taken by a dead node) or the frontier."""
+        return bool(self.seeds or self.seeds_taken) or self.frontier_busy
 
     @property
     def scheduled(self) -> int:
-        """What scrapy-redis's `len(queue)` means: requests waiting, not the ones being crawled."""
-        return self.queued + self.delayed
+        """What scrapy-redis's `len(queue)` means: requests waiting (unknown counts 0), not the leased."""
+        return (self.pending or 0) + self.delayed
 
-    @property
-    def pending(self) -> bool:
-        """Work somewhere in the cluster that may still reach this node's scheduler."""
-        return bool(self.queued or self.delayed or self.leased or self.hosts_ready)
+    def as_dict(self) -> dict[str, int | None]:
+        return asdict(self)
 
 
-QUEUE_SIZE_MAX_HOSTS = 10_000  # host mode sums this many hosts' queues at most (one ZCARD each)
-
-
-async def queue_size(client: Any, keys: SpiderKeys, max_hosts: int = QUEUE_SIZE_MAX_HOSTS) -> QueueSize:
-    """One round trip (EVALSHA); works with sync and asyncio clients (await it either way)."""
-    script = client.register_script(lua_source("queue_size"))
-    queued, delayed, leased, _, hosts_ready = await maybe_await(
-        script(keys=[keys.requests, keys.delayed, keys.ready, keys.processing], args=[keys.host_queue(""), max_hosts])
-    )
-    return QueueSize(int(queued), int(delayed), int(leased), int(hosts_ready))
+async def crawl_counts(client: Any, keys: SpiderKeys, seeds: bool = True) -> CrawlCounts:
+    """Two round trips (one without `seeds`: the seed key and its taken zset); works with sync and asyncio clients (await it either way)."""
+    tagged = [keys.pending, keys.processing, keys.delayed, keys.failed, keys.ready, keys.requests, keys.over_budget]
+    counts = client.register_script(lua_source("counts"))  # EVALSHA, not the source each poll
+    reply = await maybe_await(counts(keys=tagged, args=[1, 5, 6, 7]))  # missing counter: 0 if these are empty
+    pending, leased, delayed, failed, hosts, single = reply[:6]
+    waiting, taken = await maybe_await(counts(keys=[keys.start_urls, taken_key(keys.start_urls)])) if seeds else (0, 0)
+    return CrawlCounts(waiting, None if pending < 0 else pending, leased, delayed, failed, hosts, single, taken)

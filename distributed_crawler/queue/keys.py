@@ -33,6 +33,7 @@ class SpiderKeys:
     domain_hosts_template: str = ""  # %(domain)s: the hosts a registered domain was allowed (set, DOMAIN_MAX_HOSTS)
     solo: str = ""  # hash lease -> node: redelivered requests running alone (quarantine), reclaim.lua
     deaths: str = ""  # hash sha1(payload) -> deaths of a node that ran it alone (killed_worker)
+    pending: str = ""  # string: requests waiting in the queue(s), kept by the Lua scripts (lib/queue.lua)
 
     def __post_init__(self) -> None:
         fill = {"spider": self.spider, "name": self.spider}
@@ -46,6 +47,7 @@ class SpiderKeys:
             ("domain_hosts_template", "DOMAIN_HOSTS_KEY", True),
             ("solo", "SCHEDULER_SOLO_KEY", False),
             ("deaths", "SCHEDULER_DEATHS_KEY", False),
+            ("pending", "SCHEDULER_PENDING_KEY", False),
         ):
             if not getattr(self, name):
                 default = DEFAULTS[setting]
@@ -80,6 +82,7 @@ class SpiderKeys:
             domain_hosts_template=read.str("DOMAIN_HOSTS_KEY"),
             solo=key("SCHEDULER_SOLO_KEY"),
             deaths=key("SCHEDULER_DEATHS_KEY"),
+            pending=key("SCHEDULER_PENDING_KEY"),
         )
 
     def node(self, node_id: str) -> str:
@@ -103,4 +106,4 @@ class SpiderKeys:
 
     def crawl_state(self) -> list[str]:
         """Keys that make up one crawl's state (what a flush deletes; seeds are kept)."""
-        return [self.requests, self.processing, self.delayed, self.dupefilter, self.seq]
+        return [self.requests, self.processing, self.delayed, self.dupefilter, self.seq, self.pending]

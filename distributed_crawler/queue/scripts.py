@@ -42,6 +42,7 @@ class HostPop(NamedTuple):
     leases: list[HostLease]
     next_due: float | None  # seconds until the next host is due; None = no host waits
     broken: list[str] = []  # hosts dropped from ready: their queue key holds the wrong Redis type
+    expired: int = 0  # requests dropped at lease: their expiry (REQUEST_TTL / meta expires_at) had passed
 
 
 def _text(value: Any) -> str:
@@ -53,7 +54,9 @@ def _host_pop(reply: list[Any]) -> HostPop:
     triples = [(flat[i], _text(flat[i + 1]), int(flat[i + 2])) for i in range(0, len(flat) - 2, 3)]
     wait = float(due)
     leases = [HostLease(*t) for t in triples if t[0]]
-    return HostPop(leases, None if wait < 0 else wait, [slot for lease, slot, _ in triples if not lease])
+    broken = [slot for lease, slot, code in triples if not lease and code == -1]
+    expired = sum(1 for lease, _, code in triples if not lease and code == -2)
+    return HostPop(leases, None if wait < 0 else wait, broken, expired)
 
 
 _USES = re.compile(r"^-- uses: (\w+)", re.MULTILINE)
@@ -125,14 +128,18 @@ class QueueScripts:
     def pop(self, count: int, lease_seconds: float, due_batch: int = 100) -> Any:
         """Move up to `due_batch` due retries back to the queue, then lease up to `count` members.
 
-        Returns the leases (bytes "<deliveries>:<priority>:<json>", deliveries counted up by one).
-        In host mode the hosts are dropped: `pop_hosts` keeps them.
+        Returns the leases (bytes "<deliveries>:<priority>:<json>", deliveries counted up by one) and
+        b"" for each expired request dropped (never leased). In host mode the hosts are dropped:
+        `pop_hosts` keeps them.
         """
         if self.host_mode:
-            return _then(self.pop_hosts(count, lease_seconds, due_batch), lambda p: [h.lease for h in p.leases])
+            return _then(
+                self.pop_hosts(count, lease_seconds, due_batch),
+                lambda p: [h.lease for h in p.leases] + [b""] * p.expired,
+            )
         k = self.keys
         return self._pop(
-            keys=[k.requests, k.processing, k.delayed, k.seq],
+            keys=[k.requests, k.processing, k.delayed, k.seq, k.pending, k.refused],
             args=[self.queue_type, count, lease_seconds, due_batch],
         )
 
@@ -143,7 +150,7 @@ class QueueScripts:
         """
         k = self.keys
         result = self._host_pop(
-            keys=[k.ready, k.processing, k.delayed, k.seq, k.over_budget, k.requests],
+            keys=[k.ready, k.processing, k.delayed, k.seq, k.over_budget, k.requests, k.pending, k.refused],
             args=[count, lease_seconds, due_batch, *self._prefixes(), self.keys.host_in_flight("")],
         )
         return _then(result, _host_pop)
@@ -156,10 +163,10 @@ class QueueScripts:
         """Requeue expired leases (front of their priority) or dead-letter them: (requeued, dead)."""
         k = self.keys
         if self.host_mode:
-            keys = [k.processing, k.ready, k.failed, k.seq, k.over_budget]
+            keys = [k.processing, k.ready, k.failed, k.seq, k.over_budget, k.pending, k.requests]
             extra = self._prefixes()
         else:
-            keys, extra = [k.processing, k.requests, k.failed, k.seq], []
+            keys, extra = [k.processing, k.requests, k.failed, k.seq, k.pending], []
         keys += [k.solo, k.deaths]  # always the last two (killed_worker)
         result = self._reclaim(keys=keys, args=[self.queue_type, max_deliveries, limit, failed_cap, node_id, *extra])
         return _then(result, lambda reply: (int(reply[0]), int(reply[1])))
@@ -169,9 +176,10 @@ class QueueScripts:
         k = self.keys
         if self.host_mode:
             return self._release(
-                keys=[k.processing, k.ready, k.seq, k.over_budget], args=[self.queue_type, *self._prefixes(), *leases]
+                keys=[k.processing, k.ready, k.seq, k.over_budget, k.pending, k.requests],
+                args=[self.queue_type, *self._prefixes(), *leases],
             )
-        return self._release(keys=[k.processing, k.requests, k.seq], args=[self.queue_type, *leases])
+        return self._release(keys=[k.processing, k.requests, k.seq, k.pending], args=[self.queue_type, *leases])
 
     def enqueue(
         self,
@@ -197,9 +205,10 @@ class QueueScripts:
                 argv += [slot or "", "" if interval is None else f"{interval:.6g}"]
                 argv += ["" if n is None else n for n in (budget, cap)]
         if self.host_mode:
-            keys = [k.ready, k.seq, k.processing, k.delayed, dedup_keys[0], k.over_budget, *dedup_keys[1:]]
+            keys = [k.ready, k.seq, k.processing, k.delayed, dedup_keys[0], k.over_budget, k.pending, k.requests]
         else:
-            keys = [k.requests, k.seq, k.processing, k.delayed, *dedup_keys]
+            keys = [k.requests, k.seq, k.processing, k.delayed, dedup_keys[0], k.pending]
+        keys += dedup_keys[1:]
         return self._enqueue(keys=keys, args=[*argv, *handovers])
 
     def block_host(self, host: str, seconds: float | None, reason: str, base: float, cap: float, rand: float) -> Any:

@@ -19,7 +19,7 @@ from scrapy import signals
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.scheduler import SchedulerConfig
-from distributed_crawler.meta import DELIVERY_META
+from distributed_crawler.meta import DELIVERY_META, EXPIRES_AT_META
 from distributed_crawler.queue.codec import RequestCodec, UnserializableRequestError, allowed_classes
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.queue.frontier import slot_of
@@ -138,7 +138,8 @@ class RecrawlNode:
         headers = request.headers.copy()
         for name in DOWNLOAD_HEADERS:
             headers.pop(name, None)
-        meta = {k: v for k, v in request.meta.items() if k not in DELIVERY_META}
+        # a revisit is a new life of the URL: the expiry of its first enqueue does not carry over
+        meta = {k: v for k, v in request.meta.items() if k not in DELIVERY_META and k != EXPIRES_AT_META}
         clean = request.replace(headers=headers, meta=meta, dont_filter=False)
         host_mode = self.scheduler.queue_type == "host"
         slot = slot_of(clean.url, self.scheduler.frontier) if host_mode else None

@@ -112,7 +112,7 @@ class RevisitSchedule:
         k = self.spider_keys
         queue = k.ready if queue_type == "host" else k.requests
         result = self._move(
-            keys=[self.keys.schedule, self.keys.state, queue, k.seq, k.over_budget],
+            keys=[self.keys.schedule, self.keys.state, queue, k.seq, k.over_budget, k.pending, k.requests],
             args=[queue_type, limit, f"{pending_seconds:.3f}", k.doorbell, k.host_queue(""), k.host("")],
         )
 

@@ -1,5 +1,5 @@
-"""What `len(scheduler)` and has_pending_requests see (queue/counts.py queue_size): the shared queue
-in every queue mode, as scrapy-redis's `len(queue)` is the Redis queue, not a node's buffer."""
+"""What `len(scheduler)` and has_pending_requests see (queue/counts.py crawl_counts): the shared
+queue in every queue mode, as scrapy-redis's `len(queue)` is the Redis queue, not a node's buffer."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import redis
 from scrapy.settings import Settings
 
 from distributed_crawler.dedup.dupefilter import SetDedup
-from distributed_crawler.queue.counts import queue_size
+from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.queue.keys import SpiderKeys
@@ -34,28 +34,26 @@ def _push(client: redis.Redis, mode: str, urls: list[str], delay: float = 0.0) -
 
 @pytest.mark.parametrize("mode", ["host", "priority", "fifo"])
 def test_counts_queued_delayed_and_leased_in_every_mode(redis_client: redis.Redis, mode: str) -> None:
-    assert not run_sync(queue_size(redis_client, KEYS)).pending
+    assert not run_sync(crawl_counts(redis_client, KEYS, seeds=False)).frontier_busy
     _push(redis_client, mode, [f"http://h{i % 3}.example/{i}" for i in range(7)])
     _push(redis_client, mode, ["http://late.example/1"], delay=60)
-    size = run_sync(queue_size(redis_client, KEYS))
-    assert (size.queued, size.delayed, size.leased, size.scheduled) == (7, 1, 0, 8)
-    assert size.pending
+    size = run_sync(crawl_counts(redis_client, KEYS, seeds=False))
+    assert (size.pending, size.delayed, size.leased, size.scheduled) == (7, 1, 0, 8)
+    assert size.frontier_busy
     QueueScripts.register(redis_client, KEYS, mode).pop(2, 60)
-    size = run_sync(queue_size(redis_client, KEYS))
-    assert (size.queued, size.leased, size.scheduled) == (5, 2, 6)
-    cheap = run_sync(queue_size(redis_client, KEYS, max_hosts=0))  # what the idle check asks: no host sums
-    assert cheap.pending and cheap.leased == 2
+    size = run_sync(crawl_counts(redis_client, KEYS, seeds=False))
+    assert (size.pending, size.leased, size.scheduled) == (5, 2, 6)
 
 
 def test_a_leased_request_alone_is_pending_work(redis_client: redis.Redis) -> None:
     """A node still crawling may push children: the others must not close meanwhile."""
     _push(redis_client, "priority", ["http://e.example/1"])
     QueueScripts.register(redis_client, KEYS, "priority").pop(1, 60)
-    size = run_sync(queue_size(redis_client, KEYS))
-    assert size.scheduled == 0 and size.pending
+    size = run_sync(crawl_counts(redis_client, KEYS, seeds=False))
+    assert size.scheduled == 0 and size.frontier_busy
 
 
 def test_keys_of_another_type_count_nothing(redis_client: redis.Redis) -> None:
     redis_client.set(KEYS.requests, "garbage")
     redis_client.hset(KEYS.ready, "a", "b")
-    assert run_sync(queue_size(redis_client, KEYS)).scheduled == 0
+    assert run_sync(crawl_counts(redis_client, KEYS, seeds=False)).scheduled == 0
