@@ -92,16 +92,25 @@ def test_pending_is_exact_after_every_step(redis_client: redis.Redis, mode: str)
 def test_a_frontier_written_without_the_counter_is_rebuilt_by_the_next_script(redis_client: redis.Redis) -> None:
     push(redis_client, "host", [f"http://h{i % 4}.example/{i}" for i in range(12)])
     redis_client.delete(KEYS.pending)  # as older code left it
-    assert counted(redis_client) is None  # unknown, not 0: hosts are waiting
+    assert counted(redis_client) == 12  # a read counts the entries itself, without writing
+    assert not redis_client.exists(KEYS.pending)
     assert run_sync(crawl_counts(redis_client, KEYS)).busy
     QueueScripts.register(redis_client, KEYS, "host").pop(2, 60)
+    assert redis_client.get(KEYS.pending) == b"10"  # the next script wrote it
     assert counted(redis_client) == real_pending(redis_client) == 10
+
+
+def test_without_the_counter_more_hosts_than_a_script_recounts_read_unknown(redis_client: redis.Redis) -> None:
+    redis_client.zadd(KEYS.ready, {f"h{i}.example": 0 for i in range(10_001)})
+    redis_client.delete(KEYS.pending)
+    assert counted(redis_client) is None
+    assert run_sync(crawl_counts(redis_client, KEYS)).busy
 
 
 def test_a_garbage_counter_is_rebuilt(redis_client: redis.Redis) -> None:
     push(redis_client, "priority", [f"http://g.example/{i}" for i in range(3)])
     redis_client.set(KEYS.pending, "-7")
-    assert counted(redis_client) is None
+    assert counted(redis_client) == 3  # recounted by the read
     push(redis_client, "priority", ["http://g.example/new"])
     assert counted(redis_client) == 4
 

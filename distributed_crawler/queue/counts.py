@@ -53,7 +53,8 @@ async def crawl_counts(client: Any, keys: SpiderKeys, seeds: bool = True) -> Cra
     """Two round trips (one without `seeds`: the seed key and its taken zset); works with sync and asyncio clients (await it either way)."""
     tagged = [keys.pending, keys.processing, keys.delayed, keys.failed, keys.ready, keys.requests, keys.over_budget]
     counts = client.register_script(lua_source("counts"))  # EVALSHA, not the source each poll
-    reply = await maybe_await(counts(keys=tagged, args=[1, 5, 6, 7]))  # missing counter: 0 if these are empty
+    # ARGV: the counter, the single queue, ready, over-budget (KEYS indices), the host queue prefix
+    reply = await maybe_await(counts(keys=tagged, args=[1, 6, 5, 7, keys.host_queue("")]))
     pending, leased, delayed, failed, hosts, single = reply[:6]
     waiting, taken = await maybe_await(counts(keys=[keys.start_urls, taken_key(keys.start_urls)])) if seeds else (0, 0)
     return CrawlCounts(waiting, None if pending < 0 else pending, leased, delayed, failed, hosts, single, taken)

@@ -87,21 +87,16 @@ local function queue_size(key)
   return 0
 end
 
--- key: the counter (nil: not kept); single: the single queue; ready, over, qprefix: host mode (or nil)
-local function pending_open(key, single, ready, over, qprefix)
-  if not key then return end
-  local ok, value = pcall(redis.call, "GET", key)
-  if not ok then return end -- another Redis type: not kept, readers report unknown
-  if value and #value <= 15 and string.match(value, "^%d+$") then
-    PENDING = key
-    return
-  end
+-- The pending requests counted entry by entry, without writing: single: the single queue (or
+-- nil); ready, over, qprefix: host mode (or nil). nil when the host mode has more than
+-- PENDING_RECOUNT_MAX_HOSTS hosts (too many lookups for one script: "unknown").
+local function pending_recount(single, ready, over, qprefix)
   local n = single and queue_size(single) or 0
   if ready then
     local hosts, seen = {}, {}
     for _, zkey in ipairs({ready, over}) do
       if redis.call("TYPE", zkey)["ok"] == "zset" then
-        if #hosts + redis.call("ZCARD", zkey) > PENDING_RECOUNT_MAX_HOSTS then return end -- unknown
+        if #hosts + redis.call("ZCARD", zkey) > PENDING_RECOUNT_MAX_HOSTS then return nil end
         for _, host in ipairs(redis.call("ZRANGE", zkey, 0, -1)) do
           if not seen[host] then
             seen[host] = true
@@ -112,6 +107,20 @@ local function pending_open(key, single, ready, over, qprefix)
     end
     for _, host in ipairs(hosts) do n = n + queue_size(qprefix .. host) end
   end
+  return n
+end
+
+-- key: the counter (nil: not kept); single: the single queue; ready, over, qprefix: host mode (or nil)
+local function pending_open(key, single, ready, over, qprefix)
+  if not key then return end
+  local ok, value = pcall(redis.call, "GET", key)
+  if not ok then return end -- another Redis type: not kept, readers report unknown
+  if value and #value <= 15 and string.match(value, "^%d+$") then
+    PENDING = key
+    return
+  end
+  local n = pending_recount(single, ready, over, qprefix)
+  if not n then return end -- unknown
   redis.call("SET", key, n)
   PENDING = key
 end
