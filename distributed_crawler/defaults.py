@@ -80,7 +80,7 @@ DEFAULTS: dict[str, Any] = {
     "REDIS_START_URLS_AS_ZSET": False,
     "REDIS_ENCODING": "utf-8",  # how seeds are decoded (scrapy-redis's setting; spider.redis_encoding)
     "SEED_MAX_BYTES": 65536,
-    "SEED_LEASE_SECONDS": 300.0,  # a taken seed not yet in the frontier goes back after this (server time)
+    "SEED_LEASE_SECONDS": 0.0,  # a taken seed not yet in the frontier goes back after this (0 = SCHEDULER_LEASE_SECONDS)
     "SEED_TAKE_PAUSE": 0.0,  # seconds between taking seeds and making their requests (kill tests)
     "MAX_IDLE_TIME_BEFORE_CLOSE": 0,
     # Dedup (BloomDupeFilter).

@@ -82,9 +82,10 @@ class SeedKey:
         name = key if key is not None else read.str("REDIS_START_URLS_KEY") % {"spider": spider, "name": spider}
         if not name.strip():
             raise ValueError("REDIS_START_URLS_KEY ('') must not be empty; set it to e.g. %(spider)s:start_urls")
-        lease = read.float("SEED_LEASE_SECONDS")
+        # 0: the request lease's length; a live node renews its holds, so only a dead node's wait it out
+        lease = read.float("SEED_LEASE_SECONDS") or read.float("SCHEDULER_LEASE_SECONDS")
         if not lease > 0:
-            raise ValueError(f"SEED_LEASE_SECONDS ({lease}) must be > 0; a few minutes is usual")
+            raise ValueError(f"SEED_LEASE_SECONDS ({lease}) must be > 0, or 0 for SCHEDULER_LEASE_SECONDS")
         return cls(name, seed_kind(settings), lease, taken_key(name))
 
     def push(self, pipe: Any, members: Sequence[bytes], priorities: Sequence[int]) -> None:
