@@ -1,7 +1,8 @@
 # Two commands on a fresh Debian machine (as root): `make demo` and `make test`.
 # Each sets up what it needs, idempotently: Debian packages when missing, .venv, pip install.
-# `make test` = `make lint`, then `make test-fast`, then the full suite (what CI runs). While
-# editing: `make lint` (ruff, mypy) and `make test-fast` (tests marked neither e2e nor slow).
+# `make test` = `make lint`, then `make test-fast`, then the tests marked e2e or slow: together the
+# full suite, each test run once (what CI runs). While editing: `make lint` (ruff, mypy) and
+# `make test-fast` (tests marked neither e2e nor slow); `make test-full` runs everything in one go.
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -9,7 +10,7 @@ STAMP := $(VENV)/.installed
 # mariadb-server: tests/test_storage_mysql.py starts its own mariadbd on a free port.
 APT_PACKAGES := redis-server chromium mariadb-server
 
-.PHONY: demo test test-fast test-full lint setup clean
+.PHONY: demo test test-fast test-slow test-full lint setup clean
 
 setup: $(STAMP)
 
@@ -33,13 +34,16 @@ lint: $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not e2e and not slow"
 
+test-slow: $(STAMP)
+	$(PY) -m pytest -m "e2e or slow"
+
 test-full: $(STAMP)
 	$(PY) -m pytest
 
 test: $(STAMP)  # in this order even under make -j
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory test-fast
-	$(MAKE) --no-print-directory test-full
+	$(MAKE) --no-print-directory test-slow
 
 clean:
 	rm -rf .run data/demo-items.db* .pytest_cache
