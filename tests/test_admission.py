@@ -19,10 +19,9 @@ from distributed_crawler.core.admission import CHECKS, Admission, Refusal
 from distributed_crawler.core.refusals import RefusalLog
 from distributed_crawler.core.scheduler import RedisScheduler
 from distributed_crawler.meta import LEASE_META
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import RequestCodec
-from distributed_crawler.queue.deadletters import DeadLetters
 from distributed_crawler.queue.enqueue import Enqueuer
-from distributed_crawler.queue.scripts import QueueScripts
 
 
 class _Spider(Spider):
@@ -47,17 +46,10 @@ def _scheduler(redis_url: str, **settings: object) -> RedisScheduler:
 async def _drain(scheduler: RedisScheduler) -> None:
     """What open() sets up for the outbox, then the outbox task until everything is written."""
     scheduler.client = scheduler.context.acquire().client
-    scheduler.scripts = QueueScripts.register(scheduler.client, scheduler.keys, scheduler.config.queue_type)
+    scheduler.frontier = Frontier.from_settings(scheduler.crawler.settings, "adm", scheduler.client, scheduler.keys)
     dedup = await scheduler.df.open_dedup(scheduler.client)
-    scheduler.enqueuer = Enqueuer(
-        scheduler.client,
-        scheduler.keys,
-        dedup,
-        scheduler.config.queue_type,
-        scheduler.keys.doorbell,
-        scripts=scheduler.scripts,
-    )
-    scheduler.dead_letters = DeadLetters(scheduler.client, scheduler.keys.failed, "n1", 100)
+    scheduler.enqueuer = Enqueuer(scheduler.frontier, dedup)
+    scheduler.dead_letters = scheduler.frontier.dead_letters("n1", 100)
     task = asyncio.create_task(scheduler._run_outbox())
     try:
         for _ in range(200):

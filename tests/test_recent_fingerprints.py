@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 from unittest.mock import AsyncMock
 
 from scrapy import Request, Spider
@@ -66,7 +65,7 @@ def test_a_redelivery_or_the_end_of_an_outage_empties_the_cache() -> None:
     """A failover can lose writes Redis acknowledged: a page fetched again must queue its links
     again (seen in the Sentinel demote test: a list page's 20 links lost for good)."""
     scheduler = _scheduler()
-    scheduler.scripts = SimpleNamespace(release=AsyncMock(return_value=1))  # a busy node gives it back
+    scheduler.frontier.release = AsyncMock(return_value=1)  # type: ignore[method-assign]  # a busy node gives it back
     assert scheduler.enqueue_request(Request("http://site.test/a"))
     assert not scheduler.enqueue_request(Request("http://site.test/a"))
     first = make_member(scheduler.codec.encode(Request("http://site.test/list")), 0, 1)

@@ -21,6 +21,7 @@ from distributed_crawler.core.traps import (
 from distributed_crawler.dedup.dupefilter import flush_crawl
 from distributed_crawler.defaults import DEFAULTS
 from distributed_crawler.meta import LEASE_META
+from distributed_crawler.queue.base import Frontier
 from tests.test_admission import _drain, _letters, _scheduler
 
 
@@ -112,7 +113,9 @@ def test_hosts_per_domain_are_capped_for_the_whole_cluster(redis_url: str, redis
     assert "http://h9.example.com/" in [x["url"] for x in _letters(redis_client, second)]
     assert second.stats.get_value("scheduler/enqueued/redis") == 1
     assert redis_client.hget(first.keys.refused, "domain_max_hosts h9.example.com") == b"1"
-    asyncio.run(flush_crawl(redis_client, first.keys))  # a new crawl starts with no host counted
+    asyncio.run(
+        flush_crawl(Frontier.open(redis_client, first.keys, "host"), first.keys.dupefilter)
+    )  # a new crawl starts with no host counted
     assert redis_client.keys("{adm}:domain:*") == []
 
 

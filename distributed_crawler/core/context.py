@@ -2,7 +2,7 @@
 
 Scrapy shares `crawler.stats` and `crawler.signals` between components; the Redis connection is
 shared the same way: `RedisContext.of(crawler)` is the one context of that crawler, holding the
-`RedisConfig`, the node id, the spider's `SpiderKeys` and one asyncio client whose pool is bounded
+`RedisConfig`, the node id, the spider's `SpiderKeys` and `Frontier`, and one asyncio client whose pool is bounded
 by `REDIS_MAX_CONNECTIONS` (default 3): a command waits for a free connection instead of opening
 one more, so a node holds at most that many connections plus one for the doorbell's pub/sub,
 whatever `CONCURRENT_REQUESTS` is.
@@ -23,6 +23,7 @@ from scrapy import signals
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.core.node import node_id_from_settings
 from distributed_crawler.defaults import get_setting
+from distributed_crawler.queue.base import Frontier, mode_class
 from distributed_crawler.queue.keys import SpiderKeys
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ class RedisContext:
         self._client: Any = None
         self._pubsub_client: Any = None
         self._keys: dict[str, SpiderKeys] = {}
+        self._frontiers: dict[str, Frontier] = {}
         self._users = 0
         self._crawler: weakref.ref[Crawler] | None = None
 
@@ -104,6 +106,21 @@ class RedisContext:
         if keys is None:
             keys = self._keys[spider_name] = SpiderKeys.from_settings(self.settings, spider_name)
         return keys
+
+    @property
+    def frontier_class(self) -> type[Frontier]:
+        """The Frontier class SCHEDULER_QUEUE_CLASS picks (its capabilities, before any client exists)."""
+        return mode_class(str(get_setting(self.settings, "SCHEDULER_QUEUE_CLASS")))[0]
+
+    def frontier_for(self, spider_name: str) -> Frontier:
+        """The spider's frontier on the node's client: one object, its scripts registered once."""
+        frontier = self._frontiers.get(spider_name)
+        if frontier is None or frontier.client is not self.client:
+            keys = self.keys_for(spider_name)
+            frontier = self._frontiers[spider_name] = Frontier.from_settings(
+                self.settings, spider_name, self.client, keys
+            )
+        return frontier
 
     # -- lifetime -------------------------------------------------------------------------------
     def acquire(self) -> RedisContext:

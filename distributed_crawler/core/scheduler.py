@@ -53,14 +53,13 @@ from distributed_crawler.meta import (
     RETRY_DELAY_META,
     RETRY_TIMES_META,
 )
+from distributed_crawler.queue.base import Frontier, mode_class
 from distributed_crawler.queue.codec import PayloadError, RequestCodec, UnserializableRequestError, allowed_classes
-from distributed_crawler.queue.counts import CrawlCounts, crawl_counts
+from distributed_crawler.queue.counts import CrawlCounts
 from distributed_crawler.queue.deadletters import DeadLetters
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
-from distributed_crawler.queue.frontier import FrontierConfig, slot_of
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import QueueScripts
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -70,20 +69,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-QUEUE_TYPES = {
-    "host": "host",  # the per-host frontier (default): fair across hosts, politeness at pop time
-    "priority": "priority",
-    "fifo": "fifo",
-    "lifo": "lifo",
-    # scrapy-redis names, so a scrapy-redis project moves over unchanged
-    "scrapy_redis.queue.PriorityQueue": "priority",
-    "scrapy_redis.queue.FifoQueue": "fifo",
-    "scrapy_redis.queue.LifoQueue": "lifo",
-    # their older aliases, still in scrapy-redis 0.9.1 (its example settings name them)
-    "scrapy_redis.queue.SpiderPriorityQueue": "priority",
-    "scrapy_redis.queue.SpiderQueue": "fifo",
-    "scrapy_redis.queue.SpiderStack": "lifo",
-}
 OUTBOX_BATCH = 500
 ACK_BATCH = 1000
 ACK_INTERVAL = 0.1
@@ -98,7 +83,7 @@ MEMUSAGE_CLOSE = "memusage_exceeded"  # the close reason of Scrapy's MemoryUsage
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    queue_type: str = "host"
+    queue_class: str = "host"  # SCHEDULER_QUEUE_CLASS: picks the Frontier (queue/base.py)
     persist: bool = True
     flush_on_start: bool = False
     lease_seconds: float = 60.0
@@ -107,7 +92,6 @@ class SchedulerConfig:
     poll_max_seconds: float = 1.0
     failed_max: int = 100_000
     allowed_classes: tuple[str, ...] = ()
-    frontier: FrontierConfig = FrontierConfig()
     recent_fingerprints: int = 50_000
     domain_max_hosts: int = 100  # DOMAIN_MAX_HOSTS (core/traps.py; 0 = no limit)
     request_ttl: int = 0  # REQUEST_TTL seconds (0 = requests never expire)
@@ -116,16 +100,13 @@ class SchedulerConfig:
     def from_settings(cls, settings: BaseSettings) -> SchedulerConfig:
         read = SettingsReader(settings)
         raw_queue = read.str("SCHEDULER_QUEUE_CLASS")
-        if raw_queue not in QUEUE_TYPES:
-            raise ValueError(
-                f"SCHEDULER_QUEUE_CLASS ({raw_queue}) must be one of host (fair per-host frontier, the default), "
-                "priority, fifo, lifo"
-            )
+        frontier_cls, _ = mode_class(raw_queue)
+        frontier_cls.options_from_settings(settings)  # a bad frontier setting fails at start
         prefetch = read.int("SCHEDULER_PREFETCH", min=0, hint="(0 = automatic)") or max(
             1, settings.getint("CONCURRENT_REQUESTS", 16)
         )
         return cls(
-            queue_type=QUEUE_TYPES[raw_queue],
+            queue_class=raw_queue,
             persist=read.bool("SCHEDULER_PERSIST"),
             flush_on_start=read.bool("SCHEDULER_FLUSH_ON_START"),
             lease_seconds=read.float("SCHEDULER_LEASE_SECONDS", min=2),
@@ -134,7 +115,6 @@ class SchedulerConfig:
             poll_max_seconds=read.float("SCHEDULER_POLL_MAX_SECONDS", above=0),
             failed_max=read.int("SCHEDULER_FAILED_MAX", min=0),
             allowed_classes=allowed_classes(settings),
-            frontier=FrontierConfig.from_settings(settings),
             recent_fingerprints=read.int("DUPEFILTER_LOCAL_CACHE_SIZE", min=0),
             domain_max_hosts=DomainHosts.max_hosts_from_settings(settings),
             request_ttl=read.int("REQUEST_TTL", min=0, hint="(seconds; 0 = never)"),
@@ -186,8 +166,8 @@ class RedisScheduler:
         self.domain_hosts = DomainHosts(keys.domain_hosts, config.domain_max_hosts)
         self._refusal_counts = EpisodeLog(logger)
         self.client: Any = None
+        self._frontier = Frontier.from_settings(crawler.settings, keys.spider, None, keys)
         # set by open(): Scrapy uses a scheduler only once it is open
-        self.scripts: QueueScripts
         self.enqueuer: Enqueuer
         self.codec: RequestCodec
         self.dead_letters: DeadLetters
@@ -216,6 +196,17 @@ class RedisScheduler:
         self._refused: Counter[str] = Counter()  # requests the codec refused, by kind
         self._undecodable: Counter[str] = Counter()  # leased payloads that did not decode, by kind
         self._len_client: Any = None  # sync client of __len__ (Scrapy's API is synchronous)
+
+    @property
+    def frontier(self) -> Frontier:
+        """The spider's frontier on this node's client (bound when the client is set, at open)."""
+        if self._frontier.client is not self.client:
+            self._frontier = self._frontier.bind(self.client)
+        return self._frontier
+
+    @frontier.setter
+    def frontier(self, frontier: Frontier) -> None:
+        self._frontier = frontier
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisScheduler:
@@ -250,18 +241,13 @@ class RedisScheduler:
 
     async def _open(self, spider: Spider) -> None:
         self.client = self.context.acquire().client
-        self.scripts = QueueScripts.register(self.client, self.keys, self.config.queue_type)
         dedup = await self._retrying("opening the dupefilter", lambda: self.df.open_dedup(self.client))
-        self.enqueuer = Enqueuer(
-            self.client, self.keys, dedup, self.config.queue_type, self.keys.doorbell, scripts=self.scripts
-        )
+        self.enqueuer = Enqueuer(self.frontier, dedup)
         self.codec = RequestCodec(spider, self.config.allowed_classes)
-        self.dead_letters = DeadLetters(self.client, self.keys.failed, self.node_id, self.config.failed_max)
+        self.dead_letters = self.frontier.dead_letters(self.node_id, self.config.failed_max)
         if self.config.flush_on_start:
             await self.flush()
-        self._shared = await self._retrying(
-            "counting the queue", lambda: crawl_counts(self.client, self.keys, seeds=False)
-        )
+        self._shared = await self._retrying("counting the queue", lambda: self.frontier.counts())
         if self._shared.scheduled:  # scrapy-redis's line, so existing log watchers keep working
             logger.info("Resuming crawl (%d requests scheduled)", self._shared.scheduled)
         self._watch_scrapes()
@@ -284,8 +270,8 @@ class RedisScheduler:
         logger.info(
             "Scheduler on %s: queue %s (%s), lease %ss, node %s (%d startup objects frozen for gc)",
             self.redis_config.masked_url,
-            self.keys.ready if self.config.queue_type == "host" else self.keys.requests,
-            self.config.queue_type,
+            self.frontier.index_key,
+            self.frontier.mode,
             self.config.lease_seconds,
             self.node_id,
             frozen,
@@ -325,16 +311,17 @@ class RedisScheduler:
         """
         client = self.redis_config.sync_client()
         try:
+            frontier = self.frontier.bind(client)
             done = self.leases.take_ackable(self._flushed_seq)
             if done:
-                client.zrem(self.keys.processing, *done)
+                frontier.ack(done)
             unacked = self.leases.unacked()
             # A redirect, retry or held-back request whose successor is still in the outbox: the
             # successor is lost with this process, so its predecessor's lease goes back instead
             # (release skips a lease the outbox's in-flight push already removed).
             handed_over = [entry.handover for _, entry in self._outbox if entry.handover]
             if unacked or handed_over:
-                QueueScripts.register(client, self.keys, self.config.queue_type).release(unacked + handed_over)
+                frontier.release(unacked + handed_over)
             self.leases.forget(unacked)
         except Exception:  # noqa: BLE001 - leases then expire and are reclaimed; nothing is lost
             pass
@@ -404,7 +391,7 @@ class RedisScheduler:
         self._buffer.clear()
         self._quarantined = None
         self.leases.forget(buffered + [e.handover for e in dropped if e.handover])
-        await flush_crawl(self.client, self.keys)
+        await flush_crawl(self.frontier, self.df.key)
         self._shared = CrawlCounts()
         self._recent.clear()
 
@@ -462,13 +449,12 @@ class RedisScheduler:
             if checked:
                 self._recent.add(fingerprint)
             return False
-        host_mode = self.config.queue_type == "host"
-        slot = slot_of(request.url, self.config.frontier) if host_mode else None
+        placement = self.frontier.placement(request.url)
         expires_at = self._expires_at(request)
         try:
             # a retry or a hand-back (it waits in delayed) of a page its host's budget already counted
             again = handover is not None and request.meta.get(RETRY_DELAY_META) is not None
-            payload = self.codec.encode(request, slot=slot, again=host_mode and again)
+            payload = self.codec.encode(request, slot=placement.slot, again=placement.slot is not None and again)
         except UnserializableRequestError as exc:
             self._log_refused(exc)
             if handover:
@@ -483,9 +469,13 @@ class RedisScheduler:
             max(0.0, finite(request.meta.get(RETRY_DELAY_META))),
             host=host,
         )
-        if slot is not None:
-            interval, budget, in_flight = self.config.frontier.limits(slot)
-            entry = entry._replace(slot=slot, interval=interval, budget=budget, in_flight=in_flight)
+        if placement.slot is not None:
+            entry = entry._replace(
+                slot=placement.slot,
+                interval=placement.interval,
+                budget=placement.budget,
+                in_flight=placement.in_flight,
+            )
         self._enqueued_seq += 1
         self._outbox.append((self._enqueued_seq, entry))
         if checked:
@@ -567,7 +557,7 @@ class RedisScheduler:
             if self._len_client is None:
                 self._len_client = self.redis_config.sync_client()
             before = self._pushes
-            self._shared = run_sync(crawl_counts(self._len_client, self.keys, seeds=False))
+            self._shared = run_sync(self.frontier.counts(client=self._len_client))
             self._pushes_counted = before
         except TRANSIENT_ERRORS + (ResponseError,):
             pass  # Redis away or refusing: the last count stands (the background tasks report it)
@@ -627,24 +617,15 @@ class RedisScheduler:
     # -- what Redis may throw at a node ---------------------------------------------------------
     def _expected_types(self) -> dict[str, tuple[str, ...]]:
         """Every key the scheduler's scripts touch, with the Redis types they need."""
-        queue = ("zset",) if self.config.queue_type in ("priority", "host") else ("list",)
-        expected: dict[str, tuple[str, ...]] = {
-            self.keys.ready if self.config.queue_type == "host" else self.keys.requests: queue,
-            self.keys.processing: ("zset",),
-            self.keys.delayed: ("zset",),
-            self.keys.seq: ("string",),
-            self.keys.failed: ("list",),
-        }
-        if self.config.queue_type == "host":
-            expected[self.keys.over_budget] = ("zset",)
+        expected = self.frontier.expected_types()
         dedup = getattr(self.df, "dedup", None)
-        expected[self.keys.dupefilter] = DEDUP_TYPES.get(getattr(dedup, "mode", ""), ("hash", "set", "MBbloom--"))
+        expected[self.df.key] = DEDUP_TYPES.get(getattr(dedup, "mode", ""), ("hash", "set", "MBbloom--"))
         return expected
 
     def _report_broken_hosts(self, hosts: list[str]) -> None:
         """host_pop.lua dropped these hosts from ready (queue key of the wrong type): one ERROR per key."""
         for host in hosts:
-            key = self.keys.host_queue(host)
+            key = self.frontier.host_queue_key(host)
             if key in self._broken_hosts:
                 continue
             if len(self._broken_hosts) < BROKEN_HOSTS_LOGGED:
@@ -661,7 +642,7 @@ class RedisScheduler:
             )
 
     def _fixes(self) -> dict[str, str]:
-        return {self.keys.dupefilter: f"dcrawl dedup reset {self.keys.spider}"}
+        return {self.df.key: f"dcrawl dedup reset {self.frontier.spider}"}
 
     async def _redis_failed(self, what: str, exc: BaseException) -> None:
         """Why a Redis call failed, logged once per episode; re-raises what is not Redis's or data's.
@@ -685,14 +666,15 @@ class RedisScheduler:
 
     async def _diagnose_script_error(self, what: str, exc: ResponseError) -> None:
         """A script error that is not WRONGTYPE: a corrupt counter, foreign data, or a bug."""
-        fix = "a corrupt key or a bug: check the keys of this spider (`dcrawl status " + self.keys.spider + "`)"
+        fix = "a corrupt key or a bug: check the keys of this spider (`dcrawl status " + self.frontier.spider + "`)"
         if "integer" in str(exc) or "overflow" in str(exc):
             try:
-                raw = await self.client.get(self.keys.seq)
+                raw = await self.client.get(self.frontier.sequence_key)
             except TRANSIENT_ERRORS + (ResponseError,):
                 raw = None
             if raw is not None and not raw.isdigit():
-                fix = f"{self.keys.seq} holds {preview(raw, 40)!r}, not a counter: `redis-cli del '{self.keys.seq}'`"
+                seq = self.frontier.sequence_key
+                fix = f"{seq} holds {preview(raw, 40)!r}, not a counter: `redis-cli del '{seq}'`"
         self._data_errors.failed(
             what,
             "Redis refused %s (%s); %s. The node keeps its work and retries with backoff",
@@ -790,8 +772,7 @@ class RedisScheduler:
         letters = [e.refused for e in fresh]
         leases = [e.handover for e in refused if e.handover]
         if letters:
-            remove = (self.keys.processing, leases)
-            await self._retrying("dead-letter", partial(self.dead_letters.push, letters, remove))
+            await self._retrying("dead-letter", partial(self.dead_letters.take, letters, leases))
             self.stats.inc_value("scheduler/dead_lettered/refused", len(letters))
         await self._push_refusal_counts()
 
@@ -799,7 +780,7 @@ class RedisScheduler:
         """The per-host refusal counts to {spider}:refused (refusals without a dead letter too:
         a rendered page's refused subresources, robots.txt)."""
         try:
-            await self.refusals.push_counts(self.client, self.keys.refused)
+            await self.refusals.push_counts(self.client, self.frontier.refused_key)
             self._refusal_counts.ok("counting refusals")
         except TRANSIENT_ERRORS:
             pass  # kept: added with the next refusals
@@ -808,9 +789,9 @@ class RedisScheduler:
                 "counting refusals",
                 "Refusal counts not written to %s (Redis: %s); `dcrawl hosts` misses them. Check it with "
                 "`redis-cli type '%s'`",
-                self.keys.refused,
+                self.frontier.refused_key,
                 str(exc)[:200],
-                self.keys.refused,
+                self.frontier.refused_key,
             )
 
     def _wanted(self) -> int:
@@ -836,21 +817,13 @@ class RedisScheduler:
                 self._want_more.clear()
                 await self._want_more.wait()
                 continue
-            next_due: float | None = None
-            if self.config.queue_type == "host":
-                pop = partial(self.scripts.pop_hosts, want, self.config.lease_seconds, DUE_BATCH)
-                popped = await self._retrying("pop", pop)
-                members = [h.lease for h in popped.leases]
-                self._report_broken_hosts(popped.broken)
-                hosts = {h.lease: (h.slot, h.backoff) for h in popped.leases}
-                next_due = popped.next_due
-                expired = popped.expired
-            else:
-                pop = partial(self.scripts.pop, want, self.config.lease_seconds, DUE_BATCH)
-                members = await self._retrying("pop", pop)
-                expired = sum(1 for m in members if not m)  # b"": dropped at lease (expired), never fetched
-                members = [m for m in members if m]
-                hosts = {}
+            lease = partial(self.frontier.lease, want, self.config.lease_seconds, DUE_BATCH)
+            popped = await self._retrying("pop", lease)
+            members = [h.lease for h in popped.leases]
+            self._report_broken_hosts(popped.broken)
+            hosts = {h.lease: (h.slot, h.backoff) for h in popped.leases} if self.frontier.per_host else {}
+            next_due = popped.next_due
+            expired = popped.expired
             if expired:
                 self.stats.inc_value("scheduler/expired", expired)
                 idle_wait = 0.01
@@ -901,7 +874,7 @@ class RedisScheduler:
         self.stats.inc_value("scheduler/leased", len(members) - len(bad))
         if bad:
             self.stats.inc_value("scheduler/undecodable", len(bad))
-            await self._retrying("dead-letter", lambda: self.dead_letters.undecodable(bad, self.keys.processing))
+            await self._retrying("dead-letter", lambda: self.dead_letters.undecodable(bad))
         if not suspects:
             self._buffer.extend(normal)
             return
@@ -937,7 +910,7 @@ class RedisScheduler:
                 reason,
                 preview(lease, 200),
                 kind,
-                self.keys.spider,
+                self.frontier.spider,
             )
 
     def _node_empty(self) -> bool:
@@ -973,7 +946,7 @@ class RedisScheduler:
             try:
                 was_pending = self._shared.frontier_busy
                 before = self._pushes
-                self._shared = await crawl_counts(self.client, self.keys, seeds=False)
+                self._shared = await self.frontier.counts()
                 self._pushes_counted = before
                 await self._redis_ok("counting the queue")
             except Exception as exc:  # noqa: BLE001 - _redis_failed re-raises what is a bug
@@ -993,7 +966,7 @@ class RedisScheduler:
             pubsub = None
             try:
                 # its own connection (the "+1"): a subscription never holds one of the pool's
-                pubsub = await subscribe(self.context.pubsub_client, self.keys.doorbell)
+                pubsub = await subscribe(self.context.pubsub_client, self.frontier.doorbell)
                 outage.ok()
                 while not self._stopped:
                     if await pubsub.get_message(timeout=1.0) is not None:
@@ -1056,7 +1029,7 @@ class RedisScheduler:
             return True
         try:
             for i in range(0, len(acks), ACK_BATCH):
-                await self.client.zrem(self.keys.processing, *acks[i : i + ACK_BATCH])
+                await self.frontier.ack(acks[i : i + ACK_BATCH])
         except Exception as exc:  # noqa: BLE001 - _redis_failed re-raises what is a bug
             self.leases.requeue_acks(acks)
             await self._redis_failed("acking finished requests", exc)
@@ -1069,13 +1042,13 @@ class RedisScheduler:
         held = self.leases.held()
         for i in range(0, len(held), ACK_BATCH):
             chunk = held[i : i + ACK_BATCH]
-            await self.scripts.renew(chunk, self.config.lease_seconds)
+            await self.frontier.renew(chunk, self.config.lease_seconds)
 
     async def reclaim(self, limit: int = 500) -> tuple[int, int]:
         """Return expired leases (of any node) to the queue; dead-letter the poison ones and the
         ones that are not ours (no envelope: reclaim.lua moves them to the failed list)."""
         config = self.config
-        requeued, dead = await self.scripts.reclaim(config.max_deliveries, limit, config.failed_max, self.node_id)
+        requeued, dead = await self.frontier.reclaim(config.max_deliveries, limit, config.failed_max, self.node_id)
         if requeued or dead:
             self.stats.inc_value("scheduler/reclaimed", requeued)
             self.stats.inc_value("scheduler/dead_lettered", dead)
@@ -1085,7 +1058,7 @@ class RedisScheduler:
                 requeued,
                 dead,
                 self.config.max_deliveries,
-                self.keys.spider,
+                self.frontier.spider,
             )
             self._new_work.set()
         return requeued, dead
@@ -1098,7 +1071,7 @@ class RedisScheduler:
         if not running:
             return leases
         try:
-            await self.client.zadd(self.keys.processing, dict.fromkeys(running, 0), xx=True)
+            await self.frontier.expire(running)
             await self.reclaim(limit=max(500, len(running)))
         except Exception as exc:  # noqa: BLE001 - they expire and are reclaimed after the lease anyway
             logger.warning("Leases of the requests running at the memory limit not expired now (%s)", exc)
@@ -1119,16 +1092,13 @@ class RedisScheduler:
         return leases
 
     async def _mark_solo(self, lease: bytes) -> None:
-        await self.client.hset(self.keys.solo, lease, self.node_id)
+        await self.frontier.mark_solo(lease, self.node_id)
 
     async def _unmark_solo(self, leases: list[bytes], done: bool = False) -> None:
         """The quarantine mark of leases given back (and, `done`: the death count of a request that
         ran alone and finished, so a later redelivery starts from none)."""
-        pipe = self.client.pipeline(transaction=False)
-        pipe.hdel(self.keys.solo, *leases)
-        if done:
-            pipe.hdel(self.keys.deaths, *(hashlib.sha1(lease.split(b":", 2)[2]).hexdigest() for lease in leases))
-        await pipe.execute()
+        deaths = [hashlib.sha1(lease.split(b":", 2)[2]).hexdigest() for lease in leases] if done else []
+        await self.frontier.unmark_solo(leases, deaths)
 
     async def _release(self, leases: list[bytes]) -> None:
         """Give leases back to the queue front without counting a delivery (bounded tries)."""
@@ -1138,7 +1108,7 @@ class RedisScheduler:
             try:
                 if self._quarantined is not None and self._quarantined.meta[LEASE_META] in leases:
                     await self._unmark_solo([self._quarantined.meta[LEASE_META]])
-                await self.scripts.release(leases)
+                await self.frontier.release(leases)
                 self.leases.forget(leases)
                 return
             except Exception as exc:  # noqa: BLE001 - _redis_failed re-raises what is a bug

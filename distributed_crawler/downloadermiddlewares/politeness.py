@@ -140,8 +140,8 @@ class DomainRateLimitMiddleware:
         config = PolitenessConfig.from_settings(crawler.settings)
         if not config.enabled:
             raise NotConfigured  # off by default: no "Disabled" warning on every start
-        if SettingsReader(crawler.settings).raw("SCHEDULER_QUEUE_CLASS") == "host" and not config.per_proxy:
-            # the per-host frontier enforces DOMAIN_RATE_LIMIT(S) at pop time (lua/host_pop.lua);
+        if RedisContext.of(crawler).frontier_class.per_host and not config.per_proxy:
+            # a per-host frontier enforces DOMAIN_RATE_LIMIT(S) at pop time (lua/host_pop.lua);
             # no reason given: Scrapy would log a WARNING on every start for the normal case
             raise NotConfigured
         mw = cls(crawler, config, RedisContext.of(crawler).config)

@@ -56,10 +56,9 @@ from distributed_crawler.meta import (
     RETRY_DELAY_META,
     RETRY_TIMES_META,
 )
+from distributed_crawler.queue.base import HostControl
 from distributed_crawler.queue.codec import RequestCodec, allowed_classes
 from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import QueueScripts
 from distributed_crawler.redact import mask_url
 
 if TYPE_CHECKING:
@@ -91,7 +90,6 @@ class RetryConfig:
     backoff_max: float = 60.0
     failed_max: int = 100_000
     allowed_classes: tuple[str, ...] = ()
-    host_mode: bool = False  # SCHEDULER_QUEUE_CLASS "host": 429/503/Retry-After block the host
     block_codes: frozenset[int] = frozenset({429, 503})
 
     @classmethod
@@ -109,7 +107,6 @@ class RetryConfig:
             backoff_max=cap,
             failed_max=read.int("SCHEDULER_FAILED_MAX", min=0),
             allowed_classes=allowed_classes(settings),
-            host_mode=read.str("SCHEDULER_QUEUE_CLASS") == "host",
             block_codes=frozenset(_status_codes(read.list("HOST_BLOCK_HTTP_CODES"))),
         )
 
@@ -207,7 +204,7 @@ class DistributedRetryMiddleware(RetryMiddleware):
         self.failed_key = ""
         self._wrong_types = WrongTypeLog("writing dead letters", logger)
         self._data_errors = EpisodeLog(logger)
-        self.scripts: QueueScripts | None = None  # host mode: host_block.lua
+        self.hosts: HostControl | None = None  # a per-host frontier: 429/503/Retry-After block the host
         self._blocked: dict[str, float] = {}  # slot -> time.monotonic() its block ends (as this node heard)
         self._reset_at: dict[str, float] = {}  # slot -> time.monotonic() of this node's last reset
         self._block_errors = EpisodeLog(logger)
@@ -225,14 +222,12 @@ class DistributedRetryMiddleware(RetryMiddleware):
         return mw
 
     def spider_opened(self, spider: Spider) -> None:
-        keys = getattr(spider, "keys", None)
-        keys = keys if isinstance(keys, SpiderKeys) else self.context.keys_for(spider.name)
         self.client = self.context.acquire().client
-        self.dead_letters = DeadLetters(self.client, keys.failed, self.node_id, self.config.failed_max)
-        self.failed_key = keys.failed
+        frontier = self.context.frontier_for(spider.name)
+        self.dead_letters = frontier.dead_letters(self.node_id, self.config.failed_max)
+        self.failed_key = self.dead_letters.key
         self.codec = RequestCodec(spider, self.config.allowed_classes)
-        if self.config.host_mode:
-            self.scripts = QueueScripts.register(self.client, keys, "host")
+        self.hosts = frontier.host_control()
 
     async def spider_closed(self, spider: Spider) -> None:
         if self.client is not None:
@@ -261,7 +256,7 @@ class DistributedRetryMiddleware(RetryMiddleware):
     ) -> Request | Response:
         ban = request.meta.get(PROXY_BAN_META)
         retry_after = parse_retry_after(response.headers.get("Retry-After"), response.headers.get("Date"))
-        if self.scripts is not None and not ban:
+        if self.hosts is not None and not ban:
             await self._host_politeness(request, response, retry_after)
         if request.meta.get(DONT_RETRY_META, False):
             return response
@@ -294,10 +289,10 @@ class DistributedRetryMiddleware(RetryMiddleware):
 
     async def block_host(self, slot: str, retry_after: float | None, reason: str) -> float | None:
         """Block `slot` for every node (lua/host_block.lua); returns the seconds it stays blocked."""
-        assert self.scripts is not None
+        assert self.hosts is not None
         try:
             left = finite(
-                await self.scripts.block_host(
+                await self.hosts.block_host(
                     slot, retry_after, reason, self.config.backoff_base, self.config.backoff_max, self.rand()
                 )
             )
@@ -317,13 +312,13 @@ class DistributedRetryMiddleware(RetryMiddleware):
         return left
 
     async def _reset(self, slot: str) -> None:
-        assert self.scripts is not None
+        assert self.hosts is not None
         clock = time.monotonic()
         if clock - self._reset_at.get(slot, -RESET_EVERY) < RESET_EVERY:
             return
         self._reset_at[slot] = clock
         try:
-            await self.scripts.reset_host_backoff(slot)
+            await self.hosts.reset_host_backoff(slot)
             self.crawler.stats.inc_value("retry/host_backoff_reset")
         except TRANSIENT_ERRORS + (ResponseError,):
             self._reset_at.pop(slot, None)  # the next success tries again

@@ -49,7 +49,7 @@ from distributed_crawler.core.guard import AddressRefused
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.downloadermiddlewares.retry import RetryLater, slot_of_request
 from distributed_crawler.meta import DOWNLOAD_STOP_AT_META, LEASE_META, PROXY_BAN_META, RETRY_DELAY_META
-from distributed_crawler.queue.scripts import QueueScripts
+from distributed_crawler.queue.base import HostControl
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -149,9 +149,8 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         self.error_seconds = read.int("ROBOTS_ERROR_CACHE_SECONDS", min=1)
         self.lock_seconds = read.int("ROBOTS_LOCK_SECONDS", min=1)
         self.wait_seconds = read.float("ROBOTS_WAIT_SECONDS", above=0)
-        self.host_mode = read.str("SCHEDULER_QUEUE_CLASS") == "host"
         self.client: Any = None
-        self.scripts: QueueScripts | None = None
+        self.hosts: HostControl | None = None  # the frontier's per-host state, if it keeps one
         self.spider_name = ""
         # netloc -> (parser, expiry, usable, why not)
         self._cached: dict[str, tuple[RobotParser, float, bool, str]] = {}
@@ -170,8 +169,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         self.context = context
         self.client = context.acquire().client
         self.spider_name = spider.name
-        if self.host_mode:
-            self.scripts = QueueScripts.register(self.client, context.keys_for(spider.name), "host")
+        self.hosts = context.frontier_for(spider.name).host_control()
 
     async def spider_closed(self, spider: Spider) -> None:
         for task in list(self._fetching.values()):
@@ -243,7 +241,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         """Start the fetch here when this node wins the lock (another node's lock: it fetches), and
         in host mode block the host until the fetching node lifts it. True: the host is blocked."""
         if netloc in self._fetching:
-            return self.scripts is not None  # we fetch it, and blocked the host when we started
+            return self.hosts is not None  # we fetch it, and blocked the host when we started
         try:
             won = await self.client.set(f"{self.cache_key(netloc)}:lock", "1", nx=True, ex=self.lock_seconds)
         except TRANSIENT_ERRORS + (ResponseError,):
@@ -307,17 +305,17 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
             await self.client.set(key, json.dumps(entry), ex=ttl)
             await self.client.delete(f"{key}:lock")
             await self._crawl_delay(parser, request)
-            if self.scripts is not None and entry_ok(entry):
-                await self.scripts.unblock_host(slot_of_request(request), ROBOTS_PENDING)
+            if self.hosts is not None and entry_ok(entry):
+                await self.hosts.unblock_host(slot_of_request(request), ROBOTS_PENDING)
         except TRANSIENT_ERRORS + (ResponseError,) as exc:
             self._errors.failed("storing robots.txt", "robots.txt of %s not cached in Redis (%s)", netloc, exc)
         return parser
 
     async def _unblock(self, request: Request) -> None:
-        if self.scripts is None:
+        if self.hosts is None:
             return
         try:
-            await self.scripts.unblock_host(slot_of_request(request), ROBOTS_PENDING)
+            await self.hosts.unblock_host(slot_of_request(request), ROBOTS_PENDING)
         except TRANSIENT_ERRORS + (ResponseError,):
             pass  # the block ends by itself after ROBOTS_WAIT_SECONDS
 
@@ -329,14 +327,14 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
 
     async def _crawl_delay(self, parser: RobotParser, request: Request) -> None:
         """Host mode: the Crawl-delay for our user agent -> host hash `cd` (absent: field removed)."""
-        if self.scripts is None:
+        if self.hosts is None:
             return
         agent = self._robotstxt_useragent or request.headers.get(b"User-Agent", self._default_useragent)
         try:
             delay = parser.crawl_delay(agent or "")
         except (AttributeError, NotImplementedError, TypeError, ValueError):
             delay = None
-        host_key = self.scripts.keys.host(slot_of_request(request))
+        host_key = self.hosts.host_state_key(slot_of_request(request))
         if delay is not None and 0 < delay:
             await self.client.hset(host_key, "cd", f"{min(float(delay), MAX_CRAWL_DELAY):.3f}")
             self.crawler.stats.set_value("robotstxt/crawl_delay", float(delay))
@@ -345,10 +343,10 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
 
     async def _block_host(self, request: Request, reason: str) -> bool:
         """Host mode: block the request's host for ROBOTS_WAIT_SECONDS at most. True when blocked."""
-        if self.scripts is None:
+        if self.hosts is None:
             return False
         try:
-            await self.scripts.block_host(slot_of_request(request), self.wait_seconds, reason, 1.0, 60.0, 0.5)
+            await self.hosts.block_host(slot_of_request(request), self.wait_seconds, reason, 1.0, 60.0, 0.5)
         except TRANSIENT_ERRORS + (ResponseError,):
             return False  # the requests go back to delayed for ROBOTS_WAIT_SECONDS instead
         return True

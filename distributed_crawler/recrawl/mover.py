@@ -55,13 +55,12 @@ class RecrawlMover:
     async def _run(self) -> None:
         schedule = self.node.schedule
         outage = OutageLog("recrawl mover", RedisContext.of(self.node.crawler).config.masked_url)
-        queue_type = self.node.scheduler.queue_type
         stats = self.node.stats
         while True:
             wait = self.config.poll_seconds
             empty = False
             try:
-                moved = await schedule.move_due(queue_type, self.config.move_batch, self.config.pending_seconds)
+                moved = await schedule.move_due(self.config.move_batch, self.config.pending_seconds)
             except TRANSIENT_ERRORS as exc:
                 outage.failed(exc)
             except ResponseError as exc:  # a key of the wrong type: one line, then keep looking
@@ -71,7 +70,7 @@ class RecrawlMover:
                     str(exc)[:200],
                     schedule.keys.schedule,
                     schedule.keys.state,
-                    schedule.spider_keys.spider,
+                    schedule.frontier.spider,
                 )
             else:
                 outage.ok()

@@ -18,11 +18,9 @@ from scrapy import signals
 
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog
 from distributed_crawler.core.context import RedisContext
-from distributed_crawler.core.scheduler import SchedulerConfig
 from distributed_crawler.meta import DELIVERY_META, EXPIRES_AT_META
 from distributed_crawler.queue.codec import RequestCodec, UnserializableRequestError, allowed_classes
 from distributed_crawler.queue.envelope import make_member
-from distributed_crawler.queue.frontier import slot_of
 from distributed_crawler.recrawl.rules import Interval, RecrawlConfig
 from distributed_crawler.recrawl.schedule import FINGERPRINT_CHARS, Recorded, RecrawlKeys, RevisitSchedule
 
@@ -79,10 +77,9 @@ class RecrawlTicket(NamedTuple):
 
 
 class RecrawlNode:
-    def __init__(self, crawler: Crawler, config: RecrawlConfig, scheduler: SchedulerConfig) -> None:
+    def __init__(self, crawler: Crawler, config: RecrawlConfig) -> None:
         self.crawler = crawler
         self.config = config
-        self.scheduler = scheduler
         self.stats = crawler.stats
         self._schedule: RevisitSchedule | None = None
         self._codec: RequestCodec | None = None
@@ -95,9 +92,7 @@ class RecrawlNode:
         node = _NODES.get(crawler)
         if node is None:
             settings = crawler.settings
-            node = _NODES[crawler] = cls(
-                crawler, RecrawlConfig.from_settings(settings), SchedulerConfig.from_settings(settings)
-            )
+            node = _NODES[crawler] = cls(crawler, RecrawlConfig.from_settings(settings))
             crawler.signals.connect(node._spider_closed, signal=signals.spider_closed, weak=False)
         return node
 
@@ -109,7 +104,7 @@ class RecrawlNode:
             context = RedisContext.of(self.crawler).acquire()
             self._outage = OutageLog("recrawl schedule", context.config.masked_url)
             keys = RecrawlKeys.from_settings(self.crawler.settings, spider.name)
-            self._schedule = RevisitSchedule(context.client, keys, context.keys_for(spider.name))
+            self._schedule = RevisitSchedule(context.client, keys, context.frontier_for(spider.name))
         return self._schedule
 
     def _spider(self) -> Spider:
@@ -130,7 +125,7 @@ class RecrawlNode:
     def member(self, request: Request) -> str:
         """The queue member the next revisit pushes: this request without one delivery's leftovers.
 
-        In host mode it carries its slot and `again` (a revisit is not a new page for the host's
+        In a per-host frontier it carries its slot and `again` (a revisit is not a new page for the host's
         budget). "" when the request cannot travel as JSON (then the stored one is kept).
         """
         if self._codec is None:
@@ -141,10 +136,9 @@ class RecrawlNode:
         # a revisit is a new life of the URL: the expiry of its first enqueue does not carry over
         meta = {k: v for k, v in request.meta.items() if k not in DELIVERY_META and k != EXPIRES_AT_META}
         clean = request.replace(headers=headers, meta=meta, dont_filter=False)
-        host_mode = self.scheduler.queue_type == "host"
-        slot = slot_of(clean.url, self.scheduler.frontier) if host_mode else None
+        slot = self.schedule.frontier.placement(clean.url).slot
         try:
-            payload = self._codec.encode(clean, slot=slot, again=host_mode)
+            payload = self._codec.encode(clean, slot=slot, again=slot is not None)
         except UnserializableRequestError as exc:
             logger.warning("Revisit of %s keeps its stored request: %s", request.url, exc)
             return ""

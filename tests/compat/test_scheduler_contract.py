@@ -18,6 +18,7 @@ from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.scheduler import OutboxEntry, RedisScheduler, SchedulerConfig
 from distributed_crawler.dedup.dupefilter import BloomDupeFilter
 from distributed_crawler.meta import LEASE_META
+from distributed_crawler.queue.base import mode_class
 from distributed_crawler.queue.codec import RequestCodec
 from distributed_crawler.queue.keys import SpiderKeys
 
@@ -106,9 +107,8 @@ def test_flush_drops_what_this_node_buffered(redis_url: str, redis_client: redis
     ],
 )
 def test_scrapy_redis_queue_classes_select_the_matching_mode(name: str, mode: str) -> None:
-    from scrapy.settings import Settings
 
-    assert SchedulerConfig.from_settings(Settings({"SCHEDULER_QUEUE_CLASS": name})).queue_type == mode
+    assert mode_class(name)[1] == mode
 
 
 def test_undecodable_payloads_are_logged_once_per_kind(
@@ -125,7 +125,9 @@ def test_undecodable_payloads_are_logged_once_per_kind(
 
     async def accept() -> None:
         scheduler.client = scheduler.context.acquire().client
-        scheduler.dead_letters = DeadLetters(scheduler.client, scheduler.keys.failed, "n1", 100)
+        scheduler.dead_letters = DeadLetters(
+            scheduler.client, scheduler.keys.failed, "n1", 100, scheduler.keys.processing
+        )
         try:
             await scheduler._accept(members)
         finally:
