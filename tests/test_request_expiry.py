@@ -119,13 +119,15 @@ def scheduler(**settings: object) -> RedisScheduler:
     )
     crawler.spider = _Spider.from_crawler(crawler)
     node = RedisScheduler.from_crawler(crawler)
-    node.codec = RequestCodec(crawler.spider)  # what open() sets; nothing here talks to Redis
+    node.intake.codec = node.feeder.codec = RequestCodec(
+        crawler.spider
+    )  # what open() sets; nothing here talks to Redis
     return node
 
 
 def enqueued(node: RedisScheduler, request: Request) -> Envelope:
     assert node.enqueue_request(request)
-    return split_member(node._outbox[-1][1].member)
+    return split_member(node.outbox.entries[-1][1].member)
 
 
 def test_request_ttl_and_meta_expires_at_in_the_member() -> None:
