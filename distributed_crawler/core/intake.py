@@ -34,13 +34,13 @@ class Intake:
         self,
         config: SchedulerConfig,
         frontier: Callable[[], Frontier],
-        outbox: Outbox,
+        trouble: RedisTrouble,
         leases: LeaseTracker,
+        outbox: Outbox,
         recent: RecentFingerprints,
         dupefilter: Any,
         admission: Admission,
         refusals: RefusalLog,
-        trouble: RedisTrouble,
         stats: Any,
     ) -> None:
         self.config = config

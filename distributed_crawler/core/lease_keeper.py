@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from distributed_crawler.core.leases import LeaseTracker, Stage
 from distributed_crawler.core.outbox import Outbox
 from distributed_crawler.core.quarantine import Quarantine
+from distributed_crawler.core.tasks import BackgroundTasks
 from distributed_crawler.core.trouble import DATA_BACKOFF_MAX, RedisTrouble, logger
 from distributed_crawler.meta import LEASE_META
 from distributed_crawler.queue.base import Frontier
@@ -138,6 +139,31 @@ class LeaseKeeper:
         )
         gone = set(running)
         return [lease for lease in leases if lease not in gone]
+
+    async def settle(self, tasks: BackgroundTasks, stop: Callable[[], None], memusage: bool, masked_url: str) -> None:
+        """At close: push and ack what the engine finished (bounded, while the tasks doing it live),
+        stop the tasks, give back what never finished; one ERROR line if anything stays behind."""
+        deadline = time.monotonic() + 30
+        while (
+            self.outbox.entries and tasks.alive("outbox") or self.leases.pending_acks() and tasks.alive("leases")
+        ) and time.monotonic() < deadline:
+            self.outbox.ready.set()
+            await asyncio.sleep(0.05)
+        stop()
+        await tasks.stop()
+        unfinished = self.leases.held()
+        if unfinished and memusage:
+            unfinished = await self.expire_running(unfinished)
+        if unfinished:  # a forced stop: give this node's work back now rather than at expiry
+            await self.release(unfinished)
+        if self.outbox.entries or self.leases.pending_acks():
+            logger.error(
+                "%s at close: %d requests not pushed, %d leases not acked; their leases expire after "
+                "SCHEDULER_LEASE_SECONDS and another node redoes them",
+                tasks.failure("outbox", "leases") or f"Redis at {masked_url} unreachable",
+                len(self.outbox),
+                self.leases.pending_acks(),
+            )
 
     def unstarted(self) -> list[bytes]:
         """Leases of requests this node took but never started (the quarantined one included)."""

@@ -188,6 +188,10 @@ class Frontier:
         """Where a request for `url` goes (per-host frontiers: its slot and limits)."""
         return Placement()
 
+    def domain_hosts_key(self, domain: str) -> str:
+        """The set of hosts a registered domain was allowed (DOMAIN_MAX_HOSTS, core/traps.py)."""
+        return self.keys.domain_hosts(domain)
+
     @staticmethod
     def entry(fingerprint: str, dont_filter: bool, member: str, delay: float, placement: Placement) -> Entry:
         """A push entry for `push` (the placement's slot and limits travel with it when it has one)."""
