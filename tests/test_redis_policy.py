@@ -17,6 +17,7 @@ from scrapy.utils.test import get_crawler
 from distributed_crawler.connection.policy import (
     BEHAVIOUR,
     Behaviour,
+    NodeStopping,
     Purpose,
     RedisPolicy,
     RedisUnreachable,
@@ -197,8 +198,9 @@ async def test_stopping_ends_retry_loops_without_running_the_call_again() -> Non
         await asyncio.wait_for(task, 5)
     policy.close()
     assert not policy.down  # the open outage was accounted at close
-    with pytest.raises(asyncio.CancelledError):
+    with pytest.raises(NodeStopping):  # closed: one try, no retry
         await policy.run(Purpose.ACK, call)
+    assert await policy.run(Purpose.ACK, flaky(0)[0]) == "done"  # a last ack at close still goes
 
 
 @sync
@@ -240,3 +242,35 @@ async def test_the_crawler_context_holds_one_policy_counting_into_crawler_stats(
     call, _ = flaky(1)
     assert await policy.run(Purpose.STATS, call, default=0) == 0
     assert crawler.stats.get_value("redis/stats/degraded") == 1
+
+
+def test_reading_leaves_errors_of_the_code_around_it_alone() -> None:
+    """A command's own OSError (a missing file, a closed stdout) is not a Redis outage."""
+    policy, _ = make_policy()
+    with pytest.raises(FileNotFoundError), policy.reading():
+        open("/nonexistent/seeds.txt")
+    with pytest.raises(BrokenPipeError), policy.reading():
+        raise BrokenPipeError("stdout closed")
+    with pytest.raises(RedisUnreachable), policy.reading():
+        raise ConnectionRefusedError(111, "Connection refused")
+
+
+@sync
+async def test_an_outage_inside_the_error_or_ok_hooks_is_the_policys_too() -> None:
+    """Diagnosing a WRONGTYPE (a TYPE call) or checking a fix may meet the outage: never raised."""
+    policy, stats = make_policy()
+    wrong = ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value")
+
+    async def diagnose(exc: BaseException) -> None:
+        raise redis.ConnectionError("gone while diagnosing")
+
+    call, tries = flaky(1, exc=wrong)
+    assert await policy.run(Purpose.PUSH, call, on_error=diagnose) == "done"
+    assert tries[0] == 2 and stats.get_value("redis/push/retried") == 1
+    assert await policy.run(Purpose.STATS, flaky(1, exc=wrong)[0], default=0, on_error=diagnose) == 0
+
+    async def gone() -> None:
+        raise redis.ConnectionError("gone after the call")
+
+    assert await policy.run(Purpose.ACK, flaky(0)[0], on_ok=gone) == "done"
+    assert policy.down

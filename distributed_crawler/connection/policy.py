@@ -11,7 +11,7 @@ error (connection refused, timeout, failover, `maxmemory`: `TRANSIENT_ERRORS`) d
 - DEGRADE (heartbeat, stats, shared caches): skip this round, return `default`; the caller keeps
           its counts locally and tries again next time.
 - STOP    (operator reads: CLI, dashboard): raise `RedisUnreachable`, one line that names the
-          (masked) URL, the reason and the fix.
+          (masked) URL, the reason and the fix; the caller shows it (nothing is logged).
 
 The node logs one line when an outage starts and one when it ends, whatever the number of calls
 and purposes caught in it, and counts `redis/outages`, `redis/outage_seconds` and, per purpose,
@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from types import MappingProxyType
 from typing import Any, Protocol, TypeVar
 
-from redis.exceptions import OutOfMemoryError
+from redis.exceptions import OutOfMemoryError, RedisError
 
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisUnavailable
 
@@ -91,6 +91,10 @@ _DOING = {
 }
 
 
+class NodeStopping(asyncio.CancelledError):
+    """A RETRY/WAIT call ended because the node (or its caller) stops; its work stays where it was."""
+
+
 class RedisUnreachable(RedisUnavailable):
     """STOP: an operator's read met a Redis outage; the message is the one line to print."""
 
@@ -112,8 +116,9 @@ def unreachable_line(masked_url: str, exc: BaseException) -> str:
 class RedisPolicy:
     """A node's one answer to "Redis is away": per-purpose behaviour, one log line per outage, one stat set.
 
-    `stopped()` (given or set by `close()`) ends RETRY/WAIT loops with `asyncio.CancelledError`:
-    the caller's work stays where it was (leased, in its outbox), never half-written.
+    `stopped()` (given or set by `close()`) ends RETRY/WAIT loops with `NodeStopping` (an
+    `asyncio.CancelledError`) instead of a retry: the caller's work stays where it was (leased,
+    in its outbox). The first try always runs (a last ack at close is not refused).
     """
 
     def __init__(
@@ -150,38 +155,49 @@ class RedisPolicy:
 
         `default` is what DEGRADE returns (and what is returned after `on_error` swallowed a
         non-transient error for DEGRADE/STOP). `on_ok` runs after a success (e.g. "the key is
-        fixed" checks).
+        fixed" checks). A transient error inside `on_error` counts as the call's; inside `on_ok`
+        it starts the outage but the call's result stands.
         """
         behaviour = BEHAVIOUR[purpose]
         self._used.add(purpose)
         delay = self.first_delay
         hit = False
         while True:
-            if behaviour in (Behaviour.RETRY, Behaviour.WAIT) and self._stopping(stopped):
-                raise asyncio.CancelledError
+            transient: BaseException | None = None
             try:
                 result = await call()
             except TRANSIENT_ERRORS as exc:
-                if not hit:
-                    hit = True
-                    self._count(purpose, behaviour)
-                self.failed(purpose, exc)
-                if behaviour is Behaviour.DEGRADE:
-                    return default
-                if behaviour is Behaviour.STOP:
-                    raise RedisUnreachable(unreachable_line(self.masked_url, exc)) from None
+                transient = exc
             except Exception as exc:
                 if on_error is None:
                     raise
-                await on_error(exc)  # logs it with its fix, or re-raises what is a bug
-                if behaviour in (Behaviour.DEGRADE, Behaviour.STOP):
-                    return default
+                try:
+                    await on_error(exc)  # logs it with its fix, or re-raises what is a bug
+                except TRANSIENT_ERRORS as lost:  # Redis went away while the error was looked into
+                    transient = lost
+                else:
+                    if behaviour in (Behaviour.DEGRADE, Behaviour.STOP):
+                        return default
             else:
                 self.ok()
                 if on_ok is not None:
-                    await on_ok()
+                    try:
+                        await on_ok()
+                    except TRANSIENT_ERRORS as lost:  # the call landed; its follow-up is looked at next time
+                        self.failed(purpose, lost)
                 return result
+            if transient is not None:
+                if not hit:
+                    hit = True
+                    self._count(purpose, behaviour)
+                if behaviour is Behaviour.STOP:  # the operator gets the line, not the log
+                    raise RedisUnreachable(unreachable_line(self.masked_url, transient)) from None
+                self.failed(purpose, transient)
+                if behaviour is Behaviour.DEGRADE:
+                    return default
             await self._pause(delay, stopped)
+            if self._stopping(stopped):
+                raise NodeStopping
             delay = min(delay * 2, self.max_delay)
 
     def run_sync(self, purpose: Purpose, call: Callable[[], T], *, default: Any = None) -> Any:
@@ -194,9 +210,9 @@ class RedisPolicy:
             result = call()
         except TRANSIENT_ERRORS as exc:
             self._count(purpose, behaviour)
-            self.failed(purpose, exc)
             if behaviour is Behaviour.STOP:
                 raise RedisUnreachable(unreachable_line(self.masked_url, exc)) from None
+            self.failed(purpose, exc)
             return default
         self.ok()
         return result
@@ -208,6 +224,8 @@ class RedisPolicy:
         try:
             yield
         except TRANSIENT_ERRORS as exc:
+            if not _from_redis(exc):
+                raise  # e.g. a file that is not there, a closed stdout: not Redis's
             self._count(Purpose.READ, Behaviour.STOP)
             raise RedisUnreachable(unreachable_line(self.masked_url, exc)) from None
 
@@ -311,6 +329,14 @@ class RedisPolicy:
                 return
             if await self.wait_until_back(min(left, 0.5)) and self.since is None:
                 return
+
+
+def _from_redis(exc: BaseException) -> bool:
+    """A transient error that a Redis client raised (redis-py's own, or a socket error on its way
+    out), not any OSError of the code around it."""
+    if isinstance(exc, RedisError):
+        return True
+    return isinstance(exc, (ConnectionRefusedError, ConnectionResetError, ConnectionAbortedError, TimeoutError))
 
 
 def _order(item: tuple[Purpose, int]) -> int:
