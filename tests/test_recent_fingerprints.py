@@ -76,6 +76,6 @@ def test_a_redelivery_or_the_end_of_an_outage_empties_the_cache() -> None:
     again = make_member(scheduler.intake.codec.encode(Request("http://site.test/list2")), 0, 2)
     asyncio.run(scheduler.feeder.accept([again.encode()]))
     assert scheduler.enqueue_request(Request("http://site.test/a"))  # to the shared filter again
-    scheduler.trouble.outage.since = 1.0  # Redis was unreachable
+    scheduler.trouble.policy.outages += 1  # Redis was unreachable (an outage began and ended)
     asyncio.run(scheduler.trouble.ok("pop"))
     assert scheduler.enqueue_request(Request("http://site.test/a"))

@@ -20,6 +20,7 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from distributed_crawler.connection.clients import RedisConfig
+from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.core.admission import Admission, Refusal
 from distributed_crawler.core.cluster_work import ClusterWork
 from distributed_crawler.core.context import RedisContext
@@ -86,7 +87,7 @@ class RedisScheduler:
         self._len_client: Any = None  # sync client of __len__ (Scrapy's API is synchronous)
         get = lambda: self.frontier  # noqa: E731 - the parts follow the frontier as it is bound
         stopped = lambda: self._stopped  # noqa: E731
-        self.trouble = RedisTrouble(get, dupefilter, redis_config.masked_url, self.recent, stopped)
+        self.trouble = RedisTrouble(get, dupefilter, self.context.policy, self.recent, stopped)
         self.work = ClusterWork(get, self.trouble)
         self.refusals = refusals = RefusalLog(crawler.stats, node_id)
         domain_hosts = DomainHosts(frontier.domain_hosts_key, config.domain_max_hosts)
@@ -132,7 +133,7 @@ class RedisScheduler:
 
     async def _open(self, spider: Spider) -> None:
         self.client = self.context.acquire().client
-        dedup = await self.trouble.retrying("opening the dupefilter", lambda: self.df.open_dedup(self.client))
+        dedup = await self.trouble.run(Purpose.LEASE, "opening the dupefilter", lambda: self.df.open_dedup(self.client))
         self.outbox.enqueuer = Enqueuer(self.frontier, dedup)
         self.intake.codec = self.feeder.codec = RequestCodec(spider, self.config.allowed_classes)
         self.outbox.dead_letters = self.feeder.dead_letters = self.frontier.dead_letters(
@@ -140,7 +141,7 @@ class RedisScheduler:
         )
         if self.config.flush_on_start:
             await self.flush()
-        counts = await self.trouble.retrying("counting the queue", self.work.count)
+        counts = await self.trouble.run(Purpose.LEASE, "counting the queue", self.work.count)
         if counts.scheduled:  # scrapy-redis's line, so existing log watchers keep working
             logger.info("Resuming crawl (%d requests scheduled)", counts.scheduled)
         self._watch_scrapes()

@@ -58,9 +58,9 @@ from distributed_crawler.meta import (
     RETRY_DELAY_META,
     RETRY_TIMES_META,
 )
+from distributed_crawler.queue.base import HostControl
 from distributed_crawler.queue.codec import RequestCodec, allowed_classes
 from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
-from distributed_crawler.queue.base import HostControl
 from distributed_crawler.redact import mask_url
 
 if TYPE_CHECKING:

@@ -76,9 +76,7 @@ class RecrawlTicket(NamedTuple):
 
 
 class RecrawlNode:
-    def __init__(
-        self, crawler: Crawler, config: RecrawlConfig, policy: RedisPolicy
-    ) -> None:
+    def __init__(self, crawler: Crawler, config: RecrawlConfig, policy: RedisPolicy) -> None:
         self.crawler = crawler
         self.policy = policy
         self.config = config
