@@ -322,6 +322,11 @@ class Frontier:
         """Requests waiting, exact in every mode (None = unknown: the counter is missing)."""
         return (await self.counts()).pending
 
+    async def hosts(self, limit: int = 100) -> dict[str, int]:
+        """Up to `limit` hosts with waiting requests -> how many wait (the due-soonest first; {} when
+        the frontier keeps no per-host queues). The count of hosts is `counts().hosts` (no scan)."""
+        return {}
+
     async def flush(self) -> None:
         """Delete the frontier's keys: queue(s), leases, retries, counts, per-host state (seeds,
         dead letters and the dupefilter are not the frontier's: dedup.flush_crawl resets the filter)."""
