@@ -230,6 +230,11 @@ class Frontier:
             self.keys.over_budget: ("zset",),
         }
 
+    def count_keys(self) -> dict[str, str]:
+        """CrawlCounts field -> the key it is read from (a key of the wrong type counts as none)."""
+        k = self.keys
+        return {"pending": k.pending, "leased": k.processing, "delayed": k.delayed, "failed": k.failed}
+
     # -- the scripts ----------------------------------------------------------------------------
     def push(
         self,

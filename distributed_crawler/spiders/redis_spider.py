@@ -35,7 +35,6 @@ from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.internals import scheduler_of, wake_engine
 from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
-from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.seedkey import SeedKey, Taken
 from distributed_crawler.queue.seeds import SeedError, parse_seed, preview
 
@@ -83,7 +82,7 @@ class RedisMixin:
         if crawler is None:
             raise ValueError("crawler is required")
         settings = crawler.settings
-        self.keys = SpiderKeys.from_settings(settings, self.name)
+        self.keys = RedisContext.of(crawler).keys_for(self.name)  # the node's one copy
         if self.redis_key is not None:
             start_urls = str(self.redis_key) % {"name": self.name, "spider": self.name}
             if not start_urls.strip():
