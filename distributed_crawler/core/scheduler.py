@@ -123,7 +123,6 @@ class RedisScheduler:
         admission = Admission.from_settings(settings)
         return cls(crawler, config, context.config, frontier, dupefilter, context.node_id, context, admission)
 
-    # -- lifecycle ------------------------------------------------------------------------
     def open(self, spider: Spider) -> Deferred[None]:
         # Scrapy awaits a Deferred here, not a coroutine.
         return deferred_from_coro(self._open(spider))
@@ -141,6 +140,7 @@ class RedisScheduler:
         )
         if self.config.flush_on_start:
             await self.flush()
+        await self.trouble.run(Purpose.LEASE, "checking the frontier layout", self.frontier.check_layout)
         counts = await self.trouble.run(Purpose.LEASE, "counting the queue", self.work.count)
         if counts.scheduled:  # scrapy-redis's line, so existing log watchers keep working
             logger.info("Resuming crawl (%d requests scheduled)", counts.scheduled)
@@ -282,7 +282,6 @@ class RedisScheduler:
         """Leases this node holds in Redis: buffered, running, or done and waiting for their ack."""
         return len(self.leases) + self.leases.pending_acks()
 
-    # -- ack after the scrape ---------------------------------------------------------------
     def _watch_scrapes(self) -> None:
         """Mark a lease finished when the scraper is done with its response or failure.
 
