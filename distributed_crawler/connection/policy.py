@@ -44,6 +44,9 @@ T = TypeVar("T")
 
 FIRST_DELAY = 0.1  # seconds before the first retry
 MAX_DELAY = 5.0  # backoff cap: a node notices Redis is back within ~this (or at once, see WAIT)
+# A failure this soon after Redis answered again is the same outage: a full Redis answers reads
+# but refuses writes, a failover answers on some connections first; one episode, not a line a flap.
+GRACE = 10.0
 
 
 class Purpose(enum.Enum):
@@ -128,12 +131,15 @@ class RedisPolicy:
         *,
         first_delay: float = FIRST_DELAY,
         max_delay: float = MAX_DELAY,
+        grace: float = GRACE,
     ) -> None:
         self.masked_url = masked_url
         self.stats = stats
         self.first_delay = first_delay
         self.max_delay = max_delay
+        self.grace = grace
         self.since: float | None = None  # monotonic start of the current outage
+        self._answered: float | None = None  # when Redis first answered again (the outage ends GRACE later)
         self.outages = 0  # outages seen so far (a caller can tell whether one happened since)
         self.closed = False
         self._used: set[Purpose] = set()
@@ -232,47 +238,69 @@ class RedisPolicy:
     # -- the outage -------------------------------------------------------------------------
     @property
     def down(self) -> bool:
-        """Redis is in an outage (the last call failed transiently and none has succeeded since)."""
-        return self.since is not None
+        """Redis is in an outage: a call failed transiently and none has succeeded since."""
+        return self.since is not None and self._answered is None
 
     def failed(self, purpose: Purpose, exc: BaseException) -> None:
         """A call of `purpose` met a transient error: starts the outage (one log line, one stat)."""
         self._hit[purpose] += 1
+        now = time.monotonic()
         if self.since is not None:
-            return
-        self.since = time.monotonic()
+            if self._answered is None:
+                return
+            if now - self._answered < self.grace:
+                self._answered = None  # a flap: still the same outage
+                return
+            self._end()
+        self.since = now
         self.outages += 1
         if self.stats is not None:
             self.stats.inc_value("redis/outages")
         started = time.strftime("%H:%M:%S", time.gmtime())
         if isinstance(exc, OutOfMemoryError):
             logger.error(
-                "Redis at %s is full (maxmemory reached) since %s UTC: it refuses writes; %s. Raise "
-                "maxmemory or free memory (docs/scaling.md)",
+                "Redis at %s is full (maxmemory reached) since %s UTC: it refuses writes; raise maxmemory "
+                "or free memory (docs/scaling.md); meanwhile %s",
                 self.masked_url,
                 started,
                 self._plan(),
             )
             return
         logger.warning(
-            "Redis at %s unreachable since %s UTC (%s: %s, during %s); %s",
+            "Redis at %s unreachable since %s UTC (first seen by a %s call: %s: %s); meanwhile %s",
             self.masked_url,
             started,
+            purpose.value,
             type(exc).__name__,
             exc,
-            purpose.value,
             self._plan(),
         )
 
     def ok(self) -> None:
-        """A call succeeded: ends the outage (one log line, the stats) and wakes the waiters."""
+        """A call succeeded: wakes the waiters at once; the outage ends (one log line, the stats)
+        once no call has failed for `grace` seconds."""
         if self.since is None:
             return
-        self._end("back after %.1fs")
+        now = time.monotonic()
+        if self._answered is not None:
+            if now - self._answered >= self.grace:
+                self._end()
+            return
+        self._answered = now
+        if self._back is not None:
+            self._back.set()
+            self._back = None
+        if self.grace <= 0:
+            self._end()
+            return
+        try:
+            asyncio.get_running_loop().call_later(self.grace, self._settled)
+        except RuntimeError:  # no event loop (a blocking caller): nothing else will look again
+            self._end()
 
     async def wait_until_back(self, timeout: float | None = None) -> bool:
-        """Wait until the current outage ends (at once if there is none); False on timeout."""
-        if self.since is None:
+        """Wait until Redis answers again (at once if it does); False on timeout."""
+        if not self.down:
             return True
         if self._back is None:
             self._back = asyncio.Event()
@@ -286,19 +314,25 @@ class RedisPolicy:
         """The node stops: RETRY/WAIT loops end (their work stays put); an open outage is accounted."""
         self.closed = True
         if self.since is not None:
-            self._end("still unreachable as the node stops, after %.1fs")
+            self._end()
 
     # -- inside ------------------------------------------------------------------------------
-    def _end(self, how: str) -> None:
+    def _settled(self) -> None:
+        if self.since is not None and self._answered is not None and time.monotonic() - self._answered >= self.grace:
+            self._end()
+
+    def _end(self) -> None:
         assert self.since is not None
-        seconds = time.monotonic() - self.since
+        answered = self._answered
+        seconds = (answered if answered is not None else time.monotonic()) - self.since
         hit = ", ".join(
             f"{purpose.value} {BEHAVIOUR[purpose].value} {n}x" for purpose, n in sorted(self._hit.items(), key=_order)
         )
-        self.since = None
+        self.since = self._answered = None
         self._hit.clear()
         if self.stats is not None:
             self.stats.inc_value("redis/outage_seconds", round(seconds, 3))
+        how = "back after %.1fs" if answered is not None else "still unreachable as the node stops, after %.1fs"
         logger.warning("Redis at %s " + how + " (%s)", self.masked_url, seconds, hit or "no call waited")
         if self._back is not None:
             self._back.set()
@@ -323,11 +357,14 @@ class RedisPolicy:
         or when the node stops."""
         pause = min(delay, self.max_delay) * (0.5 + random.random())
         deadline = time.monotonic() + pause
+        outage = self.down  # a data error (no outage) backs off the whole pause
         while not self._stopping(stopped):
             left = deadline - time.monotonic()
             if left <= 0:
                 return
-            if await self.wait_until_back(min(left, 0.5)) and self.since is None:
+            if not outage:
+                await asyncio.sleep(min(left, 0.5))
+            elif await self.wait_until_back(min(left, 0.5)):
                 return
 
 
