@@ -317,3 +317,15 @@ async def test_flaps_within_the_grace_are_one_outage(caplog: pytest.LogCaptureFi
     started, back = outage_lines(caplog)
     assert len(started) == 1 and len(back) == 1 and "heartbeat degraded 5x" in back[0]
     assert stats.get_value("redis/outages") == 1
+
+
+@sync
+async def test_listeners_hear_when_redis_answers_again() -> None:
+    """E.g. the scheduler forgets its recent links: a failover may have lost acknowledged writes."""
+    policy, _ = make_policy()
+    heard: list[bool] = []
+    policy.when_back(lambda: heard.append(policy.down))
+    assert await policy.run(Purpose.STATS, flaky(0)[0]) == "done"
+    assert heard == []  # no outage: nothing to hear
+    assert await policy.run(Purpose.PUSH, flaky(2)[0]) == "done"
+    assert heard == [False]

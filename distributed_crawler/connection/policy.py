@@ -13,8 +13,9 @@ error (connection refused, timeout, failover, `maxmemory`: `TRANSIENT_ERRORS`) d
 - STOP    (operator reads: CLI, dashboard): raise `RedisUnreachable`, one line that names the
           (masked) URL, the reason and the fix; the caller shows it (nothing is logged).
 
-The node logs one line when an outage starts and one when it ends, whatever the number of calls
-and purposes caught in it, and counts `redis/outages`, `redis/outage_seconds` and, per purpose,
+The node logs one line when an outage starts and one when it ends (a failure within `GRACE` of
+Redis answering again is the same outage), whatever the number of calls and purposes caught in
+it, and counts `redis/outages`, `redis/outage_seconds` and, per purpose,
 `redis/<purpose>/<retried|waited|degraded|stopped>` (calls that met the outage). Errors that are
 not transient (a WRONGTYPE key, a script refusing data) are the caller's: `on_error` logs them
 with their fix (then RETRY/WAIT back off and try again, DEGRADE returns `default`), or they
@@ -58,9 +59,9 @@ class Purpose(enum.Enum):
     SEED = "seed"  # take seeds from the start URLs key
     DEADLETTER = "deadletter"  # move a request that cannot be fetched to the failed list
     PERMIT = "permit"  # a download's cluster-wide go-ahead: politeness token, proxy pick
-    HEARTBEAT = "heartbeat"  # node liveness, lease renewal, reclaim, periodic upkeep
-    STATS = "stats"  # shared counters and outcomes (refusals, proxy health, metrics)
-    CACHE = "cache"  # shared hints a node can do without (robots.txt, render verdicts, recrawl info)
+    HEARTBEAT = "heartbeat"  # node liveness and its periodic upkeep (lease and seed hold renewal)
+    STATS = "stats"  # shared counters and outcomes (page and refusal counts, proxy health, alerts, gauges)
+    CACHE = "cache"  # shared hints a node can do without (robots.txt, render verdicts, validators, host blocks)
     READ = "read"  # an operator's read (CLI, dashboard)
 
 
@@ -111,9 +112,14 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, TRANSIENT_ERRORS)
 
 
+def reason(exc: BaseException) -> str:
+    """An error as one line: `Type: message`."""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+
+
 def unreachable_line(masked_url: str, exc: BaseException) -> str:
     """The one line an operator gets when a read cannot reach Redis."""
-    return f"cannot reach Redis at {masked_url}: {type(exc).__name__}: {exc}; check REDIS_URL and that Redis runs"
+    return f"cannot reach Redis at {masked_url}: {reason(exc)}; check REDIS_URL and that Redis runs"
 
 
 class RedisPolicy:
@@ -145,6 +151,7 @@ class RedisPolicy:
         self._used: set[Purpose] = set()
         self._hit: Counter[Purpose] = Counter()  # calls of each purpose caught in this outage
         self._back: asyncio.Event | None = None
+        self._listeners: list[Callable[[], None]] = []
 
     # -- running calls ----------------------------------------------------------------------
     async def run(
@@ -267,12 +274,11 @@ class RedisPolicy:
             )
             return
         logger.warning(
-            "Redis at %s unreachable since %s UTC (first seen by a %s call: %s: %s); meanwhile %s",
+            "Redis at %s unreachable since %s UTC (first seen by a %s call: %s); meanwhile %s",
             self.masked_url,
             started,
             purpose.value,
-            type(exc).__name__,
-            exc,
+            reason(exc),
             self._plan(),
         )
 
@@ -287,6 +293,8 @@ class RedisPolicy:
                 self._end()
             return
         self._answered = now
+        for callback in self._listeners:
+            callback()
         if self._back is not None:
             self._back.set()
             self._back = None
@@ -297,6 +305,11 @@ class RedisPolicy:
             asyncio.get_running_loop().call_later(self.grace, self._settled)
         except RuntimeError:  # no event loop (a blocking caller): nothing else will look again
             self._end()
+
+    def when_back(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` each time Redis answers again after failing (e.g. forget what a
+        failover may have lost: writes Redis acknowledged before it went away)."""
+        self._listeners.append(callback)
 
     async def wait_until_back(self, timeout: float | None = None) -> bool:
         """Wait until Redis answers again (at once if it does); False on timeout."""
