@@ -329,3 +329,21 @@ async def test_listeners_hear_when_redis_answers_again() -> None:
     assert heard == []  # no outage: nothing to hear
     assert await policy.run(Purpose.PUSH, flaky(2)[0]) == "done"
     assert heard == [False]
+
+
+def test_a_cli_command_that_loses_redis_midway_prints_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """READ for a whole `dcrawl` command: no traceback, one line with the masked URL, exit code 1."""
+    from distributed_crawler.cli import main as cli
+
+    def status(args: Any) -> int:
+        raise redis.ConnectionError("Error 104 while reading from 10.0.0.9:6379 : Connection reset by peer")
+
+    monkeypatch.setattr(cli, "cmd_status", status)
+    assert cli.main(["status", "news", "--redis-url", "redis://:secret@10.0.0.9:6379/0"]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "dcrawl: cannot reach Redis at redis://:***@10.0.0.9:6379/0: ConnectionError: Error 104 while reading "
+        "from 10.0.0.9:6379 : Connection reset by peer; check REDIS_URL and that Redis runs\n"
+    )
