@@ -78,11 +78,6 @@ def test_a_changed_shard_count_on_a_frontier_with_work_is_refused(redis_client: 
     assert redis_client.get("{news}:shards") == b"1"
 
 
-def test_more_than_one_shard_is_refused_at_start_with_the_fix() -> None:
-    with pytest.raises(ValueError, match="FRONTIER_SHARDS=1"):
-        Frontier.from_settings(Settings({"FRONTIER_SHARDS": 4}), "news", None)
-
-
 def test_a_frontier_written_the_current_way_is_read_with_default_settings(redis_client: redis.Redis) -> None:
     """Keys and members as main writes them (host mode, no layout record): leased, counted, acked."""
     payload = json.dumps({"url": "http://a.test/1", "slot": "a.test"})
