@@ -12,6 +12,7 @@ to the spider's `{spider}:failed` by the reclaim round.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import logging
@@ -42,6 +43,14 @@ def _host(url: str) -> str:
 
 def _is_async(client: Any) -> bool:
     return inspect.iscoroutinefunction(getattr(client, "execute_command", None))
+
+
+async def _all(calls: Sequence[Awaitable[Any]], concurrent: bool) -> list[Any]:
+    """Await `calls` together on an asyncio client (one round trip of latency for all shards);
+    one by one on a sync client (they never suspend)."""
+    if concurrent:
+        return list(await asyncio.gather(*calls))
+    return [await call for call in calls]
 
 
 class ShardedFrontier(Frontier):
@@ -311,8 +320,12 @@ class ShardedEnqueuer:
             i: [x for x in group if isinstance(x, bytes)] for i, group in self.frontier._by_shard(handovers).items()
         }
         results = [0] * len(entries)
-        for shard, indices in groups.items():  # a successor on its predecessor's shard: one atomic step
-            done = await self.enqueuers[shard].run(action, [entries[n] for n in indices], handed.pop(shard, []))
+        calls = [  # a successor on its predecessor's shard: one atomic step; the shards in parallel
+            self.enqueuers[shard].run(action, [entries[n] for n in indices], handed.pop(shard, []))
+            for shard, indices in groups.items()
+        ]
+        done_by_shard = await _all(calls, _is_async(self.client))
+        for indices, done in zip(groups.values(), done_by_shard):
             for n, result in zip(indices, done):
                 results[n] = result
         for shard, leases in handed.items():  # on another shard: removed once the successors are stored
