@@ -144,6 +144,9 @@ class ShardedFrontier(Frontier):
         enqueuers = [Enqueuer(part, await make_dedup(part.keys.dupefilter), self.doorbell) for part in self.parts]
         return ShardedEnqueuer(self, enqueuers)
 
+    def push(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a sharded frontier pushes through its open_enqueuer(): each shard has its dedup slice")
+
     def lease(self, count: int, lease_seconds: float, due_batch: int = 100) -> Any:
         return self._go(self._lease(count, lease_seconds, due_batch))
 
