@@ -29,11 +29,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import math
 import multiprocessing as mp
 import os
 import random
+import re
 import resource
 import statistics
 import sys
@@ -215,15 +217,25 @@ def memory_model(w: Workload, queued_bytes: float) -> dict[str, float]:
 
 
 # -- requests ----------------------------------------------------------------------------------
-def sample_payloads(n: int, seed: int) -> list[str]:
-    """Queue members exactly as the scheduler writes them for the news spider's links."""
+def news_member(url: str, depth: int, slot: str | None = None) -> str:
+    """The queue member the scheduler writes for a news-spider link to `url` (its codec)."""
     from scrapy import Request
 
+    spider, codec = _news_codec()
+    return make_member(codec.encode(Request(url, callback=spider.parse, meta={"depth": depth}), slot=slot), 0)
+
+
+@functools.cache
+def _news_codec() -> tuple[Any, Any]:
     from demo.spiders.news import NewsSpider
     from distributed_crawler.queue.codec import RequestCodec
 
     spider = NewsSpider()
-    codec = RequestCodec(spider, ())
+    return spider, RequestCodec(spider, ())
+
+
+def sample_payloads(n: int, seed: int) -> list[str]:
+    """Queue members exactly as the scheduler writes them for the news spider's links."""
     rnd = random.Random(seed)
     out = []
     for _ in range(n):
@@ -232,15 +244,16 @@ def sample_payloads(n: int, seed: int) -> list[str]:
             f"{rnd.randrange(1, 13):02d}/{rnd.randrange(1, 29):02d}/world/"
             f"article-headline-{rnd.getrandbits(40):x}.html"
         )
-        request = Request(url, callback=spider.parse, meta={"depth": rnd.randrange(1, 8)})
-        out.append(make_member(codec.encode(request), 0))
+        out.append(news_member(url, rnd.randrange(1, 8)))
     return out
 
 
+_HEADLINE = re.compile(r"article-headline-[0-9a-f]+")
+
+
 def unique(member: str, rnd: random.Random) -> str:
-    """The member with a fresh request id: equal members would collapse into one zset entry."""
-    at = member.index('"id":"') + 6
-    return f"{member[:at]}{rnd.getrandbits(64):016x}{member[at + 16 :]}"
+    """The member with a fresh URL: equal members would collapse into one zset entry."""
+    return _HEADLINE.sub(f"article-headline-{rnd.getrandbits(40):010x}", member, count=1)
 
 
 # -- one simulated node ------------------------------------------------------------------------
@@ -705,26 +718,22 @@ def simulate(w: Workload, procs: int, seconds: float, warmup: float, prefill: in
 
 
 # -- frontier scale: memory per host and per request, pop cost vs hosts (docs/scaling.md) -------
-def host_members(template: str, host: str, n: int, rnd: random.Random) -> list[str]:
-    """`n` queue members of the news spider on `host` (payload with its "slot", as the scheduler writes)."""
-    at = template.index('"url":"') + 7
-    end = template.index('"', at)
-    out = []
-    for _ in range(n):
-        url = f"https://{host}/2026/05/04/world/article-headline-{rnd.getrandbits(40):x}.html"
-        member = template[:at] + url + template[end:]
-        out.append(unique(member[:-1] + f',"slot":"{host}"}}', rnd))
-    return out
+def host_members(host: str, n: int, rnd: random.Random) -> list[str]:
+    """`n` queue members of the news spider on `host` (with its slot, as the scheduler writes them)."""
+    return [
+        news_member(f"https://{host}/2026/05/04/world/article-headline-{rnd.getrandbits(40):010x}.html", 2, host)
+        for _ in range(n)
+    ]
 
 
-def fill_hosts(client: redis.Redis, enqueuer: Enqueuer, template: str, hosts: range, per_host: int, iv: float) -> float:
+def fill_hosts(client: redis.Redis, enqueuer: Enqueuer, hosts: range, per_host: int, iv: float) -> float:
     """Push `per_host` requests on each host h<i>.example through enqueue.lua; returns seconds."""
     rnd = random.Random(hosts.start * 7 + per_host)
     batch: list[Any] = []
     started = time.perf_counter()
     for i in hosts:
         host = f"h{i}.example"
-        for member in host_members(template, host, per_host, rnd):
+        for member in host_members(host, per_host, rnd):
             batch.append(("", True, member, 0.0, host, iv, None))  # no dedup: fingerprint ""
         if len(batch) >= 500:
             run_sync(enqueuer.run("push", batch))
@@ -774,10 +783,10 @@ def frontier_scale(
 
     if per_host < 2:
         raise SystemExit("--per-host must be >= 2 (bytes per request come from the 2nd to the last)")
-    template = sample_payloads(1, seed=1)[0]
+    template = host_members("h0.example", 1, random.Random(1))[0]
     children = Children()
     workdir = Path(tempfile.mkdtemp(prefix="bench-frontier-scale-"))
-    out: dict[str, Any] = {"per_host": per_host, "interval": iv, "member_bytes": len(template) + 30, "sizes": []}
+    out: dict[str, Any] = {"per_host": per_host, "interval": iv, "member_bytes": len(template), "sizes": []}
     try:
         client = redis.Redis.from_url(start_redis(children, workdir), socket_timeout=600)
         client.config_set("appendonly", "no")  # memory and pop cost, not disk: no AOF rewrite midway
@@ -791,9 +800,9 @@ def frontier_scale(
             client.flushall()
             time.sleep(0.2)
             base = client.info("memory")["used_memory"]
-            first_s = fill_hosts(client, enqueuer, template, range(n), 1, iv)
+            first_s = fill_hosts(client, enqueuer, range(n), 1, iv)
             one = client.info("memory")["used_memory"]
-            more_s = fill_hosts(client, enqueuer, template, range(n), per_host - 1, iv)
+            more_s = fill_hosts(client, enqueuer, range(n), per_host - 1, iv)
             full = client.info("memory")["used_memory"]
             per_request = (full - one) / (n * (per_host - 1))
             sample = [f"h{i}.example" for i in range(0, n, max(1, n // 200))]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import math
 import threading
@@ -53,7 +52,13 @@ from distributed_crawler.meta import (
     RETRY_DELAY_META,
     RETRY_TIMES_META,
 )
-from distributed_crawler.queue.codec import PayloadError, RequestCodec, UnserializableRequestError, allowed_classes
+from distributed_crawler.queue.codec import (
+    PayloadError,
+    RequestCodec,
+    UnserializableRequestError,
+    allowed_classes,
+    payload_url,
+)
 from distributed_crawler.queue.counts import CrawlCounts, crawl_counts
 from distributed_crawler.queue.deadletters import DeadLetters
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
@@ -770,7 +775,7 @@ class RedisScheduler:
     def _refused_entry(self, entry: OutboxEntry, refusal: Refusal) -> OutboxEntry:
         """An outbox entry turned into a refusal after all (its payload is the dead letter's)."""
         envelope = split_member(entry.member)  # made by enqueue_request: ours, valid
-        url = str(json.loads(envelope.payload).get("url", ""))
+        url = payload_url(envelope.payload) or ""
         letter = self.refusals.note(
             url, refusal, "enqueue", attempts=0, priority=envelope.priority, payload=envelope.payload
         )

@@ -5,6 +5,20 @@ class is checked against an allow-list before it is loaded, callbacks must be pu
 spider or Scrapy's own private rule callbacks (callbacks.py), and a payload that does not decode
 raises `PayloadError` (the scheduler dead-letters it). Both errors carry a `kind` (`class`,
 `callback`, `value`, `format`, `field`) so a node logs each kind of refusal once.
+
+Two payload formats (docs/frontier.md "Entry format"); both are read, the compact one is written:
+* compact: `<url>` alone, or `<url> <json object>` holding only the fields that differ from their
+  default, under the JSON format's names except `d` (meta "depth", which nearly every link has).
+  Defaults: class Request, method GET, callback "parse" (`"callback":null` = none), errback none,
+  no headers / body / cookies / meta / flags / cb_kwargs, encoding utf-8, priority 0, dont_filter
+  false. `id` (8 hex) only with dont_filter: two equal requests must stay two queue members, while
+  two equal filtered requests cannot both be queued. `slot` only when it is not the URL's host, and
+  `again` (a retry or hand-back, lua/host_pop.lua) always last. A Scrapy URL never holds a space
+  (it is percent-escaped); one that does, or one that is not http(s), is written as JSON.
+* JSON (every entry written before the compact format, FORMAT_VERSION 1): one object with every
+  field, starting with "{".
+Python always writes absolute URLs; Lua's host queues store an https URL of the queue's own host
+as its path (lua/lib/host.lua), and give it back whole at lease.
 """
 
 from __future__ import annotations
@@ -37,7 +51,27 @@ DEFAULT_ALLOWED_CLASSES: frozenset[str] = frozenset(
         "scrapy.http.request.rpc.XmlRpcRequest",
     }
 )
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # the JSON payload format
+DEFAULT_CLASS = "scrapy.http.request.Request"
+DEFAULT_CALLBACK = "parse"  # the compact format's callback when none is written
+DEPTH_FIELD = "d"  # the compact format's name of meta["depth"]
+AGAIN_FIELD = "again"  # lua/host_pop.lua: a retry or hand-back, not a new page for the host's budget
+#: compact format: a field is written only when its value differs from this
+_COMPACT_DEFAULTS: dict[str, Any] = {
+    "class": DEFAULT_CLASS,
+    "method": "GET",
+    "callback": DEFAULT_CALLBACK,
+    "errback": None,
+    "headers": {},
+    "body": "",
+    "cookies": {},
+    "encoding": "utf-8",
+    "priority": 0,
+    "dont_filter": False,
+    "flags": [],
+    "cb_kwargs": {},
+}
+_NOT_IN_URL = (" ", "\n", "\r", "\t")
 
 
 def allowed_classes(settings: Any) -> tuple[str, ...]:
@@ -144,8 +178,6 @@ class RequestCodec:
             d = request.to_dict(spider=self.spider)
             callback, errback = d["callback"], d["errback"]
         return {
-            "v": FORMAT_VERSION,
-            "id": secrets.token_hex(8),  # two equal requests (dont_filter) stay two queue members
             "class": class_path,
             "url": request.url,
             "method": request.method,
@@ -184,32 +216,19 @@ class RequestCodec:
         return _UNRESOLVED
 
     def encode(self, request: Request, slot: str | None = None, again: bool = False) -> str:
-        """JSON of a request; `slot` (host mode): its host, a top-level field Lua reads to put it
-        back into its host's queue; `again`: a retry or hand-back of a page already counted against
-        its host's budget (host_pop.lua reads it as the payload's last field). Decode ignores both,
-        like any unknown top-level field."""
+        """The payload of a request (compact format); `slot` (host mode): its host, which Lua reads
+        to put it back into its host's queue (written only when it is not the URL's own host);
+        `again`: a retry or hand-back of a page already counted against its host's budget."""
         try:
-            d = self.to_dict(request)
-            if slot is not None:
-                d["slot"] = slot
-            if again:
-                d["again"] = 1
-            return json.dumps(d, separators=(",", ":"), ensure_ascii=False)
+            return write_payload(self.to_dict(request), slot, again)
         except ValueError as exc:  # e.g. a method not found on the spider
             raise UnserializableRequestError(f"{request.url}: {exc}") from None
 
     # -- decode -------------------------------------------------------------
     def decode(self, payload: str | bytes) -> Request:
-        """A request from untrusted JSON; anything malformed raises `PayloadError` with a reason."""
-        try:
-            d = json.loads(payload)
-        except (ValueError, UnicodeDecodeError):
-            raise PayloadError("not JSON (foreign or pickled data?)", kind="format") from None
-        except RecursionError:
-            raise PayloadError("JSON nested too deeply", kind="format") from None
-        if not isinstance(d, dict) or d.get("v") != FORMAT_VERSION:
-            raise PayloadError("not a request payload of this format version", kind="format")
-        return self.from_dict(d)
+        """A request from an untrusted payload (either format); anything malformed raises
+        `PayloadError` with a reason."""
+        return self.from_dict(read_payload(payload))
 
     def from_dict(self, d: dict[str, Any]) -> Request:
         class_path = d.get("class")
@@ -267,6 +286,98 @@ class RequestCodec:
         if not callable(method):
             raise PayloadError(f"callback {name[:100]!r} not found on spider {self.spider.name!r}", kind="callback")
         return method
+
+
+def url_authority(url: str) -> str:
+    """The lowercased host[:port] of an absolute URL, as lua/lib/host.lua `host_of` reads it."""
+    rest = url.split("://", 1)[1] if "://" in url else ""
+    for stop in "/?#":
+        rest = rest.split(stop, 1)[0]
+    return rest.rsplit("@", 1)[-1].lower()[:300]
+
+
+def write_payload(d: dict[str, Any], slot: str | None = None, again: bool = False) -> str:
+    """The compact payload of a request dict (`to_dict`'s, or `read_payload`'s: a field it lacks
+    has the JSON format's default)."""
+    url = d.get("url")
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")) or any(c in url for c in _NOT_IN_URL):
+        return _json_payload(d, slot, again)
+    fields: dict[str, Any] = {}
+    for name, default in _COMPACT_DEFAULTS.items():
+        value = d.get(name, None if name == "callback" else default)
+        if value != default or (name == "callback" and value is None):
+            fields[name] = value
+    meta = d.get("meta") or {}
+    depth = meta.get("depth")
+    if type(depth) is int:
+        fields[DEPTH_FIELD] = depth
+        meta = {k: v for k, v in meta.items() if k != "depth"}
+    if meta:
+        fields["meta"] = meta
+    if fields.get("dont_filter"):
+        fields["id"] = secrets.token_hex(4)  # two equal requests (dont_filter) stay two queue members
+    if slot is not None and slot != url_authority(url):
+        fields["slot"] = slot
+    if again:
+        fields[AGAIN_FIELD] = 1
+    if not fields:
+        return url
+    return f"{url} {json.dumps(fields, separators=(',', ':'), ensure_ascii=False)}"
+
+
+def _json_payload(d: dict[str, Any], slot: str | None, again: bool) -> str:
+    """The JSON format, for what the compact one cannot hold (a URL with a space, not http(s))."""
+    out = {"v": FORMAT_VERSION, "id": secrets.token_hex(8), **{k: v for k, v in d.items() if k not in ("v", "id")}}
+    if slot is not None:
+        out["slot"] = slot
+    if again:
+        out[AGAIN_FIELD] = 1
+    return json.dumps(out, separators=(",", ":"), ensure_ascii=False)
+
+
+def read_payload(payload: str | bytes) -> dict[str, Any]:
+    """The request dict of a payload of either format (a field it lacks has the JSON format's
+    default); raises `PayloadError` when it is neither."""
+    try:
+        if isinstance(payload, bytes):
+            payload = payload.decode("utf-8")
+        if payload.startswith("{"):
+            d = json.loads(payload)
+            if not isinstance(d, dict) or d.get("v") != FORMAT_VERSION:
+                raise PayloadError("not a request payload of this format version", kind="format")
+            return d
+        url, _, rest = payload.partition(" ")
+        fields = json.loads(rest) if rest else {}
+    except (ValueError, UnicodeDecodeError):
+        raise PayloadError("not JSON (foreign or pickled data?)", kind="format") from None
+    except RecursionError:
+        raise PayloadError("JSON nested too deeply", kind="format") from None
+    if not isinstance(fields, dict):
+        raise PayloadError("not a request payload (its fields are not a JSON object)", kind="format")
+    d = {"class": DEFAULT_CLASS, "callback": DEFAULT_CALLBACK, **fields, "url": url}
+    if DEPTH_FIELD in d:
+        depth = d.pop(DEPTH_FIELD)
+        meta = _field(d, "meta", dict) or {}
+        if type(depth) is not int:
+            raise PayloadError(f"field {DEPTH_FIELD!r} (depth) is a {type(depth).__name__}, not an int")
+        d["meta"] = {**meta, "depth": depth}
+    return d
+
+
+def payload_url(payload: str | bytes) -> str | None:
+    """The URL a payload of either format names (a JSON object's "url", else what precedes the first
+    space), None when it names none (garbage). Nothing else of the payload is checked."""
+    try:
+        if isinstance(payload, bytes):
+            payload = payload.decode("utf-8")
+        if not payload.startswith("{"):
+            head = payload.partition(" ")[0]
+            return head if "://" in head else None
+        d = json.loads(payload)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    url = d.get("url") if isinstance(d, dict) else None
+    return url if isinstance(url, str) else None
 
 
 def _field(d: dict[str, Any], name: str, kind: type | tuple[type, ...], required: bool = False) -> Any:
