@@ -104,6 +104,44 @@ def queue_encoding(client: Any, keys: Any) -> str:
     return client.object("encoding", keys.host_queue("www.example-news0.com")).decode()
 
 
+class Node:
+    """The scheduler's enqueue path on one client, whichever structure the code under test has (the
+    baseline may predate the Frontier object: core/intake.py, queue/base.py)."""
+
+    def __init__(self, node: Any, spider: Any, client: Any, keys: Any) -> None:
+        from distributed_crawler.dedup.dupefilter import SetDedup
+        from distributed_crawler.queue.codec import RequestCodec
+        from distributed_crawler.queue.enqueue import Enqueuer
+
+        self.node = node
+        if hasattr(node, "intake"):  # the Frontier object
+            node.client = client  # what open() sets: node.frontier is bound to it
+            self.frontier = node.frontier
+            self.codec = node.intake.codec = node.feeder.codec = RequestCodec(spider, node.config.allowed_classes)
+            self.outbox = node.outbox.entries
+            self.enqueuer = Enqueuer(self.frontier, SetDedup(keys.dupefilter))
+        else:  # QueueScripts, scheduler-held outbox
+            from distributed_crawler.queue.scripts import QueueScripts  # type: ignore[attr-defined]
+
+            self.frontier = None
+            self.codec = node.codec = RequestCodec(spider, node.config.allowed_classes)
+            self.outbox = node._outbox
+            self.scripts = QueueScripts.register(client, keys, "host")
+            self.enqueuer = Enqueuer(client, keys, SetDedup(keys.dupefilter), "host", scripts=self.scripts)
+
+    def slot(self, url: str) -> str | None:
+        if self.frontier is not None:
+            return self.frontier.placement(url).slot
+        from distributed_crawler.queue.frontier import slot_of
+
+        return slot_of(url, self.node.config.frontier)
+
+    def lease_one(self) -> bytes:
+        if self.frontier is not None:
+            return self.frontier.lease(1, 600).leases[0].lease
+        return self.scripts.pop_hosts(1, 600).leases[0].lease
+
+
 def measure(hosts: int, per_host: int, referer: bool, rounds: int) -> dict[str, Any]:
     """This tree's frontier memory and codec CPU for the workload (runs in the side's process)."""
     import redis
@@ -112,13 +150,9 @@ def measure(hosts: int, per_host: int, referer: bool, rounds: int) -> dict[str, 
     from bench.harness import Children, start_redis
     from demo.spiders.news import NewsSpider
     from distributed_crawler.core.scheduler import RedisScheduler
-    from distributed_crawler.dedup.dupefilter import SetDedup
-    from distributed_crawler.queue.codec import RequestCodec
-    from distributed_crawler.queue.enqueue import Enqueuer, run_sync
+    from distributed_crawler.queue.enqueue import run_sync
     from distributed_crawler.queue.envelope import make_member, split_member
-    from distributed_crawler.queue.frontier import slot_of
     from distributed_crawler.queue.keys import SpiderKeys
-    from distributed_crawler.queue.scripts import QueueScripts
 
     children = Children()
     workdir = Path(tempfile.mkdtemp(prefix="bench-memory-"))
@@ -130,25 +164,22 @@ def measure(hosts: int, per_host: int, referer: bool, rounds: int) -> dict[str, 
         )
         spider = NewsSpider.from_crawler(crawler)
         crawler.spider = spider
-        node = RedisScheduler.from_crawler(crawler)
-        node.codec = RequestCodec(spider, node.config.allowed_classes)  # what open() sets
         keys = SpiderKeys.from_settings(crawler.settings, spider.name)
-        scripts = QueueScripts.register(client, keys, "host")
-        enqueuer = Enqueuer(client, keys, SetDedup(keys.dupefilter), "host", scripts=scripts)
+        node = Node(RedisScheduler.from_crawler(crawler), spider, client, keys)
         by_host = make_requests(spider, hosts, per_host, referer)
 
         def push(requests: list[Any]) -> None:
             for request in requests:
-                if not node.enqueue_request(request):
+                if not node.node.enqueue_request(request):
                     raise SystemExit(f"the scheduler refused {request.url}")
             entries: list[Any] = []
-            while node._outbox:
-                _, e = node._outbox.popleft()
+            while node.outbox:
+                _, e = node.outbox.popleft()
                 entries.append(
                     (e.fingerprint, e.dont_filter, e.member, e.delay, e.slot, e.interval, e.budget, e.in_flight)
                 )
             for start in range(0, len(entries), PUSH_BATCH):
-                run_sync(enqueuer.run("push", entries[start : start + PUSH_BATCH]))
+                run_sync(node.enqueuer.run("push", entries[start : start + PUSH_BATCH]))
 
         half = per_host // 2
         push([r for requests in by_host for r in requests[:half]])
@@ -165,11 +196,11 @@ def measure(hosts: int, per_host: int, referer: bool, rounds: int) -> dict[str, 
         per_host_bytes = (first_total - hosts * half * per_pending) / hosts
         members = [m for _, m in zip(range(1000), client.zrange(keys.host_queue("www.example-news0.com"), 0, -1))]
         sample_member = members[0].decode() if members else ""
-        lease = scripts.pop_hosts(1, 600).leases[0].lease
+        lease = node.lease_one()
 
         # CPU of encode and decode, the same requests, process time
         sample = [r for requests in by_host[:20] for r in requests[:50]]
-        slots = [slot_of(r.url, node.config.frontier) for r in sample]
+        slots = [node.slot(r.url) for r in sample]
         encode_us, decode_us = [], []
         for _ in range(rounds):
             t0 = time.process_time()

@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.harness import Children, log
 from bench.harness import start_redis as harness_start_redis
-from distributed_crawler.core.scheduler import DUE_BATCH
+from distributed_crawler.core.feeder import DUE_BATCH
 from distributed_crawler.dedup.bloom import SDS_OVERHEAD, layer_plan, size_class
 from distributed_crawler.dedup.dupefilter import BloomConfig, choose_dedup
 from distributed_crawler.monitoring.nodes import (
@@ -64,11 +64,11 @@ from distributed_crawler.monitoring.nodes import (
     read_nodes,
     read_totals,
 )
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import QueueScripts
 
 ROOT = Path(__file__).resolve().parent.parent
 SPIDER = "sim"
@@ -278,7 +278,7 @@ class SimNode:
         self.client = redis.asyncio.Redis.from_url(url, socket_timeout=30, decode_responses=False)
         self.keys = SpiderKeys.from_settings(_settings(), SPIDER)
         self.node_keys = NodeKeys.from_settings(_settings(), SPIDER, self.keys)
-        self.scripts = QueueScripts.register(self.client, self.keys, "priority")
+        self.scripts = Frontier.open(self.client, self.keys, "priority")
         self.beat_script = heartbeat_script(self.client)
         self.members = members
         self.rnd = random.Random(index)
@@ -308,7 +308,7 @@ class SimNode:
             self.client, self.keys.dupefilter, BloomConfig("bitmap", self.w.capacity, self.w.error_rate)
         )
         await dedup.prepare(self.client)
-        self.enqueuer = Enqueuer(self.client, self.keys, dedup, "priority", self.keys.doorbell, scripts=self.scripts)
+        self.enqueuer = Enqueuer(self.scripts, dedup)
         tasks = [
             asyncio.create_task(c)
             for c in (
@@ -565,7 +565,7 @@ def prepare(client: redis.Redis, w: Workload, members: list[str], prefill: int) 
     keys = SpiderKeys.from_settings(_settings(), SPIDER)
     dedup = run_sync(choose_dedup(client, keys.dupefilter, BloomConfig("bitmap", w.capacity, w.error_rate)))
     run_sync(dedup.prepare(client))
-    enqueuer = Enqueuer(client, keys, dedup, "priority")
+    enqueuer = Enqueuer(Frontier.open(client, keys, "priority"), dedup, doorbell="")
     rnd = random.Random(2)
     before = client.info("memory")["used_memory"]
     for start in range(0, prefill, 500):
@@ -743,14 +743,14 @@ def fill_hosts(client: redis.Redis, enqueuer: Enqueuer, hosts: range, per_host: 
     return time.perf_counter() - started
 
 
-def pop_cost(client: redis.Redis, scripts: QueueScripts, pops: int, want: int) -> dict[str, Any]:
+def pop_cost(client: redis.Redis, scripts: Frontier, pops: int, want: int) -> dict[str, Any]:
     """`pops` host-mode pops of `want` from a frontier whose every host is due: latency, commands."""
     latencies = []
     before = client.info("commandstats")
     leased = 0
     for _ in range(pops):
         t0 = time.perf_counter()
-        result = scripts.pop_hosts(want, 600)
+        result = scripts.lease(want, 600)
         latencies.append(time.perf_counter() - t0)
         leased += len(result.leases)
     after = client.info("commandstats")
@@ -794,8 +794,8 @@ def frontier_scale(
             client.config_set("zset-max-listpack-value", listpack_value)
         out["zset_max_listpack_value"] = int(client.config_get("zset-max-listpack-value")["zset-max-listpack-value"])
         keys = SpiderKeys.from_settings(_settings(), SPIDER)
-        scripts = QueueScripts.register(client, keys, "host")
-        enqueuer = Enqueuer(client, keys, SetDedup(keys.dupefilter), "host", scripts=scripts)
+        scripts = Frontier.open(client, keys, "host")
+        enqueuer = Enqueuer(scripts, SetDedup(keys.dupefilter))
         for n in sizes:
             client.flushall()
             time.sleep(0.2)

@@ -12,11 +12,11 @@ import redis
 from scrapy import Request, Spider
 
 from distributed_crawler.dedup.dupefilter import SetDedup
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import RequestCodec, payload_url
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import QueueScripts
 
 KEYS = SpiderKeys(
     "c",
@@ -46,14 +46,14 @@ def codec() -> RequestCodec:
 
 
 @pytest.fixture
-def scripts(redis_client: redis.Redis) -> QueueScripts:
-    return QueueScripts.register(redis_client, KEYS, "host")
+def scripts(redis_client: redis.Redis) -> Frontier:
+    return Frontier.open(redis_client, KEYS, "host")
 
 
-def push(scripts: QueueScripts, members: list[tuple[str, str]], delay: float = 0.0) -> None:
+def push(scripts: Frontier, members: list[tuple[str, str]], delay: float = 0.0) -> None:
     """(slot, member) pairs, as the scheduler's outbox pushes them (interval 0, no budget, no cap)."""
     entries = [("", True, m, delay, slot, 0.0, -1, None) for slot, m in members]
-    run_sync(Enqueuer(scripts.client, KEYS, SetDedup(KEYS.dupefilter), "host", scripts=scripts).run("push", entries))
+    run_sync(Enqueuer(scripts, SetDedup(KEYS.dupefilter)).run("push", entries))
 
 
 def link(codec: RequestCodec, url: str, **kwargs: object) -> str:
@@ -88,7 +88,7 @@ def old_member(url: str, slot: str, deliveries: int = 0, priority: int = 0, agai
 
 
 def test_a_host_queue_stores_the_path_and_the_lease_holds_the_whole_url(
-    scripts: QueueScripts, redis_client: redis.Redis, codec: RequestCodec
+    scripts: Frontier, redis_client: redis.Redis, codec: RequestCodec
 ) -> None:
     member = link(codec, ARTICLE)
     assert member == f'{ARTICLE} {{"d":2}}'  # no envelope: 0 deliveries, priority 0, no expiry
@@ -96,7 +96,7 @@ def test_a_host_queue_stores_the_path_and_the_lease_holds_the_whole_url(
     (stored,) = redis_client.zrange(KEYS.host_queue(HOST), 0, -1)
     assert stored == b'/2026/05/04/world/article-headline-a1b2c3d4e5.html {"d":2}'
     assert redis_client.object("encoding", KEYS.host_queue(HOST)) == b"listpack"  # <= 64 bytes
-    popped = scripts.pop_hosts(5, 60)
+    popped = scripts.lease(5, 60)
     (lease,) = [h.lease for h in popped.leases]
     assert lease == f"1:0:{member}".encode()
     assert codec.decode(split_member(lease).payload).url == ARTICLE
@@ -104,7 +104,7 @@ def test_a_host_queue_stores_the_path_and_the_lease_holds_the_whole_url(
 
 
 def test_urls_the_queue_key_does_not_name_stay_whole(
-    scripts: QueueScripts, redis_client: redis.Redis, codec: RequestCodec
+    scripts: Frontier, redis_client: redis.Redis, codec: RequestCodec
 ) -> None:
     """http, another host of the slot (DOMAIN_RATE_LIMITS domain), user info: stored as given; a
     non-default port is part of the host queue's name: stored as the path."""
@@ -120,25 +120,25 @@ def test_urls_the_queue_key_does_not_name_stay_whole(
     push(scripts, members)
     stored = {m for slot, _ in members for m in redis_client.zrange(KEYS.host_queue(slot), 0, -1)}
     assert stored == {b'/c {"callback":null}'} | {m.encode() for slot, m in members if slot != "news.example:8443"}
-    leases = scripts.pop_hosts(10, 60).leases
+    leases = scripts.lease(10, 60).leases
     assert sorted(split_member(h.lease).payload for h in leases) == sorted(m for _, m in members)
 
 
 def test_reclaim_and_release_put_the_compact_entry_back(
-    scripts: QueueScripts, redis_client: redis.Redis, codec: RequestCodec
+    scripts: Frontier, redis_client: redis.Redis, codec: RequestCodec
 ) -> None:
     member = link(codec, ARTICLE)
     push(scripts, [(HOST, member)])
-    (lease,) = [h.lease for h in scripts.pop_hosts(1, 60).leases]
+    (lease,) = [h.lease for h in scripts.lease(1, 60).leases]
     assert scripts.release([lease]) == 1  # no delivery counted: back without an envelope, page given back
     assert redis_client.zrange(KEYS.host_queue(HOST), 0, -1) == [member.removeprefix(f"https://{HOST}").encode()]
     assert redis_client.hget(KEYS.host(HOST), "pages") == b"0"
-    (lease,) = [h.lease for h in scripts.pop_hosts(1, 60).leases]
+    (lease,) = [h.lease for h in scripts.lease(1, 60).leases]
     redis_client.zadd(KEYS.processing, {lease: 1})  # expired
     assert scripts.reclaim(5, limit=10, failed_cap=10, node_id="t") == (1, 0)
     (stored,) = redis_client.zrange(KEYS.host_queue(HOST), 0, -1)
     assert stored == b"1:0:" + member.removeprefix(f"https://{HOST}").encode()  # one delivery counted
-    (lease,) = [h.lease for h in scripts.pop_hosts(1, 60).leases]
+    (lease,) = [h.lease for h in scripts.lease(1, 60).leases]
     assert lease == f"2:0:{member}".encode()
     redis_client.zadd(KEYS.processing, {lease: 1})
     assert scripts.reclaim(2, limit=10, failed_cap=10, node_id="t") == (0, 1)  # delivered twice: dead letter
@@ -147,7 +147,7 @@ def test_reclaim_and_release_put_the_compact_entry_back(
 
 
 def test_retries_wait_whole_and_keep_their_expiry(
-    scripts: QueueScripts, redis_client: redis.Redis, codec: RequestCodec
+    scripts: Frontier, redis_client: redis.Redis, codec: RequestCodec
 ) -> None:
     retry = Request(ARTICLE, callback=codec.spider.parse, dont_filter=True, priority=-1)  # type: ignore[union-attr]
     member = make_member(codec.encode(retry, slot=HOST, again=True), retry.priority, expires_at=4_000_000_000)
@@ -155,7 +155,7 @@ def test_retries_wait_whole_and_keep_their_expiry(
     (waiting,) = redis_client.zrange(KEYS.delayed, 0, -1)
     assert waiting == member.encode() and payload_url(split_member(waiting).payload) == ARTICLE
     redis_client.zadd(KEYS.delayed, {waiting: 0})  # due now
-    (lease,) = [h.lease for h in scripts.pop_hosts(1, 60).leases]
+    (lease,) = [h.lease for h in scripts.lease(1, 60).leases]
     assert lease == b"1" + member.encode()[1:]
     envelope = split_member(lease)
     assert envelope.expires_at == 4_000_000_000 and envelope.priority == -1
@@ -164,7 +164,7 @@ def test_retries_wait_whole_and_keep_their_expiry(
 
 
 def test_a_frontier_written_by_the_previous_release_keeps_working(
-    scripts: QueueScripts, redis_client: redis.Redis, codec: RequestCodec
+    scripts: Frontier, redis_client: redis.Redis, codec: RequestCodec
 ) -> None:
     """Host queues, delayed, processing and host hashes exactly as the previous release left them."""
     old = [old_member(f"https://{HOST}/old/{i}", HOST) for i in range(3)]
@@ -175,7 +175,7 @@ def test_a_frontier_written_by_the_previous_release_keeps_working(
     redis_client.zadd(KEYS.processing, {old_member(f"https://{HOST}/leased", HOST, 1): 1})  # expired lease
     push(scripts, [(HOST, link(codec, ARTICLE))])  # a new-format entry beside them
     assert scripts.reclaim(5, limit=10, failed_cap=10, node_id="t") == (1, 0)
-    leases = [h.lease for h in scripts.pop_hosts(10, 60).leases]
+    leases = [h.lease for h in scripts.lease(10, 60).leases]
     requests = [codec.decode(split_member(lease).payload) for lease in leases]
     assert sorted(r.url for r in requests) == sorted(
         [f"https://{HOST}/old/{i}" for i in range(3)] + [f"https://{HOST}/retry", f"https://{HOST}/leased", ARTICLE]
@@ -187,29 +187,29 @@ def test_a_frontier_written_by_the_previous_release_keeps_working(
 
 
 def test_a_revisit_waiting_in_its_host_queue_is_not_queued_twice(
-    redis_client: redis.Redis, codec: RequestCodec
+    scripts: Frontier, redis_client: redis.Redis, codec: RequestCodec
 ) -> None:
     """recrawl_move.lua finds the revisit's member in the host queue although it is stored as a path."""
     from scrapy.settings import Settings
 
     from distributed_crawler.recrawl.schedule import RecrawlKeys, RevisitSchedule
 
-    keys = SpiderKeys.from_settings(Settings(), "c")
-    schedule = RevisitSchedule(redis_client, RecrawlKeys.from_settings(Settings(), "c"), keys)
+    recrawl_keys = RecrawlKeys.from_settings(Settings(), "c")
+    schedule = RevisitSchedule(redis_client, recrawl_keys, scripts)
     member = make_member(codec.encode(Request(ARTICLE), slot=HOST, again=True), 0)
     schedule.record("fp", (1, 1), 2.0, "body", digest="x", member=member)
     for _ in range(2):
-        redis_client.zadd(RecrawlKeys.from_settings(Settings(), "c").schedule, {"fp": 0})
-        assert schedule.move_due("host", 10, 60).moved == 1
-    assert redis_client.zcard(keys.host_queue(HOST)) == 1
+        redis_client.zadd(recrawl_keys.schedule, {"fp": 0})
+        assert schedule.move_due(10, 60).moved == 1
+    assert redis_client.zcard(KEYS.host_queue(HOST)) == 1
 
 
 def test_an_envelope_less_member_that_is_not_ours_is_leased_for_the_dead_letters(
-    scripts: QueueScripts, redis_client: redis.Redis, codec: RequestCodec
+    scripts: Frontier, redis_client: redis.Redis, codec: RequestCodec
 ) -> None:
     redis_client.zadd(KEYS.host_queue(HOST), {"not a request": 0, "/no/such {oops": 1})
     redis_client.zadd(KEYS.ready, {HOST: 0})
-    leases = sorted(h.lease for h in scripts.pop_hosts(10, 60).leases)
+    leases = sorted(h.lease for h in scripts.lease(10, 60).leases)
     assert leases == [f"1:0:https://{HOST}/no/such {{oops".encode(), b"1:0:not a request"]
     for lease in leases:  # what the node's _accept dead-letters, with the reason
         with pytest.raises(ValueError, match="not JSON"):

@@ -30,13 +30,13 @@ from typing import Any
 from scrapy.spiderloader import get_spider_loader
 from scrapy.utils.request import request_from_dict
 
+from distributed_crawler.cli.project import open_frontier
 from distributed_crawler.core.scheduler import SchedulerConfig
 from distributed_crawler.dedup.dupefilter import BloomConfig, choose_dedup
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
 from distributed_crawler.queue.codec import RequestCodec, UnserializableRequestError
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import MAX_PRIORITY, make_member
-from distributed_crawler.queue.frontier import slot_of
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.seedkey import SeedKey
 
@@ -154,9 +154,9 @@ def _convert(
     fingerprinter = CanonicalFingerprinter(FingerprintConfig.from_settings(settings))
     dedup = run_sync(choose_dedup(client, keys.dupefilter, BloomConfig.from_settings(settings)))
     run_sync(dedup.prepare(client))
-    enqueuer = Enqueuer(client, keys, dedup, config.queue_type, keys.doorbell)
-    host_mode = config.queue_type == "host"
-    batch: list[tuple[Any, ...]] = []
+    frontier = open_frontier(settings, client, keys)
+    enqueuer = Enqueuer(frontier, dedup)
+    batch: list[Any] = []
 
     def push() -> None:
         if batch:
@@ -171,21 +171,14 @@ def _convert(
             if not isinstance(data, dict):
                 raise ValueError(f"not a request dict but a {type(data).__name__}")
             request = request_from_dict(data, spider=spider)
-            slot = slot_of(request.url, config.frontier) if host_mode else None
-            payload = codec.encode(request, slot=slot)
+            placement = frontier.placement(request.url)
+            payload = codec.encode(request, slot=placement.slot)
         except (pickle.UnpicklingError, UnserializableRequestError, ValueError, TypeError, KeyError, EOFError) as exc:
             report.refused.append(f"{type(exc).__name__}: {str(exc)[:200]}")
             continue
         priority = max(-MAX_PRIORITY, min(MAX_PRIORITY, request.priority if request.priority else priority))
-        entry: tuple[Any, ...] = (
-            fingerprinter.fingerprint(request).hex(),
-            request.dont_filter,
-            make_member(payload, priority),
-            0.0,
-        )
-        if slot is not None:
-            entry += (slot, *config.frontier.limits(slot))
-        batch.append(entry)
+        fingerprint = fingerprinter.fingerprint(request).hex()
+        batch.append(frontier.entry(fingerprint, request.dont_filter, make_member(payload, priority), 0.0, placement))
         if len(batch) >= BATCH:
             push()
     push()

@@ -15,6 +15,7 @@ from scrapy.utils.project import get_project_settings
 from distributed_crawler.addon import with_addon
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.keys import SpiderKeys
 
@@ -35,6 +36,11 @@ def connect(args: argparse.Namespace) -> tuple[Any, Any, SpiderKeys]:
     config = RedisConfig.from_settings(settings)
     config.check_reachable()
     return settings, config.sync_client(), SpiderKeys.from_settings(settings, args.spider)
+
+
+def open_frontier(settings: Any, client: Any, keys: SpiderKeys) -> Frontier:
+    """The spider's frontier (SCHEDULER_QUEUE_CLASS) on the CLI's sync client."""
+    return Frontier.from_settings(settings, keys.spider, client, keys)
 
 
 def open_dupefilter(settings: Any, client: Any, keys: SpiderKeys) -> tuple[Any, Any]:

@@ -40,6 +40,7 @@ from distributed_crawler.addresses import AddressRule
 from distributed_crawler.cli.project import CliError, connect, open_dupefilter
 from distributed_crawler.connection.untrusted import text, wrong_type_message
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.seedkey import SeedKey
 from distributed_crawler.queue.seeds import SeedError, parse_seed
@@ -487,7 +488,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
     dedup = None
     if args.dedup:
         df, backend = open_dupefilter(settings, client, keys)
-        dedup = SeedDedup(df, Enqueuer(client, keys, backend, "fifo"))
+        dedup = SeedDedup(df, Enqueuer(Frontier.for_dedup(client, keys), backend))
     try:
         stream, raw, size = open_seed_file(args.file)
     except SeedFileError as exc:
