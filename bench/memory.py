@@ -21,8 +21,10 @@ the same number of hosts and the same queue encoding as long as both halves are 
 Redis's zset-max-listpack-entries (128): the report names the encoding of the host queues.
 
 CPU: encode (`make_member(codec.encode(...))`, as enqueue_request) and decode (`codec.decode(
-split_member(lease).payload)`, as the scheduler's _accept) of the same requests, process time per
-request, `--rounds` times alternately per side; the report gives the medians and new/old ratios.
+split_member(lease).payload)`, as the scheduler's feeder) of the same 1,000 requests, process time
+per request, `--rounds` times per run; with `--repeat N` the sides run alternately N times (old,
+new, old, new, ...) and the report gives the median of the N pairwise new/old ratios (the machine
+may be shared: a pair runs seconds apart).
 """
 
 from __future__ import annotations
@@ -254,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=400)
     parser.add_argument("--per-host", type=int, default=100, help="pending requests per host (>= 2)")
-    parser.add_argument("--rounds", type=int, default=5, help="encode/decode timing rounds")
+    parser.add_argument("--rounds", type=int, default=5, help="encode/decode timing rounds per run")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each side, alternately (CPU: pairwise ratios)")
     parser.add_argument("--referer", action="store_true", help="links carry a Referer header, as crawled links do")
     parser.add_argument("--baseline", metavar="REF", help="also measure this commit (e.g. main), side by side")
     parser.add_argument("--json", action="store_true")
@@ -272,24 +275,40 @@ def main(argv: list[str] | None = None) -> int:
         old_root, info = prepare_code(args.baseline)
         sides = {"old": old_root, "new": ROOT}
         log(f"baseline: {info}")
-    results = {}
-    for name, code_root in sides.items():
-        log(f"measuring {name} ({code_root})")
-        results[name] = run_side(code_root, args)
-        r = results[name]
-        log(
-            f"{name}: {r['bytes_per_pending']} B/pending, {r['bytes_per_host']} B/host, "
-            f"{r['bytes_per_pending_all_in']} B/pending all in; member {r['member_bytes']} B; "
-            f"encode {statistics.median(r['encode_us']):.1f} us, decode {statistics.median(r['decode_us']):.1f} us"
-        )
+    results: dict[str, dict[str, Any]] = {}
+    pairs: list[dict[str, float]] = []  # per repeat: new/old CPU ratios of that pair of runs
+    for repeat in range(args.repeat):
+        runs = {}
+        for name, code_root in sides.items():
+            log(f"measuring {name} ({code_root}), run {repeat + 1} of {args.repeat}")
+            runs[name] = r = run_side(code_root, args)
+            log(
+                f"{name}: {r['bytes_per_pending']} B/pending, {r['bytes_per_host']} B/host, "
+                f"{r['bytes_per_pending_all_in']} B/pending all in; member {r['member_bytes']} B; "
+                f"encode {statistics.median(r['encode_us']):.1f} us, decode {statistics.median(r['decode_us']):.1f} us"
+            )
+            if name not in results:
+                results[name] = r
+            else:  # memory is the same every run; the CPU rounds add up
+                results[name]["encode_us"] += r["encode_us"]
+                results[name]["decode_us"] += r["decode_us"]
+        if "old" in runs:
+            old, new = runs["old"], runs["new"]
+            pairs.append(
+                {
+                    what: round(statistics.median(new[f"{what}_us"]) / statistics.median(old[f"{what}_us"]), 3)
+                    for what in ("encode", "decode")
+                }
+            )
     report: dict[str, Any] = {"code": git_state(), "baseline": args.baseline, "referer": args.referer, **results}
     if "old" in results:
         old, new = results["old"], results["new"]
         report["ratios_new_over_old"] = {
             "bytes_per_pending": round(new["bytes_per_pending"] / old["bytes_per_pending"], 3),
             "bytes_per_host": round(new["bytes_per_host"] / old["bytes_per_host"], 3),
-            "encode_cpu": round(statistics.median(new["encode_us"]) / statistics.median(old["encode_us"]), 3),
-            "decode_cpu": round(statistics.median(new["decode_us"]) / statistics.median(old["decode_us"]), 3),
+            "encode_cpu": round(statistics.median(p["encode"] for p in pairs), 3),  # median of the pairwise ratios
+            "decode_cpu": round(statistics.median(p["decode"] for p in pairs), 3),
+            "cpu_pairs": pairs,
         }
     print(json.dumps(report, indent=2) if args.json else json.dumps(report.get("ratios_new_over_old", results)))
     return 0

@@ -209,6 +209,22 @@ def test_a_link_is_its_url_and_the_fields_off_their_default(codec: RequestCodec)
     assert read_payload(again)["slot"] == "example.com" and codec.decode(again).meta == {"depth": 1}
 
 
+def test_a_referer_of_the_same_origin_travels_as_its_path(codec: RequestCodec) -> None:
+    spider = codec.spider
+    url = "https://e.com/2026/a.html"
+    same = Request(url, callback=spider.parse, headers={"Referer": "https://e.com/world/"}, meta={"depth": 2})
+    assert codec.encode(same) == f'{url} {{"r":"/world/","d":2}}'
+    assert codec.decode(codec.encode(same)).headers.getlist("Referer") == [b"https://e.com/world/"]
+    for other in ("https://e.com:8443/x", "http://e.com/x", "https://www.e.com/x"):  # not this origin: a header
+        request = Request(url, callback=spider.parse, headers={"Referer": other, "X-A": "1"})
+        payload = codec.encode(request)
+        assert '"r"' not in payload
+        assert codec.decode(payload).headers.getlist("Referer") == [other.encode()]
+    with_more = Request(url, callback=spider.parse, headers={"Referer": "https://e.com/", "X-A": "1"})
+    decoded = codec.decode(codec.encode(with_more))
+    assert decoded.headers["Referer"] == b"https://e.com/" and decoded.headers["X-A"] == b"1"
+
+
 def test_payloads_written_before_the_compact_format_are_read(codec: RequestCodec) -> None:
     """JSON payloads as the previous release wrote them (every field, "v": 1, "id", "slot")."""
     old = (
@@ -243,6 +259,8 @@ def test_a_url_the_compact_format_cannot_hold_is_written_as_json(codec: RequestC
     [
         ('https://e.com/ {"d":"3"}', "not an int"),
         ('https://e.com/ {"d":true}', "not an int"),
+        ('https://e.com/ {"r":"e.com/x"}', "not a path"),
+        ('https://e.com/ {"r":5}', "not a path"),
         ("https://e.com/ [1]", "not a JSON object"),
         ("https://e.com/ {oops", "not JSON"),
         ('https://e.com/ {"meta":[1],"d":2}', "field 'meta'"),

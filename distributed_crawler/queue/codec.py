@@ -8,7 +8,9 @@ raises `PayloadError` (the scheduler dead-letters it). Both errors carry a `kind
 
 Two payload formats (docs/frontier.md "Entry format"); both are read, the compact one is written:
 * compact: `<url>` alone, or `<url> <json object>` holding only the fields that differ from their
-  default, under the JSON format's names except `d` (meta "depth", which nearly every link has).
+  default, under the JSON format's names except `d` (meta "depth", which nearly every link has)
+  and `r` (a Referer header of the request's own origin, as its path: RefererMiddleware puts the
+  page a link was found on there, nearly always a page of the same site).
   Defaults: class Request, method GET, callback "parse" (`"callback":null` = none), errback none,
   no headers / body / cookies / meta / flags / cb_kwargs, encoding utf-8, priority 0, dont_filter
   false. `id` (8 hex) only with dont_filter: two equal requests must stay two queue members, while
@@ -55,6 +57,7 @@ FORMAT_VERSION = 1  # the JSON payload format
 DEFAULT_CLASS = "scrapy.http.request.Request"
 DEFAULT_CALLBACK = "parse"  # the compact format's callback when none is written
 DEPTH_FIELD = "d"  # the compact format's name of meta["depth"]
+REFERER_FIELD = "r"  # the compact format's Referer header of the request's own origin, as its path
 AGAIN_FIELD = "again"  # lua/host_pop.lua: a retry or hand-back, not a new page for the host's budget
 #: compact format: a field is written only when its value differs from this
 _COMPACT_DEFAULTS: dict[str, Any] = {
@@ -296,17 +299,35 @@ def url_authority(url: str) -> str:
     return rest.rsplit("@", 1)[-1].lower()[:300]
 
 
+def _origin(url: str) -> str:
+    """scheme://host[:port] of an absolute URL, exactly as written ("" without "://")."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return ""
+    end = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+    return f"{scheme}://{rest[:end]}"
+
+
 def write_payload(d: dict[str, Any], slot: str | None = None, again: bool = False) -> str:
     """The compact payload of a request dict (`to_dict`'s, or `read_payload`'s: a field it lacks
     has the JSON format's default)."""
     url = d.get("url")
     if not isinstance(url, str) or not url.startswith(("http://", "https://")) or any(c in url for c in _NOT_IN_URL):
         return _json_payload(d, slot, again)
+    referer = None
+    headers = d.get("headers")
+    if headers and "Referer" in headers:
+        value, origin = headers["Referer"], _origin(url)
+        if isinstance(value, list) and len(value) == 1 and str(value[0]).startswith(origin + "/"):
+            referer = value[0][len(origin) :]
+            d = {**d, "headers": {k: v for k, v in headers.items() if k != "Referer"}}
     fields: dict[str, Any] = {}
     for name, default in _COMPACT_DEFAULTS.items():
         value = d.get(name, None if name == "callback" else default)
         if value != default or (name == "callback" and value is None):
             fields[name] = value
+    if referer is not None:
+        fields[REFERER_FIELD] = referer
     meta = d.get("meta") or {}
     depth = meta.get("depth")
     if type(depth) is int:
@@ -355,6 +376,12 @@ def read_payload(payload: str | bytes) -> dict[str, Any]:
     if not isinstance(fields, dict):
         raise PayloadError("not a request payload (its fields are not a JSON object)", kind="format")
     d = {"class": DEFAULT_CLASS, "callback": DEFAULT_CALLBACK, **fields, "url": url}
+    if REFERER_FIELD in d:
+        referer = d.pop(REFERER_FIELD)
+        if not isinstance(referer, str) or not referer.startswith("/"):
+            raise PayloadError(f"field {REFERER_FIELD!r} (Referer) is not a path")
+        headers = _field(d, "headers", dict) or {}
+        d["headers"] = {**headers, "Referer": [_origin(url) + referer]}
     if DEPTH_FIELD in d:
         depth = d.pop(DEPTH_FIELD)
         meta = _field(d, "meta", dict) or {}
