@@ -59,22 +59,19 @@ DEFAULT_CALLBACK = "parse"  # the compact format's callback when none is written
 DEPTH_FIELD = "d"  # the compact format's name of meta["depth"]
 REFERER_FIELD = "r"  # the compact format's Referer header of the request's own origin, as its path
 AGAIN_FIELD = "again"  # lua/host_pop.lua: a retry or hand-back, not a new page for the host's budget
-#: compact format: a field is written only when its value differs from this
-_COMPACT_DEFAULTS: dict[str, Any] = {
-    "class": DEFAULT_CLASS,
-    "method": "GET",
-    "callback": DEFAULT_CALLBACK,
-    "errback": None,
-    "headers": {},
-    "body": "",
-    "cookies": {},
-    "encoding": "utf-8",
-    "priority": 0,
-    "dont_filter": False,
-    "flags": [],
-    "cb_kwargs": {},
-}
-_NOT_IN_URL = (" ", "\n", "\r", "\t")
+#: compact format: a field is written only when its value differs from this (callback: "parse";
+#: headers: none, a Referer of the request's origin as REFERER_FIELD)
+_COMPACT_HEAD: tuple[tuple[str, Any], ...] = (("class", DEFAULT_CLASS), ("method", "GET"))
+_COMPACT_TAIL: tuple[tuple[str, Any], ...] = (
+    ("errback", None),
+    ("body", ""),
+    ("cookies", {}),
+    ("encoding", "utf-8"),
+    ("priority", 0),
+    ("dont_filter", False),
+    ("flags", []),
+    ("cb_kwargs", {}),
+)
 
 
 def allowed_classes(settings: Any) -> tuple[str, ...]:
@@ -300,44 +297,68 @@ def url_authority(url: str) -> str:
 
 
 def _origin(url: str) -> str:
-    """scheme://host[:port] of an absolute URL, exactly as written ("" without "://")."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return ""
-    end = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
-    return f"{scheme}://{rest[:end]}"
+    """scheme://host[:port] of an absolute URL as written: what precedes the first "/" after "://"
+    (the same on both sides of the format, which is all a Referer path needs)."""
+    end = url.find("/", url.find("://") + 3)
+    return url if end < 0 else url[:end]
+
+
+def _own_host(url: str, slot: str) -> bool:
+    """`slot` is the host[:port] lua/lib/host.lua `host_of` reads from `url` (a quick look first)."""
+    start = url.find("://") + 3
+    end = start + len(slot)
+    if url.startswith(slot, start) and (len(url) == end or url[end] in "/?#"):
+        return True
+    return slot == url_authority(url)
 
 
 def write_payload(d: dict[str, Any], slot: str | None = None, again: bool = False) -> str:
     """The compact payload of a request dict (`to_dict`'s, or `read_payload`'s: a field it lacks
     has the JSON format's default)."""
     url = d.get("url")
-    if not isinstance(url, str) or not url.startswith(("http://", "https://")) or any(c in url for c in _NOT_IN_URL):
+    if (
+        not isinstance(url, str)
+        or not url.startswith(("http://", "https://"))
+        or " " in url
+        or "\n" in url
+        or "\r" in url
+        or "\t" in url
+    ):
         return _json_payload(d, slot, again)
-    referer = None
-    headers = d.get("headers")
-    if headers and "Referer" in headers:
-        value, origin = headers["Referer"], _origin(url)
-        if isinstance(value, list) and len(value) == 1 and str(value[0]).startswith(origin + "/"):
-            referer = value[0][len(origin) :]
-            d = {**d, "headers": {k: v for k, v in headers.items() if k != "Referer"}}
+    get = d.get
     fields: dict[str, Any] = {}
-    for name, default in _COMPACT_DEFAULTS.items():
-        value = d.get(name, None if name == "callback" else default)
-        if value != default or (name == "callback" and value is None):
+    for name, default in _COMPACT_HEAD:
+        value = get(name, default)
+        if value != default:
             fields[name] = value
-    if referer is not None:
-        fields[REFERER_FIELD] = referer
-    meta = d.get("meta") or {}
-    depth = meta.get("depth")
-    if type(depth) is int:
-        fields[DEPTH_FIELD] = depth
-        meta = {k: v for k, v in meta.items() if k != "depth"}
+    callback = get("callback")  # absent from a JSON payload: none
+    if callback != DEFAULT_CALLBACK:
+        fields["callback"] = callback
+    headers = get("headers")
+    if headers:
+        referer = headers.get("Referer")
+        if type(referer) is list and len(referer) == 1 and isinstance(referer[0], str):
+            origin = _origin(url)
+            if referer[0].startswith(origin + "/"):
+                headers = {k: v for k, v in headers.items() if k != "Referer"}
+                fields[REFERER_FIELD] = referer[0][len(origin) :]
+        if headers:
+            fields["headers"] = headers
+    for name, default in _COMPACT_TAIL:
+        value = get(name, default)
+        if value != default:
+            fields[name] = value
+    meta = get("meta")
     if meta:
-        fields["meta"] = meta
+        depth = meta.get("depth")
+        if type(depth) is int:
+            fields[DEPTH_FIELD] = depth
+            meta = {k: v for k, v in meta.items() if k != "depth"}
+        if meta:
+            fields["meta"] = meta
     if fields.get("dont_filter"):
         fields["id"] = secrets.token_hex(4)  # two equal requests (dont_filter) stay two queue members
-    if slot is not None and slot != url_authority(url):
+    if slot is not None and not _own_host(url, slot):
         fields["slot"] = slot
     if again:
         fields[AGAIN_FIELD] = 1
