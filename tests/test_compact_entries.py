@@ -214,3 +214,22 @@ def test_an_envelope_less_member_that_is_not_ours_is_leased_for_the_dead_letters
     for lease in leases:  # what the node's _accept dead-letters, with the reason
         with pytest.raises(ValueError, match="not JSON"):
             codec.decode(split_member(lease).payload)
+
+
+def test_a_sharded_frontier_routes_a_compact_lease_to_its_hosts_shard(redis_client: redis.Redis) -> None:
+    """A lease this node did not take (reclaimed elsewhere, released by another process) is routed
+    by its payload: the slot it names, else its URL's placement, as the push placed it."""
+    from scrapy.settings import Settings
+
+    from distributed_crawler.queue.codec import RequestCodec as Codec
+
+    sharded = Frontier.from_settings(Settings({"FRONTIER_SHARDS": 4}), "c", redis_client)
+    codec = Codec(None)
+    for i in range(20):
+        url = f"https://h{i}.example/a"
+        member = f"1:0:{codec.encode(Request(url), slot=f'h{i}.example')}"
+        assert sharded.shard_of_member(member) == sharded.shard_of_url(url)  # type: ignore[attr-defined]
+    named = f"1:0:{codec.encode(Request('https://www.h1.example/a'), slot='h1.example')}"
+    assert '"slot":"h1.example"' in named
+    assert sharded.shard_of_member(named) == sharded.shard_of_url("https://h1.example/")  # type: ignore[attr-defined]
+    assert sharded.shard_of_member("garbage") == 0  # type: ignore[attr-defined]

@@ -39,7 +39,7 @@ def sync(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
 
 def make_policy() -> tuple[RedisPolicy, MemoryStatsCollector]:
     stats = MemoryStatsCollector(get_crawler())
-    return RedisPolicy(URL, stats, first_delay=0.001, max_delay=0.005), stats
+    return RedisPolicy(URL, stats, first_delay=0.001, max_delay=0.005, grace=0), stats
 
 
 def flaky(failures: int, result: Any = "done", exc: BaseException | None = None) -> tuple[Callable, list[int]]:
@@ -169,7 +169,7 @@ async def test_one_outage_for_many_calls_and_purposes(caplog: pytest.LogCaptureF
 @sync
 async def test_waiters_wake_as_soon_as_redis_is_back() -> None:
     """A WAIT call sleeping a long backoff retries at once when another call of the node succeeds."""
-    policy = RedisPolicy(URL, None, first_delay=60, max_delay=60)
+    policy = RedisPolicy(URL, None, first_delay=60, max_delay=60, grace=0)
     call, tries = flaky(1)
     task = asyncio.ensure_future(policy.run(Purpose.LEASE, call))
     for _ in range(100):
@@ -274,3 +274,76 @@ async def test_an_outage_inside_the_error_or_ok_hooks_is_the_policys_too() -> No
 
     assert await policy.run(Purpose.ACK, flaky(0)[0], on_ok=gone) == "done"
     assert policy.down
+
+
+@sync
+async def test_a_data_error_backs_off_even_without_an_outage() -> None:
+    """A WRONGTYPE retried by ACK waits its backoff: no outage to wake it early, no busy loop."""
+    policy = RedisPolicy(URL, None, first_delay=600, max_delay=600)
+
+    async def logged(exc: BaseException) -> None:
+        pass
+
+    call, tries = flaky(10**9, exc=ResponseError("WRONGTYPE Operation against a key"))
+    task = asyncio.ensure_future(policy.run(Purpose.ACK, call, on_error=logged))
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert tries[0] == 1
+    policy.close()
+    with pytest.raises(NodeStopping):
+        await asyncio.wait_for(task, 5)
+
+
+@sync
+async def test_flaps_within_the_grace_are_one_outage(caplog: pytest.LogCaptureFixture) -> None:
+    """A full Redis answers reads and refuses writes: fail, answer, fail... is one outage, logged
+    once; it ends once calls have worked for `grace` seconds (or at close)."""
+    stats = MemoryStatsCollector(get_crawler())
+    policy = RedisPolicy(URL, stats, first_delay=0.001, max_delay=0.005, grace=60)
+    full = OutOfMemoryError("OOM command not allowed when used memory > 'maxmemory'.")
+
+    async def read() -> int:
+        return 1
+
+    with caplog.at_level(logging.WARNING):
+        for _ in range(5):
+            assert await policy.run(Purpose.HEARTBEAT, flaky(1, exc=full)[0], default=0) == 0  # a write refused
+            assert policy.down
+            assert await policy.run(Purpose.CACHE, read) == 1  # a read answered: waiters wake
+            assert not policy.down
+        started, back = outage_lines(caplog)
+        assert len(started) == 1 and back == [], caplog.text
+        policy.close()
+    started, back = outage_lines(caplog)
+    assert len(started) == 1 and len(back) == 1 and "heartbeat degraded 5x" in back[0]
+    assert stats.get_value("redis/outages") == 1
+
+
+@sync
+async def test_listeners_hear_when_redis_answers_again() -> None:
+    """E.g. the scheduler forgets its recent links: a failover may have lost acknowledged writes."""
+    policy, _ = make_policy()
+    heard: list[bool] = []
+    policy.when_back(lambda: heard.append(policy.down))
+    assert await policy.run(Purpose.STATS, flaky(0)[0]) == "done"
+    assert heard == []  # no outage: nothing to hear
+    assert await policy.run(Purpose.PUSH, flaky(2)[0]) == "done"
+    assert heard == [False]
+
+
+def test_a_cli_command_that_loses_redis_midway_prints_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """READ for a whole `dcrawl` command: no traceback, one line with the masked URL, exit code 1."""
+    from distributed_crawler.cli import main as cli
+
+    def status(args: Any) -> int:
+        raise redis.ConnectionError("Error 104 while reading from 10.0.0.9:6379 : Connection reset by peer")
+
+    monkeypatch.setattr(cli, "cmd_status", status)
+    assert cli.main(["status", "news", "--redis-url", "redis://:secret@10.0.0.9:6379/0"]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "dcrawl: cannot reach Redis at redis://:***@10.0.0.9:6379/0: ConnectionError: Error 104 while reading "
+        "from 10.0.0.9:6379 : Connection reset by peer; check REDIS_URL and that Redis runs\n"
+    )

@@ -19,9 +19,11 @@ from rich.console import Console
 from rich.table import Table
 
 from distributed_crawler.cli.output import listing_table, print_json
+from distributed_crawler.cli.project import open_frontier
 from distributed_crawler.monitoring.hosts import (
     by_pending,
     by_refusals,
+    host_totals,
     read_refusals,
     read_rows,
     sample_hosts,
@@ -29,31 +31,33 @@ from distributed_crawler.monitoring.hosts import (
 )
 from distributed_crawler.monitoring.nodes import Skips, duration
 from distributed_crawler.monitoring.status import skip_lines
-from distributed_crawler.queue.enqueue import maybe_await, run_sync, server_time
+from distributed_crawler.queue.enqueue import run_sync, server_time
 from distributed_crawler.queue.keys import SpiderKeys
 
 DEFAULT_SCAN = 10_000
 DEFAULT_LIMIT = 50
 
 
-async def gather_hosts(client: Any, keys: SpiderKeys, scan: int, limit: int) -> dict[str, Any]:
-    """What `dcrawl hosts --json` prints: totals, the rows shown, and what was skipped."""
+async def gather_hosts(
+    client: Any, keys: SpiderKeys, scan: int, limit: int, parts: list[SpiderKeys] | None = None
+) -> dict[str, Any]:
+    """What `dcrawl hosts --json` prints: totals, the rows shown, and what was skipped; summed over
+    the frontier's shards (`parts`, the Frontier's `part_keys()`; default: the spider's keys)."""
     skips = Skips()
     now = await server_time(client)
-    wrong = await wrong_host_keys(client, keys, skips)
-    pipe = client.pipeline(transaction=False)
-    pipe.zcard(keys.ready)
-    pipe.zcount(keys.ready, "-inf", now)
-    pipe.zcard(keys.over_budget)
-    in_ready, due, over = [
-        0 if key in wrong or isinstance(v, Exception) else int(v)
-        for key, v in zip(
-            (keys.ready, keys.ready, keys.over_budget), await maybe_await(pipe.execute(raise_on_error=False))
-        )
-    ]
-    ready, over_hosts = await sample_hosts(client, keys, wrong, scan, skips)
-    rows = by_pending(await read_rows(client, keys, now, ready, over_hosts, skips))
-    refused = await read_refusals(client, keys, skips)
+    in_ready = due = over = 0
+    rows: list[Any] = []
+    refused: dict[str, dict[str, int]] = {}
+    for part in dict.fromkeys([keys, *(parts or [])]) if parts else [keys]:
+        wrong = await wrong_host_keys(client, part, skips)
+        counted = await host_totals(client, part, now, wrong)
+        in_ready, due, over = in_ready + counted[0], due + counted[1], over + counted[2]
+        ready, over_hosts = await sample_hosts(client, part, wrong, scan, skips)
+        rows += await read_rows(client, part, now, ready, over_hosts, skips)
+        for host, reasons in (await read_refusals(client, part, skips)).items():
+            for reason, n in reasons.items():
+                refused.setdefault(host, {})[reason] = refused.get(host, {}).get(reason, 0) + n
+    rows = by_pending(rows)
     return {
         "spider": keys.spider,
         "time": round(now, 3),
@@ -113,14 +117,15 @@ def cmd_hosts(args: argparse.Namespace) -> int:
         raise ValueError(f"--limit ({args.limit}) must be at least 1")
     if args.scan < 0:
         raise ValueError(f"--scan ({args.scan}) must be >= 0 (0 = every host)")
-    _, client, keys = args.connect(args)
-    data = run_sync(gather_hosts(client, keys, args.scan, args.limit))
+    settings, client, keys = args.connect(args)
+    parts = open_frontier(settings, client, keys).part_keys()
+    data = run_sync(gather_hosts(client, keys, args.scan, args.limit, parts))
     if args.json:
         print_json(data)
         return 0
     if not data["count"] and not data["hosts"]:
         print(
-            f"no host queued for {keys.spider} in {keys.ready} (empty, or SCHEDULER_QUEUE_CLASS is not 'host'; "
+            f"no host queued for {keys.spider} (empty, or SCHEDULER_QUEUE_CLASS keeps no per-host queues; "
             f"see dcrawl status {keys.spider})"
         )
     else:

@@ -13,8 +13,9 @@ error (connection refused, timeout, failover, `maxmemory`: `TRANSIENT_ERRORS`) d
 - STOP    (operator reads: CLI, dashboard): raise `RedisUnreachable`, one line that names the
           (masked) URL, the reason and the fix; the caller shows it (nothing is logged).
 
-The node logs one line when an outage starts and one when it ends, whatever the number of calls
-and purposes caught in it, and counts `redis/outages`, `redis/outage_seconds` and, per purpose,
+The node logs one line when an outage starts and one when it ends (a failure within `GRACE` of
+Redis answering again is the same outage), whatever the number of calls and purposes caught in
+it, and counts `redis/outages`, `redis/outage_seconds` and, per purpose,
 `redis/<purpose>/<retried|waited|degraded|stopped>` (calls that met the outage). Errors that are
 not transient (a WRONGTYPE key, a script refusing data) are the caller's: `on_error` logs them
 with their fix (then RETRY/WAIT back off and try again, DEGRADE returns `default`), or they
@@ -44,6 +45,9 @@ T = TypeVar("T")
 
 FIRST_DELAY = 0.1  # seconds before the first retry
 MAX_DELAY = 5.0  # backoff cap: a node notices Redis is back within ~this (or at once, see WAIT)
+# A failure this soon after Redis answered again is the same outage: a full Redis answers reads
+# but refuses writes, a failover answers on some connections first; one episode, not a line a flap.
+GRACE = 10.0
 
 
 class Purpose(enum.Enum):
@@ -55,9 +59,9 @@ class Purpose(enum.Enum):
     SEED = "seed"  # take seeds from the start URLs key
     DEADLETTER = "deadletter"  # move a request that cannot be fetched to the failed list
     PERMIT = "permit"  # a download's cluster-wide go-ahead: politeness token, proxy pick
-    HEARTBEAT = "heartbeat"  # node liveness, lease renewal, reclaim, periodic upkeep
-    STATS = "stats"  # shared counters and outcomes (refusals, proxy health, metrics)
-    CACHE = "cache"  # shared hints a node can do without (robots.txt, render verdicts, recrawl info)
+    HEARTBEAT = "heartbeat"  # node liveness and its periodic upkeep (lease and seed hold renewal)
+    STATS = "stats"  # shared counters and outcomes (page and refusal counts, proxy health, alerts, gauges)
+    CACHE = "cache"  # shared hints a node can do without (robots.txt, render verdicts, validators, host blocks)
     READ = "read"  # an operator's read (CLI, dashboard)
 
 
@@ -108,9 +112,14 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, TRANSIENT_ERRORS)
 
 
+def reason(exc: BaseException) -> str:
+    """An error as one line: `Type: message`."""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+
+
 def unreachable_line(masked_url: str, exc: BaseException) -> str:
     """The one line an operator gets when a read cannot reach Redis."""
-    return f"cannot reach Redis at {masked_url}: {type(exc).__name__}: {exc}; check REDIS_URL and that Redis runs"
+    return f"cannot reach Redis at {masked_url}: {reason(exc)}; check REDIS_URL and that Redis runs"
 
 
 class RedisPolicy:
@@ -128,17 +137,21 @@ class RedisPolicy:
         *,
         first_delay: float = FIRST_DELAY,
         max_delay: float = MAX_DELAY,
+        grace: float = GRACE,
     ) -> None:
         self.masked_url = masked_url
         self.stats = stats
         self.first_delay = first_delay
         self.max_delay = max_delay
+        self.grace = grace
         self.since: float | None = None  # monotonic start of the current outage
+        self._answered: float | None = None  # when Redis first answered again (the outage ends GRACE later)
         self.outages = 0  # outages seen so far (a caller can tell whether one happened since)
         self.closed = False
         self._used: set[Purpose] = set()
         self._hit: Counter[Purpose] = Counter()  # calls of each purpose caught in this outage
         self._back: asyncio.Event | None = None
+        self._listeners: list[Callable[[], None]] = []
 
     # -- running calls ----------------------------------------------------------------------
     async def run(
@@ -232,47 +245,75 @@ class RedisPolicy:
     # -- the outage -------------------------------------------------------------------------
     @property
     def down(self) -> bool:
-        """Redis is in an outage (the last call failed transiently and none has succeeded since)."""
-        return self.since is not None
+        """Redis is in an outage: a call failed transiently and none has succeeded since."""
+        return self.since is not None and self._answered is None
 
     def failed(self, purpose: Purpose, exc: BaseException) -> None:
         """A call of `purpose` met a transient error: starts the outage (one log line, one stat)."""
         self._hit[purpose] += 1
+        now = time.monotonic()
         if self.since is not None:
-            return
-        self.since = time.monotonic()
+            if self._answered is None:
+                return
+            if now - self._answered < self.grace:
+                self._answered = None  # a flap: still the same outage
+                return
+            self._end()
+        self.since = now
         self.outages += 1
         if self.stats is not None:
             self.stats.inc_value("redis/outages")
         started = time.strftime("%H:%M:%S", time.gmtime())
         if isinstance(exc, OutOfMemoryError):
             logger.error(
-                "Redis at %s is full (maxmemory reached) since %s UTC: it refuses writes; %s. Raise "
-                "maxmemory or free memory (docs/scaling.md)",
+                "Redis at %s is full (maxmemory reached) since %s UTC: it refuses writes; raise maxmemory "
+                "or free memory (docs/scaling.md); meanwhile %s",
                 self.masked_url,
                 started,
                 self._plan(),
             )
             return
         logger.warning(
-            "Redis at %s unreachable since %s UTC (%s: %s, during %s); %s",
+            "Redis at %s unreachable since %s UTC (first seen by a %s call: %s); meanwhile %s",
             self.masked_url,
             started,
-            type(exc).__name__,
-            exc,
             purpose.value,
+            reason(exc),
             self._plan(),
         )
 
     def ok(self) -> None:
-        """A call succeeded: ends the outage (one log line, the stats) and wakes the waiters."""
+        """A call succeeded: wakes the waiters at once; the outage ends (one log line, the stats)
+        once no call has failed for `grace` seconds."""
         if self.since is None:
             return
-        self._end("back after %.1fs")
+        now = time.monotonic()
+        if self._answered is not None:
+            if now - self._answered >= self.grace:
+                self._end()
+            return
+        self._answered = now
+        for callback in self._listeners:
+            callback()
+        if self._back is not None:
+            self._back.set()
+            self._back = None
+        if self.grace <= 0:
+            self._end()
+            return
+        try:
+            asyncio.get_running_loop().call_later(self.grace, self._settled)
+        except RuntimeError:  # no event loop (a blocking caller): nothing else will look again
+            self._end()
+
+    def when_back(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` each time Redis answers again after failing (e.g. forget what a
+        failover may have lost: writes Redis acknowledged before it went away)."""
+        self._listeners.append(callback)
 
     async def wait_until_back(self, timeout: float | None = None) -> bool:
-        """Wait until the current outage ends (at once if there is none); False on timeout."""
-        if self.since is None:
+        """Wait until Redis answers again (at once if it does); False on timeout."""
+        if not self.down:
             return True
         if self._back is None:
             self._back = asyncio.Event()
@@ -286,19 +327,25 @@ class RedisPolicy:
         """The node stops: RETRY/WAIT loops end (their work stays put); an open outage is accounted."""
         self.closed = True
         if self.since is not None:
-            self._end("still unreachable as the node stops, after %.1fs")
+            self._end()
 
     # -- inside ------------------------------------------------------------------------------
-    def _end(self, how: str) -> None:
+    def _settled(self) -> None:
+        if self.since is not None and self._answered is not None and time.monotonic() - self._answered >= self.grace:
+            self._end()
+
+    def _end(self) -> None:
         assert self.since is not None
-        seconds = time.monotonic() - self.since
+        answered = self._answered
+        seconds = (answered if answered is not None else time.monotonic()) - self.since
         hit = ", ".join(
             f"{purpose.value} {BEHAVIOUR[purpose].value} {n}x" for purpose, n in sorted(self._hit.items(), key=_order)
         )
-        self.since = None
+        self.since = self._answered = None
         self._hit.clear()
         if self.stats is not None:
             self.stats.inc_value("redis/outage_seconds", round(seconds, 3))
+        how = "back after %.1fs" if answered is not None else "still unreachable as the node stops, after %.1fs"
         logger.warning("Redis at %s " + how + " (%s)", self.masked_url, seconds, hit or "no call waited")
         if self._back is not None:
             self._back.set()
@@ -323,11 +370,14 @@ class RedisPolicy:
         or when the node stops."""
         pause = min(delay, self.max_delay) * (0.5 + random.random())
         deadline = time.monotonic() + pause
+        outage = self.down  # a data error (no outage) backs off the whole pause
         while not self._stopping(stopped):
             left = deadline - time.monotonic()
             if left <= 0:
                 return
-            if await self.wait_until_back(min(left, 0.5)) and self.since is None:
+            if not outage:
+                await asyncio.sleep(min(left, 0.5))
+            elif await self.wait_until_back(min(left, 0.5)):
                 return
 
 

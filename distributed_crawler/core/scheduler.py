@@ -14,6 +14,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from scrapy.utils.defer import deferred_from_coro
@@ -43,7 +44,6 @@ from distributed_crawler.internals import wake_engine, watch_scrapes
 from distributed_crawler.meta import LEASE_META
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import RequestCodec
-from distributed_crawler.queue.enqueue import Enqueuer
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -123,7 +123,6 @@ class RedisScheduler:
         admission = Admission.from_settings(settings)
         return cls(crawler, config, context.config, frontier, dupefilter, context.node_id, context, admission)
 
-    # -- lifecycle ------------------------------------------------------------------------
     def open(self, spider: Spider) -> Deferred[None]:
         # Scrapy awaits a Deferred here, not a coroutine.
         return deferred_from_coro(self._open(spider))
@@ -133,14 +132,15 @@ class RedisScheduler:
 
     async def _open(self, spider: Spider) -> None:
         self.client = self.context.acquire().client
-        dedup = await self.trouble.run(Purpose.LEASE, "opening the dupefilter", lambda: self.df.open_dedup(self.client))
-        self.outbox.enqueuer = Enqueuer(self.frontier, dedup)
+        opening = partial(self.frontier.open_enqueuer, partial(self.df.open_dedup_at, self.client))
+        self.outbox.enqueuer = await self.trouble.run(Purpose.LEASE, "opening the dupefilter", opening)
         self.intake.codec = self.feeder.codec = RequestCodec(spider, self.config.allowed_classes)
         self.outbox.dead_letters = self.feeder.dead_letters = self.frontier.dead_letters(
             self.node_id, self.config.failed_max
         )
         if self.config.flush_on_start:
             await self.flush()
+        await self.trouble.run(Purpose.LEASE, "checking the frontier layout", self.frontier.check_layout)
         counts = await self.trouble.run(Purpose.LEASE, "counting the queue", self.work.count)
         if counts.scheduled:  # scrapy-redis's line, so existing log watchers keep working
             logger.info("Resuming crawl (%d requests scheduled)", counts.scheduled)
@@ -282,7 +282,6 @@ class RedisScheduler:
         """Leases this node holds in Redis: buffered, running, or done and waiting for their ack."""
         return len(self.leases) + self.leases.pending_acks()
 
-    # -- ack after the scrape ---------------------------------------------------------------
     def _watch_scrapes(self) -> None:
         """Mark a lease finished when the scraper is done with its response or failure.
 

@@ -41,7 +41,9 @@ class RedisTrouble:
         self.policy = policy
         self.recent = recent
         self.stopped = stopped
-        self._outages_seen = policy.outages
+        # a failover or a restart may have lost writes Redis had acknowledged (asynchronous
+        # replication): links this node sent may be gone, so the shared filter decides again
+        policy.when_back(recent.clear)
         self._wrong_types = WrongTypeLog("scheduling", logger)
         self._data_errors = EpisodeLog(logger)
         self._broken_hosts: set[str] = set()  # host queue keys of the wrong type, logged once each
@@ -122,11 +124,6 @@ class RedisTrouble:
         )
 
     async def ok(self, what: str) -> None:
-        if self.policy.outages != self._outages_seen:
-            # a failover or a restart may have lost writes Redis had acknowledged (asynchronous
-            # replication): links this node sent may be gone, so the shared filter decides again
-            self._outages_seen = self.policy.outages
-            self.recent.clear()
         self._data_errors.ok(what)
         if self._wrong_types.reported:
             try:

@@ -23,7 +23,7 @@ from scrapy.settings import BaseSettings
 from distributed_crawler.connection.policy import Purpose, RedisPolicy, RedisUnreachable, is_transient
 from distributed_crawler.dedup.dupefilter import describe_dedup
 from distributed_crawler.defaults import SettingsReader
-from distributed_crawler.monitoring.hosts import host_summary
+from distributed_crawler.monitoring.hosts import sharded_summary
 from distributed_crawler.monitoring.nodes import (
     MAX_COUNT,
     PROXY_POOL_KEY,
@@ -39,7 +39,7 @@ from distributed_crawler.monitoring.nodes import (
 )
 from distributed_crawler.news.counts import read_page_counts
 from distributed_crawler.news.storing import PAGE_TYPES
-from distributed_crawler.queue.counts import crawl_counts
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.enqueue import maybe_await, run_sync
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.seedkey import SeedKey
@@ -154,6 +154,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
     caught them or the read did (a key replaced in between: `Skips.read`).
     """
     keys = SpiderKeys.from_settings(settings, spider)
+    frontier = Frontier.from_settings(settings, spider, client, keys)
     seed_key = SeedKey.from_settings(settings, spider)  # both AS_SET and AS_ZSET: ValueError, one line
     node_keys = NodeKeys.from_settings(settings, spider, keys)
     read = SettingsReader(settings)
@@ -168,13 +169,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
         {
             seed_key.key: (seed_key.kind,),
             seed_key.taken: ("zset",),
-            keys.requests: ("zset", "list"),
-            keys.pending: ("string",),
-            keys.processing: ("zset",),
-            keys.delayed: ("zset",),
-            keys.failed: ("list",),
-            keys.ready: ("zset",),
-            keys.over_budget: ("zset",),
+            **frontier.status_types(),
             keys.dupefilter: ("set", "hash", "MBbloom--"),
             node_keys.nodes: ("zset",),
             node_keys.last: ("hash",),
@@ -189,19 +184,12 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
         },
         skips,
     )
-    counts = await crawl_counts(client, keys)
+    counts = await frontier.counts(seeds=True)
     counts = replace(
         counts,
         **{  # counts.lua sizes any type: a wrong-type key holds no work of ours
             name: 0
-            for name, key in (
-                ("seeds", seed_key.key),
-                ("seeds_taken", seed_key.taken),
-                ("pending", keys.pending),
-                ("leased", keys.processing),
-                ("delayed", keys.delayed),
-                ("failed", keys.failed),
-            )
+            for name, key in {"seeds": seed_key.key, "seeds_taken": seed_key.taken, **frontier.count_keys()}.items()
             if key in wrong
         },
     )
@@ -242,7 +230,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
     proxies["dead"] = (
         0 if dead_key in wrong else int(await skips.read(dead_key, "hash", 0, lambda: client.hlen(dead_key)))
     )
-    hosts = await host_summary(client, keys, now, skips, wrong)
+    hosts = await sharded_summary(client, frontier.part_keys(), now, skips, wrong)
     no_recrawl = {"scheduled": 0, "due_now": 0, "due_next_hour": 0}
     recrawl = (
         no_recrawl

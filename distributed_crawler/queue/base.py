@@ -13,18 +13,21 @@ With a sync client the script methods return values; with an asyncio client, awa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
+from scrapy.settings import Settings
 from scrapy.utils.misc import load_object
 
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.queue.counts import CrawlCounts, crawl_counts
 from distributed_crawler.queue.deadletters import DeadLetters
-from distributed_crawler.queue.enqueue import Entry, maybe_await
+from distributed_crawler.queue.enqueue import Dedup, Enqueuer, Entry, maybe_await
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import Scripts, then
+from distributed_crawler.queue.shards import check_shards, shard_tags
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -70,6 +73,10 @@ class Placement:
     interval: float | None = None
     budget: int | None = None
     in_flight: int | None = None
+
+
+class FrontierLayoutError(ValueError):
+    """FRONTIER_SHARDS differs from the layout the frontier in Redis was written with."""
 
 
 class HostControl(Protocol):
@@ -130,9 +137,17 @@ class Frontier:
         cls, settings: BaseSettings, spider: str, client: Any, keys: SpiderKeys | None = None
     ) -> Frontier:
         """The frontier SCHEDULER_QUEUE_CLASS names, for `spider`, on `client` (scripts registered once)."""
-        frontier_cls, order = mode_class(SettingsReader(settings).str("SCHEDULER_QUEUE_CLASS"))
+        read = SettingsReader(settings)
+        frontier_cls, order = mode_class(read.str("SCHEDULER_QUEUE_CLASS"))
+        shards = check_shards(read.raw("FRONTIER_SHARDS"))
         keys = keys or SpiderKeys.from_settings(settings, spider)
-        return frontier_cls(client, keys, order, **frontier_cls.options_from_settings(settings))
+        layout = partial(SpiderKeys.from_settings, settings, spider)
+        options = frontier_cls.options_from_settings(settings)
+        if shards == 1:
+            return frontier_cls(client, keys, order, shards=1, layout=layout, **options)
+        parts = [frontier_cls(client, layout(tag), order, **options) for tag in shard_tags(spider, shards)]
+        sharded: type[Frontier] = load_object("distributed_crawler.queue.sharded.ShardedFrontier")
+        return sharded(client, keys, order, shards=shards, layout=layout, parts=parts, home={}, **options)
 
     @classmethod
     def options_from_settings(cls, settings: BaseSettings) -> dict[str, Any]:
@@ -151,9 +166,57 @@ class Frontier:
         mode's layout does; the single queue's needs no per-host settings."""
         return Frontier.open(client, keys, "fifo")
 
+    async def open_enqueuer(self, make_dedup: Callable[[str], Awaitable[Dedup]]) -> Any:
+        """The Enqueuer of this frontier, its dedup opened by `make_dedup(key)` for its filter key (a
+        sharded frontier opens one per shard: every shard has its slice of the filter)."""
+        return Enqueuer(self, await make_dedup(self.keys.dupefilter))
+
+    def part_keys(self) -> list[SpiderKeys]:
+        """The keys of each shard (one: the spider's): what monitoring/hosts.py reads and sums."""
+        return [self.keys]
+
+    def dupefilter_keys(self) -> list[str]:
+        """The dedup filter's keys the frontier's scripts use (one per shard)."""
+        return [self.keys.dupefilter]
+
+    def woken(self) -> None:
+        """The doorbell rang: work was pushed somewhere (a sharded frontier asks its empty shards again)."""
+
     def with_mode(self, mode: str) -> Frontier:
         """Another mode on the same client and keys, reusing the registered scripts."""
         return Frontier.open(self.client, self.keys, mode, self._scripts, **self.options)
+
+    # -- the layout in Redis ------------------------------------------------------------------
+    @property
+    def shards(self) -> int:
+        """FRONTIER_SHARDS: how many shards (hash tags) the frontier is spread over."""
+        return int(self.options.get("shards", 1))
+
+    async def check_layout(self) -> None:
+        """Refuse to run on a frontier written with another FRONTIER_SHARDS (its requests would sit
+        on tags no node reads); record ours when the frontier is empty. One line names the fix."""
+        raw = await maybe_await(self.client.get(self.keys.shards))
+        text = raw.decode() if isinstance(raw, bytes) else raw
+        written = int(text) if isinstance(text, str) and text.isdigit() and int(text) >= 1 else None
+        if written == self.shards:
+            return
+        if (written or 1) != self.shards and await self._holds_work(written or 1):
+            raise FrontierLayoutError(
+                f"FRONTIER_SHARDS ({self.shards}) differs from the {written or 1} shard(s) the frontier of "
+                f"{self.spider} in Redis was written with ({self.keys.shards}); start with FRONTIER_SHARDS="
+                f"{written or 1}, or let the crawl drain (or flush it) first: resharding a frontier is not supported"
+            )
+        await maybe_await(self.client.set(self.keys.shards, self.shards))
+
+    async def _holds_work(self, shards: int) -> bool:
+        """Whether the frontier as written with `shards` shards holds requests (waiting, leased, delayed)."""
+        layout = self.options.get("layout") or partial(SpiderKeys.from_settings, Settings(), self.spider)
+        for tag in shard_tags(self.spider, shards):
+            keys = layout(tag if shards > 1 else "")
+            counts = await crawl_counts(self.client, keys, seeds=False)
+            if counts.pending is None or counts.pending or counts.leased or counts.delayed:
+                return True
+        return False
 
     # -- what callers may ask ---------------------------------------------------------------
     @property
@@ -229,6 +292,11 @@ class Frontier:
             self.keys.ready: ("zset",),
             self.keys.over_budget: ("zset",),
         }
+
+    def count_keys(self) -> dict[str, str]:
+        """CrawlCounts field -> the key it is read from (a key of the wrong type counts as none)."""
+        k = self.keys
+        return {"pending": k.pending, "leased": k.processing, "delayed": k.delayed, "failed": k.failed}
 
     # -- the scripts ----------------------------------------------------------------------------
     def push(

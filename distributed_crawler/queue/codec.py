@@ -428,6 +428,21 @@ def payload_url(payload: str | bytes) -> str | None:
     return url if isinstance(url, str) else None
 
 
+def payload_slot(payload: str | bytes) -> str | None:
+    """The "slot" field of a payload of either format, None without one (then its URL's host is its
+    slot, as lua/lib/host.lua `host_of` reads it). Nothing else of the payload is checked."""
+    try:
+        if isinstance(payload, bytes):
+            payload = payload.decode("utf-8")
+        if '"slot":' not in payload:
+            return None
+        d = json.loads(payload if payload.startswith("{") else payload.partition(" ")[2])
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    slot = d.get("slot") if isinstance(d, dict) else None
+    return slot if isinstance(slot, str) else None
+
+
 def _field(d: dict[str, Any], name: str, kind: type | tuple[type, ...], required: bool = False) -> Any:
     """`d[name]` if it has the JSON type we need; None when absent/null (unless required)."""
     value = d.get(name)

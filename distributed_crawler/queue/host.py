@@ -64,9 +64,9 @@ class HostFrontier(Frontier):
     async def hosts(self, limit: int = 100) -> dict[str, int]:
         k = self.keys
         names = [reply_text(h) for h in await maybe_await(self.client.zrange(k.ready, 0, limit - 1))]
-        names += [
-            reply_text(h) for h in await maybe_await(self.client.zrange(k.over_budget, 0, limit - 1 - len(names)))
-        ]
+        if len(names) < limit:  # hosts over budget keep requests too (not served)
+            over = await maybe_await(self.client.zrange(k.over_budget, 0, limit - 1 - len(names)))
+            names += [reply_text(h) for h in over]
         if not names:
             return {}
         pipe = self.client.pipeline(transaction=False)
