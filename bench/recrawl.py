@@ -5,7 +5,7 @@
 Against one private redis-server started here, in the same run:
 - ours: N news URLs recorded through recrawl_record.lua as the nodes do it (state = interval,
   16-hex digest, a 22-char ETag (a page with an ETag keeps no Last-Modified) and the request as the nodes store it:
-  the codec's JSON without its default fields (recrawl/node.py compact_payload), in host mode with
+  the codec's compact payload (queue/codec.py), in host mode with
   its slot; key = 16-hex fingerprint), then all made due and moved into the
   frontier with recrawl_move.lua in batches of RECRAWL_MOVE_BATCH (500). Bytes = `used_memory`
   growth while recording: the two schedule keys only (measured before the move fills the frontier).
@@ -32,11 +32,11 @@ from scrapy import Request
 from scrapy.settings import Settings
 
 from bench.harness import log, private_redis
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import RequestCodec
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.queue.frontier import FrontierConfig, slot_of
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.recrawl.node import compact_payload
 from distributed_crawler.recrawl.schedule import RecrawlKeys, RevisitSchedule
 
 BATCH = 500
@@ -50,12 +50,17 @@ def urls(n: int) -> list[str]:
 
 
 def members(batch: list[str], compact: bool = True) -> list[str]:
-    """Queue members as the nodes store them for a revisit (compact) or as the codec writes them."""
+    """Queue members as the nodes store them for a revisit (compact) or as full JSON (the codec's
+    JSON format, every field written)."""
     codec, frontier = RequestCodec(None), FrontierConfig()
     out = []
     for url in batch:
-        payload = codec.encode(Request(url), slot=slot_of(url, frontier), again=True)
-        out.append(make_member(compact_payload(payload) if compact else payload, 0))
+        request, slot = Request(url), slot_of(url, frontier)
+        if compact:
+            payload = codec.encode(request, slot=slot, again=True)
+        else:
+            payload = json.dumps({"v": 1, **codec.to_dict(request), "slot": slot, "again": 1}, separators=(",", ":"))
+        out.append(make_member(payload, 0))
     return out
 
 
@@ -66,7 +71,7 @@ def used(client: redis.Redis) -> int:
 def ours(client: redis.Redis, all_urls: list[str]) -> dict:
     spider_keys = SpiderKeys.from_settings(Settings(), "bench")
     keys = RecrawlKeys.from_settings(Settings(), "bench")
-    schedule = RevisitSchedule(client, keys, spider_keys)
+    schedule = RevisitSchedule(client, keys, Frontier.open(client, spider_keys, "host"))
     before = used(client)
     recorded = 0.0
     sample_member = ""
@@ -90,7 +95,7 @@ def ours(client: redis.Redis, all_urls: list[str]) -> dict:
     t = time.perf_counter()
     moved = 0
     while True:
-        result = schedule.move_due("host", BATCH, 3600)
+        result = schedule.move_due(BATCH, 3600)
         moved += result.moved
         if result.moved < BATCH:
             break

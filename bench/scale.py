@@ -29,11 +29,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import math
 import multiprocessing as mp
 import os
 import random
+import re
 import resource
 import statistics
 import sys
@@ -51,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.harness import Children, log
 from bench.harness import start_redis as harness_start_redis
-from distributed_crawler.core.scheduler import DUE_BATCH
+from distributed_crawler.core.feeder import DUE_BATCH
 from distributed_crawler.dedup.bloom import SDS_OVERHEAD, layer_plan, size_class
 from distributed_crawler.dedup.dupefilter import BloomConfig, choose_dedup
 from distributed_crawler.monitoring.nodes import (
@@ -62,11 +64,11 @@ from distributed_crawler.monitoring.nodes import (
     read_nodes,
     read_totals,
 )
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import QueueScripts
 
 ROOT = Path(__file__).resolve().parent.parent
 SPIDER = "sim"
@@ -215,15 +217,25 @@ def memory_model(w: Workload, queued_bytes: float) -> dict[str, float]:
 
 
 # -- requests ----------------------------------------------------------------------------------
-def sample_payloads(n: int, seed: int) -> list[str]:
-    """Queue members exactly as the scheduler writes them for the news spider's links."""
+def news_member(url: str, depth: int, slot: str | None = None) -> str:
+    """The queue member the scheduler writes for a news-spider link to `url` (its codec)."""
     from scrapy import Request
 
+    spider, codec = _news_codec()
+    return make_member(codec.encode(Request(url, callback=spider.parse, meta={"depth": depth}), slot=slot), 0)
+
+
+@functools.cache
+def _news_codec() -> tuple[Any, Any]:
     from demo.spiders.news import NewsSpider
     from distributed_crawler.queue.codec import RequestCodec
 
     spider = NewsSpider()
-    codec = RequestCodec(spider, ())
+    return spider, RequestCodec(spider, ())
+
+
+def sample_payloads(n: int, seed: int) -> list[str]:
+    """Queue members exactly as the scheduler writes them for the news spider's links."""
     rnd = random.Random(seed)
     out = []
     for _ in range(n):
@@ -232,15 +244,16 @@ def sample_payloads(n: int, seed: int) -> list[str]:
             f"{rnd.randrange(1, 13):02d}/{rnd.randrange(1, 29):02d}/world/"
             f"article-headline-{rnd.getrandbits(40):x}.html"
         )
-        request = Request(url, callback=spider.parse, meta={"depth": rnd.randrange(1, 8)})
-        out.append(make_member(codec.encode(request), 0))
+        out.append(news_member(url, rnd.randrange(1, 8)))
     return out
 
 
+_HEADLINE = re.compile(r"article-headline-[0-9a-f]+")
+
+
 def unique(member: str, rnd: random.Random) -> str:
-    """The member with a fresh request id: equal members would collapse into one zset entry."""
-    at = member.index('"id":"') + 6
-    return f"{member[:at]}{rnd.getrandbits(64):016x}{member[at + 16 :]}"
+    """The member with a fresh URL: equal members would collapse into one zset entry."""
+    return _HEADLINE.sub(f"article-headline-{rnd.getrandbits(40):010x}", member, count=1)
 
 
 # -- one simulated node ------------------------------------------------------------------------
@@ -265,7 +278,7 @@ class SimNode:
         self.client = redis.asyncio.Redis.from_url(url, socket_timeout=30, decode_responses=False)
         self.keys = SpiderKeys.from_settings(_settings(), SPIDER)
         self.node_keys = NodeKeys.from_settings(_settings(), SPIDER, self.keys)
-        self.scripts = QueueScripts.register(self.client, self.keys, "priority")
+        self.scripts = Frontier.open(self.client, self.keys, "priority")
         self.beat_script = heartbeat_script(self.client)
         self.members = members
         self.rnd = random.Random(index)
@@ -295,7 +308,7 @@ class SimNode:
             self.client, self.keys.dupefilter, BloomConfig("bitmap", self.w.capacity, self.w.error_rate)
         )
         await dedup.prepare(self.client)
-        self.enqueuer = Enqueuer(self.client, self.keys, dedup, "priority", self.keys.doorbell, scripts=self.scripts)
+        self.enqueuer = Enqueuer(self.scripts, dedup)
         tasks = [
             asyncio.create_task(c)
             for c in (
@@ -552,7 +565,7 @@ def prepare(client: redis.Redis, w: Workload, members: list[str], prefill: int) 
     keys = SpiderKeys.from_settings(_settings(), SPIDER)
     dedup = run_sync(choose_dedup(client, keys.dupefilter, BloomConfig("bitmap", w.capacity, w.error_rate)))
     run_sync(dedup.prepare(client))
-    enqueuer = Enqueuer(client, keys, dedup, "priority")
+    enqueuer = Enqueuer(Frontier.open(client, keys, "priority"), dedup, doorbell="")
     rnd = random.Random(2)
     before = client.info("memory")["used_memory"]
     for start in range(0, prefill, 500):
@@ -705,26 +718,22 @@ def simulate(w: Workload, procs: int, seconds: float, warmup: float, prefill: in
 
 
 # -- frontier scale: memory per host and per request, pop cost vs hosts (docs/scaling.md) -------
-def host_members(template: str, host: str, n: int, rnd: random.Random) -> list[str]:
-    """`n` queue members of the news spider on `host` (payload with its "slot", as the scheduler writes)."""
-    at = template.index('"url":"') + 7
-    end = template.index('"', at)
-    out = []
-    for _ in range(n):
-        url = f"https://{host}/2026/05/04/world/article-headline-{rnd.getrandbits(40):x}.html"
-        member = template[:at] + url + template[end:]
-        out.append(unique(member[:-1] + f',"slot":"{host}"}}', rnd))
-    return out
+def host_members(host: str, n: int, rnd: random.Random) -> list[str]:
+    """`n` queue members of the news spider on `host` (with its slot, as the scheduler writes them)."""
+    return [
+        news_member(f"https://{host}/2026/05/04/world/article-headline-{rnd.getrandbits(40):010x}.html", 2, host)
+        for _ in range(n)
+    ]
 
 
-def fill_hosts(client: redis.Redis, enqueuer: Enqueuer, template: str, hosts: range, per_host: int, iv: float) -> float:
+def fill_hosts(client: redis.Redis, enqueuer: Enqueuer, hosts: range, per_host: int, iv: float) -> float:
     """Push `per_host` requests on each host h<i>.example through enqueue.lua; returns seconds."""
     rnd = random.Random(hosts.start * 7 + per_host)
     batch: list[Any] = []
     started = time.perf_counter()
     for i in hosts:
         host = f"h{i}.example"
-        for member in host_members(template, host, per_host, rnd):
+        for member in host_members(host, per_host, rnd):
             batch.append(("", True, member, 0.0, host, iv, None))  # no dedup: fingerprint ""
         if len(batch) >= 500:
             run_sync(enqueuer.run("push", batch))
@@ -734,14 +743,14 @@ def fill_hosts(client: redis.Redis, enqueuer: Enqueuer, template: str, hosts: ra
     return time.perf_counter() - started
 
 
-def pop_cost(client: redis.Redis, scripts: QueueScripts, pops: int, want: int) -> dict[str, Any]:
+def pop_cost(client: redis.Redis, scripts: Frontier, pops: int, want: int) -> dict[str, Any]:
     """`pops` host-mode pops of `want` from a frontier whose every host is due: latency, commands."""
     latencies = []
     before = client.info("commandstats")
     leased = 0
     for _ in range(pops):
         t0 = time.perf_counter()
-        result = scripts.pop_hosts(want, 600)
+        result = scripts.lease(want, 600)
         latencies.append(time.perf_counter() - t0)
         leased += len(result.leases)
     after = client.info("commandstats")
@@ -774,10 +783,10 @@ def frontier_scale(
 
     if per_host < 2:
         raise SystemExit("--per-host must be >= 2 (bytes per request come from the 2nd to the last)")
-    template = sample_payloads(1, seed=1)[0]
+    template = host_members("h0.example", 1, random.Random(1))[0]
     children = Children()
     workdir = Path(tempfile.mkdtemp(prefix="bench-frontier-scale-"))
-    out: dict[str, Any] = {"per_host": per_host, "interval": iv, "member_bytes": len(template) + 30, "sizes": []}
+    out: dict[str, Any] = {"per_host": per_host, "interval": iv, "member_bytes": len(template), "sizes": []}
     try:
         client = redis.Redis.from_url(start_redis(children, workdir), socket_timeout=600)
         client.config_set("appendonly", "no")  # memory and pop cost, not disk: no AOF rewrite midway
@@ -785,15 +794,15 @@ def frontier_scale(
             client.config_set("zset-max-listpack-value", listpack_value)
         out["zset_max_listpack_value"] = int(client.config_get("zset-max-listpack-value")["zset-max-listpack-value"])
         keys = SpiderKeys.from_settings(_settings(), SPIDER)
-        scripts = QueueScripts.register(client, keys, "host")
-        enqueuer = Enqueuer(client, keys, SetDedup(keys.dupefilter), "host", scripts=scripts)
+        scripts = Frontier.open(client, keys, "host")
+        enqueuer = Enqueuer(scripts, SetDedup(keys.dupefilter))
         for n in sizes:
             client.flushall()
             time.sleep(0.2)
             base = client.info("memory")["used_memory"]
-            first_s = fill_hosts(client, enqueuer, template, range(n), 1, iv)
+            first_s = fill_hosts(client, enqueuer, range(n), 1, iv)
             one = client.info("memory")["used_memory"]
-            more_s = fill_hosts(client, enqueuer, template, range(n), per_host - 1, iv)
+            more_s = fill_hosts(client, enqueuer, range(n), per_host - 1, iv)
             full = client.info("memory")["used_memory"]
             per_request = (full - one) / (n * (per_host - 1))
             sample = [f"h{i}.example" for i in range(0, n, max(1, n // 200))]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -235,10 +236,20 @@ def queued_members(client: redis.Redis, spider: str = "news") -> list[bytes]:
     members: list[bytes] = []
     for key in [f"{{{spider}}}:requests".encode(), *client.scan_iter(match=f"{{{spider}}}:q:*")]:
         kind = client.type(key)
-        members += (
-            client.zrange(key, 0, -1) if kind == b"zset" else client.lrange(key, 0, -1) if kind == b"list" else []
-        )
+        found = client.zrange(key, 0, -1) if kind == b"zset" else client.lrange(key, 0, -1) if kind == b"list" else []
+        host = key.split(b":q:", 1)[1] if b":q:" in key else b""
+        members += [whole_member(m, host) for m in found]
     return members
+
+
+def whole_member(member: bytes, host: bytes) -> bytes:
+    """A host queue's member with the "https://<host>" it stores as a path put back, as a lease
+    holds it (lua/lib/host.lua member_global)."""
+    envelope = re.match(rb"(\d+:-?\d+:(\d+:)?)?", member)
+    at = envelope.end() if envelope else 0
+    if host and member[at : at + 1] == b"/":
+        return member[:at] + b"https://" + host + member[at:]
+    return member
 
 
 def queued_requests(client: redis.Redis, spider: str = "news") -> int:

@@ -20,7 +20,7 @@ from distributed_crawler.core.refusals import RefusalLog
 from distributed_crawler.core.scheduler import RedisScheduler
 from distributed_crawler.meta import LEASE_META
 from distributed_crawler.queue.base import Frontier
-from distributed_crawler.queue.codec import RequestCodec
+from distributed_crawler.queue.codec import RequestCodec, payload_url
 from distributed_crawler.queue.enqueue import Enqueuer
 
 
@@ -94,7 +94,7 @@ def test_refused_links_are_dead_lettered_once_counted_and_never_queued(
     ]
     private = next(x for x in letters if x["url"] == "http://2130706433/secret")
     assert "127.0.0.1" in private["detail"] and "ALLOWED_PRIVATE_NETWORKS" in private["detail"]
-    assert private["source"] == "enqueue" and json.loads(private["payload"])["url"] == private["url"]
+    assert private["source"] == "enqueue" and payload_url(private["payload"]) == private["url"]
     stats = scheduler.stats
     assert stats.get_value("dc/refused/private_address") == 2  # the local cache drops the two repeats
     assert stats.get_value("dc/refused/scheme") == 1

@@ -8,7 +8,14 @@ import pytest
 from scrapy import Request, Spider
 from scrapy.http import FormRequest, JsonRequest
 
-from distributed_crawler.queue.codec import PayloadError, RequestCodec, UnserializableRequestError
+from distributed_crawler.queue.codec import (
+    PayloadError,
+    RequestCodec,
+    UnserializableRequestError,
+    payload_url,
+    read_payload,
+    write_payload,
+)
 
 
 class DemoSpider(Spider):
@@ -113,11 +120,10 @@ def test_callbacks_must_be_public_spider_methods(codec: RequestCodec) -> None:
 
 def test_callbacks_are_named_without_scanning_the_spider(codec: RequestCodec, monkeypatch: pytest.MonkeyPatch) -> None:
     import inspect
-    import json
 
     spider = codec.spider
     monkeypatch.setattr(inspect, "getmembers", lambda *a, **k: pytest.fail("scanned the spider's members"))
-    d = json.loads(codec.encode(Request("http://e.com/", callback=spider.parse_item, errback=spider.on_error)))
+    d = read_payload(codec.encode(Request("http://e.com/", callback=spider.parse_item, errback=spider.on_error)))
     assert (d["callback"], d["errback"]) == ("parse_item", "on_error")
     monkeypatch.undo()
 
@@ -128,13 +134,13 @@ def test_callbacks_are_named_without_scanning_the_spider(codec: RequestCodec, mo
     DemoSpider.visible = hidden  # type: ignore[attr-defined]
     try:
         callback = spider.visible  # type: ignore[attr-defined]
-        assert json.loads(codec.encode(Request("http://e.com/", callback=callback)))["callback"] == "visible"
+        assert read_payload(codec.encode(Request("http://e.com/", callback=callback)))["callback"] == "visible"
     finally:
         del DemoSpider.visible  # type: ignore[attr-defined]
     with pytest.raises(UnserializableRequestError):
         codec.encode(Request("http://e.com/", callback=lambda response: None))
     other = DemoSpider()
-    assert json.loads(codec.encode(Request("http://e.com/", callback=other.parse_item)))["callback"] == "parse_item"
+    assert read_payload(codec.encode(Request("http://e.com/", callback=other.parse_item)))["callback"] == "parse_item"
 
 
 class Exploit:
@@ -185,3 +191,85 @@ def test_pool_proxy_and_its_credentials_never_reach_the_payload(codec: RequestCo
     internal = codec.encode(Request("http://example.com/o", meta={"proxy": "http://127.0.0.1:8888"}))
     with pytest.raises(PayloadError, match="127.0.0.1 is loopback"):
         codec.decode(internal)
+
+
+# -- the compact payload format, and the JSON format written before it (docs/frontier.md) ---------
+def test_a_link_is_its_url_and_the_fields_off_their_default(codec: RequestCodec) -> None:
+    spider = codec.spider
+    url = "https://www.example.com/2026/05/04/world/article-headline-a1b2c3d4e5.html"
+    assert codec.encode(Request(url, callback=spider.parse, meta={"depth": 3})) == f'{url} {{"d":3}}'
+    assert codec.encode(Request(url, callback=spider.parse)) == url  # everything at its default
+    assert codec.encode(Request(url)) == f'{url} {{"callback":null}}'  # no callback is not "parse"
+    assert codec.decode(url).callback == spider.parse
+    assert codec.decode(f'{url} {{"callback":null}}').callback is None
+    # the slot only when it is not the URL's own host; again always last (host_pop.lua reads it there)
+    assert codec.encode(Request(url, callback=spider.parse), slot="www.example.com") == url
+    again = codec.encode(Request(url, callback=spider.parse, meta={"depth": 1}), slot="example.com", again=True)
+    assert again == f'{url} {{"d":1,"slot":"example.com","again":1}}'
+    assert read_payload(again)["slot"] == "example.com" and codec.decode(again).meta == {"depth": 1}
+
+
+def test_a_referer_of_the_same_origin_travels_as_its_path(codec: RequestCodec) -> None:
+    spider = codec.spider
+    url = "https://e.com/2026/a.html"
+    same = Request(url, callback=spider.parse, headers={"Referer": "https://e.com/world/"}, meta={"depth": 2})
+    assert codec.encode(same) == f'{url} {{"r":"/world/","d":2}}'
+    assert codec.decode(codec.encode(same)).headers.getlist("Referer") == [b"https://e.com/world/"]
+    for other in ("https://e.com:8443/x", "http://e.com/x", "https://www.e.com/x"):  # not this origin: a header
+        request = Request(url, callback=spider.parse, headers={"Referer": other, "X-A": "1"})
+        payload = codec.encode(request)
+        assert '"r"' not in payload
+        assert codec.decode(payload).headers.getlist("Referer") == [other.encode()]
+    with_more = Request(url, callback=spider.parse, headers={"Referer": "https://e.com/", "X-A": "1"})
+    decoded = codec.decode(codec.encode(with_more))
+    assert decoded.headers["Referer"] == b"https://e.com/" and decoded.headers["X-A"] == b"1"
+
+
+def test_payloads_written_before_the_compact_format_are_read(codec: RequestCodec) -> None:
+    """JSON payloads as the previous release wrote them (every field, "v": 1, "id", "slot")."""
+    old = (
+        '{"v":1,"id":"2ada6204c66b5adc","class":"scrapy.http.request.Request","url":"https://e.com/a",'
+        '"method":"GET","callback":"parse_item","errback":null,"headers":{"Referer":["https://e.com/"]},'
+        '"body":"","cookies":{},"meta":{"depth":1},"encoding":"utf-8","priority":3,"dont_filter":false,'
+        '"flags":[],"cb_kwargs":{},"slot":"e.com","again":1}'
+    )
+    request = codec.decode(old)
+    assert (request.url, request.callback, request.priority, request.meta) == (
+        "https://e.com/a",
+        codec.spider.parse_item,
+        3,
+        {"depth": 1},
+    )
+    assert request.headers["Referer"] == b"https://e.com/"
+    assert codec.decode('{"v":1,"class":"scrapy.http.request.Request","url":"https://e.com/"}').callback is None
+    assert payload_url(old) == "https://e.com/a"
+    # rewritten (dcrawl failed --requeue): the compact format, the same request
+    again = write_payload(read_payload(old), "e.com", True)
+    assert again.startswith("https://e.com/a {") and again.endswith(',"again":1}')
+    assert codec.decode(again).callback == codec.spider.parse_item and codec.decode(again).priority == 3
+
+
+def test_a_url_the_compact_format_cannot_hold_is_written_as_json(codec: RequestCodec) -> None:
+    payload = write_payload({"url": "data:text/plain,hi there", "callback": None})
+    assert payload.startswith('{"v":1,') and payload_url(payload) == "data:text/plain,hi there"
+
+
+@pytest.mark.parametrize(
+    ("payload", "why"),
+    [
+        ('https://e.com/ {"d":"3"}', "not an int"),
+        ('https://e.com/ {"d":true}', "not an int"),
+        ('https://e.com/ {"r":"e.com/x"}', "not a path"),
+        ('https://e.com/ {"r":5}', "not a path"),
+        ("https://e.com/ [1]", "not a JSON object"),
+        ("https://e.com/ {oops", "not JSON"),
+        ('https://e.com/ {"meta":[1],"d":2}', "field 'meta'"),
+        ('https://e.com/ {"callback":"_private"}', "not a public spider method"),
+        ('https://e.com/ {"class":"os.system"}', "not allow-listed"),
+        ("/2026/05/04/a.html", "scheme"),  # a host queue's path form never reaches a node: garbage
+        ("ftp://e.com/x", "scheme"),
+    ],
+)
+def test_a_malformed_compact_payload_is_a_payload_error(codec: RequestCodec, payload: str, why: str) -> None:
+    with pytest.raises(PayloadError, match=why):
+        codec.decode(payload)

@@ -14,6 +14,7 @@ from scrapy.settings import Settings
 
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.queue.base import Frontier, Placement
+from distributed_crawler.queue.codec import payload_url
 from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
 from distributed_crawler.queue.keys import SpiderKeys
@@ -58,7 +59,7 @@ def size(frontier: Frontier) -> int | None:
 
 
 def urls_of(leases: list[bytes]) -> list[str]:
-    return [json.loads(split_member(lease).payload)["url"] for lease in leases]
+    return [payload_url(split_member(lease).payload) for lease in leases]
 
 
 URLS = [f"http://h{i % 3}.test/{i}" for i in range(9)]

@@ -12,6 +12,7 @@ import redis
 
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.queue.base import Frontier, Leased
+from distributed_crawler.queue.codec import payload_url
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
 from distributed_crawler.queue.frontier import FrontierConfig, slot_of
@@ -69,7 +70,7 @@ def pop(scripts: Frontier, n: int) -> Leased:
 
 
 def urls(result: Leased) -> list[str]:
-    return [json.loads(split_member(h.lease).payload)["url"] for h in result.leases]
+    return [payload_url(split_member(h.lease).payload) for h in result.leases]
 
 
 def test_slot_of_groups_by_rate_domain_and_keeps_ports() -> None:
@@ -292,11 +293,7 @@ def test_a_single_queue_left_from_another_mode_is_drained_into_the_hosts(
 def urls_or_raw(result: Leased) -> list[str]:
     out = []
     for h in result.leases:
-        payload = split_member(h.lease).payload
-        try:
-            out.append(json.loads(payload)["url"])
-        except ValueError:
-            out.append("garbage")
+        out.append(payload_url(split_member(h.lease).payload) or "garbage")
     return out
 
 

@@ -10,6 +10,7 @@ import pytest
 import redis
 
 from distributed_crawler.queue.base import Frontier
+from distributed_crawler.queue.codec import payload_url
 from tests.test_queue_scripts import KEYS_T, enqueue, pop, scripts  # noqa: F401 - scripts is a fixture
 
 
@@ -37,7 +38,7 @@ def test_two_deaths_alone_dead_letter_it(redis_client: redis.Redis, scripts: Fro
     assert die_alone(redis_client, scripts) == (0, 1)  # the second: a dead letter, not a third node
     (letter,) = [json.loads(x) for x in redis_client.lrange(KEYS_T.failed, 0, -1)]
     assert letter["reason"] == "killed_worker" and letter["url"] == "http://poison.test/page"
-    assert letter["attempts"] == 2 and json.loads(letter["payload"])["url"] == letter["url"]
+    assert letter["attempts"] == 2 and payload_url(letter["payload"]) == letter["url"]
     assert redis_client.zcard(KEYS_T.processing) == 0 and redis_client.hlen(KEYS_T.deaths) == 0
 
 

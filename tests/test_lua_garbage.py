@@ -19,6 +19,7 @@ import redis
 
 from distributed_crawler.dedup.bloom import layer_plan, piece_key
 from distributed_crawler.queue.base import Frontier
+from distributed_crawler.queue.codec import payload_url
 from distributed_crawler.queue.envelope import MAX_PRIORITY, split_member
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import lua_source
@@ -115,7 +116,7 @@ def test_reclaim_dead_letters_garbage_and_requeues_the_rest(redis_client: redis.
     redis_client.zadd(PROC, {good("a", 2, 1): 1, raw: 2, good("b", 0, 1): 3})
     assert reclaim(redis_client, qtype) == [2, 1]
     assert redis_client.zcard(PROC) == 0
-    assert sorted(json.loads(split_member(m).payload)["url"] for m in queue_members(redis_client, qtype)) == ["a", "b"]
+    assert sorted(payload_url(split_member(m).payload) for m in queue_members(redis_client, qtype)) == ["a", "b"]
     (entry,) = dead_letters(redis_client)
     assert entry["reason"].startswith("not a queue entry")
     assert entry["source"] == "reclaim" and entry["url"] == "" and entry["node"] == "n1"
@@ -189,7 +190,7 @@ def test_reclaim_dead_letters_leases_that_would_never_expire(redis_client: redis
     )
     assert reclaim(redis_client) == [1, 3]
     assert set(redis_client.zrange(PROC, 0, -1)) == {ours_soon, ours_late}  # legitimate leases untouched
-    assert [json.loads(split_member(m).payload)["url"] for m in redis_client.zrange(Q, 0, -1)] == ["past"]
+    assert [payload_url(split_member(m).payload) for m in redis_client.zrange(Q, 0, -1)] == ["past"]
     entries = {e["url"]: e for e in dead_letters(redis_client)}
     assert set(entries) == {"forever", "far", ""}
     assert "more than a year ahead" in entries["forever"]["reason"]
@@ -277,7 +278,7 @@ def test_pop_leases_garbage_in_the_queue_as_is(redis_client: redis.Redis, kind: 
     assert set(leases) == set(redis_client.zrange(PROC, 0, -1))
     assert b"1:0:" + raw in leases
     ours = [split_member(lease) for lease in leases if lease != b"1:0:" + raw]
-    assert sorted(json.loads(e.payload)["url"] for e in ours) == ["a", "b"] and {e.deliveries for e in ours} == {1}
+    assert sorted(payload_url(e.payload) for e in ours) == ["a", "b"] and {e.deliveries for e in ours} == {1}
 
 
 def test_pop_ignores_queue_scores_of_inf(redis_client: redis.Redis) -> None:

@@ -10,6 +10,7 @@ import redis
 
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.queue.base import Frontier
+from distributed_crawler.queue.codec import payload_url
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
 from distributed_crawler.queue.keys import SpiderKeys
@@ -53,7 +54,7 @@ def pop(scripts: Frontier, qtype: str, n: int, lease: float = 60) -> list[str]:
 
 
 def urls(members: list[str]) -> list[str]:
-    return [json.loads(split_member(m).payload)["url"] for m in members]
+    return [payload_url(split_member(m).payload) for m in members]
 
 
 def test_enqueue_dedups_atomically(scripts: Frontier) -> None:

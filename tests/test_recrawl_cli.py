@@ -12,7 +12,7 @@ from scrapy.settings import Settings
 
 from distributed_crawler.cli.main import main
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
-from distributed_crawler.queue.codec import RequestCodec
+from distributed_crawler.queue.codec import RequestCodec, payload_url
 from distributed_crawler.queue.envelope import make_member, split_member
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.recrawl.schedule import FINGERPRINT_CHARS, RecrawlKeys, RevisitSchedule
@@ -82,7 +82,7 @@ def test_recrawl_pattern_touches_only_what_matches(
     )
     assert code == 0
     assert "1 scheduled URLs due now, 2 stored URLs queued" in out
-    queued = {json.loads(split_member(m).payload)["url"] for m in queued_members(redis_client)}
+    queued = {payload_url(split_member(m).payload) for m in queued_members(redis_client)}
     assert queued == {"https://a.test/article/1", "https://a.test/article/2"}  # the section is moved by the nodes
     due = redis_client.zrangebyscore(RKEYS.schedule, "-inf", redis_client.time()[0] + 1)
     assert due == [fingerprint(SECTIONS[0]).encode()]
@@ -95,7 +95,7 @@ def test_recrawl_all_queues_each_stored_url_once_bypassing_the_filter(
         code, out, _ = run(capsys, "recrawl", "news", "--all", "--from", crawled, "--redis-url", redis_url)
         assert code == 0 and "2 scheduled URLs due now, 3 stored URLs queued" in out
     members = queued_members(redis_client)
-    assert len(members) == 6 and len({json.loads(split_member(m).payload)["url"] for m in members}) == 3
+    assert len(members) == 6 and len({payload_url(split_member(m).payload) for m in members}) == 3
 
 
 def test_recrawl_errors_are_one_line(

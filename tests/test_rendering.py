@@ -16,7 +16,7 @@ from scrapy.utils.test import get_crawler
 from scrapy_playwright.page import PageMethod
 
 from demo.spiders.news import NewsSpider
-from distributed_crawler.queue.codec import PayloadError, RequestCodec, UnserializableRequestError
+from distributed_crawler.queue.codec import PayloadError, RequestCodec, UnserializableRequestError, read_payload
 from distributed_crawler.rendering.config import DEFAULT_CHROMIUM, RenderConfig
 from distributed_crawler.rendering.frames import frames_text, static_iframe_urls
 from distributed_crawler.rendering.middleware import RenderingMiddleware
@@ -190,7 +190,7 @@ def test_page_methods_that_cannot_travel_are_refused_by_name() -> None:
 
 def test_foreign_tagged_payloads_are_rejected_not_built() -> None:
     codec = RequestCodec(_Spider())
-    good = json.loads(codec.encode(Request("http://e.com/", meta={"pm": [PageMethod("click", "#a")]})))
+    good = {"v": 1, **read_payload(codec.encode(Request("http://e.com/", meta={"pm": [PageMethod("click", "#a")]})))}
     for tagged in (
         {"__dc_type__": "os.system", "cmd": "touch /tmp/pwned"},
         {"__dc_type__": "PageMethod", "method": "_private", "args": [], "kwargs": {}},

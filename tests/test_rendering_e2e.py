@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from distributed_crawler.queue.codec import read_payload
+from distributed_crawler.queue.envelope import split_member
 from distributed_crawler.rendering.config import DEFAULT_CHROMIUM
 from tests.conftest import Workers, queued_members
 from tests.site.render_site import BROKEN_PAGES, READY, TOKENS, RenderSite
@@ -220,7 +222,7 @@ def test_rendered_request_with_page_methods_travels_through_redis_to_another_nod
         assert workers.wait_all(timeout=60) == {"node-a": 0}
         queued = queued_members(redis_client, "render_relay")
         assert len(queued) == len(TOKENS) and redis_client.zcard("{render_relay}:processing") == 0
-        payload = json.loads(queued[0].split(b":", 2)[2])
+        payload = read_payload(split_member(queued[0]).payload)
         assert payload["meta"]["render"] is True
         assert payload["meta"]["playwright_page_methods"][0]["__dc_type__"] == "PageMethod"
         assert "Starting download handler" not in workers.log("node-a")  # node-a never rendered
@@ -330,7 +332,7 @@ def test_stop_signal_to_the_whole_group_requeues_renders_in_flight(
         os.killpg(workers.procs["stop"].pid, signal.SIGTERM)
         assert workers.wait_all(timeout=40) == {"stop": 0}
         procs.assert_gone()
-    queued = [json.loads(m.split(b":", 2)[2]) for m in queued_members(redis_client)]
+    queued = [read_payload(split_member(m).payload) for m in queued_members(redis_client)]
     assert sorted(q["url"] for q in queued) == [site.url + "/r/slow?s=30", site.url + "/r/slow?s=31"]
     assert all("retry_times" not in q["meta"] for q in queued), "an interrupted render cost a retry"
     assert redis_client.zcard("{news}:processing") == 0

@@ -17,7 +17,7 @@ from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.monitoring.hosts import read_refusals
 from distributed_crawler.monitoring.status import Skips
 from distributed_crawler.queue.base import Frontier
-from distributed_crawler.queue.codec import RequestCodec
+from distributed_crawler.queue.codec import RequestCodec, payload_url
 from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import Envelope, make_member, split_member
@@ -61,7 +61,7 @@ def test_expired_requests_are_dropped_at_lease_and_counted_per_host(redis_client
         ],
     )
     leases = Frontier.open(redis_client, KEYS, mode).pop(10, 60)
-    leased = sorted(json.loads(split_member(lease).payload)["url"] for lease in leases if lease)
+    leased = sorted(payload_url(split_member(lease).payload) for lease in leases if lease)
     assert leased == ["http://legacy.example/1", "http://old.example/fresh"]
     assert leases.count(b"") == 1  # what the node counts as scheduler/expired
     assert redis_client.zcard(KEYS.processing) == 2
@@ -103,7 +103,12 @@ def test_envelope_reads_old_and_new_members() -> None:
         '{"url":"http://x/"}',
         1700000000,
     )
-    assert make_member("{}", 0, expires_at=0) == "0:0:{}"  # TTL 0: not a byte more than before
+    assert make_member("{}", 0, expires_at=0) == "{}"  # TTL 0, 0 deliveries, priority 0: no envelope at all
+    assert make_member("{}", 0, deliveries=1) == "1:0:{}"
+    assert split_member("https://x/ {}") == (0, 0, "https://x/ {}", 0)
+    for garbage in ("", "12", "1:x:{}", "no envelope"):
+        with pytest.raises(ValueError):
+            split_member(garbage)
 
 
 class _Spider(Spider):

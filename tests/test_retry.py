@@ -28,6 +28,7 @@ from distributed_crawler.downloadermiddlewares.retry import (
 )
 from distributed_crawler.meta import LEASE_META, POOL_PROXY_META, PROXY_BAN_META, PROXY_META, RETRY_DELAY_META
 from distributed_crawler.queue.base import Frontier
+from distributed_crawler.queue.codec import payload_url, read_payload
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
 from distributed_crawler.queue.keys import SpiderKeys
@@ -110,14 +111,14 @@ def test_retry_successor_waits_in_delayed_and_takes_over_the_lease(redis_client:
     assert redis_client.zcard(KEYS.delayed) == 0
     # a retry successor starts its own delivery count: not a redelivery, never quarantined
     assert split_member(again).deliveries == 1
-    assert json.loads(split_member(again).payload)["url"] == "http://e.com/a"
+    assert payload_url(split_member(again).payload) == "http://e.com/a"
 
 
 def test_due_retries_go_behind_waiting_requests_of_their_priority(redis_client: redis.Redis) -> None:
     push(redis_client, "priority", "http://e.com/retry", delay=5)
     redis_client.zadd(KEYS.delayed, {redis_client.zrange(KEYS.delayed, 0, 0)[0]: 1})
     push(redis_client, "priority", "http://e.com/waiting")
-    urls = [json.loads(split_member(m).payload)["url"] for m in pop(redis_client, "priority")]
+    urls = [payload_url(split_member(m).payload) for m in pop(redis_client, "priority")]
     assert urls == ["http://e.com/waiting", "http://e.com/retry"]
 
 
@@ -185,7 +186,7 @@ def test_proxy_ban_is_retried_later_then_dead_lettered_with_the_masked_proxy(
     assert entry["url"] == "http://e.com/p" and entry["reason"] == "proxy ban: status 403"
     assert entry["status"] == 403 and entry["attempts"] == 2 and entry["node"] == "n1"
     assert entry["proxy"] == "http://user:***@10.0.0.1:3128" and "pw" not in raw.decode()
-    assert entry["source"] == "retry" and "retry_times" not in json.loads(entry["payload"])["meta"]
+    assert entry["source"] == "retry" and "retry_times" not in read_payload(entry["payload"]).get("meta", {})
     stats = crawler.stats.get_stats()
     assert stats["retry/delayed"] == 1 and stats["retry/failed"] == 1
 
@@ -258,7 +259,7 @@ def test_a_page_that_always_fails_is_dead_lettered_then_requeued(
         # host mode (the default): one queue per host
         members = [m for key in redis_client.scan_iter(KEYS.host_queue("*")) for m in redis_client.zrange(key, 0, -1)]
         assert len(members) == 2 and {split_member(m).deliveries for m in members} == {0}
-        assert all("retry_times" not in json.loads(split_member(m).payload)["meta"] for m in members)
+        assert all("retry_times" not in read_payload(split_member(m).payload).get("meta", {}) for m in members)
 
         workers.start("node-c", "RETRY_TIMES=3", *FAST)
         assert workers.wait_all(timeout=90)["node-c"] == 0
@@ -287,7 +288,7 @@ def test_retry_after_sets_the_due_time_and_the_node_waits_for_it(workers: Worker
             time.sleep(0.1)
         now = float(redis_client.time()[0])
         due = {
-            json.loads(split_member(m).payload)["url"]: s
+            payload_url(split_member(m).payload): s
             for m, s in redis_client.zrange(KEYS.delayed, 0, -1, withscores=True)
         }
         assert len(due) == 2, workers.log("node-a")[-3000:]

@@ -16,6 +16,7 @@ from distributed_crawler.cli.hosts import gather_hosts
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.monitoring.status import gather_status
 from distributed_crawler.queue.base import Frontier, FrontierLayoutError
+from distributed_crawler.queue.codec import payload_url
 from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
 from distributed_crawler.queue.keys import SpiderKeys
@@ -100,7 +101,7 @@ def test_a_frontier_written_the_current_way_is_read_with_default_settings(redis_
     leased = []
     for _ in range(5):
         leased += ours.lease(10, 60).leases
-    urls = sorted(json.loads(split_member(x.lease).payload)["url"] for x in leased)
+    urls = sorted(payload_url(split_member(x.lease).payload) for x in leased)
     assert urls == ["http://a.test/1", "http://b.test/2"]
     ours.ack([x.lease for x in leased])
     counts = run_sync(ours.counts())

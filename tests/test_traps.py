@@ -4,7 +4,6 @@ cluster-wide in Redis, each refusal one dead letter with its reason."""
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 import redis
@@ -22,6 +21,7 @@ from distributed_crawler.dedup.dupefilter import flush_crawl
 from distributed_crawler.defaults import DEFAULTS
 from distributed_crawler.meta import LEASE_META
 from distributed_crawler.queue.base import Frontier
+from distributed_crawler.queue.codec import payload_url
 from tests.test_admission import _drain, _letters, _scheduler
 
 
@@ -100,7 +100,7 @@ def test_hosts_per_domain_are_capped_for_the_whole_cluster(redis_url: str, redis
     letters = _letters(redis_client, first)
     assert sorted(x["url"] for x in letters) == ["http://h3.example.com/", "http://h4.example.com/"]
     assert {x["reason"] for x in letters} == {"domain_max_hosts"}
-    assert all("DOMAIN_MAX_HOSTS" in x["detail"] and json.loads(x["payload"])["url"] == x["url"] for x in letters)
+    assert all("DOMAIN_MAX_HOSTS" in x["detail"] and payload_url(x["payload"]) == x["url"] for x in letters)
     assert first.stats.get_value("dc/refused/domain_max_hosts") == 2
     assert first.stats.get_value("scheduler/enqueued/redis") == 5
     # the node remembers Redis's answer: a further link to a refused host stops at once

@@ -206,7 +206,11 @@ def test_requeue_member_takes_only_valid_requests() -> None:
     ):
         assert requeue_member(bad) is None, bad
     assert requeue_member({**ok, "priority": 4.0}) is not None
-    assert requeue_member({k: v for k, v in ok.items() if k != "priority"}).startswith("0:0:")
+    assert requeue_member({k: v for k, v in ok.items() if k != "priority"}) == '{"url":"http://e.com/","meta":{}}'
+    # a compact payload (queue/codec.py), and one a text that is not ours
+    compact = {**ok, "payload": 'https://e.com/a {"d":2,"meta":{"retry_times":2}}'}
+    assert requeue_member(compact) == '0:3:https://e.com/a {"d":2}'
+    assert requeue_member({**ok, "payload": "not a url"}) is None
 
 
 def test_status_in_process_reads_garbage_with_the_sync_client(

@@ -17,7 +17,7 @@ from scrapy.utils.test import get_crawler
 
 from distributed_crawler.addon import Addon
 from distributed_crawler.core.scheduler import RedisScheduler
-from distributed_crawler.queue.codec import RequestCodec
+from distributed_crawler.queue.codec import RequestCodec, read_payload
 from distributed_crawler.queue.deadletters import DeadLetters
 from distributed_crawler.queue.seeds import SeedError, parse_seed
 
@@ -37,7 +37,7 @@ class _Spider(Spider):
 
 def _payload(codec: RequestCodec, meta: dict[str, Any], url: str = "http://site.test/a") -> str:
     """A payload as an attacker writes it: valid JSON of our format, with the meta they chose."""
-    d = json.loads(codec.encode(Request("http://site.test/a")))
+    d = {"v": 1, **read_payload(codec.encode(Request("http://site.test/a")))}
     d["meta"], d["url"] = meta, url
     return json.dumps(d)
 

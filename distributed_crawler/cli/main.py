@@ -35,6 +35,7 @@ from distributed_crawler.core.scheduler import SchedulerConfig
 from distributed_crawler.dedup.dupefilter import describe_dedup, reset_dedup
 from distributed_crawler.monitoring.nodes import Skips, clean_json
 from distributed_crawler.monitoring.status import NO_DEDUP, render_status, status_now, watch_status
+from distributed_crawler.queue.codec import payload_url
 from distributed_crawler.queue.deadletters import fresh_payload
 from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.envelope import MAX_PRIORITY, make_member
@@ -149,19 +150,16 @@ def requeue_member(entry: dict[str, Any]) -> str | None:
     """The queue member a dead letter goes back as, or None when it carries no runnable request.
 
     Only entries the scheduler dead-lettered after delivery (reclaim, retry, poison) carry a
-    request; their payload must be a JSON object with an http(s) URL, their priority an integer.
+    request; their payload must be a request payload (queue/codec.py) with an http(s) URL, their
+    priority an integer.
     """
     if entry.get("source") not in ("reclaim", "retry", "poison"):
         return None
     payload = entry.get("payload")
     if not isinstance(payload, str) or not payload or len(payload) > MAX_REQUEUE_PAYLOAD:
         return None
-    try:
-        request = json.loads(payload)
-    except (ValueError, RecursionError):
-        return None
-    url = request.get("url") if isinstance(request, dict) else None
-    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+    url = payload_url(payload)
+    if url is None or not url.startswith(("http://", "https://")):
         return None
     priority = entry.get("priority", 0)
     if isinstance(priority, bool) or not isinstance(priority, (int, float)):

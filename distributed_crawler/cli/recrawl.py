@@ -158,7 +158,7 @@ def queue_stored(
         chosen = [url for url in urls if matches(url)]
         if not chosen:
             continue
-        requests = [Request(url) for url in chosen]
+        requests = [Request(url, dont_filter=True) for url in chosen]  # queued again on purpose: each push its own
         fps = [fingerprinter.fingerprint(r).hex()[:FINGERPRINT_CHARS] for r in requests]
         pipe = client.pipeline(transaction=False)
         for fp in fps:

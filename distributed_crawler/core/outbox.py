@@ -23,6 +23,7 @@ from distributed_crawler.core.refusals import RefusalLog
 from distributed_crawler.core.traps import DomainHosts
 from distributed_crawler.core.trouble import RedisTrouble, logger
 from distributed_crawler.queue.base import Frontier
+from distributed_crawler.queue.codec import payload_url
 from distributed_crawler.queue.enqueue import Enqueuer
 from distributed_crawler.queue.envelope import split_member
 
@@ -144,7 +145,7 @@ class Outbox:
     def _refused_entry(self, entry: OutboxEntry, refusal: Refusal) -> OutboxEntry:
         """An outbox entry turned into a refusal after all (its payload is the dead letter's)."""
         envelope = split_member(entry.member)  # made by the intake: ours, valid
-        url = str(json.loads(envelope.payload).get("url", ""))
+        url = payload_url(envelope.payload) or ""
         letter = self.refusals.note(
             url, refusal, "enqueue", attempts=0, priority=envelope.priority, payload=envelope.payload
         )

@@ -17,7 +17,7 @@
 -- ARGV[6] action: "push" (dedup and push) | "add" (dedup only) | "check" (read only)
 -- then n quadruples from ARGV[7]: fingerprint (hex, "" = no dedup), dont_filter ("1"/"0"),
 --   delay in seconds ("0" = push to the queue now; > 0 = ZADD to delayed, due at server time +
---   delay), member (member = "<deliveries>:<priority>:<json>"); then lease members to remove
+--   delay), member (queue/envelope.py: "[<deliveries>:<priority>:[<expires_at>:]]<payload>"); then lease members to remove
 --   from processing.
 -- Returns {code, r1, ..., rp}: r = 1 new (pushed unless "check"), 0 seen before. code 0: all n
 --   done; 1: the newest bitmap layer is full, add a layer (bloom_grow.lua) and send the rest
@@ -39,9 +39,10 @@
 --   queue; the bitmap pieces then start at KEYS[9] (without the counter at KEYS[7]); ARGV[7] host queue key
 --   prefix, ARGV[8] host hash key prefix (prefix .. host = the key: undeclared keys on the same
 --   Cluster slot, see lib/host.lua); the entries from ARGV[9] are 8-tuples: the four above, then
---   slot ("" = read "slot", else the url's host, from the member's JSON payload), interval in
+--   slot ("" = read "slot", else the url's host, from the member's payload), interval in
 --   seconds, page budget and in-flight cap (-1 = none; "" = leave the stored value). A request goes
---   to its host's queue (zset scored like "priority"), the host into ready at max(now, until) unless
+--   to its host's queue (zset scored like "priority"; an https URL of the host stored as its path,
+--   lib/host.lua member_local), the host into ready at max(now, until) unless
 --   it is there already or over budget; `iv` / `max` / `cap` of the host hash are written only when
 --   they change.
 -- uses: queue (lib/queue.lua: member_priority, member_payload, queue_push)

@@ -17,7 +17,7 @@
 --   prefix (prefix .. host = the key; undeclared keys on the same Cluster slot as KEYS, see
 --   lib/host.lua; without ARGV[6] no in-flight cap is applied)
 -- Returns {lease1, slot1, bo1, lease2, slot2, bo2, ..., next_due}: each leased member
---   ("<deliveries>:<priority>:<json>", deliveries counted up by one), its host and the host's
+--   ("<deliveries>:<priority>:<payload>", deliveries counted up by one; no envelope counts as 0:0), its host and the host's
 --   backoff level; a host dropped from ready because its queue key is of the wrong Redis type
 --   comes as the triple ("", host, -1) so the node can name the key; an expired request (its
 --   "<expires_at>:" at or before server time, lib/queue.lua) leaves its host's queue unleased and
@@ -34,7 +34,9 @@
 --   that time. A host over budget (pages >= max >= 0) leaves ready for the over-budget zset (score
 --   = its pending count): its requests stay in its queue, counted, not served. `pages` counts
 --   first deliveries (a member with 0 deliveries before this lease) of new pages: a retry or a
---   hand-back (payload ending in ',"again":1}', written by the scheduler) is not counted again.
+--   hand-back (payload ending in '"again":1}', written by the scheduler) is not counted again.
+--   A member whose compact payload is a path (an https URL of its host, lib/host.lua member_local)
+--   is leased with "https://<host>" put back: a lease always holds the whole URL.
 --   A served host without interval gets score now: hosts that waited longer come first in the next call.
 -- In-flight cap (host hash `cap` > 0, DOMAIN_MAX_IN_FLIGHT): a capped host's leases are also kept
 --   in its in-flight set; a member counts while it is in processing with a deadline ahead (an ack,
@@ -48,11 +50,11 @@
 -- Garbage never stops the script: a delayed member without a host (no "slot", no url host, not
 --   JSON) goes to host "" (the node dead-letters what does not decode); a due time or ready score
 --   more than a year ahead (+inf included) counts as due; a queue member without a valid envelope
---   is leased as "1:0:<member>" (the node dead-letters it); a host whose queue key is of the wrong
+--   is leased as "1:0:<member>" (no envelope: a new request; else the node dead-letters it); a host whose queue key is of the wrong
 --   Redis type leaves ready (its key is kept for `dcrawl hosts`); host hash garbage reads as
 --   defaults (lib/host.lua). A declared key of the wrong Redis type raises WRONGTYPE.
 -- uses: queue (lib/queue.lua: MAX_PRIORITY, member_priority, queue_push, expired, count_expired)
--- uses: host (lib/host.lua: host_of, host_push, host_state, over_budget)
+-- uses: host (lib/host.lua: host_of, host_push, host_state, over_budget, member_global, member_again)
 local count = tonumber(ARGV[1])
 local t = redis.call("TIME")
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -118,12 +120,16 @@ if KEYS[6] then
 end
 
 local out = {}
-local function lease_of(member)
+local function lease_of(member, host)
+  member = member_global(member, host)
   local deliveries, priority = string.match(member, "^(%d+):(%-?%d+):")
   if deliveries and #deliveries <= 9 and #priority <= 8 and math.abs(tonumber(priority)) <= MAX_PRIORITY then
     -- a new page: first delivery, and not a retry / hand-back ("again", our payload's last field)
-    local fresh = tonumber(deliveries) == 0 and string.sub(member, -11) ~= ',"again":1}'
+    local fresh = tonumber(deliveries) == 0 and not member_again(member)
     return (tonumber(deliveries) + 1) .. string.sub(member, #deliveries + 1), fresh
+  end
+  if not string.match(member, "^%d") then -- no envelope: "0:0:" (a new page if it is a URL of ours)
+    return "1:0:" .. member, payload_url(member) ~= nil and not member_again(member)
   end
   return "1:0:" .. member, false -- not written by us: the node dead-letters it without running it
 end
@@ -200,7 +206,7 @@ while wanted > 0 and #active > 0 do
           out[#out + 1] = -2
           dropped = dropped + 1
         else
-          local lease, fresh = lease_of(member)
+          local lease, fresh = lease_of(member, s.host)
           redis.call("ZADD", KEYS[2], deadline, lease)
           if s.cap > 0 then pcall(redis.call, "SADD", fprefix .. s.host, lease) end
           out[#out + 1] = lease

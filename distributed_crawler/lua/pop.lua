@@ -10,7 +10,7 @@
 -- ARGV[2] max number of requests to take (0: only move due retries)
 -- ARGV[3] lease length in seconds
 -- ARGV[4] max number of due retries to move in this call (default 100)
--- Returns the leased members ("<deliveries>:<priority>:<json>", deliveries counted up by one); an
+-- Returns the leased members ("<deliveries>:<priority>:<payload>", deliveries counted up by one); an
 --   expired member (its "<expires_at>:" at or before server time, lib/queue.lua) is taken off the
 --   queue and never leased: it comes back as "" (the node counts scheduler/expired).
 -- Guarantees: a request is always in the queue, in delayed or in processing, never in none and
@@ -22,7 +22,8 @@
 -- Garbage (anyone can write to Redis) never stops the script:
 --   * A queue member without a valid "<deliveries>:<priority>:" envelope (none, non-numeric,
 --     more than 9 digits of deliveries, |priority| > 131071 = envelope.MAX_PRIORITY) is leased as
---     "1:0:<member>": the node dead-letters it without running it (reclaim.lua if it dies first).
+--     "1:0:<member>": a member without an envelope is a new request at priority 0 (lib/queue.lua),
+--     anything else the node dead-letters without running it (reclaim.lua if it dies first).
 --   * A member of delayed is moved to the queue when due whatever it holds (its priority, read
 --     from the envelope if any, is clamped to +-131071 so the score stays finite; none = 0); a due
 --     time more than a year ahead (+inf included; retries wait at most minutes) counts as due, so

@@ -37,8 +37,8 @@
 -- zset, ARGV[6] / ARGV[7] the host queue / host hash key prefixes; a requeued member goes to the
 -- front of its priority in its host's queue (host from the payload's "slot", else its url; none:
 -- host "", where the node dead-letters what does not decode) and the host into ready at once.
--- uses: queue (lib/queue.lua: MAX_PRIORITY, queue_push)
--- uses: host (lib/host.lua: host_of, host_push)
+-- uses: queue (lib/queue.lua: MAX_PRIORITY, queue_push, make_member)
+-- uses: host (lib/host.lua: host_of, host_push, payload_url)
 local qtype = ARGV[1]
 local max_deliveries = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
@@ -114,10 +114,11 @@ local requeued, dead = 0, 0
 local function dead_letter(lease, reason, deliveries, priority, payload)
   local entry
   if deliveries then
-    local ok, decoded = pcall(cjson.decode, payload)
-    local url = ok and type(decoded) == "table" and decoded["url"]
-    if type(url) ~= "string" then url = "" end
-    if not (ok and type(decoded) == "table") then payload = string.sub(payload, 1, PREVIEW) end
+    local url = payload_url(payload) -- a payload of ours is kept whole (dcrawl failed --requeue)
+    if not url then
+      url = ""
+      payload = string.sub(payload, 1, PREVIEW)
+    end
     entry = {url = clean(url), reason = reason, attempts = deliveries, priority = priority,
              node = ARGV[5], time = now, payload = clean(payload), source = "reclaim"}
   else
@@ -150,7 +151,7 @@ for _, lease in ipairs(expired) do
     dead_letter(lease, "lease expired " .. deliveries .. " times (node died or hung while processing)",
       deliveries, priority, payload)
   else
-    local member = deliveries .. ":" .. priority .. ":" .. rest -- its expiry, if any, stays
+    local member = make_member(deliveries, priority, rest) -- its expiry, if any, stays
     if qtype == "host" then -- the front of its priority in its host's queue
       host_push(KEYS[2], KEYS[5], ARGV[6], ARGV[7], KEYS[4], host_of(payload), member, priority, true, now)
     else

@@ -8,7 +8,7 @@
 --   "error" (any other status: the interval is kept)
 -- ARGV[6] content digest ("body" only)
 -- ARGV[7] ETag, ARGV[8] Last-Modified of the response ("" = none sent)
--- ARGV[9] queue member the next revisit pushes ("0:<priority>:<json>"; "" = keep the stored one)
+-- ARGV[9] queue member the next revisit pushes ("[0:<priority>:]<payload>", queue/envelope.py; "" = keep the stored one)
 -- Returns {interval as a string, change}: change 1 = changed, 0 = unchanged (or 304), -1 = first
 --   visit, -2 = an error status; {"0", -3}: nothing stored (no member given and none stored).
 -- Intervals (docs/recrawl.md): first visit min; changed max(min, iv / factor); unchanged or 304

@@ -16,7 +16,7 @@
 -- to the front of its priority in its host's queue (host from the payload's "slot", else its url,
 -- else host ""), the host into ready at once (NX: a due time set by its interval stands); a lease
 -- of a first delivery gives its page back to the host's budget (`pages` - 1).
--- uses: queue (lib/queue.lua: MAX_PRIORITY, queue_push)
+-- uses: queue (lib/queue.lua: MAX_PRIORITY, queue_push, make_member, member_payload)
 -- uses: host (lib/host.lua: host_of, host_push)
 local qtype = ARGV[1]
 local released = 0
@@ -32,7 +32,7 @@ for i = first_lease, #ARGV do
   local deliveries, priority, payload = string.match(lease, "^(%d+):(%-?%d+):(.*)$")
   local p = deliveries and #deliveries <= 9 and #priority <= 8 and tonumber(priority)
   if p and p <= MAX_PRIORITY and p >= -MAX_PRIORITY and redis.call("ZSCORE", KEYS[1], lease) then
-    local member = math.max(tonumber(deliveries) - 1, 0) .. ":" .. p .. ":" .. payload
+    local member = make_member(math.max(tonumber(deliveries) - 1, 0), p, payload)
     if qtype == "host" then -- the front of its priority in its host's queue
       local host = host_of(member_payload(lease) or "")
       if tonumber(deliveries) <= 1 then -- a first delivery: its page goes back to the budget

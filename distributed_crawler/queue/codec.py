@@ -5,6 +5,22 @@ class is checked against an allow-list before it is loaded, callbacks must be pu
 spider or Scrapy's own private rule callbacks (callbacks.py), and a payload that does not decode
 raises `PayloadError` (the scheduler dead-letters it). Both errors carry a `kind` (`class`,
 `callback`, `value`, `format`, `field`) so a node logs each kind of refusal once.
+
+Two payload formats (docs/frontier.md "Entry format"); both are read, the compact one is written:
+* compact: `<url>` alone, or `<url> <json object>` holding only the fields that differ from their
+  default, under the JSON format's names except `d` (meta "depth", which nearly every link has)
+  and `r` (a Referer header of the request's own origin, as its path: RefererMiddleware puts the
+  page a link was found on there, nearly always a page of the same site).
+  Defaults: class Request, method GET, callback "parse" (`"callback":null` = none), errback none,
+  no headers / body / cookies / meta / flags / cb_kwargs, encoding utf-8, priority 0, dont_filter
+  false. `id` (8 hex) only with dont_filter: two equal requests must stay two queue members, while
+  two equal filtered requests cannot both be queued. `slot` only when it is not the URL's host, and
+  `again` (a retry or hand-back, lua/host_pop.lua) always last. A Scrapy URL never holds a space
+  (it is percent-escaped); one that does, or one that is not http(s), is written as JSON.
+* JSON (every entry written before the compact format, FORMAT_VERSION 1): one object with every
+  field, starting with "{".
+Python always writes absolute URLs; Lua's host queues store an https URL of the queue's own host
+as its path (lua/lib/host.lua), and give it back whole at lease.
 """
 
 from __future__ import annotations
@@ -37,7 +53,25 @@ DEFAULT_ALLOWED_CLASSES: frozenset[str] = frozenset(
         "scrapy.http.request.rpc.XmlRpcRequest",
     }
 )
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # the JSON payload format
+DEFAULT_CLASS = "scrapy.http.request.Request"
+DEFAULT_CALLBACK = "parse"  # the compact format's callback when none is written
+DEPTH_FIELD = "d"  # the compact format's name of meta["depth"]
+REFERER_FIELD = "r"  # the compact format's Referer header of the request's own origin, as its path
+AGAIN_FIELD = "again"  # lua/host_pop.lua: a retry or hand-back, not a new page for the host's budget
+#: compact format: a field is written only when its value differs from this (callback: "parse";
+#: headers: none, a Referer of the request's origin as REFERER_FIELD)
+_COMPACT_HEAD: tuple[tuple[str, Any], ...] = (("class", DEFAULT_CLASS), ("method", "GET"))
+_COMPACT_TAIL: tuple[tuple[str, Any], ...] = (
+    ("errback", None),
+    ("body", ""),
+    ("cookies", {}),
+    ("encoding", "utf-8"),
+    ("priority", 0),
+    ("dont_filter", False),
+    ("flags", []),
+    ("cb_kwargs", {}),
+)
 
 
 def allowed_classes(settings: Any) -> tuple[str, ...]:
@@ -144,8 +178,6 @@ class RequestCodec:
             d = request.to_dict(spider=self.spider)
             callback, errback = d["callback"], d["errback"]
         return {
-            "v": FORMAT_VERSION,
-            "id": secrets.token_hex(8),  # two equal requests (dont_filter) stay two queue members
             "class": class_path,
             "url": request.url,
             "method": request.method,
@@ -184,32 +216,19 @@ class RequestCodec:
         return _UNRESOLVED
 
     def encode(self, request: Request, slot: str | None = None, again: bool = False) -> str:
-        """JSON of a request; `slot` (host mode): its host, a top-level field Lua reads to put it
-        back into its host's queue; `again`: a retry or hand-back of a page already counted against
-        its host's budget (host_pop.lua reads it as the payload's last field). Decode ignores both,
-        like any unknown top-level field."""
+        """The payload of a request (compact format); `slot` (host mode): its host, which Lua reads
+        to put it back into its host's queue (written only when it is not the URL's own host);
+        `again`: a retry or hand-back of a page already counted against its host's budget."""
         try:
-            d = self.to_dict(request)
-            if slot is not None:
-                d["slot"] = slot
-            if again:
-                d["again"] = 1
-            return json.dumps(d, separators=(",", ":"), ensure_ascii=False)
+            return write_payload(self.to_dict(request), slot, again)
         except ValueError as exc:  # e.g. a method not found on the spider
             raise UnserializableRequestError(f"{request.url}: {exc}") from None
 
     # -- decode -------------------------------------------------------------
     def decode(self, payload: str | bytes) -> Request:
-        """A request from untrusted JSON; anything malformed raises `PayloadError` with a reason."""
-        try:
-            d = json.loads(payload)
-        except (ValueError, UnicodeDecodeError):
-            raise PayloadError("not JSON (foreign or pickled data?)", kind="format") from None
-        except RecursionError:
-            raise PayloadError("JSON nested too deeply", kind="format") from None
-        if not isinstance(d, dict) or d.get("v") != FORMAT_VERSION:
-            raise PayloadError("not a request payload of this format version", kind="format")
-        return self.from_dict(d)
+        """A request from an untrusted payload (either format); anything malformed raises
+        `PayloadError` with a reason."""
+        return self.from_dict(read_payload(payload))
 
     def from_dict(self, d: dict[str, Any]) -> Request:
         class_path = d.get("class")
@@ -267,6 +286,161 @@ class RequestCodec:
         if not callable(method):
             raise PayloadError(f"callback {name[:100]!r} not found on spider {self.spider.name!r}", kind="callback")
         return method
+
+
+def url_authority(url: str) -> str:
+    """The lowercased host[:port] of an absolute URL, as lua/lib/host.lua `host_of` reads it."""
+    rest = url.split("://", 1)[1] if "://" in url else ""
+    for stop in "/?#":
+        rest = rest.split(stop, 1)[0]
+    return rest.rsplit("@", 1)[-1].lower()[:300]
+
+
+def _origin(url: str) -> str:
+    """scheme://host[:port] of an absolute URL as written: what precedes the first "/" after "://"
+    (the same on both sides of the format, which is all a Referer path needs)."""
+    end = url.find("/", url.find("://") + 3)
+    return url if end < 0 else url[:end]
+
+
+def _own_host(url: str, slot: str) -> bool:
+    """`slot` is the host[:port] lua/lib/host.lua `host_of` reads from `url` (a quick look first)."""
+    start = url.find("://") + 3
+    end = start + len(slot)
+    if url.startswith(slot, start) and (len(url) == end or url[end] in "/?#"):
+        return True
+    return slot == url_authority(url)
+
+
+def write_payload(d: dict[str, Any], slot: str | None = None, again: bool = False) -> str:
+    """The compact payload of a request dict (`to_dict`'s, or `read_payload`'s: a field it lacks
+    has the JSON format's default)."""
+    url = d.get("url")
+    if (
+        not isinstance(url, str)
+        or not url.startswith(("http://", "https://"))
+        or " " in url
+        or "\n" in url
+        or "\r" in url
+        or "\t" in url
+    ):
+        return _json_payload(d, slot, again)
+    get = d.get
+    fields: dict[str, Any] = {}
+    for name, default in _COMPACT_HEAD:
+        value = get(name, default)
+        if value != default:
+            fields[name] = value
+    callback = get("callback")  # absent from a JSON payload: none
+    if callback != DEFAULT_CALLBACK:
+        fields["callback"] = callback
+    headers = get("headers")
+    if headers:
+        referer = headers.get("Referer")
+        if type(referer) is list and len(referer) == 1 and isinstance(referer[0], str):
+            origin = _origin(url)
+            if referer[0].startswith(origin + "/"):
+                headers = {k: v for k, v in headers.items() if k != "Referer"}
+                fields[REFERER_FIELD] = referer[0][len(origin) :]
+        if headers:
+            fields["headers"] = headers
+    for name, default in _COMPACT_TAIL:
+        value = get(name, default)
+        if value != default:
+            fields[name] = value
+    meta = get("meta")
+    if meta:
+        depth = meta.get("depth")
+        if type(depth) is int:
+            fields[DEPTH_FIELD] = depth
+            meta = {k: v for k, v in meta.items() if k != "depth"}
+        if meta:
+            fields["meta"] = meta
+    if fields.get("dont_filter"):
+        fields["id"] = secrets.token_hex(4)  # two equal requests (dont_filter) stay two queue members
+    if slot is not None and not _own_host(url, slot):
+        fields["slot"] = slot
+    if again:
+        fields[AGAIN_FIELD] = 1
+    if not fields:
+        return url
+    return f"{url} {json.dumps(fields, separators=(',', ':'), ensure_ascii=False)}"
+
+
+def _json_payload(d: dict[str, Any], slot: str | None, again: bool) -> str:
+    """The JSON format, for what the compact one cannot hold (a URL with a space, not http(s))."""
+    out = {"v": FORMAT_VERSION, "id": secrets.token_hex(8), **{k: v for k, v in d.items() if k not in ("v", "id")}}
+    if slot is not None:
+        out["slot"] = slot
+    if again:
+        out[AGAIN_FIELD] = 1
+    return json.dumps(out, separators=(",", ":"), ensure_ascii=False)
+
+
+def read_payload(payload: str | bytes) -> dict[str, Any]:
+    """The request dict of a payload of either format (a field it lacks has the JSON format's
+    default); raises `PayloadError` when it is neither."""
+    try:
+        if isinstance(payload, bytes):
+            payload = payload.decode("utf-8")
+        if payload.startswith("{"):
+            d = json.loads(payload)
+            if not isinstance(d, dict) or d.get("v") != FORMAT_VERSION:
+                raise PayloadError("not a request payload of this format version", kind="format")
+            return d
+        url, _, rest = payload.partition(" ")
+        fields = json.loads(rest) if rest else {}
+    except (ValueError, UnicodeDecodeError):
+        raise PayloadError("not JSON (foreign or pickled data?)", kind="format") from None
+    except RecursionError:
+        raise PayloadError("JSON nested too deeply", kind="format") from None
+    if not isinstance(fields, dict):
+        raise PayloadError("not a request payload (its fields are not a JSON object)", kind="format")
+    d = {"class": DEFAULT_CLASS, "callback": DEFAULT_CALLBACK, **fields, "url": url}
+    if REFERER_FIELD in d:
+        referer = d.pop(REFERER_FIELD)
+        if not isinstance(referer, str) or not referer.startswith("/"):
+            raise PayloadError(f"field {REFERER_FIELD!r} (Referer) is not a path")
+        headers = _field(d, "headers", dict) or {}
+        d["headers"] = {**headers, "Referer": [_origin(url) + referer]}
+    if DEPTH_FIELD in d:
+        depth = d.pop(DEPTH_FIELD)
+        meta = _field(d, "meta", dict) or {}
+        if type(depth) is not int:
+            raise PayloadError(f"field {DEPTH_FIELD!r} (depth) is a {type(depth).__name__}, not an int")
+        d["meta"] = {**meta, "depth": depth}
+    return d
+
+
+def payload_url(payload: str | bytes) -> str | None:
+    """The URL a payload of either format names (a JSON object's "url", else what precedes the first
+    space), None when it names none (garbage). Nothing else of the payload is checked."""
+    try:
+        if isinstance(payload, bytes):
+            payload = payload.decode("utf-8")
+        if not payload.startswith("{"):
+            head = payload.partition(" ")[0]
+            return head if "://" in head else None
+        d = json.loads(payload)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    url = d.get("url") if isinstance(d, dict) else None
+    return url if isinstance(url, str) else None
+
+
+def payload_slot(payload: str | bytes) -> str | None:
+    """The "slot" field of a payload of either format, None without one (then its URL's host is its
+    slot, as lua/lib/host.lua `host_of` reads it). Nothing else of the payload is checked."""
+    try:
+        if isinstance(payload, bytes):
+            payload = payload.decode("utf-8")
+        if '"slot":' not in payload:
+            return None
+        d = json.loads(payload if payload.startswith("{") else payload.partition(" ")[2])
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    slot = d.get("slot") if isinstance(d, dict) else None
+    return slot if isinstance(slot, str) else None
 
 
 def _field(d: dict[str, Any], name: str, kind: type | tuple[type, ...], required: bool = False) -> Any:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -22,6 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from distributed_crawler.queue.base import Frontier, HostControl, Lease, Leased, Placement
+from distributed_crawler.queue.codec import payload_slot, payload_url
 from distributed_crawler.queue.counts import CrawlCounts
 from distributed_crawler.queue.deadletters import DeadLetters
 from distributed_crawler.queue.enqueue import Dedup, Enqueuer, Entry, maybe_await, run_sync
@@ -86,12 +86,14 @@ class ShardedFrontier(Frontier):
         if home is not None:
             return home
         try:
-            payload = json.loads(split_member(raw).payload)
-            slot = payload.get("slot") if isinstance(payload, dict) else None
-            key = slot if isinstance(slot, str) else _host(str(payload.get("url", "")))
-        except (ValueError, AttributeError):
+            payload = split_member(raw).payload  # either format (queue/codec.py)
+        except ValueError:
             return 0  # not ours to route (garbage): shard 0 dead-letters it
-        return shard_of(key, len(self.parts))
+        slot, url = payload_slot(payload), payload_url(payload)
+        if slot is not None:
+            return shard_of(slot, len(self.parts))
+        # a compact payload names no slot when it is its URL's host: placed as the push placed it
+        return self.shard_of_url(url) if url is not None else 0
 
     def _by_shard(self, leases: Sequence[bytes | str]) -> dict[int, list[bytes | str]]:
         groups: dict[int, list[bytes | str]] = {}

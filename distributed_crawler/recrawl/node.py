@@ -8,10 +8,9 @@ request's schedule fingerprint and the queue member its next revisit pushes.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import weakref
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from redis.exceptions import ResponseError
 from scrapy import signals
@@ -42,29 +41,6 @@ DOWNLOAD_HEADERS = (
     "Accept-Encoding",
     "Referer",
 )
-
-
-# Fields the codec writes with the value its decoder assumes when they are absent (queue/codec.py
-# `_kwargs`), and "id" (a revisit is one request: pushing it again must not make a second member).
-_DEFAULT_FIELDS = {"method": "GET", "encoding": "utf-8"}
-_EMPTY: tuple[Any, ...] = (None, "", 0, False, [], {})
-_REQUIRED_FIELDS = frozenset({"v", "class", "url"})  # the decoder refuses a payload without them
-_MISSING = object()
-
-
-def compact_payload(payload: str) -> str:
-    """The codec's JSON without the fields its decoder defaults anyway (a revisit is stored for
-    months: ~340 bytes become ~130 for a plain GET). `again` stays last (host_pop.lua reads it there)."""
-    data = json.loads(payload)
-    again = data.pop("again", None)
-    kept = {
-        k: v
-        for k, v in data.items()
-        if k in _REQUIRED_FIELDS or (k != "id" and _DEFAULT_FIELDS.get(k, _MISSING) != v and v not in _EMPTY)
-    }
-    if again is not None:
-        kept["again"] = again
-    return json.dumps(kept, separators=(",", ":"), ensure_ascii=False)
 
 
 class RecrawlTicket(NamedTuple):
@@ -144,7 +120,9 @@ class RecrawlNode:
         except UnserializableRequestError as exc:
             logger.warning("Revisit of %s keeps its stored request: %s", request.url, exc)
             return ""
-        return make_member(compact_payload(payload), clean.priority)
+        # the codec's compact payload: no "id" without dont_filter, so a revisit pushed again while
+        # its previous push still waits is the same queue member, not a second one
+        return make_member(payload, clean.priority)
 
     async def record(self, request: Request, ticket: RecrawlTicket, outcome: str, **fields: str) -> Recorded | None:
         """recrawl_record.lua for a fetched request, retried until Redis takes it (PUSH).

@@ -9,7 +9,6 @@ values with a sync client and awaitables with an asyncio client.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -18,6 +17,7 @@ from scrapy.settings import BaseSettings
 
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.queue.base import Frontier
+from distributed_crawler.queue.codec import payload_url
 from distributed_crawler.queue.enqueue import maybe_await
 from distributed_crawler.queue.envelope import split_member
 from distributed_crawler.queue.scripts import lua_source, reply_text, then
@@ -60,13 +60,11 @@ class RevisitState(NamedTuple):
 
     @property
     def url(self) -> str | None:
-        """The URL the stored member revisits (None if its payload is not readable JSON)."""
+        """The URL the stored member revisits (None if its payload is not a request payload)."""
         try:
-            payload = json.loads(split_member(self.member).payload)
+            return payload_url(split_member(self.member).payload)
         except ValueError:
             return None
-        url = payload.get("url") if isinstance(payload, dict) else None
-        return url if isinstance(url, str) else None
 
 
 def parse_state(value: bytes | str | None) -> RevisitState | None:

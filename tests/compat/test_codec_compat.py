@@ -20,7 +20,7 @@ from scrapy.http import HtmlResponse
 from scrapy.linkextractors import LinkExtractor
 from scrapy.spiders import CrawlSpider, Rule, SitemapSpider
 
-from distributed_crawler.queue.codec import PayloadError, RequestCodec, UnserializableRequestError
+from distributed_crawler.queue.codec import PayloadError, RequestCodec, UnserializableRequestError, read_payload
 
 
 class RulesSpider(CrawlSpider):
@@ -159,7 +159,7 @@ def test_arbitrary_objects_are_still_refused(value, shown: str) -> None:
 )
 def test_forged_or_malformed_tags_are_payload_errors(tagged: dict) -> None:
     codec = RequestCodec(RulesSpider())
-    payload = json.loads(codec.encode(Request("http://e.com/")))
+    payload = {"v": 1, **read_payload(codec.encode(Request("http://e.com/")))}
     payload["meta"] = {"v": tagged}
     with pytest.raises(PayloadError):
         codec.decode(json.dumps(payload))

@@ -36,18 +36,67 @@ local function over_budget(s)
   return s.max >= 0 and s.pages >= s.max
 end
 
--- The host (slot) of a payload: its "slot" field, else the host[:port] of its "url", else "".
-local function host_of(payload)
-  local ok, d = pcall(cjson.decode, payload)
-  if not ok or type(d) ~= "table" then return "" end
-  local slot = d["slot"]
-  if type(slot) == "string" and #slot <= 300 then return slot end
-  local url = d["url"]
-  if type(url) ~= "string" then return "" end
+-- The URL of a payload (queue/codec.py): the "url" of a JSON one, else everything before the first
+-- space of a compact one; nil when it has none. url_host(url): its lowercased host[:port] or "".
+local function payload_url(payload)
+  if string.sub(payload, 1, 1) == "{" then
+    local ok, d = pcall(cjson.decode, payload)
+    if ok and type(d) == "table" and type(d["url"]) == "string" then return d["url"], d end
+    return nil
+  end
+  local url = string.match(payload, "^[^ ]+")
+  if url and string.match(url, "^[%a][%w+.-]*://") then return url end
+  return nil
+end
+
+local function url_host(url)
   local authority = string.match(url, "^[%a][%w+.-]*://([^/?#]*)")
   if not authority then return "" end
   authority = string.gsub(authority, "^.*@", "")
   return string.lower(string.sub(authority, 1, 300))
+end
+
+-- The host (slot) of a payload: its "slot" field, else the host[:port] of its url, else "".
+local function host_of(payload)
+  local url, d = payload_url(payload)
+  if not url then return "" end
+  if not d and string.find(payload, '"slot":', 1, true) then -- a compact payload's fields
+    local ok, fields = pcall(cjson.decode, string.sub(payload, #url + 2))
+    if ok and type(fields) == "table" then d = fields end
+  end
+  local slot = d and d["slot"]
+  if type(slot) == "string" and #slot <= 300 then return slot end
+  return url_host(url)
+end
+
+-- A host queue holds an https URL of its own host as the URL's path (the queue key names the
+-- host): member_local(member, host) drops "https://<host>" from such a member's compact payload,
+-- member_global(member, host) puts it back (at lease, and for any member read from a host queue
+-- that leaves it). Anything else is left as it is.
+local function split_envelope(member)
+  local envelope = string.match(member, "^%d+:%-?%d+:%d+:") or string.match(member, "^%d+:%-?%d+:") or ""
+  return envelope, string.sub(member, #envelope + 1)
+end
+
+local function member_local(member, host)
+  local envelope, payload = split_envelope(member)
+  local origin = "https://" .. host
+  if host ~= "" and string.sub(payload, 1, #origin + 1) == origin .. "/" then
+    return envelope .. string.sub(payload, #origin + 1)
+  end
+  return member
+end
+
+local function member_global(member, host)
+  local envelope, payload = split_envelope(member)
+  if string.sub(payload, 1, 1) == "/" then return envelope .. "https://" .. host .. payload end
+  return member
+end
+
+-- A retry or hand-back (the payload's last field "again", queue/codec.py): not a new page.
+local function member_again(member)
+  local tail = string.sub(member, -11)
+  return tail == ',"again":1}' or tail == '{"again":1}'
 end
 
 -- Put a host into ready (or keep it in the over-budget zset): called after a push to its queue.
@@ -65,10 +114,11 @@ local function host_schedule(ready, over, qprefix, hprefix, host, now)
   redis.call("ZADD", ready, "NX", math.max(now, s.till), host)
 end
 
--- Push a member to its host's queue (front of its priority when `front`), then schedule the host.
+-- Push a member to its host's queue (front of its priority when `front`; an https URL of the host
+-- stored as its path), then schedule the host.
 -- A host queue of the wrong Redis type raises WRONGTYPE (the member stays where it was).
 local function host_push(ready, over, qprefix, hprefix, seq, host, member, priority, front, now)
-  queue_push("priority", qprefix .. host, seq, member, priority, front)
+  queue_push("priority", qprefix .. host, seq, member_local(member, host), priority, front)
   host_schedule(ready, over, qprefix, hprefix, host, now)
 end
 -- end of lib/host.lua

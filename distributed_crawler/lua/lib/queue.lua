@@ -3,12 +3,16 @@
 -- (still one script text, one SHA, one EVALSHA per call). Local names only:
 -- SPAN: 2^36 sequence numbers per priority band.
 -- MAX_PRIORITY = envelope.MAX_PRIORITY (131071): |priority| * SPAN stays below 2^53, exact in doubles.
--- member_priority(member): the priority field of "<deliveries>:<priority>:..." (none = 0).
--- A member may carry an expiry: "<deliveries>:<priority>:<expires_at>:<json>" (Unix seconds,
---   REQUEST_TTL / meta expires_at, queue/envelope.py); a payload is JSON and starts with "{", so a
---   member written before expiry existed ("<deliveries>:<priority>:<json>") reads as "never".
--- member_payload(member): the JSON after the envelope (nil: no envelope); member_expires(member):
---   its expiry (nil = never). expired(member, now): true when it expired at server time `now`;
+-- A member is "[<deliveries>:<priority>:[<expires_at>:]]<payload>" (queue/envelope.py): the
+--   envelope is left out when it would be "0:0:" (a new request, priority 0, no expiry); an expiry
+--   is Unix seconds (REQUEST_TTL / meta expires_at). A payload (queue/codec.py: a URL, or JSON
+--   starting with "{") never starts with a digit, so a member written before expiry existed
+--   ("<deliveries>:<priority>:<json>") reads as "never".
+-- member_priority(member): the priority field of the envelope (none = 0).
+-- member_payload(member): the payload after the envelope (the member itself without one);
+--   member_expires(member): its expiry (nil = never).
+-- make_member(deliveries, priority, rest): the member of "<rest>" = "[<expires_at>:]<payload>",
+--   its envelope left out when it is "0:0:" and rest does not start with a digit. expired(member, now): true when it expired at server time `now`;
 --   count_expired(key, host, cap) adds one to field "expired <host>" of the refused hash (the
 --   per-host refusals `dcrawl hosts` shows, bounded like lua/refused.lua: a new field while the hash
 --   holds `cap` goes to "expired *").
@@ -39,8 +43,13 @@ end
 
 local function member_payload(member)
   local rest = string.match(member, "^%d+:%-?%d+:(.*)$")
-  if not rest then return nil end
+  if not rest then return member end
   return string.match(rest, "^%d+:(.*)$") or rest
+end
+
+local function make_member(deliveries, priority, rest)
+  if tonumber(deliveries) == 0 and tonumber(priority) == 0 and not string.match(rest, "^%d") then return rest end
+  return deliveries .. ":" .. priority .. ":" .. rest
 end
 
 local function member_expires(member)

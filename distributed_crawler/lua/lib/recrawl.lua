@@ -2,10 +2,11 @@
 -- Prepended to every script whose header says "-- uses: recrawl". Local names only.
 -- A state is one field of the state hash (fingerprint -> value), the value five parts joined by
 -- "\n": interval seconds, content digest, ETag, Last-Modified, queue member
--- ("0:<priority>:<json payload>", the request a revisit pushes). Header values and JSON never
--- hold a raw newline, so the member is simply everything after the fourth one.
+-- (queue/envelope.py: "[0:<priority>:]<payload>", the request a revisit pushes). Header values,
+-- URLs and JSON never hold a raw newline, so the member is simply everything after the fourth one.
 -- parse_state(value) -> {iv, digest, etag, lastmod, member} or nil for garbage (not a string,
--- an interval that is not a finite number > 0, a member that is not "<n>:<n>:<text>").
+-- an interval that is not a finite number > 0, a member that is neither "<n>:<n>:<text>" nor a
+-- payload: JSON or an http(s) URL).
 local function parse_state(value)
   if type(value) ~= "string" then return nil end
   local parts, start = {}, 1
@@ -18,7 +19,9 @@ local function parse_state(value)
   local iv = tonumber(parts[1])
   if not iv or iv ~= iv or iv <= 0 or iv > 1e12 then return nil end
   local member = string.sub(value, start)
-  if not string.match(member, "^%d+:%-?%d+:.") then return nil end
+  if not (string.match(member, "^%d+:%-?%d+:.") or string.match(member, "^{") or string.match(member, "^https?://")) then
+    return nil
+  end
   return {iv = iv, digest = parts[2], etag = parts[3], lastmod = parts[4], member = member}
 end
 
