@@ -120,6 +120,7 @@ def per_master(before: dict[int, dict[str, Any]], after: dict[int, dict[str, Any
             "commands": sum(calls.values()),
             "scripts": sum(v for k, v in calls.items() if k in SCRIPT_COMMANDS),
             "redis_cpu_s": round(after[port]["cpu"] - before[port]["cpu"], 2),
+            "top_commands": dict(sorted(((k, v) for k, v in calls.items() if v), key=lambda kv: -kv[1])[:6]),
         }
     totals = {k: sum(r[k] for r in rows.values()) for k in ("commands", "scripts", "redis_cpu_s")}
     for row in rows.values():
