@@ -19,10 +19,9 @@ from distributed_crawler.core.admission import CHECKS, Admission, Refusal
 from distributed_crawler.core.refusals import RefusalLog
 from distributed_crawler.core.scheduler import RedisScheduler
 from distributed_crawler.meta import LEASE_META
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import RequestCodec
-from distributed_crawler.queue.deadletters import DeadLetters
 from distributed_crawler.queue.enqueue import Enqueuer
-from distributed_crawler.queue.scripts import QueueScripts
 
 
 class _Spider(Spider):
@@ -40,31 +39,26 @@ def _scheduler(redis_url: str, **settings: object) -> RedisScheduler:
     crawler.spider = _Spider.from_crawler(crawler)
     crawler.stats.open_spider()
     scheduler = RedisScheduler.from_crawler(crawler)
-    scheduler.codec = RequestCodec(crawler.spider)
+    scheduler.intake.codec = scheduler.feeder.codec = RequestCodec(crawler.spider)
     return scheduler
 
 
 async def _drain(scheduler: RedisScheduler) -> None:
     """What open() sets up for the outbox, then the outbox task until everything is written."""
     scheduler.client = scheduler.context.acquire().client
-    scheduler.scripts = QueueScripts.register(scheduler.client, scheduler.keys, scheduler.config.queue_type)
-    dedup = await scheduler.df.open_dedup(scheduler.client)
-    scheduler.enqueuer = Enqueuer(
-        scheduler.client,
-        scheduler.keys,
-        dedup,
-        scheduler.config.queue_type,
-        scheduler.keys.doorbell,
-        scripts=scheduler.scripts,
+    scheduler.frontier = Frontier.from_settings(
+        scheduler.crawler.settings, "adm", scheduler.client, scheduler.frontier.keys
     )
-    scheduler.dead_letters = DeadLetters(scheduler.client, scheduler.keys.failed, "n1", 100)
-    task = asyncio.create_task(scheduler._run_outbox())
+    dedup = await scheduler.df.open_dedup(scheduler.client)
+    scheduler.outbox.enqueuer = Enqueuer(scheduler.frontier, dedup)
+    scheduler.outbox.dead_letters = scheduler.feeder.dead_letters = scheduler.frontier.dead_letters("n1", 100)
+    task = asyncio.create_task(scheduler.outbox.run(lambda: scheduler._stopped))
     try:
         for _ in range(200):
-            if not scheduler._outbox:
+            if not scheduler.outbox.entries:
                 break
             await asyncio.sleep(0.01)
-        assert not scheduler._outbox
+        assert not scheduler.outbox.entries
     finally:
         scheduler._stopped = True
         task.cancel()
@@ -73,7 +67,7 @@ async def _drain(scheduler: RedisScheduler) -> None:
 
 
 def _letters(client: redis.Redis, scheduler: RedisScheduler) -> list[dict]:
-    return [json.loads(x) for x in client.lrange(scheduler.keys.failed, 0, -1)]
+    return [json.loads(x) for x in client.lrange(scheduler.frontier.keys.failed, 0, -1)]
 
 
 @pytest.fixture(autouse=True)
@@ -123,7 +117,7 @@ def test_refused_links_are_dead_lettered_once_counted_and_never_queued(
 async def _gather(redis_url: str, scheduler: RedisScheduler) -> dict:
     client = redis.asyncio.Redis.from_url(redis_url)
     try:
-        return await gather_hosts(client, scheduler.keys, 100, 50)
+        return await gather_hosts(client, scheduler.frontier.keys, 100, 50)
     finally:
         await client.aclose()
 
@@ -134,20 +128,20 @@ def test_a_refused_link_is_one_dead_letter_across_nodes(redis_url: str, redis_cl
         assert not scheduler.enqueue_request(Request("http://127.0.0.1/x"))
         asyncio.run(_drain(scheduler))
     assert len(_letters(redis_client, scheduler)) == 1
-    assert redis_client.hget(scheduler.keys.refused, "private_address 127.0.0.1") == b"2"
+    assert redis_client.hget(scheduler.frontier.keys.refused, "private_address 127.0.0.1") == b"2"
 
 
 def test_a_redirect_to_a_refused_address_finishes_its_lease(redis_url: str, redis_client: redis.Redis) -> None:
     scheduler = _scheduler(redis_url)
     lease = b"0:0:the-redirecting-page"
-    redis_client.zadd(scheduler.keys.processing, {lease: 1e12})
+    redis_client.zadd(scheduler.frontier.keys.processing, {lease: 1e12})
     scheduler.leases.buffered(lease)
     scheduler.leases.started(lease)  # downloading: a request carrying its lease is its successor
     successor = Request("http://[::ffff:127.0.0.1]/admin", meta={LEASE_META: lease})
     assert not scheduler.enqueue_request(successor)
     assert len(scheduler.leases) == 0
     asyncio.run(_drain(scheduler))
-    assert not redis_client.zscore(scheduler.keys.processing, lease)  # removed with the dead letter
+    assert not redis_client.zscore(scheduler.frontier.keys.processing, lease)  # removed with the dead letter
     (letter,) = _letters(redis_client, scheduler)
     assert letter["reason"] == "private_address" and "carries 127.0.0.1" in letter["detail"]
 

@@ -12,10 +12,10 @@ from scrapy.settings import Settings
 
 from distributed_crawler.cli.main import main
 from distributed_crawler.dedup.dupefilter import SetDedup
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import QueueScripts
 from tests.conftest import ROOT, free_port
 
 KEYS = SpiderKeys.from_settings(Settings(), "news")
@@ -28,13 +28,13 @@ def run(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str]:
 
 def push(client: redis.Redis, *urls: str, qtype: str = "priority") -> None:
     keys = SpiderKeys.from_settings(Settings(), "news")
-    enqueuer = Enqueuer(client, keys, SetDedup(keys.dupefilter), qtype)
+    enqueuer = Enqueuer(Frontier.open(client, keys, qtype), SetDedup(keys.dupefilter))
     run_sync(enqueuer.run("push", [(url, False, make_member(json.dumps({"url": url}), 0)) for url in urls]))
 
 
 def test_status_json_counts(redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture) -> None:
     push(redis_client, "http://e.com/1", "http://e.com/2", "http://e.com/3")
-    QueueScripts.register(redis_client, KEYS, "priority").pop(1, 60)
+    Frontier.open(redis_client, KEYS, "priority").pop(1, 60)
     redis_client.lpush("{news}:failed", json.dumps({"url": "x", "reason": "r"}))
     redis_client.lpush("news:start_urls", "http://e.com/")
     code, out = run(capsys, "status", "news", "--redis-url", redis_url, "--json")
@@ -47,7 +47,7 @@ def test_status_json_counts(redis_url: str, redis_client: redis.Redis, capsys: p
 
 def test_reclaim_and_failed_requeue(redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture) -> None:
     push(redis_client, "http://e.com/a", "http://e.com/b", qtype="host")  # the default queue type
-    scripts = QueueScripts.register(redis_client, KEYS, "host")
+    scripts = Frontier.open(redis_client, KEYS, "host")
     scripts.pop(2, 60)
     code, out = run(capsys, "reclaim", "news", "--redis-url", redis_url)
     assert code == 0 and "requeued 0" in out  # not expired yet

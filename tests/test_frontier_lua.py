@@ -11,11 +11,11 @@ import pytest
 import redis
 
 from distributed_crawler.dedup.dupefilter import SetDedup
+from distributed_crawler.queue.base import Frontier, Leased
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
 from distributed_crawler.queue.frontier import FrontierConfig, slot_of
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import HostPop, QueueScripts
 
 KEYS_H = SpiderKeys(
     "h",
@@ -36,8 +36,8 @@ GARBAGE = [b"nan", b"inf", b"-inf", b"abc", b"", b"\xff\xfe", b"1e308", b"999999
 
 
 @pytest.fixture
-def scripts(redis_client: redis.Redis) -> QueueScripts:
-    return QueueScripts.register(redis_client, KEYS_H, "host")
+def scripts(redis_client: redis.Redis) -> Frontier:
+    return Frontier.open(redis_client, KEYS_H, "host")
 
 
 def member(url: str, priority: int = 0, slot: str | None = None, deliveries: int = 0) -> str:
@@ -48,7 +48,7 @@ def member(url: str, priority: int = 0, slot: str | None = None, deliveries: int
 
 
 def push(
-    scripts: QueueScripts,
+    scripts: Frontier,
     items: list[tuple[str, str]],
     interval: float | None = 0.0,
     budget: int | None = -1,
@@ -60,15 +60,15 @@ def push(
     entries = [
         (url, False, member(url, priority, slot or None), delay, slot, interval, budget, cap) for url, slot in items
     ]
-    enqueuer = Enqueuer(scripts.client, KEYS_H, SetDedup(KEYS_H.dupefilter), "host", scripts=scripts)
+    enqueuer = Enqueuer(scripts, SetDedup(KEYS_H.dupefilter))
     return run_sync(enqueuer.run("push", entries))
 
 
-def pop(scripts: QueueScripts, n: int) -> HostPop:
-    return scripts.pop_hosts(n, 60)
+def pop(scripts: Frontier, n: int) -> Leased:
+    return scripts.lease(n, 60)
 
 
-def urls(result: HostPop) -> list[str]:
+def urls(result: Leased) -> list[str]:
     return [json.loads(split_member(h.lease).payload)["url"] for h in result.leases]
 
 
@@ -109,7 +109,7 @@ def test_frontier_config_errors_say_what_to_do() -> None:
         config(SCHEDULER_HOST_QUEUE_KEY="{%(spider)s}:q:%(host)s:x")
 
 
-def test_enqueue_queues_per_host_and_marks_ready(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+def test_enqueue_queues_per_host_and_marks_ready(scripts: Frontier, redis_client: redis.Redis) -> None:
     assert push(scripts, [("http://a/1", "a"), ("http://b/1", "b"), ("http://a/1", "a")], interval=0.5, budget=7) == [
         1,
         1,
@@ -125,7 +125,7 @@ def test_enqueue_queues_per_host_and_marks_ready(scripts: QueueScripts, redis_cl
     assert not redis_client.exists(KEYS_H.host("c.org:81"))
 
 
-def test_pop_round_robins_hosts_and_keeps_priority_inside_a_host(scripts: QueueScripts) -> None:
+def test_pop_round_robins_hosts_and_keeps_priority_inside_a_host(scripts: Frontier) -> None:
     push(scripts, [(f"http://a/{i}", "a") for i in range(10)])
     push(scripts, [(f"http://b/{i}", "b") for i in range(10)])
     push(scripts, [("http://a/hi", "a")], priority=5)
@@ -136,7 +136,7 @@ def test_pop_round_robins_hosts_and_keeps_priority_inside_a_host(scripts: QueueS
     assert got.next_due == 0
 
 
-def test_interval_host_gives_one_per_call_and_waits(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+def test_interval_host_gives_one_per_call_and_waits(scripts: Frontier, redis_client: redis.Redis) -> None:
     push(scripts, [(f"http://slow/{i}", "slow") for i in range(5)], interval=30)
     push(scripts, [(f"http://fast/{i}", "fast") for i in range(5)], interval=0)
     got = pop(scripts, 10)
@@ -146,7 +146,7 @@ def test_interval_host_gives_one_per_call_and_waits(scripts: QueueScripts, redis
     assert redis_client.zcard(KEYS_H.host_queue("slow")) == 4
 
 
-def test_emptied_interval_host_keeps_its_due_time(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+def test_emptied_interval_host_keeps_its_due_time(scripts: Frontier, redis_client: redis.Redis) -> None:
     push(scripts, [("http://slow/1", "slow")], interval=30)
     assert len(pop(scripts, 5).leases) == 1
     push(scripts, [("http://slow/2", "slow")], interval=30)  # cannot jump the interval
@@ -160,9 +160,7 @@ def _server_now(redis_client: redis.Redis) -> float:
     return seconds + micros / 1e6
 
 
-def test_a_late_pop_is_not_taken_from_a_rate_limited_hosts_rate(
-    scripts: QueueScripts, redis_client: redis.Redis
-) -> None:
+def test_a_late_pop_is_not_taken_from_a_rate_limited_hosts_rate(scripts: Frontier, redis_client: redis.Redis) -> None:
     """Next due = one interval after the host was due, so the moment a node comes back for it is not lost
     from its rate; lateness over min(interval / 2, 0.25 s) is not made up (no burst after idling)."""
     push(scripts, [(f"http://r/{i}", "r") for i in range(5)], interval=0.5)
@@ -174,7 +172,7 @@ def test_a_late_pop_is_not_taken_from_a_rate_limited_hosts_rate(
     assert redis_client.zscore(READY, "idle") == pytest.approx(now + 0.25, abs=0.05)  # now + 0.5 - 0.25
 
 
-def test_crawl_delay_is_a_minimum_gap_with_no_catch_up(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+def test_crawl_delay_is_a_minimum_gap_with_no_catch_up(scripts: Frontier, redis_client: redis.Redis) -> None:
     push(scripts, [(f"http://cd/{i}", "cd") for i in range(3)], interval=0.0)
     redis_client.hset(KEYS_H.host("cd"), "cd", 2)
     now = _server_now(redis_client)
@@ -183,7 +181,7 @@ def test_crawl_delay_is_a_minimum_gap_with_no_catch_up(scripts: QueueScripts, re
     assert redis_client.zscore(READY, "cd") == pytest.approx(now + 2, abs=0.05)
 
 
-def test_budget_moves_a_host_over_and_counts_leftovers(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+def test_budget_moves_a_host_over_and_counts_leftovers(scripts: Frontier, redis_client: redis.Redis) -> None:
     push(scripts, [(f"http://a/{i}", "a") for i in range(10)], budget=3)
     push(scripts, [(f"http://b/{i}", "b") for i in range(4)], budget=-1)
     got = pop(scripts, 20)
@@ -198,7 +196,7 @@ def test_budget_moves_a_host_over_and_counts_leftovers(scripts: QueueScripts, re
     assert len(pop(scripts, 5).leases) == 1
 
 
-def test_in_flight_cap_counts_leases_held_across_the_cluster(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+def test_in_flight_cap_counts_leases_held_across_the_cluster(scripts: Frontier, redis_client: redis.Redis) -> None:
     push(scripts, [(f"http://a/{i}", "a") for i in range(10)], cap=2)
     push(scripts, [(f"http://b/{i}", "b") for i in range(4)])
     assert redis_client.hget(KEYS_H.host("a"), "cap") == b"2"
@@ -223,7 +221,7 @@ def test_in_flight_cap_counts_leases_held_across_the_cluster(scripts: QueueScrip
     assert len(pop(scripts, 20).leases) == 7
 
 
-def test_in_flight_cap_garbage_is_never_fatal(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+def test_in_flight_cap_garbage_is_never_fatal(scripts: Frontier, redis_client: redis.Redis) -> None:
     push(scripts, [(f"http://a/{i}", "a") for i in range(5)], cap=1)
     redis_client.sadd(KEYS_H.host_in_flight("a"), "garbage", b"\xff")  # not leases in processing: dropped
     assert len(pop(scripts, 5).leases) == 1
@@ -238,7 +236,7 @@ def test_in_flight_cap_garbage_is_never_fatal(scripts: QueueScripts, redis_clien
         pop(scripts, 1)
 
 
-def test_a_host_queue_of_the_wrong_type_is_named_to_the_node(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+def test_a_host_queue_of_the_wrong_type_is_named_to_the_node(scripts: Frontier, redis_client: redis.Redis) -> None:
     push(scripts, [("http://a/1", "a"), ("http://b/1", "b")])
     redis_client.delete(KEYS_H.host_queue("b"))
     redis_client.set(KEYS_H.host_queue("b"), "not a zset")
@@ -246,7 +244,7 @@ def test_a_host_queue_of_the_wrong_type_is_named_to_the_node(scripts: QueueScrip
     assert urls(got) == ["http://a/1"] and got.broken == ["b"]
 
 
-def test_reclaim_and_release_return_to_the_host_front(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+def test_reclaim_and_release_return_to_the_host_front(scripts: Frontier, redis_client: redis.Redis) -> None:
     push(scripts, [("http://a/1", "a"), ("http://a/2", "a")])
     got = pop(scripts, 1)
     (lease,) = [h.lease for h in got.leases]
@@ -259,7 +257,7 @@ def test_reclaim_and_release_return_to_the_host_front(scripts: QueueScripts, red
     assert {b"b", b"c.org"} <= set(redis_client.zrange(READY, 0, -1))
 
 
-def test_due_retries_go_back_to_their_host(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+def test_due_retries_go_back_to_their_host(scripts: Frontier, redis_client: redis.Redis) -> None:
     push(scripts, [("http://a/r", "a")], delay=0.001)
     assert redis_client.zcard(DELAYED) == 1 and not redis_client.exists(KEYS_H.host_queue("a"))
     redis_client.zadd(DELAYED, {member("http://a/r", 0, "a"): 0})  # due now (server time)
@@ -272,7 +270,7 @@ def test_due_retries_go_back_to_their_host(scripts: QueueScripts, redis_client: 
 
 @pytest.mark.parametrize("kind", ["zset", "list", "string"])
 def test_a_single_queue_left_from_another_mode_is_drained_into_the_hosts(
-    scripts: QueueScripts, redis_client: redis.Redis, kind: str
+    scripts: Frontier, redis_client: redis.Redis, kind: str
 ) -> None:
     """A queue from before host mode (or after switching SCHEDULER_QUEUE_CLASS) is crawled, not left
     to keep the cluster from ever going idle; anything else in that key is not ours and stays."""
@@ -291,7 +289,7 @@ def test_a_single_queue_left_from_another_mode_is_drained_into_the_hosts(
     assert not redis_client.exists(KEYS_H.requests)
 
 
-def urls_or_raw(result: HostPop) -> list[str]:
+def urls_or_raw(result: Leased) -> list[str]:
     out = []
     for h in result.leases:
         payload = split_member(h.lease).payload
@@ -305,7 +303,7 @@ def urls_or_raw(result: HostPop) -> list[str]:
 @pytest.mark.parametrize("raw", GARBAGE)
 @pytest.mark.parametrize("field", ["iv", "cd", "bo", "until", "pages", "max", "cap"])
 def test_garbage_in_the_host_hash_reads_as_defaults(
-    scripts: QueueScripts, redis_client: redis.Redis, field: str, raw: bytes
+    scripts: Frontier, redis_client: redis.Redis, field: str, raw: bytes
 ) -> None:
     push(scripts, [("http://a/1", "a"), ("http://a/2", "a")], interval=None, budget=None)
     redis_client.hset(KEYS_H.host("a"), field, raw)
@@ -316,7 +314,7 @@ def test_garbage_in_the_host_hash_reads_as_defaults(
     assert scripts.reclaim(5, 100, 100, "n") == (0, 0)
 
 
-def test_garbage_in_ready_over_and_host_keys_is_never_fatal(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+def test_garbage_in_ready_over_and_host_keys_is_never_fatal(scripts: Frontier, redis_client: redis.Redis) -> None:
     push(scripts, [("http://a/1", "a"), ("http://b/1", "b")])
     redis_client.zadd(READY, {"ghost": 0, "forever": float("inf"), b"\xff\x00": 0})
     redis_client.zadd(OVER, {"junk": 3})
@@ -333,14 +331,14 @@ def test_garbage_in_ready_over_and_host_keys_is_never_fatal(scripts: QueueScript
     assert [h.lease for h in pop(scripts, 10).leases] == [b"1:0:\x80pickle"]
 
 
-def test_wrong_type_of_a_declared_key_raises_wrongtype(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+def test_wrong_type_of_a_declared_key_raises_wrongtype(scripts: Frontier, redis_client: redis.Redis) -> None:
     redis_client.set(READY, "x")
     with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
         pop(scripts, 1)
 
 
 def test_depth_travels_through_redis_so_depth_limit_holds_across_nodes(
-    scripts: QueueScripts, redis_client: redis.Redis
+    scripts: Frontier, redis_client: redis.Redis
 ) -> None:
     """Scrapy's DepthMiddleware reads meta["depth"] of the parent response: it must survive the queue."""
     from scrapy import Request
@@ -350,15 +348,13 @@ def test_depth_travels_through_redis_so_depth_limit_holds_across_nodes(
     codec = RequestCodec(None)
     request = Request("http://a/deep", meta={"depth": 3, "depth_checked": True})
     entry = ("", True, make_member(codec.encode(request, slot="a"), 0), 0.0, "a", 0.0, -1)
-    run_sync(Enqueuer(redis_client, KEYS_H, SetDedup(KEYS_H.dupefilter), "host", scripts=scripts).run("push", [entry]))
+    run_sync(Enqueuer(scripts, SetDedup(KEYS_H.dupefilter)).run("push", [entry]))
     (leased,) = pop(scripts, 1).leases
     again = codec.decode(split_member(leased.lease).payload)  # another node
     assert again.meta == {"depth": 3} and leased.slot == "a"
 
 
-def test_a_retry_or_hand_back_does_not_count_against_the_budget(
-    scripts: QueueScripts, redis_client: redis.Redis
-) -> None:
+def test_a_retry_or_hand_back_does_not_count_against_the_budget(scripts: Frontier, redis_client: redis.Redis) -> None:
     """A page retried (or handed back to wait for robots.txt / a blocked host) is still one page."""
     again = make_member(json.dumps({"url": "http://a/1", "slot": "a", "again": 1}, separators=(",", ":")), 0)
     push(scripts, [("http://a/2", "a")], budget=5)

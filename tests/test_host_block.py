@@ -11,8 +11,9 @@ import pytest
 import redis
 from scrapy.settings import Settings
 
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import QueueScripts, lua_source
+from distributed_crawler.queue.scripts import lua_source
 
 KEYS = SpiderKeys.from_settings(Settings(), "g")
 HOST = "site.test"
@@ -26,17 +27,15 @@ def now(client: redis.Redis) -> float:
 
 
 @pytest.fixture
-def scripts(redis_client: redis.Redis) -> QueueScripts:
-    return QueueScripts.register(redis_client, KEYS, "priority")
+def scripts(redis_client: redis.Redis) -> Frontier:
+    return Frontier.open(redis_client, KEYS, "host")
 
 
-def block(scripts: QueueScripts, seconds: float | None = None, rand: float = 0.5, cap: float = 60.0) -> float:
+def block(scripts: Frontier, seconds: float | None = None, rand: float = 0.5, cap: float = 60.0) -> float:
     return float(scripts.block_host(HOST, seconds, "429 Too Many Requests", 1.0, cap, rand))
 
 
-def test_retry_after_blocks_the_host_and_pushes_its_ready_time(
-    scripts: QueueScripts, redis_client: redis.Redis
-) -> None:
+def test_retry_after_blocks_the_host_and_pushes_its_ready_time(scripts: Frontier, redis_client: redis.Redis) -> None:
     start = now(redis_client)
     redis_client.zadd(KEYS.ready, {HOST: start})
     assert block(scripts, seconds=7) == pytest.approx(7, abs=0.01)
@@ -49,17 +48,13 @@ def test_retry_after_blocks_the_host_and_pushes_its_ready_time(
     assert block(scripts, seconds=3600, cap=20) == pytest.approx(20, abs=0.5)
 
 
-def test_a_host_without_pending_requests_is_not_added_to_ready(
-    scripts: QueueScripts, redis_client: redis.Redis
-) -> None:
+def test_a_host_without_pending_requests_is_not_added_to_ready(scripts: Frontier, redis_client: redis.Redis) -> None:
     block(scripts, seconds=5)
     assert redis_client.zcard(KEYS.ready) == 0
     assert float(redis_client.hget(HASH, "until") or 0) > now(redis_client)
 
 
-def test_adaptive_backoff_doubles_with_equal_jitter_and_resets(
-    scripts: QueueScripts, redis_client: redis.Redis
-) -> None:
+def test_adaptive_backoff_doubles_with_equal_jitter_and_resets(scripts: Frontier, redis_client: redis.Redis) -> None:
     delays = []
     for _ in range(8):
         redis_client.hset(HASH, "until", 0)  # the previous block is over (written, not slept)
@@ -76,7 +71,7 @@ def test_adaptive_backoff_doubles_with_equal_jitter_and_resets(
 
 
 def test_a_blocked_host_is_not_escalated_by_the_429s_already_in_flight(
-    scripts: QueueScripts, redis_client: redis.Redis
+    scripts: Frontier, redis_client: redis.Redis
 ) -> None:
     first = block(scripts, rand=0.0)
     for _ in range(5):
@@ -84,7 +79,7 @@ def test_a_blocked_host_is_not_escalated_by_the_429s_already_in_flight(
     assert redis_client.hget(HASH, "bo") == b"1"
 
 
-def test_reset_keeps_the_block_and_creates_no_hash(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+def test_reset_keeps_the_block_and_creates_no_hash(scripts: Frontier, redis_client: redis.Redis) -> None:
     scripts.reset_host_backoff("never.seen")
     assert not redis_client.exists(KEYS.host("never.seen"))
     block(scripts, seconds=30)
@@ -92,7 +87,7 @@ def test_reset_keeps_the_block_and_creates_no_hash(scripts: QueueScripts, redis_
     assert float(redis_client.hget(HASH, "until") or 0) > now(redis_client) + 20
 
 
-def test_unblock_lifts_only_a_block_of_its_own_reason(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+def test_unblock_lifts_only_a_block_of_its_own_reason(scripts: Frontier, redis_client: redis.Redis) -> None:
     start = now(redis_client)
     redis_client.zadd(KEYS.ready, {HOST: start})
     scripts.block_host(HOST, 5, "robots.txt pending", 1.0, 60.0, 0.5)
@@ -116,7 +111,7 @@ def test_unblock_lifts_only_a_block_of_its_own_reason(scripts: QueueScripts, red
 @pytest.mark.parametrize("value", GARBAGE)
 @pytest.mark.parametrize("field", ["bo", "until", "iv", "cd", "why", "pages", "max"])
 def test_garbage_in_the_host_hash_never_crashes(
-    scripts: QueueScripts, redis_client: redis.Redis, field: str, value: bytes
+    scripts: Frontier, redis_client: redis.Redis, field: str, value: bytes
 ) -> None:
     redis_client.hset(HASH, field, value)
     redis_client.zadd(KEYS.ready, {HOST: 0})
@@ -130,13 +125,13 @@ def test_garbage_in_the_host_hash_never_crashes(
     assert redis_client.hget(HASH, "bo") == b"0"
 
 
-def test_a_far_future_until_is_garbage_not_a_block_for_ever(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+def test_a_far_future_until_is_garbage_not_a_block_for_ever(scripts: Frontier, redis_client: redis.Redis) -> None:
     redis_client.hset(HASH, mapping={"until": "99999999999", "bo": "3"})
     assert block(scripts, seconds=2) == pytest.approx(2, abs=0.5)
 
 
 @pytest.mark.parametrize("score", [float("inf"), float("-inf"), 0, 1e18])
-def test_any_ready_score_is_raised_only(scripts: QueueScripts, redis_client: redis.Redis, score: float) -> None:
+def test_any_ready_score_is_raised_only(scripts: Frontier, redis_client: redis.Redis, score: float) -> None:
     redis_client.zadd(KEYS.ready, {HOST: score, "other.test": 0})
     block(scripts, seconds=5)
     after = redis_client.zscore(KEYS.ready, HOST)
@@ -161,7 +156,7 @@ def test_garbage_argv_takes_defaults(redis_client: redis.Redis, argv: list[str])
     assert len(redis_client.hget(HASH, "why") or b"") <= 200
 
 
-def test_keys_of_the_wrong_type_raise_wrongtype(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+def test_keys_of_the_wrong_type_raise_wrongtype(scripts: Frontier, redis_client: redis.Redis) -> None:
     redis_client.set(HASH, "a string")
     with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
         block(scripts, seconds=1)

@@ -185,11 +185,11 @@ def test_hosts_reads_what_the_host_mode_scripts_write(
     redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture
 ) -> None:
     from distributed_crawler.dedup.dupefilter import SetDedup
+    from distributed_crawler.queue.base import Frontier
     from distributed_crawler.queue.enqueue import Enqueuer
-    from distributed_crawler.queue.scripts import QueueScripts
 
-    scripts = QueueScripts.register(redis_client, KEYS, "host")
-    enqueuer = Enqueuer(redis_client, KEYS, SetDedup(KEYS.dupefilter), "host", scripts=scripts)
+    scripts = Frontier.open(redis_client, KEYS, "host")
+    enqueuer = Enqueuer(scripts, SetDedup(KEYS.dupefilter))
     entries = [
         ("", True, f'0:0:{{"url": "http://{host}/{i}", "slot": "{host}"}}', 0.0, host, interval, budget)
         for host, n, interval, budget in (("a.example", 3, 0.5, None), ("b.example", 1, 0.0, 10))
@@ -201,7 +201,7 @@ def test_hosts_reads_what_the_host_mode_scripts_write(
     assert data["count"] == 2 and [h["host"] for h in data["hosts"]] == ["a.example", "b.example"]
     assert rows["a.example"]["pending"] == 3 and rows["a.example"]["interval"] == 0.5
     assert rows["b.example"]["budget"] == 10 and rows["b.example"]["due_in"] == 0
-    scripts.pop_hosts(10, 60)  # a.example gives one (interval), b.example its one
+    scripts.lease(10, 60)  # a.example gives one (interval), b.example its one
     rows = {h["host"]: h for h in hosts_json(redis_url, capsys)["hosts"]}
     assert rows["a.example"]["pending"] == 2 and 0 < rows["a.example"]["due_in"] <= 0.5
     assert data["skipped"] == {} and redis_client.hget(KEYS.host("b.example"), "pages") == b"1"

@@ -9,7 +9,7 @@ import json
 import pytest
 import redis
 
-from distributed_crawler.queue.scripts import QueueScripts
+from distributed_crawler.queue.base import Frontier
 from tests.test_queue_scripts import KEYS_T, enqueue, pop, scripts  # noqa: F401 - scripts is a fixture
 
 
@@ -17,7 +17,7 @@ def expire(client: redis.Redis, lease: str) -> None:
     client.zadd(KEYS_T.processing, {lease: 0}, xx=True)
 
 
-def die_alone(client: redis.Redis, scripts: QueueScripts) -> tuple[int, int]:  # noqa: F811
+def die_alone(client: redis.Redis, scripts: Frontier) -> tuple[int, int]:  # noqa: F811
     """The one queued request is leased, marked as running alone, and its node dies."""
     (lease,) = pop(scripts, "priority", 1)
     client.hset(KEYS_T.solo, lease, "node-x")
@@ -30,7 +30,7 @@ def _clean(redis_client: redis.Redis) -> None:
     redis_client.flushdb()
 
 
-def test_two_deaths_alone_dead_letter_it(redis_client: redis.Redis, scripts: QueueScripts) -> None:  # noqa: F811
+def test_two_deaths_alone_dead_letter_it(redis_client: redis.Redis, scripts: Frontier) -> None:  # noqa: F811
     enqueue(scripts, "priority", [("http://poison.test/page", 0)])
     assert die_alone(redis_client, scripts) == (1, 0)  # the first death alone: given another chance
     assert redis_client.hlen(KEYS_T.deaths) == 1 and redis_client.hlen(KEYS_T.solo) == 0
@@ -41,7 +41,7 @@ def test_two_deaths_alone_dead_letter_it(redis_client: redis.Redis, scripts: Que
     assert redis_client.zcard(KEYS_T.processing) == 0 and redis_client.hlen(KEYS_T.deaths) == 0
 
 
-def test_deaths_in_company_count_only_deliveries(redis_client: redis.Redis, scripts: QueueScripts) -> None:  # noqa: F811
+def test_deaths_in_company_count_only_deliveries(redis_client: redis.Redis, scripts: Frontier) -> None:  # noqa: F811
     enqueue(scripts, "priority", [("http://innocent.test/page", 0)])
     for _ in range(3):  # killed three times beside other requests (kill -9 of busy nodes)
         (lease,) = pop(scripts, "priority", 1)
@@ -51,7 +51,7 @@ def test_deaths_in_company_count_only_deliveries(redis_client: redis.Redis, scri
     assert redis_client.llen(KEYS_T.failed) == 0
 
 
-def test_the_schedulers_death_field_is_the_scripts(redis_client: redis.Redis, scripts: QueueScripts) -> None:  # noqa: F811
+def test_the_schedulers_death_field_is_the_scripts(redis_client: redis.Redis, scripts: Frontier) -> None:  # noqa: F811
     """A request that finished alone forgets its death: the field RedisScheduler._unmark_solo
     removes (sha1 of the payload, in Python) is the one reclaim.lua counted (redis.sha1hex)."""
     enqueue(scripts, "priority", [("http://flaky.test/page", 0)])

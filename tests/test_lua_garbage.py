@@ -18,9 +18,10 @@ import pytest
 import redis
 
 from distributed_crawler.dedup.bloom import layer_plan, piece_key
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.envelope import MAX_PRIORITY, split_member
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import QueueScripts, lua_source
+from distributed_crawler.queue.scripts import lua_source
 
 Q, PROC, DELAYED, SEQ, FAILED = "{g}:requests", "{g}:processing", "{g}:delayed", "{g}:seq", "{g}:failed"
 META = "{g}:dupefilter"
@@ -69,8 +70,8 @@ def script(client: redis.Redis, name: str) -> Any:
     return client.register_script(lua_source(name))
 
 
-def queue(client: redis.Redis, qtype: str = "priority") -> QueueScripts:
-    return QueueScripts.register(client, KEYS_G, qtype)
+def queue(client: redis.Redis, qtype: str = "priority") -> Frontier:
+    return Frontier.open(client, KEYS_G, qtype)
 
 
 def server_now(client: redis.Redis) -> float:

@@ -10,8 +10,8 @@ import redis
 from scrapy.extensions.memusage import MemoryUsage
 
 from distributed_crawler.core.scheduler import MEMUSAGE_CLOSE
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.envelope import make_member
-from distributed_crawler.queue.scripts import QueueScripts
 from tests.conftest import queued_members
 from tests.test_admission import _scheduler
 
@@ -20,21 +20,21 @@ def test_running_requests_come_back_counted_buffered_ones_free(redis_url: str, r
     scheduler = _scheduler(redis_url, SCHEDULER_QUEUE_CLASS="priority")
     running, buffered = (make_member(f'{{"url": "http://site.test/{n}"}}', 0, 1).encode() for n in ("a", "b"))
     deadline = redis_client.time()[0] + 60
-    redis_client.zadd(scheduler.keys.processing, {running: deadline, buffered: deadline})
+    redis_client.zadd(scheduler.frontier.keys.processing, {running: deadline, buffered: deadline})
     for lease in (running, buffered):
         scheduler.leases.buffered(lease)
     scheduler.leases.started(running)
 
     async def close() -> list[bytes]:
         scheduler.client = scheduler.context.acquire().client
-        scheduler.scripts = QueueScripts.register(scheduler.client, scheduler.keys, "priority")
+        scheduler.frontier = Frontier.open(scheduler.client, scheduler.frontier.keys, "priority")
         try:
-            return await scheduler._expire_running([running, buffered])
+            return await scheduler.keeper.expire_running([running, buffered])
         finally:
             await scheduler.context.release()
 
     assert asyncio.run(close()) == [buffered]  # released by the caller, as at any close
-    assert redis_client.zrange(scheduler.keys.processing, 0, -1) == [buffered]
+    assert redis_client.zrange(scheduler.frontier.keys.processing, 0, -1) == [buffered]
     assert queued_members(redis_client, "adm") == [running]  # reclaimed: its next pop counts delivery 2
 
 

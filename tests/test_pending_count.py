@@ -11,11 +11,11 @@ from scrapy.settings import Settings
 
 from distributed_crawler.dedup.dupefilter import SetDedup, flush_crawl
 from distributed_crawler.monitoring.status import status_now
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import QueueScripts
 
 SPIDER = "pc"
 KEYS = SpiderKeys.from_settings(Settings(), SPIDER)
@@ -34,7 +34,7 @@ def counted(client: redis.Redis) -> int | None:
 
 
 def push(client: redis.Redis, mode: str, urls: list[str], dont_filter: bool = False) -> int:
-    scripts = QueueScripts.register(client, KEYS, mode)
+    scripts = Frontier.open(client, KEYS, mode)
     entries = []
     for url in urls:
         host = url.split("/")[2]
@@ -42,7 +42,7 @@ def push(client: redis.Redis, mode: str, urls: list[str], dont_filter: bool = Fa
         if mode == "host":
             entry += (host, 0.0, -1)
         entries.append(entry)
-    return sum(run_sync(Enqueuer(client, KEYS, SetDedup(KEYS.dupefilter), mode, scripts=scripts).run("push", entries)))
+    return sum(run_sync(Enqueuer(scripts, SetDedup(KEYS.dupefilter)).run("push", entries)))
 
 
 def expire_leases(client: redis.Redis) -> None:
@@ -52,7 +52,7 @@ def expire_leases(client: redis.Redis) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_pending_is_exact_after_every_step(redis_client: redis.Redis, mode: str) -> None:
-    scripts = QueueScripts.register(redis_client, KEYS, mode)
+    scripts = Frontier.open(redis_client, KEYS, mode)
     steps: list[str] = []
 
     def check(step: str) -> None:
@@ -81,7 +81,7 @@ def test_pending_is_exact_after_every_step(redis_client: redis.Redis, mode: str)
         check("drain")
     assert counted(redis_client) == 0
     push(redis_client, mode, [f"http://x{i}.example/" for i in range(5)])
-    run_sync(flush_crawl(redis_client, KEYS))
+    run_sync(flush_crawl(Frontier.open(redis_client, KEYS, "host"), KEYS.dupefilter))
     check("flush")
     assert counted(redis_client) == 0
     push(redis_client, mode, ["http://after.example/1"])
@@ -95,7 +95,7 @@ def test_a_frontier_written_without_the_counter_is_rebuilt_by_the_next_script(re
     assert counted(redis_client) == 12  # a read counts the entries itself, without writing
     assert not redis_client.exists(KEYS.pending)
     assert run_sync(crawl_counts(redis_client, KEYS)).busy
-    QueueScripts.register(redis_client, KEYS, "host").pop(2, 60)
+    Frontier.open(redis_client, KEYS, "host").pop(2, 60)
     assert redis_client.get(KEYS.pending) == b"10"  # the next script wrote it
     assert counted(redis_client) == real_pending(redis_client) == 10
 

@@ -19,7 +19,6 @@ from scrapy.http import HtmlResponse, TextResponse
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
-from distributed_crawler.core import scheduler
 from distributed_crawler.downloadermiddlewares.retry import DistributedRetryMiddleware, RetryLater, slot_of_request
 from distributed_crawler.downloadermiddlewares.robotstxt import (
     DISALLOW_ALL,
@@ -34,8 +33,6 @@ from tests.proxies.server import TestProxy
 from tests.site.server import ROBOTS_TXT, NewsSite
 
 KEYS = SpiderKeys.from_settings(Settings(), "news")
-HOST_MODE = "host" in scheduler.QUEUE_TYPES  # the per-host frontier (F1) is in this checkout
-needs_host_mode = pytest.mark.skipif(not HOST_MODE, reason="the host-mode scheduler is not in this checkout yet")
 
 
 class _Spider(Spider):
@@ -105,7 +102,7 @@ async def _verdict(mw: RobotsTxtMiddleware, request: Request) -> str:
         return "retry"
     if isinstance(again, Request):
         # host mode: the host is blocked until robots.txt is cached, so it waits in its host's queue
-        expected = 0.0 if mw.scripts is not None else mw.wait_seconds
+        expected = 0.0 if mw.hosts is not None else mw.wait_seconds
         assert again.meta[LEASE_META] == b"lease" and again.meta[RETRY_DELAY_META] == expected
         return "later"
     return "allowed"
@@ -281,7 +278,6 @@ def test_a_banning_proxy_never_makes_a_disallowed_page_fetchable(
         assert entry.get("status") == 200 and "Disallow: /private/" in entry["body"], entry
 
 
-@needs_host_mode
 @pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(120)
@@ -316,7 +312,6 @@ def test_429_with_retry_after_blocks_the_host_for_every_node(
         assert "blocked for" in logs and "Traceback" not in logs
 
 
-@needs_host_mode
 @pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(180)

@@ -9,10 +9,10 @@ import pytest
 import redis
 
 from distributed_crawler.dedup.dupefilter import SetDedup
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import QueueScripts
 
 Q, DF, SEQ, PROC, FAILED = "{t}:requests", "{t}:dupefilter", "{t}:seq", "{t}:processing", "{t}:failed"
 KEYS_T = SpiderKeys(
@@ -32,8 +32,8 @@ KEYS_T = SpiderKeys(
 
 
 @pytest.fixture
-def scripts(redis_client: redis.Redis) -> QueueScripts:
-    return QueueScripts.register(redis_client, KEYS_T, "priority")
+def scripts(redis_client: redis.Redis) -> Frontier:
+    return Frontier.open(redis_client, KEYS_T, "priority")
 
 
 def payload(url: str) -> str:
@@ -41,22 +41,22 @@ def payload(url: str) -> str:
 
 
 def enqueue(
-    scripts: QueueScripts, qtype: str, items: list[tuple[str, int]], dont_filter: bool = False, handover: list[str] = ()
+    scripts: Frontier, qtype: str, items: list[tuple[str, int]], dont_filter: bool = False, handover: list[str] = ()
 ) -> list[int]:
     entries = [(url, dont_filter, make_member(payload(url), prio)) for url, prio in items]
-    enqueuer = Enqueuer(scripts.client, KEYS_T, SetDedup(DF), qtype, scripts=scripts)
+    enqueuer = Enqueuer(scripts.with_mode(qtype), SetDedup(DF))
     return run_sync(enqueuer.run("push", entries, list(handover)))
 
 
-def pop(scripts: QueueScripts, qtype: str, n: int, lease: float = 60) -> list[str]:
-    return [m.decode() for m in scripts.with_queue_type(qtype).pop(n, lease)]
+def pop(scripts: Frontier, qtype: str, n: int, lease: float = 60) -> list[str]:
+    return [m.decode() for m in scripts.with_mode(qtype).pop(n, lease)]
 
 
 def urls(members: list[str]) -> list[str]:
     return [json.loads(split_member(m).payload)["url"] for m in members]
 
 
-def test_enqueue_dedups_atomically(scripts: QueueScripts) -> None:
+def test_enqueue_dedups_atomically(scripts: Frontier) -> None:
     assert enqueue(scripts, "priority", [("a", 0), ("b", 0), ("a", 0)]) == [1, 1, 0]
     assert enqueue(scripts, "priority", [("a", 0)]) == [0]
     assert enqueue(scripts, "priority", [("a", 0)], dont_filter=True) == [1]
@@ -70,14 +70,14 @@ def test_enqueue_dedups_atomically(scripts: QueueScripts) -> None:
         ("lifo", ["lo", "hi", "c", "b", "a"]),
     ],
 )
-def test_queue_orders(scripts: QueueScripts, qtype: str, order: list[str]) -> None:
+def test_queue_orders(scripts: Frontier, qtype: str, order: list[str]) -> None:
     enqueue(scripts, qtype, [("a", 0), ("b", 0), ("c", 0), ("hi", 5), ("lo", -5)])
     assert urls(pop(scripts, qtype, 10)) == order
 
 
 @pytest.mark.parametrize("qtype", ["priority", "fifo", "lifo"])
 def test_pop_leases_with_server_time_and_counts_deliveries(
-    scripts: QueueScripts, redis_client: redis.Redis, qtype: str
+    scripts: Frontier, redis_client: redis.Redis, qtype: str
 ) -> None:
     enqueue(scripts, qtype, [("a", 3)])
     (lease,) = pop(scripts, qtype, 5, lease=30)
@@ -88,7 +88,7 @@ def test_pop_leases_with_server_time_and_counts_deliveries(
     assert redis_client.exists(Q) == 0  # in processing, not in the queue
 
 
-def test_handover_removes_the_old_lease_with_the_push(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+def test_handover_removes_the_old_lease_with_the_push(scripts: Frontier, redis_client: redis.Redis) -> None:
     enqueue(scripts, "priority", [("a", 0)])
     (lease,) = pop(scripts, "priority", 1)
     enqueue(scripts, "priority", [("a-retry", 0)], dont_filter=True, handover=[lease])
@@ -96,7 +96,7 @@ def test_handover_removes_the_old_lease_with_the_push(scripts: QueueScripts, red
     assert urls(pop(scripts, "priority", 1)) == ["a-retry"]
 
 
-def test_renew_extends_but_never_resurrects(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+def test_renew_extends_but_never_resurrects(scripts: Frontier, redis_client: redis.Redis) -> None:
     enqueue(scripts, "priority", [("a", 0), ("b", 0)])
     a, b = pop(scripts, "priority", 2, lease=5)
     redis_client.zrem(PROC, b)  # acked (or reclaimed) meanwhile
@@ -111,13 +111,11 @@ def expire(redis_client: redis.Redis) -> None:
         redis_client.zadd(PROC, {member: 1})
 
 
-def reclaim(scripts: QueueScripts, qtype: str = "priority", max_deliveries: int = 5) -> tuple[int, int]:
-    return scripts.with_queue_type(qtype).reclaim(max_deliveries, limit=1000, failed_cap=1000, node_id="test")
+def reclaim(scripts: Frontier, qtype: str = "priority", max_deliveries: int = 5) -> tuple[int, int]:
+    return scripts.with_mode(qtype).reclaim(max_deliveries, limit=1000, failed_cap=1000, node_id="test")
 
 
-def test_reclaim_returns_expired_to_the_front_of_their_priority(
-    scripts: QueueScripts, redis_client: redis.Redis
-) -> None:
+def test_reclaim_returns_expired_to_the_front_of_their_priority(scripts: Frontier, redis_client: redis.Redis) -> None:
     enqueue(scripts, "priority", [("x", 1), ("y", 1)])
     (x,) = pop(scripts, "priority", 1)
     enqueue(scripts, "priority", [("z", 1), ("low", 0)])
@@ -128,7 +126,7 @@ def test_reclaim_returns_expired_to_the_front_of_their_priority(
 
 
 def test_reclaim_twice_concurrently_moves_each_lease_once(
-    scripts: QueueScripts, redis_url: str, redis_client: redis.Redis
+    scripts: Frontier, redis_url: str, redis_client: redis.Redis
 ) -> None:
     n = 2000
     for i in range(0, n, 500):
@@ -139,7 +137,7 @@ def test_reclaim_twice_concurrently_moves_each_lease_once(
 
     def run() -> None:
         client = redis.Redis.from_url(redis_url)
-        s = QueueScripts.register(client, KEYS_T, "fifo")
+        s = Frontier.open(client, KEYS_T, "fifo")
         for _ in range(10):
             results.append(s.reclaim(max_deliveries=5, limit=150, failed_cap=1000, node_id="t")[0])
 
@@ -153,7 +151,7 @@ def test_reclaim_twice_concurrently_moves_each_lease_once(
     assert len(set(urls(pop(scripts, "fifo", n)))) == n
 
 
-def test_poison_request_goes_to_failed_after_max_deliveries(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+def test_poison_request_goes_to_failed_after_max_deliveries(scripts: Frontier, redis_client: redis.Redis) -> None:
     enqueue(scripts, "priority", [("poison", 2)])
     for delivery in range(1, 4):
         (lease,) = pop(scripts, "priority", 1)
@@ -167,28 +165,28 @@ def test_poison_request_goes_to_failed_after_max_deliveries(scripts: QueueScript
     assert json.loads(entry["payload"]) == {"url": "poison"}
 
 
-def test_release_gives_back_without_counting_a_delivery(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+def test_release_gives_back_without_counting_a_delivery(scripts: Frontier, redis_client: redis.Redis) -> None:
     enqueue(scripts, "lifo", [("a", 0), ("b", 0)])
     (b,) = pop(scripts, "lifo", 1)
-    released = scripts.with_queue_type("lifo").release([b, "0:0:gone"])
+    released = scripts.with_mode("lifo").release([b, "0:0:gone"])
     assert released == 1
     (again,) = pop(scripts, "lifo", 1)
     assert urls([again]) == ["b"] and split_member(again).deliveries == 1
 
 
-def test_foreign_member_is_leased_for_dead_lettering(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+def test_foreign_member_is_leased_for_dead_lettering(scripts: Frontier, redis_client: redis.Redis) -> None:
     redis_client.lpush(Q, b"\x80\x04garbage")
-    (lease,) = scripts.with_queue_type("fifo").pop(1, 60)
+    (lease,) = scripts.with_mode("fifo").pop(1, 60)
     assert lease.startswith(b"1:0:") and redis_client.zcard(PROC) == 1
 
 
-def test_enqueue_rings_the_doorbell_only_when_it_pushed(scripts: QueueScripts, redis_client: redis.Redis) -> None:
+def test_enqueue_rings_the_doorbell_only_when_it_pushed(scripts: Frontier, redis_client: redis.Redis) -> None:
     pubsub = redis_client.pubsub(ignore_subscribe_messages=True)
     pubsub.subscribe("{t}:doorbell")
     pubsub.get_message(timeout=1)  # subscription confirmation
 
     def ring(url: str) -> None:
-        enqueuer = Enqueuer(redis_client, KEYS_T, SetDedup(DF), "fifo", "{t}:doorbell")
+        enqueuer = Enqueuer(Frontier.open(redis_client, KEYS_T, "fifo"), SetDedup(DF), "{t}:doorbell")
         run_sync(enqueuer.run("push", [(url, False, make_member(payload(url), 0))]))
 
     ring("a")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 from unittest.mock import AsyncMock
 
+import redis
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
 
+from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.core.scheduler import RedisScheduler
 from distributed_crawler.dedup.recent import RecentFingerprints
 from distributed_crawler.queue.codec import RequestCodec
@@ -38,7 +39,9 @@ def _scheduler(**settings: object) -> RedisScheduler:
     )
     crawler.spider = _Spider.from_crawler(crawler)
     scheduler = RedisScheduler.from_crawler(crawler)
-    scheduler.codec = RequestCodec(crawler.spider)  # what open() sets; nothing here talks to Redis
+    scheduler.intake.codec = scheduler.feeder.codec = RequestCodec(
+        crawler.spider
+    )  # what open() sets; nothing here talks to Redis
     return scheduler
 
 
@@ -50,7 +53,7 @@ def test_a_link_this_node_already_sent_is_dropped_locally() -> None:
     # dont_filter requests always reach the shared filter's script (it decides, and pushes them)
     assert scheduler.enqueue_request(Request("http://site.test/a", dont_filter=True))
     assert scheduler.enqueue_request(Request("http://site.test/a", dont_filter=True))
-    assert len(scheduler._outbox) == 4
+    assert len(scheduler.outbox.entries) == 4
     stats = scheduler.stats.get_stats()
     assert stats["dupefilter/filtered_locally"] == 1 and stats["dupefilter/filtered"] == 1
 
@@ -59,22 +62,22 @@ def test_size_zero_sends_every_link_to_the_shared_filter() -> None:
     scheduler = _scheduler(DUPEFILTER_LOCAL_CACHE_SIZE=0)
     assert scheduler.enqueue_request(Request("http://site.test/a"))
     assert scheduler.enqueue_request(Request("http://site.test/a"))
-    assert len(scheduler._outbox) == 2
+    assert len(scheduler.outbox.entries) == 2
 
 
 def test_a_redelivery_or_the_end_of_an_outage_empties_the_cache() -> None:
     """A failover can lose writes Redis acknowledged: a page fetched again must queue its links
     again (seen in the Sentinel demote test: a list page's 20 links lost for good)."""
     scheduler = _scheduler()
-    scheduler.scripts = SimpleNamespace(release=AsyncMock(return_value=1))  # a busy node gives it back
+    scheduler.frontier.release = AsyncMock(return_value=1)  # type: ignore[method-assign]  # a busy node gives it back
     assert scheduler.enqueue_request(Request("http://site.test/a"))
     assert not scheduler.enqueue_request(Request("http://site.test/a"))
-    first = make_member(scheduler.codec.encode(Request("http://site.test/list")), 0, 1)
-    asyncio.run(scheduler._accept([first.encode()]))  # a first delivery: the cache stays
+    first = make_member(scheduler.intake.codec.encode(Request("http://site.test/list")), 0, 1)
+    asyncio.run(scheduler.feeder.accept([first.encode()]))  # a first delivery: the cache stays
     assert not scheduler.enqueue_request(Request("http://site.test/a"))
-    again = make_member(scheduler.codec.encode(Request("http://site.test/list2")), 0, 2)
-    asyncio.run(scheduler._accept([again.encode()]))
+    again = make_member(scheduler.intake.codec.encode(Request("http://site.test/list2")), 0, 2)
+    asyncio.run(scheduler.feeder.accept([again.encode()]))
     assert scheduler.enqueue_request(Request("http://site.test/a"))  # to the shared filter again
-    scheduler._outage.since = 1.0  # Redis was unreachable
-    asyncio.run(scheduler._redis_ok("pop"))
+    scheduler.trouble.policy.failed(Purpose.LEASE, redis.ConnectionError("gone"))  # Redis was unreachable
+    scheduler.trouble.policy.ok()  # and answers again
     assert scheduler.enqueue_request(Request("http://site.test/a"))

@@ -10,9 +10,9 @@ import pytest
 import redis
 from scrapy import Request
 
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.envelope import make_member, split_member
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import QueueScripts
 from distributed_crawler.recrawl.rules import RecrawlConfig, parse_interval
 from distributed_crawler.recrawl.schedule import RecrawlKeys, RevisitSchedule, iter_states, parse_state
 from distributed_crawler.storage.digest import content_digest
@@ -36,7 +36,11 @@ KEYS = RecrawlKeys("{r}:recrawl", "{r}:recrawl:state")
 
 @pytest.fixture
 def schedule(redis_client: redis.Redis) -> RevisitSchedule:
-    return RevisitSchedule(redis_client, KEYS, SPIDER_KEYS)
+    return RevisitSchedule(redis_client, KEYS, Frontier.open(redis_client, SPIDER_KEYS, "host"))
+
+
+def in_mode(schedule: RevisitSchedule, mode: str) -> RevisitSchedule:
+    return RevisitSchedule(schedule.client, schedule.keys, schedule.frontier.with_mode(mode))
 
 
 def member(url: str, slot: str = "site.test") -> str:
@@ -97,19 +101,19 @@ def test_move_pushes_due_urls_into_their_host_queue_once(schedule: RevisitSchedu
     m = member("http://site.test/section")
     schedule.record("fp", (1, 1), 2.0, "body", digest="x", member=m)
     redis_client.zadd(KEYS.schedule, {"fp": 0})  # due now
-    moved = schedule.move_due("host", 100, 3600)
+    moved = schedule.move_due(100, 3600)
     assert (moved.moved, moved.dropped) == (1, 0)
     assert redis_client.zrange(SPIDER_KEYS.host_queue("site.test"), 0, -1) == [m.encode()]
     assert redis_client.zscore(SPIDER_KEYS.ready, "site.test") is not None
     assert 3500 < due_in(redis_client, "fp") <= 3600  # still scheduled: the pending backstop
     assert moved.next_due is not None and moved.next_due > 3500
-    assert schedule.move_due("host", 100, 3600).moved == 0  # not due: nothing moves twice
+    assert schedule.move_due(100, 3600).moved == 0  # not due: nothing moves twice
     redis_client.zadd(KEYS.schedule, {"fp": 0})  # the backstop fires while the copy still waits
-    assert schedule.move_due("host", 100, 3600).moved == 1
+    assert schedule.move_due(100, 3600).moved == 1
     assert redis_client.zcard(SPIDER_KEYS.host_queue("site.test")) == 1  # same member: not duplicated
     # the frontier serves it like any request (its payload says "again": no budget page counted)
-    scripts = QueueScripts.register(redis_client, SPIDER_KEYS, "host")
-    popped = scripts.pop_hosts(10, 60)
+    scripts = Frontier.open(redis_client, SPIDER_KEYS, "host")
+    popped = scripts.lease(10, 60)
     assert [split_member(h.lease).payload for h in popped.leases] == [split_member(m).payload]
     assert redis_client.hget(SPIDER_KEYS.host("site.test"), "pages") is None
 
@@ -118,9 +122,9 @@ def test_move_into_the_single_queue_and_the_limit(schedule: RevisitSchedule, red
     for i in range(5):
         schedule.record(f"fp{i}", (1, 1), 2.0, "body", digest="x", member=member(f"http://site.test/{i}"))
         redis_client.zadd(KEYS.schedule, {f"fp{i}": 0})
-    first = schedule.move_due("priority", 3, 60)
+    first = in_mode(schedule, "priority").move_due(3, 60)
     assert first.moved == 3 and first.next_due == 0  # two more are due now
-    assert schedule.move_due("priority", 3, 60).moved == 2
+    assert in_mode(schedule, "priority").move_due(3, 60).moved == 2
     assert redis_client.zcard(SPIDER_KEYS.requests) == 5
 
 
@@ -136,7 +140,7 @@ def test_garbage_states_are_dropped_never_fatal(schedule: RevisitSchedule, redis
     }
     redis_client.hset(KEYS.state, mapping=garbage)
     redis_client.zadd(KEYS.schedule, {name: 0 for name in [*garbage, "ok", "missing"]})
-    moved = schedule.move_due("host", 100, 60)
+    moved = schedule.move_due(100, 60)
     assert (moved.moved, moved.dropped) == (1, 6)
     assert redis_client.hkeys(KEYS.state) == [b"ok"]
     assert all(parse_state(v) is None for v in garbage.values())
@@ -149,7 +153,7 @@ def test_garbage_states_are_dropped_never_fatal(schedule: RevisitSchedule, redis
 def test_a_key_of_the_wrong_type_raises_wrongtype(schedule: RevisitSchedule, redis_client: redis.Redis) -> None:
     redis_client.set(KEYS.schedule, "x")
     with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
-        schedule.move_due("host", 10, 60)
+        schedule.move_due(10, 60)
 
 
 def test_rules_first_match_wins_and_meta_overrides() -> None:
@@ -200,13 +204,13 @@ def test_a_revisit_still_waiting_keeps_its_place(schedule: RevisitSchedule, redi
     m = member("http://site.test/section")
     schedule.record("fp", (1, 1), 2.0, "body", digest="x", member=m)
     redis_client.zadd(KEYS.schedule, {"fp": 0})
-    schedule.move_due("host", 10, 60)
+    schedule.move_due(10, 60)
     queue = SPIDER_KEYS.host_queue("site.test")
     redis_client.zadd(queue, {"later": redis_client.zscore(queue, m) + 1})  # queued after the revisit
     redis_client.zadd(KEYS.schedule, {"fp": 0})
-    assert schedule.move_due("host", 10, 60).moved == 1  # rescheduled...
+    assert schedule.move_due(10, 60).moved == 1  # rescheduled...
     assert redis_client.zrange(queue, 0, -1) == [m.encode(), b"later"]  # ...and still first
     for _ in range(2):  # the same in the single "priority" queue
         redis_client.zadd(KEYS.schedule, {"fp": 0})
-        assert schedule.move_due("priority", 10, 60).moved == 1
+        assert in_mode(schedule, "priority").move_due(10, 60).moved == 1
     assert redis_client.zcard(SPIDER_KEYS.requests) == 1

@@ -16,12 +16,12 @@ from distributed_crawler.core.scheduler import RedisScheduler, SchedulerConfig
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.monitoring.hosts import read_refusals
 from distributed_crawler.monitoring.status import Skips
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import RequestCodec
 from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import Envelope, make_member, split_member
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import QueueScripts
 from tests.conftest import Workers
 from tests.site.server import NewsSite
 
@@ -34,14 +34,14 @@ def server_now(client: redis.Redis) -> int:
 
 def push(client: redis.Redis, mode: str, members: list[tuple[str, str]]) -> None:
     """(url, member) pairs, pushed as the scheduler does."""
-    scripts = QueueScripts.register(client, KEYS, mode)
+    scripts = Frontier.open(client, KEYS, mode)
     entries = []
     for url, member in members:
         entry: tuple = (url, False, member, 0.0)
         if mode == "host":
             entry += (url.split("/")[2], 0.0, -1)
         entries.append(entry)
-    run_sync(Enqueuer(client, KEYS, SetDedup(KEYS.dupefilter), mode, scripts=scripts).run("push", entries))
+    run_sync(Enqueuer(scripts, SetDedup(KEYS.dupefilter)).run("push", entries))
 
 
 def payload(url: str) -> str:
@@ -60,7 +60,7 @@ def test_expired_requests_are_dropped_at_lease_and_counted_per_host(redis_client
             ("http://legacy.example/1", f"0:0:{payload('http://legacy.example/1')}"),  # written by older code
         ],
     )
-    leases = QueueScripts.register(redis_client, KEYS, mode).pop(10, 60)
+    leases = Frontier.open(redis_client, KEYS, mode).pop(10, 60)
     leased = sorted(json.loads(split_member(lease).payload)["url"] for lease in leases if lease)
     assert leased == ["http://legacy.example/1", "http://old.example/fresh"]
     assert leases.count(b"") == 1  # what the node counts as scheduler/expired
@@ -74,13 +74,13 @@ def test_host_pop_reports_expired_per_host(redis_client: redis.Redis) -> None:
     now = server_now(redis_client)
     urls = [f"http://a.example/{i}" for i in range(3)]
     push(redis_client, "host", [(u, make_member(payload(u), 0, expires_at=now - 1)) for u in urls])
-    popped = QueueScripts.register(redis_client, KEYS, "host").pop_hosts(10, 60)
+    popped = Frontier.open(redis_client, KEYS, "host").lease(10, 60)
     assert popped.leases == [] and popped.expired == 3 and popped.broken == []
     assert redis_client.hget(KEYS.refused, "expired a.example") == b"3"
 
 
 def test_the_expiry_survives_reclaim_and_release(redis_client: redis.Redis) -> None:
-    scripts = QueueScripts.register(redis_client, KEYS, "priority")
+    scripts = Frontier.open(redis_client, KEYS, "priority")
     at = server_now(redis_client) + 3600
     push(
         redis_client, "priority", [("http://r.example/1", make_member(payload("http://r.example/1"), 0, expires_at=at))]
@@ -119,13 +119,15 @@ def scheduler(**settings: object) -> RedisScheduler:
     )
     crawler.spider = _Spider.from_crawler(crawler)
     node = RedisScheduler.from_crawler(crawler)
-    node.codec = RequestCodec(crawler.spider)  # what open() sets; nothing here talks to Redis
+    node.intake.codec = node.feeder.codec = RequestCodec(
+        crawler.spider
+    )  # what open() sets; nothing here talks to Redis
     return node
 
 
 def enqueued(node: RedisScheduler, request: Request) -> Envelope:
     assert node.enqueue_request(request)
-    return split_member(node._outbox[-1][1].member)
+    return split_member(node.outbox.entries[-1][1].member)
 
 
 def test_request_ttl_and_meta_expires_at_in_the_member() -> None:
@@ -167,8 +169,8 @@ def test_a_worker_never_fetches_an_expired_request(workers: Workers, redis_clien
                 codec.encode(Request(url, dont_filter=True, meta={"depth": 1}), slot=host), 0, expires_at=at
             )
             entries.append(("", True, member, 0.0, host, 0.0, -1))  # no fingerprint: the filter stays untouched
-        scripts = QueueScripts.register(redis_client, keys, "host")
-        run_sync(Enqueuer(redis_client, keys, SetDedup(keys.dupefilter), "host", scripts=scripts).run("push", entries))
+        scripts = Frontier.open(redis_client, keys, "host")
+        run_sync(Enqueuer(scripts, SetDedup(keys.dupefilter)).run("push", entries))
         assert run_sync(crawl_counts(redis_client, keys)).pending == 6
         workers.start("w1", "DEPTH_LIMIT=1", "MAX_IDLE_TIME_BEFORE_CLOSE=2")
         assert workers.wait_all(timeout=90) == {"w1": 0}

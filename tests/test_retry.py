@@ -27,10 +27,10 @@ from distributed_crawler.downloadermiddlewares.retry import (
     retry_delay,
 )
 from distributed_crawler.meta import LEASE_META, POOL_PROXY_META, PROXY_BAN_META, PROXY_META, RETRY_DELAY_META
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import QueueScripts
 from tests.conftest import ROOT, Workers, free_port
 from tests.site.server import FLAKY_FAILURES, FLAKY_OK_TEXT, NewsSite
 
@@ -85,13 +85,13 @@ def test_bad_retry_settings_are_rejected_with_the_value(settings: dict, message:
 
 # -- the delayed hand-over, in Lua ----------------------------------------------------------
 def push(client: redis.Redis, qtype: str, url: str, delay: float = 0, handover: list[bytes] = ()) -> list[int]:
-    enqueuer = Enqueuer(client, KEYS, SetDedup(KEYS.dupefilter), qtype)
+    enqueuer = Enqueuer(Frontier.open(client, KEYS, qtype), SetDedup(KEYS.dupefilter))
     member = make_member(json.dumps({"url": url}), 0)
     return run_sync(enqueuer.run("push", [(url, True, member, delay)], list(handover)))
 
 
 def pop(client: redis.Redis, qtype: str, n: int = 10) -> list[bytes]:
-    return QueueScripts.register(client, KEYS, qtype).pop(n, 60, due_batch=100)
+    return Frontier.open(client, KEYS, qtype).pop(n, 60, due_batch=100)
 
 
 @pytest.mark.parametrize("qtype", ["priority", "fifo", "lifo"])
@@ -125,7 +125,7 @@ def test_delayed_push_does_not_ring_the_doorbell(redis_client: redis.Redis) -> N
     pubsub = redis_client.pubsub(ignore_subscribe_messages=True)
     pubsub.subscribe(KEYS.doorbell)
     pubsub.get_message(timeout=1)
-    enqueuer = Enqueuer(redis_client, KEYS, SetDedup(KEYS.dupefilter), "priority", KEYS.doorbell)
+    enqueuer = Enqueuer(Frontier.open(redis_client, KEYS, "priority"), SetDedup(KEYS.dupefilter), KEYS.doorbell)
     run_sync(enqueuer.run("push", [("", True, make_member("{}", 0), 10.0)]))
     assert pubsub.get_message(timeout=0.3) is None
     run_sync(enqueuer.run("push", [("", True, make_member("{}", 0))]))

@@ -22,6 +22,7 @@ from distributed_crawler.addon import with_addon
 from distributed_crawler.cli.main import main
 from distributed_crawler.cli.project import open_dupefilter
 from distributed_crawler.cli.seed import SeedLoader, SeedPusher
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.seedkey import SeedKey, taken_key
@@ -117,7 +118,11 @@ def test_dedup_skips_seen_and_in_file_duplicates(
     settings.set("REDIS_URL", redis_url)
     keys = SpiderKeys.from_settings(settings, "news")
     df, backend = open_dupefilter(settings, redis_client, keys)  # the node's filter: the crawl saw /seen
-    run_sync(Enqueuer(redis_client, keys, backend, "fifo").run("add", [(df.fingerprint_hex(Request(SEEN)), False, "")]))
+    run_sync(
+        Enqueuer(Frontier.open(redis_client, keys, "fifo"), backend).run(
+            "add", [(df.fingerprint_hex(Request(SEEN)), False, "")]
+        )
+    )
     lines = [
         SEEN.encode() + b"?utm_source=x#top",  # the page the crawl saw (tracking param, fragment)
         b"http://e.com/new",

@@ -44,7 +44,7 @@ def run_middleware(redis_url: str, body: Any, **settings: Any) -> tuple[RedisSch
 
 
 def dead_letters(client: redis.Redis, scheduler: RedisScheduler) -> list[dict[str, Any]]:
-    return [json.loads(raw) for raw in client.lrange(scheduler.keys.failed, 0, -1)]
+    return [json.loads(raw) for raw in client.lrange(scheduler.frontier.keys.failed, 0, -1)]
 
 
 def leased(url: str) -> Request:

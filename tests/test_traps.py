@@ -21,6 +21,7 @@ from distributed_crawler.core.traps import (
 from distributed_crawler.dedup.dupefilter import flush_crawl
 from distributed_crawler.defaults import DEFAULTS
 from distributed_crawler.meta import LEASE_META
+from distributed_crawler.queue.base import Frontier
 from tests.test_admission import _drain, _letters, _scheduler
 
 
@@ -111,8 +112,10 @@ def test_hosts_per_domain_are_capped_for_the_whole_cluster(redis_url: str, redis
     asyncio.run(_drain(second))
     assert "http://h9.example.com/" in [x["url"] for x in _letters(redis_client, second)]
     assert second.stats.get_value("scheduler/enqueued/redis") == 1
-    assert redis_client.hget(first.keys.refused, "domain_max_hosts h9.example.com") == b"1"
-    asyncio.run(flush_crawl(redis_client, first.keys))  # a new crawl starts with no host counted
+    assert redis_client.hget(first.frontier.keys.refused, "domain_max_hosts h9.example.com") == b"1"
+    asyncio.run(
+        flush_crawl(Frontier.open(redis_client, first.frontier.keys, "host"), first.frontier.keys.dupefilter)
+    )  # a new crawl starts with no host counted
     assert redis_client.keys("{adm}:domain:*") == []
 
 
@@ -121,13 +124,13 @@ def test_a_redirect_to_a_host_over_the_cap_finishes_its_lease(redis_url: str, re
     assert scheduler.enqueue_request(Request("http://a.example.com/"))
     asyncio.run(_drain(scheduler))
     lease = b"0:0:the-redirecting-page"
-    redis_client.zadd(scheduler.keys.processing, {lease: 1e12})
+    redis_client.zadd(scheduler.frontier.keys.processing, {lease: 1e12})
     scheduler.leases.buffered(lease)
     scheduler.leases.started(lease)
     scheduler._stopped = False  # _drain stopped the outbox task: run it again
     assert scheduler.enqueue_request(Request("http://b.example.com/", meta={LEASE_META: lease}))
     asyncio.run(_drain(scheduler))
-    assert not redis_client.zscore(scheduler.keys.processing, lease)
+    assert not redis_client.zscore(scheduler.frontier.keys.processing, lease)
     assert [x["reason"] for x in _letters(redis_client, scheduler)] == ["domain_max_hosts"]
 
 
@@ -138,4 +141,4 @@ def test_no_cap_asks_nothing(redis_url: str, redis_client: redis.Redis) -> None:
     asyncio.run(_drain(scheduler))
     assert redis_client.keys("{adm}:domain:*") == []
     assert scheduler.stats.get_value("scheduler/enqueued/redis") == 5
-    assert DomainHosts(scheduler.keys.domain_hosts, 0).unknown(["a.example.com"]) == []
+    assert DomainHosts(scheduler.frontier.keys.domain_hosts, 0).unknown(["a.example.com"]) == []

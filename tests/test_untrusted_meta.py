@@ -66,7 +66,7 @@ def test_malicious_queue_entries_are_dead_lettered_never_run(
     crawler.spider = spider = _Spider.from_crawler(crawler)
     crawler.stats.open_spider()
     scheduler = RedisScheduler.from_crawler(crawler)
-    codec = scheduler.codec = RequestCodec(spider)
+    codec = scheduler.intake.codec = scheduler.feeder.codec = RequestCodec(spider)
     cases = _malicious(tmp_path)
     members = [f"0:0:{_payload(codec, meta)}".encode() for meta, _ in cases.values()]
     members.append(f"0:0:{_payload(codec, {}, url='file:///etc/passwd')}".encode())
@@ -79,20 +79,22 @@ def test_malicious_queue_entries_are_dead_lettered_never_run(
 
     async def accept() -> None:
         scheduler.client = scheduler.context.acquire().client
-        scheduler.dead_letters = DeadLetters(scheduler.client, scheduler.keys.failed, "n1", 100)
+        scheduler.outbox.dead_letters = scheduler.feeder.dead_letters = DeadLetters(
+            scheduler.client, scheduler.frontier.keys.failed, "n1", 100
+        )
         try:
-            await scheduler._accept(members)
+            await scheduler.feeder.accept(members)
         finally:
             await scheduler.context.release()
 
     asyncio.run(accept())
-    letters = [json.loads(x) for x in redis_client.lrange(scheduler.keys.failed, 0, -1)][::-1]
+    letters = [json.loads(x) for x in redis_client.lrange(scheduler.frontier.keys.failed, 0, -1)][::-1]
     assert len(letters) == len(members) - 1
     for (name, (_, why)), letter in zip(cases.items(), letters):
         assert why in letter["reason"], (name, letter["reason"])
     assert "is not http or https" in letters[-2]["reason"] and "is not http or https" in letters[-1]["reason"]
     assert scheduler.stats.get_value("scheduler/undecodable/meta") == len(cases)
-    (accepted,) = scheduler._buffer
+    (accepted,) = scheduler.buffer
     assert accepted.meta["playwright_context_kwargs"] == {"locale": "de-DE"}
     assert list(tmp_path.iterdir()) == []  # nothing wrote a file
 

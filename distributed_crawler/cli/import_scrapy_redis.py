@@ -25,18 +25,19 @@ import pickle
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from scrapy.spiderloader import get_spider_loader
 from scrapy.utils.request import request_from_dict
 
+from distributed_crawler.cli.project import open_frontier
 from distributed_crawler.core.scheduler import SchedulerConfig
 from distributed_crawler.dedup.dupefilter import BloomConfig, choose_dedup
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
 from distributed_crawler.queue.codec import RequestCodec, UnserializableRequestError
-from distributed_crawler.queue.enqueue import Enqueuer, run_sync
+from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.envelope import MAX_PRIORITY, make_member
-from distributed_crawler.queue.frontier import slot_of
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.seedkey import SeedKey
 
@@ -141,6 +142,13 @@ def _spider(settings: Any, name: str) -> Any:
     return spider
 
 
+async def _prepared(client: Any, config: BloomConfig, key: str) -> Any:
+    """The Bloom backend of the filter at `key` (a frontier shard's slice), prepared."""
+    dedup = await choose_dedup(client, key, config)
+    await dedup.prepare(client)
+    return dedup
+
+
 def _convert(
     client: Any, settings: Any, keys: SpiderKeys, old_key: str, kind: str, report: Report, warn: Callable[[str], None]
 ) -> None:
@@ -152,11 +160,9 @@ def _convert(
     spider = _spider(settings, keys.spider)
     codec = RequestCodec(spider, config.allowed_classes)
     fingerprinter = CanonicalFingerprinter(FingerprintConfig.from_settings(settings))
-    dedup = run_sync(choose_dedup(client, keys.dupefilter, BloomConfig.from_settings(settings)))
-    run_sync(dedup.prepare(client))
-    enqueuer = Enqueuer(client, keys, dedup, config.queue_type, keys.doorbell)
-    host_mode = config.queue_type == "host"
-    batch: list[tuple[Any, ...]] = []
+    frontier = open_frontier(settings, client, keys)
+    enqueuer = run_sync(frontier.open_enqueuer(partial(_prepared, client, BloomConfig.from_settings(settings))))
+    batch: list[Any] = []
 
     def push() -> None:
         if batch:
@@ -171,21 +177,14 @@ def _convert(
             if not isinstance(data, dict):
                 raise ValueError(f"not a request dict but a {type(data).__name__}")
             request = request_from_dict(data, spider=spider)
-            slot = slot_of(request.url, config.frontier) if host_mode else None
-            payload = codec.encode(request, slot=slot)
+            placement = frontier.placement(request.url)
+            payload = codec.encode(request, slot=placement.slot)
         except (pickle.UnpicklingError, UnserializableRequestError, ValueError, TypeError, KeyError, EOFError) as exc:
             report.refused.append(f"{type(exc).__name__}: {str(exc)[:200]}")
             continue
         priority = max(-MAX_PRIORITY, min(MAX_PRIORITY, request.priority if request.priority else priority))
-        entry: tuple[Any, ...] = (
-            fingerprinter.fingerprint(request).hex(),
-            request.dont_filter,
-            make_member(payload, priority),
-            0.0,
-        )
-        if slot is not None:
-            entry += (slot, *config.frontier.limits(slot))
-        batch.append(entry)
+        fingerprint = fingerprinter.fingerprint(request).hex()
+        batch.append(frontier.entry(fingerprint, request.dont_filter, make_member(payload, priority), 0.0, placement))
         if len(batch) >= BATCH:
             push()
     push()
@@ -197,7 +196,7 @@ def run_import(client: Any, settings: Any, args: argparse.Namespace, warn: Calla
     fill = {"spider": args.spider, "name": args.spider}
     old_queue = (args.old_queue_key or OLD_QUEUE_KEY) % fill
     old_df = (args.old_dupefilter_key or OLD_DUPEFILTER_KEY) % fill
-    ours = {keys.requests, keys.dupefilter, keys.processing, keys.delayed, keys.ready, keys.failed, keys.pending}
+    ours = {*open_frontier(settings, client, keys).status_types(), keys.dupefilter}
     clash = {old_queue, old_df} & ours
     if clash:
         raise ValueError(

@@ -21,14 +21,12 @@ from rich.table import Table
 from scrapy import Request
 
 from distributed_crawler.cli.output import listing_table, print_json
-from distributed_crawler.core.scheduler import SchedulerConfig
-from distributed_crawler.dedup.dupefilter import SetDedup
+from distributed_crawler.cli.project import open_enqueuer, open_frontier
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
 from distributed_crawler.monitoring.nodes import duration
 from distributed_crawler.queue.codec import RequestCodec, allowed_classes
-from distributed_crawler.queue.enqueue import Enqueuer, run_sync, server_time
+from distributed_crawler.queue.enqueue import run_sync, server_time
 from distributed_crawler.queue.envelope import make_member
-from distributed_crawler.queue.frontier import slot_of
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.recrawl.schedule import (
     FINGERPRINT_CHARS,
@@ -151,11 +149,10 @@ def queue_stored(
 ) -> int:
     """Push every stored URL that matches and is not scheduled (the schedule moves those), bypassing
     the seen-filter; returns how many. One request a URL, with the spider's default callback."""
-    config = SchedulerConfig.from_settings(settings)
-    enqueuer = Enqueuer(client, keys, SetDedup(keys.dupefilter), config.queue_type, keys.doorbell)
+    frontier = open_frontier(settings, client, keys)
+    enqueuer = open_enqueuer(settings, client, keys)
     fingerprinter = CanonicalFingerprinter(FingerprintConfig.from_settings(settings))
     codec = RequestCodec(None, allowed_classes(settings))
-    host_mode = config.queue_type == "host"
     queued = 0
     for urls in backend.iter_urls(batch=BATCH):
         chosen = [url for url in urls if matches(url)]
@@ -171,9 +168,9 @@ def queue_stored(
         for request, in_schedule in zip(requests, known):
             if in_schedule:
                 continue
-            slot = slot_of(request.url, config.frontier) if host_mode else None
-            member = make_member(codec.encode(request, slot=slot), request.priority)
-            entries.append(("", True, member, 0.0, slot or "", None, None) if host_mode else ("", True, member))
+            placement = frontier.placement(request.url)
+            member = make_member(codec.encode(request, slot=placement.slot), request.priority)
+            entries.append(frontier.entry("", True, member, 0.0, placement))
         if entries:
             run_sync(enqueuer.run("push", entries))
             queued += len(entries)

@@ -2,10 +2,11 @@
 
 Scrapy shares `crawler.stats` and `crawler.signals` between components; the Redis connection is
 shared the same way: `RedisContext.of(crawler)` is the one context of that crawler, holding the
-`RedisConfig`, the node id, the spider's `SpiderKeys` and one asyncio client whose pool is bounded
+`RedisConfig`, the node id, the spider's `SpiderKeys` and `Frontier`, and one asyncio client whose pool is bounded
 by `REDIS_MAX_CONNECTIONS` (default 3): a command waits for a free connection instead of opening
 one more, so a node holds at most that many connections plus one for the doorbell's pub/sub,
-whatever `CONCURRENT_REQUESTS` is.
+whatever `CONCURRENT_REQUESTS` is. It also holds the node's one `RedisPolicy` (what a call does
+while Redis is away, one log line per outage, the `redis/*` stats): `RedisContext.of(crawler).policy`.
 
 Clients are built lazily, inside the running asyncio loop, and closed once: when the last
 component that `acquire()`d the context `release()`s it, or on `engine_stopped` at the latest.
@@ -21,8 +22,10 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 
 from distributed_crawler.connection.clients import RedisConfig
+from distributed_crawler.connection.policy import RedisPolicy
 from distributed_crawler.core.node import node_id_from_settings
 from distributed_crawler.defaults import get_setting
+from distributed_crawler.queue.base import Frontier, mode_class
 from distributed_crawler.queue.keys import SpiderKeys
 
 if TYPE_CHECKING:
@@ -56,8 +59,10 @@ class RedisContext:
         self._client: Any = None
         self._pubsub_client: Any = None
         self._keys: dict[str, SpiderKeys] = {}
+        self._frontiers: dict[str, Frontier] = {}
         self._users = 0
         self._crawler: weakref.ref[Crawler] | None = None
+        self._policy: RedisPolicy | None = None
 
     @classmethod
     def of(cls, crawler: Crawler) -> RedisContext:
@@ -84,6 +89,14 @@ class RedisContext:
         return self._client
 
     @property
+    def policy(self) -> RedisPolicy:
+        """The node's Redis failure policy, counting into the crawler's stats (built on first use)."""
+        if self._policy is None:
+            crawler = self._crawler() if self._crawler is not None else None
+            self._policy = RedisPolicy(self.config.masked_url, getattr(crawler, "stats", None))
+        return self._policy
+
+    @property
     def pubsub_client(self) -> Any:
         """A client for pub/sub only: a subscription holds its connection for good, so it gets
         its own (one connection), never one of `client`'s pool."""
@@ -104,6 +117,21 @@ class RedisContext:
         if keys is None:
             keys = self._keys[spider_name] = SpiderKeys.from_settings(self.settings, spider_name)
         return keys
+
+    @property
+    def frontier_class(self) -> type[Frontier]:
+        """The Frontier class SCHEDULER_QUEUE_CLASS picks (its capabilities, before any client exists)."""
+        return mode_class(str(get_setting(self.settings, "SCHEDULER_QUEUE_CLASS")))[0]
+
+    def frontier_for(self, spider_name: str) -> Frontier:
+        """The spider's frontier on the node's client: one object, its scripts registered once."""
+        frontier = self._frontiers.get(spider_name)
+        if frontier is None or frontier.client is not self.client:
+            keys = self.keys_for(spider_name)
+            frontier = self._frontiers[spider_name] = Frontier.from_settings(
+                self.settings, spider_name, self.client, keys
+            )
+        return frontier
 
     # -- lifetime -------------------------------------------------------------------------------
     def acquire(self) -> RedisContext:
@@ -130,4 +158,6 @@ class RedisContext:
 
     async def _engine_stopped(self) -> None:
         self._users = 0
+        if self._policy is not None:
+            self._policy.close()  # an outage still open is logged and counted
         await self.aclose()

@@ -24,6 +24,7 @@ from distributed_crawler.connection.untrusted import text, wrong_type_message
 from distributed_crawler.dedup.bloom import BloomMetaError, BloomState, layer_plan, piece_key
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.enqueue import (
     Dedup,
     DedupDataError,
@@ -292,18 +293,12 @@ def _reset_fix(key: str) -> str:
     return f"dcrawl dedup reset {key.split(':', 1)[0].strip('{}')}"
 
 
-async def flush_crawl(client: Any, keys: SpiderKeys) -> None:
-    """Delete a spider's queue, leases and filter (seeds and dead letters are kept)."""
-    await reset_dedup(client, keys.dupefilter)
-    await maybe_await(
-        client.delete(*keys.crawl_state(), keys.ready, keys.over_budget, keys.refused, keys.solo, keys.deaths)
-    )
-    per_key = (keys.host_queue("*"), keys.host("*"), keys.host_in_flight("*"), keys.domain_hosts("*"))
-    for pattern in per_key:  # per-host keys (host mode) and the hosts allowed per domain
-        found = client.scan_iter(match=pattern, count=1000)
-        batch = [key async for key in found] if hasattr(found, "__aiter__") else list(found)
-        for i in range(0, len(batch), 1000):
-            await maybe_await(client.delete(*batch[i : i + 1000]))
+async def flush_crawl(frontier: Frontier, dupefilter_key: str) -> None:
+    """Delete a crawl: the frontier's queue, leases and counts, and the filter, every shard's slice
+    of it (seeds and dead letters are kept)."""
+    for key in dict.fromkeys([dupefilter_key, *frontier.dupefilter_keys()]):
+        await reset_dedup(frontier.client, key)
+    await frontier.flush()
 
 
 _HEX_FINGERPRINT = re.compile(r"[0-9a-f]{24,}")
@@ -357,14 +352,20 @@ class RedisDupeFilter(BaseDupeFilter):
     def options(cls, settings: BaseSettings) -> dict[str, Any]:
         return {}
 
-    async def make_dedup(self, client: Any) -> Dedup:
+    async def make_dedup(self, client: Any, key: str = "") -> Dedup:
         raise NotImplementedError
 
     async def open_dedup(self, client: Any) -> Dedup:
         """Resolve and prepare the backend (the scheduler calls this with its async client)."""
-        self.dedup = await self.make_dedup(client)
-        await self.dedup.prepare(client)
-        return self.dedup
+        return await self.open_dedup_at(client, self.key)
+
+    async def open_dedup_at(self, client: Any, key: str) -> Dedup:
+        """The backend for the filter at `key` (a frontier shard's slice of it), prepared."""
+        dedup = await self.make_dedup(client, key)
+        await dedup.prepare(client)
+        if key == self.key or self.dedup is None:
+            self.dedup = dedup  # what status and the wrong-type checks describe
+        return dedup
 
     def request_fingerprint(self, request: Request) -> str:
         """The request's fingerprint as hex (scrapy-redis's hook: override it to change dedup)."""
@@ -397,7 +398,7 @@ class RedisDupeFilter(BaseDupeFilter):
             client = self._sync_client()
             dedup = run_sync(self.make_dedup(client))
             run_sync(dedup.prepare(client))
-            self._sync = (client, Enqueuer(client, self.keys, dedup, "fifo"))
+            self._sync = (client, Enqueuer(Frontier.for_dedup(client, self.keys), dedup))
         _, enqueuer = self._sync
         (new,) = run_sync(enqueuer.run("add", [(self.fingerprint_hex(request), False, "")]))
         return not new
@@ -433,8 +434,8 @@ def _standalone_keys(key: str) -> SpiderKeys:
 class RedisSetDupeFilter(RedisDupeFilter):
     """Exact: every fingerprint in one Redis set (about 85 bytes each)."""
 
-    async def make_dedup(self, client: Any) -> Dedup:
-        return SetDedup(self.key)
+    async def make_dedup(self, client: Any, key: str = "") -> Dedup:
+        return SetDedup(key or self.key)
 
 
 class BloomDupeFilter(RedisDupeFilter):
@@ -448,5 +449,5 @@ class BloomDupeFilter(RedisDupeFilter):
     def options(cls, settings: BaseSettings) -> dict[str, Any]:
         return {"bloom": BloomConfig.from_settings(settings)}
 
-    async def make_dedup(self, client: Any) -> Dedup:
-        return await choose_dedup(client, self.key, self.bloom)
+    async def make_dedup(self, client: Any, key: str = "") -> Dedup:
+        return await choose_dedup(client, key or self.key, self.bloom)

@@ -29,6 +29,8 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import ResponseError
@@ -42,14 +44,14 @@ from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.misc import build_from_crawler
 from twisted.internet.defer import Deferred
 
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS
+from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import EpisodeLog, finite, text
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.guard import AddressRefused
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.downloadermiddlewares.retry import RetryLater, slot_of_request
 from distributed_crawler.meta import DOWNLOAD_STOP_AT_META, LEASE_META, PROXY_BAN_META, RETRY_DELAY_META
-from distributed_crawler.queue.scripts import QueueScripts
+from distributed_crawler.queue.base import HostControl
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -66,6 +68,12 @@ LOCAL_SECONDS = 300.0  # a node re-reads the cache at least this often (another 
 MAX_CRAWL_DELAY = 86400.0
 #: Reason of the host block set while robots.txt is fetched; only a block with this reason is lifted.
 ROBOTS_PENDING = "robots.txt pending"
+
+
+async def _ignored(exc: BaseException) -> None:
+    """`on_error` for a cache write Redis refuses: the same fallback as when Redis is away."""
+    if not isinstance(exc, ResponseError):
+        raise exc
 
 
 def rules_of(entry: dict[str, Any]) -> bytes:
@@ -144,14 +152,14 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)  # NotConfigured unless ROBOTSTXT_OBEY
         read = SettingsReader(crawler.settings)
+        self.policy = RedisContext.of(crawler).policy
         self.key_template = read.str("ROBOTS_CACHE_KEY")
         self.cache_seconds = read.int("ROBOTS_CACHE_SECONDS", min=1)
         self.error_seconds = read.int("ROBOTS_ERROR_CACHE_SECONDS", min=1)
         self.lock_seconds = read.int("ROBOTS_LOCK_SECONDS", min=1)
         self.wait_seconds = read.float("ROBOTS_WAIT_SECONDS", above=0)
-        self.host_mode = read.str("SCHEDULER_QUEUE_CLASS") == "host"
         self.client: Any = None
-        self.scripts: QueueScripts | None = None
+        self.hosts: HostControl | None = None  # the frontier's per-host state, if it keeps one
         self.spider_name = ""
         # netloc -> (parser, expiry, usable, why not)
         self._cached: dict[str, tuple[RobotParser, float, bool, str]] = {}
@@ -170,8 +178,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         self.context = context
         self.client = context.acquire().client
         self.spider_name = spider.name
-        if self.host_mode:
-            self.scripts = QueueScripts.register(self.client, context.keys_for(spider.name), "host")
+        self.hosts = context.frontier_for(spider.name).host_control()
 
     async def spider_closed(self, spider: Spider) -> None:
         for task in list(self._fetching.values()):
@@ -179,6 +186,16 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         if self.client is not None:
             self.client = None
             await self.context.release()
+
+    def _refused(self, what: str, message: str) -> Callable[[BaseException], Awaitable[None]]:
+        """`on_error` for a cache call Redis refuses (a key of another type): logged once an episode."""
+
+        async def refused(exc: BaseException) -> None:
+            if not isinstance(exc, ResponseError):
+                raise exc
+            self._errors.failed(what, message, exc)
+
+        return refused
 
     def cache_key(self, netloc: str) -> str:
         return cache_key(self.key_template, self.spider_name, netloc)
@@ -222,11 +239,12 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         return parser
 
     async def _from_cache(self, netloc: str) -> RobotParser | None:
-        try:
-            raw = await self.client.get(self.cache_key(netloc))
-        except TRANSIENT_ERRORS + (ResponseError,) as exc:
-            self._errors.failed("reading robots.txt", "robots.txt cache unreadable (%s); fetching here", exc)
-            return None
+        # CACHE: Redis away (or refusing the key) -> as if not cached: fetched here
+        raw = await self.policy.run(
+            Purpose.CACHE,
+            partial(self.client.get, self.cache_key(netloc)),
+            on_error=self._refused("reading robots.txt", "robots.txt cache unreadable (%s); fetching here"),
+        )
         if raw is None:
             return None
         try:
@@ -243,11 +261,10 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         """Start the fetch here when this node wins the lock (another node's lock: it fetches), and
         in host mode block the host until the fetching node lifts it. True: the host is blocked."""
         if netloc in self._fetching:
-            return self.scripts is not None  # we fetch it, and blocked the host when we started
-        try:
-            won = await self.client.set(f"{self.cache_key(netloc)}:lock", "1", nx=True, ex=self.lock_seconds)
-        except TRANSIENT_ERRORS + (ResponseError,):
-            won = True  # Redis out: fetch here rather than never
+            return self.hosts is not None  # we fetch it, and blocked the host when we started
+        lock = partial(self.client.set, f"{self.cache_key(netloc)}:lock", "1", nx=True, ex=self.lock_seconds)
+        # Redis away or refusing: fetch here rather than never
+        won = await self.policy.run(Purpose.CACHE, lock, default=True, on_error=_ignored)
         if won:
             self._fetch_task(scheme, netloc, request)
         return await self._block_host(request, ROBOTS_PENDING)
@@ -302,41 +319,45 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
             )
         parser = self._remember(netloc, entry)
         key = self.cache_key(netloc)
-        try:
+
+        async def share() -> None:
             ttl = self.cache_seconds if entry_ok(entry) else self.error_seconds
             await self.client.set(key, json.dumps(entry), ex=ttl)
             await self.client.delete(f"{key}:lock")
             await self._crawl_delay(parser, request)
-            if self.scripts is not None and entry_ok(entry):
-                await self.scripts.unblock_host(slot_of_request(request), ROBOTS_PENDING)
-        except TRANSIENT_ERRORS + (ResponseError,) as exc:
-            self._errors.failed("storing robots.txt", "robots.txt of %s not cached in Redis (%s)", netloc, exc)
+            if self.hosts is not None and entry_ok(entry):
+                await self.hosts.unblock_host(slot_of_request(request), ROBOTS_PENDING)
+
+        # CACHE: Redis away -> kept in this node only; the host's block and the lock expire by themselves
+        await self.policy.run(
+            Purpose.CACHE,
+            share,
+            on_error=self._refused("storing robots.txt", f"robots.txt of {netloc} not cached in Redis (%s)"),
+        )
         return parser
 
     async def _unblock(self, request: Request) -> None:
-        if self.scripts is None:
+        if self.hosts is None:
             return
-        try:
-            await self.scripts.unblock_host(slot_of_request(request), ROBOTS_PENDING)
-        except TRANSIENT_ERRORS + (ResponseError,):
-            pass  # the block ends by itself after ROBOTS_WAIT_SECONDS
+        unblock = partial(self.hosts.unblock_host, slot_of_request(request), ROBOTS_PENDING)
+        # not done: the block ends by itself after ROBOTS_WAIT_SECONDS
+        await self.policy.run(Purpose.CACHE, unblock, on_error=_ignored)
 
     async def _unlock(self, netloc: str) -> None:
-        try:
-            await self.client.delete(f"{self.cache_key(netloc)}:lock")
-        except TRANSIENT_ERRORS + (ResponseError,):
-            pass  # it expires after ROBOTS_LOCK_SECONDS
+        unlock = partial(self.client.delete, f"{self.cache_key(netloc)}:lock")
+        # not done: it expires after ROBOTS_LOCK_SECONDS
+        await self.policy.run(Purpose.CACHE, unlock, on_error=_ignored)
 
     async def _crawl_delay(self, parser: RobotParser, request: Request) -> None:
         """Host mode: the Crawl-delay for our user agent -> host hash `cd` (absent: field removed)."""
-        if self.scripts is None:
+        if self.hosts is None:
             return
         agent = self._robotstxt_useragent or request.headers.get(b"User-Agent", self._default_useragent)
         try:
             delay = parser.crawl_delay(agent or "")
         except (AttributeError, NotImplementedError, TypeError, ValueError):
             delay = None
-        host_key = self.scripts.keys.host(slot_of_request(request))
+        host_key = self.hosts.host_state_key(slot_of_request(request))
         if delay is not None and 0 < delay:
             await self.client.hset(host_key, "cd", f"{min(float(delay), MAX_CRAWL_DELAY):.3f}")
             self.crawler.stats.set_value("robotstxt/crawl_delay", float(delay))
@@ -345,10 +366,13 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
 
     async def _block_host(self, request: Request, reason: str) -> bool:
         """Host mode: block the request's host for ROBOTS_WAIT_SECONDS at most. True when blocked."""
-        if self.scripts is None:
+        if self.hosts is None:
             return False
-        try:
-            await self.scripts.block_host(slot_of_request(request), self.wait_seconds, reason, 1.0, 60.0, 0.5)
-        except TRANSIENT_ERRORS + (ResponseError,):
-            return False  # the requests go back to delayed for ROBOTS_WAIT_SECONDS instead
-        return True
+        block = partial(self.hosts.block_host, slot_of_request(request), self.wait_seconds, reason, 1.0, 60.0, 0.5)
+
+        async def blocked() -> bool:
+            await block()
+            return True
+
+        # not blocked: the requests go back to delayed for ROBOTS_WAIT_SECONDS instead
+        return bool(await self.policy.run(Purpose.CACHE, blocked, default=False, on_error=_ignored))

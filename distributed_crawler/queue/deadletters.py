@@ -34,11 +34,13 @@ def failure_entry(url: str, reason: str, node: str, **extra: Any) -> str:
 class DeadLetters:
     """Writes entries to the failed list (capped), in the same transaction as the lease removal."""
 
-    def __init__(self, client: Any, key: str, node_id: str, cap: int) -> None:
+    def __init__(self, client: Any, key: str, node_id: str, cap: int, processing: str = "") -> None:
+        """`processing`: the frontier's lease set, which `take` and `undecodable` remove leases from."""
         self.client = client
         self.key = key
         self.node_id = node_id
         self.cap = cap
+        self.processing = processing
 
     async def push(self, entries: list[str], remove_leases: tuple[str, list[bytes]] | None = None) -> None:
         pipe = self.client.pipeline(transaction=True)
@@ -48,7 +50,11 @@ class DeadLetters:
             pipe.zrem(remove_leases[0], *remove_leases[1])
         await pipe.execute()
 
-    async def undecodable(self, bad: list[tuple[bytes, str]], processing_key: str, source: str = "queue") -> None:
+    async def take(self, entries: list[str], leases: list[bytes]) -> None:
+        """Dead letters written and the leases they replace removed, in one transaction."""
+        await self.push(entries, (self.processing, leases))
+
+    async def undecodable(self, bad: list[tuple[bytes, str]], processing_key: str = "", source: str = "queue") -> None:
         """Payloads popped from the queue that are not ours to run (garbage, pickle, unknown class).
 
         The payload is kept capped and only as text (invalid UTF-8 replaced): never unpickled.
@@ -64,4 +70,4 @@ class DeadLetters:
             )
             for lease, reason in bad
         ]
-        await self.push(entries, (processing_key, [lease for lease, _ in bad]))
+        await self.push(entries, (processing_key or self.processing, [lease for lease, _ in bad]))

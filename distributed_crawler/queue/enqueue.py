@@ -12,12 +12,18 @@ from typing import Any, Protocol
 
 from redis.exceptions import ResponseError
 
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS
+from distributed_crawler.connection.policy import is_transient
 from distributed_crawler.connection.untrusted import is_wrong_type
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import Entry, QueueScripts
 
 __all__ = ["Entry", "Enqueuer", "maybe_await", "run_sync"]
+# fingerprint hex ("" = no dedup), dont_filter, queue member[, delay in seconds: > 0 = to delayed
+# [, per-host frontiers: slot ("" = from the payload), interval s, page budget and in-flight cap (None =
+# leave as stored, -1 = none)]]
+Entry = (
+    tuple[str, bool, str]
+    | tuple[str, bool, str, float]
+    | tuple[str, bool, str, float, str, float | None, int | None, int | None]
+)
 MAX_FIXES = 20  # layer additions / layout refreshes in one call before giving up (never expected)
 CODE_CORRUPT = 3  # enqueue.lua: the dupefilter's meta hash is not a layout it can use
 
@@ -35,6 +41,23 @@ class Dedup(Protocol):
     async def prepare(self, client: Any) -> None: ...
     async def fix(self, client: Any, code: int) -> None: ...
     async def stats(self, client: Any) -> dict[str, Any]: ...
+
+
+class Frontier(Protocol):
+    """What an Enqueuer needs of a frontier (queue/base.py): its client and its enqueue script."""
+
+    client: Any
+
+    def push(
+        self,
+        action: str,
+        entries: Sequence[Entry],
+        dedup_mode: str,
+        dedup_keys: Sequence[str],
+        layers: int,
+        handovers: Sequence[bytes | str] = (),
+        doorbell: str | None = None,
+    ) -> Any: ...
 
 
 class DedupError(RuntimeError):
@@ -66,32 +89,27 @@ def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
 
 
 class Enqueuer:
-    def __init__(
-        self,
-        client: Any,
-        keys: SpiderKeys,
-        dedup: Dedup,
-        queue_type: str,
-        doorbell: str = "",
-        scripts: QueueScripts | None = None,
-    ) -> None:
-        """`scripts`: the ones already registered on `client` (else registered here)."""
-        self.client = client
-        self.keys = keys
-        self.dedup = dedup
-        self.queue_type = queue_type
-        self.doorbell = doorbell
-        self.scripts = (scripts or QueueScripts.register(client, keys, queue_type)).with_queue_type(queue_type)
+    """Drives the frontier's enqueue script for a batch, growing or rereading the dedup filter as asked."""
 
-    async def run(self, action: str, entries: Sequence[Entry], handovers: Sequence[bytes] = ()) -> list[int]:
-        """`action` push / add / check; one 0/1 per entry (1 = new). Grows the filter as needed."""
+    def __init__(self, frontier: Frontier, dedup: Dedup, doorbell: str | None = None) -> None:
+        """`doorbell`: "" = ring none (the CLI's pushes, a check), None = the frontier's channel."""
+        self.frontier = frontier
+        self.client = frontier.client
+        self.dedup = dedup
+        self.doorbell = doorbell
+
+    async def run(
+        self, action: str, entries: Sequence[Entry], handovers: Sequence[bytes] = (), urls: Sequence[str] = ()
+    ) -> list[int]:
+        """`action` push / add / check; one 0/1 per entry (1 = new). Grows the filter as needed.
+        `urls` (an entry's URL): what routes a member-less entry on a sharded frontier (queue/sharded.py)."""
         results: list[int] = []
         pending = list(entries)
         for _ in range(MAX_FIXES):
             dedup_keys, layers = self.dedup.script_keys()
             try:
                 code, *done = await maybe_await(
-                    self.scripts.enqueue(action, pending, self.dedup.mode, dedup_keys, layers, self.doorbell, handovers)
+                    self.frontier.push(action, pending, self.dedup.mode, dedup_keys, layers, handovers, self.doorbell)
                 )
             except ResponseError as exc:
                 await self._explain(exc)
@@ -107,7 +125,7 @@ class Enqueuer:
 
     async def _explain(self, exc: ResponseError) -> None:
         """A script error on a bitmap filter: reread its layout, which raises DedupDataError if corrupt."""
-        if self.dedup.mode == "bitmap" and not isinstance(exc, TRANSIENT_ERRORS) and not is_wrong_type(exc):
+        if self.dedup.mode == "bitmap" and not is_transient(exc) and not is_wrong_type(exc):
             await self.dedup.fix(self.client, 2)
 
 

@@ -17,10 +17,10 @@ from typing import Any, NamedTuple
 from scrapy.settings import BaseSettings
 
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.enqueue import maybe_await
 from distributed_crawler.queue.envelope import split_member
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import _text, _then, lua_source  # the facade's own reply helpers
+from distributed_crawler.queue.scripts import lua_source, reply_text, then
 
 FINGERPRINT_CHARS = 16  # the first 64 bits of the request fingerprint name a URL in the schedule
 HEADER_CHARS = 256  # longest ETag / Last-Modified kept (a longer one is not a validator worth storing)
@@ -73,7 +73,7 @@ def parse_state(value: bytes | str | None) -> RevisitState | None:
     """A state hash value, or None for garbage (the same rules as lua/lib/recrawl.lua)."""
     if value is None:
         return None
-    parts = _text(value).split("\n", 4)
+    parts = reply_text(value).split("\n", 4)
     if len(parts) != 5:
         return None
     try:
@@ -100,27 +100,22 @@ class Recorded(NamedTuple):
 class RevisitSchedule:
     """The schedule's scripts on one client: the only place that knows their KEYS / ARGV order."""
 
-    def __init__(self, client: Any, keys: RecrawlKeys, spider_keys: SpiderKeys) -> None:
+    def __init__(self, client: Any, keys: RecrawlKeys, frontier: Frontier) -> None:
         self.client = client
         self.keys = keys
-        self.spider_keys = spider_keys
+        self.frontier = frontier
         self._move = client.register_script(lua_source("recrawl_move"))
         self._record = client.register_script(lua_source("recrawl_record"))
 
-    def move_due(self, queue_type: str, limit: int, pending_seconds: float) -> Any:
+    def move_due(self, limit: int, pending_seconds: float) -> Any:
         """Push up to `limit` due URLs into the frontier (see recrawl_move.lua) -> Moved."""
-        k = self.spider_keys
-        queue = k.ready if queue_type == "host" else k.requests
-        result = self._move(
-            keys=[self.keys.schedule, self.keys.state, queue, k.seq, k.over_budget, k.pending, k.requests],
-            args=[queue_type, limit, f"{pending_seconds:.3f}", k.doorbell, k.host_queue(""), k.host("")],
-        )
+        result = self.frontier.recrawl_move(self._move, self.keys.schedule, self.keys.state, limit, pending_seconds)
 
         def convert(reply: list[Any]) -> Moved:
             due = float(reply[2])
             return Moved(int(reply[0]), int(reply[1]), None if due < 0 else due)
 
-        return _then(result, convert)
+        return then(result, convert)
 
     def record(
         self,
@@ -149,17 +144,17 @@ class RevisitSchedule:
                 member,
             ],
         )
-        return _then(result, lambda reply: Recorded(float(reply[0]), CHANGE_NAMES.get(int(reply[1]), "?")))
+        return then(result, lambda reply: Recorded(float(reply[0]), CHANGE_NAMES.get(int(reply[1]), "?")))
 
     def state(self, fingerprint: str) -> Any:
         """The revisit state of a URL (None: never fetched as revisitable, or garbage)."""
-        return _then(self.client.hget(self.keys.state, fingerprint), parse_state)
+        return then(self.client.hget(self.keys.state, fingerprint), parse_state)
 
 
 def iter_states(client: Any, keys: RecrawlKeys, count: int = 500) -> Iterator[tuple[str, RevisitState | None]]:
     """Every (fingerprint, state) of the state hash, in HSCAN batches (bounded memory; sync client)."""
     for fingerprint, value in client.hscan_iter(keys.state, count=count):
-        yield _text(fingerprint), parse_state(value)
+        yield reply_text(fingerprint), parse_state(value)
 
 
 async def schedule_summary(client: Any, keys: RecrawlKeys, now: float) -> dict[str, int]:

@@ -10,17 +10,17 @@ import redis
 from scrapy.settings import Settings
 
 from distributed_crawler.dedup.dupefilter import SetDedup
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import QueueScripts
 
 KEYS = SpiderKeys.from_settings(Settings(), "sz")
 
 
 def _push(client: redis.Redis, mode: str, urls: list[str], delay: float = 0.0) -> None:
-    scripts = QueueScripts.register(client, KEYS, mode)
+    scripts = Frontier.open(client, KEYS, mode)
     entries = []
     for url in urls:
         host = url.split("/")[2]
@@ -29,7 +29,7 @@ def _push(client: redis.Redis, mode: str, urls: list[str], delay: float = 0.0) -
         if mode == "host":
             entry += (host, 0.0, -1)
         entries.append(entry)
-    run_sync(Enqueuer(client, KEYS, SetDedup(KEYS.dupefilter), mode, scripts=scripts).run("push", entries))
+    run_sync(Enqueuer(scripts, SetDedup(KEYS.dupefilter)).run("push", entries))
 
 
 @pytest.mark.parametrize("mode", ["host", "priority", "fifo"])
@@ -40,7 +40,7 @@ def test_counts_queued_delayed_and_leased_in_every_mode(redis_client: redis.Redi
     size = run_sync(crawl_counts(redis_client, KEYS, seeds=False))
     assert (size.pending, size.delayed, size.leased, size.scheduled) == (7, 1, 0, 8)
     assert size.frontier_busy
-    QueueScripts.register(redis_client, KEYS, mode).pop(2, 60)
+    Frontier.open(redis_client, KEYS, mode).pop(2, 60)
     size = run_sync(crawl_counts(redis_client, KEYS, seeds=False))
     assert (size.pending, size.leased, size.scheduled) == (5, 2, 6)
 
@@ -48,7 +48,7 @@ def test_counts_queued_delayed_and_leased_in_every_mode(redis_client: redis.Redi
 def test_a_leased_request_alone_is_pending_work(redis_client: redis.Redis) -> None:
     """A node still crawling may push children: the others must not close meanwhile."""
     _push(redis_client, "priority", ["http://e.example/1"])
-    QueueScripts.register(redis_client, KEYS, "priority").pop(1, 60)
+    Frontier.open(redis_client, KEYS, "priority").pop(1, 60)
     size = run_sync(crawl_counts(redis_client, KEYS, seeds=False))
     assert size.scheduled == 0 and size.frontier_busy
 

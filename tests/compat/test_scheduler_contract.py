@@ -15,9 +15,11 @@ from scrapy.utils.test import get_crawler
 
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.core.context import RedisContext
-from distributed_crawler.core.scheduler import OutboxEntry, RedisScheduler, SchedulerConfig
+from distributed_crawler.core.outbox import OutboxEntry
+from distributed_crawler.core.scheduler import RedisScheduler, SchedulerConfig
 from distributed_crawler.dedup.dupefilter import BloomDupeFilter
 from distributed_crawler.meta import LEASE_META
+from distributed_crawler.queue.base import Frontier, mode_class
 from distributed_crawler.queue.codec import RequestCodec
 from distributed_crawler.queue.keys import SpiderKeys
 
@@ -40,8 +42,16 @@ def _scheduler(redis_url: str) -> tuple[RedisScheduler, RulesSpider]:
     keys = SpiderKeys.from_settings(crawler.settings, spider.name)
     context = RedisContext.of(crawler)
     dupefilter = BloomDupeFilter(RedisConfig(url=redis_url), keys)
-    scheduler = RedisScheduler(crawler, SchedulerConfig(), RedisConfig(url=redis_url), keys, dupefilter, "n1", context)
-    scheduler.codec = RequestCodec(spider)
+    scheduler = RedisScheduler(
+        crawler,
+        SchedulerConfig(),
+        RedisConfig(url=redis_url),
+        Frontier.open(None, keys, "host"),
+        dupefilter,
+        "n1",
+        context,
+    )
+    scheduler.intake.codec = scheduler.feeder.codec = RequestCodec(spider)
     return scheduler, spider
 
 
@@ -65,20 +75,20 @@ def test_refused_requests_are_logged_once_per_kind(redis_url: str, caplog: pytes
 def test_pending_while_work_is_in_the_outbox(redis_url: str) -> None:
     scheduler, spider = _scheduler(redis_url)
     assert not scheduler.has_pending_requests()
-    scheduler._outbox.append((1, OutboxEntry("ab" * 16, False, "0:0:{}", None)))
+    scheduler.outbox.entries.append((1, OutboxEntry("ab" * 16, False, "0:0:{}", None)))
     assert scheduler.has_pending_requests()
     assert len(scheduler) == 1  # not open: what this node holds
 
 
 def test_flush_drops_what_this_node_buffered(redis_url: str, redis_client: redis.Redis) -> None:
     scheduler, spider = _scheduler(redis_url)
-    redis_client.zadd(scheduler.keys.processing, {b"0:0:lease": 1e12})
-    redis_client.zadd(scheduler.keys.ready, {"e.com": 0})
+    redis_client.zadd(scheduler.frontier.keys.processing, {b"0:0:lease": 1e12})
+    redis_client.zadd(scheduler.frontier.keys.ready, {"e.com": 0})
     request = Request("http://e.com/buffered", meta={LEASE_META: b"0:0:lease"})
     scheduler.leases.buffered(b"0:0:lease", None)
-    scheduler._buffer.append(request)
-    scheduler._outbox.append((1, OutboxEntry("cd" * 16, False, "0:0:{}", None)))
-    scheduler._enqueued_seq = 1
+    scheduler.buffer.append(request)
+    scheduler.outbox.entries.append((1, OutboxEntry("cd" * 16, False, "0:0:{}", None)))
+    scheduler.outbox.enqueued_seq = 1
 
     async def flush() -> None:
         scheduler.client = scheduler.context.acquire().client
@@ -89,8 +99,8 @@ def test_flush_drops_what_this_node_buffered(redis_url: str, redis_client: redis
 
     asyncio.run(flush())
     assert scheduler.next_request() is None
-    assert not scheduler.has_pending_requests() and len(scheduler._outbox) == 0
-    assert not redis_client.exists(scheduler.keys.processing, scheduler.keys.ready)
+    assert not scheduler.has_pending_requests() and len(scheduler.outbox.entries) == 0
+    assert not redis_client.exists(scheduler.frontier.keys.processing, scheduler.frontier.keys.ready)
     assert len(scheduler.leases) == 0
 
 
@@ -106,9 +116,8 @@ def test_flush_drops_what_this_node_buffered(redis_url: str, redis_client: redis
     ],
 )
 def test_scrapy_redis_queue_classes_select_the_matching_mode(name: str, mode: str) -> None:
-    from scrapy.settings import Settings
 
-    assert SchedulerConfig.from_settings(Settings({"SCHEDULER_QUEUE_CLASS": name})).queue_type == mode
+    assert mode_class(name)[1] == mode
 
 
 def test_undecodable_payloads_are_logged_once_per_kind(
@@ -119,15 +128,17 @@ def test_undecodable_payloads_are_logged_once_per_kind(
     from distributed_crawler.queue.deadletters import DeadLetters
 
     scheduler, spider = _scheduler(redis_url)
-    good = scheduler.codec.encode(Request("http://e.com/ok", callback=spider.parse_page))
+    good = scheduler.intake.codec.encode(Request("http://e.com/ok", callback=spider.parse_page))
     private = good.replace('"callback":"parse_page"', '"callback":"_private"')
     members = [f"0:0:{private}".encode(), f"0:0:{private}".encode(), b"0:0:not json", b"0:0:still not json"]
 
     async def accept() -> None:
         scheduler.client = scheduler.context.acquire().client
-        scheduler.dead_letters = DeadLetters(scheduler.client, scheduler.keys.failed, "n1", 100)
+        scheduler.outbox.dead_letters = scheduler.feeder.dead_letters = DeadLetters(
+            scheduler.client, scheduler.frontier.keys.failed, "n1", 100, scheduler.frontier.keys.processing
+        )
         try:
-            await scheduler._accept(members)
+            await scheduler.feeder.accept(members)
         finally:
             await scheduler.context.release()
 
@@ -139,4 +150,4 @@ def test_undecodable_payloads_are_logged_once_per_kind(
     assert "(format)" in lines[1] and "not JSON" in lines[1]
     assert scheduler.stats.get_value("scheduler/undecodable") == 4
     assert scheduler.stats.get_value("scheduler/undecodable/callback") == 2
-    assert redis_client.llen(scheduler.keys.failed) == 4
+    assert redis_client.llen(scheduler.frontier.keys.failed) == 4

@@ -1,0 +1,226 @@
+"""The feeder: leases requests from the frontier into a small local buffer that `next_request`
+serves, and wakes the engine when work arrives (no 5-second heartbeat stall).
+
+An idle node waits on the doorbell (one pub/sub subscription, rung by the scripts that push),
+the next host's due time, or a backed-off poll: never a hot loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from distributed_crawler.connection.clients import subscribe
+from distributed_crawler.connection.policy import Purpose
+from distributed_crawler.connection.untrusted import preview
+from distributed_crawler.core.leases import LeaseTracker
+from distributed_crawler.core.quarantine import Quarantine
+from distributed_crawler.core.trouble import RedisTrouble, logger
+from distributed_crawler.dedup.recent import RecentFingerprints
+from distributed_crawler.internals import downloads_in_flight, wake_engine
+from distributed_crawler.meta import HOST_BACKOFF_META, HOST_SLOT_META, LEASE_META
+from distributed_crawler.queue.base import Frontier
+from distributed_crawler.queue.codec import PayloadError, RequestCodec
+from distributed_crawler.queue.envelope import split_member
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+
+    from distributed_crawler.core.scheduler_config import SchedulerConfig
+
+DUE_BATCH = 100  # due retries the lease script moves from delayed back to the queue per call
+DOORBELL_RETRY_SECONDS = 30  # pub/sub failed for another reason than an outage: polling meanwhile
+
+
+class Feeder:
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        frontier: Callable[[], Frontier],
+        trouble: RedisTrouble,
+        leases: LeaseTracker,
+        buffer: deque[Request],
+        recent: RecentFingerprints,
+        quarantine: Quarantine,
+        crawler: Crawler,
+        release: Callable[[list[bytes]], Awaitable[None]],
+    ) -> None:
+        self.config = config
+        self._frontier = frontier
+        self.trouble = trouble
+        self.leases = leases
+        self.buffer = buffer
+        self.recent = recent
+        self.quarantine = quarantine
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.release = release
+        self.want_more = asyncio.Event()
+        self.new_work = asyncio.Event()
+        self.codec: RequestCodec  # set at open (it needs the spider)
+        self.dead_letters: Any = None  # set at open
+        self._undecodable: Counter[str] = Counter()  # leased payloads that did not decode, by kind
+
+    def wanted(self) -> int:
+        """How many more requests to lease: enough to keep the downloader full, no hoarding.
+
+        Leases held in a buffer are work other nodes cannot take, so a node holds at most
+        what its downloader can start soon (SCHEDULER_PREFETCH, default CONCURRENT_REQUESTS)
+        plus a quarter of that for batching.
+        """
+        if len(self.buffer) > self.config.prefetch // 4:
+            return 0
+        active = downloads_in_flight(self.crawler)
+        return self.config.prefetch + self.config.prefetch // 4 - len(self.buffer) - active
+
+    def take(self) -> Request | None:
+        """The next buffered request (asking for more when the buffer runs low)."""
+        if not self.buffer:
+            self.want_more.set()
+            return None
+        request = self.buffer.popleft()
+        self.leases.started(request.meta[LEASE_META])
+        if len(self.buffer) <= self.config.prefetch // 4:
+            self.want_more.set()
+        return request
+
+    async def run(self, closing: Callable[[], bool]) -> None:
+        idle_wait = 0.01
+        while not closing():
+            if self.quarantine.active:
+                await self.quarantine.step()
+                continue
+            want = self.wanted()
+            if want <= 0:
+                self.want_more.clear()
+                await self.want_more.wait()
+                continue
+            lease = partial(self._frontier().lease, want, self.config.lease_seconds, DUE_BATCH)
+            popped = await self.trouble.run(Purpose.LEASE, "pop", lease)
+            members = [h.lease for h in popped.leases]
+            self.trouble.report_broken_hosts(popped.broken)
+            per_host = self._frontier().host_control() is not None
+            hosts = {h.lease: (h.slot, h.backoff) for h in popped.leases} if per_host else {}
+            if popped.expired:
+                self.stats.inc_value("scheduler/expired", popped.expired)
+                idle_wait = 0.01
+            if members:
+                was_empty = not self.buffer
+                await self.accept(members, hosts)
+                if was_empty and self.buffer:
+                    wake_engine(self.crawler)
+                idle_wait = 0.01
+            if (members or popped.expired) and len(members) + popped.expired == want:
+                continue
+            # The queue is (nearly) empty, or no host is due yet: wait for a local push, for the next
+            # host to be due, or poll again, backing off.
+            if popped.next_due is not None:
+                idle_wait = min(max(popped.next_due, 0.01), self.config.poll_max_seconds)
+            self.new_work.clear()
+            try:
+                await asyncio.wait_for(self.new_work.wait(), timeout=idle_wait)
+            except TimeoutError:
+                idle_wait = min(idle_wait * 2, self.config.poll_max_seconds)
+
+    async def accept(self, members: list[bytes], hosts: dict[bytes, tuple[str, int]] | None = None) -> None:
+        """Decode leased members into requests (per-host frontiers: with their slot and backoff level)."""
+        was_empty = self.quarantine.node_empty()
+        bad: list[tuple[bytes, str]] = []
+        normal: list[Request] = []
+        suspects: list[Request] = []
+        for lease in members:  # bytes, exactly as stored: acks must match them byte for byte
+            try:
+                envelope = split_member(lease)
+                request = self.codec.decode(envelope.payload)
+            except (PayloadError, ValueError) as exc:
+                bad.append((lease, str(exc)[:300]))
+                self._log_undecodable(lease, getattr(exc, "kind", "envelope"), str(exc)[:300])
+                continue
+            except Exception as exc:  # noqa: BLE001 - a decoder bug: logged with its traceback, dead-lettered
+                logger.error("Decoding a leased request failed unexpectedly; it is dead-lettered", exc_info=exc)
+                bad.append((lease, f"{type(exc).__name__}: {exc}"[:300]))
+                self._log_undecodable(lease, "error", bad[-1][1])
+                continue
+            request.meta[LEASE_META] = lease
+            host = hosts.get(lease) if hosts else None
+            if host is not None:
+                request.meta[HOST_SLOT_META], request.meta[HOST_BACKOFF_META] = host
+            self.leases.buffered(lease, host)
+            (suspects if envelope.deliveries >= 2 else normal).append(request)
+        self.stats.inc_value("scheduler/leased", len(members) - len(bad))
+        if bad:
+            self.stats.inc_value("scheduler/undecodable", len(bad))
+            await self.trouble.run(Purpose.DEADLETTER, "dead-letter", lambda: self.dead_letters.undecodable(bad))
+        if not suspects:
+            self.buffer.extend(normal)
+            return
+        # A redelivery means a node died or an ack was lost (e.g. a failover that dropped writes):
+        # the links its page gave last time may be lost with it, so they must reach the shared
+        # filter again instead of stopping at this node's recent-fingerprint cache.
+        self.recent.clear()
+        giving_back = await self.quarantine.admit(suspects, normal, was_empty)
+        await self.release([r.meta[LEASE_META] for r in giving_back])
+
+    def _log_undecodable(self, lease: bytes, kind: str, reason: str) -> None:
+        """A leased payload that did not decode: one WARNING per kind of reason, then only counted."""
+        self._undecodable[kind] += 1
+        self.stats.inc_value(f"scheduler/undecodable/{kind}")
+        if self._undecodable[kind] == 1:
+            logger.warning(
+                "A queued request could not be decoded and goes to the dead letters (%s): %s (payload %r); "
+                "further ones of this kind are only counted in stats scheduler/undecodable/%s and listed "
+                "by `dcrawl failed %s`",
+                kind,
+                reason,
+                preview(lease, 200),
+                kind,
+                self._frontier().spider,
+            )
+
+    async def run_doorbell(
+        self, pubsub_client: Callable[[], Any], masked_url: str, stopped: Callable[[], bool]
+    ) -> None:
+        """Wake the feeder when any node pushes work (PUBLISHed by the frontier's scripts), not on a poll.
+
+        Pub/sub only saves latency: while Redis is away it waits like a lease (the node's policy);
+        if pub/sub cannot work here at all, idle nodes poll instead and it is tried again later.
+        """
+        self._doorbell_logged = False
+
+        async def listen() -> None:
+            pubsub = None
+            try:
+                # its own connection (the "+1"): a subscription never holds one of the pool's
+                pubsub = await subscribe(pubsub_client(), self._frontier().doorbell)
+                while not stopped():
+                    if await pubsub.get_message(timeout=1.0) is not None:
+                        self.trouble.policy.ok()
+                        self._frontier().woken()
+                        self.new_work.set()
+            finally:
+                if pubsub is not None:
+                    await pubsub.aclose()
+
+        async def unavailable(exc: BaseException) -> None:  # e.g. a proxy without pub/sub
+            if not self._doorbell_logged:
+                self._doorbell_logged = True
+                logger.warning(
+                    "Doorbell (pub/sub on %s) unavailable (%s: %s); idle nodes poll for work every "
+                    "SCHEDULER_POLL_MAX_SECONDS (%ss) instead, and pub/sub is tried again every %ss",
+                    masked_url,
+                    type(exc).__name__,
+                    exc,
+                    self.config.poll_max_seconds,
+                    DOORBELL_RETRY_SECONDS,
+                )
+            for _ in range(DOORBELL_RETRY_SECONDS):
+                if stopped():
+                    break
+                await asyncio.sleep(1.0)
+
+        while not stopped():
+            await self.trouble.policy.run(Purpose.LEASE, listen, stopped=stopped, on_error=unavailable)

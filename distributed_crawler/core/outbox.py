@@ -1,0 +1,196 @@
+"""The outbox: requests this node enqueued, on their way to Redis in batches.
+
+One enqueue.lua call per batch does the dedup check+add and the push (and removes the leases the
+pushed requests succeed); refused requests become dead letters in the same order as this node's
+other writes, so a lease is never acked before the dead letter that replaces it is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from collections.abc import Callable
+from functools import partial
+from typing import Any, NamedTuple
+
+from redis.exceptions import ResponseError
+
+from distributed_crawler.connection.policy import Purpose
+from distributed_crawler.connection.untrusted import EpisodeLog
+from distributed_crawler.core.admission import Refusal
+from distributed_crawler.core.refusals import RefusalLog
+from distributed_crawler.core.traps import DomainHosts
+from distributed_crawler.core.trouble import RedisTrouble, logger
+from distributed_crawler.queue.base import Frontier
+from distributed_crawler.queue.enqueue import Enqueuer
+from distributed_crawler.queue.envelope import split_member
+
+OUTBOX_BATCH = 500
+
+
+class OutboxEntry(NamedTuple):
+    fingerprint: str
+    dont_filter: bool
+    member: str
+    handover: bytes | None  # lease of the request this one succeeds (redirect, retry)
+    delay: float = 0.0  # > 0: a retry, parked in {spider}:delayed for this many seconds
+    slot: str = ""  # per-host frontier: the request's slot (queue/frontier.py slot_of)
+    interval: float | None = None  # per-host frontier: seconds between two requests of the slot
+    budget: int | None = None  # per-host frontier: the slot's page budget (-1 = none)
+    in_flight: int | None = None  # per-host frontier: the slot's cluster-wide in-flight cap (-1 = none)
+    refused: str = ""  # a refused request (core/admission.py): its dead letter, written instead of a push
+    host: str = ""  # DOMAIN_MAX_HOSTS on: the request's host, allowed or refused by Redis before the push
+
+
+class Outbox:
+    def __init__(
+        self,
+        frontier: Callable[[], Frontier],
+        trouble: RedisTrouble,
+        stats: Any,
+        refusals: RefusalLog,
+        domain_hosts: DomainHosts,
+        on_pushed: Callable[[int], None],
+    ) -> None:
+        self._frontier = frontier
+        self.trouble = trouble
+        self.stats = stats
+        self.refusals = refusals
+        self.domain_hosts = domain_hosts
+        self.on_pushed = on_pushed  # requests pushed by a batch (> 0): counted and the feeder woken
+        self.entries: deque[tuple[int, OutboxEntry]] = deque()
+        self.enqueued_seq = 0  # sequence number of the last outbox entry
+        self.flushed_seq = 0  # every entry up to this one is in Redis
+        self.ready = asyncio.Event()
+        self.enqueuer: Enqueuer  # set by the scheduler at open (its dedup is opened there)
+        self.dead_letters: Any = None
+        self._refusal_counts = EpisodeLog(logger)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def add(self, entry: OutboxEntry) -> int:
+        """Queue an entry for the next batch; returns its sequence number."""
+        self.enqueued_seq += 1
+        self.entries.append((self.enqueued_seq, entry))
+        self.ready.set()
+        return self.enqueued_seq
+
+    def drop(self) -> list[OutboxEntry]:
+        """Forget every entry (a flush): returns them."""
+        dropped = [entry for _, entry in self.entries]
+        self.entries.clear()
+        self.flushed_seq = self.enqueued_seq
+        return dropped
+
+    def handovers(self) -> list[bytes]:
+        """Leases whose successors are still here (lost with the process on a forced stop)."""
+        return [entry.handover for _, entry in self.entries if entry.handover]
+
+    async def run(self, stopped: Callable[[], bool]) -> None:
+        while not stopped():
+            if not self.entries:
+                self.ready.clear()
+                await self.ready.wait()
+                continue
+            batch = [self.entries[i] for i in range(min(OUTBOX_BATCH, len(self.entries)))]
+            batch = await self._admit_hosts(batch)
+            refused = [e for _, e in batch if e.refused]
+            if refused:
+                await self._write_refused(refused)
+            pushes = [e for _, e in batch if not e.refused]
+            entries: list[Any] = [
+                (e.fingerprint, e.dont_filter, e.member, e.delay, e.slot, e.interval, e.budget, e.in_flight)
+                for e in pushes
+            ]
+            handovers = [e.handover for e in pushes if e.handover]
+            result = []
+            if entries:
+                push = partial(self.enqueuer.run, "push", entries, handovers)
+                result = await self.trouble.run(Purpose.PUSH, "enqueue", push)
+            for _ in batch:
+                self.entries.popleft()
+            self.flushed_seq = batch[-1][0]
+            self._count(pushes, result)
+
+    def _count(self, pushes: list[OutboxEntry], result: list[int]) -> None:
+        pushed = sum(result)
+        added = sum(1 for r, e in zip(result, pushes) if r and not e.dont_filter)
+        delayed = sum(1 for r, e in zip(result, pushes) if r and e.delay > 0)
+        self.stats.inc_value("scheduler/enqueued/redis", pushed)
+        if delayed:
+            self.stats.inc_value("scheduler/delayed", delayed)
+        self.stats.inc_value("dupefilter/added", added)
+        if len(pushes) - pushed:
+            self.stats.inc_value("dupefilter/filtered", len(pushes) - pushed)
+        if pushed:
+            self.on_pushed(pushed)
+
+    async def _admit_hosts(self, batch: list[tuple[int, OutboxEntry]]) -> list[tuple[int, OutboxEntry]]:
+        """DOMAIN_MAX_HOSTS: ask Redis once about the batch's hosts this node has no answer for;
+        a request whose host is over its domain's cap becomes a refusal (core/traps.py)."""
+        hosts = self.domain_hosts.unknown([e.host for _, e in batch if e.host and not e.refused])
+        if hosts:
+            ask = partial(self.domain_hosts.ask, self._frontier().client, hosts)
+            await self.trouble.run(Purpose.PUSH, "counting hosts per domain", ask)
+        admitted = []
+        for seq, entry in batch:
+            if entry.host and not entry.refused and not self.domain_hosts.allowed(entry.host):
+                entry = self._refused_entry(entry, self.domain_hosts.refusal(entry.host))
+            admitted.append((seq, entry))
+        return admitted
+
+    def _refused_entry(self, entry: OutboxEntry, refusal: Refusal) -> OutboxEntry:
+        """An outbox entry turned into a refusal after all (its payload is the dead letter's)."""
+        envelope = split_member(entry.member)  # made by the intake: ours, valid
+        url = str(json.loads(envelope.payload).get("url", ""))
+        letter = self.refusals.note(
+            url, refusal, "enqueue", attempts=0, priority=envelope.priority, payload=envelope.payload
+        )
+        # a new link is dead-lettered once cluster-wide (by fingerprint); a successor or dont_filter always
+        link = not entry.dont_filter and entry.handover is None
+        return entry._replace(refused=letter, fingerprint=entry.fingerprint if link else "")
+
+    async def _write_refused(self, refused: list[OutboxEntry]) -> None:
+        """Dead letters of refused requests (a new link only if the shared filter had not seen it),
+        the leases handed over to them removed in the same transaction; then the per-host counts."""
+        links = [e for e in refused if e.fingerprint]
+        fresh = [e for e in refused if not e.fingerprint]
+        if links:
+            added = [(e.fingerprint, False, "") for e in links]
+            urls = [str(json.loads(e.refused).get("url", "")) for e in links]  # what routes them to their shard
+            add = partial(self.enqueuer.run, "add", added, (), urls)
+            new = await self.trouble.run(Purpose.PUSH, "dedup add", add)
+            fresh += [e for e, is_new in zip(links, new) if is_new]
+        letters = [e.refused for e in fresh]
+        leases = [e.handover for e in refused if e.handover]
+        if letters:
+            await self.trouble.run(Purpose.DEADLETTER, "dead-letter", partial(self.dead_letters.take, letters, leases))
+            self.stats.inc_value("scheduler/dead_lettered/refused", len(letters))
+        await self.push_refusal_counts()
+
+    async def push_refusal_counts(self) -> None:
+        """The per-host refusal counts to the frontier's refused hash (refusals without a dead letter
+        too: a rendered page's refused subresources, robots.txt)."""
+        frontier = self._frontier()
+
+        async def push() -> None:
+            await self.refusals.push_counts(frontier.client, frontier.refused_key)
+            self._refusal_counts.ok("counting refusals")
+
+        # STATS: Redis away -> skipped, the counts are kept and added with the next refusals
+        await self.trouble.policy.run(Purpose.STATS, push, on_error=partial(self._counts_refused, frontier))
+
+    async def _counts_refused(self, frontier: Frontier, exc: BaseException) -> None:
+        """e.g. the key holds another type: counts dropped, the crawl goes on."""
+        if not isinstance(exc, ResponseError):
+            raise exc
+        self._refusal_counts.failed(
+            "counting refusals",
+            "Refusal counts not written to %s (Redis: %s); `dcrawl hosts` misses them. Check it with "
+            "`redis-cli type '%s'`",
+            frontier.refused_key,
+            str(exc)[:200],
+            frontier.refused_key,
+        )

@@ -1,0 +1,70 @@
+"""The scheduler's settings, read and checked once (SCHEDULER_*, REQUEST_TTL, DOMAIN_MAX_HOSTS)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from distributed_crawler.core.traps import DomainHosts
+from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.queue.base import mode_class
+from distributed_crawler.queue.codec import allowed_classes
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    queue_class: str = "host"  # SCHEDULER_QUEUE_CLASS: picks the Frontier (queue/base.py)
+    persist: bool = True
+    flush_on_start: bool = False
+    lease_seconds: float = 60.0
+    max_deliveries: int = 5
+    prefetch: int = 16
+    poll_max_seconds: float = 1.0
+    failed_max: int = 100_000
+    allowed_classes: tuple[str, ...] = ()
+    recent_fingerprints: int = 50_000
+    domain_max_hosts: int = 100  # DOMAIN_MAX_HOSTS (core/traps.py; 0 = no limit)
+    request_ttl: int = 0  # REQUEST_TTL seconds (0 = requests never expire)
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> SchedulerConfig:
+        read = SettingsReader(settings)
+        raw_queue = read.str("SCHEDULER_QUEUE_CLASS")
+        frontier_cls, _ = mode_class(raw_queue)
+        frontier_cls.options_from_settings(settings)  # a bad frontier setting fails at start
+        prefetch = read.int("SCHEDULER_PREFETCH", min=0, hint="(0 = automatic)") or max(
+            1, settings.getint("CONCURRENT_REQUESTS", 16)
+        )
+        return cls(
+            queue_class=raw_queue,
+            persist=read.bool("SCHEDULER_PERSIST"),
+            flush_on_start=read.bool("SCHEDULER_FLUSH_ON_START"),
+            lease_seconds=read.float("SCHEDULER_LEASE_SECONDS", min=2),
+            max_deliveries=read.int("SCHEDULER_MAX_DELIVERIES", min=1),
+            prefetch=prefetch,
+            poll_max_seconds=read.float("SCHEDULER_POLL_MAX_SECONDS", above=0),
+            failed_max=read.int("SCHEDULER_FAILED_MAX", min=0),
+            allowed_classes=allowed_classes(settings),
+            recent_fingerprints=read.int("DUPEFILTER_LOCAL_CACHE_SIZE", min=0),
+            domain_max_hosts=DomainHosts.max_hosts_from_settings(settings),
+            request_ttl=read.int("REQUEST_TTL", min=0, hint="(seconds; 0 = never)"),
+        )
+
+    @property
+    def renew_interval(self) -> float:
+        """Renew well before expiry: a third of the lease, at most every 10 s."""
+        return max(0.5, min(10.0, self.lease_seconds / 3))
+
+
+def redis_dupefilter(dupefilter: Any, settings: BaseSettings) -> Any:
+    """The DUPEFILTER_CLASS instance, if it is one the scheduler can drive (else a one-line error)."""
+    for attr in ("open_dedup", "fingerprint_hex"):
+        if not hasattr(dupefilter, attr):
+            raise ValueError(
+                f"DUPEFILTER_CLASS ({settings['DUPEFILTER_CLASS']}) is not a Redis dupefilter; "
+                "use distributed_crawler.dedup.dupefilter.BloomDupeFilter"
+            )
+    return dupefilter

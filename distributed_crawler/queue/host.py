@@ -1,0 +1,132 @@
+"""The per-host frontier (SCHEDULER_QUEUE_CLASS "host", the default; docs/frontier.md).
+
+One queue per slot (`{spider}:q:<host>`), a ready index (`{spider}:hosts`: host -> server time it
+may be served next), an over-budget index and a state hash per host (interval, Crawl-delay,
+backoff, block, page budget, in-flight cap). Politeness is enforced at lease time by host_pop.lua
+on server time; the middlewares feed it through `block_host` / `unblock_host` / `reset_host_backoff`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from distributed_crawler.queue.base import Frontier, HostControl, Lease, Leased, Placement
+from distributed_crawler.queue.enqueue import Entry, maybe_await
+from distributed_crawler.queue.frontier import FrontierConfig, slot_of
+from distributed_crawler.queue.scripts import reply_text, then
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+
+def _leased(reply: list[Any]) -> Leased:
+    *flat, due = reply
+    triples = [(flat[i], reply_text(flat[i + 1]), int(flat[i + 2])) for i in range(0, len(flat) - 2, 3)]
+    wait = float(due)
+    leases = [Lease(*t) for t in triples if t[0]]
+    broken = [slot for lease, slot, code in triples if not lease and code == -1]
+    expired = sum(1 for lease, _, code in triples if not lease and code == -2)
+    return Leased(leases, None if wait < 0 else wait, broken, expired)
+
+
+class HostFrontier(Frontier):
+    per_host: ClassVar[bool] = True
+    default_order: ClassVar[str] = "host"
+
+    @classmethod
+    def options_from_settings(cls, settings: BaseSettings) -> dict[str, Any]:
+        return {"config": FrontierConfig.from_settings(settings)}
+
+    @property
+    def config(self) -> FrontierConfig:
+        return self.options.get("config") or FrontierConfig()
+
+    @property
+    def index_key(self) -> str:
+        return self.keys.ready
+
+    def placement(self, url: str) -> Placement:
+        slot = slot_of(url, self.config)
+        interval, budget, in_flight = self.config.limits(slot)
+        return Placement(slot, interval, budget, in_flight)
+
+    def host_control(self) -> HostControl:
+        return self
+
+    def host_state_key(self, slot: str) -> str:
+        """The state hash of a slot (robots.txt writes its Crawl-delay there)."""
+        return self.keys.host(slot)
+
+    def expected_types(self) -> dict[str, tuple[str, ...]]:
+        return {self.keys.ready: ("zset",), self.keys.over_budget: ("zset",), **super().expected_types()}
+
+    async def hosts(self, limit: int = 100) -> dict[str, int]:
+        k = self.keys
+        names = [reply_text(h) for h in await maybe_await(self.client.zrange(k.ready, 0, limit - 1))]
+        if len(names) < limit:  # hosts over budget keep requests too (not served)
+            over = await maybe_await(self.client.zrange(k.over_budget, 0, limit - 1 - len(names)))
+            names += [reply_text(h) for h in over]
+        if not names:
+            return {}
+        pipe = self.client.pipeline(transaction=False)
+        for name in names:
+            pipe.zcard(k.host_queue(name))
+        return dict(zip(names, (int(n) for n in await maybe_await(pipe.execute()))))
+
+    def _prefixes(self) -> list[str]:
+        """Host queue and host hash key prefixes (the templates end with %(host)s: FrontierConfig)."""
+        return [self.keys.host_queue(""), self.keys.host("")]
+
+    def _push_call(self, entries: Sequence[Entry], dedup_key: str) -> tuple[list[str], list[Any]]:
+        k = self.keys
+        argv: list[Any] = self._prefixes()
+        for entry in entries:
+            delay = entry[3] if len(entry) > 3 else 0
+            argv += [entry[0], "1" if entry[1] else "0", f"{delay:.3f}" if delay > 0 else "0", entry[2]]
+            slot, interval, budget, cap = (*entry[4:8], None, None, None, None)[:4]  # missing: leave as stored
+            argv += [slot or "", "" if interval is None else f"{interval:.6g}"]
+            argv += ["" if n is None else n for n in (budget, cap)]
+        return [k.ready, k.seq, k.processing, k.delayed, dedup_key, k.over_budget, k.pending, k.requests], argv
+
+    def lease(self, count: int, lease_seconds: float, due_batch: int = 100) -> Any:
+        """host_pop.lua: due retries back to their hosts, then up to `count` leases from due hosts,
+        with each lease's slot and backoff and the seconds until the next host is due."""
+        k = self.keys
+        result = self.scripts.host_pop(
+            keys=[k.ready, k.processing, k.delayed, k.seq, k.over_budget, k.requests, k.pending, k.refused],
+            args=[count, lease_seconds, due_batch, *self._prefixes(), k.host_in_flight("")],
+        )
+        return then(result, _leased)
+
+    def _reclaim_call(self) -> tuple[list[str], list[str]]:
+        k = self.keys
+        return [k.processing, k.ready, k.failed, k.seq, k.over_budget, k.pending, k.requests], self._prefixes()
+
+    def release(self, leases: Sequence[bytes | str]) -> Any:
+        k = self.keys
+        return self.scripts.release(
+            keys=[k.processing, k.ready, k.seq, k.over_budget, k.pending, k.requests],
+            args=[self.order, *self._prefixes(), *leases],
+        )
+
+    # -- politeness inputs (lua/host_block.lua) ----------------------------------------------------
+    def block_host(self, host: str, seconds: float | None, reason: str, base: float, cap: float, rand: float) -> Any:
+        """Block `host` (a slot) for every node: `seconds` (Retry-After, capped by `cap`) or, when None,
+        adaptive backoff (bo += 1, equal jitter from `rand` in [0, 1)). Returns the seconds it stays
+        blocked (str/bytes, see lua/host_block.lua)."""
+        seconds_arg = "" if seconds is None else f"{max(0.0, seconds):.3f}"
+        return self.scripts.host_block(
+            keys=[self.keys.ready, self.keys.host(host)],
+            args=["block", host, seconds_arg, reason, base, cap, f"{rand:.6f}"],
+        )
+
+    def unblock_host(self, host: str, reason: str) -> Any:
+        """Lift `host`'s block if it was set with exactly `reason` ("1", and the doorbell rings so idle
+        nodes pop it now), else leave it ("0")."""
+        k = self.keys
+        return self.scripts.host_block(keys=[k.ready, k.host(host)], args=["unblock", host, reason, k.doorbell])
+
+    def reset_host_backoff(self, host: str) -> Any:
+        """Backoff level of `host` back to 0 (a success after a block); its `until` stands."""
+        return self.scripts.host_block(keys=[self.keys.ready, self.keys.host(host)], args=["reset"])

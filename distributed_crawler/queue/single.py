@@ -1,0 +1,51 @@
+"""One shared queue for the whole crawl (SCHEDULER_QUEUE_CLASS priority / fifo / lifo, scrapy-redis's).
+
+`{spider}:requests` is a zset (priority; FIFO within equal priority by the sequence counter) or a
+list (fifo / lifo). No per-host state: politeness, when wanted, is the middleware's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from distributed_crawler.queue.base import Frontier, Lease, Leased
+from distributed_crawler.queue.enqueue import Entry
+from distributed_crawler.queue.scripts import then
+
+
+def _leased(members: list[bytes]) -> Leased:
+    return Leased([Lease(m) for m in members if m], None, [], sum(1 for m in members if not m))
+
+
+class SingleQueueFrontier(Frontier):
+    default_order: ClassVar[str] = "priority"
+
+    def expected_types(self) -> dict[str, tuple[str, ...]]:
+        queue = ("zset",) if self.order == "priority" else ("list",)
+        return {self.keys.requests: queue, **super().expected_types()}
+
+    def _push_call(self, entries: Sequence[Entry], dedup_key: str) -> tuple[list[str], list[Any]]:
+        k = self.keys
+        argv: list[Any] = []
+        for entry in entries:
+            delay = entry[3] if len(entry) > 3 else 0
+            argv += [entry[0], "1" if entry[1] else "0", f"{delay:.3f}" if delay > 0 else "0", entry[2]]
+        return [k.requests, k.seq, k.processing, k.delayed, dedup_key, k.pending], argv
+
+    def lease(self, count: int, lease_seconds: float, due_batch: int = 100) -> Any:
+        """pop.lua: due retries back to the queue, then up to `count` leases (b"" = expired, dropped)."""
+        k = self.keys
+        result = self.scripts.pop(
+            keys=[k.requests, k.processing, k.delayed, k.seq, k.pending, k.refused],
+            args=[self.order, count, lease_seconds, due_batch],
+        )
+        return then(result, _leased)
+
+    def _reclaim_call(self) -> tuple[list[str], list[str]]:
+        k = self.keys
+        return [k.processing, k.requests, k.failed, k.seq, k.pending], []
+
+    def release(self, leases: Sequence[bytes | str]) -> Any:
+        k = self.keys
+        return self.scripts.release(keys=[k.processing, k.requests, k.seq, k.pending], args=[self.order, *leases])
