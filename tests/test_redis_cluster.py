@@ -349,7 +349,7 @@ def test_without_pub_sub_nodes_poll_and_the_crawl_completes(site: NewsSite, tmp_
 # each host's frontier on its shard. 24 hosts (one NewsSite per port: a host is host:port) so that
 # every master holds some; 11 pages each. Politeness off (explicit: the defaults may change) so that
 # the crawl is short; the loopback settings come from tests/conftest.py (LOOPBACK_SITE_SETTINGS).
-FRONTIER_SHARDS = 1
+FRONTIER_SHARDS = 6
 SHARDED_HOSTS = 24
 SHARDED_SETTINGS = (
     f"FRONTIER_SHARDS={FRONTIER_SHARDS}",
@@ -463,11 +463,7 @@ def test_one_crawl_over_every_master_stores_every_page_once(tmp_path: Path) -> N
     calls = {port: after[port] - before[port] for port in masters}
     share = {port: round(n / sum(calls.values()), 3) for port, n in calls.items()}
     print(f"FRONTIER_SHARDS={FRONTIER_SHARDS}: {len(expected)} pages, script calls per master {calls}, share {share}")
-    if FRONTIER_SHARDS >= len(masters):
-        assert min(share.values()) >= 0.1, share  # every master serves the crawl
-    else:
-        # one hash tag: its master serves all but the seed key's scripts (news:start_urls, its own slot)
-        assert share[crawl.base_master] >= 0.8, share
+    assert min(share.values()) >= 0.1, share  # every master serves the crawl (24 hosts: ~1/3 each)
 
 
 @pytest.mark.timeout(200)
