@@ -12,9 +12,12 @@ import redis
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS
 from scrapy.settings import Settings
 
+from distributed_crawler.cli.hosts import gather_hosts
+from distributed_crawler.dedup.dupefilter import SetDedup
+from distributed_crawler.monitoring.status import gather_status
 from distributed_crawler.queue.base import Frontier, FrontierLayoutError
 from distributed_crawler.queue.enqueue import run_sync
-from distributed_crawler.queue.envelope import split_member
+from distributed_crawler.queue.envelope import make_member, split_member
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.shards import check_shards, shard_of, shard_tags, slot_of_tag
 from tests.conftest import Workers, crawl_preflight, dcrawl, one_error_line
@@ -134,3 +137,25 @@ def test_two_workers_on_four_shards_store_every_page_once(
     assert len({k.split(b"}")[0] for k in redis_client.keys("{news~*:dupefilter")}) == 4  # every shard has its slice
     for node in ("node-a", "node-b"):
         assert "Traceback" not in workers.log(node) and "ERROR" not in workers.log(node), workers.log(node)[-3000:]
+
+
+def test_status_and_hosts_sum_over_the_shards(redis_client: redis.Redis) -> None:
+    """`dcrawl status` and `dcrawl hosts` figures of a four-shard frontier: sums over the shards."""
+    settings = Settings({"FRONTIER_SHARDS": 4, "DOMAIN_RATE_LIMIT": 0})
+    sharded = Frontier.from_settings(settings, "news", redis_client)
+
+    async def plain(key: str) -> SetDedup:
+        return SetDedup(key)
+
+    entries = []
+    for i in range(30):
+        url = f"http://h{i % 10}.test/{i}"
+        placement = sharded.placement(url)
+        member = make_member(json.dumps({"url": url, "slot": placement.slot}), 0)
+        entries.append(Frontier.entry(url, False, member, 0.0, placement))
+    assert sum(run_sync(run_sync(sharded.open_enqueuer(plain)).run("push", entries))) == 30
+    status = run_sync(gather_status(redis_client, settings, "news"))
+    assert status["pending"] == 30 and status["hosts"]["count"] == 10
+    assert status["hosts"]["top"][0]["pending"] == 3
+    hosts = run_sync(gather_hosts(redis_client, sharded.keys, 100, 50, sharded.part_keys()))
+    assert hosts["count"] == 10 and sorted(r["pending"] for r in hosts["hosts"]) == [3] * 10

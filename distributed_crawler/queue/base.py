@@ -171,6 +171,10 @@ class Frontier:
         sharded frontier opens one per shard: every shard has its slice of the filter)."""
         return Enqueuer(self, await make_dedup(self.keys.dupefilter))
 
+    def part_keys(self) -> list[SpiderKeys]:
+        """The keys of each shard (one: the spider's): what monitoring/hosts.py reads and sums."""
+        return [self.keys]
+
     def dupefilter_keys(self) -> list[str]:
         """The dedup filter's keys the frontier's scripts use (one per shard)."""
         return [self.keys.dupefilter]

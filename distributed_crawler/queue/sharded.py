@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -26,6 +27,7 @@ from distributed_crawler.queue.enqueue import Dedup, Enqueuer, Entry, maybe_awai
 from distributed_crawler.queue.envelope import split_member
 from distributed_crawler.queue.shards import shard_of
 
+logger = logging.getLogger(__name__)
 RECHECK_SECONDS = 1.0  # an empty shard is asked again after this (due retries do not ring the doorbell)
 HOME_MAX = 1_000_000  # leases remembered with their shard (a node holds a few hundred)
 MOVE_BATCH = 500  # dead letters moved from a shard to the spider's failed list per reclaim round
@@ -49,6 +51,7 @@ class ShardedFrontier(Frontier):
         self._home: dict[bytes, int] = options["home"]
         self._empty_until = [0.0] * len(self.parts)
         self._next = 0
+        self._revisits_logged = False
 
     def bind(self, client: Any) -> Frontier:
         parts = [part.bind(client) for part in self.parts]
@@ -117,6 +120,9 @@ class ShardedFrontier(Frontier):
 
     def count_keys(self) -> dict[str, str]:
         return {}  # summed over shards: a wrong-type key of one shard is named in `wrong_type`, not zeroed
+
+    def part_keys(self) -> list[Any]:
+        return [part.keys for part in self.parts]
 
     def dupefilter_keys(self) -> list[str]:
         return [part.keys.dupefilter for part in self.parts]
@@ -219,7 +225,21 @@ class ShardedFrontier(Frontier):
         return moved
 
     def recrawl_move(self, script: Any, schedule: str, state: str, limit: int, pending_seconds: float) -> Any:
-        raise ValueError("RECRAWL_RULES needs FRONTIER_SHARDS=1 in this version (docs/frontier.md#shards)")
+        """Revisits are one script on the spider's tag, the queues on the shards' (not one slot): not
+        moved in this version. Nothing due is the answer; revisits waiting get one ERROR line."""
+
+        async def nothing_moved() -> list[Any]:
+            if await maybe_await(self.client.zcard(schedule)) and not self._revisits_logged:
+                self._revisits_logged = True
+                logger.error(
+                    "Revisits scheduled in %s are not moved into a frontier of %d shards: revisiting needs "
+                    "FRONTIER_SHARDS=1 in this version (docs/frontier.md#shards)",
+                    schedule,
+                    len(self.parts),
+                )
+            return [0, 0, "-1"]
+
+        return self._go(nothing_moved())
 
     def mark_solo(self, lease: bytes, node_id: str) -> Any:
         return self.parts[self.shard_of_member(lease)].mark_solo(lease, node_id)
