@@ -172,6 +172,33 @@ class RedisClusterNodes:
     def live_ports(self) -> list[int]:
         return [port for port, proc in zip(self.ports, self.procs) if proc.poll() is None]
 
+    def master_ports(self) -> list[int]:
+        """The live masters' ports, as the cluster names them now (a failover changes them)."""
+        for port in self.live_ports():
+            client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=2)
+            try:
+                text = client.execute_command("CLUSTER", "NODES")
+                lines = (text.decode() if isinstance(text, bytes) else str(text)).splitlines()
+                # <id> <ip:port@bus> <flags> ...: masters not marked failed
+                fields = [line.split() for line in lines if line.strip()]
+                return sorted(
+                    int(f[1].split("@")[0].rsplit(":", 1)[1])
+                    for f in fields
+                    if "master" in f[2].split(",") and not {"fail", "fail?"} & set(f[2].split(","))
+                )
+            except (redis.RedisError, OSError):
+                continue
+            finally:
+                client.close()
+        raise RuntimeError("no cluster node answers CLUSTER NODES")
+
+    def pin(self, port: int, cpu: int) -> None:
+        """`taskset` every thread of the node on `port` to one CPU core (Redis's bio threads too)."""
+        if not shutil.which("taskset"):
+            raise RuntimeError("taskset is not installed (util-linux)")
+        pid = self.procs[self.ports.index(port)].pid
+        subprocess.run(["taskset", "-a", "-p", "-c", str(cpu), str(pid)], check=True, capture_output=True, timeout=10)
+
     def client(self) -> redis.cluster.RedisCluster:
         return redis.cluster.RedisCluster(host="127.0.0.1", port=self.live_ports()[0], socket_timeout=5)
 
