@@ -24,10 +24,10 @@
 --   comes as ("", host, -2), counted in the refused hash (KEYS[8]); then the seconds until the
 --   next host is due as a string ("-1": no host waits).
 -- Serving: due hosts (ready score <= now) are served round-robin. A host with an interval
---   (max(iv, cd) > 0) gives ONE request per call and is due again one interval after the time it
---   was due (not after now: the moment a node comes back for a due host is not taken from its
---   rate), but no earlier than now + interval - CATCH_UP (lateness beyond that is not made up:
---   no burst after an idle spell) and never earlier than now + cd (Crawl-delay is a minimum gap).
+--   (max(iv, cd, ad) > 0) gives ONE request per call and is due again one interval after now: the
+--   interval is a minimum gap between two leases of the host (the site never sees two requests
+--   closer than it from the cluster, docs/retries-and-politeness.md); a node's lateness is not
+--   made up (a slightly lower rate, never a shorter gap).
 --   An emptied one stays in ready until then, so a new request cannot jump its interval; found
 --   empty when due, it leaves. A host without interval gives up to its share of what is still wanted, in
 --   rounds until N is met or no due host is left. A host blocked until later (`until`) is moved to
@@ -61,9 +61,6 @@ local qprefix, hprefix, fprefix = ARGV[4], ARGV[5], ARGV[6]
 if fprefix == "" then fprefix = nil end -- no in-flight set prefix: caps are not applied
 local ready, over = KEYS[1], KEYS[5]
 local YEAR = 31536000
--- lateness a rate-limited host may make up at its next due time: at most half its interval, and
--- 0.25 s (any 1 s window then holds at most floor(1.25 * rate) + 1 pops)
-local CATCH_UP = 0.25
 -- a host at its in-flight cap is looked at again this much later (a lease of it may end meanwhile)
 local CAP_RECHECK = 0.05
 local CAP_TTL = math.ceil(3 * tonumber(ARGV[2]))
@@ -131,25 +128,16 @@ end
 -- the due hosts, with their state
 local active = {}
 if count > 0 then
-  local flat = redis.call("ZRANGEBYSCORE", ready, "-inf", now, "WITHSCORES", "LIMIT", 0, count)
-  local hosts, dues = {}, {}
-  for i = 1, #flat, 2 do
-    hosts[#hosts + 1] = flat[i]
-    dues[#dues + 1] = math.min(tonumber(flat[i + 1]) or now, now) -- -inf / garbage: due now
-  end
+  local hosts = redis.call("ZRANGEBYSCORE", ready, "-inf", now, "LIMIT", 0, count)
   if #hosts < count then
     local far = redis.call("ZRANGEBYSCORE", ready, "(" .. string.format("%.6f", now + YEAR), "+inf",
       "LIMIT", 0, count - #hosts)
-    for _, host in ipairs(far) do
-      hosts[#hosts + 1] = host
-      dues[#dues + 1] = now
-    end
+    for _, host in ipairs(far) do hosts[#hosts + 1] = host end
   end
-  for i, host in ipairs(hosts) do
+  for _, host in ipairs(hosts) do
     local s = host_state(hprefix .. host, now)
     s.host = host
-    s.due = math.max(dues[i], now - YEAR)
-    s.interval = math.max(s.iv, s.cd)
+    s.interval = math.max(s.iv, s.cd, s.ad)
     if s.till > now then
       redis.call("ZADD", ready, s.till, host) -- blocked: due when the block ends
     elseif over_budget(s) then
@@ -223,9 +211,7 @@ while wanted > 0 and #active > 0 do
         end
       end
       if s.interval > 0 then
-        local slack = math.min(s.interval / 2, CATCH_UP)
-        local nxt = math.max(s.due + s.interval, now + s.interval - slack, now + s.cd)
-        redis.call("ZADD", ready, nxt, s.host) -- one per call, due again one interval after it was due
+        redis.call("ZADD", ready, now + s.interval, s.host) -- one per call, due again one interval after now
       elseif over_budget(s) then
         redis.call("ZADD", over, redis.call("ZCARD", queue), s.host)
         redis.call("ZREM", ready, s.host)

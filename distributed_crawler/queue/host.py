@@ -114,6 +114,10 @@ class HostFrontier(Frontier):
         k = self.keys
         return self.scripts.host_block(keys=[k.ready, k.host(host)], args=["unblock", host, reason, k.doorbell])
 
+    def set_adaptive_delay(self, host: str, seconds: float) -> Any:
+        """The host's adaptive delay (DOMAIN_DELAY_FACTOR; host hash `ad`, 0 = none), read by the lease."""
+        return self.client.hset(self.keys.host(host), "ad", f"{max(0.0, seconds):.3f}")
+
     def reset_host_backoff(self, host: str) -> Any:
         """Backoff level of `host` back to 0 (a success after a block); its `until` stands."""
         return self.scripts.host_block(keys=[self.keys.ready, self.keys.host(host)], args=["reset"])
