@@ -38,6 +38,10 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULER_DUPEFILTER_KEY": "{%(spider)s}:dupefilter",
     "SCHEDULER_FAILED_KEY": "{%(spider)s}:failed",
     "SCHEDULER_SEQUENCE_KEY": "{%(spider)s}:seq",
+    # Live control (docs/operations.md): per-host overrides read by the lease, and the audit trail.
+    "SCHEDULER_OVERRIDES_KEY": "{%(spider)s}:overrides",  # hash: host or domain -> JSON override
+    "AUDIT_KEY": "{%(spider)s}:audit",  # stream of control actions (capped)
+    "AUDIT_MAXLEN": 10_000,  # entries kept in the audit stream (XADD MAXLEN ~)
     "SCHEDULER_DOORBELL_CHANNEL": "{%(spider)s}:doorbell",  # pub/sub: wakes idle nodes
     "SCHEDULER_HOST_QUEUE_KEY": "{%(spider)s}:q:%(host)s",  # zset: one host's pending requests (host mode)
     "SCHEDULER_READY_KEY": "{%(spider)s}:hosts",  # zset: host -> server time it may be served next

@@ -17,7 +17,7 @@ from redis.exceptions import ResponseError
 from rich.console import Console
 from scrapy import Request
 
-from distributed_crawler.cli import extract, hosts, import_scrapy_redis, recrawl, seed
+from distributed_crawler.cli import control, extract, hosts, import_scrapy_redis, recrawl, seed
 from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.cli.project import CliError, connect, open_dupefilter, open_frontier, project_settings
 from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
@@ -414,6 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
     recrawl.add_parser(command, connect)
     import_scrapy_redis.add_parser(command, connect)
     extract.add_parser(command)
+    control.add_parser(command, connect)
     p = command("reclaim", cmd_reclaim, "return expired leases to the queue now")
     p.add_argument("spider")
     p = command("dedup", cmd_dedup, "the seen-URL filter: stats, check URL, reset, rebuild --from", json_flag=True)

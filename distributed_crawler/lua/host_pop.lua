@@ -10,6 +10,10 @@
 --   their hosts' queues, up to ARGV[3] per call, so they are crawled instead of stalling idle-close
 -- KEYS[7] (optional, with KEYS[6]) pending counter (lib/queue.lua pending_open)
 -- KEYS[8] (optional) refused hash: an expired request counts in field "expired <host>"
+-- KEYS[9] (optional) overrides hash (`dcrawl host ... set/block`): host or registered domain -> JSON
+--   {"delay", "concurrency", "max_pages", "until", ...}; the closest entry of a due host (itself, then
+--   each parent domain) wins over its hash's iv / cap / max, and its "until" blocks it. Read here, on
+--   the server, so an override reaches every node at its next pop without a round trip per page.
 -- ARGV[1] max number of requests to take (0: only move due retries)
 -- ARGV[2] lease length in seconds
 -- ARGV[3] max number of due retries to move in this call
@@ -64,6 +68,37 @@ local YEAR = 31536000
 -- a host at its in-flight cap is looked at again this much later (a lease of it may end meanwhile)
 local CAP_RECHECK = 0.05
 local CAP_TTL = math.ceil(3 * tonumber(ARGV[2]))
+
+-- the operator's override of a host (KEYS[9]): its own entry, else its closest parent domain's
+local function apply_override(s)
+  if not KEYS[9] then return end
+  local name = string.match(s.host, "^%[(.*)%]:%d+$") or string.match(s.host, "^(.*):%d+$") or s.host
+  local names = {s.host}
+  if name ~= s.host then names[#names + 1] = name end
+  local rest = name
+  while true do
+    local dot = string.find(rest, ".", 1, true)
+    if not dot then break end
+    rest = string.sub(rest, dot + 1)
+    if rest ~= "" then names[#names + 1] = rest end
+  end
+  local ok, found = pcall(redis.call, "HMGET", KEYS[9], unpack(names))
+  if not ok then return end
+  for _, raw in ipairs(found) do
+    if raw then
+      local decoded, o = pcall(cjson.decode, raw)
+      if decoded and type(o) == "table" then
+        local delay, conc, max, till = tonumber(o["delay"]), tonumber(o["concurrency"]), tonumber(o["max_pages"]),
+          tonumber(o["until"])
+        if delay and delay >= 0 and delay <= 86400 then s.iv = delay; s.ad = 0 end
+        if conc and conc >= 1 then s.cap = math.floor(conc) end
+        if max and max >= 0 then s.max = math.floor(max) end
+        if till and till > s.till and till < now + 100 * YEAR then s.till = till end
+      end
+      return
+    end
+  end
+end
 
 -- the leases a capped host holds now (in processing, deadline ahead); ended ones leave its set
 local function held_leases(host)
@@ -137,6 +172,7 @@ if count > 0 then
   for _, host in ipairs(hosts) do
     local s = host_state(hprefix .. host, now)
     s.host = host
+    apply_override(s)
     s.interval = math.max(s.iv, s.cd, s.ad)
     if s.till > now then
       redis.call("ZADD", ready, s.till, host) -- blocked: due when the block ends

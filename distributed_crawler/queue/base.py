@@ -293,6 +293,31 @@ class Frontier:
             args=[self.order, limit, f"{pending_seconds:.3f}", k.doorbell, k.host_queue(""), k.host("")],
         )
 
+    # -- live control (dcrawl host / overrides / audit; docs/operations.md) ----------------------
+    def overrides(self) -> Any:
+        """Every override: {host or domain: raw JSON} (the lease reads the same hash in host mode)."""
+        return self.client.hgetall(self.keys.overrides)
+
+    def override(self, target: str) -> Any:
+        return self.client.hget(self.keys.overrides, target)
+
+    def write_override(self, target: str, value: str | None) -> Any:
+        """Set (JSON) or drop (None) the override of a host or a registered domain."""
+        if value is None:
+            return self.client.hdel(self.keys.overrides, target)
+        return self.client.hset(self.keys.overrides, target, value)
+
+    def purge(self, target: str, scope: str, dead_letter: bool, failed_cap: int, node: str, now: float) -> Any:
+        """Drop a host's pending requests: the per-host frontier's (one queue per host) only."""
+        raise ValueError(f"purge needs the per-host frontier (SCHEDULER_QUEUE_CLASS=host); this crawl uses {self.mode}")
+
+    def audit(self, fields: dict[str, str], maxlen: int) -> Any:
+        """Append one control action to the capped audit stream."""
+        return self.client.xadd(self.keys.audit, fields, maxlen=maxlen, approximate=True)
+
+    def audit_entries(self, since: str = "-", count: int = 1000) -> Any:
+        return self.client.xrange(self.keys.audit, min=since, count=count)
+
     # -- quarantine (a redelivered request run alone, reclaim.lua's killed_worker) --------------
     def mark_solo(self, lease: bytes, node_id: str) -> Any:
         return self.client.hset(self.keys.solo, lease, node_id)

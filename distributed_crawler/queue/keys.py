@@ -34,6 +34,8 @@ class SpiderKeys:
     solo: str = ""  # hash lease -> node: redelivered requests running alone (quarantine), reclaim.lua
     deaths: str = ""  # hash sha1(payload) -> deaths of a node that ran it alone (killed_worker)
     pending: str = ""  # string: requests waiting in the queue(s), kept by the Lua scripts (lib/queue.lua)
+    overrides: str = ""  # hash: host or registered domain -> the operator's override (JSON), read by the lease
+    audit: str = ""  # stream: control actions (dcrawl host / pause / resume), capped
 
     def __post_init__(self) -> None:
         fill = {"spider": self.spider, "name": self.spider}
@@ -48,6 +50,8 @@ class SpiderKeys:
             ("solo", "SCHEDULER_SOLO_KEY", False),
             ("deaths", "SCHEDULER_DEATHS_KEY", False),
             ("pending", "SCHEDULER_PENDING_KEY", False),
+            ("overrides", "SCHEDULER_OVERRIDES_KEY", False),
+            ("audit", "AUDIT_KEY", False),
         ):
             if not getattr(self, name):
                 default = DEFAULTS[setting]
@@ -83,6 +87,8 @@ class SpiderKeys:
             solo=key("SCHEDULER_SOLO_KEY"),
             deaths=key("SCHEDULER_DEATHS_KEY"),
             pending=key("SCHEDULER_PENDING_KEY"),
+            overrides=key("SCHEDULER_OVERRIDES_KEY"),
+            audit=key("AUDIT_KEY"),
         )
 
     def node(self, node_id: str) -> str:

@@ -1,0 +1,113 @@
+"""Live control (docs/operations.md): `dcrawl host` / `overrides` / `audit` against a real redis-server,
+and the host-mode lease honouring an override at its next pop (no restart, no round trip per page)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import redis
+from scrapy.settings import Settings
+
+from distributed_crawler.cli.control import BadInput, parse_duration, parse_host
+from distributed_crawler.cli.main import main
+from distributed_crawler.queue.base import Frontier
+from distributed_crawler.queue.keys import SpiderKeys
+from tests.test_frontier_lua import KEYS_H, READY, pop, push
+
+
+def test_durations_and_hosts() -> None:
+    assert [parse_duration(d) for d in ("90s", "15m", "2h", "1d", "30")] == [90, 900, 7200, 86400, 30]
+    for bad in ("", "5x", "-1s", "0", "h"):
+        with pytest.raises(BadInput):
+            parse_duration(bad)
+    assert parse_host("News.Example.com") == ("news.example.com", "host")
+    assert parse_host("example.com") == ("example.com", "domain")
+    assert parse_host("example.co.uk") == ("example.co.uk", "domain")
+    assert parse_host("127.0.0.1:8080") == ("127.0.0.1:8080", "host")
+    for bad in ("http://x.com/", "a b", "-x.com", "x..com", ""):
+        with pytest.raises(BadInput):
+            parse_host(bad)
+
+
+def _dcrawl(redis_url: str, *args: str) -> int:
+    return main([*args, "--redis-url", redis_url])
+
+
+def test_bad_input_is_one_line_and_exit_2(redis_url: str, capsys: pytest.CaptureFixture) -> None:
+    for args in (
+        ("host", "news", "a b", "show"),
+        ("host", "news", "x.com", "set", "--delay", "-1"),
+        ("host", "news", "x.com", "set", "--concurrency", "0"),
+        ("host", "news", "x.com", "block", "--for", "5x"),
+        ("host", "news", "x.com", "set"),
+    ):
+        assert _dcrawl(redis_url, *args) == 2, args
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert main(["host", "news", "x.com", "show", "--redis-url", "redis://127.0.0.1:1/0"]) == 1
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_set_block_unblock_overrides_and_audit(
+    redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("USER", "alice")
+    assert _dcrawl(redis_url, "host", "news", "new.example.org", "set", "--delay", "2.5", "--concurrency", "3") == 0
+    out = capsys.readouterr().out
+    assert "note: no request of new.example.org is known yet" in out and "delay 2.5" in out
+    assert _dcrawl(redis_url, "host", "news", "example.com", "block", "--for", "15m", "--reason", "complaint") == 0
+    capsys.readouterr()
+    assert _dcrawl(redis_url, "overrides", "news", "--json") == 0
+    rows = {r["target"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["new.example.org"]["delay"] == 2.5 and rows["new.example.org"]["concurrency"] == 3
+    assert rows["new.example.org"]["scope"] == "host" and rows["new.example.org"]["by"] == "alice"
+    assert rows["example.com"]["scope"] == "domain" and rows["example.com"]["reason"] == "complaint"
+    assert _dcrawl(redis_url, "host", "news", "example.com", "unblock", "--by", "bob") == 0
+    capsys.readouterr()
+    assert redis_client.hget("{news}:overrides", "example.com") is None  # nothing left: removed
+    assert _dcrawl(redis_url, "audit", "news", "--json") == 0
+    audit = json.loads(capsys.readouterr().out)
+    assert [(e["action"], e["target"], e["by"], e["source"]) for e in audit] == [
+        ("set", "new.example.org", "alice", "cli"),
+        ("block", "example.com", "alice", "cli"),
+        ("unblock", "example.com", "bob", "cli"),
+    ]
+    assert json.loads(audit[2]["old"])["reason"] == "complaint" and json.loads(audit[2]["new"]) is None
+
+
+def test_the_lease_honours_overrides_of_a_host_and_of_its_domain(redis_client: redis.Redis) -> None:
+    frontier = Frontier.open(redis_client, KEYS_H, "host")
+    push(frontier, [(f"http://a.example.com/{i}", "a.example.com") for i in range(6)], interval=0.0)
+    frontier.write_override("example.com", json.dumps({"until": 4e9, "reason": "x"}))  # the domain blocked
+    assert pop(frontier, 5).leases == []
+    frontier.write_override("example.com", None)
+    frontier.write_override("a.example.com", json.dumps({"concurrency": 2}))  # the host's own entry wins
+    redis_client.zadd(READY, {"a.example.com": 0})
+    assert len(pop(frontier, 5).leases) == 2  # capped at 2 in flight
+    frontier.write_override("a.example.com", json.dumps({"delay": 30, "concurrency": 5}))
+    redis_client.delete(KEYS_H.processing)  # the two leases ended
+    redis_client.zadd(READY, {"a.example.com": 0})
+    assert len(pop(frontier, 5).leases) == 1  # a delay: one per pop, due again 30 s later
+    assert redis_client.zscore(READY, "a.example.com") - redis_client.time()[0] > 25
+
+
+def test_purge_drops_pending_counted_and_dead_letters(
+    redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture
+) -> None:
+    frontier = Frontier.open(redis_client, KEYS_H, "host")
+    push(frontier, [(f"http://a.example.com/{i}", "a.example.com") for i in range(4)], interval=0.0)
+    push(frontier, [(f"http://b.example.com/{i}", "b.example.com") for i in range(3)], interval=0.0)
+    push(frontier, [(f"http://other.org/{i}", "other.org") for i in range(2)], interval=0.0)
+    assert int(redis_client.get(KEYS_H.pending)) == 9
+    assert int(frontier.purge("example.com", "domain", True, 100, "cli:t", 0)) == 7
+    assert int(redis_client.get(KEYS_H.pending)) == 2
+    failed = [json.loads(x) for x in redis_client.lrange(KEYS_H.failed, 0, -1)]
+    assert len(failed) == 7 and {f["reason"] for f in failed} == {"purged"}
+    assert redis_client.zscore(READY, "a.example.com") is None and redis_client.zscore(READY, "other.org") is not None
+    # the command on the spider `news`, without dead letters
+    news = Frontier.open(redis_client, SpiderKeys.from_settings(Settings(), "news"), "host")
+    push(news, [(f"http://c.org/{i}", "c.org") for i in range(3)], interval=0.0)
+    assert _dcrawl(redis_url, "host", "news", "c.org", "purge") == 0
+    assert "purged 3 pending request(s)" in capsys.readouterr().out
+    assert redis_client.llen("{news}:failed") == 0 and int(redis_client.get("{news}:pending")) == 0
