@@ -50,6 +50,7 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULER_OVER_BUDGET_KEY": "{%(spider)s}:hosts:over",  # zset: host -> pending when it went over budget
     "SCHEDULER_PENDING_KEY": "{%(spider)s}:pending",  # string: requests waiting in the queue(s) (lib/queue.lua)
     "SCHEDULER_REFUSED_KEY": "{%(spider)s}:refused",  # hash "<reason> <host>" -> requests refused (bounded)
+    "FRONTIER_SHARDS_KEY": "{%(spider)s}:shards",  # string: the FRONTIER_SHARDS the frontier was written with
     "CLUSTER_STATS_KEY": "{%(spider)s}:stats",
     "NODES_KEY": "{%(spider)s}:nodes",
     "NODE_KEY": "{%(spider)s}:node:%(node)s",
@@ -64,6 +65,7 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULER_FLUSH_ON_START": False,
     "SCHEDULER_QUEUE_CLASS": "host",  # per-host frontier (fair); priority / fifo / lifo: one queue
     "SCHEDULER_LEASE_SECONDS": 60,
+    "FRONTIER_SHARDS": 1,  # frontier shards, each on its own hash tag (queue/shards.py); 1 = one tag {spider}
     "REQUEST_TTL": 0,  # seconds a pending request may wait before it is dropped at lease; 0 = never
     "SCHEDULER_MAX_DELIVERIES": 5,
     "SCHEDULER_PREFETCH": 0,  # 0 = derived from CONCURRENT_REQUESTS

@@ -200,5 +200,6 @@ def test_redis_restart_mid_crawl_is_survived(tmp_path: Path) -> None:
     assert rows(db) == expected
     log = workers.log("survivor")
     assert "Traceback" not in log
-    assert "unreachable during" in log and "reachable again" in log
-    assert log.count("unreachable during") <= 6, "an outage must be logged once per task, not per request"
+    # the node's Redis policy: one line when the outage starts, one when it ends (a flap at most)
+    starts, backs = log.count(" unreachable since "), log.count(" back after ")
+    assert 1 <= starts <= 2 and backs == starts, "an outage is logged once per node, not per call or purpose"

@@ -321,12 +321,12 @@ def test_redis_restart_with_deploy_conf_loses_nothing(tmp_path: Path, stop: str)
     for node in ("w1", "w2"):
         log = workers.log(node)
         assert "Traceback" not in log and " ERROR" not in log, log[-4000:]
-        outages = re.findall(r"unreachable during (.+?) \(", log)
-        recoveries = re.findall(r"reachable again after [\d.]+s \((.+?)\)", log)
+        outages = re.findall(r"Redis at \S+ unreachable since ", log)
+        recoveries = re.findall(r"Redis at \S+ back after [\d.]+s \((.+?)\)", log)
         assert outages, f"{node} did not notice the outage"
-        counts = Counter(outages)
-        assert max(counts.values()) == 1, f"{node}: an outage is logged once per task, not per request: {counts}"
-        assert Counter(recoveries) == counts, f"{node}: every task logs its recovery once: {recoveries}"
+        # the node's Redis policy: one line per outage (a flap at most), not per call or per purpose
+        assert len(outages) <= 2, f"{node}: an outage is logged once per node: {outages}"
+        assert len(recoveries) == len(outages), f"{node}: every outage logs its end once: {recoveries}"
 
 
 def test_the_systemd_unit_runs_unprivileged_and_hardened() -> None:

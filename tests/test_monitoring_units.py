@@ -21,6 +21,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
+from distributed_crawler.connection.policy import RedisPolicy
 from distributed_crawler.monitoring.alerts import AlertConfig, Alerter
 from distributed_crawler.monitoring.dashboard import DashboardServer, discover_spiders
 from distributed_crawler.monitoring.heartbeat import Heartbeat, HeartbeatConfig, RateWindow
@@ -134,7 +135,7 @@ def test_alert_is_logged_recorded_and_never_waits_for_the_webhook(
 
     async def scenario() -> float:
         client = redis.asyncio.Redis.from_url(redis_url)
-        alerter = Alerter(AlertConfig(url, 1.0, 2), client, "{news}:alerts", "news", "n0")
+        alerter = Alerter(AlertConfig(url, 1.0, 2), client, "{news}:alerts", "news", "n0", RedisPolicy(redis_url))
         began = time.monotonic()
         for i in range(3):
             await alerter.alert("no_items", f"n{i}", "no item for 300s", time.time())

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 from unittest.mock import AsyncMock
 
+import redis
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
 
+from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.core.scheduler import RedisScheduler
 from distributed_crawler.dedup.recent import RecentFingerprints
 from distributed_crawler.queue.codec import RequestCodec
@@ -76,6 +78,6 @@ def test_a_redelivery_or_the_end_of_an_outage_empties_the_cache() -> None:
     again = make_member(scheduler.intake.codec.encode(Request("http://site.test/list2")), 0, 2)
     asyncio.run(scheduler.feeder.accept([again.encode()]))
     assert scheduler.enqueue_request(Request("http://site.test/a"))  # to the shared filter again
-    scheduler.trouble.outage.since = 1.0  # Redis was unreachable
-    asyncio.run(scheduler.trouble.ok("pop"))
+    scheduler.trouble.policy.failed(Purpose.LEASE, redis.ConnectionError("gone"))  # Redis was unreachable
+    scheduler.trouble.policy.ok()  # and answers again
     assert scheduler.enqueue_request(Request("http://site.test/a"))

@@ -15,6 +15,7 @@ from scrapy.http.request import NO_CALLBACK
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
+from distributed_crawler.connection.policy import RedisPolicy
 from distributed_crawler.meta import BROWSER_PROXY_META, PLAYWRIGHT_CONTEXT_KWARGS_META, PLAYWRIGHT_CONTEXT_META
 from distributed_crawler.rendering.auto import adds_content, looks_script_built, text_gain, url_shape, visible_text
 from distributed_crawler.rendering.config import RenderConfig
@@ -126,8 +127,8 @@ def test_verdicts_are_shared_bounded_and_untrusted(redis_url: str, redis_client:
     async def run() -> list[object]:
         client = RedisConfig.from_settings(Settings({"REDIS_URL": redis_url})).async_client(max_connections=2)
         try:
-            store = VerdictStore(client, key, stats, "redis://test")
-            other = VerdictStore(client, key, stats, "redis://test")  # another node
+            store = VerdictStore(client, key, stats, RedisPolicy("redis://test", stats))
+            other = VerdictStore(client, key, stats, RedisPolicy("redis://test", stats))  # another node
             out: list[object] = [await store.get("e.com|/n/#")]
             for added in (False, False, True):
                 out.append(await store.record("e.com|/n/#", added))
@@ -159,7 +160,7 @@ def test_verdicts_survive_a_key_of_the_wrong_type(redis_url: str, redis_client: 
     async def run() -> tuple[Verdict, Verdict | None]:
         client = RedisConfig.from_settings(Settings({"REDIS_URL": redis_url})).async_client(max_connections=1)
         try:
-            store = VerdictStore(client, key, stats, "redis://test")
+            store = VerdictStore(client, key, stats, RedisPolicy("redis://test", stats))
             return await store.get("e.com|/"), await store.record("e.com|/", True)
         finally:
             await client.aclose()

@@ -22,6 +22,7 @@ from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.monitoring.hosts import (
     by_pending,
     by_refusals,
+    host_totals,
     read_refusals,
     read_rows,
     sample_hosts,
@@ -29,7 +30,7 @@ from distributed_crawler.monitoring.hosts import (
 )
 from distributed_crawler.monitoring.nodes import Skips, duration
 from distributed_crawler.monitoring.status import skip_lines
-from distributed_crawler.queue.enqueue import maybe_await, run_sync, server_time
+from distributed_crawler.queue.enqueue import run_sync, server_time
 from distributed_crawler.queue.keys import SpiderKeys
 
 DEFAULT_SCAN = 10_000
@@ -41,16 +42,7 @@ async def gather_hosts(client: Any, keys: SpiderKeys, scan: int, limit: int) -> 
     skips = Skips()
     now = await server_time(client)
     wrong = await wrong_host_keys(client, keys, skips)
-    pipe = client.pipeline(transaction=False)
-    pipe.zcard(keys.ready)
-    pipe.zcount(keys.ready, "-inf", now)
-    pipe.zcard(keys.over_budget)
-    in_ready, due, over = [
-        0 if key in wrong or isinstance(v, Exception) else int(v)
-        for key, v in zip(
-            (keys.ready, keys.ready, keys.over_budget), await maybe_await(pipe.execute(raise_on_error=False))
-        )
-    ]
+    in_ready, due, over = await host_totals(client, keys, now, wrong)
     ready, over_hosts = await sample_hosts(client, keys, wrong, scan, skips)
     rows = by_pending(await read_rows(client, keys, now, ready, over_hosts, skips))
     refused = await read_refusals(client, keys, skips)
@@ -120,7 +112,7 @@ def cmd_hosts(args: argparse.Namespace) -> int:
         return 0
     if not data["count"] and not data["hosts"]:
         print(
-            f"no host queued for {keys.spider} in {keys.ready} (empty, or SCHEDULER_QUEUE_CLASS is not 'host'; "
+            f"no host queued for {keys.spider} (empty, or SCHEDULER_QUEUE_CLASS keeps no per-host queues; "
             f"see dcrawl status {keys.spider})"
         )
     else:

@@ -190,7 +190,7 @@ def run_import(client: Any, settings: Any, args: argparse.Namespace, warn: Calla
     fill = {"spider": args.spider, "name": args.spider}
     old_queue = (args.old_queue_key or OLD_QUEUE_KEY) % fill
     old_df = (args.old_dupefilter_key or OLD_DUPEFILTER_KEY) % fill
-    ours = {keys.requests, keys.dupefilter, keys.processing, keys.delayed, keys.ready, keys.failed, keys.pending}
+    ours = {*open_frontier(settings, client, keys).status_types(), keys.dupefilter}
     clash = {old_queue, old_df} & ours
     if clash:
         raise ValueError(

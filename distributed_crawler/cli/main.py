@@ -21,6 +21,7 @@ from distributed_crawler.cli import control, extract, hosts, import_scrapy_redis
 from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.cli.project import CliError, connect, open_dupefilter, open_frontier, project_settings
 from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
+from distributed_crawler.connection.policy import RedisPolicy
 from distributed_crawler.connection.untrusted import preview, text, wrong_type_message
 from distributed_crawler.core.scheduler import SchedulerConfig
 from distributed_crawler.dedup.dupefilter import SetDedup, describe_dedup, reset_dedup
@@ -37,9 +38,10 @@ from distributed_crawler.storage.backends import open_storage
 
 def cmd_status(args: argparse.Namespace) -> int:
     settings, client, _ = connect(args)
-    title = f"{args.spider} @ {RedisConfig.from_settings(project_settings(args)).masked_url}"
+    where = RedisConfig.from_settings(project_settings(args)).masked_url
+    title = f"{args.spider} @ {where}"
     if args.watch:
-        return watch_status(client, settings, args.spider, args.interval, args.json, title)
+        return watch_status(client, settings, args.spider, args.interval, args.json, title, RedisPolicy(where))
     status = status_now(client, settings, args.spider)
     if args.json:
         print_json(status)
@@ -426,10 +428,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def read_policy(args: argparse.Namespace) -> RedisPolicy:
+    """READ for a whole command: Redis gone midway is one line and exit code 1, not a traceback."""
+    try:
+        where = RedisConfig.from_settings(project_settings(args)).masked_url
+    except ValueError:
+        where = "REDIS_URL"  # a bad setting: the command itself says what is wrong with it
+    return RedisPolicy(where)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        with read_policy(args).reading():
+            return args.func(args)
     except (CliError, RedisUnavailable, ValueError) as exc:
         print(f"dcrawl: {exc}", file=sys.stderr)
         return 1

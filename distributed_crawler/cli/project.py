@@ -39,8 +39,11 @@ def connect(args: argparse.Namespace) -> tuple[Any, Any, SpiderKeys]:
 
 
 def open_frontier(settings: Any, client: Any, keys: SpiderKeys) -> Frontier:
-    """The spider's frontier (SCHEDULER_QUEUE_CLASS) on the CLI's sync client."""
-    return Frontier.from_settings(settings, keys.spider, client, keys)
+    """The spider's frontier (SCHEDULER_QUEUE_CLASS, FRONTIER_SHARDS) on the CLI's sync client;
+    a FRONTIER_SHARDS that differs from the frontier's in Redis is refused (ValueError, one line)."""
+    frontier = Frontier.from_settings(settings, keys.spider, client, keys)
+    run_sync(frontier.check_layout())
+    return frontier
 
 
 def open_dupefilter(settings: Any, client: Any, keys: SpiderKeys) -> tuple[Any, Any]:

@@ -27,6 +27,7 @@ from distributed_crawler.downloadermiddlewares.proxy import ProxyPoolMiddleware
 from distributed_crawler.downloadermiddlewares.retry import DistributedRetryMiddleware, RetryConfig
 from distributed_crawler.internals import command_crawler
 from distributed_crawler.proxies.pool import ProxyConfig
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.enqueue import DedupDataError, run_sync
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.seedkey import SeedKey
@@ -47,6 +48,7 @@ class Command(ScrapyCrawlCommand):
             if args:
                 SeedKey.from_settings(settings, args[0])  # e.g. both REDIS_START_URLS_AS_SET and _AS_ZSET
                 check_dupefilter(settings, redis_config, args[0])
+                check_frontier(settings, redis_config, args[0])
             if any(
                 ProxyPoolMiddleware is _load(m)
                 for m, on in settings.getdict("DOWNLOADER_MIDDLEWARES").items()
@@ -131,6 +133,16 @@ def check_dupefilter(settings: Any, redis_config: RedisConfig, spider: str) -> N
     except DedupDataError as exc:
         # bad data, not a bad setting: the node starts and waits for the fix (no supervisor crash loop)
         print(f"WARNING: {exc}", file=sys.stderr)
+    finally:
+        client.close()
+
+
+def check_frontier(settings: Any, redis_config: RedisConfig, spider: str) -> None:
+    """SCHEDULER_QUEUE_CLASS / FRONTIER_SHARDS unusable, or FRONTIER_SHARDS changed on a frontier
+    that still holds work: fail now (ValueError, one line)."""
+    client = redis_config.sync_client()
+    try:
+        run_sync(Frontier.from_settings(settings, spider, client).check_layout())
     finally:
         client.close()
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS
+from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.core.trouble import RedisTrouble
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.counts import CrawlCounts
@@ -54,8 +54,8 @@ class ClusterWork:
         """Count on a sync client (Scrapy's `len(scheduler)` is synchronous); Redis away or refusing:
         the last count stands (the background tasks report it)."""
         try:
-            run_sync(self.count(client))
-        except TRANSIENT_ERRORS + (ResponseError,):
+            self.trouble.policy.run_sync(Purpose.STATS, lambda: run_sync(self.count(client)))
+        except ResponseError:
             pass
         return self.counts
 
@@ -66,12 +66,8 @@ class ClusterWork:
             await asyncio.sleep(COUNTS_INTERVAL)
             if holds_work():
                 continue
-            try:
-                was_busy = self.counts.frontier_busy
-                await self.count()
-                await self.trouble.ok("counting the queue")
-            except Exception as exc:  # noqa: BLE001 - trouble.failed re-raises what is a bug
-                await self.trouble.failed("counting the queue", exc)
-                continue
+            was_busy = self.counts.frontier_busy
+            if await self.trouble.run(Purpose.HEARTBEAT, "counting the queue", self.count) is None:
+                continue  # Redis away or refusing: the last count stands
             if was_busy and not self.counts.frontier_busy:
                 ran_out()

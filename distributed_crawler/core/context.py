@@ -5,7 +5,8 @@ shared the same way: `RedisContext.of(crawler)` is the one context of that crawl
 `RedisConfig`, the node id, the spider's `SpiderKeys` and `Frontier`, and one asyncio client whose pool is bounded
 by `REDIS_MAX_CONNECTIONS` (default 3): a command waits for a free connection instead of opening
 one more, so a node holds at most that many connections plus one for the doorbell's pub/sub,
-whatever `CONCURRENT_REQUESTS` is.
+whatever `CONCURRENT_REQUESTS` is. It also holds the node's one `RedisPolicy` (what a call does
+while Redis is away, one log line per outage, the `redis/*` stats): `RedisContext.of(crawler).policy`.
 
 Clients are built lazily, inside the running asyncio loop, and closed once: when the last
 component that `acquire()`d the context `release()`s it, or on `engine_stopped` at the latest.
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 
 from distributed_crawler.connection.clients import RedisConfig
+from distributed_crawler.connection.policy import RedisPolicy
 from distributed_crawler.core.node import node_id_from_settings
 from distributed_crawler.defaults import get_setting
 from distributed_crawler.queue.base import Frontier, mode_class
@@ -60,6 +62,7 @@ class RedisContext:
         self._frontiers: dict[str, Frontier] = {}
         self._users = 0
         self._crawler: weakref.ref[Crawler] | None = None
+        self._policy: RedisPolicy | None = None
 
     @classmethod
     def of(cls, crawler: Crawler) -> RedisContext:
@@ -84,6 +87,14 @@ class RedisContext:
         if self._client is None:
             self._client = self.config.async_client(max_connections=self.max_connections, client_name=self.name)
         return self._client
+
+    @property
+    def policy(self) -> RedisPolicy:
+        """The node's Redis failure policy, counting into the crawler's stats (built on first use)."""
+        if self._policy is None:
+            crawler = self._crawler() if self._crawler is not None else None
+            self._policy = RedisPolicy(self.config.masked_url, getattr(crawler, "stats", None))
+        return self._policy
 
     @property
     def pubsub_client(self) -> Any:
@@ -147,4 +158,6 @@ class RedisContext:
 
     async def _engine_stopped(self) -> None:
         self._users = 0
+        if self._policy is not None:
+            self._policy.close()  # an outage still open is logged and counted
         await self.aclose()

@@ -13,7 +13,8 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, subscribe
+from distributed_crawler.connection.clients import subscribe
+from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import preview
 from distributed_crawler.core.leases import LeaseTracker
 from distributed_crawler.core.quarantine import Quarantine
@@ -99,7 +100,7 @@ class Feeder:
                 await self.want_more.wait()
                 continue
             lease = partial(self._frontier().lease, want, self.config.lease_seconds, DUE_BATCH)
-            popped = await self.trouble.retrying("pop", lease)
+            popped = await self.trouble.run(Purpose.LEASE, "pop", lease)
             members = [h.lease for h in popped.leases]
             self.trouble.report_broken_hosts(popped.broken)
             hosts = {h.lease: (h.slot, h.backoff) for h in popped.leases} if self._frontier().per_host else {}
@@ -152,7 +153,7 @@ class Feeder:
         self.stats.inc_value("scheduler/leased", len(members) - len(bad))
         if bad:
             self.stats.inc_value("scheduler/undecodable", len(bad))
-            await self.trouble.retrying("dead-letter", lambda: self.dead_letters.undecodable(bad))
+            await self.trouble.run(Purpose.DEADLETTER, "dead-letter", lambda: self.dead_letters.undecodable(bad))
         if not suspects:
             self.buffer.extend(normal)
             return
@@ -184,38 +185,40 @@ class Feeder:
     ) -> None:
         """Wake the feeder when any node pushes work (PUBLISHed by the frontier's scripts), not on a poll.
 
-        Pub/sub only saves latency: if it cannot work here, idle nodes poll instead.
+        Pub/sub only saves latency: while Redis is away it waits like a lease (the node's policy);
+        if pub/sub cannot work here at all, idle nodes poll instead and it is tried again later.
         """
-        outage = OutageLog("doorbell", masked_url)
-        unavailable_logged = False
-        while not stopped():
+        self._doorbell_logged = False
+
+        async def listen() -> None:
             pubsub = None
             try:
                 # its own connection (the "+1"): a subscription never holds one of the pool's
                 pubsub = await subscribe(pubsub_client(), self._frontier().doorbell)
-                outage.ok()
                 while not stopped():
                     if await pubsub.get_message(timeout=1.0) is not None:
+                        self.trouble.policy.ok()
                         self.new_work.set()
-            except TRANSIENT_ERRORS as exc:
-                outage.failed(exc)
-                await asyncio.sleep(1.0)
-            except Exception as exc:  # noqa: BLE001 - e.g. a proxy without pub/sub
-                if not unavailable_logged:
-                    unavailable_logged = True
-                    logger.warning(
-                        "Doorbell (pub/sub on %s) unavailable (%s: %s); idle nodes poll for work every "
-                        "SCHEDULER_POLL_MAX_SECONDS (%ss) instead, and pub/sub is tried again every %ss",
-                        masked_url,
-                        type(exc).__name__,
-                        exc,
-                        self.config.poll_max_seconds,
-                        DOORBELL_RETRY_SECONDS,
-                    )
-                for _ in range(DOORBELL_RETRY_SECONDS):
-                    if stopped():
-                        break
-                    await asyncio.sleep(1.0)
             finally:
                 if pubsub is not None:
                     await pubsub.aclose()
+
+        async def unavailable(exc: BaseException) -> None:  # e.g. a proxy without pub/sub
+            if not self._doorbell_logged:
+                self._doorbell_logged = True
+                logger.warning(
+                    "Doorbell (pub/sub on %s) unavailable (%s: %s); idle nodes poll for work every "
+                    "SCHEDULER_POLL_MAX_SECONDS (%ss) instead, and pub/sub is tried again every %ss",
+                    masked_url,
+                    type(exc).__name__,
+                    exc,
+                    self.config.poll_max_seconds,
+                    DOORBELL_RETRY_SECONDS,
+                )
+            for _ in range(DOORBELL_RETRY_SECONDS):
+                if stopped():
+                    break
+                await asyncio.sleep(1.0)
+
+        while not stopped():
+            await self.trouble.policy.run(Purpose.LEASE, listen, stopped=stopped, on_error=unavailable)

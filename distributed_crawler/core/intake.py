@@ -11,6 +11,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import finite
 from distributed_crawler.core.admission import Admission, Refusal
 from distributed_crawler.core.leases import LeaseTracker
@@ -34,13 +35,13 @@ class Intake:
         self,
         config: SchedulerConfig,
         frontier: Callable[[], Frontier],
-        outbox: Outbox,
+        trouble: RedisTrouble,
         leases: LeaseTracker,
+        outbox: Outbox,
         recent: RecentFingerprints,
         dupefilter: Any,
         admission: Admission,
         refusals: RefusalLog,
-        trouble: RedisTrouble,
         stats: Any,
     ) -> None:
         self.config = config
@@ -151,7 +152,7 @@ class Intake:
         canonical URL, fetched under another URL); True = it was new."""
         fingerprints = [self.df.fingerprint_hex(r) for r in requests]
         entries: list[Any] = [(fp, False, "") for fp in fingerprints]
-        result = await self.trouble.retrying("dedup add", partial(self.outbox.enqueuer.run, "add", entries))
+        result = await self.trouble.run(Purpose.PUSH, "dedup add", partial(self.outbox.enqueuer.run, "add", entries))
         for fingerprint in fingerprints:
             self.recent.add(fingerprint)  # a link to it from this node is dropped here too
         self.stats.inc_value("dupefilter/added", sum(1 for r in result if r))

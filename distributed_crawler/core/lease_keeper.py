@@ -7,11 +7,14 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from distributed_crawler.connection.policy import NodeStopping, Purpose
 from distributed_crawler.core.leases import LeaseTracker, Stage
 from distributed_crawler.core.outbox import Outbox
 from distributed_crawler.core.quarantine import Quarantine
+from distributed_crawler.core.tasks import BackgroundTasks
 from distributed_crawler.core.trouble import DATA_BACKOFF_MAX, RedisTrouble, logger
 from distributed_crawler.meta import LEASE_META
 from distributed_crawler.queue.base import Frontier
@@ -23,6 +26,7 @@ if TYPE_CHECKING:
 
 ACK_BATCH = 1000
 ACK_INTERVAL = 0.1
+RELEASE_SECONDS = 5.0  # how long giving leases back may wait for Redis (at close, a quarantine)
 
 
 class LeaseKeeper:
@@ -55,48 +59,42 @@ class LeaseKeeper:
         next_reclaim = time.monotonic()
         backoff = 0.0  # grows while Redis refuses (outage, wrong type, corrupt key); 0 when all is well
         while not stopped():
-            ok = await self.ack()
+            await self.ack()
             if self.outbox.refusals.counting:
                 await self.outbox.push_refusal_counts()
             now = time.monotonic()
-            what = "lease renewal"
-            try:
-                if now >= next_renew:
-                    next_renew = now + self.config.renew_interval
-                    await self.renew()  # node reporting: the Heartbeat extension (monitoring/heartbeat.py)
-                    await self.trouble.ok(what)
-                what = "reclaim"
-                if now >= next_reclaim:
-                    next_reclaim = now + min(5.0, self.config.renew_interval)
-                    await self.reclaim()
-                    await self.trouble.ok(what)
-            except Exception as exc:  # noqa: BLE001 - trouble.failed re-raises what is a bug
-                await self.trouble.failed(what, exc)
-                ok = False
+            ok = True
+            if now >= next_renew:  # HEARTBEAT: Redis away or refusing, this round is skipped
+                next_renew = now + self.config.renew_interval
+                ok = await self.trouble.run(Purpose.HEARTBEAT, "lease renewal", self.renew) is not None
+            if now >= next_reclaim:
+                next_reclaim = now + min(5.0, self.config.renew_interval)
+                ok = await self.trouble.run(Purpose.HEARTBEAT, "reclaim", self.reclaim) is not None and ok
             backoff = 0.0 if ok else min(max(2 * backoff, ACK_INTERVAL), DATA_BACKOFF_MAX)
             each_round()
             await asyncio.sleep(max(ACK_INTERVAL, backoff))
 
-    async def ack(self) -> bool:
-        """Remove the leases of finished requests (batched); False if Redis refused (kept for later)."""
+    async def ack(self) -> None:
+        """Remove the leases of finished requests (batched; ACK: retried until Redis takes them)."""
         acks = self.leases.take_ackable(self.outbox.flushed_seq)
         if not acks:
-            return True
+            return
+        done = 0
         try:
             for i in range(0, len(acks), ACK_BATCH):
-                await self._frontier().ack(acks[i : i + ACK_BATCH])
-        except Exception as exc:  # noqa: BLE001 - trouble.failed re-raises what is a bug
-            self.leases.requeue_acks(acks)
-            await self.trouble.failed("acking finished requests", exc)
-            return False
-        await self.trouble.ok("acking finished requests")
+                chunk = acks[i : i + ACK_BATCH]
+                await self.trouble.run(Purpose.ACK, "acking finished requests", partial(self._frontier().ack, chunk))
+                done = i + len(chunk)
+        except NodeStopping:
+            self.leases.requeue_acks(acks[done:])  # still ours: acked or released at close
+            raise
         self.stats.inc_value("scheduler/acked", len(acks))
-        return True
 
-    async def renew(self) -> None:
+    async def renew(self) -> bool:
         held = self.leases.held()
         for i in range(0, len(held), ACK_BATCH):
             await self._frontier().renew(held[i : i + ACK_BATCH], self.config.lease_seconds)
+        return True
 
     async def reclaim(self, limit: int = 500) -> tuple[int, int]:
         """Return expired leases (of any node) to the queue; dead-letter the poison ones and the
@@ -139,6 +137,31 @@ class LeaseKeeper:
         gone = set(running)
         return [lease for lease in leases if lease not in gone]
 
+    async def settle(self, tasks: BackgroundTasks, stop: Callable[[], None], memusage: bool, masked_url: str) -> None:
+        """At close: push and ack what the engine finished (bounded, while the tasks doing it live),
+        stop the tasks, give back what never finished; one ERROR line if anything stays behind."""
+        deadline = time.monotonic() + 30
+        while (
+            self.outbox.entries and tasks.alive("outbox") or self.leases.pending_acks() and tasks.alive("leases")
+        ) and time.monotonic() < deadline:
+            self.outbox.ready.set()
+            await asyncio.sleep(0.05)
+        stop()
+        await tasks.stop()
+        unfinished = self.leases.held()
+        if unfinished and memusage:
+            unfinished = await self.expire_running(unfinished)
+        if unfinished:  # a forced stop: give this node's work back now rather than at expiry
+            await self.release(unfinished)
+        if self.outbox.entries or self.leases.pending_acks():
+            logger.error(
+                "%s at close: %d requests not pushed, %d leases not acked; their leases expire after "
+                "SCHEDULER_LEASE_SECONDS and another node redoes them",
+                tasks.failure("outbox", "leases") or f"Redis at {masked_url} unreachable",
+                len(self.outbox),
+                self.leases.pending_acks(),
+            )
+
     def unstarted(self) -> list[bytes]:
         """Leases of requests this node took but never started (the quarantined one included)."""
         return [r.meta[LEASE_META] for r in self.buffer] + self.quarantine.unstarted()
@@ -147,17 +170,21 @@ class LeaseKeeper:
         """Give leases back to the queue front without counting a delivery (bounded tries)."""
         if not leases:
             return
-        for _ in range(3):
-            try:
-                quarantined = self.quarantine.lease
-                if quarantined is not None and quarantined in leases:
-                    await self.quarantine.unmark([quarantined])
-                await self._frontier().release(leases)
-                self.leases.forget(leases)
-                return
-            except Exception as exc:  # noqa: BLE001 - trouble.failed re-raises what is a bug
-                await self.trouble.failed("giving leases back", exc)
-                await asyncio.sleep(0.5)
+        quarantined = self.quarantine.lease
+
+        async def give_back() -> None:
+            if quarantined is not None and quarantined in leases:
+                await self.quarantine.unmark([quarantined])
+            await self._frontier().release(leases)
+
+        deadline = time.monotonic() + RELEASE_SECONDS  # bounded: else the leases expire and are reclaimed
+        try:
+            await self.trouble.run(
+                Purpose.ACK, "giving leases back", give_back, stopped=lambda: time.monotonic() > deadline
+            )
+        except NodeStopping:
+            return
+        self.leases.forget(leases)
 
     def force_release(self, client: Any) -> None:
         """Second stop signal (runs in the signal handler): ack what is done, release the rest, on

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from redis.exceptions import ResponseError
 
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS
+from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import EpisodeLog
 from distributed_crawler.core.admission import Refusal
 from distributed_crawler.core.refusals import RefusalLog
@@ -108,7 +108,7 @@ class Outbox:
             result = []
             if entries:
                 push = partial(self.enqueuer.run, "push", entries, handovers)
-                result = await self.trouble.retrying("enqueue", push)
+                result = await self.trouble.run(Purpose.PUSH, "enqueue", push)
             for _ in batch:
                 self.entries.popleft()
             self.flushed_seq = batch[-1][0]
@@ -133,7 +133,7 @@ class Outbox:
         hosts = self.domain_hosts.unknown([e.host for _, e in batch if e.host and not e.refused])
         if hosts:
             ask = partial(self.domain_hosts.ask, self._frontier().client, hosts)
-            await self.trouble.retrying("counting hosts per domain", ask)
+            await self.trouble.run(Purpose.PUSH, "counting hosts per domain", ask)
         admitted = []
         for seq, entry in batch:
             if entry.host and not entry.refused and not self.domain_hosts.allowed(entry.host):
@@ -159,12 +159,12 @@ class Outbox:
         fresh = [e for e in refused if not e.fingerprint]
         if links:
             added = [(e.fingerprint, False, "") for e in links]
-            new = await self.trouble.retrying("dedup add", partial(self.enqueuer.run, "add", added))
+            new = await self.trouble.run(Purpose.PUSH, "dedup add", partial(self.enqueuer.run, "add", added))
             fresh += [e for e, is_new in zip(links, new) if is_new]
         letters = [e.refused for e in fresh]
         leases = [e.handover for e in refused if e.handover]
         if letters:
-            await self.trouble.retrying("dead-letter", partial(self.dead_letters.take, letters, leases))
+            await self.trouble.run(Purpose.DEADLETTER, "dead-letter", partial(self.dead_letters.take, letters, leases))
             self.stats.inc_value("scheduler/dead_lettered/refused", len(letters))
         await self.push_refusal_counts()
 
@@ -172,17 +172,23 @@ class Outbox:
         """The per-host refusal counts to the frontier's refused hash (refusals without a dead letter
         too: a rendered page's refused subresources, robots.txt)."""
         frontier = self._frontier()
-        try:
+
+        async def push() -> None:
             await self.refusals.push_counts(frontier.client, frontier.refused_key)
             self._refusal_counts.ok("counting refusals")
-        except TRANSIENT_ERRORS:
-            pass  # kept: added with the next refusals
-        except ResponseError as exc:  # e.g. the key holds another type: counts dropped, the crawl goes on
-            self._refusal_counts.failed(
-                "counting refusals",
-                "Refusal counts not written to %s (Redis: %s); `dcrawl hosts` misses them. Check it with "
-                "`redis-cli type '%s'`",
-                frontier.refused_key,
-                str(exc)[:200],
-                frontier.refused_key,
-            )
+
+        # STATS: Redis away -> skipped, the counts are kept and added with the next refusals
+        await self.trouble.policy.run(Purpose.STATS, push, on_error=partial(self._counts_refused, frontier))
+
+    async def _counts_refused(self, frontier: Frontier, exc: BaseException) -> None:
+        """e.g. the key holds another type: counts dropped, the crawl goes on."""
+        if not isinstance(exc, ResponseError):
+            raise exc
+        self._refusal_counts.failed(
+            "counting refusals",
+            "Refusal counts not written to %s (Redis: %s); `dcrawl hosts` misses them. Check it with "
+            "`redis-cli type '%s'`",
+            frontier.refused_key,
+            str(exc)[:200],
+            frontier.refused_key,
+        )

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
+from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.core.leases import LeaseTracker, Stage
 from distributed_crawler.core.trouble import RedisTrouble
 from distributed_crawler.internals import downloads_in_flight, wake_engine
@@ -66,7 +67,7 @@ class Quarantine:
         if self.request is None and was_empty:
             # marked before it runs: if this node dies now, reclaim.lua knows it died running it alone
             lease = suspects[0].meta[LEASE_META]
-            await self.trouble.retrying("marking a quarantined request", partial(self._mark, lease))
+            await self.trouble.run(Purpose.LEASE, "marking a quarantined request", partial(self._mark, lease))
             self.request = suspects[0]
             self.crawler.stats.inc_value("scheduler/quarantined")
             return suspects[1:] + normal
@@ -89,7 +90,9 @@ class Quarantine:
         if lease is not None:
             if not self.leases.holds(lease) and not self.leases.pending_acks():
                 self.request = None  # done and acked: it killed no one this time
-                await self.trouble.retrying("unmarking a quarantined request", partial(self.unmark, [lease], True))
+                await self.trouble.run(
+                    Purpose.ACK, "unmarking a quarantined request", partial(self.unmark, [lease], True)
+                )
             elif self.leases.holds(lease) and self._node_empty_but(lease):
                 wake_engine(self.crawler)
         elif self.draining and self.node_empty():

@@ -14,7 +14,8 @@ import time
 from collections import Counter
 from typing import Any
 
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS
+from redis.exceptions import ResponseError
+
 from distributed_crawler.core.admission import Refusal, host_of
 from distributed_crawler.queue.deadletters import failure_entry
 from distributed_crawler.queue.scripts import lua_source
@@ -104,6 +105,7 @@ class RefusalLog:
             args += [field, n]
         try:
             await self._script(keys=[key], args=args)
-        except TRANSIENT_ERRORS:
-            self.give_back(counts)
+        except BaseException as exc:
+            if not isinstance(exc, ResponseError):  # an outage (or a cancel): not written, kept
+                self.give_back(counts)
             raise

@@ -1,17 +1,10 @@
 """`SCHEDULER`: one Redis frontier shared by every node, with leases, no pickle, no blocked reactor.
 
-Scrapy glue only. Scrapy's scheduler API is synchronous, so Redis work happens in background
-asyncio tasks, each in its own module:
-- core/intake.py + core/outbox.py: enqueued requests, pushed in batches (dedup check+add and push
-  in one script call);
-- core/feeder.py: leases requests into a small local buffer that `next_request` serves, wakes the
-  engine when work arrives; core/quarantine.py runs a redelivered request alone;
-- core/lease_keeper.py: acks finished leases in batches, renews the ones still held, reclaims
-  expired leases of dead nodes;
-- core/cluster_work.py: how much work the whole cluster has while this node has none, so
-  `has_pending_requests()` never closes a node early;
-- core/trouble.py: what a Redis error means (wait and retry, one line per episode).
-The frontier (queue/base.py) alone knows the keys and scripts of the queue mode.
+Scrapy glue only: Scrapy's scheduler API is synchronous, so the Redis work runs in background
+tasks, one module each: core/intake.py + outbox.py (enqueue, batched push), feeder.py (lease into a
+local buffer, doorbell), quarantine.py, lease_keeper.py (ack, renew, reclaim, release),
+cluster_work.py (the cluster's counts), trouble.py (Redis errors). The frontier (queue/base.py)
+alone knows the keys and scripts of the queue mode.
 """
 
 from __future__ import annotations
@@ -19,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -28,6 +20,7 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from distributed_crawler.connection.clients import RedisConfig
+from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.core.admission import Admission, Refusal
 from distributed_crawler.core.cluster_work import ClusterWork
 from distributed_crawler.core.context import RedisContext
@@ -39,8 +32,9 @@ from distributed_crawler.core.leases import LeaseTracker
 from distributed_crawler.core.outbox import Outbox
 from distributed_crawler.core.quarantine import Quarantine
 from distributed_crawler.core.refusals import RefusalLog
-from distributed_crawler.core.scheduler_config import SchedulerConfig
+from distributed_crawler.core.scheduler_config import SchedulerConfig, redis_dupefilter
 from distributed_crawler.core.shutdown import SecondSignalGuard
+from distributed_crawler.core.tasks import BackgroundTasks
 from distributed_crawler.core.traps import DomainHosts
 from distributed_crawler.core.trouble import RedisTrouble
 from distributed_crawler.dedup.dupefilter import flush_crawl
@@ -86,33 +80,26 @@ class RedisScheduler:
         self.leases = LeaseTracker()
         self.buffer: deque[Request] = deque()
         self.recent = RecentFingerprints(config.recent_fingerprints)
-        self._tasks: list[asyncio.Task] = []
         self._closing = False  # no more leasing
+        self.tasks = BackgroundTasks(crawler, lambda: self._closing)
         self._stopped = False  # background loops end
         self._guard: SecondSignalGuard | None = None
         self._len_client: Any = None  # sync client of __len__ (Scrapy's API is synchronous)
         get = lambda: self.frontier  # noqa: E731 - the parts follow the frontier as it is bound
         stopped = lambda: self._stopped  # noqa: E731
-        self.trouble = RedisTrouble(get, dupefilter, redis_config.masked_url, self.recent, stopped)
+        self.trouble = RedisTrouble(get, dupefilter, self.context.policy, self.recent, stopped)
         self.work = ClusterWork(get, self.trouble)
         self.refusals = refusals = RefusalLog(crawler.stats, node_id)
-        domain_hosts = DomainHosts(frontier.keys.domain_hosts, config.domain_max_hosts)
+        domain_hosts = DomainHosts(frontier.domain_hosts_key, config.domain_max_hosts)
         self.outbox = Outbox(get, self.trouble, self.stats, refusals, domain_hosts, self._pushed)
         self.quarantine = Quarantine(get, self.trouble, self.leases, self.buffer, crawler, node_id)
+        parts = (config, get, self.trouble, self.leases)
+        self.feeder = Feeder(*parts, self.buffer, self.recent, self.quarantine, crawler, self._release)
         self.keeper = LeaseKeeper(
-            config, get, self.trouble, self.leases, self.outbox, self.quarantine, self.buffer, self.stats, node_id,
-            asyncio.Event(),
-        )  # fmt: skip
-        self.feeder = Feeder(
-            config, get, self.trouble, self.leases, self.buffer, self.recent, self.quarantine, crawler,
-            self.keeper.release,
-        )  # fmt: skip
-        self.keeper.new_work = self.feeder.new_work
+            *parts, self.outbox, self.quarantine, self.buffer, self.stats, node_id, self.feeder.new_work
+        )
         admission = admission or Admission.from_settings(crawler.settings)
-        self.intake = Intake(
-            config, get, self.outbox, self.leases, self.recent, dupefilter, admission, refusals, self.trouble,
-            self.stats,
-        )  # fmt: skip
+        self.intake = Intake(*parts, self.outbox, self.recent, dupefilter, admission, refusals, self.stats)
 
     @property
     def frontier(self) -> Frontier:
@@ -129,20 +116,13 @@ class RedisScheduler:
     def from_crawler(cls, crawler: Crawler) -> RedisScheduler:
         settings = crawler.settings
         assert crawler.spider is not None
-        dupefilter = build_from_crawler(load_object(settings["DUPEFILTER_CLASS"]), crawler)
-        for attr in ("open_dedup", "fingerprint_hex"):
-            if not hasattr(dupefilter, attr):
-                raise ValueError(
-                    f"DUPEFILTER_CLASS ({settings['DUPEFILTER_CLASS']}) is not a Redis dupefilter; "
-                    "use distributed_crawler.dedup.dupefilter.BloomDupeFilter"
-                )
+        dupefilter = redis_dupefilter(build_from_crawler(load_object(settings["DUPEFILTER_CLASS"]), crawler), settings)
         context = RedisContext.of(crawler)
         config = SchedulerConfig.from_settings(settings)
         frontier = Frontier.from_settings(settings, crawler.spider.name, None, context.keys_for(crawler.spider.name))
         admission = Admission.from_settings(settings)
         return cls(crawler, config, context.config, frontier, dupefilter, context.node_id, context, admission)
 
-    # -- lifecycle ------------------------------------------------------------------------
     def open(self, spider: Spider) -> Deferred[None]:
         # Scrapy awaits a Deferred here, not a coroutine.
         return deferred_from_coro(self._open(spider))
@@ -152,7 +132,7 @@ class RedisScheduler:
 
     async def _open(self, spider: Spider) -> None:
         self.client = self.context.acquire().client
-        dedup = await self.trouble.retrying("opening the dupefilter", lambda: self.df.open_dedup(self.client))
+        dedup = await self.trouble.run(Purpose.LEASE, "opening the dupefilter", lambda: self.df.open_dedup(self.client))
         self.outbox.enqueuer = Enqueuer(self.frontier, dedup)
         self.intake.codec = self.feeder.codec = RequestCodec(spider, self.config.allowed_classes)
         self.outbox.dead_letters = self.feeder.dead_letters = self.frontier.dead_letters(
@@ -160,25 +140,23 @@ class RedisScheduler:
         )
         if self.config.flush_on_start:
             await self.flush()
-        counts = await self.trouble.retrying("counting the queue", self.work.count)
+        await self.trouble.run(Purpose.LEASE, "checking the frontier layout", self.frontier.check_layout)
+        counts = await self.trouble.run(Purpose.LEASE, "counting the queue", self.work.count)
         if counts.scheduled:  # scrapy-redis's line, so existing log watchers keep working
             logger.info("Resuming crawl (%d requests scheduled)", counts.scheduled)
         self._watch_scrapes()
-        loop = asyncio.get_running_loop()
         stopped, closing = (lambda: self._stopped), (lambda: self._closing)
         holds_work = lambda: bool(self.buffer or self.outbox.entries or self.quarantine.request)  # noqa: E731
-        self._tasks = [
-            loop.create_task(self.outbox.run(stopped), name="dc-outbox"),
-            loop.create_task(self.feeder.run(closing), name="dc-feeder"),
-            loop.create_task(self.keeper.run(stopped, self._reinstall_guard), name="dc-leases"),
-            loop.create_task(
-                self.feeder.run_doorbell(lambda: self.context.pubsub_client, self.redis_config.masked_url, stopped),
-                name="dc-doorbell",
-            ),
-            loop.create_task(self.work.run(stopped, holds_work, lambda: wake_engine(self.crawler)), name="dc-counts"),
-        ]
-        for task in self._tasks:
-            task.add_done_callback(self._task_died)
+        pubsub, url = (lambda: self.context.pubsub_client), self.redis_config.masked_url
+        self.tasks.start(
+            {
+                "outbox": self.outbox.run(stopped),
+                "feeder": self.feeder.run(closing),
+                "leases": self.keeper.run(stopped, self._reinstall_guard),
+                "doorbell": self.feeder.run_doorbell(pubsub, url, stopped),
+                "counts": self.work.run(stopped, holds_work, lambda: wake_engine(self.crawler)),
+            }
+        )
         frozen = freeze_startup_heap()
         if threading.current_thread() is threading.main_thread():
             # Scrapy installs its own handlers once the reactor runs, and swaps them on the first
@@ -199,32 +177,15 @@ class RedisScheduler:
         self.work.pushed(n)
         self.feeder.new_work.set()
 
+    async def _release(self, leases: list[bytes]) -> None:
+        await self.keeper.release(leases)
+
     def _reinstall_guard(self) -> None:
         if self._guard is not None:
             self._guard.install()
 
-    def _task_died(self, task: asyncio.Task) -> None:
-        """A background task must never end on its own: stop this node loudly (work stays leased)."""
-        if task.cancelled() or self._closing:
-            return
-        logger.error(
-            "Scheduler task %s stopped: %r; closing this node (its leases return to the queue "
-            "after SCHEDULER_LEASE_SECONDS)",
-            task.get_name(),
-            task.exception(),
-            exc_info=task.exception(),
-        )
-        asyncio.ensure_future(self._close_node())
-
-    async def _close_node(self) -> None:
-        """Close the spider once the engine runs: a close while it is still opening (a task that
-        died at once) would be undone by its start, leaving a node that never ends."""
-        engine = self.crawler.engine
-        for _ in range(600):  # bounded: 60 s
-            if engine.running:
-                break
-            await asyncio.sleep(0.1)
-        await engine.close_spider_async(reason="scheduler_error")
+    def _stop(self) -> None:
+        self._stopped = True  # the loops check it too: a cancel swallowed inside redis-py ends them
 
     def _stop_taking(self) -> None:
         """First stop signal: lease nothing more (no pop may race the forced release)."""
@@ -242,42 +203,10 @@ class RedisScheduler:
 
     async def _close(self, reason: str) -> None:
         self._closing = True
-        if len(self._tasks) > 1:
-            self._tasks[1].cancel()  # the feeder
+        self.tasks.cancel("feeder")
         await self.keeper.release(self.keeper.unstarted())
         self.buffer.clear()
-        # Everything the engine finished is queued for push or ack: drain both, bounded, and
-        # only while the tasks doing it are alive.
-        outbox_task, lease_task = self._tasks[0], self._tasks[2]
-        deadline = time.monotonic() + 30
-        while (
-            self.outbox.entries and not outbox_task.done() or self.leases.pending_acks() and not lease_task.done()
-        ) and time.monotonic() < deadline:
-            self.outbox.ready.set()
-            await asyncio.sleep(0.05)
-        self._stopped = True  # the loops check it too: a cancel swallowed inside redis-py ends them
-        for task in self._tasks:
-            task.cancel()
-        _, stuck = await asyncio.wait(self._tasks, timeout=5)
-        if stuck:
-            logger.warning("Scheduler tasks did not stop in 5 s: %s", ", ".join(t.get_name() for t in stuck))
-        unfinished = self.leases.held()
-        if unfinished and reason == MEMUSAGE_CLOSE:
-            unfinished = await self.keeper.expire_running(unfinished)
-        if unfinished:  # a forced stop: give this node's work back now rather than at expiry
-            await self.keeper.release(unfinished)
-        if self.outbox.entries or self.leases.pending_acks():
-            dead = next(
-                (t for t in (outbox_task, lease_task) if t.done() and not t.cancelled() and t.exception()), None
-            )
-            cause = f"scheduler task {dead.get_name()} failed: {dead.exception()!r}" if dead else None
-            logger.error(
-                "%s at close: %d requests not pushed, %d leases not acked; their leases expire after "
-                "SCHEDULER_LEASE_SECONDS and another node redoes them",
-                cause or f"Redis at {self.redis_config.masked_url} unreachable",
-                len(self.outbox),
-                self.leases.pending_acks(),
-            )
+        await self.keeper.settle(self.tasks, self._stop, reason == MEMUSAGE_CLOSE, self.redis_config.masked_url)
         if not self.config.persist:  # as in scrapy-redis: on every close reason, not only "finished"
             await self.flush()
         if self._len_client is not None:
@@ -353,7 +282,6 @@ class RedisScheduler:
         """Leases this node holds in Redis: buffered, running, or done and waiting for their ack."""
         return len(self.leases) + self.leases.pending_acks()
 
-    # -- ack after the scrape ---------------------------------------------------------------
     def _watch_scrapes(self) -> None:
         """Mark a lease finished when the scraper is done with its response or failure.
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from distributed_crawler.core.traps import DomainHosts
 from distributed_crawler.defaults import SettingsReader
@@ -57,3 +57,14 @@ class SchedulerConfig:
     def renew_interval(self) -> float:
         """Renew well before expiry: a third of the lease, at most every 10 s."""
         return max(0.5, min(10.0, self.lease_seconds / 3))
+
+
+def redis_dupefilter(dupefilter: Any, settings: BaseSettings) -> Any:
+    """The DUPEFILTER_CLASS instance, if it is one the scheduler can drive (else a one-line error)."""
+    for attr in ("open_dedup", "fingerprint_hex"):
+        if not hasattr(dupefilter, attr):
+            raise ValueError(
+                f"DUPEFILTER_CLASS ({settings['DUPEFILTER_CLASS']}) is not a Redis dupefilter; "
+                "use distributed_crawler.dedup.dupefilter.BloomDupeFilter"
+            )
+    return dupefilter

@@ -1,7 +1,9 @@
 """What Redis may throw at a node's scheduler, and what the node does about it.
 
-No scheduler task dies because of data: an outage, a key of the wrong type, a corrupt key or a
-script that refuses it all mean "wait and retry", with one ERROR line per episode for the operator.
+Outages are the node's RedisPolicy's (connection/policy.py): each call names its Purpose (lease,
+ack, push, dead letter, heartbeat, stats). What is left here is data: a key of the wrong type, a
+corrupt key or a script that refuses it mean "wait and retry" (or skip, for a degraded purpose),
+with one ERROR line per episode for the operator; no scheduler task dies because of data.
 """
 
 from __future__ import annotations
@@ -13,8 +15,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog
-from distributed_crawler.connection.retrying import retry_transient
+from distributed_crawler.connection.policy import Purpose, RedisPolicy
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type, preview
 from distributed_crawler.dedup.dupefilter import DEDUP_TYPES, DedupDataError
 from distributed_crawler.dedup.recent import RecentFingerprints
@@ -22,7 +23,7 @@ from distributed_crawler.queue.base import Frontier
 
 logger = logging.getLogger("distributed_crawler.core.scheduler")  # the scheduler's lines, where watchers look
 
-DATA_BACKOFF_MAX = 5.0  # a key of the wrong type or a corrupt key: how often a waiting node looks again
+DATA_BACKOFF_MAX = 5.0  # a degraded call refused for its data: how long its loop waits before the next round
 BROKEN_HOSTS_LOGGED = 10_000  # host queue keys of the wrong type remembered (logged once each)
 
 
@@ -31,27 +32,32 @@ class RedisTrouble:
         self,
         frontier: Callable[[], Frontier],
         dupefilter: Any,
-        masked_url: str,
+        policy: RedisPolicy,
         recent: RecentFingerprints,
         stopped: Callable[[], bool],
     ) -> None:
         self._frontier = frontier
         self.df = dupefilter
+        self.policy = policy
         self.recent = recent
         self.stopped = stopped
-        self.outage = OutageLog("scheduling", masked_url)
+        # a failover or a restart may have lost writes Redis had acknowledged (asynchronous
+        # replication): links this node sent may be gone, so the shared filter decides again
+        policy.when_back(recent.clear)
         self._wrong_types = WrongTypeLog("scheduling", logger)
         self._data_errors = EpisodeLog(logger)
         self._broken_hosts: set[str] = set()  # host queue keys of the wrong type, logged once each
 
-    async def retrying(self, what: str, call: Any) -> Any:
-        """Run a Redis call until it succeeds, backing off on outages and bad data (never drops work)."""
-        # closing: CancelledError, the caller's work stays leased or in the outbox
-        return await retry_transient(
+    async def run(
+        self, purpose: Purpose, what: str, call: Any, default: Any = None, stopped: Callable[[], bool] | None = None
+    ) -> Any:
+        """Run a Redis call for `purpose` (the policy's behaviour: retry, wait or degrade), backing
+        off on bad data too. Closing: NodeStopping, the caller's work stays leased or in the outbox."""
+        return await self.policy.run(
+            purpose,
             call,
-            outage=self.outage,
-            stopped=self.stopped,
-            max_delay=DATA_BACKOFF_MAX,
+            default=default,
+            stopped=stopped or self.stopped,
             on_error=partial(self.failed, what),  # re-raises what is a bug
             on_ok=partial(self.ok, what),
         )
@@ -83,18 +89,14 @@ class RedisTrouble:
             )
 
     async def failed(self, what: str, exc: BaseException) -> None:
-        """Why a Redis call failed, logged once per episode; re-raises what is not Redis's or data's."""
+        """Why a Redis call refused its data, logged once per episode; re-raises what is a bug
+        (a transient error raised while looking counts as the call's: the policy's)."""
         frontier = self._frontier()
-        if isinstance(exc, TRANSIENT_ERRORS):
-            self.outage.failed(exc)
-        elif isinstance(exc, DedupDataError):
+        if isinstance(exc, DedupDataError):
             self._data_errors.failed(what, "%s; the node waits and retries (%s)", exc, what)
         elif is_wrong_type(exc):
             fixes = {self.df.key: f"dcrawl dedup reset {frontier.spider}"}
-            try:
-                await self._wrong_types.check(frontier.client, self._expected_types(), fixes, exc)
-            except TRANSIENT_ERRORS as lost:
-                self.outage.failed(lost)
+            await self._wrong_types.check(frontier.client, self._expected_types(), fixes, exc)
         elif isinstance(exc, ResponseError):
             await self._diagnose_script_error(what, exc)
         else:
@@ -108,7 +110,7 @@ class RedisTrouble:
             seq = frontier.sequence_key
             try:
                 raw = await frontier.client.get(seq)
-            except TRANSIENT_ERRORS + (ResponseError,):
+            except ResponseError:
                 raw = None
             if raw is not None and not raw.isdigit():
                 fix = f"{seq} holds {preview(raw, 40)!r}, not a counter: `redis-cli del '{seq}'`"
@@ -122,14 +124,9 @@ class RedisTrouble:
         )
 
     async def ok(self, what: str) -> None:
-        if self.outage.since is not None:
-            # a failover or a restart may have lost writes Redis had acknowledged (asynchronous
-            # replication): links this node sent may be gone, so the shared filter decides again
-            self.recent.clear()
-        self.outage.ok()
         self._data_errors.ok(what)
         if self._wrong_types.reported:
             try:
                 await self._wrong_types.resolved(self._frontier().client, self._expected_types())
-            except TRANSIENT_ERRORS + (ResponseError,):
+            except ResponseError:
                 pass  # looked at again after the next call

@@ -14,13 +14,12 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import ResponseError
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS
+from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.downloadermiddlewares.retry import slot_of_request
@@ -114,10 +113,16 @@ class AdaptiveDelayMiddleware:
         if now - when < WRITE_EVERY or abs(delay - written) <= CHANGE * max(written, 0.05):
             return
         self._written[slot] = (delay, now)
-        try:
-            await self.hosts.set_adaptive_delay(slot, delay)  # type: ignore[union-attr]
-        except TRANSIENT_ERRORS + (ResponseError,) as exc:
+        hosts = self.hosts
+
+        async def write() -> Any:
+            return await hosts.set_adaptive_delay(slot, delay)  # type: ignore[union-attr]
+
+        async def refused(exc: BaseException) -> None:
             logger.debug("adaptive delay of %s not written: %s", slot, exc)
+
+        # a hint: Redis away or the host hash refused -> written again at the next change
+        await RedisContext.of(self.crawler).policy.run(Purpose.CACHE, write, on_error=refused)
         self.crawler.stats.set_value("politeness/adaptive_delay_max", max(self._max_written(), delay))
 
     def _max_written(self) -> float:

@@ -28,6 +28,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -36,7 +37,8 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig
+from distributed_crawler.connection.clients import RedisConfig
+from distributed_crawler.connection.policy import NodeStopping, Purpose, RedisPolicy
 from distributed_crawler.connection.untrusted import EpisodeLog, OnceLog, WrongTypeLog, finite, is_wrong_type
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.defaults import SettingsReader
@@ -61,7 +63,6 @@ logger = logging.getLogger(__name__)
 MAX_RESERVATIONS = 3  # a request that keeps waking up late goes after its third slot anyway
 LATE_FLOOR = 0.05  # seconds of wake-up lateness always tolerated (high rates, tiny intervals)
 STOP_CHECK_SECONDS = 0.5  # a waiting request notices a graceful stop within this
-DATA_BACKOFF_MAX = 5.0  # a rate key Redis refuses (wrong type, corrupt): how often a request looks again
 CAP_RECHECK = 0.05  # a domain at its in-flight cap is looked at again this much later (doubling to 0.5 s)
 
 
@@ -157,6 +158,10 @@ class PolitenessConfig:
         return self.key_template % {"domain": domain}
 
 
+async def _ignore(exc: BaseException) -> None:
+    return None
+
+
 def _domain_template(read: SettingsReader, name: str) -> str:
     template = read.str(name)
     try:
@@ -171,8 +176,11 @@ def _domain_template(read: SettingsReader, name: str) -> str:
 class DomainRateLimitMiddleware:
     """Downloader middleware (720, after the proxy middleware): waits for the domain's slot."""
 
-    def __init__(self, crawler: Crawler, config: PolitenessConfig, redis_config: RedisConfig) -> None:
+    def __init__(
+        self, crawler: Crawler, config: PolitenessConfig, redis_config: RedisConfig, policy: RedisPolicy
+    ) -> None:
         self.crawler = crawler
+        self.policy = policy
         self.stats = crawler.stats
         self.config = config
         self.redis_config = redis_config
@@ -180,7 +188,6 @@ class DomainRateLimitMiddleware:
         self.script: Any = None
         self.in_flight: Any = None  # lua/in_flight.lua, single-queue modes with a cap only
         self._tokens = 0
-        self._outage = OutageLog("politeness", redis_config.masked_url)
         self._wrong_types = WrongTypeLog("politeness", logger)
         self._data_errors = EpisodeLog(logger)
         self._odd_waits = OnceLog(logger)
@@ -194,7 +201,8 @@ class DomainRateLimitMiddleware:
             # a per-host frontier enforces DOMAIN_RATE_LIMIT(S) at pop time (lua/host_pop.lua);
             # no reason given: Scrapy would log a WARNING on every start for the normal case
             raise NotConfigured
-        mw = cls(crawler, config, RedisContext.of(crawler).config)
+        context = RedisContext.of(crawler)
+        mw = cls(crawler, config, context.config, context.policy)
         crawler.signals.connect(mw.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(mw.spider_closed, signal=signals.spider_closed)
         return mw
@@ -275,12 +283,16 @@ class DomainRateLimitMiddleware:
         self._tokens += 1
         token = f"{self.node}:{self._tokens}"
         pause = CAP_RECHECK
+        args = ["take", token, cap, f"{self.config.token_seconds:.0f}"]
         while True:
-            try:
-                taken = await self.in_flight(keys=[key], args=["take", token, cap, f"{self.config.token_seconds:.0f}"])
-            except TRANSIENT_ERRORS + (ResponseError,) as exc:
-                self._outage.failed(exc)
-                return True
+            # a hint the node can do without: Redis away or the key refused -> the request goes
+            # uncapped (the rate slot's reservation below waits out an outage and says so)
+            taken = await self.policy.run(
+                Purpose.CACHE,
+                partial(self.in_flight, keys=[key], args=args),
+                default=1,
+                on_error=partial(self._token_refused, key),
+            )
             if int(taken or 0) == 1:
                 request.meta[IN_FLIGHT_TOKEN_META] = [key, token]
                 return True
@@ -294,10 +306,10 @@ class DomainRateLimitMiddleware:
         held = request.meta.pop(IN_FLIGHT_TOKEN_META, None)
         if self.in_flight is None or not isinstance(held, list) or len(held) != 2:
             return
-        try:
-            await self.in_flight(keys=[held[0]], args=["give", held[1]])
-        except TRANSIENT_ERRORS + (ResponseError,):
-            pass  # it expires after token_seconds
+        # not given back (Redis away, key refused): it expires after token_seconds
+        await self.policy.run(
+            Purpose.CACHE, partial(self.in_flight, keys=[held[0]], args=["give", held[1]]), on_error=_ignore
+        )
 
     async def process_response(self, request: Request, response: Any, spider: Spider | None = None) -> Any:
         await self._give_token(request)
@@ -315,28 +327,29 @@ class DomainRateLimitMiddleware:
         return True
 
     async def _reserve(self, key: str, interval: float) -> float:
-        """The wait before this request's slot; retries while Redis is away (the node is stalled then anyway)."""
-        delay = 0.1
-        while True:
-            try:
-                raw = await self.script(keys=[key], args=[f"{interval:.6f}"])
-            except TRANSIENT_ERRORS as exc:
-                self._outage.failed(exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-                continue
-            except ResponseError as exc:  # the rate key is of the wrong type or corrupt: wait, one ERROR line
-                await self._refused(key, exc)
-                if node_stopping(self.crawler):
-                    return 0.0  # stopping: the few requests in flight go, rather than hang the close
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, DATA_BACKOFF_MAX)
-                continue
-            self._outage.ok()
+        """The wait before this request's slot. PERMIT: while Redis is away (or the rate key is
+        corrupt: one ERROR line) the request waits; once the node stops it goes at once, rather
+        than hang the close."""
+
+        async def reserve() -> Any:
+            return await self.script(keys=[key], args=[f"{interval:.6f}"])
+
+        async def fixed() -> None:
             self._data_errors.ok(f"politeness ({key})")
             if self._wrong_types.reported:
                 await self._wrong_types.resolved(self.client, {key: ("string",)})
-            return self._wait(raw, key)
+
+        try:
+            raw = await self.policy.run(
+                Purpose.PERMIT,
+                reserve,
+                stopped=lambda: node_stopping(self.crawler),
+                on_error=partial(self._refused, key),
+                on_ok=fixed,
+            )
+        except NodeStopping:
+            return 0.0
+        return self._wait(raw, key)
 
     def _wait(self, raw: Any, key: str) -> float:
         """rate.lua's answer as seconds; NaN, infinite or negative (a corrupt key) counts as no wait."""
@@ -352,18 +365,33 @@ class DomainRateLimitMiddleware:
             return 0.0
         return wait
 
-    async def _refused(self, key: str, exc: ResponseError) -> None:
+    async def _token_refused(self, key: str, exc: BaseException) -> None:
+        """The in-flight key is of the wrong type or corrupt: one line, requests to it go uncapped."""
+        if not isinstance(exc, ResponseError):
+            raise exc  # a bug
+        self._odd_waits.skipped(
+            "in_flight",
+            "Redis refused the in-flight tokens of %s (%s); requests to that domain go uncapped. Fix: `redis-cli del '%s'`",
+            key,
+            str(exc)[:300],
+            key,
+        )
+
+    async def _refused(self, key: str, exc: BaseException) -> None:
+        """The rate key is of the wrong type or corrupt: one ERROR line, requests to it wait."""
+        if not isinstance(exc, ResponseError):
+            raise exc  # a bug
+        if not is_wrong_type(exc):
+            self._data_errors.failed(
+                f"politeness ({key})",
+                "Redis refused the rate limit of %s (%s); requests to that domain wait. Fix: `redis-cli del '%s'`",
+                key,
+                str(exc)[:300],
+                key,
+                exc_info=exc,
+            )
+            return
         try:
-            if is_wrong_type(exc):
-                await self._wrong_types.check(self.client, {key: ("string",)}, exc=exc)
-            else:
-                self._data_errors.failed(
-                    f"politeness ({key})",
-                    "Redis refused the rate limit of %s (%s); requests to that domain wait. Fix: `redis-cli del '%s'`",
-                    key,
-                    str(exc)[:300],
-                    key,
-                    exc_info=exc,
-                )
-        except TRANSIENT_ERRORS + (ResponseError,) as lost:
-            self._outage.failed(lost)
+            await self._wrong_types.check(self.client, {key: ("string",)}, exc=exc)
+        except ResponseError as lost:  # TYPE refused (an ACL): the wait goes on
+            logger.debug("Checking the type of %s failed: %r", key, lost)

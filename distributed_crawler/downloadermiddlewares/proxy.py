@@ -29,6 +29,7 @@ import asyncio
 import logging
 import random
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import ResponseError
@@ -48,7 +49,8 @@ from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet import error as tx_errors
 from twisted.web.client import ResponseFailed, ResponseNeverReceived
 
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig
+from distributed_crawler.connection.clients import RedisConfig
+from distributed_crawler.connection.policy import NodeStopping, Purpose, RedisPolicy
 from distributed_crawler.connection.untrusted import EpisodeLog, OnceLog, WrongTypeLog, is_wrong_type
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.internals import node_stopping
@@ -141,10 +143,12 @@ class ProxyPoolMiddleware:
         crawler: Crawler,
         config: ProxyConfig,
         redis_config: RedisConfig,
+        policy: RedisPolicy,
     ) -> None:
         self.crawler = crawler
         self.config = config
         self.redis_config = redis_config
+        self.policy = policy
         self.stats = crawler.stats
         self.active = False
         self.client: Any = None
@@ -154,7 +158,6 @@ class ProxyPoolMiddleware:
         self._next_revive = 0.0
         self._waiter: asyncio.Future[None] | None = None
         self._empty_warned = False
-        self.outage = OutageLog("proxy pick", redis_config.masked_url)
         self._wrong_types = WrongTypeLog("the proxy pool", logger)
         self._data_errors = EpisodeLog(logger)
         self._bad_members = OnceLog(logger)
@@ -164,7 +167,8 @@ class ProxyPoolMiddleware:
         config = ProxyConfig.from_settings(crawler.settings)
         if config.enabled is False:
             raise NotConfigured("PROXY_ENABLED is False")
-        mw = cls(crawler, config, RedisContext.of(crawler).config)
+        context = RedisContext.of(crawler)
+        mw = cls(crawler, config, context.config, context.policy)
         crawler.signals.connect(mw.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(mw.spider_closed, signal=signals.spider_closed)
         return mw
@@ -271,20 +275,10 @@ class ProxyPoolMiddleware:
         if sticky is not None and not (avoid and proxy_digest(sticky) in avoid):
             return sticky
         while True:
-            try:
-                await self._maybe_revive()
-                proxy = await self._pick(avoid)
-                self.outage.ok()
-                await self._pool_ok("picking a proxy")
-            except TRANSIENT_ERRORS as exc:  # hold the request until Redis is back (or the node stops)
-                self.outage.failed(exc)
-                if self._stopping():
-                    return None
-                await asyncio.sleep(EMPTY_POLL_SECONDS)
-                continue
-            except ResponseError as exc:  # the pool's keys are unusable: as if it were empty
-                await self._refused("picking a proxy", exc)
-                proxy = None
+            try:  # PERMIT: the request is held until Redis is back (or the node stops)
+                proxy = await self.policy.run(Purpose.PERMIT, partial(self._pick, avoid), stopped=self._stopping)
+            except NodeStopping:
+                return None
             if proxy is not None:
                 if self._empty_warned:
                     self._empty_warned = False
@@ -311,7 +305,18 @@ class ProxyPoolMiddleware:
 
     async def _pick(self, avoid: tuple[str, ...] = ()) -> str | None:
         """A pooled proxy that is a valid proxy URL, not one of `avoid` while there is another;
-        members that are not proxy URLs are skipped (logged once)."""
+        members that are not proxy URLs are skipped (logged once). Unusable pool keys: as if the
+        pool were empty."""
+        try:
+            await self._maybe_revive()
+            proxy = await self._pick_member(avoid)
+        except ResponseError as exc:
+            await self._refused("picking a proxy", exc)
+            return None
+        await self._pool_ok("picking a proxy")
+        return proxy
+
+    async def _pick_member(self, avoid: tuple[str, ...]) -> str | None:
         assert self.pool is not None
         for _ in range(PICK_TRIES):
             member = await self.pool.pick(random.random(), avoid)
@@ -333,22 +338,23 @@ class ProxyPoolMiddleware:
         return None
 
     async def _refused(self, what: str, exc: ResponseError) -> None:
-        """A pool key of the wrong type or a failing script: one ERROR line, then PROXY_EMPTY_POLICY."""
+        """A pool key of the wrong type or a failing script: one ERROR line, then PROXY_EMPTY_POLICY.
+        (Redis gone meanwhile raises: the caller's purpose decides.)"""
+        if not is_wrong_type(exc):
+            self._data_errors.failed(
+                what,
+                "Redis refused %s (%s); requests follow PROXY_EMPTY_POLICY=%s until it works",
+                what,
+                str(exc)[:300],
+                self.config.empty_policy,
+                exc_info=exc,
+            )
+            return
+        expected = {self.config.pool_key: ("zset",), self.config.dead_key: ("hash",)}
         try:
-            if is_wrong_type(exc):
-                expected = {self.config.pool_key: ("zset",), self.config.dead_key: ("hash",)}
-                await self._wrong_types.check(self.client, expected, exc=exc)
-            else:
-                self._data_errors.failed(
-                    what,
-                    "Redis refused %s (%s); requests follow PROXY_EMPTY_POLICY=%s until it works",
-                    what,
-                    str(exc)[:300],
-                    self.config.empty_policy,
-                    exc_info=exc,
-                )
-        except TRANSIENT_ERRORS + (ResponseError,) as lost:
-            self.outage.failed(lost)
+            await self._wrong_types.check(self.client, expected, exc=exc)
+        except ResponseError as lost:  # TYPE refused (an ACL): the ERROR line names no key, the wait goes on
+            logger.debug("Checking the proxy pool's key types failed: %r", lost)
 
     async def _pool_ok(self, what: str) -> None:
         self._data_errors.ok(what)
@@ -367,17 +373,23 @@ class ProxyPoolMiddleware:
         while not self._stopping():
             await asyncio.sleep(EMPTY_POLL_SECONDS)
             try:
-                await self._maybe_revive()
-                pooled, _ = await self.pool.counts()
-            except TRANSIENT_ERRORS:
-                continue
-            except ResponseError as exc:
-                await self._refused("waiting for proxies", exc)
-                continue
-            if pooled:
+                if await self.policy.run(Purpose.PERMIT, self._pooled, stopped=self._stopping):
+                    return
+            except NodeStopping:
                 return
 
-    async def _maybe_revive(self) -> None:  # raises TRANSIENT_ERRORS
+    async def _pooled(self) -> int:
+        """How many proxies the pool holds now (0 while its keys are unusable)."""
+        assert self.pool is not None
+        try:
+            await self._maybe_revive()
+            pooled, _ = await self.pool.counts()
+        except ResponseError as exc:
+            await self._refused("waiting for proxies", exc)
+            return 0
+        return pooled
+
+    async def _maybe_revive(self) -> None:
         if not self.config.revive_seconds or time.monotonic() < self._next_revive or self.pool is None:
             return
         self._next_revive = time.monotonic() + REVIVE_CHECK_SECONDS
@@ -413,17 +425,22 @@ class ProxyPoolMiddleware:
         return reason.replace(proxy, mask_url(proxy))
 
     async def _record(self, request: Request, proxy: str, failure: str | None) -> None:
-        assert self.pool is not None
-        try:
-            if failure is None:
-                await self.pool.success(proxy)
-                return
-            outcome = await self.pool.failure(proxy, failure)
-        except TRANSIENT_ERRORS as exc:  # the outcome is lost; the crawl goes on
-            self.outage.failed(exc)
-            return
-        except ResponseError as exc:  # a pool key of the wrong type: the outcome is lost, logged once
-            await self._refused("recording a proxy outcome", exc)
+        pool = self.pool
+        assert pool is not None
+
+        async def record() -> Any:
+            try:
+                if failure is None:
+                    await pool.success(proxy)
+                    return None
+                return await pool.failure(proxy, failure)
+            except ResponseError as exc:  # a pool key of the wrong type: the outcome is lost, logged once
+                await self._refused("recording a proxy outcome", exc)
+                return None
+
+        # STATS: Redis away, the outcome is lost (counted in redis/stats/degraded); the crawl goes on
+        outcome = await self.policy.run(Purpose.STATS, record)
+        if outcome is None:
             return
         self.stats.inc_value("proxy/failed")
         self._forget_if_gone(proxy, outcome)

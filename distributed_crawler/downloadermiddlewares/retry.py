@@ -30,6 +30,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import ResponseError
@@ -39,7 +40,8 @@ from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.python import global_object_name
 from scrapy.utils.response import response_status_message
 
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisConfig
+from distributed_crawler.connection.clients import RedisConfig
+from distributed_crawler.connection.policy import NodeStopping, Purpose
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, finite, is_wrong_type
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.defaults import SettingsReader
@@ -69,9 +71,15 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-DATA_BACKOFF_MAX = 5.0  # the failed list Redis refuses (wrong type): how often a dead letter tries again
 RESET_EVERY = 1.0  # seconds: a node resets one host's backoff level at most this often
 DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+async def _refused_into(refused: list[BaseException], exc: BaseException) -> None:
+    """`on_error` for a host-politeness write: Redis refusing it is noted, like an outage it is not done."""
+    if not isinstance(exc, ResponseError):
+        raise exc
+    refused.append(exc)
 
 
 class RetryLater(Exception):
@@ -289,20 +297,27 @@ class DistributedRetryMiddleware(RetryMiddleware):
 
     async def block_host(self, slot: str, retry_after: float | None, reason: str) -> float | None:
         """Block `slot` for every node (lua/host_block.lua); returns the seconds it stays blocked."""
-        assert self.hosts is not None
-        try:
-            left = finite(
-                await self.hosts.block_host(
+        hosts = self.hosts
+        assert hosts is not None
+        refused: list[BaseException] = []
+
+        async def block() -> float:
+            return finite(
+                await hosts.block_host(
                     slot, retry_after, reason, self.config.backoff_base, self.config.backoff_max, self.rand()
                 )
             )
-        except TRANSIENT_ERRORS + (ResponseError,) as exc:
+
+        # CACHE: Redis away -> not blocked (the node's outage line says why)
+        left = await self.context.policy.run(Purpose.CACHE, block, on_error=partial(_refused_into, refused))
+        if refused:
             self._block_errors.failed(
                 "blocking hosts",
                 "Host %s not blocked (Redis: %s); its other requests go on at their usual pace",
                 slot,
-                str(exc)[:200],
+                str(refused[0])[:200],
             )
+        if left is None:
             return None
         self._block_errors.ok("blocking hosts")
         self.crawler.stats.inc_value("retry/host_blocked")
@@ -312,15 +327,20 @@ class DistributedRetryMiddleware(RetryMiddleware):
         return left
 
     async def _reset(self, slot: str) -> None:
-        assert self.hosts is not None
+        hosts = self.hosts
+        assert hosts is not None
         clock = time.monotonic()
         if clock - self._reset_at.get(slot, -RESET_EVERY) < RESET_EVERY:
             return
         self._reset_at[slot] = clock
-        try:
-            await self.hosts.reset_host_backoff(slot)
+
+        async def reset() -> bool:
+            await hosts.reset_host_backoff(slot)
+            return True
+
+        if await self.context.policy.run(Purpose.CACHE, reset, default=False, on_error=partial(_refused_into, [])):
             self.crawler.stats.inc_value("retry/host_backoff_reset")
-        except TRANSIENT_ERRORS + (ResponseError,):
+        else:
             self._reset_at.pop(slot, None)  # the next success tries again
 
     # -- retry or dead-letter -------------------------------------------------------------
@@ -329,8 +349,14 @@ class DistributedRetryMiddleware(RetryMiddleware):
     ) -> Request | None:
         new = self._retry(request, reason)
         if new is None:
-            await self._dead_letter(request, reason, status)
-            return None
+            if await self._dead_letter(request, reason, status):
+                return None
+            # the node stops before the dead letter is written: the request goes back with its
+            # lease (nothing lost; a later delivery dead-letters it)
+            self.crawler.stats.inc_value("retry/handed_back")
+            again = request.copy()
+            again.dont_filter = True
+            return again
         delay = retry_delay(new.meta[RETRY_TIMES_META], self.config, retry_after)
         for key in (PROXY_BAN_META, RETRY_DELAY_META):
             new.meta.pop(key, None)
@@ -345,11 +371,14 @@ class DistributedRetryMiddleware(RetryMiddleware):
             await asyncio.sleep(delay)
         return new
 
-    async def _dead_letter(self, request: Request, reason: str | Exception, status: int | None) -> None:
+    async def _dead_letter(self, request: Request, reason: str | Exception, status: int | None) -> bool:
+        """Write the request's dead letter (DEADLETTER: retried until Redis takes it); False when
+        the node stops first."""
         if isinstance(reason, Exception):
             reason = f"{global_object_name(reason.__class__)}: {reason}"
-        if self.dead_letters is None or LEASE_META not in request.meta:
-            return  # not a scheduled request (robots.txt): nothing to requeue
+        dead_letters = self.dead_letters
+        if dead_letters is None or LEASE_META not in request.meta:
+            return True  # not a scheduled request (robots.txt): nothing to requeue
         self.crawler.stats.inc_value("retry/failed")
         extra: dict[str, Any] = {
             "status": status,
@@ -365,53 +394,36 @@ class DistributedRetryMiddleware(RetryMiddleware):
         except (TypeError, ValueError) as exc:  # UnserializableRequestError is a TypeError
             extra["payload_error"] = str(exc)
         entry = failure_entry(request.url, str(reason), self.node_id, **extra)
-        attempt, delay = 0, 0.5
-        while True:
-            try:
-                await self.dead_letters.push([entry])
-                await self._failed_key_ok()
-                return
-            except TRANSIENT_ERRORS as exc:
-                attempt += 1
-                if attempt == 3:  # the entry's payload may carry headers: not logged
-                    logger.error(
-                        "Dead letter for %s not written (Redis: %s); failed after %s attempts: %s",
-                        request.url,
-                        exc,
-                        extra["attempts"],
-                        reason,
-                    )
-                    return
-                await asyncio.sleep(0.5)
-            except ResponseError as exc:  # the failed list is of the wrong type: wait until it is fixed
-                await self._refused(exc)
-                if node_stopping(self.crawler):
-                    logger.error(
-                        "Dead letter for %s not written (Redis refused: %s) and the node is stopping; "
-                        "failed after %s attempts: %s",
-                        request.url,
-                        str(exc)[:200],
-                        extra["attempts"],
-                        reason,
-                    )
-                    return
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, DATA_BACKOFF_MAX)
-
-    async def _refused(self, exc: ResponseError) -> None:
         try:
-            if is_wrong_type(exc):
-                await self._wrong_types.check(self.client, {self.failed_key: ("list",)}, exc=exc)
-            else:
-                self._data_errors.failed(
-                    "writing dead letters",
-                    "Redis refused a dead letter for %s (%s); retrying with backoff",
-                    self.failed_key,
-                    str(exc)[:300],
-                    exc_info=exc,
-                )
-        except TRANSIENT_ERRORS + (ResponseError,):
-            pass
+            await self.context.policy.run(
+                Purpose.DEADLETTER,
+                partial(dead_letters.push, [entry]),
+                stopped=lambda: node_stopping(self.crawler),
+                on_error=self._refused,
+                on_ok=self._failed_key_ok,
+            )
+        except NodeStopping:
+            return False
+        return True
+
+    async def _refused(self, exc: BaseException) -> None:
+        """The failed list is of the wrong type (or Redis refuses the entry): one ERROR line, then
+        the dead letter waits until it is fixed."""
+        if not isinstance(exc, ResponseError):
+            raise exc
+        if not is_wrong_type(exc):
+            self._data_errors.failed(
+                "writing dead letters",
+                "Redis refused a dead letter for %s (%s); retrying with backoff",
+                self.failed_key,
+                str(exc)[:300],
+                exc_info=exc,
+            )
+            return
+        try:
+            await self._wrong_types.check(self.client, {self.failed_key: ("list",)}, exc=exc)
+        except ResponseError as lost:  # TYPE refused (an ACL): the wait goes on
+            logger.debug("Checking the type of %s failed: %r", self.failed_key, lost)
 
     async def _failed_key_ok(self) -> None:
         self._data_errors.ok("writing dead letters")

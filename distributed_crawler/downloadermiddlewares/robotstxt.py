@@ -30,6 +30,8 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import ResponseError
@@ -43,7 +45,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.misc import build_from_crawler
 from twisted.internet.defer import Deferred
 
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS
+from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import EpisodeLog, finite, text
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.guard import AddressRefused
@@ -66,6 +68,12 @@ MAX_BODY = 512 * 1024  # RFC 9309: parse at least 500 KiB
 LOCAL_SECONDS = 300.0  # a node re-reads the cache at least this often (another node may refresh it)
 #: Reason of the host block set while robots.txt is fetched; only a block with this reason is lifted.
 ROBOTS_PENDING = "robots.txt pending"
+
+
+async def _ignored(exc: BaseException) -> None:
+    """`on_error` for a cache write Redis refuses: the same fallback as when Redis is away."""
+    if not isinstance(exc, ResponseError):
+        raise exc
 
 
 def rules_of(entry: dict[str, Any]) -> bytes:
@@ -144,6 +152,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)  # NotConfigured unless ROBOTSTXT_OBEY
         read = SettingsReader(crawler.settings)
+        self.policy = RedisContext.of(crawler).policy
         self.key_template = read.str("ROBOTS_CACHE_KEY")
         self.cache_seconds = read.int("ROBOTS_CACHE_SECONDS", min=1)
         self.error_seconds = read.int("ROBOTS_ERROR_CACHE_SECONDS", min=1)
@@ -178,6 +187,16 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         if self.client is not None:
             self.client = None
             await self.context.release()
+
+    def _refused(self, what: str, message: str) -> Callable[[BaseException], Awaitable[None]]:
+        """`on_error` for a cache call Redis refuses (a key of another type): logged once an episode."""
+
+        async def refused(exc: BaseException) -> None:
+            if not isinstance(exc, ResponseError):
+                raise exc
+            self._errors.failed(what, message, exc)
+
+        return refused
 
     def cache_key(self, netloc: str) -> str:
         return cache_key(self.key_template, self.spider_name, netloc)
@@ -221,11 +240,12 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         return parser
 
     async def _from_cache(self, netloc: str) -> RobotParser | None:
-        try:
-            raw = await self.client.get(self.cache_key(netloc))
-        except TRANSIENT_ERRORS + (ResponseError,) as exc:
-            self._errors.failed("reading robots.txt", "robots.txt cache unreadable (%s); fetching here", exc)
-            return None
+        # CACHE: Redis away (or refusing the key) -> as if not cached: fetched here
+        raw = await self.policy.run(
+            Purpose.CACHE,
+            partial(self.client.get, self.cache_key(netloc)),
+            on_error=self._refused("reading robots.txt", "robots.txt cache unreadable (%s); fetching here"),
+        )
         if raw is None:
             return None
         try:
@@ -243,10 +263,9 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         in host mode block the host until the fetching node lifts it. True: the host is blocked."""
         if netloc in self._fetching:
             return self.hosts is not None  # we fetch it, and blocked the host when we started
-        try:
-            won = await self.client.set(f"{self.cache_key(netloc)}:lock", "1", nx=True, ex=self.lock_seconds)
-        except TRANSIENT_ERRORS + (ResponseError,):
-            won = True  # Redis out: fetch here rather than never
+        lock = partial(self.client.set, f"{self.cache_key(netloc)}:lock", "1", nx=True, ex=self.lock_seconds)
+        # Redis away or refusing: fetch here rather than never
+        won = await self.policy.run(Purpose.CACHE, lock, default=True, on_error=_ignored)
         if won:
             self._fetch_task(scheme, netloc, request)
         return await self._block_host(request, ROBOTS_PENDING)
@@ -301,30 +320,34 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
             )
         parser = self._remember(netloc, entry)
         key = self.cache_key(netloc)
-        try:
+
+        async def share() -> None:
             ttl = self.cache_seconds if entry_ok(entry) else self.error_seconds
             await self.client.set(key, json.dumps(entry), ex=ttl)
             await self.client.delete(f"{key}:lock")
             await self._crawl_delay(parser, request)
             if self.hosts is not None and entry_ok(entry):
                 await self.hosts.unblock_host(slot_of_request(request), ROBOTS_PENDING)
-        except TRANSIENT_ERRORS + (ResponseError,) as exc:
-            self._errors.failed("storing robots.txt", "robots.txt of %s not cached in Redis (%s)", netloc, exc)
+
+        # CACHE: Redis away -> kept in this node only; the host's block and the lock expire by themselves
+        await self.policy.run(
+            Purpose.CACHE,
+            share,
+            on_error=self._refused("storing robots.txt", f"robots.txt of {netloc} not cached in Redis (%s)"),
+        )
         return parser
 
     async def _unblock(self, request: Request) -> None:
         if self.hosts is None:
             return
-        try:
-            await self.hosts.unblock_host(slot_of_request(request), ROBOTS_PENDING)
-        except TRANSIENT_ERRORS + (ResponseError,):
-            pass  # the block ends by itself after ROBOTS_WAIT_SECONDS
+        unblock = partial(self.hosts.unblock_host, slot_of_request(request), ROBOTS_PENDING)
+        # not done: the block ends by itself after ROBOTS_WAIT_SECONDS
+        await self.policy.run(Purpose.CACHE, unblock, on_error=_ignored)
 
     async def _unlock(self, netloc: str) -> None:
-        try:
-            await self.client.delete(f"{self.cache_key(netloc)}:lock")
-        except TRANSIENT_ERRORS + (ResponseError,):
-            pass  # it expires after ROBOTS_LOCK_SECONDS
+        unlock = partial(self.client.delete, f"{self.cache_key(netloc)}:lock")
+        # not done: it expires after ROBOTS_LOCK_SECONDS
+        await self.policy.run(Purpose.CACHE, unlock, on_error=_ignored)
 
     async def _crawl_delay(self, parser: RobotParser, request: Request) -> None:
         """Host mode: the Crawl-delay for our user agent -> host hash `cd` (absent: field removed)."""
@@ -346,8 +369,11 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         """Host mode: block the request's host for ROBOTS_WAIT_SECONDS at most. True when blocked."""
         if self.hosts is None:
             return False
-        try:
-            await self.hosts.block_host(slot_of_request(request), self.wait_seconds, reason, 1.0, 60.0, 0.5)
-        except TRANSIENT_ERRORS + (ResponseError,):
-            return False  # the requests go back to delayed for ROBOTS_WAIT_SECONDS instead
-        return True
+        block = partial(self.hosts.block_host, slot_of_request(request), self.wait_seconds, reason, 1.0, 60.0, 0.5)
+
+        async def blocked() -> bool:
+            await block()
+            return True
+
+        # not blocked: the requests go back to delayed for ROBOTS_WAIT_SECONDS instead
+        return bool(await self.policy.run(Purpose.CACHE, blocked, default=False, on_error=_ignored))

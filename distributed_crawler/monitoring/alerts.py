@@ -19,7 +19,7 @@ from redis.exceptions import ResponseError
 from scrapy.settings import BaseSettings
 
 from distributed_crawler import __version__
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS
+from distributed_crawler.connection.policy import Purpose, RedisPolicy
 from distributed_crawler.connection.untrusted import OnceLog, is_wrong_type, wrong_type_message
 from distributed_crawler.defaults import SettingsReader
 
@@ -65,8 +65,11 @@ def post_json(url: str, payload: dict[str, Any], timeout: float) -> int:
 class Alerter:
     """Raises alerts for one spider (asyncio client; call from the reactor's loop)."""
 
-    def __init__(self, config: AlertConfig, client: Any, key: str, spider: str, reporter: str) -> None:
+    def __init__(
+        self, config: AlertConfig, client: Any, key: str, spider: str, reporter: str, policy: RedisPolicy
+    ) -> None:
         self.config = config
+        self.policy = policy
         self.client = client
         self.key = key
         self.spider = spider
@@ -85,28 +88,35 @@ class Alerter:
             **details,
         }
         logger.error("Health alert (%s) for node %s of %s: %s", kind, node, self.spider, message)
-        try:
+
+        async def record() -> bool:
             pipe = self.client.pipeline(transaction=True)
             pipe.lpush(self.key, json.dumps(entry, ensure_ascii=False))
             pipe.ltrim(self.key, 0, self.config.max_entries - 1)
             await pipe.execute()
-        except TRANSIENT_ERRORS as exc:
-            logger.warning("Alert not recorded in %s (Redis unreachable: %s)", self.key, exc)
-        except ResponseError as exc:  # the alerts key holds another type: the alert is still logged
-            if is_wrong_type(exc):
-                self._bad_data.skipped(
-                    "wrong_type",
-                    "Alert not recorded: %s",
-                    wrong_type_message(self.key, "other type", "list"),
-                    level=logging.ERROR,
-                )
-            else:
-                self._bad_data.skipped("response_error", "Alert not recorded in %s: %s", self.key, exc)
+            return True
+
+        if not await self.policy.run(Purpose.STATS, record, default=False, on_error=self._refused):
+            logger.warning("Alert not recorded in %s (Redis unreachable or refusing it); it is in this log", self.key)
         if self.config.webhook_url:
             task = asyncio.ensure_future(self._post(entry))
             self._posts.add(task)
             task.add_done_callback(self._posts.discard)
         return entry
+
+    async def _refused(self, exc: BaseException) -> None:
+        """The alerts key holds another type (or Redis refuses the write): the alert is still logged."""
+        if not isinstance(exc, ResponseError):
+            raise exc
+        if is_wrong_type(exc):
+            self._bad_data.skipped(
+                "wrong_type",
+                "Alert not recorded: %s",
+                wrong_type_message(self.key, "other type", "list"),
+                level=logging.ERROR,
+            )
+        else:
+            self._bad_data.skipped("response_error", "Alert not recorded in %s: %s", self.key, exc)
 
     async def _post(self, entry: dict[str, Any]) -> None:
         url = self.config.webhook_url

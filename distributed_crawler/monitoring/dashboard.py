@@ -28,7 +28,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from scrapy.settings import BaseSettings
 
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisConfig
+from distributed_crawler.connection.clients import RedisConfig
+from distributed_crawler.connection.policy import RedisPolicy, RedisUnreachable, is_transient
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.monitoring.status import status_now
 
@@ -82,7 +83,9 @@ class DashboardServer(ThreadingHTTPServer):
         self.spider = spider
         self.token = token
         self.allowed_hosts = allowed_hosts | bind_names(address[0])
-        self.client = RedisConfig.from_settings(settings).sync_client()  # thread-safe pool
+        config = RedisConfig.from_settings(settings)
+        self.client = config.sync_client()  # thread-safe pool
+        self.policy = RedisPolicy(config.masked_url)  # READ: an outage is a 503 with the one line
         self._spiders: tuple[float, list[str]] = (0.0, [])
         self._lock = threading.Lock()
 
@@ -105,9 +108,9 @@ class DashboardServer(ThreadingHTTPServer):
         """The spider's status; a failure other than an outage is one line for that spider, not a 500."""
         try:
             return status_now(self.client, self.settings, spider)
-        except TRANSIENT_ERRORS:
-            raise
-        except Exception as exc:  # noqa: BLE001 - data in Redis must never take the page down
+        except Exception as exc:  # data in Redis must never take the page down
+            if is_transient(exc):
+                raise  # the page says Redis is away (503), not that this spider's data is bad
             logger.warning("Status of %s not readable: %s: %s", spider, type(exc).__name__, exc)
             return {"spider": spider, "error": f"status not readable: {type(exc).__name__}: {str(exc)[:300]}"}
 
@@ -165,21 +168,26 @@ class DashboardHandler(BaseHTTPRequestHandler):
             self._json(401, {"error": "DASHBOARD_TOKEN required: ?token=... or Authorization: Bearer ..."})
             return
         path = parts.path.rstrip("/") or "/"
+        if path in ("/", "/index.html"):
+            page = PAGE.replace("__REFRESH_MS__", str(int(REFRESH_SECONDS * 1000)))
+            self._send(200, page.encode("utf-8"), "text/html; charset=utf-8")
+            return
         try:
-            if path in ("/", "/index.html"):
-                page = PAGE.replace("__REFRESH_MS__", str(int(REFRESH_SECONDS * 1000)))
-                self._send(200, page.encode("utf-8"), "text/html; charset=utf-8")
-            elif path == "/api/spiders":
-                self._json(200, self.server.spiders())
-            elif path == "/api/status":
-                spiders = {name: self.server.status(name) for name in self.server.spiders()}
-                self._json(200, {"time": round(time.time(), 3), "spiders": spiders})
-            elif path.startswith("/api/status/"):
-                self._json(200, self.server.status(unquote(path[len("/api/status/") :])))
-            else:
-                self._json(404, {"error": "not found"})
-        except TRANSIENT_ERRORS as exc:
-            self._json(503, {"error": f"Redis unreachable: {exc}"})
+            with self.server.policy.reading():  # the reads only: a client gone mid-send is not Redis
+                code, data = self._read(path)
+        except RedisUnreachable as exc:
+            code, data = 503, {"error": str(exc)}
+        self._json(code, data)
+
+    def _read(self, path: str) -> tuple[int, Any]:
+        if path == "/api/spiders":
+            return 200, self.server.spiders()
+        if path == "/api/status":
+            spiders = {name: self.server.status(name) for name in self.server.spiders()}
+            return 200, {"time": round(time.time(), 3), "spiders": spiders}
+        if path.startswith("/api/status/"):
+            return 200, self.server.status(unquote(path[len("/api/status/") :]))
+        return 404, {"error": "not found"}
 
     do_HEAD = do_GET
 

@@ -23,6 +23,7 @@ import socket
 import time
 from collections import deque
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import ResponseError
@@ -30,7 +31,8 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from distributed_crawler import __version__
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig
+from distributed_crawler.connection.clients import RedisConfig
+from distributed_crawler.connection.policy import Purpose, RedisPolicy
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.defaults import SettingsReader
@@ -56,6 +58,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CLOSE_TIMEOUT = 5.0  # the final report must not hold a closing node for long
+
+
+async def _looked_at_next_round(exc: BaseException) -> None:
+    """A diagnosis that Redis refused: nothing to add, the next round looks again."""
+    logger.debug("Heartbeat diagnosis failed: %r", exc)
 
 
 @dataclass(frozen=True)
@@ -166,8 +173,10 @@ class Heartbeat:
         redis_config: RedisConfig,
         alert_config: AlertConfig,
         node_id: str,
+        policy: RedisPolicy,
     ) -> None:
         self.crawler = crawler
+        self.policy = policy
         self.config = config
         self.redis_config = redis_config
         self.alert_config = alert_config
@@ -182,7 +191,6 @@ class Heartbeat:
         self.reported = (0, 0, 0)  # pages, items, errors already counted in Redis
         self._task: asyncio.Task | None = None
         self._closed = False  # ends _run even if a Redis call swallowed the task's cancel
-        self._outage = OutageLog("heartbeat", redis_config.masked_url)
         self._progress_items = 0
         self._progress_at = time.monotonic()
         self._stall_alerted = False
@@ -201,6 +209,7 @@ class Heartbeat:
             context.config,
             AlertConfig.from_settings(settings),
             context.node_id,
+            context.policy,
         )
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
@@ -215,7 +224,7 @@ class Heartbeat:
         self.keys = NodeKeys.from_settings(settings, spider.name, self.spider_keys)
         self.client = context.acquire().client
         self.script = heartbeat_script(self.client)
-        self.alerter = Alerter(self.alert_config, self.client, self.keys.alerts, spider.name, self.node_id)
+        self.alerter = Alerter(self.alert_config, self.client, self.keys.alerts, spider.name, self.node_id, self.policy)
         self.started = time.time()
         self._progress_at = time.monotonic()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="dc-heartbeat")
@@ -240,10 +249,20 @@ class Heartbeat:
             "errors": sample.errors,
         }
         logger.info("Node %s report: %s", self.node_id, ", ".join(f"{k}={v}" for k, v in report.items()))
-        try:
+        refused: list[BaseException] = []
+
+        async def final() -> bool:
             await asyncio.wait_for(self._beat(sample, report=report), CLOSE_TIMEOUT)
-        except (TimeoutError, ResponseError) + TRANSIENT_ERRORS as exc:
-            logger.warning("Final heartbeat of node %s not written (%s); it will show as dead", self.node_id, exc)
+            return True
+
+        async def keep(exc: BaseException) -> None:
+            if not isinstance(exc, ResponseError):
+                raise exc
+            refused.append(exc)
+
+        if not await self.policy.run(Purpose.HEARTBEAT, final, default=False, on_error=keep):
+            why = f"Redis refused it: {str(refused[0])[:300]}" if refused else "Redis unreachable"
+            logger.warning("Final heartbeat of node %s not written (%s); it will show as dead", self.node_id, why)
         if self.alerter is not None:
             await self.alerter.close()
         await RedisContext.of(self.crawler).release()  # the node's client: closed by its last user
@@ -251,20 +270,8 @@ class Heartbeat:
     async def _run(self) -> None:
         while not self._closed:
             began = time.monotonic()
-            try:
-                await self.tick()
-                self._outage.ok()
-                await self._tick_ok()
-            except TRANSIENT_ERRORS as exc:
-                self._outage.failed(exc)
-            except asyncio.CancelledError:
-                raise
-            except ResponseError as exc:  # a key of the wrong type or a corrupt one: named once, then wait
-                await self._refused(exc)
-            except Exception as exc:  # noqa: BLE001 - a bug here must not stop the heartbeats for good; logged once a run
-                self._errors.failed(
-                    "heartbeat", "Heartbeat of node %s failed; trying again every interval", self.node_id, exc_info=exc
-                )
+            # Redis away: this round is skipped; the counts not yet reported go with the next one
+            await self.policy.run(Purpose.HEARTBEAT, self.tick, on_error=self._failed, on_ok=self._tick_ok)
             await asyncio.sleep(max(0.05, self.config.interval - (time.monotonic() - began)))
 
     def _expected_types(self) -> dict[str, tuple[str, ...]]:
@@ -275,25 +282,30 @@ class Heartbeat:
         expected.update({key: ("hash",) for key in (keys.last, keys.alerted, keys.history, keys.stats)})
         return expected
 
-    async def _refused(self, exc: ResponseError) -> None:
-        try:
-            if is_wrong_type(exc):
-                await self._wrong_types.check(self.client, self._expected_types(), exc=exc)
-            else:
-                self._errors.failed(
-                    "heartbeat",
-                    "Redis refused the heartbeat of node %s (%s); trying again every interval",
-                    self.node_id,
-                    str(exc)[:300],
-                    exc_info=exc,
-                )
-        except TRANSIENT_ERRORS + (ResponseError,) as lost:
-            self._outage.failed(lost)
+    async def _failed(self, exc: BaseException) -> None:
+        """Not an outage: a key of the wrong type or a corrupt one (named once, then wait), or a
+        bug, which must not stop the heartbeats for good (logged once a run)."""
+        if is_wrong_type(exc):
+            check = partial(self._wrong_types.check, self.client, self._expected_types(), exc=exc)
+            await self.policy.run(Purpose.HEARTBEAT, check, on_error=_looked_at_next_round)
+        elif isinstance(exc, ResponseError):
+            self._errors.failed(
+                "heartbeat",
+                "Redis refused the heartbeat of node %s (%s); trying again every interval",
+                self.node_id,
+                str(exc)[:300],
+                exc_info=exc,
+            )
+        else:
+            self._errors.failed(
+                "heartbeat", "Heartbeat of node %s failed; trying again every interval", self.node_id, exc_info=exc
+            )
 
     async def _tick_ok(self) -> None:
         self._errors.ok("heartbeat")
         if self._wrong_types.reported:
-            await self._wrong_types.resolved(self.client, self._expected_types())
+            resolved = partial(self._wrong_types.resolved, self.client, self._expected_types())
+            await self.policy.run(Purpose.HEARTBEAT, resolved, on_error=_looked_at_next_round)
 
     # -- one interval -----------------------------------------------------------------------
     async def _beat(self, sample: NodeSample, report: dict[str, Any] | None = None) -> float:

@@ -256,6 +256,20 @@ def by_pending(rows: list[HostRow]) -> list[HostRow]:
     return sorted(rows, key=lambda r: (-r.pending, r.host))
 
 
+async def host_totals(client: Any, keys: SpiderKeys, now: float, wrong: set[str]) -> tuple[int, int, int]:
+    """(hosts in ready, of them due now, hosts over budget): three O(log n) reads, no scan."""
+    ready_key, over_key = keys.ready, keys.over_budget
+    pipe = client.pipeline(transaction=False)
+    pipe.zcard(ready_key)
+    pipe.zcount(ready_key, "-inf", now)
+    pipe.zcard(over_key)
+    in_ready, due, over = [
+        0 if key in wrong or _is_error(v) else int(v)
+        for key, v in zip((ready_key, ready_key, over_key), await maybe_await(pipe.execute(raise_on_error=False)))
+    ]
+    return in_ready, due, over
+
+
 async def host_summary(
     client: Any,
     keys: SpiderKeys,
@@ -273,15 +287,8 @@ async def host_summary(
     """
     if wrong is None:
         wrong = await wrong_host_keys(client, keys, skips)
-    ready_key, over_key = keys.ready, keys.over_budget
-    pipe = client.pipeline(transaction=False)
-    pipe.zcard(ready_key)
-    pipe.zcount(ready_key, "-inf", now)
-    pipe.zcard(over_key)
-    in_ready, due, over_count = [
-        0 if key in wrong or _is_error(v) else int(v)
-        for key, v in zip((ready_key, ready_key, over_key), await maybe_await(pipe.execute(raise_on_error=False)))
-    ]
+    ready_key = keys.ready
+    in_ready, due, over_count = await host_totals(client, keys, now, wrong)
     waiting = max(0, in_ready - due)
     ready, over = await sample_hosts(client, keys, wrong, sample, skips)
     not_due: dict[str, float] = {}

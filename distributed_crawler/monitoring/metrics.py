@@ -27,7 +27,8 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from distributed_crawler import __version__
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisConfig
+from distributed_crawler.connection.clients import RedisConfig
+from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import OnceLog, is_wrong_type
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.defaults import SettingsReader
@@ -130,7 +131,8 @@ class PrometheusMetrics:
         proxy_key = SettingsReader(self.crawler.settings).str("PROXY_POOL_KEY") or PROXY_POOL_KEY
         try:
             while True:
-                try:
+
+                async def refresh() -> None:
                     counts = await crawl_counts(client, keys)
                     self.queues = {
                         "pending": counts.pending,
@@ -141,10 +143,11 @@ class PrometheusMetrics:
                         "seeds_taken": counts.seeds_taken,
                     }
                     self.proxies = await proxy_health(client, proxy_key)
-                except TRANSIENT_ERRORS:
-                    pass  # the heartbeat and the scheduler log the outage; keep the last values
-                except ResponseError as exc:  # a key of the wrong type (or garbage a script refused)
-                    self._bad_data.skipped(
+
+                async def refused(exc: BaseException) -> None:
+                    if not isinstance(exc, ResponseError):  # a bug
+                        raise exc
+                    self._bad_data.skipped(  # a key of the wrong type (or garbage a script refused)
                         "wrong_type" if is_wrong_type(exc) else "response_error",
                         "Prometheus cluster gauges not refreshed (%s); run `dcrawl status %s` to see which key "
                         "holds bad data",
@@ -152,6 +155,9 @@ class PrometheusMetrics:
                         keys.spider,
                         level=logging.ERROR,
                     )
+
+                # Redis away: the gauges keep their last values (the node's outage line says why)
+                await context.policy.run(Purpose.STATS, refresh, on_error=refused)
                 await asyncio.sleep(self.config.refresh)
         finally:
             await context.release()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from rich import box
@@ -19,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 from scrapy.settings import BaseSettings
 
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS
+from distributed_crawler.connection.policy import Purpose, RedisPolicy, RedisUnreachable, is_transient
 from distributed_crawler.dedup.dupefilter import describe_dedup
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.monitoring.hosts import host_summary
@@ -38,7 +39,7 @@ from distributed_crawler.monitoring.nodes import (
 )
 from distributed_crawler.news.counts import read_page_counts
 from distributed_crawler.news.storing import PAGE_TYPES
-from distributed_crawler.queue.counts import crawl_counts
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.enqueue import maybe_await, run_sync
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.seedkey import SeedKey
@@ -113,9 +114,9 @@ async def _check_types(client: Any, expected: dict[str, tuple[str, ...]], skips:
 async def _dedup_stats(client: Any, key: str, skips: Skips) -> dict[str, Any]:
     try:
         stats = await describe_dedup(client, key)
-    except TRANSIENT_ERRORS:
-        raise
-    except Exception:  # noqa: BLE001 - a corrupt filter (DedupDataError, ValueError, WRONGTYPE...) is data, not our failure
+    except Exception as exc:  # a corrupt filter (DedupDataError, ValueError, WRONGTYPE...) is data, not our failure
+        if is_transient(exc):
+            raise  # an outage is the read's (READ: the caller stops with one line)
         skips.add(key)  # a filter whose meta does not read: its size is unknown, nodes say more
         return {"backend": "unreadable", "count": 0, "bytes": 0, "layers": 0, "error_rate": 0.0}
     return clean_json(stats)
@@ -153,6 +154,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
     caught them or the read did (a key replaced in between: `Skips.read`).
     """
     keys = SpiderKeys.from_settings(settings, spider)
+    frontier = Frontier.from_settings(settings, spider, client, keys)
     seed_key = SeedKey.from_settings(settings, spider)  # both AS_SET and AS_ZSET: ValueError, one line
     node_keys = NodeKeys.from_settings(settings, spider, keys)
     read = SettingsReader(settings)
@@ -167,13 +169,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
         {
             seed_key.key: (seed_key.kind,),
             seed_key.taken: ("zset",),
-            keys.requests: ("zset", "list"),
-            keys.pending: ("string",),
-            keys.processing: ("zset",),
-            keys.delayed: ("zset",),
-            keys.failed: ("list",),
-            keys.ready: ("zset",),
-            keys.over_budget: ("zset",),
+            **frontier.status_types(),
             keys.dupefilter: ("set", "hash", "MBbloom--"),
             node_keys.nodes: ("zset",),
             node_keys.last: ("hash",),
@@ -188,19 +184,12 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
         },
         skips,
     )
-    counts = await crawl_counts(client, keys)
+    counts = await frontier.counts(seeds=True)
     counts = replace(
         counts,
         **{  # counts.lua sizes any type: a wrong-type key holds no work of ours
             name: 0
-            for name, key in (
-                ("seeds", seed_key.key),
-                ("seeds_taken", seed_key.taken),
-                ("pending", keys.pending),
-                ("leased", keys.processing),
-                ("delayed", keys.delayed),
-                ("failed", keys.failed),
-            )
+            for name, key in {"seeds": seed_key.key, "seeds_taken": seed_key.taken, **frontier.count_keys()}.items()
             if key in wrong
         },
     )
@@ -431,8 +420,11 @@ def status_now(client: Any, settings: BaseSettings, spider: str) -> dict[str, An
     return run_sync(gather_status(client, settings, spider))
 
 
-def watch_status(client: Any, settings: BaseSettings, spider: str, interval: float, as_json: bool, title: str) -> int:
-    """Refresh the status every `interval` seconds until Ctrl-C; Redis outages are shown, not fatal."""
+def watch_status(
+    client: Any, settings: BaseSettings, spider: str, interval: float, as_json: bool, title: str, policy: RedisPolicy
+) -> int:
+    """Refresh the status every `interval` seconds until Ctrl-C; Redis outages are shown (READ's one
+    line), not fatal: the watch goes on and shows the status again once Redis is back."""
     if interval <= 0:
         raise ValueError(f"--interval ({interval}) must be > 0 seconds")
     console = Console()
@@ -440,16 +432,18 @@ def watch_status(client: Any, settings: BaseSettings, spider: str, interval: flo
         if as_json:  # one object a line, for scripts
             while True:
                 try:
-                    print(json.dumps(status_now(client, settings, spider), ensure_ascii=False), flush=True)
-                except TRANSIENT_ERRORS as exc:
-                    print(json.dumps({"spider": spider, "error": f"Redis unreachable: {exc}"}), flush=True)
+                    status = policy.run_sync(Purpose.READ, partial(status_now, client, settings, spider))
+                    print(json.dumps(status, ensure_ascii=False), flush=True)
+                except RedisUnreachable as exc:
+                    print(json.dumps({"spider": spider, "error": str(exc)}), flush=True)
                 time.sleep(interval)
         with Live(console=console, auto_refresh=False, transient=False) as live:
             while True:
                 try:
-                    view: Any = render_status(status_now(client, settings, spider), title)
-                except TRANSIENT_ERRORS as exc:
-                    view = Text(f"Redis unreachable ({exc}); retrying every {interval:g}s", style="bold red")
+                    status = policy.run_sync(Purpose.READ, partial(status_now, client, settings, spider))
+                    view: Any = render_status(status, title)
+                except RedisUnreachable as exc:
+                    view = Text(f"{exc}; retrying every {interval:g}s", style="bold red")
                 live.update(view, refresh=True)
                 time.sleep(interval)
     except KeyboardInterrupt:

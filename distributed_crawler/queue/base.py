@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
+from scrapy.settings import Settings
 from scrapy.utils.misc import load_object
 
 from distributed_crawler.defaults import SettingsReader
@@ -25,6 +27,7 @@ from distributed_crawler.queue.deadletters import DeadLetters
 from distributed_crawler.queue.enqueue import Entry, maybe_await
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import Scripts, then
+from distributed_crawler.queue.shards import check_shards, shard_tags
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -70,6 +73,10 @@ class Placement:
     interval: float | None = None
     budget: int | None = None
     in_flight: int | None = None
+
+
+class FrontierLayoutError(ValueError):
+    """FRONTIER_SHARDS differs from the layout the frontier in Redis was written with."""
 
 
 class HostControl(Protocol):
@@ -131,9 +138,18 @@ class Frontier:
         cls, settings: BaseSettings, spider: str, client: Any, keys: SpiderKeys | None = None
     ) -> Frontier:
         """The frontier SCHEDULER_QUEUE_CLASS names, for `spider`, on `client` (scripts registered once)."""
-        frontier_cls, order = mode_class(SettingsReader(settings).str("SCHEDULER_QUEUE_CLASS"))
+        read = SettingsReader(settings)
+        frontier_cls, order = mode_class(read.str("SCHEDULER_QUEUE_CLASS"))
+        shards = check_shards(read.raw("FRONTIER_SHARDS"))
+        if shards != 1:
+            raise ValueError(
+                f"FRONTIER_SHARDS ({shards}): this version runs one shard only; set FRONTIER_SHARDS=1 "
+                "(docs/frontier.md#shards)"
+            )
         keys = keys or SpiderKeys.from_settings(settings, spider)
-        return frontier_cls(client, keys, order, **frontier_cls.options_from_settings(settings))
+        layout = partial(SpiderKeys.from_settings, settings, spider)
+        options = frontier_cls.options_from_settings(settings)
+        return frontier_cls(client, keys, order, shards=shards, layout=layout, **options)
 
     @classmethod
     def options_from_settings(cls, settings: BaseSettings) -> dict[str, Any]:
@@ -155,6 +171,38 @@ class Frontier:
     def with_mode(self, mode: str) -> Frontier:
         """Another mode on the same client and keys, reusing the registered scripts."""
         return Frontier.open(self.client, self.keys, mode, self._scripts, **self.options)
+
+    # -- the layout in Redis ------------------------------------------------------------------
+    @property
+    def shards(self) -> int:
+        """FRONTIER_SHARDS: how many shards (hash tags) the frontier is spread over."""
+        return int(self.options.get("shards", 1))
+
+    async def check_layout(self) -> None:
+        """Refuse to run on a frontier written with another FRONTIER_SHARDS (its requests would sit
+        on tags no node reads); record ours when the frontier is empty. One line names the fix."""
+        raw = await maybe_await(self.client.get(self.keys.shards))
+        text = raw.decode() if isinstance(raw, bytes) else raw
+        written = int(text) if isinstance(text, str) and text.isdigit() and int(text) >= 1 else None
+        if written == self.shards:
+            return
+        if (written or 1) != self.shards and await self._holds_work(written or 1):
+            raise FrontierLayoutError(
+                f"FRONTIER_SHARDS ({self.shards}) differs from the {written or 1} shard(s) the frontier of "
+                f"{self.spider} in Redis was written with ({self.keys.shards}); start with FRONTIER_SHARDS="
+                f"{written or 1}, or let the crawl drain (or flush it) first: resharding a frontier is not supported"
+            )
+        await maybe_await(self.client.set(self.keys.shards, self.shards))
+
+    async def _holds_work(self, shards: int) -> bool:
+        """Whether the frontier as written with `shards` shards holds requests (waiting, leased, delayed)."""
+        layout = self.options.get("layout") or partial(SpiderKeys.from_settings, Settings(), self.spider)
+        for tag in shard_tags(self.spider, shards):
+            keys = layout(tag if shards > 1 else "")
+            counts = await crawl_counts(self.client, keys, seeds=False)
+            if counts.pending is None or counts.pending or counts.leased or counts.delayed:
+                return True
+        return False
 
     # -- what callers may ask ---------------------------------------------------------------
     @property
@@ -188,6 +236,10 @@ class Frontier:
     def placement(self, url: str) -> Placement:
         """Where a request for `url` goes (per-host frontiers: its slot and limits)."""
         return Placement()
+
+    def domain_hosts_key(self, domain: str) -> str:
+        """The set of hosts a registered domain was allowed (DOMAIN_MAX_HOSTS, core/traps.py)."""
+        return self.keys.domain_hosts(domain)
 
     @staticmethod
     def entry(fingerprint: str, dont_filter: bool, member: str, delay: float, placement: Placement) -> Entry:
@@ -226,6 +278,11 @@ class Frontier:
             self.keys.ready: ("zset",),
             self.keys.over_budget: ("zset",),
         }
+
+    def count_keys(self) -> dict[str, str]:
+        """CrawlCounts field -> the key it is read from (a key of the wrong type counts as none)."""
+        k = self.keys
+        return {"pending": k.pending, "leased": k.processing, "delayed": k.delayed, "failed": k.failed}
 
     # -- the scripts ----------------------------------------------------------------------------
     def push(
@@ -343,6 +400,11 @@ class Frontier:
     async def size(self) -> int | None:
         """Requests waiting, exact in every mode (None = unknown: the counter is missing)."""
         return (await self.counts()).pending
+
+    async def hosts(self, limit: int = 100) -> dict[str, int]:
+        """Up to `limit` hosts with waiting requests -> how many wait (the due-soonest first; {} when
+        the frontier keeps no per-host queues). The count of hosts is `counts().hosts` (no scan)."""
+        return {}
 
     async def flush(self) -> None:
         """Delete the frontier's keys: queue(s), leases, retries, counts, per-host state (seeds,

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from redis.exceptions import ResponseError
 
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS
+from distributed_crawler.connection.policy import is_transient
 from distributed_crawler.connection.untrusted import is_wrong_type
 
 __all__ = ["Entry", "Enqueuer", "maybe_await", "run_sync"]
@@ -122,7 +122,7 @@ class Enqueuer:
 
     async def _explain(self, exc: ResponseError) -> None:
         """A script error on a bitmap filter: reread its layout, which raises DedupDataError if corrupt."""
-        if self.dedup.mode == "bitmap" and not isinstance(exc, TRANSIENT_ERRORS) and not is_wrong_type(exc):
+        if self.dedup.mode == "bitmap" and not is_transient(exc) and not is_wrong_type(exc):
             await self.dedup.fix(self.client, 2)
 
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from distributed_crawler.queue.base import Frontier, HostControl, Lease, Leased, Placement
-from distributed_crawler.queue.enqueue import Entry
+from distributed_crawler.queue.enqueue import Entry, maybe_await
 from distributed_crawler.queue.frontier import FrontierConfig, slot_of
 from distributed_crawler.queue.scripts import reply_text, then
 
@@ -60,6 +60,19 @@ class HostFrontier(Frontier):
 
     def expected_types(self) -> dict[str, tuple[str, ...]]:
         return {self.keys.ready: ("zset",), self.keys.over_budget: ("zset",), **super().expected_types()}
+
+    async def hosts(self, limit: int = 100) -> dict[str, int]:
+        k = self.keys
+        names = [reply_text(h) for h in await maybe_await(self.client.zrange(k.ready, 0, limit - 1))]
+        if len(names) < limit:  # hosts over budget keep requests too (not served)
+            over = await maybe_await(self.client.zrange(k.over_budget, 0, limit - 1 - len(names)))
+            names += [reply_text(h) for h in over]
+        if not names:
+            return {}
+        pipe = self.client.pipeline(transaction=False)
+        for name in names:
+            pipe.zcard(k.host_queue(name))
+        return dict(zip(names, (int(n) for n in await maybe_await(pipe.execute()))))
 
     def _prefixes(self) -> list[str]:
         """Host queue and host hash key prefixes (the templates end with %(host)s: FrontierConfig)."""

@@ -34,11 +34,13 @@ class SpiderKeys:
     solo: str = ""  # hash lease -> node: redelivered requests running alone (quarantine), reclaim.lua
     deaths: str = ""  # hash sha1(payload) -> deaths of a node that ran it alone (killed_worker)
     pending: str = ""  # string: requests waiting in the queue(s), kept by the Lua scripts (lib/queue.lua)
+    shards: str = ""  # string: the FRONTIER_SHARDS this crawl's frontier was written with (base tag)
+    tag: str = ""  # the hash tag of the frontier keys ("" = the spider: one shard, today's layout)
     overrides: str = ""  # hash: host or registered domain -> the operator's override (JSON), read by the lease
-    audit: str = ""  # stream: control actions (dcrawl host / pause / resume), capped
+    audit: str = ""  # stream: control actions (dcrawl host / pause / resume), capped (spider's tag)
 
     def __post_init__(self) -> None:
-        fill = {"spider": self.spider, "name": self.spider}
+        fill = {"spider": self.tag or self.spider, "name": self.tag or self.spider}
         for name, setting, template in (
             ("ready", "SCHEDULER_READY_KEY", False),
             ("over_budget", "SCHEDULER_OVER_BUDGET_KEY", False),
@@ -50,6 +52,7 @@ class SpiderKeys:
             ("solo", "SCHEDULER_SOLO_KEY", False),
             ("deaths", "SCHEDULER_DEATHS_KEY", False),
             ("pending", "SCHEDULER_PENDING_KEY", False),
+            ("shards", "FRONTIER_SHARDS_KEY", False),
             ("overrides", "SCHEDULER_OVERRIDES_KEY", False),
             ("audit", "AUDIT_KEY", False),
         ):
@@ -58,25 +61,30 @@ class SpiderKeys:
                 object.__setattr__(self, name, default if template else default % fill)
 
     @classmethod
-    def from_settings(cls, settings: BaseSettings, spider: str) -> SpiderKeys:
+    def from_settings(cls, settings: BaseSettings, spider: str, tag: str = "") -> SpiderKeys:
+        """The keys of `spider`; with `tag` (a shard's, queue/shards.py) the frontier's keys carry that
+        hash tag while seeds, dead letters' home, nodes, stats and the doorbell keep the spider's."""
         read = SettingsReader(settings)
 
-        def key(name: str) -> str:
+        def base(name: str) -> str:
             return read.str(name) % {"spider": spider, "name": spider}
+
+        def key(name: str) -> str:
+            return read.str(name) % {"spider": tag or spider, "name": tag or spider}
 
         return cls(
             spider=spider,
-            start_urls=key("REDIS_START_URLS_KEY"),
+            start_urls=base("REDIS_START_URLS_KEY"),
             requests=key("SCHEDULER_QUEUE_KEY"),
             processing=key("SCHEDULER_PROCESSING_KEY"),
             delayed=key("SCHEDULER_DELAYED_KEY"),
             dupefilter=key("SCHEDULER_DUPEFILTER_KEY"),
             failed=key("SCHEDULER_FAILED_KEY"),
             seq=key("SCHEDULER_SEQUENCE_KEY"),
-            stats=key("CLUSTER_STATS_KEY"),
-            nodes=key("NODES_KEY"),
+            stats=base("CLUSTER_STATS_KEY"),
+            nodes=base("NODES_KEY"),
             node_template=read.str("NODE_KEY"),
-            doorbell=key("SCHEDULER_DOORBELL_CHANNEL"),
+            doorbell=base("SCHEDULER_DOORBELL_CHANNEL"),
             ready=key("SCHEDULER_READY_KEY"),
             over_budget=key("SCHEDULER_OVER_BUDGET_KEY"),
             host_queue_template=read.str("SCHEDULER_HOST_QUEUE_KEY"),
@@ -87,8 +95,10 @@ class SpiderKeys:
             solo=key("SCHEDULER_SOLO_KEY"),
             deaths=key("SCHEDULER_DEATHS_KEY"),
             pending=key("SCHEDULER_PENDING_KEY"),
+            shards=base("FRONTIER_SHARDS_KEY"),
+            tag=tag,
             overrides=key("SCHEDULER_OVERRIDES_KEY"),
-            audit=key("AUDIT_KEY"),
+            audit=base("AUDIT_KEY"),
         )
 
     def node(self, node_id: str) -> str:
@@ -96,15 +106,20 @@ class SpiderKeys:
 
     def host_queue(self, host: str) -> str:
         """One host's queue key (host mode); Lua derives the same name from `host_queue_template`."""
-        return self.host_queue_template % {"spider": self.spider, "name": self.spider, "host": host}
+        return self.host_queue_template % {
+            "spider": self.tag or self.spider,
+            "name": self.tag or self.spider,
+            "host": host,
+        }
 
     def host(self, host: str) -> str:
         """One host's state hash (host mode)."""
-        return self.host_template % {"spider": self.spider, "name": self.spider, "host": host}
+        return self.host_template % {"spider": self.tag or self.spider, "name": self.tag or self.spider, "host": host}
 
     def host_in_flight(self, host: str) -> str:
         """The leases of a host with an in-flight cap (host mode, host_pop.lua)."""
-        return self.host_in_flight_template % {"spider": self.spider, "name": self.spider, "host": host}
+        fill = {"spider": self.tag or self.spider, "name": self.tag or self.spider, "host": host}
+        return self.host_in_flight_template % fill
 
     def domain_hosts(self, domain: str) -> str:
         """The set of hosts a registered domain was allowed (core/traps.py, lua/domain_hosts.lua)."""

@@ -11,12 +11,13 @@ known (the digest needs the extracted text).
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import TYPE_CHECKING
 
 from redis.exceptions import ResponseError
 from scrapy.exceptions import IgnoreRequest
 
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS
+from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.meta import RECRAWL_TICKET_META
 from distributed_crawler.recrawl.node import RecrawlNode
 from distributed_crawler.recrawl.schedule import clean_header
@@ -45,15 +46,13 @@ class RecrawlMiddleware:
         ticket = self.node.ticket(request)
         if ticket is None:
             return
-        try:
-            state = await self.node.schedule.state(ticket.fingerprint)
-        except TRANSIENT_ERRORS + (ResponseError,) as exc:  # fetch unconditionally: costs bytes, not pages
-            if not self._lookup_failed:
-                self._lookup_failed = True
-                logger.warning("Revisit validators unreadable (%s); fetching without If-None-Match meanwhile", exc)
-            state = None
-        else:
-            self._lookup_failed = False
+        # CACHE: Redis away (or refusing) -> fetch unconditionally: costs bytes, not pages
+        state = await self.node.policy.run(
+            Purpose.CACHE,
+            partial(self.node.schedule.state, ticket.fingerprint),
+            on_error=self._unreadable,
+            on_ok=self._readable,
+        )
         conditional = False
         if state is not None:  # ours to set: a redirect may carry another URL's validator over
             for header, value in ((b"If-None-Match", state.etag), (b"If-Modified-Since", state.last_modified)):
@@ -63,6 +62,16 @@ class RecrawlMiddleware:
         if conditional:
             self.stats.inc_value("recrawl/conditional")
         request.meta[RECRAWL_TICKET_META] = ticket._replace(conditional=conditional)
+
+    async def _unreadable(self, exc: BaseException) -> None:
+        if not isinstance(exc, ResponseError):
+            raise exc
+        if not self._lookup_failed:
+            self._lookup_failed = True
+            logger.warning("Revisit validators unreadable (%s); fetching without If-None-Match meanwhile", exc)
+
+    async def _readable(self) -> None:
+        self._lookup_failed = False
 
     async def process_response(self, request: Request, response: Response) -> Response:
         ticket = request.meta.get(RECRAWL_TICKET_META)

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from functools import partial
 from typing import TYPE_CHECKING
 
 from redis.exceptions import ResponseError
 from scrapy import signals
 
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog
+from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import EpisodeLog
-from distributed_crawler.core.context import RedisContext
 from distributed_crawler.recrawl.node import RecrawlNode
 
 if TYPE_CHECKING:
@@ -52,40 +52,43 @@ class RecrawlMover:
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
 
+    async def _refused(self, exc: BaseException) -> None:
+        """A key of the wrong type: one line, then keep looking (with backoff)."""
+        if not isinstance(exc, ResponseError):
+            raise exc
+        schedule = self.node.schedule
+        self._errors.failed(
+            "move",
+            "Redis refused to move due revisits (%s); check %s and %s (`dcrawl schedule %s`)",
+            str(exc)[:200],
+            schedule.keys.schedule,
+            schedule.keys.state,
+            schedule.frontier.spider,
+        )
+
+    async def _moved_ok(self) -> None:
+        self._errors.ok("move")
+
     async def _run(self) -> None:
         schedule = self.node.schedule
-        outage = OutageLog("recrawl mover", RedisContext.of(self.node.crawler).config.masked_url)
         stats = self.node.stats
+        move = partial(schedule.move_due, self.config.move_batch, self.config.pending_seconds)
         while True:
             wait = self.config.poll_seconds
             empty = False
-            try:
-                moved = await schedule.move_due(self.config.move_batch, self.config.pending_seconds)
-            except TRANSIENT_ERRORS as exc:
-                outage.failed(exc)
-            except ResponseError as exc:  # a key of the wrong type: one line, then keep looking
-                self._errors.failed(
-                    "move",
-                    "Redis refused to move due revisits (%s); check %s and %s (`dcrawl schedule %s`)",
-                    str(exc)[:200],
-                    schedule.keys.schedule,
-                    schedule.keys.state,
-                    schedule.frontier.spider,
-                )
+            # PUSH: due revisits become new work; Redis away, this waits (the schedule keeps them)
+            moved = await self.node.policy.run(Purpose.PUSH, move, on_error=self._refused, on_ok=self._moved_ok)
+            if moved.moved:
+                stats.inc_value("recrawl/moved", moved.moved)
+            if moved.dropped:
+                stats.inc_value("recrawl/dropped", moved.dropped)
+                logger.warning("Dropped %d unreadable revisit states from %s", moved.dropped, schedule.keys.state)
+            if moved.moved >= self.config.move_batch:
+                wait = 0.0
+            elif moved.next_due is not None:
+                wait = min(wait, max(0.01, moved.next_due))
             else:
-                outage.ok()
-                self._errors.ok("move")
-                if moved.moved:
-                    stats.inc_value("recrawl/moved", moved.moved)
-                if moved.dropped:
-                    stats.inc_value("recrawl/dropped", moved.dropped)
-                    logger.warning("Dropped %d unreadable revisit states from %s", moved.dropped, schedule.keys.state)
-                if moved.moved >= self.config.move_batch:
-                    wait = 0.0
-                elif moved.next_due is not None:
-                    wait = min(wait, max(0.01, moved.next_due))
-                else:
-                    empty = True
+                empty = True
             if not empty:
                 await asyncio.sleep(wait)
                 continue

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from redis.exceptions import ResponseError
 from scrapy import signals
 
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog
+from distributed_crawler.connection.policy import NodeStopping, Purpose, RedisPolicy
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.meta import DELIVERY_META, EXPIRES_AT_META
 from distributed_crawler.queue.codec import RequestCodec, UnserializableRequestError, allowed_classes
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _NODES: weakref.WeakKeyDictionary[Crawler, RecrawlNode] = weakref.WeakKeyDictionary()
-RECORD_TRIES = 8  # ~25 s of backoff; then the URL waits for RECRAWL_PENDING_SECONDS (or is not scheduled)
 # Headers a downloader middleware adds to every request: the stored revisit gets them afresh.
 DOWNLOAD_HEADERS = (
     "If-None-Match",
@@ -77,13 +76,13 @@ class RecrawlTicket(NamedTuple):
 
 
 class RecrawlNode:
-    def __init__(self, crawler: Crawler, config: RecrawlConfig) -> None:
+    def __init__(self, crawler: Crawler, config: RecrawlConfig, policy: RedisPolicy) -> None:
         self.crawler = crawler
+        self.policy = policy
         self.config = config
         self.stats = crawler.stats
         self._schedule: RevisitSchedule | None = None
         self._codec: RequestCodec | None = None
-        self._outage: OutageLog | None = None
         self._closed = False
         self.recorded = asyncio.Event()  # set by each record: wakes this node's mover when the schedule was empty
 
@@ -92,7 +91,11 @@ class RecrawlNode:
         node = _NODES.get(crawler)
         if node is None:
             settings = crawler.settings
-            node = _NODES[crawler] = cls(crawler, RecrawlConfig.from_settings(settings))
+            node = _NODES[crawler] = cls(
+                crawler,
+                RecrawlConfig.from_settings(settings),
+                RedisContext.of(crawler).policy,
+            )
             crawler.signals.connect(node._spider_closed, signal=signals.spider_closed, weak=False)
         return node
 
@@ -102,7 +105,6 @@ class RecrawlNode:
         if self._schedule is None:
             spider = self._spider()
             context = RedisContext.of(self.crawler).acquire()
-            self._outage = OutageLog("recrawl schedule", context.config.masked_url)
             keys = RecrawlKeys.from_settings(self.crawler.settings, spider.name)
             self._schedule = RevisitSchedule(context.client, keys, context.frontier_for(spider.name))
         return self._schedule
@@ -145,28 +147,21 @@ class RecrawlNode:
         return make_member(compact_payload(payload), clean.priority)
 
     async def record(self, request: Request, ticket: RecrawlTicket, outcome: str, **fields: str) -> Recorded | None:
-        """recrawl_record.lua for a fetched request, retried through a short outage (bounded).
+        """recrawl_record.lua for a fetched request, retried until Redis takes it (PUSH).
 
-        Not recorded in the end: a revisit keeps its due time (RECRAWL_PENDING_SECONDS after its
-        move), a first visit is not scheduled; one ERROR line says which.
+        Not recorded (Redis refuses it, or the node stops during an outage): a revisit keeps its
+        due time (RECRAWL_PENDING_SECONDS after its move), a first visit is not scheduled; one
+        ERROR line says which.
         """
         member = self.member(request)
         if fields.get("etag"):  # If-None-Match is evaluated first and wins (RFC 9110 13.2.2): one validator is enough
             fields["last_modified"] = ""
-        delay = 0.25
-        for attempt in range(RECORD_TRIES):
+
+        async def write() -> Recorded | None:
             try:
-                recorded: Recorded = await self.schedule.record(
+                return await self.schedule.record(
                     ticket.fingerprint, ticket.interval, self.config.factor, outcome, member=member, **fields
                 )
-            except TRANSIENT_ERRORS as exc:
-                if self._outage is not None:
-                    self._outage.failed(exc)
-                if self._closed or attempt == RECORD_TRIES - 1:
-                    break
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)
-                continue
             except ResponseError as exc:
                 logger.error(
                     "Redis refused to record the revisit of %s (%s); check %s with `dcrawl schedule %s`",
@@ -176,17 +171,21 @@ class RecrawlNode:
                     self._spider().name,
                 )
                 return None
-            if self._outage is not None:
-                self._outage.ok()
-            self.recorded.set()
-            self.stats.inc_value(f"recrawl/recorded/{recorded.change}")
-            return recorded
-        logger.error(
-            "Revisit of %s not recorded (Redis unreachable): a revisit comes back after RECRAWL_PENDING_SECONDS, "
-            "a first visit is not scheduled until the page is found again",
-            request.url,
-        )
-        return None
+
+        try:  # PUSH: the next visit is new work, kept until Redis takes it
+            recorded = await self.policy.run(Purpose.PUSH, write, stopped=lambda: self._closed)
+        except NodeStopping:
+            logger.error(
+                "Revisit of %s not recorded (Redis unreachable as the node stops): a revisit comes back after "
+                "RECRAWL_PENDING_SECONDS, a first visit is not scheduled until the page is found again",
+                request.url,
+            )
+            return None
+        if recorded is None:
+            return None
+        self.recorded.set()
+        self.stats.inc_value(f"recrawl/recorded/{recorded.change}")
+        return recorded
 
     def ticket(self, request: Request) -> RecrawlTicket | None:
         """A ticket (no validators sent yet) for a revisitable request; None = never revisited."""

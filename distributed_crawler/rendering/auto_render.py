@@ -65,7 +65,7 @@ class AutoRenderMiddleware:
     async def spider_opened(self, spider: Spider) -> None:
         context = RedisContext.of(self.crawler).acquire()
         key = self.config.auto_key % {"spider": spider.name}
-        self.verdicts = VerdictStore(context.client, key, self.stats, context.config.masked_url)
+        self.verdicts = VerdictStore(context.client, key, self.stats, context.policy)
         logger.info(
             "Auto rendering on: plain pages that look script-built are rendered until %d samples of "
             "their host and URL shape show rendering adds nothing (PLAYWRIGHT_AUTO_SAMPLES; verdicts in %s)",

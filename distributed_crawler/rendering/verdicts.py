@@ -20,11 +20,12 @@ import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from redis.exceptions import ResponseError
 
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog
+from distributed_crawler.connection.policy import Purpose, RedisPolicy
 from distributed_crawler.connection.untrusted import OnceLog
 from distributed_crawler.queue.scripts import lua_source
 
@@ -35,6 +36,7 @@ CACHE_SECONDS = 10.0
 CACHE_ENTRIES = 10_000
 PLAIN_BELOW = 0.1  # a learnt shape is plain when rendering added content on fewer than this share
 LEARNING, PLAIN, RENDER = "learning", "plain", "render"
+_UNREAD = object()  # Redis did not answer (not: the field is absent)
 _VALUE = re.compile(rb"^(\d{1,10}):(\d{1,10})$")
 
 
@@ -65,13 +67,13 @@ def parse_verdict(raw: Any) -> Verdict | None:
 class VerdictStore:
     """Reads and records verdicts; a Redis failure makes a shape count as learning (never fatal)."""
 
-    def __init__(self, client: Any, key: str, stats: Any, masked_url: str) -> None:
+    def __init__(self, client: Any, key: str, stats: Any, policy: RedisPolicy) -> None:
         self.client = client
         self.key = key
         self.stats = stats
         self._record = client.register_script(lua_source("render_verdict"))
         self._cache: OrderedDict[str, tuple[float, Verdict]] = OrderedDict()
-        self.outage = OutageLog("auto rendering verdicts", masked_url)
+        self.policy = policy
         self._bad = OnceLog(logger)
 
     def _remember(self, field: str, verdict: Verdict) -> Verdict:
@@ -85,14 +87,15 @@ class VerdictStore:
         cached = self._cache.get(field)
         if cached is not None and cached[0] > time.monotonic():
             return cached[1]
-        try:
-            raw = await self.client.hget(self.key, field)
-            self.outage.ok()
-        except TRANSIENT_ERRORS as exc:
-            self.outage.failed(exc)
-            return Verdict()
-        except ResponseError as exc:
-            self._refused(exc)
+        refused: list[BaseException] = []
+        # CACHE: Redis away or refusing -> the shape counts as learning
+        raw = await self.policy.run(
+            Purpose.CACHE,
+            partial(self.client.hget, self.key, field),
+            default=_UNREAD,
+            on_error=partial(self._refused, refused),
+        )
+        if raw is _UNREAD or refused:
             return Verdict()
         verdict = parse_verdict(raw)
         if verdict is None and raw is not None:
@@ -109,19 +112,15 @@ class VerdictStore:
 
     async def record(self, field: str, added: bool) -> Verdict | None:
         """Add one sample; returns the shape's verdict after it (None if Redis did not take it)."""
-        try:
-            raw = await self._record(keys=[self.key], args=[field, int(added), MAX_VERDICTS])
-            self.outage.ok()
-        except TRANSIENT_ERRORS as exc:
-            self.outage.failed(exc)
-            return None
-        except ResponseError as exc:
-            self._refused(exc)
-            return None
+        record = partial(self._record, keys=[self.key], args=[field, int(added), MAX_VERDICTS])
+        raw = await self.policy.run(Purpose.CACHE, record, on_error=partial(self._refused, []))
         verdict = parse_verdict(raw)
         return None if verdict is None else self._remember(field, verdict)
 
-    def _refused(self, exc: ResponseError) -> None:
+    async def _refused(self, refused: list[BaseException], exc: BaseException) -> None:
+        if not isinstance(exc, ResponseError):
+            raise exc
+        refused.append(exc)
         self.stats.inc_value("render/auto/redis_refused")
         self._bad.skipped(
             "refused",

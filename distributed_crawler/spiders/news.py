@@ -25,6 +25,7 @@ import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -34,12 +35,12 @@ from scrapy import Request, signals
 from scrapy.http import Response, TextResponse
 from scrapy.utils.sitemap import sitemap_urls_from_robots
 
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS
+from distributed_crawler.connection.policy import NodeStopping, Purpose, RedisPolicy
 from distributed_crawler.connection.untrusted import EpisodeLog
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.downloadermiddlewares.robotstxt import cache_key, cached_robots_body
-from distributed_crawler.internals import scheduler_of
+from distributed_crawler.internals import node_stopping, scheduler_of
 from distributed_crawler.meta import (
     DEPTH_RESET_META,
     DONT_OBEY_ROBOTSTXT_META,
@@ -120,20 +121,27 @@ class NewsSpider(RedisSpider):
             await self._flush_counts_once(timeout=CLOSE_FLUSH_SECONDS)
 
     async def _flush_counts_once(self, timeout: float) -> None:
-        try:
+        """STATS: Redis away, the counts stay on this node for the next flush."""
+
+        async def flush() -> None:
             await asyncio.wait_for(self._counts.flush(), timeout)
-        except (TimeoutError,) + TRANSIENT_ERRORS as exc:  # an outage: the heartbeat reports it once
-            logger.debug("Page counts not added to %s (%s); kept for the next flush", self.keys.stats, exc)
-            return
-        except Exception as exc:  # noqa: BLE001 - refused (a key of the wrong type) or a bug: named once, retried
+
+        async def refused(exc: BaseException) -> None:  # a key of the wrong type or a bug: named once, retried
             self._news_errors.failed(
                 "page counts",
                 "Page counts not added to %s (%s); kept on this node and tried again",
                 self.keys.stats,
                 exc,
             )
-            return
-        self._news_errors.ok("page counts")
+
+        async def added() -> None:
+            self._news_errors.ok("page counts")
+
+        await self._policy.run(Purpose.STATS, flush, on_error=refused, on_ok=added)
+
+    @property
+    def _policy(self) -> RedisPolicy:
+        return (self._context or RedisContext.of(self.crawler)).policy
 
     @property
     def _client(self) -> Any:
@@ -226,22 +234,30 @@ class NewsSpider(RedisSpider):
         value = await self.off_reactor.run(fingerprint, body, self.news.near_duplicate_min_words)
         if value is None:
             return None
-        try:
-            if self._index is None:
-                self._index = NearDuplicateIndex(
-                    self._client,
-                    self.news.key(self.name),
-                    self.news.near_duplicate_distance,
-                    self.news.near_duplicate_window,
-                )
-            match = await self._index.check_add(value, url)
-        except TRANSIENT_ERRORS + (ResponseError,) as exc:
+        if self._index is None:
+            self._index = NearDuplicateIndex(
+                self._client,
+                self.news.key(self.name),
+                self.news.near_duplicate_distance,
+                self.news.near_duplicate_window,
+            )
+        unchecked = object()
+
+        async def unusable(exc: BaseException) -> None:
+            if not isinstance(exc, ResponseError):
+                raise exc
             self._news_errors.failed(
                 "near-duplicate index",
                 "Near-duplicate index %s unusable (%s): articles are stored without the check until it works",
                 self.news.key(self.name),
                 exc,
             )
+
+        # CACHE: Redis away (or refusing the index) -> stored without the check
+        match = await self._policy.run(
+            Purpose.CACHE, partial(self._index.check_add, value, url), default=unchecked, on_error=unusable
+        )
+        if match is unchecked:
             self.crawler.stats.inc_value("news/near_duplicate_unchecked")
             return None
         self._news_errors.ok("near-duplicate index")
@@ -261,12 +277,11 @@ class NewsSpider(RedisSpider):
         robots_url = f"{parts.scheme}://{parts.netloc}/robots.txt"
         body = None
         if self.obey_robots:
-            try:
-                body = await cached_robots_body(
-                    self._client, cache_key(self.robots_key_template, self.name, parts.netloc)
-                )
-            except TRANSIENT_ERRORS + (ResponseError,):
-                body = None
+            # CACHE: Redis away or refusing -> not cached: fetched
+            cached = partial(
+                cached_robots_body, self._client, cache_key(self.robots_key_template, self.name, parts.netloc)
+            )
+            body = await self._policy.run(Purpose.CACHE, cached, on_error=_not_cached)
         if body is None:  # not cached for the cluster (ROBOTSTXT_OBEY off, or expired): fetch it
             yield Request(
                 robots_url,
@@ -400,10 +415,27 @@ class NewsSpider(RedisSpider):
             "Bad %s %s: %s; dead-lettered (`dcrawl failed %s` lists it)", kind, response.url, reason, self.name
         )
         entry = failure_entry(response.url, f"bad {kind}: {reason}", self.node_id, source=kind, kind=f"bad_{kind}")
-        try:
-            await DeadLetters(self._client, self.keys.failed, self.node_id, self._failed_max).push([entry])
-        except TRANSIENT_ERRORS + (ResponseError,) as exc:
-            logger.warning("Dead letter for %s not written (%s)", response.url, exc)
+        dead_letters = DeadLetters(self._client, self.keys.failed, self.node_id, self._failed_max)
+
+        async def push() -> str:
+            try:
+                await dead_letters.push([entry])
+            except ResponseError as exc:  # the failed list is of another type: not written
+                return f"Redis refused it: {str(exc)[:200]}"
+            return ""
+
+        try:  # DEADLETTER: retried through an outage; the page is acked only once it is written
+            refused = await self._policy.run(Purpose.DEADLETTER, push, stopped=lambda: node_stopping(self.crawler))
+        except NodeStopping:
+            refused = "Redis unreachable as the node stops"
+        if refused:
+            logger.warning("Dead letter for %s not written (%s)", response.url, refused)
+
+
+async def _not_cached(exc: BaseException) -> None:
+    """`on_error` for the shared robots.txt cache: Redis refusing the key means "not cached"."""
+    if not isinstance(exc, ResponseError):
+        raise exc
 
 
 def extract_page(news: NewsConfig, response: TextResponse) -> Article:

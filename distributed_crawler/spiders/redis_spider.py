@@ -17,6 +17,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable
+from functools import partial
 from typing import Any
 
 from redis.exceptions import ResponseError
@@ -24,7 +25,8 @@ from scrapy import Request, Spider, signals
 from scrapy.spiders import CrawlSpider
 
 from distributed_crawler.compat.server import server_from_settings
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS, OutageLog, RedisConfig
+from distributed_crawler.connection.clients import RedisConfig
+from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
 from distributed_crawler.connection.untrusted import preview as raw_preview
 from distributed_crawler.core.context import RedisContext
@@ -33,7 +35,6 @@ from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.internals import scheduler_of, wake_engine
 from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
-from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.seedkey import SeedKey, Taken
 from distributed_crawler.queue.seeds import SeedError, parse_seed, preview
 
@@ -81,7 +82,7 @@ class RedisMixin:
         if crawler is None:
             raise ValueError("crawler is required")
         settings = crawler.settings
-        self.keys = SpiderKeys.from_settings(settings, self.name)
+        self.keys = RedisContext.of(crawler).keys_for(self.name)  # the node's one copy
         if self.redis_key is not None:
             start_urls = str(self.redis_key) % {"name": self.name, "spider": self.name}
             if not start_urls.strip():
@@ -150,13 +151,9 @@ class RedisMixin:
         wait = getattr(scheduler, "wait_pushed", None)  # another scheduler: in its queue once enqueued
         if wait is not None and not await wait(scheduler.outbox_mark()):
             return
-        while True:
-            try:
-                await self.seed_key.done(client, holds)
-                self._held.difference_update(holds)
-                return
-            except TRANSIENT_ERRORS:
-                await asyncio.sleep(POLL_MAX)  # renewed meanwhile; if this node dies, the seeds come back
+        # ACK: the holds are renewed meanwhile; if this node dies first, the seeds come back
+        await RedisContext.of(self.crawler).policy.run(Purpose.ACK, partial(self.seed_key.done, client, holds))
+        self._held.difference_update(holds)
 
     def _let_go(self, taken: Taken | None) -> None:
         """A batch whose handling failed after the take (its dead letters or the counts): no longer
@@ -166,12 +163,13 @@ class RedisMixin:
 
     async def _renew_holds(self, client: Any) -> None:
         """Renew this node's seed holds every third of SEED_LEASE_SECONDS while it lives."""
+        policy = RedisContext.of(self.crawler).policy
         while True:
             await asyncio.sleep(self.seed_key.lease_seconds / 3)
-            try:
-                await self.seed_key.renew(client, list(self._held))
-            except TRANSIENT_ERRORS + (ResponseError,):
-                pass  # reading seeds reports the outage or the bad key; tried again next time
+            # HEARTBEAT: not renewed this round (Redis away, or reading seeds reports the bad key)
+            await policy.run(
+                Purpose.HEARTBEAT, partial(self.seed_key.renew, client, list(self._held)), on_error=_next_round
+            )
 
     def make_request_from_data(self, data: bytes | str) -> Request:
         """A seed as a request; raises `SeedError` for anything we will not fetch.
@@ -216,8 +214,10 @@ class RedisMixin:
         assert self.redis_key is not None  # set when the crawler is
         return {self.redis_key: (self.seeds_as,), self.seed_key.taken: ("zset",)}
 
-    async def _redis_refused(self, client: Any, exc: ResponseError) -> None:
+    async def _redis_refused(self, client: Any, exc: BaseException) -> None:
         """A key of the wrong type or a script error: one ERROR line, the spider keeps polling."""
+        if not isinstance(exc, ResponseError):
+            raise exc  # a bug
         if is_wrong_type(exc):
             await self._wrong_types.check(client, self._expected_types(), exc=exc)
         else:
@@ -267,46 +267,45 @@ class RedisMixin:
         context = RedisContext.of(self.crawler).acquire()
         client = context.client
         dead_letters = DeadLetters(client, self.keys.failed, self.node_id, self._failed_max)
-        outage = OutageLog("reading seeds", self.redis_config.masked_url)
         idle_since: float | None = None
         poll = POLL_MIN
         assert self.max_idle_time is not None  # set when the crawler is
+
+        async def take_round() -> tuple[Taken, list[Request], bool]:
+            """Seeds as requests, their rejects dead-lettered, and whether the cluster is busy; on
+            any failure the batch is let go (its holds expire, its seeds come back)."""
+            taken: Taken | None = None
+            try:
+                taken = await self._take_seeds(client)
+                raws = taken.seeds
+                if raws and self._take_pause:
+                    await asyncio.sleep(self._take_pause)
+                rejects = []
+                requests = []
+                for raw in raws:
+                    try:
+                        requests.extend(self._seed_requests(raw))
+                    except SeedError as exc:
+                        rejects.append(self._reject(raw, exc))
+                if rejects:
+                    await dead_letters.push(rejects)
+                busy = bool(raws) or self.max_idle_time == 0 or (await crawl_counts(client, self.keys)).busy
+            except BaseException:
+                self._let_go(taken)
+                raise
+            return taken, requests, busy
+
         renewing = asyncio.get_running_loop().create_task(self._renew_holds(client), name="dc-seed-holds")
         try:
             while True:
-                taken: Taken | None = None
-                try:
-                    taken = await self._take_seeds(client)
-                    raws = taken.seeds
-                    if raws and self._take_pause:
-                        await asyncio.sleep(self._take_pause)
-                    rejects = []
-                    requests = []
-                    for raw in raws:
-                        try:
-                            requests.extend(self._seed_requests(raw))
-                        except SeedError as exc:
-                            rejects.append(self._reject(raw, exc))
-                    if rejects:
-                        await dead_letters.push(rejects)
-                    busy = bool(raws) or self.max_idle_time == 0 or (await crawl_counts(client, self.keys)).busy
-                    outage.ok()
-                    await self._redis_ok(client)
-                except TRANSIENT_ERRORS as exc:
-                    self._let_go(taken)
-                    outage.failed(exc)
-                    await asyncio.sleep(poll)
-                    poll = min(poll * 2, POLL_MAX)
-                    continue
-                except ResponseError as exc:  # not an outage: a key of the wrong type, a corrupt key
-                    self._let_go(taken)
-                    try:
-                        await self._redis_refused(client, exc)
-                    except TRANSIENT_ERRORS as lost:
-                        outage.failed(lost)
-                    await asyncio.sleep(poll)
-                    poll = min(poll * 2, POLL_MAX)
-                    continue
+                # SEED: Redis away (or a key of the wrong type: one ERROR line), the spider waits
+                taken, requests, busy = await context.policy.run(
+                    Purpose.SEED,
+                    take_round,
+                    on_error=partial(self._redis_refused, client),
+                    on_ok=partial(self._redis_ok, client),
+                )
+                raws = taken.seeds
                 for request in requests:
                     yield request
                 if taken.holds:
@@ -330,6 +329,12 @@ class RedisMixin:
         finally:
             renewing.cancel()
             await context.release()
+
+
+async def _next_round(exc: BaseException) -> None:
+    """`on_error` of the hold renewal: reading seeds reports a bad key; renewed next round."""
+    if not isinstance(exc, ResponseError):
+        raise exc
 
 
 class RedisSpider(RedisMixin, Spider):

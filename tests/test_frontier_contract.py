@@ -1,0 +1,166 @@
+"""One contract for every Frontier (queue/base.py): each queue mode, on fakeredis and on a real
+redis-server, keeps the same promises: push / lease / ack / release / reclaim / expiry / size /
+hosts / flush, and a pending count that is exact after any mix of them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import fakeredis
+import pytest
+import redis
+from scrapy.settings import Settings
+
+from distributed_crawler.dedup.dupefilter import SetDedup
+from distributed_crawler.queue.base import Frontier, Placement
+from distributed_crawler.queue.enqueue import Enqueuer, run_sync
+from distributed_crawler.queue.envelope import make_member, split_member
+from distributed_crawler.queue.frontier import FrontierConfig
+from distributed_crawler.queue.keys import SpiderKeys
+
+MODES = ["host", "priority", "fifo", "lifo"]
+KEYS = SpiderKeys.from_settings(Settings(), "contract")
+
+
+@pytest.fixture(params=["fakeredis", "redis-server"])
+def client(request: pytest.FixtureRequest) -> Iterator[redis.Redis]:
+    if request.param == "fakeredis":
+        fake = fakeredis.FakeRedis()
+        yield fake
+        fake.close()
+    else:
+        yield request.getfixturevalue("redis_client")
+
+
+@pytest.fixture(params=MODES)
+def frontier(request: pytest.FixtureRequest, client: redis.Redis) -> Frontier:
+    return Frontier.open(client, KEYS, request.param, config=FrontierConfig())
+
+
+def push(frontier: Frontier, urls: list[str], expires_at: int = 0) -> int:
+    entries = []
+    for url in urls:
+        placement = frontier.placement(url)
+        payload = json.dumps({"url": url, **({"slot": placement.slot} if placement.slot else {})})
+        member = make_member(payload, 0, expires_at=expires_at)
+        entries.append(Frontier.entry(url, False, member, 0.0, placement))
+    return sum(run_sync(Enqueuer(frontier, SetDedup(KEYS.dupefilter)).run("push", entries)))
+
+
+def size(frontier: Frontier) -> int | None:
+    return run_sync(frontier.size())
+
+
+def urls_of(leases: list[bytes]) -> list[str]:
+    return [json.loads(split_member(lease).payload)["url"] for lease in leases]
+
+
+URLS = [f"http://h{i % 3}.test/{i}" for i in range(9)]
+
+
+def test_push_counts_every_new_request_once(frontier: Frontier) -> None:
+    assert push(frontier, URLS) == 9
+    assert push(frontier, URLS[:4]) == 0  # seen: the dedup check and the push are one script
+    assert size(frontier) == 9
+
+
+def test_lease_then_ack_empties_the_frontier(frontier: Frontier, client: redis.Redis) -> None:
+    push(frontier, URLS)
+    leased = frontier.lease(100, 60).leases
+    assert sorted(urls_of([x.lease for x in leased])) == sorted(URLS)
+    assert size(frontier) == 0
+    assert run_sync(frontier.counts()).leased == 9
+    assert all(bool(x.slot) == frontier.per_host for x in leased)
+    frontier.ack([x.lease for x in leased])
+    assert frontier.lease(100, 60).leases == []  # finds nothing (a per-host one drops its drained hosts)
+    counts = run_sync(frontier.counts())
+    assert (counts.pending, counts.leased) == (0, 0)
+    assert not counts.frontier_busy
+
+
+def test_release_gives_back_without_a_delivery(frontier: Frontier) -> None:
+    push(frontier, URLS[:3])
+    leases = [x.lease for x in frontier.lease(3, 60).leases]
+    assert all(split_member(lease).deliveries == 1 for lease in leases)
+    assert frontier.release(leases) == 3
+    assert size(frontier) == 3
+    again = [x.lease for x in frontier.lease(3, 60).leases]
+    assert sorted(urls_of(again)) == sorted(URLS[:3])
+    assert all(split_member(lease).deliveries == 1 for lease in again)  # not a redelivery
+
+
+def test_reclaim_returns_expired_leases_with_a_delivery_counted(frontier: Frontier, client: redis.Redis) -> None:
+    push(frontier, URLS[:2])
+    leases = [x.lease for x in frontier.lease(2, 60).leases]
+    frontier.expire(leases)  # an old deadline, as a dead node leaves it
+    assert frontier.reclaim(max_deliveries=5, limit=100, failed_cap=100, node_id="t") == (2, 0)
+    assert size(frontier) == 2
+    again = [x.lease for x in frontier.lease(2, 60).leases]
+    assert all(split_member(lease).deliveries == 2 for lease in again)
+
+
+def test_renew_keeps_a_lease_from_reclaim(frontier: Frontier) -> None:
+    push(frontier, URLS[:1])
+    (lease,) = [x.lease for x in frontier.lease(1, 60).leases]
+    assert frontier.renew([lease], 60) == 1
+    assert frontier.reclaim(5, 100, 100, "t") == (0, 0)
+
+
+def test_expired_requests_are_dropped_at_lease(frontier: Frontier, client: redis.Redis) -> None:
+    now = int(client.time()[0])
+    push(frontier, URLS[:2], expires_at=now - 10)
+    push(frontier, URLS[2:3], expires_at=now + 3600)
+    leased = frontier.lease(10, 60)
+    assert leased.expired == 2
+    assert urls_of([x.lease for x in leased.leases]) == URLS[2:3]
+    assert size(frontier) == 0
+
+
+def test_hosts_name_the_hosts_with_work(frontier: Frontier) -> None:
+    push(frontier, URLS)
+    hosts = run_sync(frontier.hosts())
+    counts = run_sync(frontier.counts())
+    if frontier.per_host:
+        assert hosts == {"h0.test": 3, "h1.test": 3, "h2.test": 3}
+        assert counts.hosts == 3
+    else:
+        assert hosts == {} and counts.hosts == 0
+
+
+def test_flush_removes_the_whole_frontier(frontier: Frontier, client: redis.Redis) -> None:
+    push(frontier, URLS)
+    frontier.lease(2, 60)
+    run_sync(frontier.flush())
+    assert size(frontier) == 0
+    assert [k for k in client.keys("*") if not k.startswith(KEYS.dupefilter.encode())] == []
+
+
+def test_the_pending_count_stays_exact_through_every_operation(frontier: Frontier, client: redis.Redis) -> None:
+    urls = [f"http://h{i % 7}.test/{i}" for i in range(60)]
+    push(frontier, urls)
+    leases = [x.lease for x in frontier.lease(30, 60).leases]
+    frontier.ack(leases[:10])
+    frontier.release(leases[10:15])
+    frontier.expire(leases[15:20])
+    frontier.reclaim(5, 100, 100, "t")
+    push(frontier, urls[:5] + [f"http://h9.test/{i}" for i in range(4)])  # 4 new
+    expected = 60 - 30 + 5 + 5 + 4
+    assert size(frontier) == expected
+    drained = []
+    for _ in range(100):
+        got = [x.lease for x in frontier.lease(50, 60).leases]
+        if not got:
+            break
+        drained += got
+    assert len(drained) == expected
+    assert size(frontier) == 0
+
+
+def test_placement_is_the_frontiers_own(frontier: Frontier) -> None:
+    placement = frontier.placement("http://Example.COM:8080/a")
+    if frontier.per_host:
+        assert placement.slot == "example.com:8080"
+        assert frontier.host_control() is frontier
+    else:
+        assert placement == Placement() and frontier.host_control() is None

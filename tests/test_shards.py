@@ -1,0 +1,105 @@
+"""FRONTIER_SHARDS routing (queue/shards.py), the layout record and its refusal, and a frontier
+written the way main writes it (keys by hand) read by this code with default settings."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import redis
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS
+from scrapy.settings import Settings
+
+from distributed_crawler.queue.base import Frontier, FrontierLayoutError
+from distributed_crawler.queue.enqueue import run_sync
+from distributed_crawler.queue.envelope import split_member
+from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.queue.shards import check_shards, shard_of, shard_tags, slot_of_tag
+
+
+@pytest.mark.parametrize("shards", [2, 3, 4, 6, 16, 128])
+def test_each_shard_tag_falls_in_its_own_slice_of_the_slots(shards: int) -> None:
+    tags = shard_tags("news", shards)
+    assert len(set(tags)) == shards
+    for i, tag in enumerate(tags):
+        assert i * REDIS_CLUSTER_HASH_SLOTS // shards <= slot_of_tag(tag) < (i + 1) * REDIS_CLUSTER_HASH_SLOTS // shards
+
+
+def test_one_shard_is_todays_tag_and_tags_are_deterministic() -> None:
+    assert shard_tags("news", 1) == ("news",)
+    assert shard_tags("news", 6) == shard_tags("news", 6)
+    assert shard_tags("news", 6) != shard_tags("other", 6)
+
+
+def test_a_hosts_shard_is_stable_and_spread() -> None:
+    hosts = [f"site{i}.example" for i in range(4000)]
+    counts = [0] * 4
+    for host in hosts:
+        counts[shard_of(host, 4)] += 1
+        assert shard_of(host, 4) == shard_of(host.upper(), 4)  # hosts are case-insensitive
+    assert all(800 < n < 1200 for n in counts), counts
+    assert {shard_of(h, 1) for h in hosts} == {0}
+
+
+@pytest.mark.parametrize("value", [0, -1, "x", 1.5, True, 1025, ""])
+def test_a_bad_shard_count_names_the_fix(value: object) -> None:
+    with pytest.raises(ValueError, match="FRONTIER_SHARDS"):
+        check_shards(value)
+
+
+def test_shard_keys_carry_the_shard_tag_and_keep_the_spiders_own() -> None:
+    keys = SpiderKeys.from_settings(Settings(), "news", "news~0.1")
+    assert keys.requests == "{news~0.1}:requests" and keys.ready == "{news~0.1}:hosts"
+    assert keys.host_queue("a.com") == "{news~0.1}:q:a.com" and keys.dupefilter == "{news~0.1}:dupefilter"
+    assert keys.start_urls == "news:start_urls" and keys.nodes == "{news}:nodes" and keys.stats == "{news}:stats"
+    assert keys.shards == "{news}:shards" and keys.doorbell == "{news}:doorbell"
+
+
+def frontier(client: redis.Redis, **settings: object) -> Frontier:
+    return Frontier.from_settings(Settings({"FRONTIER_SHARDS": 1, **settings}), "news", client)
+
+
+def test_the_layout_is_recorded_then_accepted(redis_client: redis.Redis) -> None:
+    run_sync(frontier(redis_client).check_layout())
+    assert redis_client.get("{news}:shards") == b"1"
+    run_sync(frontier(redis_client).check_layout())  # the same count: accepted
+
+
+def test_a_changed_shard_count_on_a_frontier_with_work_is_refused(redis_client: redis.Redis) -> None:
+    redis_client.set("{news}:shards", 4)
+    pending = SpiderKeys.from_settings(Settings(), "news", shard_tags("news", 4)[0]).pending
+    redis_client.set(pending, 3)  # shard 0 of 4 still holds requests
+    with pytest.raises(
+        FrontierLayoutError, match=r"FRONTIER_SHARDS \(1\) differs from the 4 shard\(s\).*FRONTIER_SHARDS=4"
+    ):
+        run_sync(frontier(redis_client).check_layout())
+    redis_client.delete(pending)
+    run_sync(frontier(redis_client).check_layout())  # drained: the new count is recorded
+    assert redis_client.get("{news}:shards") == b"1"
+
+
+def test_more_than_one_shard_is_refused_at_start_with_the_fix() -> None:
+    with pytest.raises(ValueError, match="FRONTIER_SHARDS=1"):
+        Frontier.from_settings(Settings({"FRONTIER_SHARDS": 4}), "news", None)
+
+
+def test_a_frontier_written_the_current_way_is_read_with_default_settings(redis_client: redis.Redis) -> None:
+    """Keys and members as main writes them (host mode, no layout record): leased, counted, acked."""
+    payload = json.dumps({"url": "http://a.test/1", "slot": "a.test"})
+    redis_client.zadd("{news}:q:a.test", {f"0:0:{payload}": 1})
+    redis_client.zadd("{news}:hosts", {"a.test": 0})
+    redis_client.set("{news}:pending", 1)
+    single = json.dumps({"url": "http://b.test/2"})
+    redis_client.zadd("{news}:requests", {f"0:0:{single}": 2})  # a single-queue entry left by a mode switch
+    redis_client.set("{news}:pending", 2)
+    ours = Frontier.from_settings(Settings(), "news", redis_client)
+    run_sync(ours.check_layout())  # one shard, as written: accepted
+    assert run_sync(ours.size()) == 2
+    leased = []
+    for _ in range(5):
+        leased += ours.lease(10, 60).leases
+    urls = sorted(json.loads(split_member(x.lease).payload)["url"] for x in leased)
+    assert urls == ["http://a.test/1", "http://b.test/2"]
+    ours.ack([x.lease for x in leased])
+    counts = run_sync(ours.counts())
+    assert (counts.pending, counts.leased) == (0, 0)
