@@ -47,7 +47,6 @@ from distributed_crawler.monitoring.nodes import (
     read_nodes,
     read_totals,
 )
-from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.keys import SpiderKeys
 
 if TYPE_CHECKING:
@@ -333,7 +332,7 @@ class Heartbeat:
         assert self.keys is not None and self.spider_keys is not None
         sample = sample_node(self.crawler)
         now = await self._beat(sample)
-        counts = await crawl_counts(self.client, self.spider_keys)
+        counts = await RedisContext.of(self.crawler).frontier_for(self.spider_keys.spider).counts(seeds=True)
         nodes = await read_nodes(self.client, self.keys, now)
         totals = await read_totals(self.client, self.keys)
         await forget_old_nodes(self.client, self.keys, now)

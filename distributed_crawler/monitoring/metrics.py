@@ -34,7 +34,6 @@ from distributed_crawler.core.context import RedisContext
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.monitoring.heartbeat import sample_node
 from distributed_crawler.monitoring.nodes import PROXY_POOL_KEY, proxy_health
-from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.keys import SpiderKeys
 
 if TYPE_CHECKING:
@@ -133,7 +132,7 @@ class PrometheusMetrics:
             while True:
 
                 async def refresh() -> None:
-                    counts = await crawl_counts(client, keys)
+                    counts = await context.frontier_for(keys.spider).counts(seeds=True)
                     self.queues = {
                         "pending": counts.pending,
                         "leased": counts.leased,

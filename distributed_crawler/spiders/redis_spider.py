@@ -33,7 +33,7 @@ from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.node import node_id_from_settings
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.internals import scheduler_of, wake_engine
-from distributed_crawler.queue.counts import crawl_counts
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
 from distributed_crawler.queue.seedkey import SeedKey, Taken
 from distributed_crawler.queue.seeds import SeedError, parse_seed, preview
@@ -154,6 +154,10 @@ class RedisMixin:
         # ACK: the holds are renewed meanwhile; if this node dies first, the seeds come back
         await RedisContext.of(self.crawler).policy.run(Purpose.ACK, partial(self.seed_key.done, client, holds))
         self._held.difference_update(holds)
+
+    def _frontier(self, client: Any) -> Frontier:
+        """The spider's frontier on `client` (its counts say whether the crawl has work)."""
+        return Frontier.from_settings(self.crawler.settings, self.name, client, self.keys)
 
     def _let_go(self, taken: Taken | None) -> None:
         """A batch whose handling failed after the take (its dead letters or the counts): no longer
@@ -289,7 +293,7 @@ class RedisMixin:
                         rejects.append(self._reject(raw, exc))
                 if rejects:
                     await dead_letters.push(rejects)
-                busy = bool(raws) or self.max_idle_time == 0 or (await crawl_counts(client, self.keys)).busy
+                busy = bool(raws) or self.max_idle_time == 0 or (await self._frontier(client).counts(seeds=True)).busy
             except BaseException:
                 self._let_go(taken)
                 raise
