@@ -41,6 +41,7 @@ DEFAULTS: dict[str, Any] = {
     # Live control (docs/operations.md): per-host overrides read by the lease, and the audit trail.
     "SCHEDULER_OVERRIDES_KEY": "{%(spider)s}:overrides",  # hash: host or domain -> JSON override
     "AUDIT_KEY": "{%(spider)s}:audit",  # stream of control actions (capped)
+    "SCHEDULER_PAUSED_KEY": "{%(spider)s}:paused",  # string: JSON {since, by, drain, source} while paused
     "AUDIT_MAXLEN": 10_000,  # entries kept in the audit stream (XADD MAXLEN ~)
     "SCHEDULER_DOORBELL_CHANNEL": "{%(spider)s}:doorbell",  # pub/sub: wakes idle nodes
     "SCHEDULER_HOST_QUEUE_KEY": "{%(spider)s}:q:%(host)s",  # zset: one host's pending requests (host mode)

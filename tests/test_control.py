@@ -111,3 +111,38 @@ def test_purge_drops_pending_counted_and_dead_letters(
     assert _dcrawl(redis_url, "host", "news", "c.org", "purge") == 0
     assert "purged 3 pending request(s)" in capsys.readouterr().out
     assert redis_client.llen("{news}:failed") == 0 and int(redis_client.get("{news}:pending")) == 0
+
+
+def test_pause_resume_status_and_audit(
+    redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from distributed_crawler.monitoring.status import status_now
+
+    monkeypatch.setenv("USER", "carol")
+    assert _dcrawl(redis_url, "pause") == 2  # neither SPIDER nor --all
+    capsys.readouterr()
+    assert _dcrawl(redis_url, "pause", "news", "--drain") == 0
+    assert "paused news" in capsys.readouterr().out
+    status = status_now(redis_client, Settings({"REDIS_URL": redis_url}), "news")
+    assert status["control"]["paused"]["by"] == "carol" and status["control"]["paused"]["drain"] is True
+    assert _dcrawl(redis_url, "host", "news", "x.org", "block", "--for", "1h") == 0
+    status = status_now(redis_client, Settings({"REDIS_URL": redis_url}), "news")
+    assert status["control"]["overrides"] == 1 and status["control"]["blocks"][0]["target"] == "x.org"
+    assert _dcrawl(redis_url, "status", "news") == 0
+    out = capsys.readouterr().out
+    assert "paused since" in out and "by carol" in out and "x.org until" in out
+    redis_client.set("{news}:paused", "garbage")  # still paused, by someone unknown
+    status = status_now(redis_client, Settings({"REDIS_URL": redis_url}), "news")
+    assert status["control"]["paused"]["by"] == "unknown"
+    assert _dcrawl(redis_url, "resume", "news") == 0
+    assert redis_client.get("{news}:paused") is None
+    capsys.readouterr()
+    assert _dcrawl(redis_url, "audit", "news", "--json", "--since", "1h") == 0
+    assert [e["action"] for e in json.loads(capsys.readouterr().out)] == ["pause", "block", "resume"]
+
+
+def test_the_audit_stream_is_capped(redis_client: redis.Redis) -> None:
+    frontier = Frontier.open(redis_client, SpiderKeys.from_settings(Settings(), "news"), "host")
+    for i in range(300):
+        frontier.audit({"action": "set", "target": f"h{i}"}, 100)
+    assert redis_client.xlen("{news}:audit") < 200  # MAXLEN ~ 100: trimmed by whole nodes

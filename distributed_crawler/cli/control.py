@@ -26,6 +26,7 @@ from distributed_crawler.cli.project import open_frontier
 from distributed_crawler.core.traps import registered_domain
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.queue.base import Frontier
+from distributed_crawler.queue.keys import SpiderKeys
 
 BAD_INPUT = 2  # exit code of a refused argument
 _HOST = re.compile(
@@ -270,6 +271,45 @@ def cmd_audit(args: argparse.Namespace, connect: Callable[[argparse.Namespace], 
     return 0
 
 
+def _spiders(args: argparse.Namespace, settings: Any, client: Any) -> list[str]:
+    if args.all:
+        from distributed_crawler.monitoring.dashboard import discover_spiders
+
+        return discover_spiders(client, settings)
+    if not args.spider:
+        raise BadInput("name a SPIDER, or --all for every spider found in Redis")
+    return [args.spider]
+
+
+def cmd_pause(args: argparse.Namespace, connect: Callable[[argparse.Namespace], tuple[Any, Any, Any]]) -> int:
+    """`dcrawl pause SPIDER [--drain] | --all` and `dcrawl resume SPIDER | --all`."""
+    if not args.spider and not args.all:
+        print("dcrawl: name a SPIDER, or --all for every spider found in Redis", file=sys.stderr)
+        return BAD_INPUT
+    args.spider = args.spider or ""
+    settings, client, _ = connect(args)
+    by = _user(args)
+    names = _spiders(args, settings, client)
+    if not names:
+        print("no spider found in Redis")
+        return 0
+    for name in names:
+        frontier = open_frontier(settings, client, SpiderKeys.from_settings(settings, name))
+        old = frontier.pause_state()
+        if args.command == "pause":
+            drain = bool(getattr(args, "drain", False))
+            frontier.pause(by, drain, "cli", time.time())
+            new = frontier.pause_state()
+            how = "workers finish what they hold" if drain else "workers give back what they have not started"
+            print(f"paused {name}: nothing more is leased; {how}; `dcrawl resume {name}` to go on")
+        else:
+            frontier.resume()
+            new = None
+            print(f"resumed {name}" if old else f"{name} was not paused")
+        record(frontier, settings, args.command, name, old, new, by, "cli")
+    return 0
+
+
 def add_parser(command: Callable[..., argparse.ArgumentParser], connect: Callable[..., Any]) -> None:
     p = command(
         "host",
@@ -297,6 +337,16 @@ def add_parser(command: Callable[..., argparse.ArgumentParser], connect: Callabl
         json_flag=True,
     )
     p.add_argument("spider")
+    for name, help_text in (
+        ("pause", "pause a crawl: workers lease nothing (state in Redis, survives restarts)"),
+        ("resume", "resume a paused crawl"),
+    ):
+        p = command(name, lambda a: cmd_pause(a, connect), help_text)
+        p.add_argument("spider", nargs="?")
+        p.add_argument("--all", action="store_true", help="every spider found in Redis")
+        p.add_argument("--by", help="who does it, for the audit trail (default: $USER)")
+        if name == "pause":
+            p.add_argument("--drain", action="store_true", help="workers finish what they hold (default: give it back)")
     p = command("audit", lambda a: cmd_audit(a, connect), "the control actions taken on a crawl", json_flag=True)
     p.add_argument("spider")
     p.add_argument("--since", help="only the last 90s, 15m, 2h, 1d ...")

@@ -13,6 +13,7 @@ With a sync client the script methods return values; with an asyncio client, awa
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -77,6 +78,25 @@ class Placement:
 
 class FrontierLayoutError(ValueError):
     """FRONTIER_SHARDS differs from the layout the frontier in Redis was written with."""
+
+
+def decode_pause(raw: Any) -> dict[str, Any] | None:
+    """A pause as stored; garbage still means paused (someone set the key), by an unknown user."""
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError):
+        value = None
+    if not isinstance(value, dict):
+        return {"since": 0.0, "by": "unknown", "drain": False, "source": "unknown"}
+    since = value.get("since")
+    return {
+        "since": float(since) if isinstance(since, (int, float)) else 0.0,
+        "by": str(value.get("by", "unknown"))[:100],
+        "drain": value.get("drain") is True,
+        "source": str(value.get("source", "unknown"))[:20],
+    }
 
 
 class HostControl(Protocol):
@@ -367,6 +387,19 @@ class Frontier:
     def purge(self, target: str, scope: str, dead_letter: bool, failed_cap: int, node: str, now: float) -> Any:
         """Drop a host's pending requests: the per-host frontier's (one queue per host) only."""
         raise ValueError(f"purge needs the per-host frontier (SCHEDULER_QUEUE_CLASS=host); this crawl uses {self.mode}")
+
+    def pause(self, by: str, drain: bool, source: str, now: float) -> Any:
+        """Pause the crawl for every node (they lease nothing until `resume`); survives restarts."""
+        value = json.dumps({"since": round(now, 3), "by": by, "drain": drain, "source": source})
+        return self.client.set(self.keys.paused, value)
+
+    def resume(self) -> Any:
+        """Lift the pause; returns how many keys were removed (0: it was not paused)."""
+        return self.client.delete(self.keys.paused)
+
+    def pause_state(self) -> Any:
+        """The pause as a dict ({since, by, drain, source}), or None when the crawl runs."""
+        return then(self.client.get(self.keys.paused), decode_pause)
 
     def audit(self, fields: dict[str, str], maxlen: int) -> Any:
         """Append one control action to the capped audit stream."""

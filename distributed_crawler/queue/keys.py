@@ -38,6 +38,7 @@ class SpiderKeys:
     tag: str = ""  # the hash tag of the frontier keys ("" = the spider: one shard, today's layout)
     overrides: str = ""  # hash: host or registered domain -> the operator's override (JSON), read by the lease
     audit: str = ""  # stream: control actions (dcrawl host / pause / resume), capped (spider's tag)
+    paused: str = ""  # string: the crawl's pause (dcrawl pause), JSON {since, by, drain, source}
 
     def __post_init__(self) -> None:
         fill = {"spider": self.tag or self.spider, "name": self.tag or self.spider}
@@ -55,6 +56,7 @@ class SpiderKeys:
             ("shards", "FRONTIER_SHARDS_KEY", False),
             ("overrides", "SCHEDULER_OVERRIDES_KEY", False),
             ("audit", "AUDIT_KEY", False),
+            ("paused", "SCHEDULER_PAUSED_KEY", False),
         ):
             if not getattr(self, name):
                 default = DEFAULTS[setting]
@@ -99,6 +101,7 @@ class SpiderKeys:
             tag=tag,
             overrides=key("SCHEDULER_OVERRIDES_KEY"),
             audit=base("AUDIT_KEY"),
+            paused=base("SCHEDULER_PAUSED_KEY"),
         )
 
     def node(self, node_id: str) -> str:

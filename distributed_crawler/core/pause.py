@@ -1,0 +1,88 @@
+"""The crawl's pause as this node sees it (`dcrawl pause` / `resume`, docs/operations.md).
+
+The pause lives in Redis (the frontier's pause key), so it reaches every node and survives their
+restarts. A node reads it once a second (REFRESH_SECONDS), not per page: while paused the feeder
+leases nothing and, unless the pause says drain, gives back the requests it holds and has not
+started; downloads already running finish. Heartbeats go on, and the node does not idle-close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from distributed_crawler.connection.policy import Purpose, RedisPolicy
+from distributed_crawler.meta import LEASE_META
+from distributed_crawler.queue.base import Frontier
+
+logger = logging.getLogger(__name__)
+
+REFRESH_SECONDS = 1.0
+_UNKNOWN = object()
+
+
+class PauseWatch:
+    def __init__(self, frontier: Callable[[], Frontier], policy: RedisPolicy) -> None:
+        self._frontier = frontier
+        self.policy = policy
+        self.state: dict[str, Any] | None = None
+        self.changed = asyncio.Event()
+        self.wake: list[asyncio.Event] = []  # set when the pause changes (the feeder's waits)
+
+    @property
+    def paused(self) -> bool:
+        return self.state is not None
+
+    @property
+    def drain(self) -> bool:
+        return bool(self.state and self.state.get("drain"))
+
+    async def refresh(self) -> None:
+        async def read() -> Any:
+            return await self._frontier().pause_state()
+
+        # a hint the node keeps while Redis is away (it cannot lease then anyway)
+        state = await self.policy.run(Purpose.CACHE, read, default=_UNKNOWN)
+        if state is _UNKNOWN or state == self.state:
+            return
+        was, self.state = self.state, state
+        if state is not None:
+            since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(state["since"]))
+            logger.info(
+                "Crawl paused since %s by %s%s: leasing nothing until `dcrawl resume %s`",
+                since,
+                state["by"],
+                " (drain: finishing what this node holds)" if state["drain"] else "",
+                self._frontier().spider,
+            )
+        elif was is not None:
+            logger.info("Crawl resumed: leasing again")
+        self.changed.set()
+        for event in self.wake:
+            event.set()
+
+    async def run(self, stopped: Callable[[], bool]) -> None:
+        while not stopped():
+            await self.refresh()
+            await asyncio.sleep(REFRESH_SECONDS)
+
+    async def wait(self, timeout: float) -> None:
+        """Sleep until the pause changes or `timeout` passes."""
+        self.changed.clear()
+        try:
+            await asyncio.wait_for(self.changed.wait(), timeout)
+        except TimeoutError:
+            pass
+
+
+async def give_back_buffer(buffer: Any, leases: Any, release: Callable[[list[bytes]], Awaitable[None]]) -> int:
+    """Release every buffered (unstarted) request to the queue front; returns how many."""
+    held = [r.meta[LEASE_META] for r in buffer]
+    buffer.clear()
+    if held:
+        leases.forget(held)
+        await release(held)
+    return len(held)
