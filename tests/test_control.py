@@ -9,8 +9,8 @@ import pytest
 import redis
 from scrapy.settings import Settings
 
-from distributed_crawler.cli.control import BadInput, parse_duration, parse_host
 from distributed_crawler.cli.main import main
+from distributed_crawler.core.control import BadInput, parse_duration, parse_host
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.keys import SpiderKeys
 from tests.test_frontier_lua import KEYS_H, READY, pop, push
