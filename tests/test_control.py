@@ -146,3 +146,17 @@ def test_the_audit_stream_is_capped(redis_client: redis.Redis) -> None:
     for i in range(300):
         frontier.audit({"action": "set", "target": f"h{i}"}, 100)
     assert redis_client.xlen("{news}:audit") < 200  # MAXLEN ~ 100: trimmed by whole nodes
+
+
+def test_a_sharded_frontier_keeps_overrides_on_every_shard_and_purges_each(redis_client: redis.Redis) -> None:
+    settings = Settings({"FRONTIER_SHARDS": 4, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
+    frontier = Frontier.from_settings(settings, "news", redis_client)
+    frontier.write_override("example.com", json.dumps({"until": 4e9}))
+    assert all(redis_client.hget(k.overrides, "example.com") for k in frontier.part_keys())
+    urls = [f"http://h{i}.example.com/{j}" for i in range(8) for j in range(2)]
+    for url in urls:
+        slot = frontier.placement(url).slot or ""
+        part = frontier.parts[frontier.shard_of_url(url)]  # type: ignore[attr-defined]
+        push(part, [(url, slot)], interval=0.0)
+    assert frontier.lease(50, 60).leases == []  # the domain is blocked on every shard
+    assert int(frontier.purge("example.com", "domain", False, 100, "t", 0)) == 16

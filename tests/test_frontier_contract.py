@@ -1,5 +1,5 @@
-"""One contract for every Frontier (queue/base.py): each queue mode, on fakeredis and on a real
-redis-server, keeps the same promises: push / lease / ack / release / reclaim / expiry / size /
+"""One contract for every Frontier (queue/base.py): each queue mode, with 1 and 4 shards
+(FRONTIER_SHARDS), on fakeredis and on a real redis-server, keeps the same promises: push / lease / ack / release / reclaim / expiry / size /
 hosts / flush, and a pending count that is exact after any mix of them."""
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ from scrapy.settings import Settings
 
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.queue.base import Frontier, Placement
-from distributed_crawler.queue.enqueue import Enqueuer, run_sync
+from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
-from distributed_crawler.queue.frontier import FrontierConfig
 from distributed_crawler.queue.keys import SpiderKeys
 
 MODES = ["host", "priority", "fifo", "lifo"]
@@ -33,9 +32,17 @@ def client(request: pytest.FixtureRequest) -> Iterator[redis.Redis]:
         yield request.getfixturevalue("redis_client")
 
 
-@pytest.fixture(params=MODES)
+@pytest.fixture(params=[(mode, shards) for mode in MODES for shards in (1, 4)], ids=lambda p: f"{p[0]}-{p[1]}")
 def frontier(request: pytest.FixtureRequest, client: redis.Redis) -> Frontier:
-    return Frontier.open(client, KEYS, request.param, config=FrontierConfig())
+    mode, shards = request.param
+    settings = Settings(
+        {"SCHEDULER_QUEUE_CLASS": mode, "FRONTIER_SHARDS": shards, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0}
+    )
+    return Frontier.from_settings(settings, "contract", client)
+
+
+async def plain(key: str) -> SetDedup:
+    return SetDedup(key)
 
 
 def push(frontier: Frontier, urls: list[str], expires_at: int = 0) -> int:
@@ -45,7 +52,7 @@ def push(frontier: Frontier, urls: list[str], expires_at: int = 0) -> int:
         payload = json.dumps({"url": url, **({"slot": placement.slot} if placement.slot else {})})
         member = make_member(payload, 0, expires_at=expires_at)
         entries.append(Frontier.entry(url, False, member, 0.0, placement))
-    return sum(run_sync(Enqueuer(frontier, SetDedup(KEYS.dupefilter)).run("push", entries)))
+    return sum(run_sync(run_sync(frontier.open_enqueuer(plain)).run("push", entries)))
 
 
 def size(frontier: Frontier) -> int | None:
@@ -133,7 +140,7 @@ def test_flush_removes_the_whole_frontier(frontier: Frontier, client: redis.Redi
     frontier.lease(2, 60)
     run_sync(frontier.flush())
     assert size(frontier) == 0
-    assert [k for k in client.keys("*") if not k.startswith(KEYS.dupefilter.encode())] == []
+    assert [k for k in client.keys("*") if b":dupefilter" not in k] == []
 
 
 def test_the_pending_count_stays_exact_through_every_operation(frontier: Frontier, client: redis.Redis) -> None:
@@ -161,6 +168,49 @@ def test_placement_is_the_frontiers_own(frontier: Frontier) -> None:
     placement = frontier.placement("http://Example.COM:8080/a")
     if frontier.per_host:
         assert placement.slot == "example.com:8080"
-        assert frontier.host_control() is frontier
+        control = frontier.host_control()
+        assert control is not None
+        push(frontier, ["http://blocked.test/1", "http://open.test/1"])
+        control.block_host("blocked.test", 60, "test", 1.0, 60.0, 0.5)  # on the host's shard
+        leased = [x.lease for x in frontier.lease(10, 60).leases]
+        assert urls_of(leased) == ["http://open.test/1"]
     else:
         assert placement == Placement() and frontier.host_control() is None
+
+
+def test_a_sharded_frontier_spreads_hosts_over_its_shards(client: redis.Redis) -> None:
+    settings = Settings({"FRONTIER_SHARDS": 4, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
+    sharded = Frontier.from_settings(settings, "contract", client)
+    urls = [f"http://h{i}.test/{i}" for i in range(40)]
+    assert push(sharded, urls) == 40
+    tags = {k.split(b"}")[0] for k in client.keys("{contract~*:pending")}
+    assert len(tags) == 4  # every shard holds hosts
+    assert run_sync(sharded.size()) == 40
+    for url in urls[:8]:  # a host's queue is on its shard only
+        host = url.split("/")[2]
+        assert sum(client.zcard(k) for k in client.keys(f"{{contract~*}}:q:{host}")) == 1
+
+
+def test_a_sharded_lease_needs_one_round_trip_per_batch_while_shards_have_work(client: redis.Redis) -> None:
+    settings = Settings(
+        {"FRONTIER_SHARDS": 4, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0, "SCHEDULER_QUEUE_CLASS": "priority"}
+    )
+    sharded = Frontier.from_settings(settings, "contract", client)
+    push(sharded, [f"http://h{i}.test/{i}" for i in range(400)])
+    calls = []
+    for part in sharded.parts:  # type: ignore[attr-defined]
+        lease = part.lease
+        part.lease = lambda *a, _lease=lease, **k: calls.append(1) or _lease(*a, **k)  # type: ignore[method-assign]
+    for _ in range(8):
+        assert len(sharded.lease(10, 60).leases) == 10
+    assert len(calls) == 8
+    for _ in range(10):
+        sharded.lease(100, 60)
+    sharded.woken()  # the doorbell rang: every shard is asked again
+    calls.clear()
+    assert sharded.lease(10, 60).leases == []
+    assert sharded.lease(10, 60).leases == []  # empty shards are not asked again until woken or the recheck
+    assert len(calls) == 4
+    sharded.woken()
+    sharded.lease(10, 60)
+    assert len(calls) == 8

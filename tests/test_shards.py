@@ -4,17 +4,24 @@ written the way main writes it (keys by hand) read by this code with default set
 from __future__ import annotations
 
 import json
+import sqlite3
+from pathlib import Path
 
 import pytest
 import redis
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS
 from scrapy.settings import Settings
 
+from distributed_crawler.cli.hosts import gather_hosts
+from distributed_crawler.dedup.dupefilter import SetDedup
+from distributed_crawler.monitoring.status import gather_status
 from distributed_crawler.queue.base import Frontier, FrontierLayoutError
 from distributed_crawler.queue.enqueue import run_sync
-from distributed_crawler.queue.envelope import split_member
+from distributed_crawler.queue.envelope import make_member, split_member
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.shards import check_shards, shard_of, shard_tags, slot_of_tag
+from tests.conftest import Workers, crawl_preflight, dcrawl, one_error_line
+from tests.site.server import NewsSite
 
 
 @pytest.mark.parametrize("shards", [2, 3, 4, 6, 16, 128])
@@ -78,11 +85,6 @@ def test_a_changed_shard_count_on_a_frontier_with_work_is_refused(redis_client: 
     assert redis_client.get("{news}:shards") == b"1"
 
 
-def test_more_than_one_shard_is_refused_at_start_with_the_fix() -> None:
-    with pytest.raises(ValueError, match="FRONTIER_SHARDS=1"):
-        Frontier.from_settings(Settings({"FRONTIER_SHARDS": 4}), "news", None)
-
-
 def test_a_frontier_written_the_current_way_is_read_with_default_settings(redis_client: redis.Redis) -> None:
     """Keys and members as main writes them (host mode, no layout record): leased, counted, acked."""
     payload = json.dumps({"url": "http://a.test/1", "slot": "a.test"})
@@ -103,3 +105,57 @@ def test_a_frontier_written_the_current_way_is_read_with_default_settings(redis_
     ours.ack([x.lease for x in leased])
     counts = run_sync(ours.counts())
     assert (counts.pending, counts.leased) == (0, 0)
+
+
+def test_a_node_refuses_a_changed_shard_count_in_one_line(redis_url: str, redis_client: redis.Redis) -> None:
+    redis_client.set("{news}:shards", 4)
+    redis_client.set(SpiderKeys.from_settings(Settings(), "news", shard_tags("news", 4)[2]).pending, 5)
+    line = one_error_line(crawl_preflight({"REDIS_URL": redis_url}))
+    assert "FRONTIER_SHARDS (1) differs from the 4 shard(s)" in line and "FRONTIER_SHARDS=4" in line
+    proc = dcrawl(redis_url, "reclaim", "news")
+    assert proc.returncode != 0 and "FRONTIER_SHARDS=4" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_two_workers_on_four_shards_store_every_page_once(
+    site: NewsSite, workers: Workers, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    for node in ("node-a", "node-b"):
+        workers.start(node, "CONCURRENT_REQUESTS=8", "FRONTIER_SHARDS=4")
+    workers.wait_ready("node-a", "node-b")
+    redis_client.lpush("news:start_urls", site.url + "/")
+    assert workers.wait_all(timeout=90) == {"node-a": 0, "node-b": 0}
+    with sqlite3.connect(tmp_path / "items.db") as conn:
+        urls = [url for (url,) in conn.execute("SELECT url FROM items")]
+    assert len(urls) == len(set(urls)) and set(urls) == site.expected_urls()
+    assert redis_client.get("{news}:shards") == b"4"
+    for tag in shard_tags("news", 4):
+        assert redis_client.zcard(f"{{{tag}}}:processing") == 0, "leases left behind"
+    assert redis_client.llen("{news}:failed") == 0
+    assert len({k.split(b"}")[0] for k in redis_client.keys("{news~*:dupefilter")}) == 4  # every shard has its slice
+    for node in ("node-a", "node-b"):
+        assert "Traceback" not in workers.log(node) and "ERROR" not in workers.log(node), workers.log(node)[-3000:]
+
+
+def test_status_and_hosts_sum_over_the_shards(redis_client: redis.Redis) -> None:
+    """`dcrawl status` and `dcrawl hosts` figures of a four-shard frontier: sums over the shards."""
+    settings = Settings({"FRONTIER_SHARDS": 4, "DOMAIN_RATE_LIMIT": 0})
+    sharded = Frontier.from_settings(settings, "news", redis_client)
+
+    async def plain(key: str) -> SetDedup:
+        return SetDedup(key)
+
+    entries = []
+    for i in range(30):
+        url = f"http://h{i % 10}.test/{i}"
+        placement = sharded.placement(url)
+        member = make_member(json.dumps({"url": url, "slot": placement.slot}), 0)
+        entries.append(Frontier.entry(url, False, member, 0.0, placement))
+    assert sum(run_sync(run_sync(sharded.open_enqueuer(plain)).run("push", entries))) == 30
+    status = run_sync(gather_status(redis_client, settings, "news"))
+    assert status["pending"] == 30 and status["hosts"]["count"] == 10
+    assert status["hosts"]["top"][0]["pending"] == 3
+    hosts = run_sync(gather_hosts(redis_client, sharded.keys, 100, 50, sharded.part_keys()))
+    assert hosts["count"] == 10 and sorted(r["pending"] for r in hosts["hosts"]) == [3] * 10

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from distributed_crawler.cli.output import listing_table, print_json
+from distributed_crawler.cli.project import open_frontier
 from distributed_crawler.monitoring.hosts import (
     by_pending,
     by_refusals,
@@ -37,15 +38,26 @@ DEFAULT_SCAN = 10_000
 DEFAULT_LIMIT = 50
 
 
-async def gather_hosts(client: Any, keys: SpiderKeys, scan: int, limit: int) -> dict[str, Any]:
-    """What `dcrawl hosts --json` prints: totals, the rows shown, and what was skipped."""
+async def gather_hosts(
+    client: Any, keys: SpiderKeys, scan: int, limit: int, parts: list[SpiderKeys] | None = None
+) -> dict[str, Any]:
+    """What `dcrawl hosts --json` prints: totals, the rows shown, and what was skipped; summed over
+    the frontier's shards (`parts`, the Frontier's `part_keys()`; default: the spider's keys)."""
     skips = Skips()
     now = await server_time(client)
-    wrong = await wrong_host_keys(client, keys, skips)
-    in_ready, due, over = await host_totals(client, keys, now, wrong)
-    ready, over_hosts = await sample_hosts(client, keys, wrong, scan, skips)
-    rows = by_pending(await read_rows(client, keys, now, ready, over_hosts, skips))
-    refused = await read_refusals(client, keys, skips)
+    in_ready = due = over = 0
+    rows: list[Any] = []
+    refused: dict[str, dict[str, int]] = {}
+    for part in dict.fromkeys([keys, *(parts or [])]) if parts else [keys]:
+        wrong = await wrong_host_keys(client, part, skips)
+        counted = await host_totals(client, part, now, wrong)
+        in_ready, due, over = in_ready + counted[0], due + counted[1], over + counted[2]
+        ready, over_hosts = await sample_hosts(client, part, wrong, scan, skips)
+        rows += await read_rows(client, part, now, ready, over_hosts, skips)
+        for host, reasons in (await read_refusals(client, part, skips)).items():
+            for reason, n in reasons.items():
+                refused.setdefault(host, {})[reason] = refused.get(host, {}).get(reason, 0) + n
+    rows = by_pending(rows)
     return {
         "spider": keys.spider,
         "time": round(now, 3),
@@ -105,8 +117,9 @@ def cmd_hosts(args: argparse.Namespace) -> int:
         raise ValueError(f"--limit ({args.limit}) must be at least 1")
     if args.scan < 0:
         raise ValueError(f"--scan ({args.scan}) must be >= 0 (0 = every host)")
-    _, client, keys = args.connect(args)
-    data = run_sync(gather_hosts(client, keys, args.scan, args.limit))
+    settings, client, keys = args.connect(args)
+    parts = open_frontier(settings, client, keys).part_keys()
+    data = run_sync(gather_hosts(client, keys, args.scan, args.limit, parts))
     if args.json:
         print_json(data)
         return 0

@@ -25,6 +25,7 @@ import pickle
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from scrapy.spiderloader import get_spider_loader
@@ -35,7 +36,7 @@ from distributed_crawler.core.scheduler import SchedulerConfig
 from distributed_crawler.dedup.dupefilter import BloomConfig, choose_dedup
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
 from distributed_crawler.queue.codec import RequestCodec, UnserializableRequestError
-from distributed_crawler.queue.enqueue import Enqueuer, run_sync
+from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.envelope import MAX_PRIORITY, make_member
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.seedkey import SeedKey
@@ -141,6 +142,13 @@ def _spider(settings: Any, name: str) -> Any:
     return spider
 
 
+async def _prepared(client: Any, config: BloomConfig, key: str) -> Any:
+    """The Bloom backend of the filter at `key` (a frontier shard's slice), prepared."""
+    dedup = await choose_dedup(client, key, config)
+    await dedup.prepare(client)
+    return dedup
+
+
 def _convert(
     client: Any, settings: Any, keys: SpiderKeys, old_key: str, kind: str, report: Report, warn: Callable[[str], None]
 ) -> None:
@@ -152,10 +160,8 @@ def _convert(
     spider = _spider(settings, keys.spider)
     codec = RequestCodec(spider, config.allowed_classes)
     fingerprinter = CanonicalFingerprinter(FingerprintConfig.from_settings(settings))
-    dedup = run_sync(choose_dedup(client, keys.dupefilter, BloomConfig.from_settings(settings)))
-    run_sync(dedup.prepare(client))
     frontier = open_frontier(settings, client, keys)
-    enqueuer = Enqueuer(frontier, dedup)
+    enqueuer = run_sync(frontier.open_enqueuer(partial(_prepared, client, BloomConfig.from_settings(settings))))
     batch: list[Any] = []
 
     def push() -> None:

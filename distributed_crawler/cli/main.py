@@ -19,17 +19,23 @@ from scrapy import Request
 
 from distributed_crawler.cli import control, extract, hosts, import_scrapy_redis, recrawl, seed
 from distributed_crawler.cli.output import listing_table, print_json
-from distributed_crawler.cli.project import CliError, connect, open_dupefilter, open_frontier, project_settings
+from distributed_crawler.cli.project import (
+    CliError,
+    connect,
+    open_dupefilter,
+    open_enqueuer,
+    open_frontier,
+    project_settings,
+)
 from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
 from distributed_crawler.connection.policy import RedisPolicy
 from distributed_crawler.connection.untrusted import preview, text, wrong_type_message
 from distributed_crawler.core.scheduler import SchedulerConfig
-from distributed_crawler.dedup.dupefilter import SetDedup, describe_dedup, reset_dedup
+from distributed_crawler.dedup.dupefilter import describe_dedup, reset_dedup
 from distributed_crawler.monitoring.nodes import Skips, clean_json
 from distributed_crawler.monitoring.status import NO_DEDUP, render_status, status_now, watch_status
-from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.deadletters import fresh_payload
-from distributed_crawler.queue.enqueue import Enqueuer, run_sync
+from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.envelope import MAX_PRIORITY, make_member
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.redact import mask_url
@@ -169,7 +175,7 @@ def requeue_member(entry: dict[str, Any]) -> str | None:
 def _requeue(settings: Any, client: Any, keys: SpiderKeys, raw: list[bytes], entries: list[dict]) -> int:
     """Failures that carry a request payload go back to the queue (fresh delivery and retry counts)."""
     # No fingerprint: the entries are already in the filter and must be pushed anyway.
-    enqueuer = Enqueuer(open_frontier(settings, client, keys), SetDedup(keys.dupefilter))
+    enqueuer = open_enqueuer(settings, client, keys)
     requeued = kept = 0
     for item, entry in zip(raw, entries):
         member = requeue_member(entry)
@@ -223,30 +229,32 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     if args.action == "check":
         if not args.url:
             raise CliError("dedup check needs a URL")
-        df, dedup = open_dupefilter(settings, client, keys)
-        enqueuer = Enqueuer(Frontier.for_dedup(client, keys), dedup)
+        df, _ = open_dupefilter(settings, client, keys)
+        enqueuer = open_enqueuer(settings, client, keys, df)
         fingerprint = df.fingerprint_hex(Request(args.url))
-        (new,) = run_sync(enqueuer.run("check", [(fingerprint, False, "")]))
+        (new,) = run_sync(enqueuer.run("check", [(fingerprint, False, "")], (), [args.url]))
         print("new" if new else "seen")
         return 0
     if args.action == "reset":
         if not args.yes and input(f"Delete the filter {keys.dupefilter} (every seen URL is forgotten)? [y/N] ") != "y":
             print("not reset")
             return 1
-        print(f"deleted {run_sync(reset_dedup(client, keys.dupefilter))} keys")
+        filters = open_frontier(settings, client, keys).dupefilter_keys()
+        print(f"deleted {sum(run_sync(reset_dedup(client, key)) for key in filters)} keys")
         return 0
     # rebuild: reset, then add every stored URL (the seed's periodic clean-up)
     if not args.source:
         raise CliError("dedup rebuild needs --from STORAGE_URL")
-    run_sync(reset_dedup(client, keys.dupefilter))
-    df, dedup = open_dupefilter(settings, client, keys)
-    enqueuer = Enqueuer(Frontier.for_dedup(client, keys), dedup)
+    for key in open_frontier(settings, client, keys).dupefilter_keys():
+        run_sync(reset_dedup(client, key))
+    df, _ = open_dupefilter(settings, client, keys)
+    enqueuer = open_enqueuer(settings, client, keys, df)
     backend = open_storage(args.source)
     added = 0
     try:
         for urls in backend.iter_urls(batch=1000):
             entries = [(df.fingerprint_hex(Request(url)), False, "") for url in urls]
-            added += sum(run_sync(enqueuer.run("add", entries)))
+            added += sum(run_sync(enqueuer.run("add", entries, (), list(urls))))
     finally:
         backend.close()
     print(f"rebuilt {keys.dupefilter} from {mask_url(args.source)}: {added} URLs")

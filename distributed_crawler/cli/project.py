@@ -7,6 +7,7 @@ them, both import it and not each other.
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from typing import Any
 
 from scrapy.utils.misc import load_object
@@ -14,6 +15,7 @@ from scrapy.utils.project import get_project_settings
 
 from distributed_crawler.addon import with_addon
 from distributed_crawler.connection.clients import RedisConfig
+from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.enqueue import run_sync
@@ -44,6 +46,19 @@ def open_frontier(settings: Any, client: Any, keys: SpiderKeys) -> Frontier:
     frontier = Frontier.from_settings(settings, keys.spider, client, keys)
     run_sync(frontier.check_layout())
     return frontier
+
+
+def open_enqueuer(settings: Any, client: Any, keys: SpiderKeys, dupefilter: Any = None) -> Any:
+    """The frontier's Enqueuer on the CLI's client: the configured dupefilter's backend for each of
+    the frontier's filter keys (one per shard), or, without `dupefilter`, a set (pushes that skip
+    the filter: requeues, revisits)."""
+    frontier = open_frontier(settings, client, keys)
+
+    async def plain(key: str) -> Any:
+        return SetDedup(key)
+
+    make = plain if dupefilter is None else partial(dupefilter.open_dedup_at, client)
+    return run_sync(frontier.open_enqueuer(make))
 
 
 def open_dupefilter(settings: Any, client: Any, keys: SpiderKeys) -> tuple[Any, Any]:

@@ -21,12 +21,11 @@ from rich.table import Table
 from scrapy import Request
 
 from distributed_crawler.cli.output import listing_table, print_json
-from distributed_crawler.cli.project import open_frontier
-from distributed_crawler.dedup.dupefilter import SetDedup
+from distributed_crawler.cli.project import open_enqueuer, open_frontier
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
 from distributed_crawler.monitoring.nodes import duration
 from distributed_crawler.queue.codec import RequestCodec, allowed_classes
-from distributed_crawler.queue.enqueue import Enqueuer, run_sync, server_time
+from distributed_crawler.queue.enqueue import run_sync, server_time
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.recrawl.schedule import (
@@ -151,7 +150,7 @@ def queue_stored(
     """Push every stored URL that matches and is not scheduled (the schedule moves those), bypassing
     the seen-filter; returns how many. One request a URL, with the spider's default callback."""
     frontier = open_frontier(settings, client, keys)
-    enqueuer = Enqueuer(frontier, SetDedup(keys.dupefilter))
+    enqueuer = open_enqueuer(settings, client, keys)
     fingerprinter = CanonicalFingerprinter(FingerprintConfig.from_settings(settings))
     codec = RequestCodec(None, allowed_classes(settings))
     queued = 0

@@ -37,11 +37,10 @@ from redis.exceptions import ResponseError
 
 from distributed_crawler.addresses import SETTING as ALLOWED_SETTING
 from distributed_crawler.addresses import AddressRule
-from distributed_crawler.cli.project import CliError, connect, open_dupefilter
+from distributed_crawler.cli.project import CliError, connect, open_dupefilter, open_enqueuer
 from distributed_crawler.connection.untrusted import text, wrong_type_message
 from distributed_crawler.defaults import SettingsReader
-from distributed_crawler.queue.base import Frontier
-from distributed_crawler.queue.enqueue import Enqueuer, run_sync
+from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.seedkey import SeedKey
 from distributed_crawler.queue.seeds import SeedError, parse_seed
 
@@ -157,8 +156,9 @@ class SeedPushError(Exception):
 class SeedDedup:
     """`--dedup`: drops seeds the cluster has seen (filter "check"), adds pushed ones (filter "add")."""
 
-    def __init__(self, dupefilter: Any, enqueuer: Enqueuer) -> None:
+    def __init__(self, dupefilter: Any, enqueuer: Any) -> None:
         self.dupefilter, self.enqueuer = dupefilter, enqueuer
+        self._urls: dict[str, str] = {}  # fingerprint -> URL until added (what routes it to its shard)
 
     def fingerprint(self, seed: Any) -> str:
         """The fingerprint of the request the node makes of this seed (method, URL and body are what count)."""
@@ -166,13 +166,17 @@ class SeedDedup:
             request = seed.to_request()
         except Exception as exc:  # noqa: BLE001 - the node rejects the seed the same way
             raise SeedError("bad_request", f"not a valid request ({type(exc).__name__}: {str(exc)[:200]})") from None
-        return str(self.dupefilter.fingerprint_hex(request))
+        fingerprint = str(self.dupefilter.fingerprint_hex(request))
+        self._urls[fingerprint] = request.url
+        return fingerprint
 
     def new(self, fingerprints: list[str]) -> list[int]:
-        return list(run_sync(self.enqueuer.run("check", [(fp, False, "") for fp in fingerprints])))
+        urls = [self._urls.get(fp, "") for fp in fingerprints]
+        return list(run_sync(self.enqueuer.run("check", [(fp, False, "") for fp in fingerprints], (), urls)))
 
     def add(self, fingerprints: list[str]) -> None:
-        run_sync(self.enqueuer.run("add", [(fp, False, "") for fp in fingerprints]))
+        urls = [self._urls.pop(fp, "") for fp in fingerprints]
+        run_sync(self.enqueuer.run("add", [(fp, False, "") for fp in fingerprints], (), urls))
 
 
 class SeedLoader:
@@ -487,8 +491,8 @@ def cmd_seed(args: argparse.Namespace) -> int:
         return 0
     dedup = None
     if args.dedup:
-        df, backend = open_dupefilter(settings, client, keys)
-        dedup = SeedDedup(df, Enqueuer(Frontier.for_dedup(client, keys), backend))
+        df, _ = open_dupefilter(settings, client, keys)
+        dedup = SeedDedup(df, open_enqueuer(settings, client, keys, df))
     try:
         stream, raw, size = open_seed_file(args.file)
     except SeedFileError as exc:

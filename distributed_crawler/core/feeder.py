@@ -115,7 +115,8 @@ class Feeder:
             popped = await self.trouble.run(Purpose.LEASE, "pop", lease)
             members = [h.lease for h in popped.leases]
             self.trouble.report_broken_hosts(popped.broken)
-            hosts = {h.lease: (h.slot, h.backoff) for h in popped.leases} if self._frontier().per_host else {}
+            per_host = self._frontier().host_control() is not None
+            hosts = {h.lease: (h.slot, h.backoff) for h in popped.leases} if per_host else {}
             if popped.expired:
                 self.stats.inc_value("scheduler/expired", popped.expired)
                 idle_wait = 0.01
@@ -210,6 +211,7 @@ class Feeder:
                 while not stopped():
                     if await pubsub.get_message(timeout=1.0) is not None:
                         self.trouble.policy.ok()
+                        self._frontier().woken()
                         self.new_work.set()
             finally:
                 if pubsub is not None:

@@ -152,7 +152,8 @@ class Intake:
         canonical URL, fetched under another URL); True = it was new."""
         fingerprints = [self.df.fingerprint_hex(r) for r in requests]
         entries: list[Any] = [(fp, False, "") for fp in fingerprints]
-        result = await self.trouble.run(Purpose.PUSH, "dedup add", partial(self.outbox.enqueuer.run, "add", entries))
+        add = partial(self.outbox.enqueuer.run, "add", entries, (), [r.url for r in requests])
+        result = await self.trouble.run(Purpose.PUSH, "dedup add", add)
         for fingerprint in fingerprints:
             self.recent.add(fingerprint)  # a link to it from this node is dropped here too
         self.stats.inc_value("dupefilter/added", sum(1 for r in result if r))

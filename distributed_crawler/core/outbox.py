@@ -159,7 +159,9 @@ class Outbox:
         fresh = [e for e in refused if not e.fingerprint]
         if links:
             added = [(e.fingerprint, False, "") for e in links]
-            new = await self.trouble.run(Purpose.PUSH, "dedup add", partial(self.enqueuer.run, "add", added))
+            urls = [str(json.loads(e.refused).get("url", "")) for e in links]  # what routes them to their shard
+            add = partial(self.enqueuer.run, "add", added, (), urls)
+            new = await self.trouble.run(Purpose.PUSH, "dedup add", add)
             fresh += [e for e, is_new in zip(links, new) if is_new]
         letters = [e.refused for e in fresh]
         leases = [e.handover for e in refused if e.handover]

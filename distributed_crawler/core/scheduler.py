@@ -14,6 +14,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from scrapy.utils.defer import deferred_from_coro
@@ -44,7 +45,6 @@ from distributed_crawler.internals import wake_engine, watch_scrapes
 from distributed_crawler.meta import LEASE_META
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import RequestCodec
-from distributed_crawler.queue.enqueue import Enqueuer
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -135,8 +135,8 @@ class RedisScheduler:
 
     async def _open(self, spider: Spider) -> None:
         self.client = self.context.acquire().client
-        dedup = await self.trouble.run(Purpose.LEASE, "opening the dupefilter", lambda: self.df.open_dedup(self.client))
-        self.outbox.enqueuer = Enqueuer(self.frontier, dedup)
+        opening = partial(self.frontier.open_enqueuer, partial(self.df.open_dedup_at, self.client))
+        self.outbox.enqueuer = await self.trouble.run(Purpose.LEASE, "opening the dupefilter", opening)
         self.intake.codec = self.feeder.codec = RequestCodec(spider, self.config.allowed_classes)
         self.outbox.dead_letters = self.feeder.dead_letters = self.frontier.dead_letters(
             self.node_id, self.config.failed_max

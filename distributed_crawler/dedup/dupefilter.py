@@ -294,8 +294,10 @@ def _reset_fix(key: str) -> str:
 
 
 async def flush_crawl(frontier: Frontier, dupefilter_key: str) -> None:
-    """Delete a crawl: the frontier's queue, leases and counts, and the filter (seeds and dead letters are kept)."""
-    await reset_dedup(frontier.client, dupefilter_key)
+    """Delete a crawl: the frontier's queue, leases and counts, and the filter, every shard's slice
+    of it (seeds and dead letters are kept)."""
+    for key in dict.fromkeys([dupefilter_key, *frontier.dupefilter_keys()]):
+        await reset_dedup(frontier.client, key)
     await frontier.flush()
 
 
@@ -350,14 +352,20 @@ class RedisDupeFilter(BaseDupeFilter):
     def options(cls, settings: BaseSettings) -> dict[str, Any]:
         return {}
 
-    async def make_dedup(self, client: Any) -> Dedup:
+    async def make_dedup(self, client: Any, key: str = "") -> Dedup:
         raise NotImplementedError
 
     async def open_dedup(self, client: Any) -> Dedup:
         """Resolve and prepare the backend (the scheduler calls this with its async client)."""
-        self.dedup = await self.make_dedup(client)
-        await self.dedup.prepare(client)
-        return self.dedup
+        return await self.open_dedup_at(client, self.key)
+
+    async def open_dedup_at(self, client: Any, key: str) -> Dedup:
+        """The backend for the filter at `key` (a frontier shard's slice of it), prepared."""
+        dedup = await self.make_dedup(client, key)
+        await dedup.prepare(client)
+        if key == self.key or self.dedup is None:
+            self.dedup = dedup  # what status and the wrong-type checks describe
+        return dedup
 
     def request_fingerprint(self, request: Request) -> str:
         """The request's fingerprint as hex (scrapy-redis's hook: override it to change dedup)."""
@@ -426,8 +434,8 @@ def _standalone_keys(key: str) -> SpiderKeys:
 class RedisSetDupeFilter(RedisDupeFilter):
     """Exact: every fingerprint in one Redis set (about 85 bytes each)."""
 
-    async def make_dedup(self, client: Any) -> Dedup:
-        return SetDedup(self.key)
+    async def make_dedup(self, client: Any, key: str = "") -> Dedup:
+        return SetDedup(key or self.key)
 
 
 class BloomDupeFilter(RedisDupeFilter):
@@ -441,5 +449,5 @@ class BloomDupeFilter(RedisDupeFilter):
     def options(cls, settings: BaseSettings) -> dict[str, Any]:
         return {"bloom": BloomConfig.from_settings(settings)}
 
-    async def make_dedup(self, client: Any) -> Dedup:
-        return await choose_dedup(client, self.key, self.bloom)
+    async def make_dedup(self, client: Any, key: str = "") -> Dedup:
+        return await choose_dedup(client, key or self.key, self.bloom)

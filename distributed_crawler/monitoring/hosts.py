@@ -317,6 +317,24 @@ async def host_summary(
     }
 
 
+async def sharded_summary(
+    client: Any, parts: list[SpiderKeys], now: float, skips: Skips, wrong: set[str] | None = None
+) -> dict[str, Any]:
+    """`host_summary` summed over the frontier's shards (FRONTIER_SHARDS; one shard: the same)."""
+    each = [await host_summary(client, keys, now, skips, wrong if len(parts) == 1 else None) for keys in parts]
+    if len(each) == 1:
+        return each[0]
+    merged: dict[str, Any] = {
+        name: sum(s[name] for s in each) for name in ("count", "ready", "waiting", "blocked", "over_budget", "scanned")
+    }
+    merged["blocked_exact"] = all(s["blocked_exact"] for s in each)
+    merged["top"] = sorted((r for s in each for r in s["top"]), key=lambda r: (-r["pending"], r["host"]))[:STATUS_TOP]
+    merged["blocked_hosts"] = sorted(
+        (r for s in each for r in s["blocked_hosts"]), key=lambda r: (-(r.get("blocked_until") or 0), r["host"])
+    )[:STATUS_BLOCKED]
+    return merged
+
+
 EMPTY_SUMMARY: dict[str, Any] = {
     "count": 0,
     "ready": 0,

@@ -24,7 +24,7 @@ from distributed_crawler.connection.policy import Purpose, RedisPolicy, RedisUnr
 from distributed_crawler.dedup.dupefilter import describe_dedup
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.monitoring.control import control_summary
-from distributed_crawler.monitoring.hosts import host_summary
+from distributed_crawler.monitoring.hosts import sharded_summary
 from distributed_crawler.monitoring.nodes import (
     MAX_COUNT,
     PROXY_POOL_KEY,
@@ -231,7 +231,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
     proxies["dead"] = (
         0 if dead_key in wrong else int(await skips.read(dead_key, "hash", 0, lambda: client.hlen(dead_key)))
     )
-    hosts = await host_summary(client, keys, now, skips, wrong)
+    hosts = await sharded_summary(client, frontier.part_keys(), now, skips, wrong)
     control = await control_summary(frontier, now)
     no_recrawl = {"scheduled": 0, "due_now": 0, "due_next_hour": 0}
     recrawl = (

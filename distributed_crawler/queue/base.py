@@ -14,7 +14,7 @@ With a sync client the script methods return values; with an asyncio client, awa
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
@@ -25,7 +25,7 @@ from scrapy.utils.misc import load_object
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.queue.counts import CrawlCounts, crawl_counts
 from distributed_crawler.queue.deadletters import DeadLetters
-from distributed_crawler.queue.enqueue import Entry, maybe_await
+from distributed_crawler.queue.enqueue import Dedup, Enqueuer, Entry, maybe_await
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import Scripts, then
 from distributed_crawler.queue.shards import check_shards, shard_tags
@@ -161,15 +161,14 @@ class Frontier:
         read = SettingsReader(settings)
         frontier_cls, order = mode_class(read.str("SCHEDULER_QUEUE_CLASS"))
         shards = check_shards(read.raw("FRONTIER_SHARDS"))
-        if shards != 1:
-            raise ValueError(
-                f"FRONTIER_SHARDS ({shards}): this version runs one shard only; set FRONTIER_SHARDS=1 "
-                "(docs/frontier.md#shards)"
-            )
         keys = keys or SpiderKeys.from_settings(settings, spider)
         layout = partial(SpiderKeys.from_settings, settings, spider)
         options = frontier_cls.options_from_settings(settings)
-        return frontier_cls(client, keys, order, shards=shards, layout=layout, **options)
+        if shards == 1:
+            return frontier_cls(client, keys, order, shards=1, layout=layout, **options)
+        parts = [frontier_cls(client, layout(tag), order, **options) for tag in shard_tags(spider, shards)]
+        sharded: type[Frontier] = load_object("distributed_crawler.queue.sharded.ShardedFrontier")
+        return sharded(client, keys, order, shards=shards, layout=layout, parts=parts, home={}, **options)
 
     @classmethod
     def options_from_settings(cls, settings: BaseSettings) -> dict[str, Any]:
@@ -187,6 +186,22 @@ class Frontier:
         """A frontier for enqueue.lua's "add" / "check" only (the filter, no queue touched): any
         mode's layout does; the single queue's needs no per-host settings."""
         return Frontier.open(client, keys, "fifo")
+
+    async def open_enqueuer(self, make_dedup: Callable[[str], Awaitable[Dedup]]) -> Any:
+        """The Enqueuer of this frontier, its dedup opened by `make_dedup(key)` for its filter key (a
+        sharded frontier opens one per shard: every shard has its slice of the filter)."""
+        return Enqueuer(self, await make_dedup(self.keys.dupefilter))
+
+    def part_keys(self) -> list[SpiderKeys]:
+        """The keys of each shard (one: the spider's): what monitoring/hosts.py reads and sums."""
+        return [self.keys]
+
+    def dupefilter_keys(self) -> list[str]:
+        """The dedup filter's keys the frontier's scripts use (one per shard)."""
+        return [self.keys.dupefilter]
+
+    def woken(self) -> None:
+        """The doorbell rang: work was pushed somewhere (a sharded frontier asks its empty shards again)."""
 
     def with_mode(self, mode: str) -> Frontier:
         """Another mode on the same client and keys, reusing the registered scripts."""

@@ -98,8 +98,11 @@ class Enqueuer:
         self.dedup = dedup
         self.doorbell = doorbell
 
-    async def run(self, action: str, entries: Sequence[Entry], handovers: Sequence[bytes] = ()) -> list[int]:
-        """`action` push / add / check; one 0/1 per entry (1 = new). Grows the filter as needed."""
+    async def run(
+        self, action: str, entries: Sequence[Entry], handovers: Sequence[bytes] = (), urls: Sequence[str] = ()
+    ) -> list[int]:
+        """`action` push / add / check; one 0/1 per entry (1 = new). Grows the filter as needed.
+        `urls` (an entry's URL): what routes a member-less entry on a sharded frontier (queue/sharded.py)."""
         results: list[int] = []
         pending = list(entries)
         for _ in range(MAX_FIXES):

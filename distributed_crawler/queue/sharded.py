@@ -1,0 +1,396 @@
+"""FRONTIER_SHARDS > 1: one frontier of the queue mode per shard, each on its own hash tag
+(queue/shards.py), behind the one Frontier API.
+
+A request goes to the shard of its host (its slot), with its dedup check+add, in one script on one
+node. Leases remember their shard (this node leased them), so acks, renewals and releases go
+straight to it. A lease walks the shards from a rotating start and skips shards that were empty
+until the doorbell rings (`woken`) or a short recheck: one round trip per batch while work is
+spread, no polling loop over empty shards. Figures are sums over the shards. Dead letters written
+with a lease removal land in the lease's shard first (one transaction on one node) and are moved
+to the spider's `{spider}:failed` by the reclaim round.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from distributed_crawler.queue.base import Frontier, HostControl, Lease, Leased, Placement
+from distributed_crawler.queue.counts import CrawlCounts
+from distributed_crawler.queue.deadletters import DeadLetters
+from distributed_crawler.queue.enqueue import Dedup, Enqueuer, Entry, maybe_await, run_sync
+from distributed_crawler.queue.envelope import split_member
+from distributed_crawler.queue.shards import shard_of
+
+logger = logging.getLogger(__name__)
+RECHECK_SECONDS = 1.0  # an empty shard is asked again after this (due retries do not ring the doorbell)
+HOME_MAX = 1_000_000  # leases remembered with their shard (a node holds a few hundred)
+MOVE_BATCH = 500  # dead letters moved from a shard to the spider's failed list per reclaim round
+
+
+def _host(url: str) -> str:
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return ""
+
+
+def _is_async(client: Any) -> bool:
+    return inspect.iscoroutinefunction(getattr(client, "execute_command", None))
+
+
+class ShardedFrontier(Frontier):
+    def __init__(self, client: Any, keys: Any, order: str, scripts: Any = None, **options: Any) -> None:
+        super().__init__(client, keys, order, scripts, **options)
+        self.parts: list[Frontier] = options["parts"]
+        self._home: dict[bytes, int] = options["home"]
+        self._empty_until = [0.0] * len(self.parts)
+        self._next = 0
+        self._revisits_logged = False
+
+    def bind(self, client: Any) -> Frontier:
+        parts = [part.bind(client) for part in self.parts]
+        return ShardedFrontier(client, self.keys, self.order, None, **{**self.options, "parts": parts})
+
+    def _go(self, coro: Awaitable[Any]) -> Any:
+        """An awaitable with an asyncio client, the value with a sync one (as the other frontiers)."""
+        return coro if _is_async(self.client) else run_sync(coro)  # type: ignore[arg-type]
+
+    # -- routing ---------------------------------------------------------------------------------
+    @property
+    def per_host(self) -> bool:  # type: ignore[override]
+        return self.parts[0].per_host
+
+    def shard_of_url(self, url: str) -> int:
+        slot = self.parts[0].placement(url).slot
+        return shard_of(slot if slot is not None else _host(url), len(self.parts))
+
+    def shard_of_member(self, member: bytes | str) -> int:
+        """A member's shard: where this node leased it, else from its payload's slot or URL."""
+        raw = member.encode() if isinstance(member, str) else member
+        home = self._home.get(raw)
+        if home is not None:
+            return home
+        try:
+            payload = json.loads(split_member(raw).payload)
+            slot = payload.get("slot") if isinstance(payload, dict) else None
+            key = slot if isinstance(slot, str) else _host(str(payload.get("url", "")))
+        except (ValueError, AttributeError):
+            return 0  # not ours to route (garbage): shard 0 dead-letters it
+        return shard_of(key, len(self.parts))
+
+    def _by_shard(self, leases: Sequence[bytes | str]) -> dict[int, list[bytes | str]]:
+        groups: dict[int, list[bytes | str]] = {}
+        for lease in leases:
+            groups.setdefault(self.shard_of_member(lease), []).append(lease)
+        return groups
+
+    def _forget(self, leases: Sequence[bytes | str]) -> None:
+        for lease in leases:
+            self._home.pop(lease.encode() if isinstance(lease, str) else lease, None)
+
+    # -- what callers may ask ---------------------------------------------------------------------
+    @property
+    def index_key(self) -> str:
+        return f"{self.parts[0].index_key} (+{len(self.parts) - 1} shards)"
+
+    @property
+    def sequence_key(self) -> str:
+        return self.parts[0].sequence_key
+
+    def placement(self, url: str) -> Placement:
+        return self.parts[0].placement(url)
+
+    def host_control(self) -> HostControl | None:
+        return ShardedHosts(self) if self.parts[0].host_control() is not None else None
+
+    def host_queue_key(self, slot: str) -> str:
+        return self.parts[shard_of(slot, len(self.parts))].host_queue_key(slot)
+
+    def expected_types(self) -> dict[str, tuple[str, ...]]:
+        return {key: kinds for part in self.parts for key, kinds in part.expected_types().items()}
+
+    def status_types(self) -> dict[str, tuple[str, ...]]:
+        return {key: kinds for part in self.parts for key, kinds in part.status_types().items()}
+
+    def count_keys(self) -> dict[str, str]:
+        return {}  # summed over shards: a wrong-type key of one shard is named in `wrong_type`, not zeroed
+
+    def part_keys(self) -> list[Any]:
+        return [part.keys for part in self.parts]
+
+    def dupefilter_keys(self) -> list[str]:
+        return [part.keys.dupefilter for part in self.parts]
+
+    def woken(self) -> None:
+        self._empty_until = [0.0] * len(self.parts)
+
+    # -- the scripts ------------------------------------------------------------------------------
+    async def open_enqueuer(self, make_dedup: Callable[[str], Awaitable[Dedup]]) -> Any:
+        enqueuers = [Enqueuer(part, await make_dedup(part.keys.dupefilter), self.doorbell) for part in self.parts]
+        return ShardedEnqueuer(self, enqueuers)
+
+    def lease(self, count: int, lease_seconds: float, due_batch: int = 100) -> Any:
+        return self._go(self._lease(count, lease_seconds, due_batch))
+
+    async def _lease(self, count: int, lease_seconds: float, due_batch: int) -> Leased:
+        leases: list[Lease] = []
+        broken: list[str] = []
+        expired = 0
+        now = time.monotonic()
+        n = len(self.parts)
+        start, self._next = self._next, (self._next + 1) % n
+        for step in range(n):
+            i = (start + step) % n
+            if self._empty_until[i] > now:
+                continue
+            got = await maybe_await(self.parts[i].lease(count - len(leases), lease_seconds, due_batch))
+            for lease in got.leases:
+                if len(self._home) < HOME_MAX:
+                    self._home[lease.lease] = i
+            leases += got.leases
+            broken += got.broken
+            expired += got.expired
+            if not got.leases and not got.expired:
+                wait = got.next_due if got.next_due is not None else RECHECK_SECONDS
+                self._empty_until[i] = now + min(wait, RECHECK_SECONDS)
+            if len(leases) + expired >= count:
+                break
+        later = [until - now for until in self._empty_until if until > now]
+        return Leased(leases, min(later) if later and not leases else None, broken, expired)
+
+    def renew(self, leases: Sequence[bytes | str], lease_seconds: float) -> Any:
+        async def renew() -> int:
+            groups = self._by_shard(leases).items()
+            return sum([int(await maybe_await(self.parts[i].renew(group, lease_seconds))) for i, group in groups])
+
+        return self._go(renew())
+
+    def ack(self, leases: Sequence[bytes | str]) -> Any:
+        async def ack() -> int:
+            done = sum(
+                [int(await maybe_await(self.parts[i].ack(group))) for i, group in self._by_shard(leases).items()]
+            )
+            self._forget(leases)
+            return done
+
+        return self._go(ack())
+
+    def expire(self, leases: Sequence[bytes | str]) -> Any:
+        async def expire() -> None:
+            for i, group in self._by_shard(leases).items():
+                await maybe_await(self.parts[i].expire(group))
+
+        return self._go(expire())
+
+    def release(self, leases: Sequence[bytes | str]) -> Any:
+        async def release() -> int:
+            groups = self._by_shard(leases).items()
+            done = sum([int(await maybe_await(self.parts[i].release(group))) for i, group in groups])
+            self._forget(leases)
+            return done
+
+        return self._go(release())
+
+    def reclaim(self, max_deliveries: int, limit: int, failed_cap: int, node_id: str) -> Any:
+        async def reclaim() -> tuple[int, int]:
+            requeued = dead = 0
+            for part in self.parts:
+                r, d = await maybe_await(part.reclaim(max_deliveries, limit, failed_cap, node_id))
+                requeued, dead = requeued + r, dead + d
+            await self.move_dead_letters(failed_cap)
+            return requeued, dead
+
+        return self._go(reclaim())
+
+    async def move_dead_letters(self, cap: int) -> int:
+        """Dead letters the shards' scripts wrote -> the spider's failed list (oldest first; a crash
+        between the push and the trim leaves a copy in both, never none)."""
+        moved = 0
+        for part in self.parts:
+            if part.keys.failed == self.keys.failed:
+                continue
+            entries = await maybe_await(self.client.lrange(part.keys.failed, -MOVE_BATCH, -1))
+            if not entries:
+                continue
+            await maybe_await(self.client.lpush(self.keys.failed, *reversed(entries)))
+            await maybe_await(self.client.ltrim(self.keys.failed, 0, cap - 1))
+            await maybe_await(self.client.ltrim(part.keys.failed, 0, -len(entries) - 1))
+            moved += len(entries)
+        return moved
+
+    def recrawl_move(self, script: Any, schedule: str, state: str, limit: int, pending_seconds: float) -> Any:
+        """Revisits are one script on the spider's tag, the queues on the shards' (not one slot): not
+        moved in this version. Nothing due is the answer; revisits waiting get one ERROR line."""
+
+        async def nothing_moved() -> list[Any]:
+            if await maybe_await(self.client.zcard(schedule)) and not self._revisits_logged:
+                self._revisits_logged = True
+                logger.error(
+                    "Revisits scheduled in %s are not moved into a frontier of %d shards: revisiting needs "
+                    "FRONTIER_SHARDS=1 in this version (docs/frontier.md#shards)",
+                    schedule,
+                    len(self.parts),
+                )
+            return [0, 0, "-1"]
+
+        return self._go(nothing_moved())
+
+    def mark_solo(self, lease: bytes, node_id: str) -> Any:
+        return self.parts[self.shard_of_member(lease)].mark_solo(lease, node_id)
+
+    def unmark_solo(self, leases: Sequence[bytes], deaths: Sequence[str] = ()) -> Any:
+        async def unmark() -> None:
+            paired = dict(zip(leases, deaths))
+            for i, group in self._by_shard(leases).items():
+                chosen = [lease for lease in group if isinstance(lease, bytes)]
+                gone = [paired[lease] for lease in chosen if lease in paired]
+                await maybe_await(self.parts[i].unmark_solo(chosen, gone))
+
+        return self._go(unmark())
+
+    def dead_letters(self, node_id: str, cap: int) -> DeadLetters:
+        return ShardedDeadLetters(self, node_id, cap)
+
+    # -- figures ----------------------------------------------------------------------------------
+    async def counts(self, seeds: bool = False, client: Any = None) -> CrawlCounts:
+        each = [await part.counts(client=client) for part in self.parts]
+        base = await super().counts(seeds=seeds, client=client)  # seeds and the spider's failed list
+        pending = [c.pending for c in each]
+        return CrawlCounts(
+            seeds=base.seeds,
+            pending=None if any(p is None for p in pending) else sum(p or 0 for p in pending),
+            leased=sum(c.leased for c in each),
+            delayed=sum(c.delayed for c in each),
+            failed=base.failed + sum(c.failed for c in each),
+            hosts=sum(c.hosts for c in each),
+            single_queue=sum(c.single_queue for c in each),
+            seeds_taken=base.seeds_taken,
+        )
+
+    async def hosts(self, limit: int = 100) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for part in self.parts:
+            found.update(await part.hosts(limit))
+        return dict(sorted(found.items(), key=lambda kv: -kv[1])[:limit])
+
+    async def flush(self) -> None:
+        for part in self.parts:
+            await part.flush()
+        await super().flush()
+
+    # -- live control: an override is written to every shard (a domain's hosts are on any of them;
+    # each shard's lease reads its own copy), a purge runs on each; pause and audit are the spider's
+    def overrides(self) -> Any:
+        return self.parts[0].overrides()
+
+    def override(self, target: str) -> Any:
+        return self.parts[0].override(target)
+
+    def write_override(self, target: str, value: str | None) -> Any:
+        async def write() -> None:
+            for part in self.parts:
+                await maybe_await(part.write_override(target, value))
+
+        return self._go(write())
+
+    def purge(self, target: str, scope: str, dead_letter: bool, failed_cap: int, node: str, now: float) -> Any:
+        async def purge() -> int:
+            args = (target, scope, dead_letter, failed_cap, node, now)
+            return sum([int(await maybe_await(part.purge(*args))) for part in self.parts])
+
+        return self._go(purge())
+
+
+class ShardedEnqueuer:
+    """Enqueuer for a sharded frontier: each entry to its shard's enqueue script (with that shard's
+    dedup slice); leases handed over are removed on their own shard after the successors are in."""
+
+    def __init__(self, frontier: ShardedFrontier, enqueuers: list[Enqueuer]) -> None:
+        self.frontier = frontier
+        self.enqueuers = enqueuers
+        self.client = frontier.client
+
+    async def run(
+        self, action: str, entries: Sequence[Entry], handovers: Sequence[bytes] = (), urls: Sequence[str] = ()
+    ) -> list[int]:
+        """As Enqueuer.run; `urls`: an entry without a member (add / check) goes to its URL's shard."""
+        groups: dict[int, list[int]] = {}
+        for n, entry in enumerate(entries):
+            if entry[2]:
+                shard = self.frontier.shard_of_member(entry[2])
+            elif n < len(urls):
+                shard = self.frontier.shard_of_url(urls[n])
+            else:
+                raise ValueError("a sharded frontier routes an entry without a member by its URL: pass urls")
+            groups.setdefault(shard, []).append(n)
+        handed = {
+            i: [x for x in group if isinstance(x, bytes)] for i, group in self.frontier._by_shard(handovers).items()
+        }
+        results = [0] * len(entries)
+        for shard, indices in groups.items():  # a successor on its predecessor's shard: one atomic step
+            done = await self.enqueuers[shard].run(action, [entries[n] for n in indices], handed.pop(shard, []))
+            for n, result in zip(indices, done):
+                results[n] = result
+        for shard, leases in handed.items():  # on another shard: removed once the successors are stored
+            await self.enqueuers[shard].run(action, [], leases)
+        return results
+
+
+class ShardedDeadLetters(DeadLetters):
+    """Dead letters that replace leases go to the leases' shard (one transaction on one node) and
+    are moved to the spider's list by the reclaim round; the others go straight to the spider's."""
+
+    def __init__(self, frontier: ShardedFrontier, node_id: str, cap: int) -> None:
+        super().__init__(frontier.client, frontier.keys.failed, node_id, cap, frontier.keys.processing)
+        self.frontier = frontier
+
+    async def take(self, entries: list[str], leases: list[bytes]) -> None:
+        if not leases:
+            await self.push(entries)
+            return
+        groups = self.frontier._by_shard(leases)
+        for n, (i, group) in enumerate(groups.items()):
+            part = self.frontier.parts[i]
+            letters = DeadLetters(self.client, part.keys.failed, self.node_id, self.cap, part.keys.processing)
+            await letters.take(entries if n == 0 else [], [lease for lease in group if isinstance(lease, bytes)])
+        self.frontier._forget(leases)
+
+    async def undecodable(self, bad: list[tuple[bytes, str]], processing_key: str = "", source: str = "queue") -> None:
+        for i, group in self.frontier._by_shard([lease for lease, _ in bad]).items():
+            part = self.frontier.parts[i]
+            letters = DeadLetters(self.client, part.keys.failed, self.node_id, self.cap, part.keys.processing)
+            await letters.undecodable([(lease, why) for lease, why in bad if lease in group], "", source)
+        self.frontier._forget([lease for lease, _ in bad])
+
+
+class ShardedHosts:
+    """Blocks and backoff of a host, on its shard."""
+
+    def __init__(self, frontier: ShardedFrontier) -> None:
+        self.frontier = frontier
+
+    def _on(self, host: str) -> HostControl:
+        control = self.frontier.parts[shard_of(host, len(self.frontier.parts))].host_control()
+        assert control is not None
+        return control
+
+    def block_host(self, host: str, seconds: float | None, reason: str, base: float, cap: float, rand: float) -> Any:
+        return self._on(host).block_host(host, seconds, reason, base, cap, rand)
+
+    def unblock_host(self, host: str, reason: str) -> Any:
+        return self._on(host).unblock_host(host, reason)
+
+    def reset_host_backoff(self, host: str) -> Any:
+        return self._on(host).reset_host_backoff(host)
+
+    def host_state_key(self, slot: str) -> str:
+        return self._on(slot).host_state_key(slot)
+
+    def set_adaptive_delay(self, host: str, seconds: float) -> Any:
+        return self._on(host).set_adaptive_delay(host, seconds)
