@@ -160,3 +160,47 @@ def test_a_sharded_frontier_keeps_overrides_on_every_shard_and_purges_each(redis
         push(part, [(url, slot)], interval=0.0)
     assert frontier.lease(50, 60).leases == []  # the domain is blocked on every shard
     assert int(frontier.purge("example.com", "domain", False, 100, "t", 0)) == 16
+
+
+def test_prometheus_shows_the_pause_and_counts_of_overrides_not_a_label_per_host(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+    import time
+    from types import SimpleNamespace
+
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+
+    from distributed_crawler.connection.clients import RedisConfig
+    from distributed_crawler.monitoring.control import control_summary
+    from distributed_crawler.monitoring.metrics import MetricsConfig, PrometheusMetrics
+
+    frontier = Frontier.open(redis_client, SpiderKeys.from_settings(Settings(), "news"), "host")
+    frontier.pause("ops", False, "cli", time.time())
+    for i in range(30):
+        frontier.write_override(f"h{i}.org", json.dumps({"delay": 2}))
+    frontier.write_override("x.org", json.dumps({"until": time.time() + 60, "reason": "r"}))
+    node = SimpleNamespace(pages=0, items=0, errors=0, leases=0, in_flight=0, rss=0, browser_pages=0)
+    monkeypatch.setattr("distributed_crawler.monitoring.metrics.sample_node", lambda crawler: node)
+    metrics = PrometheusMetrics(get_crawler(Spider), MetricsConfig(), RedisConfig.from_settings(Settings()), "n1")
+    metrics.spider = "news"
+    metrics.control = asyncio.run(control_summary(frontier, time.time()))
+    families = {f.name: f for f in metrics.collect()}
+    assert [s.value for s in families["dcrawl_paused"].samples] == [1]
+    assert [(s.labels, s.value) for s in families["dcrawl_host_overrides"].samples] == [({"spider": "news"}, 31)]
+    assert [s.value for s in families["dcrawl_hosts_blocked"].samples] == [1]
+
+
+def test_hosts_shows_the_overrides_blocks_and_pause(redis_url: str, capsys: pytest.CaptureFixture) -> None:
+    assert _dcrawl(redis_url, "host", "news", "slow.example.org", "set", "--delay", "4") == 0
+    assert _dcrawl(redis_url, "host", "news", "example.net", "block", "--for", "2h", "--reason", "junk") == 0
+    assert _dcrawl(redis_url, "pause", "news") == 0
+    capsys.readouterr()
+    assert _dcrawl(redis_url, "hosts", "news", "--json") == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["control"]["paused"] and data["control"]["overrides"] == 2 and data["control"]["blocked"] == 1
+    assert [o["target"] for o in data["overrides"]] == ["example.net", "slow.example.org"]  # blocks first
+    assert _dcrawl(redis_url, "hosts", "news") == 0
+    out = capsys.readouterr().out
+    assert "paused since" in out and "slow.example.org" in out and "delay 4" in out and "junk" in out
