@@ -204,3 +204,68 @@ def test_hosts_shows_the_overrides_blocks_and_pause(redis_url: str, capsys: pyte
     assert _dcrawl(redis_url, "hosts", "news") == 0
     out = capsys.readouterr().out
     assert "paused since" in out and "slow.example.org" in out and "delay 4" in out and "junk" in out
+
+
+def test_the_rendering_path_honours_render_overrides() -> None:
+    from scrapy import Request, Spider
+    from scrapy.http.request import NO_CALLBACK
+    from scrapy.utils.test import get_crawler
+
+    from distributed_crawler.core.overrides import OverrideCache
+    from distributed_crawler.meta import DONT_RENDER_META, PLAYWRIGHT_META
+    from distributed_crawler.rendering.middleware import RenderingMiddleware
+
+    crawler = get_crawler(Spider, {"PLAYWRIGHT_URL_PATTERNS": [r"/js/"]})
+    mw = RenderingMiddleware.from_crawler(crawler)
+    cache = OverrideCache.of(crawler)
+    cache.table = {"example.com": {"render": "on"}, "static.example.com": {"render": "off"}, "x.org": {"render": "auto"}}
+    cache._read_at = float("inf")  # no refresh in this unit test
+
+    def rendered(url: str, **kw: object) -> bool:
+        request = Request(url, **kw)  # type: ignore[arg-type]
+        mw.process_request(request)
+        return bool(request.meta.get(PLAYWRIGHT_META))
+
+    assert rendered("http://news.example.com/a")  # on, for every subdomain of the domain
+    assert not rendered("http://static.example.com/js/a")  # off wins over PLAYWRIGHT_URL_PATTERNS
+    request = Request("http://static.example.com/b")
+    mw.process_request(request)
+    assert request.meta[DONT_RENDER_META] is True  # PLAYWRIGHT_AUTO stays away too
+    assert rendered("http://x.org/js/a") and not rendered("http://x.org/b")  # auto: the settings decide
+    assert not rendered("http://news.example.com/robots.txt", callback=NO_CALLBACK)
+
+
+def test_the_politeness_path_honours_overrides_in_the_single_queue_modes(redis_url: str) -> None:
+    import asyncio
+    import time
+
+    from scrapy import Request, Spider
+    from scrapy.utils.test import get_crawler
+
+    from distributed_crawler.downloadermiddlewares.politeness import DomainRateLimitMiddleware
+    from distributed_crawler.meta import LEASE_META, RETRY_DELAY_META
+
+    settings = {"REDIS_URL": redis_url, "SCHEDULER_QUEUE_CLASS": "priority", "DOMAIN_MAX_IN_FLIGHT": 0}
+    crawler = get_crawler(Spider, settings)
+    mw = DomainRateLimitMiddleware.from_crawler(crawler)
+    crawler.crawling = True
+
+    async def run() -> tuple[object, float]:
+        mw.spider_opened(crawler.spider)
+        assert mw.overrides is not None
+        mw.overrides.table = {"blocked.org": {"until": time.time() + 600}, "slow.org": {"delay": 0.4}}
+        mw.overrides._read_at = float("inf")
+        back = await mw.process_request(Request("http://a.blocked.org/", meta={LEASE_META: b"1:0:x"}))
+        began = time.monotonic()
+        for _ in range(3):
+            assert await mw.process_request(Request("http://slow.org/")) is None
+        took = time.monotonic() - began
+        await mw.spider_closed(crawler.spider)
+        return back, took
+
+    back, took = asyncio.run(run())
+    assert isinstance(back, Request) and back.meta[RETRY_DELAY_META] == 60.0  # to delayed, looked at again
+    assert took >= 0.75  # three slots 0.4 s apart
+    # the waits Redis handed out (slot - now; a slow process only makes them shorter): 0.4 s apart,
+    # where the setting's 1/s would make them add up to 3 s
+    assert crawler.stats.get_value("politeness/wait_seconds") < 1.2

@@ -16,7 +16,9 @@ In the single-queue modes this middleware also caps a domain's requests in fligh
 together (DOMAIN_MAX_IN_FLIGHT, lua/in_flight.lua: a token per request, taken before the rate slot
 and given back when the download ends; a dead node's tokens expire). That costs two round trips per
 request; host mode caps at lease time instead, at no extra cost, and turns this middleware off.
-A request's `_dc_min_interval` meta (AdaptiveDelayMiddleware, DOMAIN_DELAY_FACTOR) widens its
+An operator's override of the host (`dcrawl host ... set --delay/--concurrency`, `block`; read from
+core/overrides.py, once a second) wins over the settings here, in the single-queue modes; a request
+of a blocked host goes back to the delayed queue without counting a retry. A request's `_dc_min_interval` meta (AdaptiveDelayMiddleware, DOMAIN_DELAY_FACTOR) widens its
 domain's interval.
 """
 
@@ -41,6 +43,7 @@ from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.policy import NodeStopping, Purpose, RedisPolicy
 from distributed_crawler.connection.untrusted import EpisodeLog, OnceLog, WrongTypeLog, finite, is_wrong_type
 from distributed_crawler.core.context import RedisContext
+from distributed_crawler.core.overrides import OverrideCache
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.internals import node_stopping
 from distributed_crawler.meta import (
@@ -49,6 +52,7 @@ from distributed_crawler.meta import (
     LEASE_META,
     MIN_INTERVAL_META,
     POOL_PROXY_META,
+    RETRY_DELAY_META,
 )
 from distributed_crawler.queue.frontier import closest, per_host_count
 from distributed_crawler.queue.scripts import lua_source
@@ -63,6 +67,7 @@ logger = logging.getLogger(__name__)
 MAX_RESERVATIONS = 3  # a request that keeps waking up late goes after its third slot anyway
 LATE_FLOOR = 0.05  # seconds of wake-up lateness always tolerated (high rates, tiny intervals)
 STOP_CHECK_SECONDS = 0.5  # a waiting request notices a graceful stop within this
+BLOCK_RECHECK = 60.0  # a request of a host an operator blocked waits in delayed at most this long, then looks again
 CAP_RECHECK = 0.05  # a domain at its in-flight cap is looked at again this much later (doubling to 0.5 s)
 
 
@@ -187,6 +192,7 @@ class DomainRateLimitMiddleware:
         self.client: Any = None
         self.script: Any = None
         self.in_flight: Any = None  # lua/in_flight.lua, single-queue modes with a cap only
+        self.overrides: OverrideCache | None = None  # the operator's per-host overrides (single-queue modes)
         self._tokens = 0
         self._wrong_types = WrongTypeLog("politeness", logger)
         self._data_errors = EpisodeLog(logger)
@@ -211,6 +217,8 @@ class DomainRateLimitMiddleware:
         context = RedisContext.of(self.crawler)
         self.client = context.acquire().client
         self.script = self.client.register_script(lua_source("rate"))
+        if not context.frontier_class.per_host:
+            self.overrides = OverrideCache.of(self.crawler)
         if self.config.capped and not context.frontier_class.per_host:
             self.in_flight = self.client.register_script(lua_source("in_flight"))
         self.node = context.node_id
@@ -232,14 +240,25 @@ class DomainRateLimitMiddleware:
     async def process_request(self, request: Request, spider: Spider | None = None) -> Request | None:
         if request.meta.get(DONT_RATE_LIMIT_META) or self.script is None:
             return None
-        host = urlparse_cached(request).hostname
+        url = urlparse_cached(request)
+        host = url.hostname
         if not host:
             return None
+        override = self.overrides.get(url.netloc.rsplit("@", 1)[-1]) if self.overrides is not None else None
+        blocked = finite(override.get("until"), 0.0) - time.time() if override else 0.0
+        if blocked > 0 and LEASE_META in request.meta:  # the operator's block: back to delayed, not a retry
+            self.stats.inc_value("politeness/blocked_by_operator")
+            again = self._hand_back(request)
+            again.meta[RETRY_DELAY_META] = min(blocked, BLOCK_RECHECK)
+            return again
         if self.in_flight is not None and IN_FLIGHT_TOKEN_META not in request.meta:
-            if not await self._take_token(request, host):
+            if not await self._take_token(request, host, override):
                 return self._hand_back(request)
         domain, rate = self.config.limit_for(host)
         interval = 1.0 / rate if rate > 0 else 0.0
+        delay = finite(override.get("delay"), -1.0) if override else -1.0
+        if delay >= 0:  # the operator's delay wins over the settings
+            interval = delay
         interval = max(interval, finite(request.meta.get(MIN_INTERVAL_META), 0.0))
         if interval <= 0:
             return None
@@ -273,10 +292,13 @@ class DomainRateLimitMiddleware:
         return again
 
     # -- the in-flight cap (single-queue modes) ----------------------------------------------------
-    async def _take_token(self, request: Request, host: str) -> bool:
+    async def _take_token(self, request: Request, host: str, override: dict[str, Any] | None = None) -> bool:
         """Wait for one of the domain's in-flight tokens; False when the node stops meanwhile (and
         the request has a lease to hand back). Redis away or refusing: the request goes uncapped."""
         domain, cap = self.config.in_flight_for(host)
+        wanted = finite(override.get("concurrency"), 0.0) if override else 0.0
+        if wanted >= 1:  # the operator's concurrency wins over the settings
+            cap = int(wanted)
         if cap <= 0:
             return True
         key = self.config.in_flight_key(domain)
