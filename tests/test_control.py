@@ -218,7 +218,11 @@ def test_the_rendering_path_honours_render_overrides() -> None:
     crawler = get_crawler(Spider, {"PLAYWRIGHT_URL_PATTERNS": [r"/js/"]})
     mw = RenderingMiddleware.from_crawler(crawler)
     cache = OverrideCache.of(crawler)
-    cache.table = {"example.com": {"render": "on"}, "static.example.com": {"render": "off"}, "x.org": {"render": "auto"}}
+    cache.table = {
+        "example.com": {"render": "on"},
+        "static.example.com": {"render": "off"},
+        "x.org": {"render": "auto"},
+    }
     cache._read_at = float("inf")  # no refresh in this unit test
 
     def rendered(url: str, **kw: object) -> bool:
