@@ -223,7 +223,6 @@ def test_the_rendering_path_honours_render_overrides() -> None:
         "static.example.com": {"render": "off"},
         "x.org": {"render": "auto"},
     }
-    cache._read_at = float("inf")  # no refresh in this unit test
 
     def rendered(url: str, **kw: object) -> bool:
         request = Request(url, **kw)  # type: ignore[arg-type]
@@ -258,7 +257,6 @@ def test_the_politeness_path_honours_overrides_in_the_single_queue_modes(redis_u
         mw.spider_opened(crawler.spider)
         assert mw.overrides is not None
         mw.overrides.table = {"blocked.org": {"until": time.time() + 600}, "slow.org": {"delay": 0.4}}
-        mw.overrides._read_at = float("inf")
         back = await mw.process_request(Request("http://a.blocked.org/", meta={LEASE_META: b"1:0:x"}))
         began = time.monotonic()
         for _ in range(3):
@@ -273,3 +271,38 @@ def test_the_politeness_path_honours_overrides_in_the_single_queue_modes(redis_u
     # the waits Redis handed out (slot - now; a slow process only makes them shorter): 0.4 s apart,
     # where the setting's 1/s would make them add up to 3 s
     assert crawler.stats.get_value("politeness/wait_seconds") < 1.2
+
+
+def test_a_node_reads_the_pause_and_the_overrides_in_one_round_trip_a_second(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    import asyncio
+    import time
+
+    import redis.asyncio as aioredis
+
+    from distributed_crawler.connection.policy import RedisPolicy
+    from distributed_crawler.core.overrides import OverrideCache
+    from distributed_crawler.core.pause import PauseWatch
+
+    keys = SpiderKeys.from_settings(Settings(), "news")
+    Frontier.open(redis_client, keys, "host").write_override("example.com", json.dumps({"render": "off"}))
+    Frontier.open(redis_client, keys, "host").pause("ops", True, "cli", time.time())
+    redis_client.hset("{news}:overrides", "junk.org", "not json")
+
+    async def run() -> tuple[PauseWatch, OverrideCache, int]:
+        client = aioredis.Redis.from_url(redis_url)
+        frontier = Frontier.open(client, keys, "host")
+        cache = OverrideCache()
+        watch = PauseWatch(lambda: frontier, RedisPolicy("redis://test"), cache)
+        redis_client.config_resetstat()
+        await watch.refresh()
+        stats = redis_client.info("commandstats")
+        await client.aclose()
+        return watch, cache, sum(int(v["calls"]) for k, v in stats.items() if k in ("cmdstat_get", "cmdstat_hgetall"))
+
+    watch, cache, commands = asyncio.run(run())
+    assert watch.paused and watch.drain and watch.state["by"] == "ops"
+    assert cache.get("news.example.com") == json.loads(redis_client.hget("{news}:overrides", "example.com"))
+    assert cache.get("junk.org") is None and cache.get("other.org") is None
+    assert commands == 2  # one GET and one HGETALL, pipelined: one round trip

@@ -1,7 +1,8 @@
-"""The crawl's pause as this node sees it (`dcrawl pause` / `resume`, docs/operations.md).
+"""The crawl's pause and the operator's overrides as this node sees them (docs/operations.md).
 
 The pause lives in Redis (the frontier's pause key), so it reaches every node and survives their
-restarts. A node reads it once a second (REFRESH_SECONDS), not per page: while paused the feeder
+restarts. A node reads it, with the overrides hash, in one round trip a second (REFRESH_SECONDS),
+never per page; the overrides go to the node's OverrideCache (core/overrides.py). While paused the feeder
 leases nothing and, unless the pause says drain, gives back the requests it holds and has not
 started; downloads already running finish. Heartbeats go on, and the node does not idle-close.
 """
@@ -15,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from distributed_crawler.connection.policy import Purpose, RedisPolicy
+from distributed_crawler.core.overrides import OverrideCache
 from distributed_crawler.meta import LEASE_META
 from distributed_crawler.queue.base import Frontier
 
@@ -25,9 +27,12 @@ _UNKNOWN = object()
 
 
 class PauseWatch:
-    def __init__(self, frontier: Callable[[], Frontier], policy: RedisPolicy) -> None:
+    def __init__(
+        self, frontier: Callable[[], Frontier], policy: RedisPolicy, overrides: OverrideCache | None = None
+    ) -> None:
         self._frontier = frontier
         self.policy = policy
+        self.overrides = overrides
         self.state: dict[str, Any] | None = None
         self.changed = asyncio.Event()
         self.wake: list[asyncio.Event] = []  # set when the pause changes (the feeder's waits)
@@ -42,11 +47,16 @@ class PauseWatch:
 
     async def refresh(self) -> None:
         async def read() -> Any:
-            return await self._frontier().pause_state()
+            return await self._frontier().control_state()
 
         # a hint the node keeps while Redis is away (it cannot lease then anyway)
-        state = await self.policy.run(Purpose.CACHE, read, default=_UNKNOWN)
-        if state is _UNKNOWN or state == self.state:
+        read_back = await self.policy.run(Purpose.CACHE, read, default=_UNKNOWN)
+        if read_back is _UNKNOWN:
+            return
+        state, overrides = read_back
+        if self.overrides is not None:
+            self.overrides.update(overrides)
+        if state == self.state:
             return
         was, self.state = self.state, state
         if state is not None:

@@ -31,6 +31,7 @@ from distributed_crawler.core.intake import Intake
 from distributed_crawler.core.lease_keeper import LeaseKeeper
 from distributed_crawler.core.leases import LeaseTracker
 from distributed_crawler.core.outbox import Outbox
+from distributed_crawler.core.overrides import OverrideCache
 from distributed_crawler.core.pause import PauseWatch
 from distributed_crawler.core.quarantine import Quarantine
 from distributed_crawler.core.refusals import RefusalLog
@@ -96,7 +97,7 @@ class RedisScheduler:
         self.quarantine = Quarantine(get, self.trouble, self.leases, self.buffer, crawler, node_id)
         parts = (config, get, self.trouble, self.leases)
         self.feeder = Feeder(*parts, self.buffer, self.recent, self.quarantine, crawler, self._release)
-        self.pause = self.feeder.pause = PauseWatch(get, self.context.policy)
+        self.pause = self.feeder.pause = PauseWatch(get, self.context.policy, OverrideCache.of(crawler))
         self.pause.wake += [self.feeder.want_more, self.feeder.new_work]
         self.keeper = LeaseKeeper(
             *parts, self.outbox, self.quarantine, self.buffer, self.stats, node_id, self.feeder.new_work

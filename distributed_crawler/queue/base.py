@@ -416,6 +416,17 @@ class Frontier:
         """The pause as a dict ({since, by, drain, source}), or None when the crawl runs."""
         return then(self.client.get(self.keys.paused), decode_pause)
 
+    def overrides_key(self) -> str:
+        """The overrides hash the nodes read (a sharded frontier: its first shard's copy)."""
+        return self.keys.overrides
+
+    def control_state(self) -> Any:
+        """(pause, {target: raw override}) in one round trip: what a node reads once a second."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.get(self.keys.paused)
+        pipe.hgetall(self.overrides_key())
+        return then(pipe.execute(), lambda r: (decode_pause(r[0]), r[1]))
+
     def audit(self, fields: dict[str, str], maxlen: int) -> Any:
         """Append one control action to the capped audit stream."""
         return self.client.xadd(self.keys.audit, fields, maxlen=maxlen, approximate=True)

@@ -289,6 +289,9 @@ class ShardedFrontier(Frontier):
     def overrides(self) -> Any:
         return self.parts[0].overrides()
 
+    def overrides_key(self) -> str:
+        return self.parts[0].overrides_key()
+
     def override(self, target: str) -> Any:
         return self.parts[0].override(target)
 
