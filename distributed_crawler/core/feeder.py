@@ -62,6 +62,7 @@ class Feeder:
         self.stats = crawler.stats
         self.release = release
         self.pause: PauseWatch | None = None  # set by the scheduler: the crawl's pause
+        self.held_back: list[bytes] = []  # buffered leases of hosts an operator blocked: to give back
         self.want_more = asyncio.Event()
         self.new_work = asyncio.Event()
         self.codec: RequestCodec  # set at open (it needs the spider)
@@ -89,6 +90,12 @@ class Feeder:
             self.want_more.set()  # the feeder gives the buffer back
             return None
         request = self.buffer.popleft()
+        while self.pause is not None and self.pause.blocks(request):
+            self.held_back.append(request.meta[LEASE_META])  # an operator blocked its host: given back
+            self.want_more.set()
+            if not self.buffer:
+                return None
+            request = self.buffer.popleft()
         self.leases.started(request.meta[LEASE_META])
         if len(self.buffer) <= self.config.prefetch // 4:
             self.want_more.set()
@@ -97,6 +104,11 @@ class Feeder:
     async def run(self, closing: Callable[[], bool]) -> None:
         idle_wait = 0.01
         while not closing():
+            if self.held_back:
+                held, self.held_back = self.held_back, []
+                self.leases.forget(held)
+                await self.release(held)
+                self.stats.inc_value("scheduler/released_blocked", len(held))
             if self.pause is not None and self.pause.paused:
                 if not self.pause.drain and self.buffer:
                     released = await give_back_buffer(self.buffer, self.leases, self.release)

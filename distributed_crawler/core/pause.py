@@ -15,9 +15,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from scrapy.utils.httpobj import urlparse_cached
+
 from distributed_crawler.connection.policy import Purpose, RedisPolicy
 from distributed_crawler.core.overrides import OverrideCache
-from distributed_crawler.meta import LEASE_META
+from distributed_crawler.meta import HOST_SLOT_META, LEASE_META
 from distributed_crawler.queue.base import Frontier
 
 logger = logging.getLogger(__name__)
@@ -44,6 +46,17 @@ class PauseWatch:
     @property
     def drain(self) -> bool:
         return bool(self.state and self.state.get("drain"))
+
+    def blocks(self, request: Any) -> bool:
+        """Whether an operator's block (`dcrawl host ... block`) covers this buffered request's host:
+        the lease script stops leasing it at once; this keeps what a node already holds from going."""
+        if self.overrides is None or not self.overrides.table:
+            return False
+        override = self.overrides.get(request.meta.get(HOST_SLOT_META) or urlparse_cached(request).netloc)
+        try:
+            return bool(override) and float(override.get("until", 0)) > time.time()  # type: ignore[union-attr]
+        except (TypeError, ValueError):
+            return False
 
     async def refresh(self) -> None:
         async def read() -> Any:

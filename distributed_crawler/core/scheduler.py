@@ -209,7 +209,8 @@ class RedisScheduler:
     async def _close(self, reason: str) -> None:
         self._closing = True
         self.tasks.cancel("feeder")
-        await self.keeper.release(self.keeper.unstarted())
+        held, self.feeder.held_back = self.feeder.held_back, []  # blocked hosts' leases not yet given back
+        await self.keeper.release(self.keeper.unstarted() + held)
         self.buffer.clear()
         await self.keeper.settle(self.tasks, self._stop, reason == MEMUSAGE_CLOSE, self.redis_config.masked_url)
         if not self.config.persist:  # as in scrapy-redis: on every close reason, not only "finished"
