@@ -3,9 +3,16 @@ Redis no longer does: the node waits for it to be fixed, issue 12)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from distributed_crawler.core.scheduler import RedisScheduler
 
 
 class BuggyFeederScheduler(RedisScheduler):
-    def _wanted(self) -> int:
-        raise RuntimeError("a bug in the feeder")
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+
+        def wanted() -> int:
+            raise RuntimeError("a bug in the feeder")
+
+        self.feeder.wanted = wanted  # type: ignore[method-assign]

@@ -26,10 +26,11 @@ from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.monitoring.dashboard import discover_spiders
 from distributed_crawler.monitoring.nodes import NodeKeys
 from distributed_crawler.queue.base import Frontier
-from distributed_crawler.queue.enqueue import Enqueuer
+from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.seedkey import SeedKey
+from distributed_crawler.queue.shards import shard_tags
 from distributed_crawler.recrawl.schedule import RecrawlKeys, RevisitSchedule
 from tests.conftest import RedisServer, Workers, crawl_preflight, one_error_line
 from tests.redis_topologies import RedisClusterNodes
@@ -423,3 +424,43 @@ def test_a_connection_closed_under_a_command_is_a_connection_error(monkeypatch: 
     monkeypatch.setattr(redis.asyncio.cluster.ClusterPipeline, "execute", in_redis)
     with pytest.raises(redis.ConnectionError, match="topology change"):
         asyncio.run(client.pipeline().execute())
+
+
+def test_a_six_shard_frontier_runs_on_every_master(cluster: RedisClusterNodes) -> None:
+    """FRONTIER_SHARDS=6 on 3 masters: every script stays on one slot (no CROSSSLOT), every master
+    holds part of the frontier, and counts, leases, acks and dead letters work across them."""
+    client = cluster.client()
+    try:
+        settings = Settings({"FRONTIER_SHARDS": 6, "DOMAIN_RATE_LIMIT": 0})
+        frontier = Frontier.from_settings(settings, "news", client)
+        run_sync(frontier.check_layout())
+
+        async def plain(key: str) -> SetDedup:
+            return SetDedup(key)
+
+        enqueuer = run_sync(frontier.open_enqueuer(plain))
+        entries = []
+        for i in range(120):
+            url = f"http://h{i % 30}.test/{i}"
+            placement = frontier.placement(url)
+            member = make_member(json.dumps({"url": url, "slot": placement.slot}), 0)
+            entries.append(Frontier.entry(url, False, member, 0.0, placement))
+        assert sum(run_sync(enqueuer.run("push", entries))) == 120
+        assert sum(run_sync(enqueuer.run("push", entries[:10]))) == 0  # each host's dedup slice on its shard
+        assert run_sync(frontier.size()) == 120
+        masters = {client.get_node_from_key(f"{{{tag}}}:pending").port for tag in shard_tags("news", 6)}
+        assert len(masters) == 3
+        leased = []
+        for _ in range(20):
+            leased += [x.lease for x in frontier.lease(50, 60).leases]
+        assert len(leased) == 120
+        frontier.ack(leased[:100])
+        frontier.expire(leased[100:])
+        assert frontier.reclaim(max_deliveries=1, limit=100, failed_cap=100, node_id="t") == (0, 20)
+        counts = run_sync(frontier.counts())
+        assert (counts.pending, counts.leased, counts.failed) == (0, 0, 20)
+        assert client.llen("{news}:failed") == 20  # moved from the shards to the spider's list
+        run_sync(frontier.flush())
+        assert run_sync(frontier.size()) == 0
+    finally:
+        client.close()

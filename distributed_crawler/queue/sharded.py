@@ -12,6 +12,7 @@ to the spider's `{spider}:failed` by the reclaim round.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import logging
@@ -42,6 +43,14 @@ def _host(url: str) -> str:
 
 def _is_async(client: Any) -> bool:
     return inspect.iscoroutinefunction(getattr(client, "execute_command", None))
+
+
+async def _all(calls: Sequence[Awaitable[Any]], concurrent: bool) -> list[Any]:
+    """Await `calls` together on an asyncio client (one round trip of latency for all shards);
+    one by one on a sync client (they never suspend)."""
+    if concurrent:
+        return list(await asyncio.gather(*calls))
+    return [await call for call in calls]
 
 
 class ShardedFrontier(Frontier):
@@ -134,6 +143,9 @@ class ShardedFrontier(Frontier):
     async def open_enqueuer(self, make_dedup: Callable[[str], Awaitable[Dedup]]) -> Any:
         enqueuers = [Enqueuer(part, await make_dedup(part.keys.dupefilter), self.doorbell) for part in self.parts]
         return ShardedEnqueuer(self, enqueuers)
+
+    def push(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a sharded frontier pushes through its open_enqueuer(): each shard has its dedup slice")
 
     def lease(self, count: int, lease_seconds: float, due_batch: int = 100) -> Any:
         return self._go(self._lease(count, lease_seconds, due_batch))
@@ -336,8 +348,12 @@ class ShardedEnqueuer:
             i: [x for x in group if isinstance(x, bytes)] for i, group in self.frontier._by_shard(handovers).items()
         }
         results = [0] * len(entries)
-        for shard, indices in groups.items():  # a successor on its predecessor's shard: one atomic step
-            done = await self.enqueuers[shard].run(action, [entries[n] for n in indices], handed.pop(shard, []))
+        calls = [  # a successor on its predecessor's shard: one atomic step; the shards in parallel
+            self.enqueuers[shard].run(action, [entries[n] for n in indices], handed.pop(shard, []))
+            for shard, indices in groups.items()
+        ]
+        done_by_shard = await _all(calls, _is_async(self.client))
+        for indices, done in zip(groups.values(), done_by_shard):
             for n, result in zip(indices, done):
                 results[n] = result
         for shard, leases in handed.items():  # on another shard: removed once the successors are stored
