@@ -408,7 +408,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("spider")
     p.add_argument("--watch", action="store_true", help="refresh until Ctrl-C (with --json: one object a line)")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes with --watch")
-    p = command("dashboard", cmd_dashboard, "serve a live web page and JSON of every spider (read-only)")
+    p = command(
+        "dashboard",
+        cmd_dashboard,
+        "serve a live web page and JSON of every spider (control buttons with DASHBOARD_TOKEN)",
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port (0 = any free port; the URL is printed)")
     p.add_argument("--spider", help="show only this spider (default: every spider found in Redis)")

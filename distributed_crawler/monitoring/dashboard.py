@@ -1,4 +1,4 @@
-"""`dcrawl dashboard`: one self-refreshing web page and a JSON endpoint, read-only, stdlib only.
+"""`dcrawl dashboard`: one self-refreshing web page and a JSON endpoint, stdlib only; read-only unless DASHBOARD_TOKEN.
 
 - `GET /`                      the page (nodes, queues, hosts, revisits, page types, pages/min over the last hour, alerts, failures)
 - `GET /api/status`            `{"time", "spiders": {name: status}}` for every spider found in Redis
