@@ -4,6 +4,8 @@ operator runs it, and every claim measured at the sites (their request logs)."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sqlite3
 import time
 from pathlib import Path
@@ -74,11 +76,17 @@ def test_delay_block_purge_pause_and_resume_on_a_running_crawl(
         assert late == [], late
         _wait(lambda: _between(site, t + 5, t + 60), 5, "fetches after the block")
 
-        # pause: all fetching stops within 2 s; resume: the crawl finishes, every page stored once
+        # pause: all fetching stops within 2 s, and a worker restarted meanwhile leases nothing either;
+        # resume: the crawl finishes, every page stored once
         _ok(redis_url, "pause", "news")
         t = time.monotonic()
-        time.sleep(5)
-        assert _between(site, t + 2, t + 5) == []
+        time.sleep(2)
+        os.killpg(workers.procs["w2"].pid, signal.SIGTERM)  # a graceful stop gives its leases back
+        assert workers.procs["w2"].wait(30) == 0
+        workers.start("w2", "DOMAIN_RATE_LIMIT=5", "DOMAIN_MAX_IN_FLIGHT=2", "HEARTBEAT_INTERVAL=1")
+        workers.wait_ready("w2")
+        time.sleep(2)
+        assert _between(site, t + 2, time.monotonic()) == []
         assert "paused since" in _ok(redis_url, "status", "news")
         _ok(redis_url, "resume", "news")
         codes = workers.wait_all(timeout=90)

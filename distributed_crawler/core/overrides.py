@@ -3,8 +3,8 @@
 In host mode the lease script applies delay, concurrency, max-pages and blocks on the server; what
 a node decides itself (render on/off/auto; in the single-queue modes also delay, concurrency and
 blocks, in the politeness middleware) comes from this copy, which the scheduler's control watch
-(core/pause.py) refreshes once a second in the same round trip as the pause: never a round trip
-per page. An override reaches every node within about a second.
+(core/pause.py) refreshes every 1.5 s in the same round trip as the pause: never a round trip
+per page. An override reaches every node within 2 s.
 """
 
 from __future__ import annotations

@@ -149,6 +149,7 @@ class RedisScheduler:
         if counts.scheduled:  # scrapy-redis's line, so existing log watchers keep working
             logger.info("Resuming crawl (%d requests scheduled)", counts.scheduled)
         self._watch_scrapes()
+        await self.pause.refresh()  # a crawl paused before this node started: it leases nothing either
         stopped, closing = (lambda: self._stopped), (lambda: self._closing)
         holds_work = lambda: bool(self.buffer or self.outbox.entries or self.quarantine.request)  # noqa: E731
         pubsub, url = (lambda: self.context.pubsub_client), self.redis_config.masked_url
