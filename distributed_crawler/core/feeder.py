@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from distributed_crawler.core.scheduler_config import SchedulerConfig
 
 DUE_BATCH = 100  # due retries the lease script moves from delayed back to the queue per call
-PAUSE_CHECK_SECONDS = 0.5  # a paused feeder looks at the pause this often (it changes within a second)
+PAUSE_CHECK_SECONDS = 0.5  # a paused feeder looks at the pause this often (read every 1.5 s: core/pause.py)
 DOORBELL_RETRY_SECONDS = 30  # pub/sub failed for another reason than an outage: polling meanwhile
 
 

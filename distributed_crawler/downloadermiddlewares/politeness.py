@@ -17,7 +17,7 @@ together (DOMAIN_MAX_IN_FLIGHT, lua/in_flight.lua: a token per request, taken be
 and given back when the download ends; a dead node's tokens expire). That costs two round trips per
 request; host mode caps at lease time instead, at no extra cost, and turns this middleware off.
 An operator's override of the host (`dcrawl host ... set --delay/--concurrency`, `block`; read from
-core/overrides.py, once a second) wins over the settings here, in the single-queue modes; a request
+core/overrides.py, read every 1.5 s) wins over the settings here, in the single-queue modes; a request
 of a blocked host goes back to the delayed queue without counting a retry. A request's `_dc_min_interval` meta (AdaptiveDelayMiddleware, DOMAIN_DELAY_FACTOR) widens its
 domain's interval.
 """

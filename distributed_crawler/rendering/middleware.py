@@ -6,7 +6,7 @@ PLAYWRIGHT_META) to True for requests marked for rendering (meta `render`, PLAYW
 nothing marks may still be rendered after their plain download by PLAYWRIGHT_AUTO (auto_render.py).
 An operator's `dcrawl host SPIDER HOST set --render on|off|auto` wins over the settings: on marks
 every request of the host (unless it says `dont_render`), off marks none and keeps PLAYWRIGHT_AUTO
-away (`dont_render`), auto leaves it to the settings (core/overrides.py: read once a second).
+away (`dont_render`), auto leaves it to the settings (core/overrides.py: read every 1.5 s).
 """
 
 from __future__ import annotations
