@@ -156,6 +156,7 @@ def test_status_and_hosts_sum_over_the_shards(redis_client: redis.Redis) -> None
     assert sum(run_sync(run_sync(sharded.open_enqueuer(plain)).run("push", entries))) == 30
     status = run_sync(gather_status(redis_client, settings, "news"))
     assert status["pending"] == 30 and status["hosts"]["count"] == 10
+    assert status["dedup"]["count"] == 30  # every shard's slice of the filter
     assert status["hosts"]["top"][0]["pending"] == 3
     hosts = run_sync(gather_hosts(redis_client, sharded.keys, 100, 50, sharded.part_keys()))
     assert hosts["count"] == 10 and sorted(r["pending"] for r in hosts["hosts"]) == [3] * 10

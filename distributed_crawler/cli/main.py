@@ -11,6 +11,7 @@ import json
 import math
 import sys
 import time
+from functools import partial
 from typing import Any
 
 from redis.exceptions import ResponseError
@@ -213,9 +214,12 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     settings, client, keys = connect(args)
     if args.action == "stats":
         skips = Skips()  # the filter replaced by another type after describe_dedup's TYPE
-        stats = run_sync(
-            skips.read(keys.dupefilter, "set/hash", dict(NO_DEDUP), lambda: describe_dedup(client, keys.dupefilter))
-        )
+        slices = [
+            run_sync(skips.read(key, "set/hash", dict(NO_DEDUP), partial(describe_dedup, client, key)))
+            for key in open_frontier(settings, client, keys).dupefilter_keys()  # one per frontier shard
+        ]
+        stats = dict(slices[0])
+        stats["count"], stats["bytes"] = sum(s["count"] for s in slices), sum(s["bytes"] for s in slices)
         for line in skips.lines():
             print(f"dcrawl: {line}", file=sys.stderr)
         stats["bytes_per_item"] = round(stats["bytes"] / stats["count"], 3) if stats["count"] else None

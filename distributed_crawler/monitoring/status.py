@@ -123,6 +123,15 @@ async def _dedup_stats(client: Any, key: str, skips: Skips) -> dict[str, Any]:
     return clean_json(stats)
 
 
+def _summed(slices: list[dict[str, Any]]) -> dict[str, Any]:
+    """The filter's figures over its slices (one per frontier shard): counts and bytes add up."""
+    total = dict(slices[0])
+    for more in slices[1:]:
+        total["count"] = total.get("count", 0) + more.get("count", 0)
+        total["bytes"] = total.get("bytes", 0) + more.get("bytes", 0)
+    return total
+
+
 NO_DEDUP = {"backend": "none", "count": 0, "bytes": 0, "layers": 0, "error_rate": 0.0}
 TOP_LANGUAGE_HOSTS = 10
 
@@ -205,7 +214,8 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
         if node_keys.stats in wrong
         else await skips.read(node_keys.stats, "hash", zero_totals, lambda: read_totals(client, node_keys, skips))
     )
-    dedup = dict(NO_DEDUP) if keys.dupefilter in wrong else await _dedup_stats(client, keys.dupefilter, skips)
+    slices = [await _dedup_stats(client, key, skips) for key in frontier.dupefilter_keys() if key not in wrong]
+    dedup = _summed(slices) if slices else dict(NO_DEDUP)
     history = (
         None
         if node_keys.history in wrong
