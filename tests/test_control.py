@@ -306,3 +306,14 @@ def test_a_node_reads_the_pause_and_the_overrides_in_one_round_trip_a_second(
     assert cache.get("news.example.com") == json.loads(redis_client.hget("{news}:overrides", "example.com"))
     assert cache.get("junk.org") is None and cache.get("other.org") is None
     assert commands == 2  # one GET and one HGETALL, pipelined: one round trip
+
+
+def test_purge_without_per_host_queues_says_so_in_one_line(redis_url: str, capsys: pytest.CaptureFixture) -> None:
+    from distributed_crawler.cli.main import main as dcrawl_main
+
+    code = dcrawl_main(["host", "news", "x.org", "purge", "--redis-url", redis_url])
+    assert code == 0  # host mode by default: nothing pending, 0 purged
+    capsys.readouterr()
+    frontier = Frontier.open(redis.Redis.from_url(redis_url), SpiderKeys.from_settings(Settings(), "news"), "fifo")
+    with pytest.raises(ValueError, match="purge needs the per-host frontier"):
+        frontier.purge("x.org", "host", False, 10, "t", 0)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from distributed_crawler.core.control import BadInput, HostChange, host_action, pause_action
+from distributed_crawler.core.control import HostChange, host_action, pause_action
 from distributed_crawler.queue.base import Frontier
 
 MAX_BODY = 4096
@@ -57,7 +57,7 @@ def post(server: Any, spider: str, raw: bytes) -> tuple[int, dict[str, Any]]:
         host, now, dropped = host_action(
             frontier, server.settings, str(body.get("host", "")), action, change, by, "dashboard"
         )
-    except BadInput as exc:
+    except ValueError as exc:  # BadInput, or what the frontier cannot do (purge without per-host queues)
         return 400, {"error": str(exc)}
     return 200, {"ok": True, "action": action, "host": host, "override": now, "purged": dropped}
 
