@@ -177,6 +177,11 @@ def site_state(url: str) -> dict[str, Any]:
 
 
 # -- workers ------------------------------------------------------------------------------------
+# The bench sites are our own servers on loopback, and the baselines have no per-host limit: ours
+# (DOMAIN_RATE_LIMIT 1/s, DOMAIN_MAX_IN_FLIGHT 2 per host by default) is lifted in every bench.
+LOOPBACK_RATES = ("DOMAIN_RATE_LIMIT=0", "DOMAIN_MAX_IN_FLIGHT=0")
+
+
 @dataclass
 class WorkerSpec:
     side: str
@@ -216,6 +221,7 @@ class WorkerSpec:
                 "NEAR_DUPLICATES": "False",
                 "ALLOWED_PRIVATE_NETWORKS": "127.0.0.0/8",
                 "STORE_PAGE_TYPES": "article,list,other",
+                **dict(s.split("=", 1) for s in LOOPBACK_RATES),
                 # the bench site's pagination is ~pages/40 links deep: no hop limit, as the baselines
                 "DEPTH_LIMIT": "0",
                 **settings,

@@ -35,7 +35,7 @@ from typing import Any
 import redis
 from scrapy import signals
 
-from bench.harness import PYTHON, ROOT, Children, log, start_redis
+from bench.harness import LOOPBACK_RATES, PYTHON, ROOT, Children, log, start_redis
 from distributed_crawler.news.extract import extract_article, page_basics
 from distributed_crawler.news.nearduplicate import NearDuplicateIndex, fingerprint
 from tests.site.news_portal import NewsPortal, Story, _article_page
@@ -218,6 +218,7 @@ def crawl(
     for setting in [
         *settings,
         "CONCURRENT_REQUESTS=16",
+        *LOOPBACK_RATES,
         "ALLOWED_PRIVATE_NETWORKS=127.0.0.0/8",  # the bench site is on loopback (docs/security.md)
         "STORE_PAGE_TYPES=article,list,other",  # every page stored: the cost of extraction, not of skipping
         "ROBOTSTXT_OBEY=False",

@@ -61,6 +61,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.harness import LOOPBACK_RATES  # noqa: E402
 from tests.site.render_site import MANY_KINDS, RenderSite  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -251,7 +252,7 @@ def run_node(
     if cwd != ROOT:
         env["PYTHONPATH"] = str(cwd)  # that tree's distributed_crawler, not this one's
     args = [sys.executable, "-m", "scrapy", "crawl", "news"]
-    for setting in settings:
+    for setting in (*LOOPBACK_RATES, *settings):
         args += ["-s", setting]
     args += [
         "-s",

@@ -20,7 +20,10 @@ ALLOWED_PRIVATE_NETWORKS = ["127.0.0.0/8", "::1/128"]
 
 ROBOTSTXT_OBEY = True
 CONCURRENT_REQUESTS = 32
-CONCURRENT_REQUESTS_PER_DOMAIN = 32
+# Per host, the cluster-wide defaults apply: DOMAIN_RATE_LIMIT 1 request/s and DOMAIN_MAX_IN_FLIGHT
+# 2 for all workers together (docs/retries-and-politeness.md). Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN
+# (8) counts per worker only, so raising it would let ten workers hit one site ten times as hard;
+# this file used to allow 32 and no longer does. The 32 above spread over many hosts.
 DOWNLOAD_TIMEOUT = 30
 RETRY_TIMES = 2  # then {spider}:failed (retries wait in {spider}:delayed)
 LOG_LEVEL = "INFO"

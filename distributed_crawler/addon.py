@@ -34,6 +34,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "distributed_crawler.downloadermiddlewares.retry.DistributedRetryMiddleware": 550,
         # Before Scrapy's HttpProxyMiddleware (750), which turns proxy credentials into a header.
         "distributed_crawler.downloadermiddlewares.proxy.ProxyPoolMiddleware": 700,
+        "distributed_crawler.downloadermiddlewares.adaptive_delay.AdaptiveDelayMiddleware": 715,
         "distributed_crawler.downloadermiddlewares.politeness.DomainRateLimitMiddleware": 720,
         # Decides once which requests render (meta["playwright"]): before the proxy pool (700), which reads it.
         "distributed_crawler.rendering.handler.RenderingMiddleware": 650,

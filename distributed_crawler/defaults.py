@@ -38,6 +38,11 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULER_DUPEFILTER_KEY": "{%(spider)s}:dupefilter",
     "SCHEDULER_FAILED_KEY": "{%(spider)s}:failed",
     "SCHEDULER_SEQUENCE_KEY": "{%(spider)s}:seq",
+    # Live control (docs/operations.md): per-host overrides read by the lease, and the audit trail.
+    "SCHEDULER_OVERRIDES_KEY": "{%(spider)s}:overrides",  # hash: host or domain -> JSON override
+    "AUDIT_KEY": "{%(spider)s}:audit",  # stream of control actions (capped)
+    "SCHEDULER_PAUSED_KEY": "{%(spider)s}:paused",  # string: JSON {since, by, drain, source} while paused
+    "AUDIT_MAXLEN": 10_000,  # entries kept in the audit stream (XADD MAXLEN ~)
     "SCHEDULER_DOORBELL_CHANNEL": "{%(spider)s}:doorbell",  # pub/sub: wakes idle nodes
     "SCHEDULER_HOST_QUEUE_KEY": "{%(spider)s}:q:%(host)s",  # zset: one host's pending requests (host mode)
     "SCHEDULER_READY_KEY": "{%(spider)s}:hosts",  # zset: host -> server time it may be served next
@@ -151,11 +156,17 @@ DEFAULTS: dict[str, Any] = {
     "ROBOTS_ERROR_CACHE_SECONDS": 60,  # 5xx / unreachable: disallow all this long, then fetch again
     "ROBOTS_LOCK_SECONDS": 30,  # the fetching node's lock; another node takes over after it
     "ROBOTS_WAIT_SECONDS": 1.0,  # longest a host waits for its robots.txt (block lifted once cached)
-    "DOMAIN_RATE_LIMIT": 0,  # requests/s per domain, all nodes together (0 = off)
+    "ROBOTS_CRAWL_DELAY_MAX": 30.0,  # a robots.txt Crawl-delay is honoured up to this many seconds
+    # Polite by default for the whole cluster (docs/retries-and-politeness.md#politeness); DOWNLOAD_DELAY
+    # and CONCURRENT_REQUESTS_PER_DOMAIN keep Scrapy's per-node meaning beside these.
+    "DOMAIN_RATE_LIMIT": 1,  # requests/s per host, all nodes together (0 = no limit)
     "DOMAIN_RATE_LIMITS": {},  # {"example.com": 0.5} per-domain overrides (JSON with -s; 0 = no limit)
     "DOMAIN_RATE_LIMIT_PER_PROXY": False,  # one budget per domain x proxy instead of per domain
     "DOMAIN_MAX_PAGES": 0,  # host mode: pages per host across the cluster (0 = no limit), or {"example.com": 500}
-    "DOMAIN_MAX_IN_FLIGHT": 0,  # host mode: leases held at once per host across the cluster (0 = none), or a dict
+    "DOMAIN_MAX_IN_FLIGHT": 2,  # requests in flight at once per host, all nodes together (0 = no cap), or a dict
+    "DOMAIN_IN_FLIGHT_KEY": "dc:inflight:%(domain)s",  # single-queue modes: zset of a domain's requests in flight
+    "DOMAIN_DELAY_FACTOR": 0.0,  # adaptive delay: interval >= factor x the host's response time (0 = off)
+    "DOMAIN_DELAY_MAX": 30.0,  # cap of the adaptive delay, seconds
     "DOMAIN_RATE_KEY": "dc:rate:%(domain)s",  # one key per domain (single-key script: Cluster-safe)
     # Shared proxy pool (docs/proxies.md). Under REDIS_CLUSTER an unset dead key is {dc:proxies}:dead.
     "PROXY_ENABLED": "auto",  # auto = on when PROXY_LIST/PROXY_FILE is set or the pool has proxies

@@ -37,6 +37,12 @@ MAX_FAILED_PROXIES = 4
 # none). Read by downloadermiddlewares/retry.py: a 429/503/Retry-After blocks that slot for every
 # node (lua/host_block.lua), and a success from a slot leased with bo > 0 resets it to 0.
 HOST_SLOT_META = "_dc_slot"
+#: Set by DomainRateLimitMiddleware in the single-queue modes: [key, token] of the request's
+#: in-flight token (DOMAIN_MAX_IN_FLIGHT), given back when its download ends.
+IN_FLIGHT_TOKEN_META = "_dc_in_flight"
+#: Set by AdaptiveDelayMiddleware (DOMAIN_DELAY_FACTOR) for the politeness middleware: the least
+#: seconds between two requests of the request's domain, from the domain's response time.
+MIN_INTERVAL_META = "_dc_min_interval"
 HOST_BACKOFF_META = "_dc_host_bo"
 # Set by downloadermiddlewares/proxy.py on a request the browser renders: the proxy URL (credentials
 # included) the browser context must use; read by rendering/handler.py (one context per proxy).

@@ -117,12 +117,17 @@ def site() -> Iterator[NewsSite]:
 
 
 # What a crawl of the local test site relies on, since the defaults are for the open web: it is
-# served on loopback (docs/security.md) and every one of its pages is expected as a row
-# (docs/news.md). `Workers.start` passes these first; a test's own `-s` values win over them.
-LOOPBACK_SITE_SETTINGS: tuple[str, ...] = (
-    "ALLOWED_PRIVATE_NETWORKS=127.0.0.0/8,::1/128",
-    "STORE_PAGE_TYPES=article,list,other",
-)
+# served on loopback (docs/security.md), every one of its pages is expected as a row
+# (docs/news.md), and it is our own server, so no politeness limit (DOMAIN_RATE_LIMIT 1/s and
+# DOMAIN_MAX_IN_FLIGHT 2 by default, docs/retries-and-politeness.md) slows the tests down.
+# `Workers.start` passes these first; a test's own `-s` values win over them.
+LOOPBACK_SITE: dict[str, str] = {
+    "ALLOWED_PRIVATE_NETWORKS": "127.0.0.0/8,::1/128",
+    "STORE_PAGE_TYPES": "article,list,other",
+    "DOMAIN_RATE_LIMIT": "0",
+    "DOMAIN_MAX_IN_FLIGHT": "0",
+}
+LOOPBACK_SITE_SETTINGS: tuple[str, ...] = tuple(f"{k}={v}" for k, v in LOOPBACK_SITE.items())
 
 
 class Workers:

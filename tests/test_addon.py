@@ -16,6 +16,7 @@ from scrapy.utils.test import get_crawler
 
 from distributed_crawler.addon import COMPONENTS, DOWNLOAD_HANDLERS
 from distributed_crawler.defaults import DEFAULTS, SettingsReader
+from tests.conftest import LOOPBACK_SITE_SETTINGS
 
 ROOT = Path(__file__).resolve().parent.parent
 ADDON = {"ADDONS": {"distributed_crawler.Addon": 0}}
@@ -135,7 +136,7 @@ def test_plain_scrapy_project_with_the_addon_is_a_node(site, redis_url: str, tmp
     }
     redis.Redis.from_url(redis_url).lpush("tiny:start_urls", site.url + "/")
     proc = subprocess.run(
-        [sys.executable, "-m", "scrapy", "crawl", "tiny"],
+        [sys.executable, "-m", "scrapy", "crawl", "tiny", *(a for s in LOOPBACK_SITE_SETTINGS for a in ("-s", s))],
         cwd=project,
         env=env,
         capture_output=True,

@@ -36,7 +36,9 @@ def client(request: pytest.FixtureRequest) -> Iterator[redis.Redis]:
 @pytest.fixture(params=[(mode, shards) for mode in MODES for shards in (1, 4)], ids=lambda p: f"{p[0]}-{p[1]}")
 def frontier(request: pytest.FixtureRequest, client: redis.Redis) -> Frontier:
     mode, shards = request.param
-    settings = Settings({"SCHEDULER_QUEUE_CLASS": mode, "FRONTIER_SHARDS": shards, "DOMAIN_RATE_LIMIT": 0})
+    settings = Settings(
+        {"SCHEDULER_QUEUE_CLASS": mode, "FRONTIER_SHARDS": shards, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0}
+    )
     return Frontier.from_settings(settings, "contract", client)
 
 
@@ -178,7 +180,7 @@ def test_placement_is_the_frontiers_own(frontier: Frontier) -> None:
 
 
 def test_a_sharded_frontier_spreads_hosts_over_its_shards(client: redis.Redis) -> None:
-    settings = Settings({"FRONTIER_SHARDS": 4, "DOMAIN_RATE_LIMIT": 0})
+    settings = Settings({"FRONTIER_SHARDS": 4, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
     sharded = Frontier.from_settings(settings, "contract", client)
     urls = [f"http://h{i}.test/{i}" for i in range(40)]
     assert push(sharded, urls) == 40
@@ -191,7 +193,9 @@ def test_a_sharded_frontier_spreads_hosts_over_its_shards(client: redis.Redis) -
 
 
 def test_a_sharded_lease_needs_one_round_trip_per_batch_while_shards_have_work(client: redis.Redis) -> None:
-    settings = Settings({"FRONTIER_SHARDS": 4, "DOMAIN_RATE_LIMIT": 0, "SCHEDULER_QUEUE_CLASS": "priority"})
+    settings = Settings(
+        {"FRONTIER_SHARDS": 4, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0, "SCHEDULER_QUEUE_CLASS": "priority"}
+    )
     sharded = Frontier.from_settings(settings, "contract", client)
     push(sharded, [f"http://h{i}.test/{i}" for i in range(400)])
     calls = []

@@ -46,9 +46,26 @@ def test_per_proxy_budgets_never_put_credentials_in_keys() -> None:
     assert config.key("e.com", None) == "dc:rate:e.com"  # direct requests share the domain budget
 
 
-def test_off_by_default() -> None:
-    assert not PolitenessConfig.from_settings(Settings()).enabled
-    assert not PolitenessConfig.from_settings(Settings({"DOMAIN_RATE_LIMITS": {"e.com": 0}})).enabled
+def test_polite_by_default_and_off_when_every_limit_is_zero() -> None:
+    config = PolitenessConfig.from_settings(Settings())
+    assert config.enabled and config.rate == 1.0 and config.in_flight_for("E.com") == ("e.com", 2)
+    off = {"DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0}
+    assert not PolitenessConfig.from_settings(Settings(off)).enabled
+    assert not PolitenessConfig.from_settings(Settings({**off, "DOMAIN_RATE_LIMITS": {"e.com": 0}})).enabled
+    capped = PolitenessConfig.from_settings(Settings({**off, "DOMAIN_MAX_IN_FLIGHT": '{"e.com": 3}'}))
+    assert capped.in_flight_for("a.e.com") == ("e.com", 3) and capped.in_flight_for("x.org") == ("x.org", 0)
+    assert capped.in_flight_key("e.com") == "dc:inflight:e.com"
+
+
+def test_in_flight_tokens_cap_a_domain_for_every_node(redis_client: redis.Redis) -> None:
+    script = redis_client.register_script(lua_source("in_flight"))
+    take = [int(script(keys=["dc:inflight:e.com"], args=["take", f"n{i}", 2, 60])) for i in range(3)]
+    assert take == [1, 1, 0]
+    assert int(script(keys=["dc:inflight:e.com"], args=["give", "n0"])) == 1
+    assert int(script(keys=["dc:inflight:e.com"], args=["take", "n3", 2, 60])) == 1
+    redis_client.zadd("dc:inflight:e.com", {"n1": 1, "n3": 1})  # a dead node's tokens: expired
+    assert int(script(keys=["dc:inflight:e.com"], args=["take", "n4", 2, 60])) == 1
+    assert redis_client.zcard("dc:inflight:e.com") == 1 and redis_client.pttl("dc:inflight:e.com") > 0
 
 
 @pytest.mark.parametrize(

@@ -284,7 +284,12 @@ def test_rate_key_garbage_never_breaks_a_request(
 ) -> None:
     from distributed_crawler.downloadermiddlewares.politeness import DomainRateLimitMiddleware
 
-    settings = {"REDIS_URL": redis_url, "DOMAIN_RATE_LIMIT": 100, "SCHEDULER_QUEUE_CLASS": "priority"}
+    settings = {
+        "REDIS_URL": redis_url,
+        "DOMAIN_RATE_LIMIT": 100,
+        "DOMAIN_MAX_IN_FLIGHT": 0,
+        "SCHEDULER_QUEUE_CLASS": "priority",
+    }
     crawler = get_crawler(settings_dict=settings)  # the middleware's rates: single-queue modes
     mw = DomainRateLimitMiddleware.from_crawler(crawler)
     key = mw.config.key("example.com", None)

@@ -20,6 +20,8 @@ from rich.table import Table
 
 from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.cli.project import open_frontier
+from distributed_crawler.core.control import decode_override, describe
+from distributed_crawler.monitoring.control import control_summary
 from distributed_crawler.monitoring.hosts import (
     by_pending,
     by_refusals,
@@ -30,7 +32,7 @@ from distributed_crawler.monitoring.hosts import (
     wrong_host_keys,
 )
 from distributed_crawler.monitoring.nodes import Skips, duration
-from distributed_crawler.monitoring.status import skip_lines
+from distributed_crawler.monitoring.status import control_figures, skip_lines
 from distributed_crawler.queue.enqueue import run_sync, server_time
 from distributed_crawler.queue.keys import SpiderKeys
 
@@ -100,6 +102,24 @@ def render_hosts(data: dict[str, Any]) -> Table:
     return table
 
 
+def override_rows(frontier: Any, limit: int) -> list[dict[str, Any]]:
+    """The operator's overrides (dcrawl host ... set/block), at most `limit`, blocks first."""
+    rows = [
+        {"target": target.decode("utf-8", "replace"), **(decode_override(raw) or {})}
+        for target, raw in frontier.overrides().items()
+    ]
+    return sorted(rows, key=lambda r: (not r.get("until"), r["target"]))[:limit]
+
+
+def render_overrides(data: dict[str, Any]) -> Table:
+    table = listing_table(
+        f"{data['spider']}: overrides (dcrawl host, dcrawl overrides)", ("target", "scope", "override")
+    )
+    for row in data["overrides"]:
+        table.add_row(row["target"], str(row.get("scope", "")), describe(row))
+    return table
+
+
 def render_refused(data: dict[str, Any]) -> Table:
     table = listing_table(
         f"{data['spider']}: requests refused or expired, hosts with the most first (docs/security.md)",
@@ -118,8 +138,11 @@ def cmd_hosts(args: argparse.Namespace) -> int:
     if args.scan < 0:
         raise ValueError(f"--scan ({args.scan}) must be >= 0 (0 = every host)")
     settings, client, keys = args.connect(args)
-    parts = open_frontier(settings, client, keys).part_keys()
+    frontier = open_frontier(settings, client, keys)
+    parts = frontier.part_keys()
     data = run_sync(gather_hosts(client, keys, args.scan, args.limit, parts))
+    data["control"] = run_sync(control_summary(frontier, data["time"]))  # pause, overrides, operator blocks
+    data["overrides"] = override_rows(frontier, args.limit)
     if args.json:
         print_json(data)
         return 0
@@ -130,6 +153,10 @@ def cmd_hosts(args: argparse.Namespace) -> int:
         )
     else:
         Console().print(render_hosts(data))
+    for label, text in control_figures(data["control"]):
+        print(f"{label}: {text}")
+    if data["overrides"]:
+        Console().print(render_overrides(data))
     if data["refused"]:
         Console().print(render_refused(data))
     for line in skip_lines(data):

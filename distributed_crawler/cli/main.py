@@ -18,7 +18,7 @@ from redis.exceptions import ResponseError
 from rich.console import Console
 from scrapy import Request
 
-from distributed_crawler.cli import extract, hosts, import_scrapy_redis, recrawl, seed
+from distributed_crawler.cli import control, extract, hosts, import_scrapy_redis, recrawl, seed
 from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.cli.project import (
     CliError,
@@ -410,7 +410,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("spider")
     p.add_argument("--watch", action="store_true", help="refresh until Ctrl-C (with --json: one object a line)")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes with --watch")
-    p = command("dashboard", cmd_dashboard, "serve a live web page and JSON of every spider (read-only)")
+    p = command(
+        "dashboard",
+        cmd_dashboard,
+        "serve a live web page and JSON of every spider (control buttons with DASHBOARD_TOKEN)",
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port (0 = any free port; the URL is printed)")
     p.add_argument("--spider", help="show only this spider (default: every spider found in Redis)")
@@ -426,6 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
     recrawl.add_parser(command, connect)
     import_scrapy_redis.add_parser(command, connect)
     extract.add_parser(command)
+    control.add_parser(command, connect)
     p = command("reclaim", cmd_reclaim, "return expired leases to the queue now")
     p.add_argument("spider")
     p = command("dedup", cmd_dedup, "the seen-URL filter: stats, check URL, reset, rebuild --from", json_flag=True)

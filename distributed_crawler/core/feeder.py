@@ -17,6 +17,7 @@ from distributed_crawler.connection.clients import subscribe
 from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import preview
 from distributed_crawler.core.leases import LeaseTracker
+from distributed_crawler.core.pause import PauseWatch, give_back_buffer
 from distributed_crawler.core.quarantine import Quarantine
 from distributed_crawler.core.trouble import RedisTrouble, logger
 from distributed_crawler.dedup.recent import RecentFingerprints
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from distributed_crawler.core.scheduler_config import SchedulerConfig
 
 DUE_BATCH = 100  # due retries the lease script moves from delayed back to the queue per call
+PAUSE_CHECK_SECONDS = 0.5  # a paused feeder looks at the pause this often (read every 1.5 s: core/pause.py)
 DOORBELL_RETRY_SECONDS = 30  # pub/sub failed for another reason than an outage: polling meanwhile
 
 
@@ -59,6 +61,8 @@ class Feeder:
         self.crawler = crawler
         self.stats = crawler.stats
         self.release = release
+        self.pause: PauseWatch | None = None  # set by the scheduler: the crawl's pause
+        self.held_back: list[bytes] = []  # buffered leases of hosts an operator blocked: to give back
         self.want_more = asyncio.Event()
         self.new_work = asyncio.Event()
         self.codec: RequestCodec  # set at open (it needs the spider)
@@ -82,7 +86,16 @@ class Feeder:
         if not self.buffer:
             self.want_more.set()
             return None
+        if self.pause is not None and self.pause.paused and not self.pause.drain:
+            self.want_more.set()  # the feeder gives the buffer back
+            return None
         request = self.buffer.popleft()
+        while self.pause is not None and self.pause.blocks(request):
+            self.held_back.append(request.meta[LEASE_META])  # an operator blocked its host: given back
+            self.want_more.set()
+            if not self.buffer:
+                return None
+            request = self.buffer.popleft()
         self.leases.started(request.meta[LEASE_META])
         if len(self.buffer) <= self.config.prefetch // 4:
             self.want_more.set()
@@ -91,6 +104,17 @@ class Feeder:
     async def run(self, closing: Callable[[], bool]) -> None:
         idle_wait = 0.01
         while not closing():
+            if self.held_back:
+                held, self.held_back = self.held_back, []
+                self.leases.forget(held)
+                await self.release(held)
+                self.stats.inc_value("scheduler/released_blocked", len(held))
+            if self.pause is not None and self.pause.paused:
+                if not self.pause.drain and self.buffer:
+                    released = await give_back_buffer(self.buffer, self.leases, self.release)
+                    self.stats.inc_value("scheduler/released_on_pause", released)
+                await self.pause.wait(PAUSE_CHECK_SECONDS)
+                continue
             if self.quarantine.active:
                 await self.quarantine.step()
                 continue

@@ -31,6 +31,8 @@ from distributed_crawler.core.intake import Intake
 from distributed_crawler.core.lease_keeper import LeaseKeeper
 from distributed_crawler.core.leases import LeaseTracker
 from distributed_crawler.core.outbox import Outbox
+from distributed_crawler.core.overrides import OverrideCache
+from distributed_crawler.core.pause import PauseWatch
 from distributed_crawler.core.quarantine import Quarantine
 from distributed_crawler.core.refusals import RefusalLog
 from distributed_crawler.core.scheduler_config import SchedulerConfig, redis_dupefilter
@@ -95,6 +97,8 @@ class RedisScheduler:
         self.quarantine = Quarantine(get, self.trouble, self.leases, self.buffer, crawler, node_id)
         parts = (config, get, self.trouble, self.leases)
         self.feeder = Feeder(*parts, self.buffer, self.recent, self.quarantine, crawler, self._release)
+        self.pause = self.feeder.pause = PauseWatch(get, self.context.policy, OverrideCache.of(crawler))
+        self.pause.wake += [self.feeder.want_more, self.feeder.new_work]
         self.keeper = LeaseKeeper(
             *parts, self.outbox, self.quarantine, self.buffer, self.stats, node_id, self.feeder.new_work
         )
@@ -145,6 +149,7 @@ class RedisScheduler:
         if counts.scheduled:  # scrapy-redis's line, so existing log watchers keep working
             logger.info("Resuming crawl (%d requests scheduled)", counts.scheduled)
         self._watch_scrapes()
+        await self.pause.refresh()  # a crawl paused before this node started: it leases nothing either
         stopped, closing = (lambda: self._stopped), (lambda: self._closing)
         holds_work = lambda: bool(self.buffer or self.outbox.entries or self.quarantine.request)  # noqa: E731
         pubsub, url = (lambda: self.context.pubsub_client), self.redis_config.masked_url
@@ -152,6 +157,7 @@ class RedisScheduler:
             {
                 "outbox": self.outbox.run(stopped),
                 "feeder": self.feeder.run(closing),
+                "pause": self.pause.run(stopped),
                 "leases": self.keeper.run(stopped, self._reinstall_guard),
                 "doorbell": self.feeder.run_doorbell(pubsub, url, stopped),
                 "counts": self.work.run(stopped, holds_work, lambda: wake_engine(self.crawler)),
@@ -204,7 +210,8 @@ class RedisScheduler:
     async def _close(self, reason: str) -> None:
         self._closing = True
         self.tasks.cancel("feeder")
-        await self.keeper.release(self.keeper.unstarted())
+        held, self.feeder.held_back = self.feeder.held_back, []  # blocked hosts' leases not yet given back
+        await self.keeper.release(self.keeper.unstarted() + held)
         self.buffer.clear()
         await self.keeper.settle(self.tasks, self._stop, reason == MEMUSAGE_CLOSE, self.redis_config.masked_url)
         if not self.config.persist:  # as in scrapy-redis: on every close reason, not only "finished"
@@ -234,7 +241,7 @@ class RedisScheduler:
         """Work this node holds, work on its way to Redis, or work anywhere in the cluster (as last
         counted): a node closes only when the whole crawl has nothing left for it."""
         busy = bool(self.buffer or self.outbox.entries) or self.quarantine.request is not None
-        return busy or self.work.busy
+        return busy or self.work.busy or self.pause.paused  # paused: waits, never idle-closes
 
     def outbox_mark(self) -> int:
         """The last request enqueued so far: `wait_pushed(mark)` returns once it is in Redis."""

@@ -16,8 +16,9 @@ What the answer means (RFC 9309): 2xx = the rules of its body; 4xx from the site
 site's robots.txt) = disallow all for ROBOTS_ERROR_CACHE_SECONDS, then one node fetches again;
 meanwhile that host's leased requests are retried through `delayed` (RetryLater: disallowed for
 now, not dropped; after RETRY_TIMES they are dead-lettered with the reason, `dcrawl failed --requeue`).
-In host mode the Crawl-delay for our user agent goes to the host hash field `cd`, which the
-frontier's pop uses to space the host (the effective interval is max(iv, cd)).
+In host mode the Crawl-delay for our user agent, capped at ROBOTS_CRAWL_DELAY_MAX (30 s: a site
+asking for an hour between pages would never be crawled), goes to the host hash field `cd`, which
+the frontier's pop uses to space the host (the effective interval is max(iv, cd, ad)).
 
 Without a Redis client (a unit test that never opens the spider) it behaves as Scrapy's, with the
 waiter fix below.
@@ -65,7 +66,6 @@ ALLOW_ALL = b""
 DISALLOW_ALL = b"User-agent: *\nDisallow: /\n"
 MAX_BODY = 512 * 1024  # RFC 9309: parse at least 500 KiB
 LOCAL_SECONDS = 300.0  # a node re-reads the cache at least this often (another node may refresh it)
-MAX_CRAWL_DELAY = 86400.0
 #: Reason of the host block set while robots.txt is fetched; only a block with this reason is lifted.
 ROBOTS_PENDING = "robots.txt pending"
 
@@ -158,6 +158,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         self.error_seconds = read.int("ROBOTS_ERROR_CACHE_SECONDS", min=1)
         self.lock_seconds = read.int("ROBOTS_LOCK_SECONDS", min=1)
         self.wait_seconds = read.float("ROBOTS_WAIT_SECONDS", above=0)
+        self.crawl_delay_max = read.float("ROBOTS_CRAWL_DELAY_MAX", min=0)
         self.client: Any = None
         self.hosts: HostControl | None = None  # the frontier's per-host state, if it keeps one
         self.spider_name = ""
@@ -359,7 +360,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
             delay = None
         host_key = self.hosts.host_state_key(slot_of_request(request))
         if delay is not None and 0 < delay:
-            await self.client.hset(host_key, "cd", f"{min(float(delay), MAX_CRAWL_DELAY):.3f}")
+            await self.client.hset(host_key, "cd", f"{min(float(delay), self.crawl_delay_max):.3f}")
             self.crawler.stats.set_value("robotstxt/crawl_delay", float(delay))
         else:
             await self.client.hdel(host_key, "cd")

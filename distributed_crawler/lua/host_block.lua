@@ -15,8 +15,9 @@
 --   enqueue adds it at max(now, until)). Returns the seconds the host stays blocked, as a string.
 -- unblock: ARGV[2] host, ARGV[3] reason: lift a block set with exactly this reason (robots.txt
 --   pending: the fetching node lifts it once the file is cached, so the requests waiting for it
---   are served at once instead of after the block's length); until = 0 and the host's ready score
---   lowered to now if it is in the ready zset (ZADD XX LT). A block for another reason (a 429 that
+--   are served after one interval instead of after the block's length); until = 0 and the host's
+--   ready score set to now + its interval (max of iv, cd, ad: the robots.txt request counts as one
+--   of the host's requests), or lowered to now when it has none, if it is in the ready zset. A block for another reason (a 429 that
 --   came meanwhile) stands. ARGV[4] doorbell channel ("" = none): PUBLISHed to when lifted, so
 --   idle nodes (asleep until the block's end) pop the host's requests now. Returns "1" when
 --   lifted, else "0".
@@ -45,8 +46,19 @@ if mode == "reset" then
 elseif mode == "unblock" then
   if redis.call("HGET", hash, "why") ~= (ARGV[3] or "") then return "0" end
   local t = redis.call("TIME")
+  local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
   redis.call("HSET", hash, "until", 0)
-  redis.call("ZADD", ready, "XX", "LT", string.format("%.6f", tonumber(t[1]) + tonumber(t[2]) / 1000000), ARGV[2] or "")
+  -- the host's interval counts from the robots.txt request, which went to the same site
+  local gap = 0
+  for _, v in ipairs(redis.call("HMGET", hash, "iv", "cd", "ad")) do
+    local n = number(v, 0)
+    if n > gap and n <= 86400 then gap = n end
+  end
+  if gap > 0 then
+    redis.call("ZADD", ready, "XX", string.format("%.6f", now + gap), ARGV[2] or "")
+  else
+    redis.call("ZADD", ready, "XX", "LT", string.format("%.6f", now), ARGV[2] or "")
+  end
   if ARGV[4] and ARGV[4] ~= "" then redis.call("PUBLISH", ARGV[4], "1") end
   return "1"
 elseif mode ~= "block" then

@@ -10,6 +10,10 @@
 --   their hosts' queues, up to ARGV[3] per call, so they are crawled instead of stalling idle-close
 -- KEYS[7] (optional, with KEYS[6]) pending counter (lib/queue.lua pending_open)
 -- KEYS[8] (optional) refused hash: an expired request counts in field "expired <host>"
+-- KEYS[9] (optional) overrides hash (`dcrawl host ... set/block`): host or registered domain -> JSON
+--   {"delay", "concurrency", "max_pages", "until", ...}; the closest entry of a due host (itself, then
+--   each parent domain) wins over its hash's iv / cap / max, and its "until" blocks it. Read here, on
+--   the server, so an override reaches every node at its next pop without a round trip per page.
 -- ARGV[1] max number of requests to take (0: only move due retries)
 -- ARGV[2] lease length in seconds
 -- ARGV[3] max number of due retries to move in this call
@@ -24,10 +28,10 @@
 --   comes as ("", host, -2), counted in the refused hash (KEYS[8]); then the seconds until the
 --   next host is due as a string ("-1": no host waits).
 -- Serving: due hosts (ready score <= now) are served round-robin. A host with an interval
---   (max(iv, cd) > 0) gives ONE request per call and is due again one interval after the time it
---   was due (not after now: the moment a node comes back for a due host is not taken from its
---   rate), but no earlier than now + interval - CATCH_UP (lateness beyond that is not made up:
---   no burst after an idle spell) and never earlier than now + cd (Crawl-delay is a minimum gap).
+--   (max(iv, cd, ad) > 0) gives ONE request per call and is due again one interval after now: the
+--   interval is a minimum gap between two leases of the host (the site never sees two requests
+--   closer than it from the cluster, docs/retries-and-politeness.md); a node's lateness is not
+--   made up (a slightly lower rate, never a shorter gap).
 --   An emptied one stays in ready until then, so a new request cannot jump its interval; found
 --   empty when due, it leaves. A host without interval gives up to its share of what is still wanted, in
 --   rounds until N is met or no due host is left. A host blocked until later (`until`) is moved to
@@ -63,12 +67,40 @@ local qprefix, hprefix, fprefix = ARGV[4], ARGV[5], ARGV[6]
 if fprefix == "" then fprefix = nil end -- no in-flight set prefix: caps are not applied
 local ready, over = KEYS[1], KEYS[5]
 local YEAR = 31536000
--- lateness a rate-limited host may make up at its next due time: at most half its interval, and
--- 0.25 s (any 1 s window then holds at most floor(1.25 * rate) + 1 pops)
-local CATCH_UP = 0.25
 -- a host at its in-flight cap is looked at again this much later (a lease of it may end meanwhile)
 local CAP_RECHECK = 0.05
 local CAP_TTL = math.ceil(3 * tonumber(ARGV[2]))
+
+-- the operator's override of a host (KEYS[9]): its own entry, else its closest parent domain's
+local function apply_override(s)
+  if not KEYS[9] then return end
+  local name = string.match(s.host, "^%[(.*)%]:%d+$") or string.match(s.host, "^(.*):%d+$") or s.host
+  local names = {s.host}
+  if name ~= s.host then names[#names + 1] = name end
+  local rest = name
+  while true do
+    local dot = string.find(rest, ".", 1, true)
+    if not dot then break end
+    rest = string.sub(rest, dot + 1)
+    if rest ~= "" then names[#names + 1] = rest end
+  end
+  local ok, found = pcall(redis.call, "HMGET", KEYS[9], unpack(names))
+  if not ok then return end
+  for _, raw in ipairs(found) do
+    if raw then
+      local decoded, o = pcall(cjson.decode, raw)
+      if decoded and type(o) == "table" then
+        local delay, conc, max, till = tonumber(o["delay"]), tonumber(o["concurrency"]), tonumber(o["max_pages"]),
+          tonumber(o["until"])
+        if delay and delay >= 0 and delay <= 86400 then s.iv = delay; s.ad = 0 end
+        if conc and conc >= 1 then s.cap = math.floor(conc) end
+        if max and max >= 0 then s.max = math.floor(max) end
+        if till and till > s.till and till < now + 100 * YEAR then s.till = till end
+      end
+      return
+    end
+  end
+end
 
 -- the leases a capped host holds now (in processing, deadline ahead); ended ones leave its set
 local function held_leases(host)
@@ -137,25 +169,17 @@ end
 -- the due hosts, with their state
 local active = {}
 if count > 0 then
-  local flat = redis.call("ZRANGEBYSCORE", ready, "-inf", now, "WITHSCORES", "LIMIT", 0, count)
-  local hosts, dues = {}, {}
-  for i = 1, #flat, 2 do
-    hosts[#hosts + 1] = flat[i]
-    dues[#dues + 1] = math.min(tonumber(flat[i + 1]) or now, now) -- -inf / garbage: due now
-  end
+  local hosts = redis.call("ZRANGEBYSCORE", ready, "-inf", now, "LIMIT", 0, count)
   if #hosts < count then
     local far = redis.call("ZRANGEBYSCORE", ready, "(" .. string.format("%.6f", now + YEAR), "+inf",
       "LIMIT", 0, count - #hosts)
-    for _, host in ipairs(far) do
-      hosts[#hosts + 1] = host
-      dues[#dues + 1] = now
-    end
+    for _, host in ipairs(far) do hosts[#hosts + 1] = host end
   end
-  for i, host in ipairs(hosts) do
+  for _, host in ipairs(hosts) do
     local s = host_state(hprefix .. host, now)
     s.host = host
-    s.due = math.max(dues[i], now - YEAR)
-    s.interval = math.max(s.iv, s.cd)
+    apply_override(s)
+    s.interval = math.max(s.iv, s.cd, s.ad)
     if s.till > now then
       redis.call("ZADD", ready, s.till, host) -- blocked: due when the block ends
     elseif over_budget(s) then
@@ -229,9 +253,7 @@ while wanted > 0 and #active > 0 do
         end
       end
       if s.interval > 0 then
-        local slack = math.min(s.interval / 2, CATCH_UP)
-        local nxt = math.max(s.due + s.interval, now + s.interval - slack, now + s.cd)
-        redis.call("ZADD", ready, nxt, s.host) -- one per call, due again one interval after it was due
+        redis.call("ZADD", ready, now + s.interval, s.host) -- one per call, due again one interval after now
       elseif over_budget(s) then
         redis.call("ZADD", over, redis.call("ZCARD", queue), s.host)
         redis.call("ZREM", ready, s.host)

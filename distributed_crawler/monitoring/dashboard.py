@@ -1,4 +1,4 @@
-"""`dcrawl dashboard`: one self-refreshing web page and a JSON endpoint, read-only, stdlib only.
+"""`dcrawl dashboard`: one self-refreshing web page and a JSON endpoint, stdlib only; read-only unless DASHBOARD_TOKEN.
 
 - `GET /`                      the page (nodes, queues, hosts, revisits, page types, pages/min over the last hour, alerts, failures)
 - `GET /api/status`            `{"time", "spiders": {name: status}}` for every spider found in Redis
@@ -8,7 +8,9 @@
 Binds to 127.0.0.1 by default. A request whose `Host` header names neither the bind address nor a
 name of `DASHBOARD_ALLOWED_HOSTS` gets 421 (DNS rebinding: a page of another site whose name was
 made to resolve to this address cannot read the dashboard). With `DASHBOARD_TOKEN` (env var or setting) every request needs
-`Authorization: Bearer <token>` or `?token=<token>` (the page passes its own `?token=` on).
+`Authorization: Bearer <token>` or `?token=<token>` (the page passes its own `?token=` on), and the
+page gets control buttons (`POST /api/control/<spider>`, token in the header only; the audit list
+from `GET /api/audit/<spider>`: monitoring/dashboard_control.py); without a token it is read-only.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from scrapy.settings import BaseSettings
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.policy import RedisPolicy, RedisUnreachable, is_transient
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.monitoring import dashboard_control
 from distributed_crawler.monitoring.status import status_now
 
 logger = logging.getLogger(__name__)
@@ -170,6 +173,7 @@ class DashboardHandler(BaseHTTPRequestHandler):
         path = parts.path.rstrip("/") or "/"
         if path in ("/", "/index.html"):
             page = PAGE.replace("__REFRESH_MS__", str(int(REFRESH_SECONDS * 1000)))
+            page = page.replace("__CONTROL__", dashboard_control.control_script(bool(self.server.token)))
             self._send(200, page.encode("utf-8"), "text/html; charset=utf-8")
             return
         try:
@@ -187,6 +191,8 @@ class DashboardHandler(BaseHTTPRequestHandler):
             return 200, {"time": round(time.time(), 3), "spiders": spiders}
         if path.startswith("/api/status/"):
             return 200, self.server.status(unquote(path[len("/api/status/") :]))
+        if path.startswith("/api/audit/"):
+            return 200, dashboard_control.audit(self.server, unquote(path[len("/api/audit/") :]))
         return 404, {"error": "not found"}
 
     do_HEAD = do_GET
@@ -194,7 +200,40 @@ class DashboardHandler(BaseHTTPRequestHandler):
     def _read_only(self) -> None:
         self._json(405, {"error": "read-only"})
 
-    do_POST = do_PUT = do_PATCH = do_DELETE = _read_only
+    do_PUT = do_PATCH = do_DELETE = _read_only
+
+    def do_POST(self) -> None:
+        """Control (monitoring/dashboard_control.py): only with DASHBOARD_TOKEN, the token in the
+        Authorization header (never the query: a link cannot carry it), and a Host of this server."""
+        parts = urlsplit(self.path)
+        if not self._host_allowed():
+            self._json(421, {"error": "unknown Host: add it to DASHBOARD_ALLOWED_HOSTS"})
+            return
+        if not self.server.token:
+            self._json(403, {"error": dashboard_control.READ_ONLY})
+            return
+        header = self.headers.get("Authorization", "")
+        given = header[7:] if header.startswith("Bearer ") else ""
+        if not hmac.compare_digest(given.encode(), self.server.token.encode()):
+            self._json(401, {"error": "control needs the DASHBOARD_TOKEN in the Authorization: Bearer header"})
+            return
+        if not parts.path.startswith("/api/control/"):
+            self._read_only()  # every other path only reads
+            return
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if not 0 <= length <= dashboard_control.MAX_BODY:
+            self._json(413, {"error": "body too large"})
+            return
+        spider = unquote(parts.path[len("/api/control/") :])
+        try:
+            with self.server.policy.reading():
+                code, data = dashboard_control.post(self.server, spider, self.rfile.read(length))
+        except RedisUnreachable as exc:
+            code, data = 503, {"error": str(exc)}
+        self._json(code, data)
 
 
 def host_of_header(value: str) -> str:
@@ -440,6 +479,7 @@ async function refresh() {
     setTimeout(refresh, REFRESH_MS);
   }
 }
+__CONTROL__
 refresh();
 </script>
 </body>

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,7 @@ from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import OnceLog, is_wrong_type
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.monitoring.control import control_summary
 from distributed_crawler.monitoring.heartbeat import sample_node
 from distributed_crawler.monitoring.nodes import PROXY_POOL_KEY, proxy_health
 from distributed_crawler.queue.keys import SpiderKeys
@@ -73,6 +75,7 @@ class PrometheusMetrics:
         self.host = socket.gethostname()
         self.queues: dict[str, int | None] = {}
         self.proxies: dict[str, int] = {}
+        self.control: dict[str, Any] | None = None  # monitoring/control.py: pause, overrides, blocks
         self.server: Any = None
         self._task: asyncio.Task | None = None
         self._bad_data = OnceLog(logger)
@@ -132,7 +135,9 @@ class PrometheusMetrics:
             while True:
 
                 async def refresh() -> None:
-                    counts = await context.frontier_for(keys.spider).counts(seeds=True)
+                    frontier = context.frontier_for(keys.spider)
+                    counts = await frontier.counts(seeds=True)
+                    self.control = await control_summary(frontier, time.time())
                     self.queues = {
                         "pending": counts.pending,
                         "leased": counts.leased,
@@ -201,6 +206,16 @@ class PrometheusMetrics:
             proxies.add_metric([self.spider, "healthy"], self.proxies["healthy"])
             proxies.add_metric([self.spider, "unhealthy"], self.proxies["total"] - self.proxies["healthy"])
             yield proxies
+        control = self.control
+        if control is not None:  # live control (docs/operations.md): counts, never a label per host
+            for name, value, help_text in (
+                ("dcrawl_paused", 1 if control["paused"] else 0, "1 while the crawl is paused (dcrawl pause)"),
+                ("dcrawl_host_overrides", control["overrides"], "Per-host overrides set by operators"),
+                ("dcrawl_hosts_blocked", control["blocked"], "Hosts or domains an operator blocked, not expired"),
+            ):
+                gauge = GaugeMetricFamily(name, help_text, labels=["spider"])
+                gauge.add_metric([self.spider], value)
+                yield gauge
         info = GaugeMetricFamily("dcrawl_node_info", "This node", labels=["spider", "node", "host", "version"])
         info.add_metric([self.spider, self.node_id, self.host, __version__], 1)
         yield info

@@ -23,6 +23,7 @@ from scrapy.settings import BaseSettings
 from distributed_crawler.connection.policy import Purpose, RedisPolicy, RedisUnreachable, is_transient
 from distributed_crawler.dedup.dupefilter import describe_dedup
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.monitoring.control import control_summary
 from distributed_crawler.monitoring.hosts import sharded_summary
 from distributed_crawler.monitoring.nodes import (
     MAX_COUNT,
@@ -241,6 +242,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
         0 if dead_key in wrong else int(await skips.read(dead_key, "hash", 0, lambda: client.hlen(dead_key)))
     )
     hosts = await sharded_summary(client, frontier.part_keys(), now, skips, wrong)
+    control = await control_summary(frontier, now)
     no_recrawl = {"scheduled": 0, "due_now": 0, "due_next_hour": 0}
     recrawl = (
         no_recrawl
@@ -282,6 +284,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
         "recrawl": recrawl,  # the revisit schedule (docs/recrawl.md): scheduled, due_now, due_next_hour
         **pages,  # page_types: {type: {stored, skipped}}; languages: {skipped: {code: n}, top_hosts}
         "hosts": hosts,  # the per-host frontier (monitoring/hosts.py): count, ready, blocked, over_budget, top
+        "control": control,  # monitoring/control.py: paused, overrides, blocked, blocks
         "history": history,
         "alerts": alerts,
         "failures": failures,
@@ -332,6 +335,24 @@ def page_types_line(status: dict[str, Any]) -> str:
     return ", ".join(f"{t} {c['stored']:,}/{c['skipped']:,}" for t, c in counts.items())
 
 
+def control_figures(control: dict[str, Any]) -> list[tuple[str, Any]]:
+    """`paused since ... by ...` and the overrides, for the status table."""
+    out: list[tuple[str, Any]] = []
+    paused = control.get("paused")
+    if paused:
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(paused.get("since") or 0))
+        drain = " (drain)" if paused.get("drain") else ""
+        out.append(("state", f"paused since {since} by {paused.get('by', '?')}{drain}"))
+    if control.get("overrides"):
+        blocks = control.get("blocks") or []
+        shown = ", ".join(
+            f"{b['target']} until {time.strftime('%H:%M:%S', time.localtime(b['until']))}" for b in blocks[:3]
+        )
+        blocked = f"; {control.get('blocked', 0)} blocked: {shown}" if blocks else ""
+        out.append(("overrides", f"{control['overrides']}{blocked} (dcrawl overrides)"))
+    return out
+
+
 def render_status(status: dict[str, Any], title: str = "") -> Group:
     now = status["time"]
     t = status["totals"]
@@ -359,6 +380,7 @@ def render_status(status: dict[str, Any], title: str = "") -> Group:
     hosts = status.get("hosts") or {}
     if hosts.get("count"):
         figures.append(("hosts", host_line(hosts)))
+    figures += control_figures(status.get("control") or {})
     recrawl = status.get("recrawl") or {}
     if recrawl.get("scheduled"):
         figures.append(

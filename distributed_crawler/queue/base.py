@@ -13,6 +13,7 @@ With a sync client the script methods return values; with an asyncio client, awa
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -79,6 +80,25 @@ class FrontierLayoutError(ValueError):
     """FRONTIER_SHARDS differs from the layout the frontier in Redis was written with."""
 
 
+def decode_pause(raw: Any) -> dict[str, Any] | None:
+    """A pause as stored; garbage still means paused (someone set the key), by an unknown user."""
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError):
+        value = None
+    if not isinstance(value, dict):
+        return {"since": 0.0, "by": "unknown", "drain": False, "source": "unknown"}
+    since = value.get("since")
+    return {
+        "since": float(since) if isinstance(since, (int, float)) else 0.0,
+        "by": str(value.get("by", "unknown"))[:100],
+        "drain": value.get("drain") is True,
+        "source": str(value.get("source", "unknown"))[:20],
+    }
+
+
 class HostControl(Protocol):
     """The politeness inputs of a frontier with per-host state (lua/host_block.lua)."""
 
@@ -87,6 +107,7 @@ class HostControl(Protocol):
     ) -> Any: ...
     def unblock_host(self, host: str, reason: str) -> Any: ...
     def reset_host_backoff(self, host: str) -> Any: ...
+    def set_adaptive_delay(self, host: str, seconds: float) -> Any: ...
     def host_state_key(self, slot: str) -> str: ...
 
 
@@ -363,6 +384,55 @@ class Frontier:
             keys=[schedule, state, self.index_key, k.seq, k.over_budget, k.pending, k.requests],
             args=[self.order, limit, f"{pending_seconds:.3f}", k.doorbell, k.host_queue(""), k.host("")],
         )
+
+    # -- live control (dcrawl host / overrides / audit; docs/operations.md) ----------------------
+    def overrides(self) -> Any:
+        """Every override: {host or domain: raw JSON} (the lease reads the same hash in host mode)."""
+        return self.client.hgetall(self.keys.overrides)
+
+    def override(self, target: str) -> Any:
+        return self.client.hget(self.keys.overrides, target)
+
+    def write_override(self, target: str, value: str | None) -> Any:
+        """Set (JSON) or drop (None) the override of a host or a registered domain."""
+        if value is None:
+            return self.client.hdel(self.keys.overrides, target)
+        return self.client.hset(self.keys.overrides, target, value)
+
+    def purge(self, target: str, scope: str, dead_letter: bool, failed_cap: int, node: str, now: float) -> Any:
+        """Drop a host's pending requests: the per-host frontier's (one queue per host) only."""
+        raise ValueError(f"purge needs the per-host frontier (SCHEDULER_QUEUE_CLASS=host); this crawl uses {self.mode}")
+
+    def pause(self, by: str, drain: bool, source: str, now: float) -> Any:
+        """Pause the crawl for every node (they lease nothing until `resume`); survives restarts."""
+        value = json.dumps({"since": round(now, 3), "by": by, "drain": drain, "source": source})
+        return self.client.set(self.keys.paused, value)
+
+    def resume(self) -> Any:
+        """Lift the pause; returns how many keys were removed (0: it was not paused)."""
+        return self.client.delete(self.keys.paused)
+
+    def pause_state(self) -> Any:
+        """The pause as a dict ({since, by, drain, source}), or None when the crawl runs."""
+        return then(self.client.get(self.keys.paused), decode_pause)
+
+    def overrides_key(self) -> str:
+        """The overrides hash the nodes read (a sharded frontier: its first shard's copy)."""
+        return self.keys.overrides
+
+    def control_state(self) -> Any:
+        """(pause, {target: raw override}) in one round trip: what a node reads once a second."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.get(self.keys.paused)
+        pipe.hgetall(self.overrides_key())
+        return then(pipe.execute(), lambda r: (decode_pause(r[0]), r[1]))
+
+    def audit(self, fields: dict[str, str], maxlen: int) -> Any:
+        """Append one control action to the capped audit stream."""
+        return self.client.xadd(self.keys.audit, fields, maxlen=maxlen, approximate=True)
+
+    def audit_entries(self, since: str = "-", count: int = 1000) -> Any:
+        return self.client.xrange(self.keys.audit, min=since, count=count)
 
     # -- quarantine (a redelivered request run alone, reclaim.lua's killed_worker) --------------
     def mark_solo(self, lease: bytes, node_id: str) -> Any:

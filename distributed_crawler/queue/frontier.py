@@ -86,8 +86,8 @@ class FrontierConfig:
                 """e.g. -s 'DOMAIN_RATE_LIMITS={"example.com": 0.5}'"""
             )
         rates = {str(d).lower().strip("."): _rate(f"DOMAIN_RATE_LIMITS[{d!r}]", r) for d, r in table.items()}
-        max_pages, by_domain = _per_host_count(read.raw("DOMAIN_MAX_PAGES"), "DOMAIN_MAX_PAGES", "pages", 500)
-        in_flight, in_flight_by_domain = _per_host_count(
+        max_pages, by_domain = per_host_count(read.raw("DOMAIN_MAX_PAGES"), "DOMAIN_MAX_PAGES", "pages", 500)
+        in_flight, in_flight_by_domain = per_host_count(
             read.raw("DOMAIN_MAX_IN_FLIGHT"), "DOMAIN_MAX_IN_FLIGHT", "requests in flight", 2
         )
         for name in HOST_KEY_SETTINGS:
@@ -138,7 +138,7 @@ def _lookup(host: str, default: int, by_domain: dict[str, int]) -> int:
     return count if count > 0 else -1
 
 
-def _per_host_count(raw: Any, name: str, unit: str, example: int) -> tuple[int, dict[str, int]]:
+def per_host_count(raw: Any, name: str, unit: str, example: int) -> tuple[int, dict[str, int]]:
     """An int-or-dict setting of a count per host: (the int, {} ) or (0, {domain: count})."""
     raw = 0 if raw is None or raw == "" else raw
     try:

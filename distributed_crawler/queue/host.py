@@ -94,7 +94,17 @@ class HostFrontier(Frontier):
         with each lease's slot and backoff and the seconds until the next host is due."""
         k = self.keys
         result = self.scripts.host_pop(
-            keys=[k.ready, k.processing, k.delayed, k.seq, k.over_budget, k.requests, k.pending, k.refused],
+            keys=[
+                k.ready,
+                k.processing,
+                k.delayed,
+                k.seq,
+                k.over_budget,
+                k.requests,
+                k.pending,
+                k.refused,
+                k.overrides,
+            ],
             args=[count, lease_seconds, due_batch, *self._prefixes(), k.host_in_flight("")],
         )
         return then(result, _leased)
@@ -108,6 +118,15 @@ class HostFrontier(Frontier):
         return self.scripts.release(
             keys=[k.processing, k.ready, k.seq, k.over_budget, k.pending, k.requests],
             args=[self.order, *self._prefixes(), *leases],
+        )
+
+    def purge(self, target: str, scope: str, dead_letter: bool, failed_cap: int, node: str, now: float) -> Any:
+        """lua/host_purge.lua: drop the pending requests of a host (scope "host") or of every host of a
+        domain ("domain"), dead-lettered as `purged` when asked; returns how many."""
+        k = self.keys
+        return self.scripts.host_purge(
+            keys=[k.ready, k.over_budget, k.pending, k.failed, k.requests],
+            args=[k.host_queue(""), target, scope, "1" if dead_letter else "0", failed_cap, node, f"{now:.3f}"],
         )
 
     # -- politeness inputs (lua/host_block.lua) ----------------------------------------------------
@@ -126,6 +145,10 @@ class HostFrontier(Frontier):
         nodes pop it now), else leave it ("0")."""
         k = self.keys
         return self.scripts.host_block(keys=[k.ready, k.host(host)], args=["unblock", host, reason, k.doorbell])
+
+    def set_adaptive_delay(self, host: str, seconds: float) -> Any:
+        """The host's adaptive delay (DOMAIN_DELAY_FACTOR; host hash `ad`, 0 = none), read by the lease."""
+        return self.client.hset(self.keys.host(host), "ad", f"{max(0.0, seconds):.3f}")
 
     def reset_host_backoff(self, host: str) -> Any:
         """Backoff level of `host` back to 0 (a success after a block); its `until` stands."""

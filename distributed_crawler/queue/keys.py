@@ -36,6 +36,9 @@ class SpiderKeys:
     pending: str = ""  # string: requests waiting in the queue(s), kept by the Lua scripts (lib/queue.lua)
     shards: str = ""  # string: the FRONTIER_SHARDS this crawl's frontier was written with (base tag)
     tag: str = ""  # the hash tag of the frontier keys ("" = the spider: one shard, today's layout)
+    overrides: str = ""  # hash: host or registered domain -> the operator's override (JSON), read by the lease
+    audit: str = ""  # stream: control actions (dcrawl host / pause / resume), capped (spider's tag)
+    paused: str = ""  # string: the crawl's pause (dcrawl pause), JSON {since, by, drain, source}
 
     def __post_init__(self) -> None:
         fill = {"spider": self.tag or self.spider, "name": self.tag or self.spider}
@@ -51,6 +54,9 @@ class SpiderKeys:
             ("deaths", "SCHEDULER_DEATHS_KEY", False),
             ("pending", "SCHEDULER_PENDING_KEY", False),
             ("shards", "FRONTIER_SHARDS_KEY", False),
+            ("overrides", "SCHEDULER_OVERRIDES_KEY", False),
+            ("audit", "AUDIT_KEY", False),
+            ("paused", "SCHEDULER_PAUSED_KEY", False),
         ):
             if not getattr(self, name):
                 default = DEFAULTS[setting]
@@ -93,6 +99,9 @@ class SpiderKeys:
             pending=key("SCHEDULER_PENDING_KEY"),
             shards=base("FRONTIER_SHARDS_KEY"),
             tag=tag,
+            overrides=key("SCHEDULER_OVERRIDES_KEY"),
+            audit=base("AUDIT_KEY"),
+            paused=base("SCHEDULER_PAUSED_KEY"),
         )
 
     def node(self, node_id: str) -> str:

@@ -303,6 +303,31 @@ class ShardedFrontier(Frontier):
             await part.flush()
         await super().flush()
 
+    # -- live control: an override is written to every shard (a domain's hosts are on any of them;
+    # each shard's lease reads its own copy), a purge runs on each; pause and audit are the spider's
+    def overrides(self) -> Any:
+        return self.parts[0].overrides()
+
+    def overrides_key(self) -> str:
+        return self.parts[0].overrides_key()
+
+    def override(self, target: str) -> Any:
+        return self.parts[0].override(target)
+
+    def write_override(self, target: str, value: str | None) -> Any:
+        async def write() -> None:
+            for part in self.parts:
+                await maybe_await(part.write_override(target, value))
+
+        return self._go(write())
+
+    def purge(self, target: str, scope: str, dead_letter: bool, failed_cap: int, node: str, now: float) -> Any:
+        async def purge() -> int:
+            args = (target, scope, dead_letter, failed_cap, node, now)
+            return sum([int(await maybe_await(part.purge(*args))) for part in self.parts])
+
+        return self._go(purge())
+
 
 class ShardedEnqueuer:
     """Enqueuer for a sharded frontier: each entry to its shard's enqueue script (with that shard's
@@ -395,3 +420,6 @@ class ShardedHosts:
 
     def host_state_key(self, slot: str) -> str:
         return self._on(slot).host_state_key(slot)
+
+    def set_adaptive_delay(self, host: str, seconds: float) -> Any:
+        return self._on(host).set_adaptive_delay(host, seconds)

@@ -293,7 +293,9 @@ class RedisMixin:
                         rejects.append(self._reject(raw, exc))
                 if rejects:
                     await dead_letters.push(rejects)
-                busy = bool(raws) or self.max_idle_time == 0 or (await self._frontier(client).counts(seeds=True)).busy
+                frontier = self._frontier(client)
+                busy = bool(raws) or self.max_idle_time == 0 or (await frontier.counts(seeds=True)).busy
+                busy = busy or await frontier.pause_state() is not None  # paused: no idle close
             except BaseException:
                 self._let_go(taken)
                 raise

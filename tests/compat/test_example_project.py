@@ -20,7 +20,7 @@ import pytest
 import redis
 
 from distributed_crawler.dedup.fingerprint import canonicalize_url
-from tests.conftest import ROOT, RedisServer
+from tests.conftest import LOOPBACK_SITE_SETTINGS, ROOT, RedisServer
 from tests.site.server import NewsSite
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -44,7 +44,15 @@ def _crawl(env: dict[str, str], tmp_path: Path, spider: str, *args: str, timeout
     log = tmp_path / f"{spider}.log"
     with open(log, "ab") as out:
         proc = subprocess.run(
-            [sys.executable, "-m", "scrapy", "crawl", spider, *args],
+            [
+                sys.executable,
+                "-m",
+                "scrapy",
+                "crawl",
+                spider,
+                *(a for s in LOOPBACK_SITE_SETTINGS for a in ("-s", s)),
+                *args,
+            ],
             cwd=ROOT,
             env=env,
             stdout=out,

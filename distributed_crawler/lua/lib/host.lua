@@ -7,7 +7,8 @@
 -- without flags; a documented exception to "every key in KEYS", docs/architecture.md).
 -- Host hash fields (all optional, garbage = default): iv interval s, cd Crawl-delay s, bo backoff
 -- level, until blocked until (server time), pages leased on a first delivery, max budget (-1 none),
--- cap leases held at once across the cluster (-1 or 0: none; the leases in the in-flight set).
+-- cap leases held at once across the cluster (-1 or 0: none; the leases in the in-flight set), ad
+-- adaptive delay s (DOMAIN_DELAY_FACTOR x the host's response time, written by a node).
 -- Garbage: a value that is not a finite number reads as its default; a host whose queue or hash
 -- key is of the wrong Redis type is skipped (pcall), never fatal.
 local HOST_YEAR = 31536000
@@ -19,14 +20,16 @@ local function num(value, default)
   return v
 end
 
--- {iv, cd, bo, till, pages, max, cap} of a host (defaults for missing/garbage, or a hash of the wrong type)
+-- {iv, cd, bo, till, pages, max, cap, ad} of a host (defaults for missing/garbage, or a hash of the wrong type)
 local function host_state(hkey, now)
-  local ok, r = pcall(redis.call, "HMGET", hkey, "iv", "cd", "bo", "until", "pages", "max", "cap")
+  local ok, r = pcall(redis.call, "HMGET", hkey, "iv", "cd", "bo", "until", "pages", "max", "cap", "ad")
   if not ok then r = {} end
   local s = {iv = num(r[1], 0), cd = num(r[2], 0), bo = math.floor(num(r[3], 0)), till = num(r[4], 0),
-             pages = math.floor(num(r[5], 0)), max = math.floor(num(r[6], -1)), cap = math.floor(num(r[7], -1))}
+             pages = math.floor(num(r[5], 0)), max = math.floor(num(r[6], -1)), cap = math.floor(num(r[7], -1)),
+             ad = num(r[8], 0)}
   if s.iv < 0 or s.iv > 86400 then s.iv = 0 end
   if s.cd < 0 or s.cd > 86400 then s.cd = 0 end
+  if s.ad < 0 or s.ad > 86400 then s.ad = 0 end
   if s.bo < 0 or s.bo > 64 then s.bo = 0 end
   if s.till > now + HOST_YEAR then s.till = 0 end -- "blocked for over a year": garbage
   return s

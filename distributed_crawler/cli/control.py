@@ -1,0 +1,213 @@
+"""`dcrawl host`, `dcrawl overrides`, `dcrawl pause` / `resume`, `dcrawl audit` (docs/operations.md).
+
+The actions themselves are core/control.py's (shared with the dashboard); this module parses the
+arguments and prints. Bad input is one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+
+from distributed_crawler.cli.output import listing_table, print_json
+from distributed_crawler.cli.project import open_frontier
+from distributed_crawler.core.control import (
+    RENDER,
+    BadInput,
+    HostChange,
+    decode_override,
+    describe,
+    host_action,
+    known_host,
+    parse_duration,
+    parse_host,
+    pause_action,
+)
+from distributed_crawler.queue.keys import SpiderKeys
+
+BAD_INPUT = 2  # exit code of a refused argument
+Connect = Callable[[argparse.Namespace], tuple[Any, Any, Any]]
+
+
+def user(args: argparse.Namespace) -> str:
+    if getattr(args, "by", None):
+        return str(args.by)
+    try:
+        return os.environ.get("USER") or getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+def _refused(exc: BadInput) -> int:
+    print(f"dcrawl: {exc}", file=sys.stderr)
+    return BAD_INPUT
+
+
+def cmd_host(args: argparse.Namespace, connect: Connect) -> int:
+    try:
+        host, scope = parse_host(args.host)
+        if args.action in ("set", "block", "unblock", "purge"):
+            change = HostChange.of(
+                args.action, args.delay, args.concurrency, args.max_pages, args.render, args.duration, args.reason
+            )
+    except BadInput as exc:
+        return _refused(exc)
+    settings, client, keys = connect(args)
+    frontier = open_frontier(settings, client, keys)
+    if args.action == "show":
+        return _show(args, frontier, host, scope)
+    if args.action == "purge":
+        change = HostChange({"dead_letter": args.dead_letter})
+    _, now, dropped = host_action(frontier, settings, host, args.action, change, user(args), "cli")
+    if dropped is not None:
+        where = " (dead-lettered as purged)" if args.dead_letter else ""
+        print(f"purged {dropped} pending request(s) of {scope} {host}{where}")
+        return 0
+    if scope == "host" and not known_host(frontier, host):
+        print(f"note: no request of {host} is known yet; the override applies once one comes")
+    print(f"{args.action} {scope} {host}: {describe(now) if now else 'no override left'}")
+    return 0
+
+
+def _show(args: argparse.Namespace, frontier: Any, host: str, scope: str) -> int:
+    override = decode_override(frontier.override(host))
+    hosts = frontier.host_control()
+    state: dict[str, str] = {}
+    pending = None
+    if hosts is not None:
+        raw = frontier.client.hgetall(hosts.host_state_key(host))
+        state = {k.decode(): v.decode("utf-8", "replace") for k, v in raw.items()}
+        if frontier.client.type(frontier.host_queue_key(host)) == b"zset":
+            pending = int(frontier.client.zcard(frontier.host_queue_key(host)))
+    out = {"host": host, "scope": scope, "override": override, "state": state, "pending": pending}
+    if args.json:
+        print_json(out)
+        return 0
+    console = Console()
+    console.print(f"{scope} {host}: pending {pending if pending is not None else '?'}")
+    console.print(f"override: {describe(override)}")
+    if override and override.get("at"):
+        at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(override["at"])))
+        console.print(f"  set by {override.get('by', '?')} at {at} from {override.get('source', '?')}")
+    if state:
+        console.print("state: " + ", ".join(f"{k} {v}" for k, v in sorted(state.items())))
+    return 0
+
+
+def cmd_overrides(args: argparse.Namespace, connect: Connect) -> int:
+    settings, client, keys = connect(args)
+    frontier = open_frontier(settings, client, keys)
+    rows = []
+    for target, raw in sorted(frontier.overrides().items()):
+        rows.append({"target": target.decode("utf-8", "replace"), **(decode_override(raw) or {})})
+    if args.json:
+        print_json(rows)
+        return 0
+    if not rows:
+        print(f"no overrides for {args.spider}")
+        return 0
+    table = listing_table(f"overrides of {args.spider}", ["target", "scope", "override", "by", "at"])
+    for r in rows:
+        at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(r["at"]))) if r.get("at") else ""
+        table.add_row(r["target"], str(r.get("scope", "")), describe(r), str(r.get("by", "")), at)
+    Console().print(table)
+    return 0
+
+
+def cmd_pause(args: argparse.Namespace, connect: Connect) -> int:
+    """`dcrawl pause SPIDER [--drain] | --all` and `dcrawl resume SPIDER | --all`."""
+    if not args.spider and not args.all:
+        return _refused(BadInput("name a SPIDER, or --all for every spider found in Redis"))
+    args.spider = args.spider or ""
+    settings, client, _ = connect(args)
+    if args.all:
+        from distributed_crawler.monitoring.dashboard import discover_spiders
+
+        names = discover_spiders(client, settings)
+    else:
+        names = [args.spider]
+    if not names:
+        print("no spider found in Redis")
+    drain = bool(getattr(args, "drain", False))
+    for name in names:
+        frontier = open_frontier(settings, client, SpiderKeys.from_settings(settings, name))
+        old = pause_action(frontier, settings, args.command, drain, user(args), "cli")
+        if args.command == "pause":
+            how = "workers finish what they hold" if drain else "workers give back what they have not started"
+            print(f"paused {name}: nothing more is leased; {how}; `dcrawl resume {name}` to go on")
+        else:
+            print(f"resumed {name}" if old else f"{name} was not paused")
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace, connect: Connect) -> int:
+    since = "-"
+    if args.since:
+        try:
+            since = str(int((time.time() - parse_duration(args.since)) * 1000))
+        except BadInput as exc:
+            return _refused(exc)
+    settings, client, keys = connect(args)
+    frontier = open_frontier(settings, client, keys)
+    entries = []
+    for entry_id, fields in frontier.audit_entries(since):
+        row = {k.decode(): v.decode("utf-8", "replace") for k, v in fields.items()}
+        row["id"] = entry_id.decode()
+        entries.append(row)
+    if args.json:
+        print_json(entries)
+        return 0
+    if not entries:
+        print(f"no control actions recorded for {args.spider}")
+        return 0
+    table = listing_table(f"audit of {args.spider}", ["time", "action", "target", "old", "new", "by", "source"])
+    for e in entries:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(e.get("time") or 0)))
+        cells = [e.get(k, "") for k in ("action", "target", "old", "new", "by", "source")]
+        table.add_row(when, *cells)
+    Console().print(table)
+    return 0
+
+
+def add_parser(command: Callable[..., argparse.ArgumentParser], connect: Connect) -> None:
+    p = command(
+        "host",
+        lambda a: cmd_host(a, connect),
+        "live per-host control: set, block, unblock, purge, show",
+        json_flag=True,
+    )
+    p.add_argument("spider")
+    p.add_argument("host", help="a host (news.example.com) or a registered domain (example.com: every subdomain)")
+    p.add_argument("action", choices=["set", "block", "unblock", "purge", "show"])
+    p.add_argument("--delay", help="set: seconds between two requests of the host, all workers together")
+    p.add_argument("--concurrency", help="set: requests of the host in flight at once, all workers together")
+    p.add_argument("--max-pages", dest="max_pages", help="set: pages of the host the crawl may fetch")
+    p.add_argument("--render", choices=RENDER, help="set: render its pages in the browser: on, off or auto")
+    p.add_argument("--for", dest="duration", help="block: how long (90s, 15m, 2h, 1d); default until unblock")
+    p.add_argument("--reason", help="block: why (shown by dcrawl overrides and status)")
+    p.add_argument("--dead-letter", action="store_true", dest="dead_letter", help="purge: dead-letter them (purged)")
+    p.add_argument("--by", help="who does it, for the audit trail (default: $USER)")
+    p = command(
+        "overrides", lambda a: cmd_overrides(a, connect), "every per-host override: who, when, why, expiry", True
+    )
+    p.add_argument("spider")
+    for name, help_text in (
+        ("pause", "pause a crawl: workers lease nothing (state in Redis, survives restarts)"),
+        ("resume", "resume a paused crawl"),
+    ):
+        p = command(name, lambda a: cmd_pause(a, connect), help_text)
+        p.add_argument("spider", nargs="?")
+        p.add_argument("--all", action="store_true", help="every spider found in Redis")
+        p.add_argument("--by", help="who does it, for the audit trail (default: $USER)")
+        if name == "pause":
+            p.add_argument("--drain", action="store_true", help="workers finish what they hold (default: give it back)")
+    p = command("audit", lambda a: cmd_audit(a, connect), "the control actions taken on a crawl", json_flag=True)
+    p.add_argument("spider")
+    p.add_argument("--since", help="only the last 90s, 15m, 2h, 1d ...")

@@ -1,0 +1,207 @@
+"""Control actions on a running crawl, shared by `dcrawl` (cli/control.py) and the dashboard.
+
+Each action goes through the spider's Frontier (its overrides hash, purge script, pause key) and
+appends one entry to the capped audit stream: action, target, old and new value, user, time and
+source (cli / dashboard). Input is checked here, so both faces refuse the same things with the
+same one line (`BadInput`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from distributed_crawler.core.traps import registered_domain
+from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.queue.base import Frontier
+
+_LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
+_HOST = re.compile(rf"^(?:{_LABEL}\.)*{_LABEL}(?::\d{{1,5}})?$")
+_IPV6 = re.compile(r"^\[[0-9a-f:.]+\](?::\d{1,5})?$")
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
+UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+RENDER = ("on", "off", "auto")
+HOST_ACTIONS = ("set", "block", "unblock", "purge")
+FOREVER = 10 * 365 * 86400  # a block without --for: until unblocked
+META_FIELDS = ("scope", "by", "at", "source")
+
+
+class BadInput(ValueError):
+    """A refused argument: one line (exit code 2 in the CLI, 400 in the dashboard)."""
+
+
+def parse_duration(raw: str) -> float:
+    """`90s`, `15m`, `2h`, `1d` (or plain seconds) -> seconds."""
+    match = _DURATION.match(str(raw).strip().lower())
+    if not match or float(match.group(1)) <= 0:
+        raise BadInput(f"duration ({raw}) must be a number with s, m, h or d, e.g. 90s, 15m, 2h, 1d")
+    return float(match.group(1)) * UNITS[match.group(2)]
+
+
+def parse_host(raw: str) -> tuple[str, str]:
+    """(host, scope): a lowercased host[:port], scope "domain" when it is a registered domain itself
+    (the override then applies to every subdomain), else "host"."""
+    host = str(raw).strip().lower().rstrip(".")
+    if not host or len(host) > 300 or "://" in host or not (_HOST.match(host) or _IPV6.match(host)):
+        raise BadInput(f"host ({raw}) must be a host name like news.example.com or a domain like example.com")
+    if host.startswith("[") or ":" in host or host.replace(".", "").isdigit():
+        return host, "host"
+    return host, "domain" if "." in host and registered_domain(host) == host else "host"
+
+
+@dataclass(frozen=True)
+class HostChange:
+    """What `set` / `block` change, checked."""
+
+    values: dict[str, Any] = field(default_factory=dict)  # delay, concurrency, max_pages, render
+    seconds: float | None = None  # block: how long (None = until unblocked)
+    reason: str = ""
+
+    @classmethod
+    def of(
+        cls,
+        action: str,
+        delay: Any = None,
+        concurrency: Any = None,
+        max_pages: Any = None,
+        render: Any = None,
+        duration: Any = None,
+        reason: Any = None,
+    ) -> HostChange:
+        if action not in HOST_ACTIONS:
+            raise BadInput(f"action ({action}) must be one of {', '.join(HOST_ACTIONS)}")
+        values: dict[str, Any] = {}
+        if action == "set":
+            if delay not in (None, ""):
+                d = _number(delay, "--delay")
+                if not d >= 0 or d > 86400:
+                    raise BadInput(f"--delay ({delay}) must be between 0 and 86400 seconds between two requests")
+                values["delay"] = d
+            if concurrency not in (None, ""):
+                c = _whole(concurrency, "--concurrency")
+                if c < 1:
+                    raise BadInput(f"--concurrency ({concurrency}) must be >= 1 request in flight")
+                values["concurrency"] = c
+            if max_pages not in (None, ""):
+                m = _whole(max_pages, "--max-pages")
+                if m < 0:
+                    raise BadInput(f"--max-pages ({max_pages}) must be >= 0")
+                values["max_pages"] = m
+            if render not in (None, ""):
+                if render not in RENDER:
+                    raise BadInput(f"--render ({render}) must be on, off or auto")
+                values["render"] = render
+            if not values:
+                raise BadInput("set needs at least one of --delay, --concurrency, --max-pages, --render")
+        seconds = parse_duration(duration) if action == "block" and duration not in (None, "") else None
+        return cls(values, seconds, str(reason or "")[:200])
+
+
+def _number(raw: Any, name: str) -> float:
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        raise BadInput(f"{name} ({raw}) must be a number") from None
+
+
+def _whole(raw: Any, name: str) -> int:
+    if isinstance(raw, bool) or not str(raw).strip().lstrip("-").isdigit():
+        raise BadInput(f"{name} ({raw}) must be a whole number")
+    return int(raw)
+
+
+def decode_override(raw: Any) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError):
+        value = None
+    return value if isinstance(value, dict) else {"garbage": True}
+
+
+def record(
+    frontier: Frontier, settings: Any, action: str, target: str, old: Any, new: Any, by: str, source: str
+) -> None:
+    """One audit entry (action, target, old and new value, user, time, source)."""
+    fields = {
+        "action": action,
+        "target": target,
+        "old": json.dumps(old, sort_keys=True),
+        "new": json.dumps(new, sort_keys=True),
+        "by": by,
+        "time": f"{time.time():.3f}",
+        "source": source,
+    }
+    frontier.audit(fields, SettingsReader(settings).int("AUDIT_MAXLEN", min=1))
+
+
+def host_action(
+    frontier: Frontier, settings: Any, raw_host: str, action: str, change: HostChange, by: str, source: str
+) -> tuple[str, dict[str, Any] | None, int | None]:
+    """Apply set / block / unblock / purge to a host or domain: (host, the override now, purged count)."""
+    host, scope = parse_host(raw_host)
+    old = decode_override(frontier.override(host))
+    if action == "purge":
+        cap = SettingsReader(settings).int("SCHEDULER_FAILED_MAX", min=1)
+        dead = bool(change.values.get("dead_letter"))
+        dropped = int(frontier.purge(host, scope, dead, cap, f"{source}:{by}", time.time()))
+        record(frontier, settings, "purge", host, None, {"dropped": dropped, "dead_letter": dead}, by, source)
+        return host, old, dropped
+    new = {k: v for k, v in (old or {}).items() if k != "garbage"}
+    if action == "set":
+        new.update(change.values)
+    elif action == "block":
+        new["until"] = round(time.time() + (change.seconds or FOREVER), 3)
+        new["reason"] = change.reason or "blocked by an operator"
+    elif action == "unblock":
+        new.pop("until", None)
+        new.pop("reason", None)
+    if any(k not in META_FIELDS for k in new):
+        new.update({"scope": scope, "by": by, "at": round(time.time(), 3), "source": source})
+        frontier.write_override(host, json.dumps(new, sort_keys=True))
+        now: dict[str, Any] | None = new
+    else:
+        frontier.write_override(host, None)
+        now = None
+    record(frontier, settings, action, host, old, now, by, source)
+    return host, now, None
+
+
+def pause_action(frontier: Frontier, settings: Any, action: str, drain: bool, by: str, source: str) -> Any:
+    """pause / resume one spider; returns the pause state before."""
+    old = frontier.pause_state()
+    if action == "pause":
+        frontier.pause(by, drain, source, time.time())
+        new = frontier.pause_state()
+    elif action == "resume":
+        frontier.resume()
+        new = None
+    else:
+        raise BadInput(f"action ({action}) must be pause or resume")
+    record(frontier, settings, action, frontier.spider, old, new, by, source)
+    return old
+
+
+def known_host(frontier: Frontier, host: str) -> bool:
+    """Whether the frontier has any state of the host (an override of an unknown one gets a note)."""
+    hosts = frontier.host_control()
+    if hosts is None:
+        return True
+    return bool(frontier.client.exists(hosts.host_state_key(host), frontier.host_queue_key(host)))
+
+
+def describe(o: dict[str, Any] | None) -> str:
+    if not o:
+        return "none"
+    parts = [f"{k} {o[k]}" for k in ("delay", "concurrency", "max_pages", "render") if k in o]
+    if "until" in o:
+        try:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(o["until"])))
+        except (TypeError, ValueError, OverflowError, OSError):
+            when = "?"
+        parts.append(f"blocked until {when} ({o.get('reason', '')})")
+    return ", ".join(parts) or "none"

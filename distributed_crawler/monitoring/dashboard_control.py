@@ -1,0 +1,122 @@
+"""The dashboard's control (only with DASHBOARD_TOKEN): per-host set / block / unblock / purge and
+pause / resume of a spider, as `POST /api/control/<spider>` with a JSON body, and the audit list
+(`GET /api/audit/<spider>`). The actions are core/control.py's, recorded with source `dashboard`.
+
+Why a token in a header: a POST the page sends carries `Authorization: Bearer <token>`, which a page
+of another site cannot add to a request it makes a browser send (no cookie is ever involved), and
+the Host check (DNS rebinding) applies as for every request. Without DASHBOARD_TOKEN the dashboard
+stays read-only and says how to enable control.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from distributed_crawler.core.control import HostChange, host_action, pause_action
+from distributed_crawler.queue.base import Frontier
+
+MAX_BODY = 4096
+AUDIT_SHOWN = 50
+READ_ONLY = "the dashboard is read-only: start it with DASHBOARD_TOKEN=<secret> to control the crawl from here"
+
+
+def _frontier(server: Any, spider: str) -> Frontier:
+    return Frontier.from_settings(server.settings, spider, server.client)
+
+
+def post(server: Any, spider: str, raw: bytes) -> tuple[int, dict[str, Any]]:
+    """One control action from the page: (HTTP code, JSON answer)."""
+    if len(raw) > MAX_BODY:
+        return 413, {"error": "body too large"}
+    try:
+        body = json.loads(raw or b"{}")
+    except ValueError:
+        return 400, {"error": "the body must be a JSON object"}
+    if not isinstance(body, dict) or not spider:
+        return 400, {"error": "the body must be a JSON object and the path name a spider"}
+    by = str(body.get("by") or "dashboard")[:100]
+    action = str(body.get("action", ""))
+    frontier = _frontier(server, spider)
+    try:
+        if action in ("pause", "resume"):
+            pause_action(frontier, server.settings, action, body.get("drain") is True, by, "dashboard")
+            return 200, {"ok": True, "action": action, "spider": spider}
+        if action == "purge":
+            change = HostChange({"dead_letter": body.get("dead_letter") is True})
+        else:
+            change = HostChange.of(
+                action,
+                body.get("delay"),
+                body.get("concurrency"),
+                body.get("max_pages"),
+                body.get("render"),
+                body.get("for"),
+                body.get("reason"),
+            )
+        host, now, dropped = host_action(
+            frontier, server.settings, str(body.get("host", "")), action, change, by, "dashboard"
+        )
+    except ValueError as exc:  # BadInput, or what the frontier cannot do (purge without per-host queues)
+        return 400, {"error": str(exc)}
+    return 200, {"ok": True, "action": action, "host": host, "override": now, "purged": dropped}
+
+
+def audit(server: Any, spider: str) -> list[dict[str, str]]:
+    """The latest control actions of a spider, newest first."""
+    entries = server.client.xrevrange(_frontier(server, spider).keys.audit, count=AUDIT_SHOWN)
+    out = []
+    for entry_id, fields in entries:
+        row = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in fields.items()}
+        row["id"] = entry_id.decode()
+        out.append(row)
+    return out
+
+
+def control_script(enabled: bool) -> str:
+    """The page's control panel (JS), wrapped around spiderSection."""
+    return CONTROL_JS.replace("__CONTROL_ENABLED__", "true" if enabled else "false").replace(
+        "__READ_ONLY__", json.dumps(READ_ONLY)
+    )
+
+
+CONTROL_JS = r"""
+const CONTROL = __CONTROL_ENABLED__;
+async function control(spider, body) {
+  const response = await fetch("api/control/" + encodeURIComponent(spider), {
+    method: "POST", cache: "no-store", headers: { ...headers, "Content-Type": "application/json" }, body: JSON.stringify(body) });
+  const answer = await response.json().catch(() => ({}));
+  const out = document.querySelector(`[data-control-result="${spider}"]`);
+  if (out) out.textContent = response.ok ? "done: " + JSON.stringify(answer) : "refused: " + (answer.error || response.status);
+  return response.ok;
+}
+function controlPanel(s) {
+  const panel = el("div", { class: "panel control", style: "margin-top:14px", "data-control": s.spider }, el("h3", {}, "control"));
+  const c = s.control || {};
+  if (c.paused) panel.append(el("div", { class: "skipped", "data-paused": "1" }, "paused since " + clock(c.paused.since) + " by " + c.paused.by + (c.paused.drain ? " (drain)" : "")));
+  if (c.overrides) panel.append(el("div", {}, c.overrides + " override(s)" + (c.blocked ? ", " + c.blocked + " blocked: " + (c.blocks || []).map(b => b.target + " until " + clock(b.until)).join(", ") : "")));
+  if (!CONTROL) { panel.append(el("div", { class: "empty", "data-read-only": "1" }, __READ_ONLY__)); return panel; }
+  const button = (label, name, fn) => { const b = el("button", { type: "button", "data-action": name }, label); b.addEventListener("click", fn); return b; };
+  const field = (name, placeholder) => el("input", { name, placeholder, "data-field": name, size: 12 });
+  const host = field("host", "host or domain"), delay = field("delay", "delay s"), conc = field("concurrency", "in flight"), dur = field("for", "block for");
+  const v = (input) => input.value.trim();
+  panel.append(
+    el("div", {}, button("pause", "pause", () => control(s.spider, { action: "pause" })), " ",
+      button("pause (drain)", "pause-drain", () => control(s.spider, { action: "pause", drain: true })), " ",
+      button("resume", "resume", () => control(s.spider, { action: "resume" }))),
+    el("div", { style: "margin-top:8px" }, host, " ", delay, " ", conc, " ",
+      button("set", "set", () => control(s.spider, { action: "set", host: v(host), delay: v(delay), concurrency: v(conc) })), " ",
+      dur, " ", button("block", "block", () => control(s.spider, { action: "block", host: v(host), for: v(dur) })), " ",
+      button("unblock", "unblock", () => control(s.spider, { action: "unblock", host: v(host) })), " ",
+      button("purge", "purge", () => { if (confirm("Drop every pending request of " + v(host) + "?")) control(s.spider, { action: "purge", host: v(host) }); })),
+    el("div", { class: "empty", "data-control-result": s.spider }, ""));
+  const list = el("div", { "data-audit": s.spider }, "");
+  fetch("api/audit/" + encodeURIComponent(s.spider), { headers, cache: "no-store" }).then(r => r.json()).then(rows => {
+    list.replaceWith(el("div", { "data-audit": s.spider }, el("h3", {}, "audit"), listTable(rows || [], [["when", a => clock(Number(a.time))], ["action", a => a.action], ["target", a => a.target, true], ["new", a => a.new, true], ["by", a => a.by], ["from", a => a.source]], "no control action yet")));
+  }).catch(() => {});
+  panel.append(list);
+  return panel;
+}
+const plainSection = spiderSection;
+spiderSection = function (s) { const section = plainSection(s); if (!s.error) section.append(controlPanel(s)); return section; };
+"""
