@@ -17,7 +17,7 @@ from redis.exceptions import ResponseError
 from rich.console import Console
 from scrapy import Request
 
-from distributed_crawler.cli import extract, hosts, import_scrapy_redis, recrawl, seed
+from distributed_crawler.cli import events, extract, hosts, import_scrapy_redis, recrawl, seed, sources
 from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.cli.project import CliError, connect, open_dupefilter, project_settings
 from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
@@ -411,6 +411,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("proxies", nargs="*", help="proxy URLs (remove/reset also take host:port or the masked URL)")
     p.add_argument("--file", help="for add: a file with one proxy URL a line (# comments)")
     hosts.add_parser(command, connect)
+    events.add_parser(command, connect)
+    sources.add_parser(command, connect)
     recrawl.add_parser(command, connect)
     import_scrapy_redis.add_parser(command, connect)
     extract.add_parser(command)

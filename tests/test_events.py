@@ -1,0 +1,259 @@
+"""The change feed: events written after the commit only, at least once, trimmed, read by groups.
+
+Real redis-server (the session fixture) and real SQLite; the storage pipeline's coroutines run in
+a plain asyncio loop, as in tests/test_pipeline.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable, Coroutine
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+
+from distributed_crawler.events.feed import ChangeFeed, EventsConfig, EventsNotPublished, idempotency_key, parse_entry
+from distributed_crawler.events.middleware import delivered_before
+from distributed_crawler.events.reading import ensure_group, read_group, read_plain
+from distributed_crawler.events.sources import SourcesConfig
+from distributed_crawler.events.webhook import SIGNATURE_HEADER, WebhookConfig, WebhookSink, sign, verify
+from distributed_crawler.storage.backends import SQLiteStorage, StorageError
+from distributed_crawler.storage.pipeline import StorageConfig, StoragePipeline
+
+pytestmark = pytest.mark.timeout(60)
+_T = TypeVar("_T")
+STREAM = "{news}:events"
+
+
+def run(coro: Coroutine[Any, Any, _T], timeout: float = 30) -> _T:
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+def make_feed(client_of: Callable[[], Any], closing: Callable[[], bool] = lambda: False, **config: Any) -> ChangeFeed:
+    return ChangeFeed(EventsConfig(**config), SourcesConfig(), client_of, "news", "redis://test", closing)
+
+
+def article(i: int, text: str = "body", **extra: Any) -> dict[str, Any]:
+    return {"url": f"https://news.example.com/a/{i}", "title": f"t{i}", "text": text, "status": 200, **extra}
+
+
+def events(client: redis.Redis) -> list[dict[str, Any]]:
+    return [parse_entry(i, f) for i, f in client.xrange(STREAM)]
+
+
+async def store(tmp_path: Path, feed: Any, items: list[dict[str, Any]], redelivered: bool = False) -> None:
+    pipeline = StoragePipeline(StorageConfig(url=f"sqlite:///{tmp_path}/items.db"), None, feed)
+    await pipeline.open_spider()
+    if redelivered:
+        for each in items:
+            feed.marks.mark(each)
+    try:
+        await asyncio.gather(*(pipeline.process_item(each) for each in items))
+    finally:
+        await pipeline.close_spider()
+
+
+def test_new_changed_unchanged_and_redelivered(tmp_path: Path, redis_url: str, redis_client: redis.Redis) -> None:
+    async def scenario() -> None:
+        client = aioredis.Redis.from_url(redis_url)
+        feed = make_feed(lambda: client)
+        await store(tmp_path, feed, [article(1), article(2)])
+        await store(tmp_path, feed, [article(1), article(2, "new body")])  # 1 unchanged, 2 changed
+        await store(tmp_path, feed, [article(1)], redelivered=True)  # unchanged, but redelivered
+        await client.aclose()
+
+    run(scenario())
+    got = [(e["event"], e["url"].rsplit("/", 1)[1], e["version"]) for e in events(redis_client)]
+    assert got == [("new", "1", 1), ("new", "2", 1), ("changed", "2", 2), ("new", "1", 1)]
+    first, *_, again = events(redis_client)
+    assert first["key"] == again["key"] == idempotency_key(first["canonical_url"], 1)  # consumers dedupe
+    assert first["row_id"] and first["first_seen"] and first["source"] == "example.com"
+    assert "text" not in first
+
+
+def test_include_text(tmp_path: Path, redis_url: str, redis_client: redis.Redis) -> None:
+    async def scenario() -> None:
+        client = aioredis.Redis.from_url(redis_url)
+        await store(tmp_path, make_feed(lambda: client, include_text=True), [article(1, "the story")])
+        await client.aclose()
+
+    run(scenario())
+    assert events(redis_client)[0]["text"] == "the story"
+
+
+class FailingBackend(SQLiteStorage):
+    def upsert_changes(self, rows: list[dict[str, Any]]) -> Any:
+        raise StorageError("disk on fire")
+
+
+def test_failed_commit_writes_no_event(tmp_path: Path, redis_url: str, redis_client: redis.Redis) -> None:
+    class Pipeline(StoragePipeline):
+        backend_factory = staticmethod(lambda url: FailingBackend(":memory:"))  # type: ignore[assignment]
+
+    async def scenario() -> None:
+        client = aioredis.Redis.from_url(redis_url)
+        pipeline = Pipeline(
+            StorageConfig(url="sqlite:///:memory:", close_retry_seconds=0.5), None, make_feed(lambda: client)
+        )
+        await pipeline.open_spider()
+        task = asyncio.ensure_future(pipeline.process_item(article(1)))
+        await asyncio.sleep(0.3)
+        await pipeline.close_spider()
+        with pytest.raises(StorageError):
+            await task
+        await client.aclose()
+
+    run(scenario())
+    assert redis_client.xlen(STREAM) == 0
+
+
+def test_redis_outage_waits_then_publishes(tmp_path: Path, redis_url: str, redis_client: redis.Redis) -> None:
+    """The items wait (no ack) while Redis is unreachable, and their events arrive once it is back."""
+
+    async def scenario() -> None:
+        dead = aioredis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
+        live = aioredis.Redis.from_url(redis_url)
+        current = [dead]
+        feed = make_feed(lambda: current[0])
+        pipeline = StoragePipeline(StorageConfig(url=f"sqlite:///{tmp_path}/items.db"), None, feed)
+        await pipeline.open_spider()
+        task = asyncio.ensure_future(pipeline.process_item(article(1)))
+        await asyncio.sleep(1.0)
+        assert not task.done()  # stored, not yet announced: the request is not acked
+        current[0] = live
+        await asyncio.wait_for(task, 20)
+        await pipeline.close_spider()
+        await live.aclose()
+        await dead.aclose()
+
+    run(scenario())
+    assert [e["event"] for e in events(redis_client)] == ["new"]
+
+
+def test_outage_at_close_fails_the_items_not_silently(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("distributed_crawler.events.feed.CLOSE_RETRY_SECONDS", 0.5)
+
+    async def scenario() -> None:
+        dead = aioredis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
+        feed = make_feed(lambda: dead, closing=lambda: True)
+        with pytest.raises(StorageError, match="change events not written"):
+            await store(tmp_path, feed, [article(1)])
+        await dead.aclose()
+
+    run(scenario())
+    assert EventsNotPublished.__doc__
+
+
+def test_trimming_keeps_the_stream_bounded(tmp_path: Path, redis_url: str, redis_client: redis.Redis) -> None:
+    async def scenario() -> None:
+        client = aioredis.Redis.from_url(redis_url)
+        await store(tmp_path, make_feed(lambda: client, maxlen=50), [article(i) for i in range(600)])
+        await client.aclose()
+
+    run(scenario())
+    # approximate trimming drops whole nodes (100 entries by default): never exact, always bounded
+    assert 50 <= redis_client.xlen(STREAM) < 50 + 200
+
+
+def test_consumer_groups_share_and_claim(redis_client: redis.Redis) -> None:
+    for i in range(10):
+        redis_client.xadd(STREAM, {"event": "new", "url": f"u{i}", "version": "1", "key": f"1 u{i}"})
+    for group in ("index", "alerts"):
+        ensure_group(redis_client, STREAM, group)
+        ensure_group(redis_client, STREAM, group)  # exists: no error
+    # two downstream jobs each read every event
+    alerts = [e["url"] for _, e in read_group(redis_client, STREAM, "alerts", "a1", False, 60, lambda: False)]
+    assert len(alerts) == 10
+    # N consumers of one job share them: c1 takes 4 and dies before acking
+    taken = redis_client.xreadgroup("index", "c1", {STREAM: ">"}, count=4)[0][1]
+    seen = []
+    for entry_id, entry in read_group(redis_client, STREAM, "index", "c2", False, 3600, lambda: False):
+        seen.append(entry["url"])
+        redis_client.xack(STREAM, "index", entry_id)
+    assert len(seen) == 6 and not set(seen) & {parse_entry(i, f)["url"] for i, f in taken}
+    # after the claim timeout, c2 takes over c1's pending entries
+    claimed = []
+    for entry_id, entry in read_group(redis_client, STREAM, "index", "c2", False, 0, lambda: False):
+        claimed.append(entry["url"])
+        redis_client.xack(STREAM, "index", entry_id)
+    assert sorted(claimed) == sorted(parse_entry(i, f)["url"] for i, f in taken)
+
+
+def test_read_plain_from_an_id(redis_client: redis.Redis) -> None:
+    ids = [redis_client.xadd(STREAM, {"event": "new", "url": f"u{i}"}) for i in range(3)]
+    assert [e["url"] for e in read_plain(redis_client, STREAM, ids[0].decode(), False, lambda: False)] == ["u1", "u2"]
+
+
+def test_delivered_before_reads_the_lease() -> None:
+    from scrapy import Request
+
+    assert delivered_before(Request("https://a.example/", meta={"_dc_lease": b'2:0:{"url":"x"}'}))
+    assert not delivered_before(Request("https://a.example/", meta={"_dc_lease": b'1:0:{"url":"x"}'}))
+    assert not delivered_before(Request("https://a.example/", meta={"_dc_lease": b"garbage"}))
+    assert not delivered_before(Request("https://a.example/"))
+
+
+def test_signature_verifies_with_the_secret_only() -> None:
+    body = json.dumps({"event": "new"}).encode()
+    signature = sign(body, "s3cret")
+    assert verify(body, "s3cret", signature)
+    assert not verify(body, "other", signature)
+    assert not verify(body + b" ", "s3cret", signature)
+
+
+def test_webhook_sink_retries_until_2xx_then_acks(redis_client: redis.Redis) -> None:
+    received: list[tuple[dict[str, Any], str]] = []
+    failures = [3]
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            if failures[0] > 0:
+                failures[0] -= 1
+                self.send_response(503)
+            else:
+                received.append((json.loads(body), self.headers[SIGNATURE_HEADER]))
+                assert verify(body, "k", self.headers[SIGNATURE_HEADER])
+                self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    for i in range(3):
+        redis_client.xadd(STREAM, {"event": "new", "url": f"u{i}", "key": f"1 u{i}"})
+    config = WebhookConfig(url=f"http://127.0.0.1:{server.server_address[1]}/hook", secret="k", max_backoff=0.1)
+    sink = WebhookSink(config, redis_client, "news", "w1", STREAM)
+
+    import distributed_crawler.events.webhook as webhook
+
+    webhook_first = webhook.FIRST_BACKOFF
+    webhook.FIRST_BACKOFF = 0.05
+    stopper = threading.Timer(0.1, lambda: None)
+    try:
+
+        def stop_when_done() -> None:
+            for _ in range(200):
+                if len(received) == 3:
+                    break
+                threading.Event().wait(0.05)
+            sink.stopping = True
+
+        stopper = threading.Thread(target=stop_when_done)  # type: ignore[assignment]
+        stopper.start()
+        sink.run()
+    finally:
+        webhook.FIRST_BACKOFF = webhook_first
+        server.shutdown()
+    assert [r[0]["url"] for r in received] == ["u0", "u1", "u2"]
+    stats = redis_client.hgetall("{news}:events:webhook")
+    assert int(stats[b"delivered"]) == 3 and int(stats[b"failed_attempts"]) == 3
+    assert redis_client.xpending(STREAM, "webhook")["pending"] == 0
