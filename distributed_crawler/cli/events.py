@@ -57,7 +57,7 @@ def plain_line(entry: dict[str, Any]) -> str:
 
 
 def cmd_events(args: argparse.Namespace) -> int:
-    if (args.group is None) != (args.consumer is None):
+    if not args.webhook and (args.group is None) != (args.consumer is None):
         raise ValueError("--group and --consumer go together: --group NAME --consumer NAME")
     settings, client, keys = args.connect(args)
     if args.webhook:

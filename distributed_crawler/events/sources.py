@@ -142,7 +142,10 @@ class SourceHealth:
             "lag_over_max": self.lag_p95 is not None and not math.isfinite(self.lag_p95),
             "median_gap_seconds": finite(self.median_gap),
             "silent_after_seconds": round(self.silent_after(min_hours), 1),
-            "silent": self.is_silent(now, min_hours),
+            # the rule under this reader's SOURCE_SILENT_MIN_HOURS, or the nodes' check flagged it
+            # (their setting) and no new article came since
+            "silent": self.is_silent(now, min_hours) or self.silent_flag,
+            "alerted": self.silent_flag,
         }
 
 
