@@ -257,3 +257,33 @@ def test_webhook_sink_retries_until_2xx_then_acks(redis_client: redis.Redis) -> 
     stats = redis_client.hgetall("{news}:events:webhook")
     assert int(stats[b"delivered"]) == 3 and int(stats[b"failed_attempts"]) == 3
     assert redis_client.xpending(STREAM, "webhook")["pending"] == 0
+
+
+def test_prometheus_totals_and_lag_histogram_without_source_labels(tmp_path: Path, redis_url: str) -> None:
+    from prometheus_client.exposition import generate_latest
+    from prometheus_client.registry import CollectorRegistry
+
+    from distributed_crawler.events.metrics import feed_metrics
+
+    feed: ChangeFeed
+
+    async def scenario() -> None:
+        nonlocal feed
+        client = aioredis.Redis.from_url(redis_url)
+        feed = make_feed(lambda: client)
+        items = [article(1, published_at="2020-01-01T00:00:00+00:00"), article(2)]
+        await store(tmp_path, feed, items)
+        await client.aclose()
+
+    run(scenario())
+
+    class Collector:
+        def collect(self) -> Any:
+            return feed_metrics(feed, "news", "n1")
+
+    registry = CollectorRegistry()
+    registry.register(Collector())  # type: ignore[arg-type]
+    text = generate_latest(registry).decode()
+    assert 'dcrawl_events_total{event="new",node="n1",spider="news"} 2.0' in text
+    assert 'dcrawl_publish_lag_seconds_bucket{le="+Inf",node="n1",spider="news"} 1.0' in text
+    assert "source" not in text

@@ -26,7 +26,7 @@ from distributed_crawler.connection.retrying import retry_transient
 from distributed_crawler.core.traps import registered_domain
 from distributed_crawler.dedup.fingerprint import canonicalize_url
 from distributed_crawler.defaults import SettingsReader
-from distributed_crawler.events.sources import SourcesConfig, lag_bucket, lag_seconds
+from distributed_crawler.events.sources import LAG_EDGES, SourcesConfig, lag_bucket, lag_seconds
 from distributed_crawler.queue.scripts import lua_source
 from distributed_crawler.storage.changes import CHANGED, NEW, UNCHANGED, RowChange
 
@@ -38,6 +38,8 @@ NEW_EVENT, CHANGED_EVENT, REMOVED_EVENT = "new", "changed", "removed"
 CLOSE_RETRY_SECONDS = 30.0
 #: Redelivery marks kept at most (an item dropped by an earlier pipeline leaves its mark behind).
 MAX_MARKS = 10_000
+#: Error counts in flight at once at most (more during an outage are not counted).
+MAX_COUNTING = 100
 
 
 class EventsNotPublished(Exception):
@@ -142,7 +144,12 @@ class ChangeFeed:
         self._close_deadline: float | None = None
         self._outage = OutageLog("writing change events", masked_url)
         self._script: Any = None
+        self._counting: set[asyncio.Future[None]] = set()
         self.published = 0
+        # this node's figures for Prometheus (events/metrics.py): no label per source
+        self.published_by_kind: dict[str, int] = defaultdict(int)
+        self.lag_counts = [0] * (len(LAG_EDGES) + 1)
+        self.lag_sum = 0.0
 
     # -- the storage pipeline's hooks (storage/changes.py AfterCommit) ---------------------------
     def take_redelivered(self, item: Any) -> bool:
@@ -156,6 +163,7 @@ class ChangeFeed:
         events: list[dict[str, str]] = []
         new_by_source: dict[str, list[int]] = defaultdict(list)
         new_count: dict[str, int] = defaultdict(int)
+        lags: list[float] = []
         for change in changes:
             row = by_url.get(change.url, {})
             if change.change == NEW or (
@@ -175,8 +183,14 @@ class ChangeFeed:
                 lag = lag_seconds(row.get("published_at"), change.first_seen)
                 if lag is not None:
                     new_by_source[source].append(lag_bucket(lag))
+                    lags.append(lag)
         if events or new_count:
             await self._write(events, {s: (n, new_by_source.get(s, [])) for s, n in new_count.items() if s})
+        for event in events:
+            self.published_by_kind[event["event"]] += 1
+        for lag in lags:
+            self.lag_counts[lag_bucket(lag)] += 1
+            self.lag_sum += max(0.0, lag)
         return len(events)
 
     async def removed(self, url: str) -> None:
@@ -184,12 +198,19 @@ class ChangeFeed:
         change = RowChange(url, REMOVED_EVENT, 0, None, None)
         event = build_event(REMOVED_EVENT, {}, change, include_text=False, canonical=self._canonical)
         await self._write([event], {})
+        self.published_by_kind[REMOVED_EVENT] += 1
 
     async def record_failure(self, url: str, kind: str) -> None:
-        """One error or refusal of a page of this source (best effort: one try, never waits)."""
+        """One error or refusal of a page of this source: counted in the background (one try; the
+        page never waits for it, not even through a Redis outage)."""
         source = source_of(url)
-        if not source:
+        if not source or len(self._counting) >= MAX_COUNTING:
             return
+        task = asyncio.ensure_future(self._count_failure(source, kind))
+        self._counting.add(task)
+        task.add_done_callback(self._counting.discard)
+
+    async def _count_failure(self, source: str, kind: str) -> None:
         try:
             pipe = self._client_of().pipeline(transaction=False)
             await self._record_source(pipe, source, kind, 1, [])

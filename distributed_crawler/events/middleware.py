@@ -4,7 +4,8 @@
 (the queue member's delivery count, queue/envelope.py): the storage publishes their events even
 when their rows did not change, since the node that stored them may have died before publishing.
 `RemovedPageMiddleware` (downloader middleware) turns a 404 or 410 on a revisit of a page the
-recrawl schedule has fetched before into a `removed` event; the row itself is kept.
+recrawl schedule has fetched before into a `removed` event (the row itself is kept), and counts
+each source's errors (other statuses >= 400, failed downloads) and refusals (401, 403, 429, 451).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 REMOVED_STATUSES = frozenset({404, 410})
+# The site refused us (auth wall, forbidden, rate limited, legal block): counted apart from errors.
+REFUSAL_STATUSES = frozenset({401, 403, 429, 451})
 
 
 def delivered_before(request: Request | None) -> bool:
@@ -91,6 +94,12 @@ class RemovedPageMiddleware:
     async def process_response(self, request: Request, response: Response) -> Response:
         if response.status in REMOVED_STATUSES and await self.fetched_before(request):
             await self.feed.removed(request.url)
-        if response.status >= 400:
+        if response.status in REFUSAL_STATUSES:
+            await self.feed.record_failure(request.url, "refusal")
+        elif response.status >= 400:
             await self.feed.record_failure(request.url, "error")
         return response
+
+    async def process_exception(self, request: Request, exception: Exception) -> None:
+        """A download that failed (timeout, DNS, connection refused): an error of its source."""
+        await self.feed.record_failure(request.url, "error")

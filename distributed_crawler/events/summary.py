@@ -6,13 +6,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from distributed_crawler.events.feed import EventsConfig
-from distributed_crawler.events.sources import SourcesConfig
+from distributed_crawler.events.sources import SourcesConfig, read_sources, sort_sources
 from distributed_crawler.queue.enqueue import maybe_await
 
 logger = logging.getLogger(__name__)
 
 _NUMBERS = ("delivered", "failed_attempts", "pending", "lag")
+TOP_READ = 100
+TOP_SHOWN = 15
 
 
 async def events_summary(client: Any, settings: Any, spider: str) -> dict[str, Any]:
@@ -39,12 +43,29 @@ async def events_summary(client: Any, settings: Any, spider: str) -> dict[str, A
                 webhook[name] = int(value) if value.lstrip("-").isdigit() else None
             else:
                 webhook[name] = value[:300]
+    now_s, now_us = await maybe_await(client.time())
+    now = now_s + now_us / 1e6
+    try:
+        read = await read_sources(client, sources, spider, now, TOP_READ)
+    except ResponseError:  # the index holds another type: no sources shown
+        read = []
+    rows = sort_sources([h.as_dict(now, sources.silent_min_hours) for h in read], "health")
+    top = [
+        {
+            k: r[k]
+            for k in ("source", "articles_per_day", "articles_28d", "since_last_seconds", "lag_p95_seconds", "silent")
+        }
+        for r in rows[:TOP_SHOWN]
+    ]
     return {
         "enabled": config.enabled,
         "stream": stream,
         "length": length if isinstance(length, int) else None,
         "webhook": webhook,
         "sources": count if isinstance(count, int) else None,
+        # the least healthy of the TOP_READ most recently active sources (the dashboard's panel)
+        "top_sources": top,
+        "silent_sources": sum(1 for r in rows if r["silent"]),
     }
 
 
@@ -60,5 +81,6 @@ def events_line(summary: dict[str, Any] | None) -> str:
             f"{hook.get('failed_attempts') or 0:,} failed tries"
         )
     if summary.get("sources"):
-        line += f"; {summary['sources']:,} sources (dcrawl sources)"
+        silent = summary.get("silent_sources") or 0
+        line += f"; {summary['sources']:,} sources" + (f", {silent} silent" if silent else "") + " (dcrawl sources)"
     return line

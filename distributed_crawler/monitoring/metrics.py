@@ -11,6 +11,7 @@ pool health) come from Redis every `HEARTBEAT_INTERVAL`, in the reactor's loop, 
 | `dcrawl_queue_requests` | gauge | spider, queue (pending, leased, delayed, failed, seeds) |
 | `dcrawl_proxies` | gauge | spider, health (healthy, unhealthy) |
 | `dcrawl_node_info` | gauge (1) | spider, node, host, version |
+| `dcrawl_events_total`, `dcrawl_publish_lag_seconds` | counter, histogram | events/metrics.py |
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisConfig
 from distributed_crawler.connection.untrusted import OnceLog, is_wrong_type
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.events.extension import ChangeFeedExtension
+from distributed_crawler.events.metrics import feed_metrics
 from distributed_crawler.monitoring.heartbeat import sample_node
 from distributed_crawler.monitoring.nodes import PROXY_POOL_KEY, proxy_health
 from distributed_crawler.queue.counts import crawl_counts
@@ -196,6 +199,9 @@ class PrometheusMetrics:
             proxies.add_metric([self.spider, "healthy"], self.proxies["healthy"])
             proxies.add_metric([self.spider, "unhealthy"], self.proxies["total"] - self.proxies["healthy"])
             yield proxies
+        feed = ChangeFeedExtension.feed_of(self.crawler)
+        if feed is not None:  # the change feed (docs/events.md)
+            yield from feed_metrics(feed, self.spider, self.node_id)
         info = GaugeMetricFamily("dcrawl_node_info", "This node", labels=["spider", "node", "host", "version"])
         info.add_metric([self.spider, self.node_id, self.host, __version__], 1)
         yield info
