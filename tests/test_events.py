@@ -287,3 +287,66 @@ def test_prometheus_totals_and_lag_histogram_without_source_labels(tmp_path: Pat
     assert 'dcrawl_events_total{event="new",node="n1",spider="news"} 2.0' in text
     assert 'dcrawl_publish_lag_seconds_bucket{le="+Inf",node="n1",spider="news"} 1.0' in text
     assert "source" not in text
+
+
+def test_since_accepts_ids_times_and_durations() -> None:
+    from distributed_crawler.cli.events import since_to_id
+
+    assert since_to_id(None, 1000.0) == "0-0"
+    assert since_to_id("1733300000000-5", 0) == "1733300000000-5"
+    assert since_to_id("2h", 10_000.0) == f"{(10_000 - 7200) * 1000}-0"
+    assert since_to_id("2026-12-04T10:00:00Z", 0) == "1796378400000-0"
+    with pytest.raises(ValueError, match="--since"):
+        since_to_id("yesterday", 0)
+
+
+def test_redelivered_items_middleware_marks_only_redelivered_responses() -> None:
+    from scrapy import Request
+    from scrapy.http import HtmlResponse
+
+    from distributed_crawler.events.middleware import RedeliveredItemsMiddleware
+
+    feed = make_feed(lambda: None)
+    middleware = RedeliveredItemsMiddleware(feed)
+
+    async def outputs(lease: bytes) -> list[Any]:
+        request = Request("https://a.example/", meta={"_dc_lease": lease})
+        response = HtmlResponse("https://a.example/", request=request, body=b"<html></html>")
+
+        async def result() -> Any:
+            yield {"url": "https://a.example/"}
+            yield Request("https://a.example/next")
+
+        return [o async for o in middleware.process_spider_output(response, result())]
+
+    first = run(outputs(b'1:0:{"url":"x"}'))
+    again = run(outputs(b'2:0:{"url":"x"}'))
+    assert not feed.take_redelivered(first[0])
+    assert feed.take_redelivered(again[0]) and not feed.take_redelivered(again[0])  # taken once
+
+
+@pytest.mark.slow  # dcrawl subprocesses
+def test_cli_events_and_sources(redis_url: str, redis_client: redis.Redis) -> None:
+    from tests.conftest import dcrawl
+
+    for i in range(3):
+        redis_client.xadd(STREAM, {"event": "new", "url": f"https://a.example/{i}", "version": "1", "key": f"1 u{i}"})
+    listed = dcrawl(redis_url, "events", "news", "--json")
+    assert [json.loads(line)["url"] for line in listed.stdout.splitlines()] == [
+        f"https://a.example/{i}" for i in range(3)
+    ]
+    grouped = dcrawl(redis_url, "events", "news", "--group", "g", "--consumer", "c1")
+    assert grouped.returncode == 0 and "3 events" in grouped.stderr
+    assert redis_client.xpending(STREAM, "g")["pending"] == 0  # acked
+    again = dcrawl(redis_url, "events", "news", "--group", "g", "--consumer", "c1", "--json")
+    assert again.stdout == ""  # the group has read them all
+    half = dcrawl(redis_url, "events", "news", "--group", "g")
+    assert half.returncode == 1 and "--group and --consumer go together" in half.stderr
+    sources = dcrawl(redis_url, "sources", "news", "--json")
+    assert json.loads(sources.stdout)["sources"] == []
+    assert "no source recorded" in dcrawl(redis_url, "sources", "news").stdout
+    redis_client.set("{news}:sources", "garbage")
+    assert dcrawl(redis_url, "status", "news", "--json").returncode == 0
+    refused = dcrawl(redis_url, "sources", "news")
+    assert refused.returncode == 1 and "redis-cli type {news}:sources" in refused.stderr
+    assert "Traceback" not in refused.stderr

@@ -11,6 +11,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from redis.exceptions import ResponseError
 from rich.console import Console
 
 from distributed_crawler.cli.output import listing_table, print_json
@@ -36,7 +37,14 @@ def cmd_sources(args: argparse.Namespace) -> int:
         raise ValueError(f"--limit ({args.limit}) must be at least 1")
     settings, client, keys = args.connect(args)
     config = SourcesConfig.from_settings(settings)
-    data = run_sync(gather_sources(client, config, keys.spider, args.limit))
+    try:
+        data = run_sync(gather_sources(client, config, keys.spider, args.limit))
+    except ResponseError as exc:
+        index = config.index_key(keys.spider)
+        raise ValueError(
+            f"cannot read {index} ({exc}); it should be a sorted set: check `redis-cli type {index}`, "
+            f"delete it if it is not ours (the nodes rebuild it)"
+        ) from None
     rows = sort_sources(data["sources"], args.sort)
     if args.silent:
         rows = [r for r in rows if r["silent"]]
