@@ -350,3 +350,50 @@ def test_cli_events_and_sources(redis_url: str, redis_client: redis.Redis) -> No
     refused = dcrawl(redis_url, "sources", "news")
     assert refused.returncode == 1 and "redis-cli type {news}:sources" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def test_killed_between_commit_and_event_publishes_on_redelivery(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first delivery commits, then cannot write its event (the node "dies"): its item fails,
+    so the request is not acked. The redelivery finds the row unchanged and publishes it anyway."""
+    monkeypatch.setattr("distributed_crawler.events.feed.CLOSE_RETRY_SECONDS", 0.3)
+
+    async def scenario() -> None:
+        dead = aioredis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
+        with pytest.raises(StorageError):
+            await store(tmp_path, make_feed(lambda: dead, closing=lambda: True), [article(1)])
+        await dead.aclose()
+        assert redis_client.xlen(STREAM) == 0  # stored, not announced
+        live = aioredis.Redis.from_url(redis_url)
+        feed = make_feed(lambda: live)
+        await store(tmp_path, feed, [article(1)])  # a first delivery of an unchanged row: nothing
+        assert redis_client.xlen(STREAM) == 0
+        await store(tmp_path, feed, [article(1)], redelivered=True)
+        await live.aclose()
+
+    run(scenario())
+    assert [(e["event"], e["version"]) for e in events(redis_client)] == [("new", 1)]
+
+
+def test_a_stream_key_of_another_type_holds_the_items_and_says_so(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    redis_client.set(STREAM, "not a stream")
+
+    async def scenario() -> None:
+        client = aioredis.Redis.from_url(redis_url)
+        pipeline = StoragePipeline(StorageConfig(url=f"sqlite:///{tmp_path}/items.db"), None, make_feed(lambda: client))
+        await pipeline.open_spider()
+        task = asyncio.ensure_future(pipeline.process_item(article(1)))
+        await asyncio.sleep(1.5)
+        assert not task.done()  # waits, never acked without its event
+        redis_client.delete(STREAM)
+        await asyncio.wait_for(task, 20)
+        await pipeline.close_spider()
+        await client.aclose()
+
+    run(scenario())
+    assert redis_client.xlen(STREAM) == 1
+    errors = [r for r in caplog.records if "redis-cli type {news}:events" in r.getMessage()]
+    assert len(errors) == 1  # once per stall, not once per retry

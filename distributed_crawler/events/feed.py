@@ -145,6 +145,7 @@ class ChangeFeed:
         self._outage = OutageLog("writing change events", masked_url)
         self._script: Any = None
         self._counting: set[asyncio.Future[None]] = set()
+        self._stalled = False  # a non-transient error (a key of the wrong type) was logged
         self.published = 0
         # this node's figures for Prometheus (events/metrics.py): no label per source
         self.published_by_kind: dict[str, int] = defaultdict(int)
@@ -240,9 +241,13 @@ class ChangeFeed:
             await pipe.execute()
 
         async def on_error(exc: BaseException) -> None:
+            if self._stalled:
+                logger.debug("Change events still not written to %s: %s", self.stream, exc)
+                return
+            self._stalled = True
             logger.error(
-                "Change events of %d stored rows not written to %s (%s); retrying (check the key's type: "
-                "redis-cli type %s)",
+                "Change events of %d stored rows not written to %s (%s); their items wait and this is "
+                "retried (check the key: redis-cli type %s; it must be a stream)",
                 len(events),
                 self.stream,
                 exc,
@@ -251,6 +256,7 @@ class ChangeFeed:
 
         try:
             await retry_transient(call, outage=self._outage, stopped=self._stopped, on_error=on_error)
+            self._stalled = False
         except asyncio.CancelledError:
             if self._stopped():
                 raise EventsNotPublished(f"Redis unreachable for {CLOSE_RETRY_SECONDS:.0f}s while closing") from None

@@ -94,6 +94,8 @@ class RemovedPageMiddleware:
     async def process_response(self, request: Request, response: Response) -> Response:
         if response.status in REMOVED_STATUSES and await self.fetched_before(request):
             await self.feed.removed(request.url)
+        if request.url.endswith("/robots.txt"):  # not a page of the source
+            return response
         if response.status in REFUSAL_STATUSES:
             await self.feed.record_failure(request.url, "refusal")
         elif response.status >= 400:
