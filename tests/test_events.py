@@ -397,3 +397,22 @@ def test_a_stream_key_of_another_type_holds_the_items_and_says_so(
     assert redis_client.xlen(STREAM) == 1
     errors = [r for r in caplog.records if "redis-cli type {news}:events" in r.getMessage()]
     assert len(errors) == 1  # once per stall, not once per retry
+
+
+def test_the_webhook_program_block_parses_when_included(tmp_path: Path) -> None:
+    """deploy/events-webhook.conf, included as its comment says, adds the sink beside the workers."""
+    import shutil
+
+    from supervisor.options import ServerOptions
+
+    deploy = Path(__file__).resolve().parent.parent / "deploy"
+    (tmp_path / "deploy").mkdir()
+    (tmp_path / ".run").mkdir()
+    shutil.copy(deploy / "events-webhook.conf", tmp_path / "deploy")
+    conf = (deploy / "supervisord.conf").read_text().replace("\nuser=crawler\n", "\n")
+    (tmp_path / "deploy" / "supervisord.conf").write_text(conf + "\n[include]\nfiles = events-webhook.conf\n")
+    options = ServerOptions()
+    options.realize(args=["-c", str(tmp_path / "deploy" / "supervisord.conf")])
+    commands = {p.name: p.command for g in options.process_group_configs for p in g.process_configs}
+    assert commands["news-webhook"].startswith(f"{tmp_path}/deploy/../.venv/bin/dcrawl events news --webhook")
+    assert "news-0" in commands

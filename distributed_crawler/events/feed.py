@@ -214,8 +214,11 @@ class ChangeFeed:
     async def _count_failure(self, source: str, kind: str) -> None:
         try:
             pipe = self._client_of().pipeline(transaction=False)
-            await self._record_source(pipe, source, kind, 1, [])
-            await pipe.execute()
+            try:
+                await self._record_source(pipe, source, kind, 1, [])
+                await pipe.execute()
+            finally:
+                await pipe.reset()  # see _write
         except Exception as exc:  # noqa: BLE001 - a count lost in an outage is only a count
             logger.debug("Source %s %s not counted: %r", source, kind, exc)
 
@@ -236,9 +239,14 @@ class ChangeFeed:
                     pipe.xadd(self.stream, fields, maxlen=self.config.maxlen, approximate=True)
                 else:
                     pipe.xadd(self.stream, fields)
-            for source, (count, lags) in sources.items():
-                await self._record_source(pipe, source, "article", count, lags)
-            await pipe.execute()
+            try:
+                for source, (count, lags) in sources.items():
+                    await self._record_source(pipe, source, "article", count, lags)
+                await pipe.execute()
+            finally:
+                # redis-py's asyncio Pipeline loads its scripts before the try/finally that gives
+                # the connection back: a connection error there would leak it ("Unclosed Pipeline")
+                await pipe.reset()
 
         async def on_error(exc: BaseException) -> None:
             if self._stalled:
