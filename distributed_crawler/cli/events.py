@@ -12,6 +12,7 @@ webhook sink (events/webhook.py). Ctrl-C exits cleanly (0).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -84,6 +85,9 @@ def cmd_events(args: argparse.Namespace) -> int:
                 count += 1
     except KeyboardInterrupt:
         pass
+    except BrokenPipeError:  # `dcrawl events news | head`: the reader left, entries up to here are acked
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
     except ResponseError as exc:
         raise ValueError(f"cannot read {stream} ({exc}); check its type: redis-cli type {stream}") from None
     if not args.json and not args.follow:
