@@ -129,3 +129,17 @@ def test_sources_are_capped(redis_url: str, redis_client: redis.Redis) -> None:
     asyncio.run(scenario())
     assert redis_client.zrange(config.index_key("news"), 0, -1) == [b"s3.example", b"s4.example"]
     assert not redis_client.exists(config.key_of("news", "s0.example"))
+
+
+def test_only_articles_count_for_their_source(tmp_path: Path, redis_url: str) -> None:
+    async def scenario() -> list[Any]:
+        client = aioredis.Redis.from_url(redis_url)
+        items = [article(1, page_type="article"), article(2, page_type="list"), article(3)]
+        await store(tmp_path, make_feed(lambda: client), items)
+        now = float((await client.time())[0])
+        read = await read_sources(client, SourcesConfig(), "news", now)
+        await client.aclose()
+        return read
+
+    [health] = run(scenario())
+    assert health.articles == 2  # the list page has its event, but is not news of the source

@@ -38,6 +38,8 @@ NEW_EVENT, CHANGED_EVENT, REMOVED_EVENT = "new", "changed", "removed"
 CLOSE_RETRY_SECONDS = 30.0
 #: Redelivery marks kept at most (an item dropped by an earlier pipeline leaves its mark behind).
 MAX_MARKS = 10_000
+#: Page types that count as a source's articles (None: a spider that does not classify pages).
+ARTICLE_TYPES = frozenset({"article", None, ""})
 #: Error counts in flight at once at most (more during an outage are not counted).
 MAX_COUNTING = 100
 
@@ -178,7 +180,7 @@ class ChangeFeed:
             events.append(
                 build_event(kind, row, change, include_text=self.config.include_text, canonical=self._canonical)
             )
-            if change.change == NEW:
+            if change.change == NEW and row.get("page_type") in ARTICLE_TYPES:  # list pages are not news
                 source = source_of(change.url)
                 new_count[source] += 1
                 lag = lag_seconds(row.get("published_at"), change.first_seen)
