@@ -58,15 +58,18 @@ def cmd_sources(args: argparse.Namespace) -> int:
         return 0
     table = listing_table(
         f"{keys.spider}: news sources, sorted by {args.sort} (articles per day over {config.days} days)",
-        ("source", "articles/day", f"{config.days}d", "last new", "lag p50", "lag p95", "errors", "state"),
-        right=(f"{config.days}d", "last new", "lag p50", "lag p95", "errors"),
+        ("source", "articles/day", f"{config.days}d", "since new", "lag p50", "lag p95", "errors", "state"),
+        right=(f"{config.days}d", "since new", "lag p50", "lag p95", "errors"),
     )
+    for column in table.columns[1:]:  # one sparkline a line, figures whole; only the source wraps
+        column.no_wrap = True
+    table.columns[0].min_width = 12
     for r in rows:
         table.add_row(
             r["source"],
             sparkline(r["articles_per_day"]),
             f"{r['articles_28d']:,}",
-            _seconds(r["since_last_seconds"]) + (" ago" if r["since_last_seconds"] is not None else ""),
+            _seconds(r["since_last_seconds"]),
             _seconds(r["lag_p50_seconds"]),
             _seconds(r["lag_p95_seconds"], r["lag_over_max"]),
             f"{sum(r['errors_per_day']):,}",
