@@ -24,6 +24,8 @@ import redis
 from scrapy.settings import Settings
 
 from distributed_crawler.dedup.dupefilter import flush_crawl
+from distributed_crawler.events.feed import EventsConfig
+from distributed_crawler.events.sources import SourcesConfig
 from distributed_crawler.monitoring.nodes import NodeKeys
 from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.enqueue import run_sync
@@ -123,6 +125,15 @@ def reset_crawl(client: redis.Redis, keys: SpiderKeys) -> None:
         node_hashes = [keys.node(n.decode("utf-8", "replace")) for n in client.zrange(keys.nodes, 0, -1)]
     except redis.ResponseError:
         node_hashes = []
+    feed, sources = EventsConfig.from_settings(Settings()), SourcesConfig.from_settings(Settings())
+    try:  # the change feed and source health of the last demo (docs/events.md)
+        source_hashes = [
+            sources.key_of(SPIDER, n.decode("utf-8", "replace"))
+            for n in client.zrange(sources.index_key(SPIDER), 0, -1)
+        ]
+    except redis.ResponseError:
+        source_hashes = []
+    client.delete(feed.stream(SPIDER), sources.index_key(SPIDER), *source_hashes)
     client.delete(keys.start_urls, keys.failed, *node_keys.all(), *node_hashes)
     run_sync(flush_crawl(client, keys))
 
@@ -212,6 +223,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {node}: {n} pages")
         print(f"  total: {total} pages in {elapsed:.1f}s ({total / elapsed:.1f} pages/s)")
         print(f"  data: {db} (table items)   worker logs: {RUN}/worker-*.log")
+        try:
+            events = client.xlen(EventsConfig.from_settings(Settings()).stream(SPIDER))
+        except redis.RedisError:
+            events = 0
+        print(
+            f"  events: {events} in the change feed (see: .venv/bin/dcrawl events {SPIDER} --redis-url {mask_url(redis_url)})"
+        )
         try:
             failed = run_sync(crawl_counts(client, keys)).failed
         except redis.RedisError:

@@ -52,13 +52,20 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "distributed_crawler.downloadermiddlewares.sizecap.SizeCapMiddleware": 590,
         # Conditional requests for revisitable URLs; a 304 stops here (no parse, no storage write).
         "distributed_crawler.recrawl.middleware.RecrawlMiddleware": 580,
+        # A revisit of a stored page answered 404/410: a `removed` change event (off with EVENTS_ENABLED).
+        "distributed_crawler.events.middleware.RemovedPageMiddleware": 585,
     },
     # Change detection of revisitable pages (digest of the items' text) and `content_hash` on items.
-    "SPIDER_MIDDLEWARES": {"distributed_crawler.recrawl.spidermiddleware.RecrawlSpiderMiddleware": 100},
+    "SPIDER_MIDDLEWARES": {
+        "distributed_crawler.recrawl.spidermiddleware.RecrawlSpiderMiddleware": 100,
+        # Marks items of redelivered requests: their events are published even when unchanged.
+        "distributed_crawler.events.middleware.RedeliveredItemsMiddleware": 110,
+    },
     "EXTENSIONS": {
         "distributed_crawler.monitoring.heartbeat.Heartbeat": 500,
         "distributed_crawler.monitoring.metrics.PrometheusMetrics": 510,  # off unless PROMETHEUS_PORT
         "distributed_crawler.recrawl.mover.RecrawlMover": 520,  # due revisits into the frontier
+        "distributed_crawler.events.extension.ChangeFeedExtension": 530,  # change feed, source health
     },
     "ITEM_PIPELINES": {"distributed_crawler.storage.pipeline.StoragePipeline": 300},
 }

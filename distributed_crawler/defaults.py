@@ -107,6 +107,23 @@ DEFAULTS: dict[str, Any] = {
     "ALERT_WEBHOOK_URL": "",  # JSON POST of every alert; env var overrides
     "ALERT_WEBHOOK_TIMEOUT": 5.0,
     "ALERTS_MAX": 1000,  # cap of the {spider}:alerts list
+    # Change feed (docs/events.md) and source health (docs/monitoring.md "Sources").
+    "EVENTS_ENABLED": True,  # write new/changed/removed events of stored rows to EVENTS_KEY
+    "EVENTS_KEY": "{%(spider)s}:events",  # stream
+    "EVENTS_MAXLEN": 1_000_000,  # approximate cap of the stream (XADD MAXLEN ~); 0 = never trimmed
+    "EVENTS_INCLUDE_TEXT": False,  # the row's text in each event
+    "EVENTS_WEBHOOK_URL": "",  # `dcrawl events SPIDER --webhook` POSTs every event here; env var overrides
+    "EVENTS_WEBHOOK_SECRET": "",  # HMAC-SHA256 key of the X-Signature-SHA256 header; env var overrides
+    "EVENTS_WEBHOOK_GROUP": "webhook",  # the sink's consumer group
+    "EVENTS_WEBHOOK_TIMEOUT": 10.0,  # seconds per POST
+    "EVENTS_WEBHOOK_MAX_BACKOFF": 300.0,  # longest pause between tries of one event (s)
+    "EVENTS_WEBHOOK_STATS_KEY": "{%(spider)s}:events:webhook",  # hash: delivery stats of the sink
+    "SOURCES_KEY": "{%(spider)s}:sources",  # zset: source -> last activity
+    "SOURCE_KEY": "{%(spider)s}:source:%(source)s",  # hash: one source's fixed buckets
+    "SOURCES_MAX": 10_000,  # sources kept (the least recently active dropped)
+    "SOURCE_DAYS": 28,  # days of per-day counts kept
+    "SOURCE_SILENT_MIN_HOURS": 6.0,  # a source is never silent sooner than this
+    "SOURCE_CHECK_SECONDS": 60.0,  # how often one node checks for silent sources
     "PROMETHEUS_PORT": 0,  # 0 = off; env var overrides
     "PROMETHEUS_HOST": "127.0.0.1",  # this host only unless the project opens it
     "DASHBOARD_ALLOWED_HOSTS": [],  # Host header names the dashboard answers besides its bind address
@@ -218,6 +235,8 @@ ENV_OVERRIDES = (
     "NODE_ID",
     "MAX_IDLE_TIME_BEFORE_CLOSE",
     "ALERT_WEBHOOK_URL",
+    "EVENTS_WEBHOOK_URL",
+    "EVENTS_WEBHOOK_SECRET",
     "DASHBOARD_TOKEN",
     "DASHBOARD_ALLOWED_HOSTS",
     "PROMETHEUS_PORT",

@@ -98,3 +98,17 @@ def write_overlapping_rows(url: str, writers: int, timeout: float, start_togethe
     for t in threads:
         t.join(timeout)
     return errors
+
+
+def check_upsert_changes(backend: StorageBackend) -> None:
+    """`upsert_changes`: new, then unchanged (same text) or changed (new text), with the stored
+    version, first_seen kept; the change feed's source of truth (docs/events.md)."""
+    first = sorted(backend.upsert_changes([row(1), row(2)]))  # MySQL writes in url-hash order
+    assert [(c.url, c.change, c.version) for c in first] == [
+        ("https://example.com/1", "new", 1),
+        ("https://example.com/2", "new", 1),
+    ]
+    again = sorted(backend.upsert_changes([row(1), row(2, text="text 2, corrected")]))
+    assert [(c.change, c.version) for c in again] == [("unchanged", 1), ("changed", 2)]
+    assert again[0].first_seen == first[0].first_seen
+    assert backend.upsert_changes([]) == []

@@ -31,7 +31,14 @@ from distributed_crawler.storage.backends import (
 )
 from distributed_crawler.storage.digest import content_digest
 from tests.conftest import ROOT
-from tests.storage_rows import backends_on, check_close_is_idempotent, row, stored, write_overlapping_rows
+from tests.storage_rows import (
+    backends_on,
+    check_close_is_idempotent,
+    check_upsert_changes,
+    row,
+    stored,
+    write_overlapping_rows,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -600,3 +607,7 @@ def test_rows_of_an_older_release_start_their_history_on_next_store(
     # no stored hash: this store is its first known content (version 1); first seen at its old fetch
     assert (r["content_hash"], r["version"], r["first_seen"]) == (content_digest("x"), 1, "t0")
     assert r["last_changed"] == r["fetched_at"] == row(1)["fetched_at"]
+
+
+def test_upsert_changes_reports_new_changed_unchanged(opened: Callable[[], StorageBackend]) -> None:
+    check_upsert_changes(opened())

@@ -26,7 +26,14 @@ from distributed_crawler.storage.mysql import MySQLStorage, connect_kwargs, crea
 from distributed_crawler.storage.pipeline import StoragePipeline
 from tests.conftest import Workers, crawl_preflight, free_port, one_error_line
 from tests.site.server import NewsSite
-from tests.storage_rows import backends_on, check_close_is_idempotent, row, stored, write_overlapping_rows
+from tests.storage_rows import (
+    backends_on,
+    check_close_is_idempotent,
+    check_upsert_changes,
+    row,
+    stored,
+    write_overlapping_rows,
+)
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -547,3 +554,7 @@ def test_two_workers_store_every_page_once_in_mariadb(
         log = workers.log(node)
         assert "Traceback" not in log and "ERROR" not in log, log[-4000:]
         assert PASSWORD not in log and "mysql://crawler:***@127.0.0.1" in log
+
+
+def test_upsert_changes_reports_new_changed_unchanged(opened: Callable[[], StorageBackend]) -> None:
+    check_upsert_changes(opened())

@@ -18,7 +18,7 @@ from redis.exceptions import ResponseError
 from rich.console import Console
 from scrapy import Request
 
-from distributed_crawler.cli import control, extract, hosts, import_scrapy_redis, recrawl, seed
+from distributed_crawler.cli import control, events, extract, hosts, import_scrapy_redis, recrawl, seed, sources
 from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.cli.project import (
     CliError,
@@ -427,6 +427,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("proxies", nargs="*", help="proxy URLs (remove/reset also take host:port or the masked URL)")
     p.add_argument("--file", help="for add: a file with one proxy URL a line (# comments)")
     hosts.add_parser(command, connect)
+    events.add_parser(command, connect)
+    sources.add_parser(command, connect)
     recrawl.add_parser(command, connect)
     import_scrapy_redis.add_parser(command, connect)
     extract.add_parser(command)

@@ -1,6 +1,6 @@
 """`dcrawl dashboard`: one self-refreshing web page and a JSON endpoint, stdlib only; read-only unless DASHBOARD_TOKEN.
 
-- `GET /`                      the page (nodes, queues, hosts, revisits, page types, pages/min over the last hour, alerts, failures)
+- `GET /`                      the page (nodes, queues, hosts, revisits, page types, sources, pages/min over the last hour, alerts, failures)
 - `GET /api/status`            `{"time", "spiders": {name: status}}` for every spider found in Redis
 - `GET /api/status/<spider>`   exactly what `dcrawl status <spider> --json` prints
 - `GET /api/spiders`           the spider names shown
@@ -448,6 +448,11 @@ function spiderSection(s) {
     ["blocked until", r => r.blocked_until ? clock(r.blocked_until) + " (" + dur(r.blocked_for) + ")" : ""], ["why", r => r.why || "", true],
     ["pages", r => num(r.pages)], ["budget", r => r.budget === null ? "" : num(r.budget)], ["over", r => r.over_budget ? "yes" : ""]], "no host queued");
   const alerts = listTable(s.alerts, [["when", a => clock(a.time)], ["kind", a => a.kind], ["node", a => a.node], ["message", a => a.message, true]], "no alerts");
+  const bars = " ▁▂▃▄▅▆▇█", spark = d => { const m = Math.max(0, ...d); return d.map(n => n ? bars[Math.max(1, Math.ceil(8 * n / m))] : bars[0]).join(""); };
+  const ev = s.events || { top_sources: [] };
+  const sources = listTable(ev.top_sources || [], [["source", r => r.source, true], ["articles/day, 28 days", r => spark(r.articles_per_day || [])],
+    ["28d", r => num(r.articles_28d)], ["last new", r => r.since_last_seconds === null ? "" : dur(r.since_last_seconds) + " ago"],
+    ["lag p95", r => r.lag_p95_seconds === null ? "" : dur(r.lag_p95_seconds)], ["state", r => r.silent ? "SILENT" : "ok"]], "no source yet");
   const failures = listTable(s.failures, [["when", f => clock(f.time)], ["url", f => f.url || "", true], ["reason", f => f.reason || "", true], ["node", f => f.node || ""]], "no failures");
   return el("section", { class: "spider", id: "spider-" + s.spider, "data-spider": s.spider },
     el("h2", {}, s.spider), ...skipLines(s), cards,
@@ -456,6 +461,7 @@ function spiderSection(s) {
     el("div", { class: "grid2" },
       el("div", { class: "panel" }, el("h3", {}, "pages per minute, last hour"), chart(s.history)),
       el("div", { class: "panel" }, el("h3", {}, "recent alerts"), alerts)),
+    ...((ev.top_sources || []).length ? [el("div", { class: "panel sources", style: "margin-top:14px" }, el("h3", {}, `sources, least healthy first (${num(ev.sources)} tracked, ${num(ev.silent_sources)} silent; dcrawl sources lists all)`), sources)] : []),
     el("div", { class: "panel", style: "margin-top:14px" }, el("h3", {}, "recent failures"), failures));
 }
 

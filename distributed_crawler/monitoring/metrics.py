@@ -11,6 +11,7 @@ pool health) come from Redis every `HEARTBEAT_INTERVAL`, in the reactor's loop, 
 | `dcrawl_queue_requests` | gauge | spider, queue (pending, leased, delayed, failed, seeds) |
 | `dcrawl_proxies` | gauge | spider, health (healthy, unhealthy) |
 | `dcrawl_node_info` | gauge (1) | spider, node, host, version |
+| `dcrawl_events_total`, `dcrawl_publish_lag_seconds` | counter, histogram | events/metrics.py |
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from distributed_crawler.connection.untrusted import OnceLog, is_wrong_type
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.monitoring.control import control_summary
+from distributed_crawler.events.extension import ChangeFeedExtension
+from distributed_crawler.events.metrics import feed_metrics
 from distributed_crawler.monitoring.heartbeat import sample_node
 from distributed_crawler.monitoring.nodes import PROXY_POOL_KEY, proxy_health
 from distributed_crawler.queue.keys import SpiderKeys
@@ -216,6 +219,9 @@ class PrometheusMetrics:
                 gauge = GaugeMetricFamily(name, help_text, labels=["spider"])
                 gauge.add_metric([self.spider], value)
                 yield gauge
+        feed = ChangeFeedExtension.feed_of(self.crawler)
+        if feed is not None:  # the change feed (docs/events.md)
+            yield from feed_metrics(feed, self.spider, self.node_id)
         info = GaugeMetricFamily("dcrawl_node_info", "This node", labels=["spider", "node", "host", "version"])
         info.add_metric([self.spider, self.node_id, self.host, __version__], 1)
         yield info

@@ -23,6 +23,7 @@ from scrapy.settings import BaseSettings
 from distributed_crawler.connection.policy import Purpose, RedisPolicy, RedisUnreachable, is_transient
 from distributed_crawler.dedup.dupefilter import describe_dedup
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.events.summary import events_line, events_summary
 from distributed_crawler.monitoring.control import control_summary
 from distributed_crawler.monitoring.hosts import sharded_summary
 from distributed_crawler.monitoring.nodes import (
@@ -285,6 +286,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
         **pages,  # page_types: {type: {stored, skipped}}; languages: {skipped: {code: n}, top_hosts}
         "hosts": hosts,  # the per-host frontier (monitoring/hosts.py): count, ready, blocked, over_budget, top
         "control": control,  # monitoring/control.py: paused, overrides, blocked, blocks
+        "events": await events_summary(client, settings, spider),  # change feed (docs/events.md)
         "history": history,
         "alerts": alerts,
         "failures": failures,
@@ -392,6 +394,9 @@ def render_status(status: dict[str, Any], title: str = "") -> Group:
     pages = page_types_line(status)
     if pages:
         figures.append(("page types (stored/skipped)", pages))
+    events = events_line(status.get("events"))
+    if events:
+        figures.append(("events", events))
     languages = (status.get("languages") or {}).get("skipped") or {}
     if languages:
         figures.append(("not stored for language", ", ".join(f"{c} {n:,}" for c, n in list(languages.items())[:8])))

@@ -30,6 +30,7 @@ from urllib.parse import unquote
 
 from distributed_crawler.defaults import DEFAULTS
 from distributed_crawler.redact import mask_url, safe_error_text
+from distributed_crawler.storage.changes import RowChange, chunks, classify
 from distributed_crawler.storage.schema import (
     COLUMN_TYPES,
     COLUMNS,
@@ -64,6 +65,9 @@ class StorageBackend(Protocol):
 
     def upsert_many(self, rows: list[dict[str, Any]]) -> None:
         """Insert or update *rows* (dicts keyed by :data:`COLUMNS`) atomically."""
+
+    def upsert_changes(self, rows: list[dict[str, Any]]) -> list[RowChange]:
+        """`upsert_many`, and what it did to each row (read in the same transaction)."""
 
     def count(self) -> int:
         """Return the number of stored items."""
@@ -169,17 +173,37 @@ class SQLiteStorage:
 
     def upsert_many(self, rows: list[dict[str, Any]]) -> None:
         """Upsert *rows* in one transaction (all or nothing)."""
+        self._upsert(rows, report=False)
+
+    def upsert_changes(self, rows: list[dict[str, Any]]) -> list[RowChange]:
+        """Upsert *rows* in one transaction; the versions before and after are read inside it."""
+        return self._upsert(rows, report=True)
+
+    def _versions(self, conn: sqlite3.Connection, urls: list[str], columns: str) -> list[Any]:
+        found: list[Any] = []
+        for part in chunks(urls):
+            marks = ", ".join("?" for _ in part)
+            found += conn.execute(f"SELECT url, {columns} FROM items WHERE url IN ({marks})", part).fetchall()
+        return found
+
+    def _upsert(self, rows: list[dict[str, Any]], *, report: bool) -> list[RowChange]:
         prepared = _prepare(rows)
         if not prepared:
-            return
+            return []
         conn = self._require()
         cols = ", ".join(COLUMNS)
         params = ", ".join(f":{c}" for c in COLUMNS)
         sql = f"INSERT INTO items ({cols}) VALUES ({params}) ON CONFLICT (url) DO UPDATE SET {_SET_CLAUSE}"
+        urls = [row["url"] for row in prepared]
+        changes: list[RowChange] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
+                before = dict(self._versions(conn, urls, "version")) if report else {}
                 conn.executemany(sql, prepared)
+                if report:
+                    after = {r[0]: r[1:] for r in self._versions(conn, urls, "version, first_seen, rowid")}
+                    changes = classify(urls, before, after)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -187,6 +211,7 @@ class SQLiteStorage:
                 raise
         except sqlite3.Error as exc:
             raise StorageError(f"SQLite write to {self.url} failed: {safe_error_text(exc, self.url)}") from exc
+        return changes
 
     def count(self) -> int:
         """Number of rows in ``items``."""
@@ -300,20 +325,43 @@ class PostgresStorage(OneConnection):
 
     def upsert_many(self, rows: list[dict[str, Any]]) -> None:
         """Upsert *rows* with one executemany in one transaction."""
+        self._upsert(rows, report=False)
+
+    def upsert_changes(self, rows: list[dict[str, Any]]) -> list[RowChange]:
+        """Upsert *rows* in one transaction; the versions before (rows locked ``FOR UPDATE``) and
+        after are read inside it."""
+        return self._upsert(rows, report=True)
+
+    @staticmethod
+    def _versions(cur: Any, urls: list[str], columns: str, lock: str = "") -> list[Any]:
+        found: list[Any] = []
+        for part in chunks(urls):
+            cur.execute(f"SELECT url, {columns} FROM items WHERE url = ANY(%s) ORDER BY url {lock}", (part,))
+            found += cur.fetchall()
+        return found
+
+    def _upsert(self, rows: list[dict[str, Any]], *, report: bool) -> list[RowChange]:
         import psycopg
 
         prepared = _prepare(rows)
         if not prepared:
-            return
+            return []
         cols = ", ".join(COLUMNS)
         params = ", ".join(f"%({c})s" for c in COLUMNS)
         sql = f"INSERT INTO items ({cols}) VALUES ({params}) ON CONFLICT (url) DO UPDATE SET {_PG_SET_CLAUSE}"
+        urls = [row["url"] for row in prepared]
+        changes: list[RowChange] = []
         try:
             conn = self._connection()
             with conn.transaction(), conn.cursor() as cur:
+                before = dict(self._versions(cur, urls, "version", "FOR UPDATE")) if report else {}
                 cur.executemany(sql, prepared)
+                if report:
+                    after = {r[0]: (r[1], r[2], None) for r in self._versions(cur, urls, "version, first_seen")}
+                    changes = classify(urls, before, after)
         except psycopg.Error as exc:
             raise StorageError(f"PostgreSQL write to {self.masked} failed: {safe_error_text(exc, self.dsn)}") from None
+        return changes
 
     def iter_urls(self, batch: int = 1000) -> Iterator[list[str]]:
         conn = self._connection()

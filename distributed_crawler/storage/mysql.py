@@ -34,6 +34,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote
 
 from distributed_crawler.redact import mask_url, safe_error_text
+from distributed_crawler.storage.changes import RowChange, chunks, classify
 from distributed_crawler.storage.schema import (
     COLUMN_TYPES,
     COLUMNS,
@@ -300,14 +301,35 @@ class MySQLStorage(OneConnection):
 
     def upsert_many(self, rows: list[dict[str, Any]]) -> None:
         """Upsert *rows* in one transaction (all or nothing)."""
+        self._upsert(rows, report=False)
+
+    def upsert_changes(self, rows: list[dict[str, Any]]) -> list[RowChange]:
+        """Upsert *rows* in one transaction; the versions before (rows locked ``FOR UPDATE``) and
+        after are read inside it."""
+        return self._upsert(rows, report=True)
+
+    @staticmethod
+    def _versions(cur: Any, urls: list[str], columns: str, lock: str = "") -> list[Any]:
+        found: list[Any] = []
+        for part in chunks(urls):
+            marks = ", ".join("%s" for _ in part)
+            cur.execute(
+                f"SELECT `url`, {columns} FROM `items` WHERE `url_hash` IN ({marks}) {lock}",
+                [url_hash(u) for u in part],
+            )
+            found += cur.fetchall()
+        return found
+
+    def _upsert(self, rows: list[dict[str, Any]], *, report: bool) -> list[RowChange]:
         import pymysql
 
         prepared = prepare_rows(rows)
         if not prepared:
-            return
+            return []
         # Lock rows in unique-key order, the same in every node: fewer deadlocks.
         prepared.sort(key=lambda r: url_hash(r["url"]))
         params = [tuple(r[c] for c in COLUMNS) for r in prepared]
+        urls = [r["url"] for r in prepared]
         sql = upsert_sql()
         stale_retry = True
         attempt = 0
@@ -317,9 +339,15 @@ class MySQLStorage(OneConnection):
             try:
                 conn.begin()
                 with conn.cursor() as cur:
+                    before = dict(self._versions(cur, urls, "`version`", "FOR UPDATE")) if report else {}
                     cur.executemany(sql, params)
+                    after = (
+                        {r[0]: r[1:] for r in self._versions(cur, urls, "`version`, `first_seen`, `id`")}
+                        if report
+                        else {}
+                    )
                 conn.commit()
-                return
+                return classify(urls, before, after) if report else []
             except (pymysql.MySQLError, OSError) as exc:
                 lost = self._failed(exc)
                 if lost and stale_retry and not fresh:

@@ -41,6 +41,7 @@ from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.internals import spider_closing
 from distributed_crawler.redact import mask_url, safe_error_text
 from distributed_crawler.storage.backends import DEFAULT_STORAGE_URL, StorageBackend, StorageError, open_storage
+from distributed_crawler.storage.changes import AfterCommit, attached
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -264,9 +265,13 @@ class StoragePipeline:
     #: Opens the backend in the worker thread; tests substitute their own.
     backend_factory: Callable[[str], StorageBackend] = staticmethod(open_storage)
 
-    def __init__(self, config: StorageConfig, crawler: Crawler | None = None) -> None:
+    def __init__(
+        self, config: StorageConfig, crawler: Crawler | None = None, after_commit: AfterCommit | None = None
+    ) -> None:
         self.config = config
         self.crawler = crawler
+        # the change feed (events/feed.py): told what each commit did before its items return
+        self.after_commit = after_commit
         self.stats: Any = None
         if crawler is not None:
             try:
@@ -290,7 +295,7 @@ class StoragePipeline:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StoragePipeline:
         """Read the settings once; bad values raise ``ValueError`` at startup."""
-        return cls(StorageConfig.from_settings(crawler.settings), crawler)
+        return cls(StorageConfig.from_settings(crawler.settings), crawler, attached(crawler))
 
     # -- helpers -----------------------------------------------------------
 
@@ -358,6 +363,8 @@ class StoragePipeline:
             raise StorageError(
                 f"StoragePipeline for {self.config.masked_url} is not open; item {row['url']} not stored"
             )
+        if self.after_commit is not None and self.after_commit.take_redelivered(item):
+            row["_redelivered"] = True  # not a column: prepare_rows keeps only COLUMNS
         batch = self._add(row)
         await asyncio.shield(batch.done)
         return item
@@ -458,9 +465,13 @@ class StoragePipeline:
             self._fail(batch, "storage unavailable at close")
             return
         delay = min(RETRY_INITIAL_SECONDS, self.config.retry_seconds_max)
+        changes: Any = None
         while True:
             try:
-                await self._call(self._backend.upsert_many, batch.rows)
+                if self.after_commit is None:
+                    await self._call(self._backend.upsert_many, batch.rows)
+                else:
+                    changes = await self._call(self._backend.upsert_changes, batch.rows)
             except Exception as exc:  # noqa: BLE001 - any storage failure is retried
                 error = safe_error_text(exc, self.config.url)
                 self._inc("storage/errors")
@@ -488,8 +499,30 @@ class StoragePipeline:
             self._outage_failures = 0
         self._inc("storage/committed", len(batch.rows))
         self._inc("storage/batches")
+        if self.after_commit is not None and not await self._announce(batch, changes):
+            return
         if not batch.done.done():
             batch.done.set_result(None)
+
+    async def _announce(self, batch: _Batch, changes: Any) -> bool:
+        """Publish the batch's change events (they retry through a Redis outage); False when they
+        could not be before the close: the items fail, so their requests are redelivered."""
+        assert self.after_commit is not None
+        redelivered = {row["url"] for row in batch.rows if row.get("_redelivered")}
+        try:
+            self._inc("events/published", await self.after_commit.committed(changes, batch.rows, redelivered))
+        except Exception as exc:  # noqa: BLE001 - stored but not announced: not acked, redelivered later
+            logger.error(
+                "%d items stored in %s but their change events were not written (%s); their requests "
+                "are not acked and publish on redelivery",
+                len(batch.rows),
+                self.config.masked_url,
+                exc,
+            )
+            if not batch.done.done():
+                batch.done.set_exception(StorageError(f"change events not written: {exc}"))
+            return False
+        return True
 
     async def _backoff(self, seconds: float) -> None:
         """Sleep *seconds*, cut short by the close deadline once the spider closes."""

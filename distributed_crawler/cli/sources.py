@@ -1,0 +1,91 @@
+"""`dcrawl sources SPIDER [--json] [--silent] [--sort health|lag|articles|last] [--limit N]`.
+
+One line per news source (docs/monitoring.md "Sources"): articles per day over the kept days
+(a sparkline), articles in that window, time since the last new article, publish-to-first-seen
+lag p50/p95 (bucket edges), errors, and whether it is silent.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from redis.exceptions import ResponseError
+from rich.console import Console
+
+from distributed_crawler.cli.output import listing_table, print_json
+from distributed_crawler.events.sources import SORTS, SourcesConfig, read_sources, sort_sources, sparkline
+from distributed_crawler.monitoring.nodes import duration
+from distributed_crawler.queue.enqueue import run_sync, server_time
+
+
+async def gather_sources(client: Any, config: SourcesConfig, spider: str, limit: int) -> dict[str, Any]:
+    now = await server_time(client)
+    rows = [s.as_dict(now, config.silent_min_hours) for s in await read_sources(client, config, spider, now, limit)]
+    return {"spider": spider, "time": round(now, 3), "count": len(rows), "sources": rows}
+
+
+def _seconds(value: float | None, over: bool = False) -> str:
+    if over:
+        return "> 7d"
+    return "-" if value is None else duration(value)
+
+
+def cmd_sources(args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise ValueError(f"--limit ({args.limit}) must be at least 1")
+    settings, client, keys = args.connect(args)
+    config = SourcesConfig.from_settings(settings)
+    try:
+        data = run_sync(gather_sources(client, config, keys.spider, args.limit))
+    except ResponseError as exc:
+        index = config.index_key(keys.spider)
+        raise ValueError(
+            f"cannot read {index} ({exc}); it should be a sorted set: check `redis-cli type {index}`, "
+            f"delete it if it is not ours (the nodes rebuild it)"
+        ) from None
+    rows = sort_sources(data["sources"], args.sort)
+    if args.silent:
+        rows = [r for r in rows if r["silent"]]
+    data["sources"] = rows
+    if args.json:
+        print_json(data)
+        return 0
+    if not rows:
+        what = "silent source" if args.silent else "source"
+        print(f"no {what} recorded for {keys.spider} in {config.index_key(keys.spider)}")
+        return 0
+    table = listing_table(
+        f"{keys.spider}: news sources, sorted by {args.sort} (articles per day over {config.days} days)",
+        ("source", "articles/day", f"{config.days}d", "since new", "lag p50", "lag p95", "errors", "state"),
+        right=(f"{config.days}d", "since new", "lag p50", "lag p95", "errors"),
+    )
+    for column in table.columns[1:]:  # one sparkline a line, figures whole; only the source wraps
+        column.no_wrap = True
+    table.columns[0].min_width = 12
+    for r in rows:
+        table.add_row(
+            r["source"],
+            sparkline(r["articles_per_day"]),
+            f"{r['articles_28d']:,}",
+            _seconds(r["since_last_seconds"]),
+            _seconds(r["lag_p50_seconds"]),
+            _seconds(r["lag_p95_seconds"], r["lag_over_max"]),
+            f"{sum(r['errors_per_day']):,}",
+            "SILENT" if r["silent"] else "ok",
+        )
+    Console().print(table)
+    return 0
+
+
+def add_parser(command: Any, connect: Callable[[argparse.Namespace], tuple[Any, Any, Any]]) -> None:
+    """Register `sources` with cli/main.py's `command(name, func, help, json_flag)` helper."""
+    p = command(
+        "sources", cmd_sources, "news sources: articles per day, last new article, lag, silence", json_flag=True
+    )
+    p.set_defaults(connect=connect)
+    p.add_argument("spider")
+    p.add_argument("--silent", action="store_true", help="only the silent sources")
+    p.add_argument("--sort", choices=SORTS, default="health", help="health (default), lag, articles or last")
+    p.add_argument("--limit", type=int, default=1000, help="most recently active sources read (default 1000)")

@@ -1,0 +1,162 @@
+"""`ChangeFeedExtension`: builds the node's change feed and checks the sources for silence.
+
+The feed (events/feed.py) is attached to the crawler for the storage pipeline (extensions are
+built before item pipelines). Every `SOURCE_CHECK_SECONDS` one node of the cluster (whichever takes
+the `{spider}:sources:check` lock first) reads the sources, raises `source_silent` once when one
+goes silent and once when it publishes again (monitoring/alerts.py: log, `{spider}:alerts`,
+`ALERT_WEBHOOK_URL`), and drops the least recently active sources beyond `SOURCES_MAX`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+
+from distributed_crawler.connection.clients import TRANSIENT_ERRORS
+from distributed_crawler.core.context import RedisContext
+from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.events.feed import ChangeFeed, EventsConfig
+from distributed_crawler.events.sources import SourceHealth, SourcesConfig, read_sources
+from distributed_crawler.internals import spider_closing
+from distributed_crawler.monitoring.alerts import AlertConfig, Alerter
+from distributed_crawler.queue.enqueue import server_time
+from distributed_crawler.storage.changes import attach
+
+if TYPE_CHECKING:
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+_FEEDS: weakref.WeakKeyDictionary[Any, ChangeFeed] = weakref.WeakKeyDictionary()
+SOURCE_SILENT = "source_silent"
+
+
+async def check_silence(
+    client: Any, config: SourcesConfig, spider: str, alerter: Any, now: float
+) -> list[tuple[str, bool]]:
+    """Raise `source_silent` for each source that entered or left silence; returns (source, silent)
+    of those alerted. The `silent` flag in the source's hash makes each transition alert once."""
+    changed: list[tuple[str, bool]] = []
+    for health in await read_sources(client, config, spider, now, config.max_sources):
+        silent = health.is_silent(now, config.silent_min_hours)
+        if silent == health.silent_flag or health.last is None:
+            continue
+        await client.hset(config.key_of(spider, health.source), "silent", "1" if silent else "0")
+        await alerter.alert(
+            SOURCE_SILENT, "-", _message(health, silent, now, config), now, **_details(health, silent, now)
+        )
+        changed.append((health.source, silent))
+    await _trim(client, config, spider)
+    return changed
+
+
+def _message(health: SourceHealth, silent: bool, now: float, config: SourcesConfig) -> str:
+    hours = (now - (health.last or now)) / 3600
+    if silent:
+        return (
+            f"source {health.source} published nothing new for {hours:.1f} h "
+            f"(silent after {health.silent_after(config.silent_min_hours) / 3600:.1f} h); check the site"
+        )
+    return f"source {health.source} publishes again"
+
+
+def _details(health: SourceHealth, silent: bool, now: float) -> dict[str, Any]:
+    return {"source": health.source, "state": "silent" if silent else "recovered", "last_new": health.last}
+
+
+async def _trim(client: Any, config: SourcesConfig, spider: str) -> None:
+    """Drop the least recently active sources beyond SOURCES_MAX (their hashes too)."""
+    index = config.index_key(spider)
+    extra = int(await client.zcard(index)) - config.max_sources
+    if extra <= 0:
+        return
+    names = await client.zrange(index, 0, extra - 1)
+    pipe = client.pipeline(transaction=False)
+    for raw in names:
+        name = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+        pipe.delete(config.key_of(spider, name))
+        pipe.zrem(index, raw)
+    await pipe.execute()
+
+
+class ChangeFeedExtension:
+    def __init__(self, crawler: Crawler, feed: ChangeFeed, sources: SourcesConfig) -> None:
+        self.crawler = crawler
+        self.feed = feed
+        self.sources = sources
+        self.context = RedisContext.of(crawler)
+        self.alert_config = AlertConfig.from_settings(crawler.settings)
+        self.alerts_key = SettingsReader(crawler.settings).str("ALERTS_KEY")
+        self._task: asyncio.Task[None] | None = None
+        self._alerter: Alerter | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> ChangeFeedExtension:
+        config = EventsConfig.from_settings(crawler.settings)
+        if not config.enabled:
+            raise NotConfigured("EVENTS_ENABLED is off")
+        if crawler.spider is None:
+            raise NotConfigured("no spider: the change feed needs the spider's name")
+        sources = SourcesConfig.from_settings(crawler.settings)
+        context = RedisContext.of(crawler)
+        feed = ChangeFeed(
+            config,
+            sources,
+            lambda: context.client,
+            crawler.spider.name,
+            context.config.masked_url,
+            lambda: spider_closing(crawler),
+        )
+        _FEEDS[crawler] = feed
+        attach(crawler, feed)
+        ext = cls(crawler, feed, sources)
+        crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
+        return ext
+
+    @staticmethod
+    def feed_of(crawler: Crawler) -> ChangeFeed | None:
+        return _FEEDS.get(crawler)
+
+    async def spider_opened(self, spider: Spider) -> None:
+        self.context.acquire()
+        self._alerter = Alerter(
+            self.alert_config,
+            self.context.client,
+            self.alerts_key % {"spider": spider.name, "name": spider.name},
+            spider.name,
+            self.context.node_id,
+        )
+        self._task = asyncio.ensure_future(self._check_loop(spider.name))
+
+    async def spider_closed(self, spider: Spider) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._alerter is not None:
+            await self._alerter.close()
+        logger.info("Change feed: %d events written to %s", self.feed.published, self.feed.stream)
+        await self.context.release()
+
+    async def _check_loop(self, spider: str) -> None:
+        lock = self.sources.index_key(spider) + ":check"
+        interval = self.sources.check_seconds
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                client = self.context.client
+                # one node per interval: the first to take the lock checks, the others skip
+                if await client.set(lock, self.context.node_id, nx=True, px=max(1, int(interval * 900))):
+                    await check_silence(client, self.sources, spider, self._alerter, await server_time(client))
+            except TRANSIENT_ERRORS as exc:
+                logger.debug("Source check skipped (Redis unreachable: %s)", exc)
+            except Exception:  # a bug or garbage: logged, the next interval tries again
+                logger.exception("Source check failed")

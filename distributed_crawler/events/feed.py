@@ -1,0 +1,300 @@
+"""The change feed: one Redis Stream entry per stored article that is new, changed or removed.
+
+The storage pipeline calls `ChangeFeed.committed` after a batch's commit and before its items
+return, so the request of an item is acked only once its event is in the stream (docs/events.md):
+a node killed between the commit and the XADD has its request redelivered, and a redelivered
+request publishes the stored version's event even when the row is unchanged (at-least-once;
+consumers dedupe on `key` = canonical URL + version). The batch's events, trimmed with
+`MAXLEN ~ EVENTS_MAXLEN`, and its per-source counts (events/sources.py) go in one pipelined call.
+A Redis outage is waited out with backoff like the other push paths; the items wait with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from distributed_crawler.connection.clients import OutageLog
+from distributed_crawler.connection.retrying import retry_transient
+from distributed_crawler.core.traps import registered_domain
+from distributed_crawler.dedup.fingerprint import canonicalize_url
+from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.events.sources import LAG_EDGES, SourcesConfig, lag_bucket, lag_seconds
+from distributed_crawler.queue.scripts import lua_source
+from distributed_crawler.storage.changes import CHANGED, NEW, UNCHANGED, RowChange
+
+logger = logging.getLogger(__name__)
+
+NEW_EVENT, CHANGED_EVENT, REMOVED_EVENT = "new", "changed", "removed"
+#: How long a closing node keeps retrying an unreachable Redis for a batch's events (s); then the
+#: items fail (not acked: their requests are redelivered and publish then).
+CLOSE_RETRY_SECONDS = 30.0
+#: Redelivery marks kept at most (an item dropped by an earlier pipeline leaves its mark behind).
+MAX_MARKS = 10_000
+#: Page types that count as a source's articles (None: a spider that does not classify pages).
+ARTICLE_TYPES = frozenset({"article", None, ""})
+#: Error counts in flight at once at most (more during an outage are not counted).
+MAX_COUNTING = 100
+
+
+class EventsNotPublished(Exception):
+    """The rows are committed but their events could not reach Redis before the node closed."""
+
+
+@dataclass(frozen=True)
+class EventsConfig:
+    enabled: bool = True
+    key: str = "{%(spider)s}:events"
+    maxlen: int = 1_000_000
+    include_text: bool = False
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> EventsConfig:
+        read = SettingsReader(settings)
+        return cls(
+            enabled=read.bool("EVENTS_ENABLED"),
+            key=read.str("EVENTS_KEY"),
+            maxlen=read.int("EVENTS_MAXLEN", min=0, hint="0 = never trimmed"),
+            include_text=read.bool("EVENTS_INCLUDE_TEXT"),
+        )
+
+    def stream(self, spider: str) -> str:
+        return self.key % {"spider": spider, "name": spider}
+
+
+def idempotency_key(canonical_url: str, version: int, event: str = NEW_EVENT) -> str:
+    """`<version> <canonical url>`: the same for every publication of one stored version
+    (`removed` events get their own: `removed <version> <url>`)."""
+    return f"{event} {version} {canonical_url}" if event == REMOVED_EVENT else f"{version} {canonical_url}"
+
+
+def source_of(url: str) -> str:
+    """The news source of an article: the registered domain of its host."""
+    host = urlsplit(url).hostname or ""
+    return registered_domain(host) if host else ""
+
+
+def build_event(
+    event: str, row: Mapping[str, Any], change: RowChange, *, include_text: bool, canonical: Callable[[str], str]
+) -> dict[str, str]:
+    """The stream entry's fields (strings; absent values are empty strings)."""
+    url = change.url
+    canonical_url = canonical(url)
+    fields = {
+        "event": event,
+        "url": url,
+        "canonical_url": canonical_url,
+        "title": row.get("title") or "",
+        "source": source_of(url),
+        "host": urlsplit(url).hostname or "",
+        "published_at": row.get("published_at") or "",
+        "first_seen": change.first_seen or "",
+        "version": str(change.version),
+        "row_id": change.row_id or "",
+        "key": idempotency_key(canonical_url, change.version, event),
+        "time": f"{time.time():.3f}",
+    }
+    if include_text:
+        fields["text"] = row.get("text") or ""
+    return fields
+
+
+class RedeliveryMarks:
+    """Items that came from a redelivered request, by `id(item)`, until the storage takes them."""
+
+    def __init__(self, limit: int = MAX_MARKS) -> None:
+        self._marks: OrderedDict[int, None] = OrderedDict()
+        self.limit = limit
+
+    def mark(self, item: Any) -> None:
+        self._marks[id(item)] = None
+        while len(self._marks) > self.limit:
+            self._marks.popitem(last=False)
+
+    def take(self, item: Any) -> bool:
+        return self._marks.pop(id(item), 0) is None
+
+
+class ChangeFeed:
+    """Writes one spider's events and source counts (asyncio client of the node's RedisContext)."""
+
+    def __init__(
+        self,
+        config: EventsConfig,
+        sources: SourcesConfig,
+        client_of: Callable[[], Any],
+        spider: str,
+        masked_url: str,
+        closing: Callable[[], bool],
+        canonical: Callable[[str], str] = canonicalize_url,
+    ) -> None:
+        self.config = config
+        self.sources = sources
+        self._client_of = client_of
+        self.spider = spider
+        self.stream = config.stream(spider)
+        self.marks = RedeliveryMarks()
+        self._closing = closing
+        self._canonical = canonical
+        self._close_deadline: float | None = None
+        self._outage = OutageLog("writing change events", masked_url)
+        self._script: Any = None
+        self._counting: set[asyncio.Future[None]] = set()
+        self._stalled = False  # a non-transient error (a key of the wrong type) was logged
+        self.published = 0
+        # this node's figures for Prometheus (events/metrics.py): no label per source
+        self.published_by_kind: dict[str, int] = defaultdict(int)
+        self.lag_counts = [0] * (len(LAG_EDGES) + 1)
+        self.lag_sum = 0.0
+
+    # -- the storage pipeline's hooks (storage/changes.py AfterCommit) ---------------------------
+    def take_redelivered(self, item: Any) -> bool:
+        return self.marks.take(item)
+
+    async def committed(
+        self, changes: list[RowChange], rows: Iterable[Mapping[str, Any]], redelivered: set[str]
+    ) -> int:
+        """Publish the events of one committed batch; returns how many were written."""
+        by_url = {row["url"]: row for row in rows}
+        events: list[dict[str, str]] = []
+        new_by_source: dict[str, list[int]] = defaultdict(list)
+        new_count: dict[str, int] = defaultdict(int)
+        lags: list[float] = []
+        for change in changes:
+            row = by_url.get(change.url, {})
+            if change.change == NEW or (
+                change.change == UNCHANGED and change.url in redelivered and change.version == 1
+            ):
+                kind = NEW_EVENT
+            elif change.change == CHANGED or (change.change == UNCHANGED and change.url in redelivered):
+                kind = CHANGED_EVENT
+            else:
+                continue
+            events.append(
+                build_event(kind, row, change, include_text=self.config.include_text, canonical=self._canonical)
+            )
+            if change.change == NEW and row.get("page_type") in ARTICLE_TYPES:  # list pages are not news
+                source = source_of(change.url)
+                new_count[source] += 1
+                lag = lag_seconds(row.get("published_at"), change.first_seen)
+                if lag is not None:
+                    new_by_source[source].append(lag_bucket(lag))
+                    lags.append(lag)
+        if events or new_count:
+            await self._write(events, {s: (n, new_by_source.get(s, [])) for s, n in new_count.items() if s})
+        for event in events:
+            self.published_by_kind[event["event"]] += 1
+        for lag in lags:
+            self.lag_counts[lag_bucket(lag)] += 1
+            self.lag_sum += max(0.0, lag)
+        return len(events)
+
+    async def removed(self, url: str) -> None:
+        """A revisit of a stored URL answered 404 or 410 (version 0: the row is not read)."""
+        change = RowChange(url, REMOVED_EVENT, 0, None, None)
+        event = build_event(REMOVED_EVENT, {}, change, include_text=False, canonical=self._canonical)
+        await self._write([event], {})
+        self.published_by_kind[REMOVED_EVENT] += 1
+
+    async def record_failure(self, url: str, kind: str) -> None:
+        """One error or refusal of a page of this source: counted in the background (one try; the
+        page never waits for it, not even through a Redis outage)."""
+        source = source_of(url)
+        if not source or len(self._counting) >= MAX_COUNTING:
+            return
+        task = asyncio.ensure_future(self._count_failure(source, kind))
+        self._counting.add(task)
+        task.add_done_callback(self._counting.discard)
+
+    async def _count_failure(self, source: str, kind: str) -> None:
+        try:
+            pipe = self._client_of().pipeline(transaction=False)
+            try:
+                await self._record_source(pipe, source, kind, 1, [])
+                await pipe.execute()
+            finally:
+                await pipe.reset()  # see _write
+        except Exception as exc:  # noqa: BLE001 - a count lost in an outage is only a count
+            logger.debug("Source %s %s not counted: %r", source, kind, exc)
+
+    # -- writing ---------------------------------------------------------------------------------
+    async def _record_source(self, pipe: Any, source: str, kind: str, count: int, lags: list[int]) -> None:
+        if self._script is None:
+            self._script = self._client_of().register_script(lua_source("source_record"))
+        keys = [self.sources.key_of(self.spider, source), self.sources.index_key(self.spider)]
+        # queues EVALSHA in the pipeline (redis.asyncio's Script.__call__ is a coroutine); the
+        # pipeline loads the script first when the server lost its script cache
+        await self._script(keys=keys, args=[source, kind, count, self.sources.days, *lags], client=pipe)
+
+    async def _write(self, events: list[dict[str, str]], sources: Mapping[str, tuple[int, list[int]]]) -> None:
+        async def call() -> None:
+            pipe = self._client_of().pipeline(transaction=False)
+            for fields in events:
+                if self.config.maxlen:
+                    pipe.xadd(self.stream, fields, maxlen=self.config.maxlen, approximate=True)
+                else:
+                    pipe.xadd(self.stream, fields)
+            try:
+                for source, (count, lags) in sources.items():
+                    await self._record_source(pipe, source, "article", count, lags)
+                await pipe.execute()
+            finally:
+                # redis-py's asyncio Pipeline loads its scripts before the try/finally that gives
+                # the connection back: a connection error there would leak it ("Unclosed Pipeline")
+                await pipe.reset()
+
+        async def on_error(exc: BaseException) -> None:
+            if self._stalled:
+                logger.debug("Change events still not written to %s: %s", self.stream, exc)
+                return
+            self._stalled = True
+            logger.error(
+                "Change events of %d stored rows not written to %s (%s); their items wait and this is "
+                "retried (check the key: redis-cli type %s; it must be a stream)",
+                len(events),
+                self.stream,
+                exc,
+                self.stream,
+            )
+
+        try:
+            await retry_transient(call, outage=self._outage, stopped=self._stopped, on_error=on_error)
+            self._stalled = False
+        except asyncio.CancelledError:
+            if self._stopped():
+                raise EventsNotPublished(f"Redis unreachable for {CLOSE_RETRY_SECONDS:.0f}s while closing") from None
+            raise
+        self.published += len(events)
+
+    def _stopped(self) -> bool:
+        if not self._closing():
+            return False
+        now = time.monotonic()
+        if self._close_deadline is None:
+            self._close_deadline = now + CLOSE_RETRY_SECONDS
+        return now >= self._close_deadline
+
+
+def parse_entry(entry_id: Any, fields: Mapping[Any, Any]) -> dict[str, Any]:
+    """A stream entry as a dict of text (what `dcrawl events --json` prints), with its `id`."""
+
+    def text(value: Any) -> str:
+        return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+    out: dict[str, Any] = {"id": text(entry_id)}
+    for name, value in fields.items():
+        out[text(name)] = text(value)
+    if out.get("version", "").isdigit():
+        out["version"] = int(out["version"])
+    return out
+
+
+def dumps(entry: Mapping[str, Any]) -> str:
+    return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,145 @@
+"""Source health: fixed buckets per source, the silent rule, one alert per transition."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+
+from distributed_crawler.events.extension import SOURCE_SILENT, check_silence
+from distributed_crawler.events.sources import (
+    LAG_EDGES,
+    SourcesConfig,
+    lag_bucket,
+    lag_seconds,
+    parse_source,
+    read_sources,
+    sort_sources,
+    sparkline,
+)
+from tests.test_events import article, make_feed, run, store
+
+pytestmark = pytest.mark.timeout(60)
+DAY = 86400
+NOW = 1_800_000_000.0  # a Unix time (2027)
+
+
+def history(last_ago: float, gaps: dict[int, int], **extra: Any) -> dict[bytes, bytes]:
+    fields = {b"last": str(NOW - last_ago).encode(), b"n": b"40"}
+    fields.update({f"g:{b}".encode(): str(n).encode() for b, n in gaps.items()})
+    fields.update({k.encode(): str(v).encode() for k, v in extra.items()})
+    return fields
+
+
+def test_silent_rule_on_crafted_histories() -> None:
+    hourly = {11: 30}  # gaps of 2048..4096 s: median ~48 min
+    # 3 x median gap (~2.4 h) is below the 6 h floor: silent only after 6 h
+    assert not parse_source("a", history(5 * 3600, hourly), NOW, 28).is_silent(NOW, 6)
+    assert parse_source("a", history(7 * 3600, hourly), NOW, 28).is_silent(NOW, 6)
+    daily = {16: 30}  # gaps of 18..36 h: median ~25.5 h, silent after ~76 h
+    assert not parse_source("b", history(60 * 3600, daily), NOW, 28).is_silent(NOW, 6)
+    assert parse_source("b", history(80 * 3600, daily), NOW, 28).is_silent(NOW, 6)
+    # one article only: no gap known, the floor decides
+    assert parse_source("c", history(7 * 3600, {}), NOW, 28).is_silent(NOW, 6)
+    # never an article: never silent
+    assert not parse_source("d", {}, NOW, 28).is_silent(NOW, 6)
+
+
+def test_garbage_fields_are_skipped() -> None:
+    health = parse_source("x", {b"a:zz": b"1", b"l:3": b"-4", b"last": b"nan", b"g:99": b"1", b"n": b"x"}, NOW, 28)
+    assert health.last is None and health.articles == 0 and health.median_gap is None
+
+
+def test_days_lag_and_sparkline() -> None:
+    today = int(NOW // DAY)
+    fields = {f"a:{today}".encode(): b"4", f"a:{today - 2}".encode(): b"2", f"a:{today - 40}".encode(): b"9"}
+    fields |= {b"l:0": b"9", b"l:5": b"1"}
+    health = parse_source("s", fields, NOW, 28)
+    assert health.per_day[-1] == 4 and health.per_day[-3] == 2 and sum(health.per_day) == 6
+    assert health.lag_p50 == LAG_EDGES[0] and health.lag_p95 == LAG_EDGES[5]
+    assert len(sparkline(health.per_day)) == 28
+    assert lag_bucket(10) == 0 and lag_bucket(10**9) == len(LAG_EDGES)
+    assert lag_seconds("2026-01-01T10:00:00Z", "2026-01-01T10:05:00+00:00") == 300
+    assert lag_seconds("2026-01-01", "2026-01-01T10:05:00+00:00") is None  # a date has no time
+
+
+def test_sort_orders() -> None:
+    rows = [
+        {"source": "a", "silent": False, "since_last_seconds": 10, "silent_after_seconds": 100, "articles_28d": 5,
+         "lag_p95_seconds": 60, "lag_over_max": False},
+        {"source": "b", "silent": True, "since_last_seconds": 900, "silent_after_seconds": 100, "articles_28d": 1,
+         "lag_p95_seconds": None, "lag_over_max": False},
+    ]  # fmt: skip
+    assert [r["source"] for r in sort_sources(rows, "health")] == ["b", "a"]
+    assert [r["source"] for r in sort_sources(rows, "articles")] == ["a", "b"]
+    assert [r["source"] for r in sort_sources(rows, "lag")] == ["a", "b"]
+
+
+class Alerts:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    async def alert(self, kind: str, node: str, message: str, now: float, **details: Any) -> dict[str, Any]:
+        self.sent.append((kind, details))
+        return details
+
+
+def test_stored_articles_feed_the_source_and_silence_alerts_once(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis
+) -> None:
+    config = SourcesConfig(silent_min_hours=1.0)
+    alerts = Alerts()
+
+    async def scenario() -> None:
+        client = aioredis.Redis.from_url(redis_url)
+        published = "2020-01-01T00:00:00+00:00"
+        await store(tmp_path, make_feed(lambda: client), [article(i, published_at=published) for i in range(3)])
+        now = float((await client.time())[0])
+        [health] = await read_sources(client, config, "news", now)
+        assert health.source == "example.com" and health.articles == 3 and health.per_day[-1] == 3
+        assert health.lag_p95 == float("inf")  # published years ago: the open bucket
+        assert await check_silence(client, config, "news", alerts, now) == []
+        later = now + 2 * 3600
+        assert await check_silence(client, config, "news", alerts, later) == [("example.com", True)]
+        assert await check_silence(client, config, "news", alerts, later + 60) == []  # once
+        await store(tmp_path, make_feed(lambda: client), [article(9)])
+        now = float((await client.time())[0])
+        assert await check_silence(client, config, "news", alerts, now) == [("example.com", False)]
+        await client.aclose()
+
+    run(scenario())
+    assert [(k, d["state"]) for k, d in alerts.sent] == [(SOURCE_SILENT, "silent"), (SOURCE_SILENT, "recovered")]
+
+
+def test_sources_are_capped(redis_url: str, redis_client: redis.Redis) -> None:
+    config = SourcesConfig(max_sources=2)
+    for i in range(5):
+        redis_client.zadd(config.index_key("news"), {f"s{i}.example": i})
+        redis_client.hset(config.key_of("news", f"s{i}.example"), "n", 1)
+
+    async def scenario() -> None:
+        client = aioredis.Redis.from_url(redis_url)
+        await check_silence(client, config, "news", Alerts(), NOW)
+        await client.aclose()
+
+    asyncio.run(scenario())
+    assert redis_client.zrange(config.index_key("news"), 0, -1) == [b"s3.example", b"s4.example"]
+    assert not redis_client.exists(config.key_of("news", "s0.example"))
+
+
+def test_only_articles_count_for_their_source(tmp_path: Path, redis_url: str) -> None:
+    async def scenario() -> list[Any]:
+        client = aioredis.Redis.from_url(redis_url)
+        items = [article(1, page_type="article"), article(2, page_type="list"), article(3)]
+        await store(tmp_path, make_feed(lambda: client), items)
+        now = float((await client.time())[0])
+        read = await read_sources(client, SourcesConfig(), "news", now)
+        await client.aclose()
+        return read
+
+    [health] = run(scenario())
+    assert health.articles == 2  # the list page has its event, but is not news of the source
