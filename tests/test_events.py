@@ -18,6 +18,7 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
+from distributed_crawler.connection.policy import RedisPolicy
 from distributed_crawler.events.feed import ChangeFeed, EventsConfig, EventsNotPublished, idempotency_key, parse_entry
 from distributed_crawler.events.middleware import delivered_before
 from distributed_crawler.events.reading import ensure_group, read_group, read_plain
@@ -36,7 +37,7 @@ def run(coro: Coroutine[Any, Any, _T], timeout: float = 30) -> _T:
 
 
 def make_feed(client_of: Callable[[], Any], closing: Callable[[], bool] = lambda: False, **config: Any) -> ChangeFeed:
-    return ChangeFeed(EventsConfig(**config), SourcesConfig(), client_of, "news", "redis://test", closing)
+    return ChangeFeed(EventsConfig(**config), SourcesConfig(), client_of, "news", RedisPolicy("redis://test"), closing)
 
 
 def article(i: int, text: str = "body", **extra: Any) -> dict[str, Any]:
@@ -231,7 +232,7 @@ def test_webhook_sink_retries_until_2xx_then_acks(redis_client: redis.Redis) -> 
     for i in range(3):
         redis_client.xadd(STREAM, {"event": "new", "url": f"u{i}", "key": f"1 u{i}"})
     config = WebhookConfig(url=f"http://127.0.0.1:{server.server_address[1]}/hook", secret="k", max_backoff=0.1)
-    sink = WebhookSink(config, redis_client, "news", "w1", STREAM)
+    sink = WebhookSink(config, redis_client, "news", "w1", STREAM, RedisPolicy("redis://test"))
 
     import distributed_crawler.events.webhook as webhook
 

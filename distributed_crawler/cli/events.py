@@ -21,6 +21,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
+from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.events.feed import EventsConfig, dumps
 from distributed_crawler.events.reading import ensure_group, read_group, read_plain
 
@@ -64,7 +65,9 @@ def cmd_events(args: argparse.Namespace) -> int:
     if args.webhook:
         from distributed_crawler.events.webhook import run_webhook_sink
 
-        return run_webhook_sink(settings, client, keys.spider, args.consumer)
+        return run_webhook_sink(
+            settings, client, keys.spider, args.consumer, RedisConfig.from_settings(settings).masked_url
+        )
     stream = EventsConfig.from_settings(settings).stream(keys.spider)
     now = client.time()
     start = since_to_id(args.since, now[0] + now[1] / 1e6)

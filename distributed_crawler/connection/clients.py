@@ -14,7 +14,6 @@ This module adds the masking, the retry policy and the one-line "unreachable / m
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -390,41 +389,3 @@ async def subscribe(client: Any, channel: str) -> Any:
         await pubsub.aclose()
         raise
     return pubsub
-
-
-class OutageLog:
-    """Logs a Redis outage once when it starts and once when it ends, not once per call."""
-
-    def __init__(self, what: str, masked_url: str) -> None:
-        self.what = what
-        self.masked_url = masked_url
-        self.since: float | None = None
-
-    def failed(self, exc: BaseException) -> None:
-        if self.since is None:
-            self.since = time.monotonic()
-            if isinstance(exc, OutOfMemoryError):
-                logger.error(
-                    "Redis at %s is full (maxmemory reached) during %s: it refuses writes, the node "
-                    "waits with its work kept; raise maxmemory or free memory (docs/scaling.md)",
-                    self.masked_url,
-                    self.what,
-                )
-                return
-            logger.warning(
-                "Redis at %s unreachable during %s (%s: %s); retrying with backoff",
-                self.masked_url,
-                self.what,
-                type(exc).__name__,
-                exc,
-            )
-
-    def ok(self) -> None:
-        if self.since is not None:
-            logger.warning(
-                "Redis at %s reachable again after %.1fs (%s)",
-                self.masked_url,
-                time.monotonic() - self.since,
-                self.what,
-            )
-            self.since = None

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
-from distributed_crawler.connection.clients import TRANSIENT_ERRORS
+from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.events.feed import ChangeFeed, EventsConfig
@@ -111,7 +111,7 @@ class ChangeFeedExtension:
             sources,
             lambda: context.client,
             crawler.spider.name,
-            context.config.masked_url,
+            context.policy,
             lambda: spider_closing(crawler),
         )
         _FEEDS[crawler] = feed
@@ -133,6 +133,7 @@ class ChangeFeedExtension:
             self.alerts_key % {"spider": spider.name, "name": spider.name},
             spider.name,
             self.context.node_id,
+            self.context.policy,
         )
         self._task = asyncio.ensure_future(self._check_loop(spider.name))
 
@@ -149,14 +150,17 @@ class ChangeFeedExtension:
     async def _check_loop(self, spider: str) -> None:
         lock = self.sources.index_key(spider) + ":check"
         interval = self.sources.check_seconds
+
+        async def check() -> None:
+            client = self.context.client
+            # one node per interval: the first to take the lock checks, the others skip
+            if await client.set(lock, self.context.node_id, nx=True, px=max(1, int(interval * 900))):
+                await check_silence(client, self.sources, spider, self._alerter, await server_time(client))
+
+        async def garbage(exc: BaseException) -> None:  # a bug or garbage: logged, the next interval tries again
+            logger.error("Source check failed: %s", exc)
+
         while True:
             await asyncio.sleep(interval)
-            try:
-                client = self.context.client
-                # one node per interval: the first to take the lock checks, the others skip
-                if await client.set(lock, self.context.node_id, nx=True, px=max(1, int(interval * 900))):
-                    await check_silence(client, self.sources, spider, self._alerter, await server_time(client))
-            except TRANSIENT_ERRORS as exc:
-                logger.debug("Source check skipped (Redis unreachable: %s)", exc)
-            except Exception:  # a bug or garbage: logged, the next interval tries again
-                logger.exception("Source check failed")
+            # STATS: skipped while Redis is away (the node's one outage line says so)
+            await self.context.policy.run(Purpose.STATS, check, on_error=garbage)

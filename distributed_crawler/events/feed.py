@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from distributed_crawler.connection.clients import OutageLog
-from distributed_crawler.connection.retrying import retry_transient
+from distributed_crawler.connection.policy import Purpose, RedisPolicy
 from distributed_crawler.core.traps import registered_domain
 from distributed_crawler.dedup.fingerprint import canonicalize_url
 from distributed_crawler.defaults import SettingsReader
@@ -131,7 +130,7 @@ class ChangeFeed:
         sources: SourcesConfig,
         client_of: Callable[[], Any],
         spider: str,
-        masked_url: str,
+        policy: RedisPolicy,
         closing: Callable[[], bool],
         canonical: Callable[[str], str] = canonicalize_url,
     ) -> None:
@@ -144,7 +143,7 @@ class ChangeFeed:
         self._closing = closing
         self._canonical = canonical
         self._close_deadline: float | None = None
-        self._outage = OutageLog("writing change events", masked_url)
+        self._policy = policy  # PUSH: retried until written (the items, and so the acks, wait)
         self._script: Any = None
         self._counting: set[asyncio.Future[None]] = set()
         self._stalled = False  # a non-transient error (a key of the wrong type) was logged
@@ -265,7 +264,7 @@ class ChangeFeed:
             )
 
         try:
-            await retry_transient(call, outage=self._outage, stopped=self._stopped, on_error=on_error)
+            await self._policy.run(Purpose.PUSH, call, stopped=self._stopped, on_error=on_error)
             self._stalled = False
         except asyncio.CancelledError:
             if self._stopped():

@@ -26,10 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-
 from distributed_crawler import __version__
+from distributed_crawler.connection.policy import Purpose, RedisPolicy, is_transient
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.events.feed import EventsConfig, dumps
 from distributed_crawler.events.reading import ensure_group, read_group
@@ -97,8 +95,11 @@ def post_event(config: WebhookConfig, entry: dict[str, Any]) -> int:
 class WebhookSink:
     """Delivers one spider's events to the webhook (sync client; one process)."""
 
-    def __init__(self, config: WebhookConfig, client: Any, spider: str, consumer: str, stream: str) -> None:
+    def __init__(
+        self, config: WebhookConfig, client: Any, spider: str, consumer: str, stream: str, policy: RedisPolicy
+    ) -> None:
         self.config = config
+        self.policy = policy  # WAIT while Redis is away: one log line per outage, events stay in the stream
         self.client = client
         self.spider = spider
         self.consumer = consumer
@@ -177,18 +178,22 @@ class WebhookSink:
                 if not self.stopping:
                     self.write_stats()
                     last_stats = time.monotonic()
-            except (RedisConnectionError, RedisTimeoutError) as exc:
-                logger.warning("Webhook sink: Redis unreachable (%s); retrying in 2s", exc)
+                self.policy.ok()
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                self.policy.failed(Purpose.LEASE, exc)
                 self._sleep(2.0)
         return 0
 
 
-def run_webhook_sink(settings: Any, client: Any, spider: str, consumer: str | None) -> int:
+def run_webhook_sink(settings: Any, client: Any, spider: str, consumer: str | None, masked_url: str) -> int:
     """`dcrawl events SPIDER --webhook`: runs until SIGTERM or Ctrl-C."""
     config = WebhookConfig.from_settings(settings)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     stream = EventsConfig.from_settings(settings).stream(spider)
-    sink = WebhookSink(config, client, spider, consumer or f"{socket.gethostname()}-webhook", stream)
+    policy = RedisPolicy(masked_url)
+    sink = WebhookSink(config, client, spider, consumer or f"{socket.gethostname()}-webhook", stream, policy)
 
     def stop(*_: Any) -> None:
         sink.stopping = True

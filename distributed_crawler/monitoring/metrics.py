@@ -34,9 +34,9 @@ from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import OnceLog, is_wrong_type
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.defaults import SettingsReader
-from distributed_crawler.monitoring.control import control_summary
 from distributed_crawler.events.extension import ChangeFeedExtension
 from distributed_crawler.events.metrics import feed_metrics
+from distributed_crawler.monitoring.control import control_summary
 from distributed_crawler.monitoring.heartbeat import sample_node
 from distributed_crawler.monitoring.nodes import PROXY_POOL_KEY, proxy_health
 from distributed_crawler.queue.keys import SpiderKeys
