@@ -214,3 +214,18 @@ def test_a_sharded_lease_needs_one_round_trip_per_batch_while_shards_have_work(c
     sharded.woken()
     sharded.lease(10, 60)
     assert len(calls) == 8
+
+
+def test_a_successor_push_removes_its_predecessors_lease(frontier: Frontier) -> None:
+    """A redirect to another host (with shards: maybe another shard) hands its lease over with the push."""
+    push(frontier, ["http://from.test/a"])
+    (lease,) = [x.lease for x in frontier.lease(1, 60).leases]
+    url = "http://elsewhere.test/b"
+    placement = frontier.placement(url)
+    payload = json.dumps({"url": url, **({"slot": placement.slot} if placement.slot else {})})
+    entry = Frontier.entry(url, False, make_member(payload, 0), 0.0, placement)
+    enqueuer = run_sync(frontier.open_enqueuer(plain))
+    assert run_sync(enqueuer.run("push", [entry], [lease])) == [1]
+    counts = run_sync(frontier.counts())
+    assert (counts.pending, counts.leased) == (1, 0)
+    assert urls_of([x.lease for x in frontier.lease(5, 60).leases]) == [url]

@@ -432,7 +432,7 @@ def test_a_six_shard_frontier_runs_on_every_master(cluster: RedisClusterNodes) -
     client = cluster.client()
     try:
         settings = Settings({"FRONTIER_SHARDS": 6, "DOMAIN_RATE_LIMIT": 0})
-        frontier = Frontier.from_settings(settings, "news", client)
+        frontier = Frontier.from_settings(settings, "sharded", client)  # a spider of its own: the cluster is shared
         run_sync(frontier.check_layout())
 
         async def plain(key: str) -> SetDedup:
@@ -448,7 +448,7 @@ def test_a_six_shard_frontier_runs_on_every_master(cluster: RedisClusterNodes) -
         assert sum(run_sync(enqueuer.run("push", entries))) == 120
         assert sum(run_sync(enqueuer.run("push", entries[:10]))) == 0  # each host's dedup slice on its shard
         assert run_sync(frontier.size()) == 120
-        masters = {client.get_node_from_key(f"{{{tag}}}:pending").port for tag in shard_tags("news", 6)}
+        masters = {client.get_node_from_key(f"{{{tag}}}:pending").port for tag in shard_tags("sharded", 6)}
         assert len(masters) == 3
         leased = []
         for _ in range(20):
@@ -459,7 +459,7 @@ def test_a_six_shard_frontier_runs_on_every_master(cluster: RedisClusterNodes) -
         assert frontier.reclaim(max_deliveries=1, limit=100, failed_cap=100, node_id="t") == (0, 20)
         counts = run_sync(frontier.counts())
         assert (counts.pending, counts.leased, counts.failed) == (0, 0, 20)
-        assert client.llen("{news}:failed") == 20  # moved from the shards to the spider's list
+        assert client.llen("{sharded}:failed") == 20  # moved from the shards to the spider's list
         run_sync(frontier.flush())
         assert run_sync(frontier.size()) == 0
     finally:

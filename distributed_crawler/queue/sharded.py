@@ -30,7 +30,7 @@ from distributed_crawler.queue.shards import shard_of
 
 logger = logging.getLogger(__name__)
 RECHECK_SECONDS = 1.0  # an empty shard is asked again after this (due retries do not ring the doorbell)
-HOME_MAX = 1_000_000  # leases remembered with their shard (a node holds a few hundred)
+HOME_MAX = 100_000  # leases remembered with their shard (a node holds a few hundred; beyond: read from the payload)
 MOVE_BATCH = 500  # dead letters moved from a shard to the spider's failed list per reclaim round
 
 
@@ -139,6 +139,10 @@ class ShardedFrontier(Frontier):
     def woken(self) -> None:
         self._empty_until = [0.0] * len(self.parts)
 
+    def pushed_to(self, shard: int) -> None:
+        """This node pushed to `shard`: ask it again at the next lease (before the doorbell rings)."""
+        self._empty_until[shard] = 0.0
+
     # -- the scripts ------------------------------------------------------------------------------
     async def open_enqueuer(self, make_dedup: Callable[[str], Awaitable[Dedup]]) -> Any:
         enqueuers = [Enqueuer(part, await make_dedup(part.keys.dupefilter), self.doorbell) for part in self.parts]
@@ -197,6 +201,7 @@ class ShardedFrontier(Frontier):
         async def expire() -> None:
             for i, group in self._by_shard(leases).items():
                 await maybe_await(self.parts[i].expire(group))
+            self._forget(leases)  # the reclaim round hands them back to their shard's queue
 
         return self._go(expire())
 
@@ -353,11 +358,14 @@ class ShardedEnqueuer:
             for shard, indices in groups.items()
         ]
         done_by_shard = await _all(calls, _is_async(self.client))
-        for indices, done in zip(groups.values(), done_by_shard):
+        for shard, indices, done in zip(groups, groups.values(), done_by_shard):
             for n, result in zip(indices, done):
                 results[n] = result
+            if any(done):
+                self.frontier.pushed_to(shard)
         for shard, leases in handed.items():  # on another shard: removed once the successors are stored
             await self.enqueuers[shard].run(action, [], leases)
+        self.frontier._forget(handovers)  # gone from processing with the pushes above
         return results
 
 
