@@ -27,6 +27,7 @@ from distributed_crawler.dedup.dupefilter import flush_crawl
 from distributed_crawler.events.feed import EventsConfig
 from distributed_crawler.events.sources import SourcesConfig
 from distributed_crawler.monitoring.nodes import NodeKeys
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.keys import SpiderKeys
@@ -135,7 +136,7 @@ def reset_crawl(client: redis.Redis, keys: SpiderKeys) -> None:
         source_hashes = []
     client.delete(feed.stream(SPIDER), sources.index_key(SPIDER), *source_hashes)
     client.delete(keys.start_urls, keys.failed, *node_keys.all(), *node_hashes)
-    run_sync(flush_crawl(client, keys))
+    run_sync(flush_crawl(Frontier.from_settings(Settings(), SPIDER, client, keys), keys.dupefilter))
 
 
 def seed(redis_url: str, key: str, url: str, client: redis.Redis) -> None:

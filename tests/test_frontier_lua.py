@@ -143,7 +143,9 @@ def test_interval_host_gives_one_per_call_and_waits(scripts: Frontier, redis_cli
     got = pop(scripts, 10)
     assert sorted(h.slot for h in got.leases) == ["fast"] * 5 + ["slow"]
     again = pop(scripts, 10)
-    assert again.leases == [] and again.next_due is not None and 29 < again.next_due <= 30
+    assert (
+        again.leases == [] and again.next_due is not None and 29 < again.next_due <= 30.05
+    )  # + the send spread allowance
     assert redis_client.zcard(KEYS_H.host_queue("slow")) == 4
 
 
@@ -179,7 +181,7 @@ def test_crawl_delay_is_a_minimum_gap_with_no_catch_up(scripts: Frontier, redis_
     now = _server_now(redis_client)
     redis_client.zadd(READY, {"cd": now - 1.5})
     assert len(pop(scripts, 5).leases) == 1
-    assert redis_client.zscore(READY, "cd") == pytest.approx(now + 2, abs=0.05)
+    assert redis_client.zscore(READY, "cd") == pytest.approx(now + 2.05, abs=0.05)  # + the send spread allowance
 
 
 def test_budget_moves_a_host_over_and_counts_leftovers(scripts: Frontier, redis_client: redis.Redis) -> None:

@@ -28,7 +28,7 @@
 --   comes as ("", host, -2), counted in the refused hash (KEYS[8]); then the seconds until the
 --   next host is due as a string ("-1": no host waits).
 -- Serving: due hosts (ready score <= now) are served round-robin. A host with an interval
---   (max(iv, cd, ad) > 0) gives ONE request per call and is due again one interval after now: the
+--   (max(iv, cd, ad) > 0) gives ONE request per call and is due again one interval (+ SEND_SPREAD) after now: the
 --   interval is a minimum gap between two leases of the host (the site never sees two requests
 --   closer than it from the cluster, docs/retries-and-politeness.md); a node's lateness is not
 --   made up (a slightly lower rate, never a shorter gap).
@@ -67,6 +67,10 @@ local qprefix, hprefix, fprefix = ARGV[4], ARGV[5], ARGV[6]
 if fprefix == "" then fprefix = nil end -- no in-flight set prefix: caps are not applied
 local ready, over = KEYS[1], KEYS[5]
 local YEAR = 31536000
+-- a rate-limited host is due again this much after its interval (at most 5% of it): what the nodes
+-- take between a lease and its request reaching the site varies by some milliseconds, and the site
+-- must still see the interval between two requests
+local SEND_SPREAD = 0.05
 -- a host at its in-flight cap is looked at again this much later (a lease of it may end meanwhile)
 local CAP_RECHECK = 0.05
 local CAP_TTL = math.ceil(3 * tonumber(ARGV[2]))
@@ -253,7 +257,8 @@ while wanted > 0 and #active > 0 do
         end
       end
       if s.interval > 0 then
-        redis.call("ZADD", ready, now + s.interval, s.host) -- one per call, due again one interval after now
+        -- one per call, due again one interval (plus the send spread allowance) after now
+        redis.call("ZADD", ready, now + s.interval + math.min(SEND_SPREAD, s.interval * 0.05), s.host)
       elseif over_budget(s) then
         redis.call("ZADD", over, redis.call("ZCARD", queue), s.host)
         redis.call("ZREM", ready, s.host)
