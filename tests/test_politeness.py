@@ -225,7 +225,7 @@ def test_three_nodes_share_one_rate_per_domain(
 @pytest.mark.parametrize(
     ("setting", "expected"),
     [
-        ("DOMAIN_RATE_LIMITS={bad", "ERROR: DOMAIN_RATE_LIMITS ('{bad') must be a dict of domain"),
+        ("DOMAIN_RATE_LIMITS={bad", "ERROR: DOMAIN_RATE_LIMITS ('{bad') is not valid JSON; e.g. -s"),
         ("RETRY_BACKOFF_MAX=0.5", "ERROR: RETRY_BACKOFF_MAX (0.5) must be >= RETRY_BACKOFF_BASE (1.0)"),
     ],
 )
