@@ -23,6 +23,7 @@ FORBIDDEN = {
         "commands",
         "compat",
         "recrawl",
+        "news",
     },
     "compat": {"core", "downloadermiddlewares", "monitoring", "cli", "spiders", "rendering", "commands", "recrawl"},
     "queue": {
