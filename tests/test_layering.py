@@ -69,6 +69,8 @@ FORBIDDEN = {
         "storage",
         "recrawl",
     },
+    # events/: the change feed, above storage/core/recrawl; monitoring reads its figures, the CLI runs it
+    "events": {"compat", "downloadermiddlewares", "cli", "spiders", "rendering", "commands"},
     "meta": {"*"},
     "internals": {"*"},
     "addresses": {"*"},
