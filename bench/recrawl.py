@@ -32,6 +32,7 @@ from scrapy import Request
 from scrapy.settings import Settings
 
 from bench.harness import log, private_redis
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import RequestCodec
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.queue.frontier import FrontierConfig, slot_of
@@ -66,7 +67,7 @@ def used(client: redis.Redis) -> int:
 def ours(client: redis.Redis, all_urls: list[str]) -> dict:
     spider_keys = SpiderKeys.from_settings(Settings(), "bench")
     keys = RecrawlKeys.from_settings(Settings(), "bench")
-    schedule = RevisitSchedule(client, keys, spider_keys)
+    schedule = RevisitSchedule(client, Frontier.open(client, spider_keys, "host"))
     before = used(client)
     recorded = 0.0
     sample_member = ""
@@ -90,7 +91,7 @@ def ours(client: redis.Redis, all_urls: list[str]) -> dict:
     t = time.perf_counter()
     moved = 0
     while True:
-        result = schedule.move_due("host", BATCH, 3600)
+        result = schedule.move_due(BATCH, 3600)
         moved += result.moved
         if result.moved < BATCH:
             break

@@ -197,10 +197,10 @@ def test_revisit_scripts_run_on_the_cluster(
     settings = Settings()
     keys = SpiderKeys.from_settings(settings, "news")
     client = cluster.client()
-    schedule = RevisitSchedule(client, RecrawlKeys.from_settings(settings, "news"), Frontier.open(client, keys, "host"))
+    schedule = RevisitSchedule(client, Frontier.open(client, keys, "host"))
     member = make_member(json.dumps({"v": 1, "url": "http://a.test/section", "slot": "a.test"}), 0)
     assert schedule.record("fp", (1, 4), 2.0, "body", digest="d", member=member).change == "first"
-    schedule.client.zadd(schedule.keys.schedule, {"fp": 0})
+    schedule.client.zadd(RecrawlKeys.from_settings(settings, "news").schedule, {"fp": 0})
     assert schedule.move_due(10, 60).moved == 1
     assert schedule.client.zrange(keys.host_queue("a.test"), 0, -1) == [member.encode()]
     assert main(["schedule", "news", "--json"]) == 0  # dcrawl on the cluster (REDIS_CLUSTER=1 in env)

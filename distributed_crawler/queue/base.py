@@ -171,6 +171,15 @@ class Frontier:
         sharded frontier opens one per shard: every shard has its slice of the filter)."""
         return Enqueuer(self, await make_dedup(self.keys.dupefilter))
 
+    def each_shard(self) -> list[Frontier]:
+        """The frontier of each shard (one: this one); what is kept per shard (the revisit schedule)
+        is read and summed over these."""
+        return [self]
+
+    def shard_for(self, url: str) -> Frontier:
+        """The frontier of the shard that holds `url`'s host (one shard: this one)."""
+        return self
+
     def part_keys(self) -> list[SpiderKeys]:
         """The keys of each shard (one: the spider's): what monitoring/hosts.py reads and sums."""
         return [self.keys]
@@ -356,11 +365,12 @@ class Frontier:
         """Give leases back to the front of the queue without counting a delivery; returns how many."""
         raise NotImplementedError
 
-    def recrawl_move(self, script: Any, schedule: str, state: str, limit: int, pending_seconds: float) -> Any:
-        """recrawl_move.lua: push up to `limit` due revisits of the schedule into this frontier."""
+    def recrawl_move(self, script: Any, limit: int, pending_seconds: float) -> Any:
+        """recrawl_move.lua: push up to `limit` due revisits of this frontier's schedule into it ->
+        [moved, dropped, seconds until the next is due ("-1": none scheduled)]."""
         k = self.keys
         return script(
-            keys=[schedule, state, self.index_key, k.seq, k.over_budget, k.pending, k.requests],
+            keys=[k.recrawl, k.recrawl_state, self.index_key, k.seq, k.over_budget, k.pending, k.requests],
             args=[self.order, limit, f"{pending_seconds:.3f}", k.doorbell, k.host_queue(""), k.host("")],
         )
 

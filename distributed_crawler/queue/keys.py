@@ -36,6 +36,8 @@ class SpiderKeys:
     pending: str = ""  # string: requests waiting in the queue(s), kept by the Lua scripts (lib/queue.lua)
     shards: str = ""  # string: the FRONTIER_SHARDS this crawl's frontier was written with (base tag)
     tag: str = ""  # the hash tag of the frontier keys ("" = the spider: one shard, today's layout)
+    recrawl: str = ""  # zset fingerprint -> due time: the revisit schedule of this shard's hosts (docs/recrawl.md)
+    recrawl_state: str = ""  # hash fingerprint -> revisit state (interval, digest, validators, request)
 
     def __post_init__(self) -> None:
         fill = {"spider": self.tag or self.spider, "name": self.tag or self.spider}
@@ -51,6 +53,8 @@ class SpiderKeys:
             ("deaths", "SCHEDULER_DEATHS_KEY", False),
             ("pending", "SCHEDULER_PENDING_KEY", False),
             ("shards", "FRONTIER_SHARDS_KEY", False),
+            ("recrawl", "RECRAWL_KEY", False),
+            ("recrawl_state", "RECRAWL_STATE_KEY", False),
         ):
             if not getattr(self, name):
                 default = DEFAULTS[setting]
@@ -93,6 +97,8 @@ class SpiderKeys:
             pending=key("SCHEDULER_PENDING_KEY"),
             shards=base("FRONTIER_SHARDS_KEY"),
             tag=tag,
+            recrawl=key("RECRAWL_KEY"),
+            recrawl_state=key("RECRAWL_STATE_KEY"),
         )
 
     def node(self, node_id: str) -> str:
