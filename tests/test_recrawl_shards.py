@@ -22,7 +22,7 @@ from distributed_crawler.cli import project as cli_project
 from distributed_crawler.cli.main import main
 from distributed_crawler.dedup.dupefilter import RedisSetDupeFilter, SetDedup
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
-from distributed_crawler.queue.base import Frontier
+from distributed_crawler.queue.base import Frontier, FrontierLayoutError
 from distributed_crawler.queue.codec import RequestCodec
 from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
@@ -249,3 +249,23 @@ def test_request_seen_uses_the_slice_of_the_requests_host_shard(redis_client: re
         assert all(not redis_client.exists(key) for key in frontier.dupefilter_keys())
     finally:
         df.close()
+
+
+@pytest.mark.parametrize(("before", "after"), [(1, 4), (4, 1)])
+def test_another_shard_count_is_refused_while_revisits_are_scheduled(
+    client: redis.Redis, before: int, after: int
+) -> None:
+    """A drained frontier may change its count, but its revisit schedule lives on the old tags."""
+    old = Frontier.from_settings(settings_of(before), "news", client)
+    run_sync(old.check_layout())
+    record_all(RevisitSchedule(client, old))
+    new = Frontier.from_settings(settings_of(after), "news", client)
+    with pytest.raises(
+        FrontierLayoutError, match=f"start with FRONTIER_SHARDS={before}, or delete the revisit"
+    ) as info:
+        run_sync(new.check_layout())
+    assert "redis-cli" in str(info.value) and "\n" not in str(info.value)
+    for keys in RevisitSchedule(client, old).every_keys():
+        client.delete(keys.schedule, keys.state)
+    run_sync(new.check_layout())  # nothing left on the old tags: the new count is recorded
+    assert client.get("{news}:shards") == str(after).encode()
