@@ -71,7 +71,7 @@ def used(client: redis.Redis) -> int:
 def ours(client: redis.Redis, all_urls: list[str]) -> dict:
     spider_keys = SpiderKeys.from_settings(Settings(), "bench")
     keys = RecrawlKeys.from_settings(Settings(), "bench")
-    schedule = RevisitSchedule(client, keys, Frontier.open(client, spider_keys, "host"))
+    schedule = RevisitSchedule(client, Frontier.open(client, spider_keys, "host"))
     before = used(client)
     recorded = 0.0
     sample_member = ""

@@ -12,6 +12,7 @@ from scrapy.settings import Settings
 
 from distributed_crawler.cli.main import main
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
+from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import RequestCodec, payload_url
 from distributed_crawler.queue.envelope import make_member, split_member
 from distributed_crawler.queue.keys import SpiderKeys
@@ -36,7 +37,7 @@ def fingerprint(url: str) -> str:
 @pytest.fixture
 def crawled(redis_client: redis.Redis, tmp_path: Path) -> str:
     """A crawl as the nodes leave it: sections scheduled (due in an hour), every page stored."""
-    schedule = RevisitSchedule(redis_client, RKEYS, KEYS)
+    schedule = RevisitSchedule(redis_client, Frontier.from_settings(Settings(), "news", redis_client))
     codec = RequestCodec(None)
     for url in SECTIONS:
         member = make_member(codec.encode(Request(url), slot=url.split("/")[2], again=True), 0)

@@ -36,11 +36,11 @@ KEYS = RecrawlKeys("{r}:recrawl", "{r}:recrawl:state")
 
 @pytest.fixture
 def schedule(redis_client: redis.Redis) -> RevisitSchedule:
-    return RevisitSchedule(redis_client, KEYS, Frontier.open(redis_client, SPIDER_KEYS, "host"))
+    return RevisitSchedule(redis_client, Frontier.open(redis_client, SPIDER_KEYS, "host"))
 
 
 def in_mode(schedule: RevisitSchedule, mode: str) -> RevisitSchedule:
-    return RevisitSchedule(schedule.client, schedule.keys, schedule.frontier.with_mode(mode))
+    return RevisitSchedule(schedule.client, schedule.frontier.with_mode(mode))
 
 
 def member(url: str, slot: str = "site.test") -> str:

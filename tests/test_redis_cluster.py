@@ -199,10 +199,10 @@ def test_revisit_scripts_run_on_the_cluster(
     settings = Settings()
     keys = SpiderKeys.from_settings(settings, "news")
     client = cluster.client()
-    schedule = RevisitSchedule(client, RecrawlKeys.from_settings(settings, "news"), Frontier.open(client, keys, "host"))
+    schedule = RevisitSchedule(client, Frontier.open(client, keys, "host"))
     member = make_member(json.dumps({"v": 1, "url": "http://a.test/section", "slot": "a.test"}), 0)
     assert schedule.record("fp", (1, 4), 2.0, "body", digest="d", member=member).change == "first"
-    schedule.client.zadd(schedule.keys.schedule, {"fp": 0})
+    schedule.client.zadd(RecrawlKeys.from_settings(settings, "news").schedule, {"fp": 0})
     assert schedule.move_due(10, 60).moved == 1
     assert schedule.client.zrange(keys.host_queue("a.test"), 0, -1) == [member.encode()]
     assert main(["schedule", "news", "--json"]) == 0  # dcrawl on the cluster (REDIS_CLUSTER=1 in env)
@@ -564,5 +564,30 @@ def test_a_six_shard_frontier_runs_on_every_master(cluster: RedisClusterNodes) -
         assert client.llen("{sharded}:failed") == 20  # moved from the shards to the spider's list
         run_sync(frontier.flush())
         assert run_sync(frontier.size()) == 0
+    finally:
+        client.close()
+
+
+def test_revisits_of_a_six_shard_frontier_run_on_every_master(cluster: RedisClusterNodes) -> None:
+    """Revisits with FRONTIER_SHARDS=6 on 3 masters: each record and each shard's move is one
+    script on one slot (no CROSSSLOT), the schedule is spread like the frontier, figures are sums."""
+    client = cluster.client()
+    try:
+        frontier = Frontier.from_settings(Settings({"FRONTIER_SHARDS": 6, "DOMAIN_RATE_LIMIT": 0}), "revisits", client)
+        schedule = RevisitSchedule(client, frontier)
+        urls = [f"http://h{i}.test/section" for i in range(30)]
+        for n, url in enumerate(urls):
+            member = make_member(json.dumps({"v": 1, "url": url, "slot": frontier.placement(url).slot}), 0)
+            assert schedule.record(f"fp{n}", (60, 60), 2.0, "body", digest="d", member=member).change == "first"
+        ports = {client.get_node_from_key(k.schedule).port for k in schedule.every_keys() if client.exists(k.schedule)}
+        assert len(ports) == 3  # the schedule is on every master
+        for n, url in enumerate(urls):
+            client.zadd(schedule.keys_for(url).schedule, {f"fp{n}": 0})
+        assert schedule.move_due(100, 3600).moved == 30
+        assert run_sync(frontier.size()) == 30
+        assert run_sync(schedule.summary(float(client.time()[0])))["scheduled"] == 30
+        run_sync(frontier.flush())
+        for keys in schedule.every_keys():
+            client.delete(keys.schedule, keys.state)
     finally:
         client.close()

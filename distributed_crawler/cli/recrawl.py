@@ -28,13 +28,7 @@ from distributed_crawler.queue.codec import RequestCodec, allowed_classes
 from distributed_crawler.queue.enqueue import run_sync, server_time
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.recrawl.schedule import (
-    FINGERPRINT_CHARS,
-    RecrawlKeys,
-    iter_states,
-    parse_state,
-    schedule_summary,
-)
+from distributed_crawler.recrawl.schedule import FINGERPRINT_CHARS, RecrawlKeys, RevisitSchedule
 from distributed_crawler.redact import mask_url
 from distributed_crawler.storage.backends import StorageBackend, StorageError, open_storage
 
@@ -42,15 +36,12 @@ BATCH = 500
 DEFAULT_LIMIT = 20
 
 
-def gather_schedule(client: Any, keys: RecrawlKeys, spider: str, limit: int) -> dict[str, Any]:
-    """What `dcrawl schedule --json` prints: the summary and the `limit` URLs due soonest."""
-    now = run_sync(server_time(client))
-    summary = run_sync(schedule_summary(client, keys, now))
-    head = client.zrange(keys.schedule, 0, limit - 1, withscores=True)
-    states = client.hmget(keys.state, [fp for fp, _ in head]) if head else []
+def gather_schedule(schedule: RevisitSchedule, spider: str, limit: int) -> dict[str, Any]:
+    """What `dcrawl schedule --json` prints: the summary (every shard) and the `limit` URLs due soonest."""
+    now = run_sync(server_time(schedule.client))
+    summary = run_sync(schedule.summary(now))
     upcoming, unreadable = [], 0
-    for (fp, due), raw in zip(head, states):
-        state = parse_state(raw)
+    for fp, due, state in schedule.soonest(limit):
         if state is None or state.url is None:
             unreadable += 1
             continue
@@ -61,7 +52,7 @@ def gather_schedule(client: Any, keys: RecrawlKeys, spider: str, limit: int) -> 
                 "interval": state.interval,
                 "etag": state.etag or None,
                 "last_modified": state.last_modified or None,
-                "fingerprint": fp.decode() if isinstance(fp, bytes) else str(fp),
+                "fingerprint": fp,
             }
         )
     return {"spider": spider, "time": round(now, 3), **summary, "next": upcoming, "unreadable": unreadable}
@@ -86,23 +77,21 @@ def render_schedule(data: dict[str, Any]) -> Table:
 def cmd_schedule(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise ValueError(f"--limit ({args.limit}) must be at least 1")
-    settings, client, _ = args.connect(args)
-    keys = RecrawlKeys.from_settings(settings, args.spider)
+    settings, client, keys = args.connect(args)
+    schedule = RevisitSchedule(client, open_frontier(settings, client, keys))
     try:
-        data = gather_schedule(client, keys, args.spider, args.limit)
+        data = gather_schedule(schedule, args.spider, args.limit)
     except ResponseError as exc:
-        raise ValueError(
-            f"cannot read the schedule ({str(exc)[:200]}); check {keys.schedule} and {keys.state}"
-        ) from None
+        raise ValueError(f"cannot read the schedule ({str(exc)[:200]}); check {schedule.where}") from None
     if args.json:
         print_json(data)
         return 0
     if not data["scheduled"]:
-        print(f"nothing scheduled for revisits in {keys.schedule} (set RECRAWL_RULES; see docs/recrawl.md)")
+        print(f"nothing scheduled for revisits in {schedule.where} (set RECRAWL_RULES; see docs/recrawl.md)")
     else:
         Console().print(render_schedule(data))
     if data["unreadable"]:
-        print(f"dcrawl: skipped {data['unreadable']} unreadable entries of {keys.state}", file=sys.stderr)
+        print(f"dcrawl: skipped {data['unreadable']} unreadable entries of {schedule.where}", file=sys.stderr)
     return 0
 
 
@@ -127,30 +116,30 @@ def _batches(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
         yield batch
 
 
-def make_scheduled_due(client: Any, keys: RecrawlKeys, matches: Callable[[str], bool]) -> int:
-    """Every scheduled URL that matches becomes due now (server time); returns how many."""
-    now = run_sync(server_time(client))
+def make_scheduled_due(schedule: RevisitSchedule, matches: Callable[[str], bool]) -> int:
+    """Every scheduled URL that matches, on every shard, becomes due now (server time); returns how many."""
+    now = run_sync(server_time(schedule.client))
     due = 0
-    for batch in _batches(iter_states(client, keys), BATCH):
-        chosen = {fp: now for fp, state in batch if state is not None and state.url and matches(state.url)}
-        if chosen:
-            client.zadd(keys.schedule, chosen)
-            due += len(chosen)
+    for batch in _batches(schedule.iter_states(), BATCH):
+        chosen: dict[RecrawlKeys, list[str]] = {}
+        for keys, fp, state in batch:
+            if state is not None and state.url and matches(state.url):
+                chosen.setdefault(keys, []).append(fp)
+        due += schedule.make_due(chosen, now)
     return due
 
 
 def queue_stored(
     settings: Any,
-    client: Any,
+    schedule: RevisitSchedule,
     keys: SpiderKeys,
-    recrawl_keys: RecrawlKeys,
     backend: StorageBackend,
     matches: Callable[[str], bool],
 ) -> int:
     """Push every stored URL that matches and is not scheduled (the schedule moves those), bypassing
     the seen-filter; returns how many. One request a URL, with the spider's default callback."""
-    frontier = open_frontier(settings, client, keys)
-    enqueuer = open_enqueuer(settings, client, keys)
+    frontier = schedule.frontier
+    enqueuer = open_enqueuer(settings, schedule.client, keys)
     fingerprinter = CanonicalFingerprinter(FingerprintConfig.from_settings(settings))
     codec = RequestCodec(None, allowed_classes(settings))
     queued = 0
@@ -160,12 +149,8 @@ def queue_stored(
             continue
         requests = [Request(url, dont_filter=True) for url in chosen]  # queued again on purpose: each push its own
         fps = [fingerprinter.fingerprint(r).hex()[:FINGERPRINT_CHARS] for r in requests]
-        pipe = client.pipeline(transaction=False)
-        for fp in fps:
-            pipe.hexists(recrawl_keys.state, fp)
-        known = pipe.execute()
         entries: list[Any] = []
-        for request, in_schedule in zip(requests, known):
+        for request, in_schedule in zip(requests, schedule.scheduled(chosen, fps)):
             if in_schedule:
                 continue
             placement = frontier.placement(request.url)
@@ -180,15 +165,15 @@ def queue_stored(
 def cmd_recrawl(args: argparse.Namespace) -> int:
     settings, client, keys = args.connect(args)
     matches = _matcher(args)
-    recrawl_keys = RecrawlKeys.from_settings(settings, args.spider)
+    schedule = RevisitSchedule(client, open_frontier(settings, client, keys))
     source = args.source or settings.get("STORAGE_URL")
     try:  # before anything changes: a bad source leaves the schedule as it was
         backend = open_storage(source)
     except StorageError as exc:
         raise ValueError(f"{exc} (or pass --from STORAGE_URL)") from None
     try:
-        due = make_scheduled_due(client, recrawl_keys, matches)
-        queued = queue_stored(settings, client, keys, recrawl_keys, backend, matches)
+        due = make_scheduled_due(schedule, matches)
+        queued = queue_stored(settings, schedule, keys, backend, matches)
     finally:
         backend.close()
     what = "every URL" if args.all else f"URLs matching {args.pattern!r}"

@@ -9,7 +9,6 @@ from distributed_crawler.core.traps import DomainHosts
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.queue.base import mode_class
 from distributed_crawler.queue.codec import allowed_classes
-from distributed_crawler.queue.shards import check_shards
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -36,11 +35,6 @@ class SchedulerConfig:
         raw_queue = read.str("SCHEDULER_QUEUE_CLASS")
         frontier_cls, _ = mode_class(raw_queue)
         frontier_cls.options_from_settings(settings)  # a bad frontier setting fails at start
-        if check_shards(read.raw("FRONTIER_SHARDS")) > 1 and read.dict("RECRAWL_RULES"):
-            raise ValueError(
-                "RECRAWL_RULES needs FRONTIER_SHARDS=1 in this version: revisits are not moved into a "
-                "sharded frontier (docs/frontier.md#shards); remove one of them"
-            )
         prefetch = read.int("SCHEDULER_PREFETCH", min=0, hint="(0 = automatic)") or max(
             1, settings.getint("CONCURRENT_REQUESTS", 16)
         )

@@ -321,6 +321,7 @@ class RedisDupeFilter(BaseDupeFilter):
         debug: bool = False,
         *,
         persist: bool = True,
+        frontier: Frontier | None = None,
     ) -> None:
         if isinstance(server, RedisConfig):
             self.redis_config, self.server = server, None
@@ -331,20 +332,25 @@ class RedisDupeFilter(BaseDupeFilter):
         self.fingerprinter = fingerprinter or CanonicalFingerprinter()
         self.debug = debug
         self.persist = persist
+        # where the filter's slices live (FRONTIER_SHARDS: one per shard, on the host's); None = one filter at `key`
+        self.frontier = frontier
         self.dedup: Dedup | None = None
-        self._sync: tuple[Any, Enqueuer] | None = None
+        self._client: Any = None  # the blocking client of request_seen and clear
+        self._enqueuers: dict[str, Enqueuer] = {}  # filter key -> its "add" script (request_seen)
         self._logged_once = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisDupeFilter:
         assert crawler.spider is not None, "the dupefilter is built once the spider exists"
         assert crawler.request_fingerprinter is not None
+        keys = SpiderKeys.from_settings(crawler.settings, crawler.spider.name)
         return cls(
             RedisConfig.from_settings(crawler.settings),
-            SpiderKeys.from_settings(crawler.settings, crawler.spider.name),
+            keys,
             crawler.request_fingerprinter,
             debug=crawler.settings.getbool("DUPEFILTER_DEBUG"),
             persist=SettingsReader(crawler.settings).bool("SCHEDULER_PERSIST"),
+            frontier=Frontier.from_settings(crawler.settings, crawler.spider.name, None, keys),
             **cls.options(crawler.settings),
         )
 
@@ -381,25 +387,37 @@ class RedisDupeFilter(BaseDupeFilter):
         return fingerprint
 
     def _sync_client(self) -> Any:
-        return self.server if self.server is not None else self.redis_config.sync_client()
+        if self._client is None:
+            self._client = self.server if self.server is not None else self.redis_config.sync_client()
+        return self._client
+
+    def _filter_keys(self) -> list[str]:
+        """Every slice of the filter (one per frontier shard; one key without shards)."""
+        return list(dict.fromkeys([self.key, *(self.frontier.dupefilter_keys() if self.frontier else [])]))
 
     def clear(self) -> None:
-        """Forget every fingerprint (scrapy-redis's `clear`; a blocking call, like theirs)."""
-        client = self._sync[0] if self._sync is not None else self._sync_client()
+        """Forget every fingerprint, every shard's slice (scrapy-redis's `clear`; a blocking call, like theirs)."""
+        opened = self._client is None
+        client = self._sync_client()
         try:
-            run_sync(reset_dedup(client, self.key))
+            for key in self._filter_keys():
+                run_sync(reset_dedup(client, key))
         finally:
-            if self._sync is None and client is not self.server:
-                client.close()
+            if opened and not self._enqueuers and client is not self.server:
+                client.close()  # opened for this call only
+                self._client = None
 
     def request_seen(self, request: Request) -> bool:
-        """Check and add in one script call (a blocking round trip: for direct callers only)."""
-        if self._sync is None:
+        """Check and add in one script call on the slice of the request's host shard (a blocking
+        round trip: for direct callers only; the scheduler dedups in its push script)."""
+        part = self.frontier.shard_for(request.url) if self.frontier else None
+        keys = part.keys if part is not None else self.keys
+        enqueuer = self._enqueuers.get(keys.dupefilter)
+        if enqueuer is None:
             client = self._sync_client()
-            dedup = run_sync(self.make_dedup(client))
+            dedup = run_sync(self.make_dedup(client, keys.dupefilter))
             run_sync(dedup.prepare(client))
-            self._sync = (client, Enqueuer(Frontier.for_dedup(client, self.keys), dedup))
-        _, enqueuer = self._sync
+            enqueuer = self._enqueuers[keys.dupefilter] = Enqueuer(Frontier.for_dedup(client, keys), dedup)
         (new,) = run_sync(enqueuer.run("add", [(self.fingerprint_hex(request), False, "")]))
         return not new
 
@@ -418,10 +436,10 @@ class RedisDupeFilter(BaseDupeFilter):
         """Clear the filter when not persisting (as scrapy-redis's close), then drop our client."""
         if not self.persist:
             self.clear()
-        if self._sync is not None:
-            if self._sync[0] is not self.server:
-                self._sync[0].close()
-            self._sync = None
+        if self._client is not None and self._client is not self.server:
+            self._client.close()
+        self._client = None
+        self._enqueuers = {}
 
 
 def _standalone_keys(key: str) -> SpiderKeys:

@@ -45,7 +45,7 @@ from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.enqueue import maybe_await, run_sync
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.seedkey import SeedKey
-from distributed_crawler.recrawl.schedule import RecrawlKeys, schedule_summary
+from distributed_crawler.recrawl.schedule import RevisitSchedule
 
 RECENT = 20  # alerts and failures listed
 FAILURE_FIELDS = ("url", "reason", "node", "time", "source", "attempts")
@@ -171,7 +171,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
     read = SettingsReader(settings)
     proxy_key = read.str("PROXY_POOL_KEY") or PROXY_POOL_KEY
     dead_key = read.str("PROXY_DEAD_KEY")
-    recrawl_keys = RecrawlKeys.from_settings(settings, spider)
+    revisits = RevisitSchedule(client, frontier)
     language_key = read.str("LANGUAGE_SKIPPED_KEY") % {"spider": spider, "name": spider}
     skips = Skips()
     now = await server_time(client)
@@ -189,8 +189,8 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
             node_keys.alerts: ("list",),
             proxy_key: ("zset",),
             dead_key: ("hash",),
-            recrawl_keys.schedule: ("zset",),
-            recrawl_keys.state: ("hash",),
+            **{keys.schedule: ("zset",) for keys in revisits.every_keys()},
+            **{keys.state: ("hash",) for keys in revisits.every_keys()},
             language_key: ("zset",),
         },
         skips,
@@ -245,12 +245,8 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
     hosts = await sharded_summary(client, frontier.part_keys(), now, skips, wrong)
     control = await control_summary(frontier, now)
     no_recrawl = {"scheduled": 0, "due_now": 0, "due_next_hour": 0}
-    recrawl = (
-        no_recrawl
-        if recrawl_keys.schedule in wrong
-        else await skips.read(
-            recrawl_keys.schedule, "zset", no_recrawl, lambda: schedule_summary(client, recrawl_keys, now)
-        )
+    recrawl = await revisits.summary(
+        now, skip=wrong, read=lambda key, call: skips.read(key, "zset", dict(no_recrawl), call)
     )
     pages = await _page_counts(client, node_keys.stats, language_key, wrong, skips)
     alerts = _json_entries(raw_alerts, None, skips, node_keys.alerts, needs=("kind", "message"))

@@ -192,6 +192,15 @@ class Frontier:
         sharded frontier opens one per shard: every shard has its slice of the filter)."""
         return Enqueuer(self, await make_dedup(self.keys.dupefilter))
 
+    def each_shard(self) -> list[Frontier]:
+        """The frontier of each shard (one: this one); what is kept per shard (the revisit schedule)
+        is read and summed over these."""
+        return [self]
+
+    def shard_for(self, url: str) -> Frontier:
+        """The frontier of the shard that holds `url`'s host (one shard: this one)."""
+        return self
+
     def part_keys(self) -> list[SpiderKeys]:
         """The keys of each shard (one: the spider's): what monitoring/hosts.py reads and sums."""
         return [self.keys]
@@ -227,17 +236,43 @@ class Frontier:
                 f"{self.spider} in Redis was written with ({self.keys.shards}); start with FRONTIER_SHARDS="
                 f"{written or 1}, or let the crawl drain (or flush it) first: resharding a frontier is not supported"
             )
+        revisits = "" if (written or 1) == self.shards else await self._revisits_kept(written or 1)
+        if revisits:
+            raise FrontierLayoutError(
+                f"FRONTIER_SHARDS ({self.shards}) differs from the {written or 1} shard(s) the frontier of "
+                f"{self.spider} in Redis was written with ({self.keys.shards}); start with FRONTIER_SHARDS="
+                f"{written or 1}, or delete the revisit schedule written with it ({revisits}) to start revisits "
+                "over: resharding a frontier is not supported"
+            )
         await maybe_await(self.client.set(self.keys.shards, self.shards))
+
+    def _layout_keys(self, shards: int) -> list[SpiderKeys]:
+        """The keys of each shard of the frontier as written with `shards` shards."""
+        layout = self.options.get("layout") or partial(SpiderKeys.from_settings, Settings(), self.spider)
+        return [layout(tag if shards > 1 else "") for tag in shard_tags(self.spider, shards)]
 
     async def _holds_work(self, shards: int) -> bool:
         """Whether the frontier as written with `shards` shards holds requests (waiting, leased, delayed)."""
-        layout = self.options.get("layout") or partial(SpiderKeys.from_settings, Settings(), self.spider)
-        for tag in shard_tags(self.spider, shards):
-            keys = layout(tag if shards > 1 else "")
+        for keys in self._layout_keys(shards):
             counts = await crawl_counts(self.client, keys, seeds=False)
             if counts.pending is None or counts.pending or counts.leased or counts.delayed:
                 return True
         return False
+
+    async def _revisits_kept(self, shards: int) -> str:
+        """How to delete the revisit schedule of the layout with `shards` shards when it holds URLs
+        ("" = it holds none): it lives on those shards' tags, so another count would orphan it."""
+        ours = {part.keys.recrawl for part in self.each_shard()}
+        found = [
+            keys
+            for keys in self._layout_keys(shards)
+            if keys.recrawl not in ours and await maybe_await(self.client.exists(keys.recrawl, keys.recrawl_state))
+        ]
+        if not found:
+            return ""
+        if shards == 1:
+            return f"redis-cli del '{found[0].recrawl}' '{found[0].recrawl_state}'"
+        return f"redis-cli --scan --pattern '{{{self.spider}~*}}:recrawl*' | xargs redis-cli del"
 
     # -- what callers may ask ---------------------------------------------------------------
     @property
@@ -377,11 +412,12 @@ class Frontier:
         """Give leases back to the front of the queue without counting a delivery; returns how many."""
         raise NotImplementedError
 
-    def recrawl_move(self, script: Any, schedule: str, state: str, limit: int, pending_seconds: float) -> Any:
-        """recrawl_move.lua: push up to `limit` due revisits of the schedule into this frontier."""
+    def recrawl_move(self, script: Any, limit: int, pending_seconds: float) -> Any:
+        """recrawl_move.lua: push up to `limit` due revisits of this frontier's schedule into it ->
+        [moved, dropped, seconds until the next is due ("-1": none scheduled)]."""
         k = self.keys
         return script(
-            keys=[schedule, state, self.index_key, k.seq, k.over_budget, k.pending, k.requests],
+            keys=[k.recrawl, k.recrawl_state, self.index_key, k.seq, k.over_budget, k.pending, k.requests],
             args=[self.order, limit, f"{pending_seconds:.3f}", k.doorbell, k.host_queue(""), k.host("")],
         )
 

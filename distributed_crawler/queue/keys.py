@@ -39,6 +39,8 @@ class SpiderKeys:
     overrides: str = ""  # hash: host or registered domain -> the operator's override (JSON), read by the lease
     audit: str = ""  # stream: control actions (dcrawl host / pause / resume), capped (spider's tag)
     paused: str = ""  # string: the crawl's pause (dcrawl pause), JSON {since, by, drain, source}
+    recrawl: str = ""  # zset fingerprint -> due time: the revisit schedule of this shard's hosts (docs/recrawl.md)
+    recrawl_state: str = ""  # hash fingerprint -> revisit state (interval, digest, validators, request)
 
     def __post_init__(self) -> None:
         fill = {"spider": self.tag or self.spider, "name": self.tag or self.spider}
@@ -57,6 +59,8 @@ class SpiderKeys:
             ("overrides", "SCHEDULER_OVERRIDES_KEY", False),
             ("audit", "AUDIT_KEY", False),
             ("paused", "SCHEDULER_PAUSED_KEY", False),
+            ("recrawl", "RECRAWL_KEY", False),
+            ("recrawl_state", "RECRAWL_STATE_KEY", False),
         ):
             if not getattr(self, name):
                 default = DEFAULTS[setting]
@@ -102,6 +106,8 @@ class SpiderKeys:
             overrides=key("SCHEDULER_OVERRIDES_KEY"),
             audit=base("AUDIT_KEY"),
             paused=base("SCHEDULER_PAUSED_KEY"),
+            recrawl=key("RECRAWL_KEY"),
+            recrawl_state=key("RECRAWL_STATE_KEY"),
         )
 
     def node(self, node_id: str) -> str:

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
+
+from redis.exceptions import RedisError
 
 from distributed_crawler.queue.base import Frontier, HostControl, Lease, Leased, Placement
 from distributed_crawler.queue.codec import payload_slot, payload_url
@@ -28,7 +29,6 @@ from distributed_crawler.queue.enqueue import Dedup, Enqueuer, Entry, maybe_awai
 from distributed_crawler.queue.envelope import split_member
 from distributed_crawler.queue.shards import shard_of
 
-logger = logging.getLogger(__name__)
 RECHECK_SECONDS = 1.0  # an empty shard is asked again after this (due retries do not ring the doorbell)
 HOME_MAX = 100_000  # leases remembered with their shard (a node holds a few hundred; beyond: read from the payload)
 MOVE_BATCH = 500  # dead letters moved from a shard to the spider's failed list per reclaim round
@@ -53,6 +53,19 @@ async def _all(calls: Sequence[Awaitable[Any]], concurrent: bool) -> list[Any]:
     return [await call for call in calls]
 
 
+async def _all_settled(calls: Sequence[Awaitable[Any]], concurrent: bool) -> list[Any]:
+    """As `_all`, with a Redis error of one call as its result instead of raised."""
+    if concurrent:
+        return list(await asyncio.gather(*calls, return_exceptions=True))
+    replies: list[Any] = []
+    for call in calls:
+        try:
+            replies.append(await call)
+        except RedisError as exc:
+            replies.append(exc)
+    return replies
+
+
 class ShardedFrontier(Frontier):
     def __init__(self, client: Any, keys: Any, order: str, scripts: Any = None, **options: Any) -> None:
         super().__init__(client, keys, order, scripts, **options)
@@ -60,7 +73,6 @@ class ShardedFrontier(Frontier):
         self._home: dict[bytes, int] = options["home"]
         self._empty_until = [0.0] * len(self.parts)
         self._next = 0
-        self._revisits_logged = False
 
     def bind(self, client: Any) -> Frontier:
         parts = [part.bind(client) for part in self.parts]
@@ -131,6 +143,12 @@ class ShardedFrontier(Frontier):
 
     def count_keys(self) -> dict[str, str]:
         return {}  # summed over shards: a wrong-type key of one shard is named in `wrong_type`, not zeroed
+
+    def each_shard(self) -> list[Frontier]:
+        return list(self.parts)
+
+    def shard_for(self, url: str) -> Frontier:
+        return self.parts[self.shard_of_url(url)]
 
     def part_keys(self) -> list[Any]:
         return [part.keys for part in self.parts]
@@ -243,22 +261,29 @@ class ShardedFrontier(Frontier):
             moved += len(entries)
         return moved
 
-    def recrawl_move(self, script: Any, schedule: str, state: str, limit: int, pending_seconds: float) -> Any:
-        """Revisits are one script on the spider's tag, the queues on the shards' (not one slot): not
-        moved in this version. Nothing due is the answer; revisits waiting get one ERROR line."""
+    def recrawl_move(self, script: Any, limit: int, pending_seconds: float) -> Any:
+        """Due revisits of every shard into that shard's queues (each shard's schedule holds its own
+        hosts' URLs: one script on one node), up to `limit` per shard, the shards' calls sent
+        together. A shard that refuses (a key of the wrong type) does not stop the others; its
+        error is raised once they have moved theirs."""
 
-        async def nothing_moved() -> list[Any]:
-            if await maybe_await(self.client.zcard(schedule)) and not self._revisits_logged:
-                self._revisits_logged = True
-                logger.error(
-                    "Revisits scheduled in %s are not moved into a frontier of %d shards: revisiting needs "
-                    "FRONTIER_SHARDS=1 in this version (docs/frontier.md#shards)",
-                    schedule,
-                    len(self.parts),
-                )
-            return [0, 0, "-1"]
+        async def move() -> list[Any]:
+            async def one(part: Frontier) -> Any:
+                return await maybe_await(part.recrawl_move(script, limit, pending_seconds))
 
-        return self._go(nothing_moved())
+            calls = [one(part) for part in self.parts]
+            replies = await _all_settled(calls, _is_async(self.client))
+            refused = [reply for reply in replies if isinstance(reply, Exception)]
+            if refused:
+                raise refused[0]
+            dues = [float(reply[2]) for reply in replies if float(reply[2]) >= 0]
+            return [
+                sum(int(reply[0]) for reply in replies),
+                sum(int(reply[1]) for reply in replies),
+                f"{min(dues):.3f}" if dues else "-1",
+            ]
+
+        return self._go(move())
 
     def mark_solo(self, lease: bytes, node_id: str) -> Any:
         return self.parts[self.shard_of_member(lease)].mark_solo(lease, node_id)

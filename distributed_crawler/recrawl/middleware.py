@@ -49,7 +49,7 @@ class RecrawlMiddleware:
         # CACHE: Redis away (or refusing) -> fetch unconditionally: costs bytes, not pages
         state = await self.node.policy.run(
             Purpose.CACHE,
-            partial(self.node.schedule.state, ticket.fingerprint),
+            partial(self.node.schedule.state, ticket.fingerprint, request.url),
             on_error=self._unreadable,
             on_ok=self._readable,
         )

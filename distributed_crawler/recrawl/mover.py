@@ -1,10 +1,11 @@
 """`RecrawlMover` (extension): every node moves due revisits into the frontier (recrawl_move.lua).
 
-The move is one atomic script, so any number of nodes may run it: a due URL is moved once, goes
-into its host's queue like any request (politeness and fairness are the frontier's) and whichever
-node is free pops it. The loop sleeps until the next URL is due, at most RECRAWL_POLL_SECONDS; while
-the schedule is empty (a crawl without revisits), EMPTY_POLLS times that, or until this node
-records a first visit: an idle crawl costs a call every 10 s per node.
+The move is one atomic script per frontier shard (a shard's schedule holds its own hosts' URLs),
+so any number of nodes may run it: a due URL is moved once, goes into its host's queue like any
+request (politeness and fairness are the frontier's) and whichever node is free pops it. One round
+moves up to RECRAWL_MOVE_BATCH per shard, then sleeps until the next URL of any shard is due, at
+most RECRAWL_POLL_SECONDS; while the schedule is empty (a crawl without revisits), EMPTY_POLLS times
+that, or until this node records a first visit: an idle crawl costs a call per shard every 10 s per node.
 """
 
 from __future__ import annotations
@@ -59,10 +60,9 @@ class RecrawlMover:
         schedule = self.node.schedule
         self._errors.failed(
             "move",
-            "Redis refused to move due revisits (%s); check %s and %s (`dcrawl schedule %s`)",
+            "Redis refused to move due revisits (%s); check %s (`dcrawl schedule %s`)",
             str(exc)[:200],
-            schedule.keys.schedule,
-            schedule.keys.state,
+            schedule.where,
             schedule.frontier.spider,
         )
 
@@ -82,7 +82,7 @@ class RecrawlMover:
                 stats.inc_value("recrawl/moved", moved.moved)
             if moved.dropped:
                 stats.inc_value("recrawl/dropped", moved.dropped)
-                logger.warning("Dropped %d unreadable revisit states from %s", moved.dropped, schedule.keys.state)
+                logger.warning("Dropped %d unreadable revisit states from %s", moved.dropped, schedule.where)
             if moved.moved >= self.config.move_batch:
                 wait = 0.0
             elif moved.next_due is not None:

@@ -21,7 +21,7 @@ from distributed_crawler.meta import DELIVERY_META, EXPIRES_AT_META
 from distributed_crawler.queue.codec import RequestCodec, UnserializableRequestError, allowed_classes
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.recrawl.rules import Interval, RecrawlConfig
-from distributed_crawler.recrawl.schedule import FINGERPRINT_CHARS, Recorded, RecrawlKeys, RevisitSchedule
+from distributed_crawler.recrawl.schedule import FINGERPRINT_CHARS, Recorded, RevisitSchedule
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -81,8 +81,7 @@ class RecrawlNode:
         if self._schedule is None:
             spider = self._spider()
             context = RedisContext.of(self.crawler).acquire()
-            keys = RecrawlKeys.from_settings(self.crawler.settings, spider.name)
-            self._schedule = RevisitSchedule(context.client, keys, context.frontier_for(spider.name))
+            self._schedule = RevisitSchedule(context.client, context.frontier_for(spider.name))
         return self._schedule
 
     def _spider(self) -> Spider:
@@ -138,14 +137,20 @@ class RecrawlNode:
         async def write() -> Recorded | None:
             try:
                 return await self.schedule.record(
-                    ticket.fingerprint, ticket.interval, self.config.factor, outcome, member=member, **fields
+                    ticket.fingerprint,
+                    ticket.interval,
+                    self.config.factor,
+                    outcome,
+                    member=member,
+                    url=request.url,
+                    **fields,
                 )
             except ResponseError as exc:
                 logger.error(
                     "Redis refused to record the revisit of %s (%s); check %s with `dcrawl schedule %s`",
                     request.url,
                     str(exc)[:200],
-                    self.schedule.keys.state,
+                    self.schedule.keys_for(request.url).state,
                     self._spider().name,
                 )
                 return None

@@ -1,16 +1,17 @@
 """The revisit schedule in Redis: what is due when, and each URL's revisit state (docs/recrawl.md).
 
-Two keys on the spider's hash slot: `{spider}:recrawl` (zset fingerprint -> due time, server
-clock) and `{spider}:recrawl:state` (hash fingerprint -> "interval\\ndigest\\netag\\nlast-modified\\n
-member", lua/lib/recrawl.lua). Writes go through two scripts: recrawl_move.lua (due URLs into the
+Two keys per frontier shard, on the shard's hash tag (one shard: the spider's): `{spider}:recrawl`
+(zset fingerprint -> due time, server clock) and `{spider}:recrawl:state` (hash fingerprint ->
+"interval\\ndigest\\netag\\nlast-modified\\nmember", lua/lib/recrawl.lua). Writes go through two scripts: recrawl_move.lua (due URLs into the
 frontier) and recrawl_record.lua (a fetch's result: next interval and due time). Methods return
 values with a sync client and awaitables with an asyncio client.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, NamedTuple
 
 from scrapy.settings import BaseSettings
@@ -20,6 +21,7 @@ from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import payload_url
 from distributed_crawler.queue.enqueue import maybe_await
 from distributed_crawler.queue.envelope import split_member
+from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import lua_source, reply_text, then
 
 FINGERPRINT_CHARS = 16  # the first 64 bits of the request fingerprint name a URL in the schedule
@@ -49,6 +51,11 @@ class RecrawlKeys:
         read = SettingsReader(settings)
         fill = {"spider": spider, "name": spider}
         return cls(read.str("RECRAWL_KEY") % fill, read.str("RECRAWL_STATE_KEY") % fill)
+
+    @classmethod
+    def of(cls, keys: SpiderKeys) -> RecrawlKeys:
+        """The schedule keys of one frontier shard (its hash tag)."""
+        return cls(keys.recrawl, keys.recrawl_state)
 
 
 class RevisitState(NamedTuple):
@@ -96,18 +103,34 @@ class Recorded(NamedTuple):
 
 
 class RevisitSchedule:
-    """The schedule's scripts on one client: the only place that knows their KEYS / ARGV order."""
+    """The schedule's scripts on one client, over the frontier's shards: the only place that knows
+    their KEYS / ARGV order. A URL's revisit lives on the shard of its host (the same hash tag as
+    its queue), so a record and a move are each one script on one node; figures sum the shards."""
 
-    def __init__(self, client: Any, keys: RecrawlKeys, frontier: Frontier) -> None:
+    def __init__(self, client: Any, frontier: Frontier) -> None:
         self.client = client
-        self.keys = keys
         self.frontier = frontier
         self._move = client.register_script(lua_source("recrawl_move"))
         self._record = client.register_script(lua_source("recrawl_record"))
 
+    def keys_for(self, url: str) -> RecrawlKeys:
+        """The schedule keys of the shard that holds `url`'s host."""
+        return RecrawlKeys.of(self.frontier.shard_for(url).keys)
+
+    def every_keys(self) -> list[RecrawlKeys]:
+        """The schedule keys of every shard (one pair with one shard)."""
+        return [RecrawlKeys.of(part.keys) for part in self.frontier.each_shard()]
+
+    @property
+    def where(self) -> str:
+        """The keys to name in a message: the first shard's, and how many more."""
+        keys = self.every_keys()
+        more = f" (+{len(keys) - 1} shards)" if len(keys) > 1 else ""
+        return f"{keys[0].schedule} and {keys[0].state}{more}"
+
     def move_due(self, limit: int, pending_seconds: float) -> Any:
-        """Push up to `limit` due URLs into the frontier (see recrawl_move.lua) -> Moved."""
-        result = self.frontier.recrawl_move(self._move, self.keys.schedule, self.keys.state, limit, pending_seconds)
+        """Push up to `limit` due URLs of each shard into the frontier (see recrawl_move.lua) -> Moved."""
+        result = self.frontier.recrawl_move(self._move, limit, pending_seconds)
 
         def convert(reply: list[Any]) -> Moved:
             due = float(reply[2])
@@ -125,11 +148,14 @@ class RevisitSchedule:
         etag: str = "",
         last_modified: str = "",
         member: str = "",
+        url: str = "",
     ) -> Any:
-        """Store a fetch's result and schedule the next visit (recrawl_record.lua) -> Recorded."""
+        """Store a fetch's result and schedule the next visit (recrawl_record.lua) -> Recorded, on the
+        shard of `url` (default: the member's URL), where the move pushes the member."""
+        keys = self.keys_for(url or member_url(member))
         low, high = interval
         result = self._record(
-            keys=[self.keys.schedule, self.keys.state],
+            keys=[keys.schedule, keys.state],
             args=[
                 fingerprint,
                 f"{low:.3f}",
@@ -144,9 +170,70 @@ class RevisitSchedule:
         )
         return then(result, lambda reply: Recorded(float(reply[0]), CHANGE_NAMES.get(int(reply[1]), "?")))
 
-    def state(self, fingerprint: str) -> Any:
+    def state(self, fingerprint: str, url: str = "") -> Any:
         """The revisit state of a URL (None: never fetched as revisitable, or garbage)."""
-        return then(self.client.hget(self.keys.state, fingerprint), parse_state)
+        return then(self.client.hget(self.keys_for(url).state, fingerprint), parse_state)
+
+    async def summary(
+        self,
+        now: float,
+        skip: Collection[str] = (),
+        read: Callable[[str, Callable[[], Awaitable[dict[str, int]]]], Awaitable[dict[str, int]]] | None = None,
+    ) -> dict[str, int]:
+        """`scheduled`, `due_now`, `due_next_hour`, summed over the shards; any client. Shards whose
+        schedule key is in `skip` (of the wrong type) are left out; `read(key, call)` wraps each
+        shard's read (status: a key replaced meanwhile is named, not raised)."""
+        total = {"scheduled": 0, "due_now": 0, "due_next_hour": 0}
+        for keys in self.every_keys():
+            if keys.schedule in skip:
+                continue
+            call = partial(schedule_summary, self.client, keys, now)
+            part = await (read(keys.schedule, call) if read else call())
+            for name, value in part.items():
+                total[name] += value
+        return total
+
+    def soonest(self, limit: int) -> list[tuple[str, float, RevisitState | None]]:
+        """The `limit` URLs due soonest over every shard: (fingerprint, due time, state); sync client."""
+        head: list[tuple[str, float, RevisitState | None]] = []
+        for keys in self.every_keys():
+            due = self.client.zrange(keys.schedule, 0, limit - 1, withscores=True)
+            states = self.client.hmget(keys.state, [fp for fp, _ in due]) if due else []
+            head += [(reply_text(fp), float(when), parse_state(raw)) for (fp, when), raw in zip(due, states)]
+        return sorted(head, key=lambda row: row[1])[:limit]
+
+    def iter_states(self, count: int = 500) -> Iterator[tuple[RecrawlKeys, str, RevisitState | None]]:
+        """Every (shard keys, fingerprint, state) of every shard's state hash (HSCAN: bounded memory)."""
+        for keys in self.every_keys():
+            for fingerprint, state in iter_states(self.client, keys, count):
+                yield keys, fingerprint, state
+
+    def make_due(self, chosen: dict[RecrawlKeys, list[str]], now: float) -> int:
+        """Make these fingerprints (by their shard's keys) due at `now`; sync client. Returns how many."""
+        done = 0
+        for keys, fingerprints in chosen.items():
+            if fingerprints:
+                self.client.zadd(keys.schedule, dict.fromkeys(fingerprints, now))
+                done += len(fingerprints)
+        return done
+
+    def scheduled(self, urls: Sequence[str], fingerprints: Sequence[str]) -> list[bool]:
+        """Whether each URL (named by its fingerprint) has a revisit state on its shard; sync client."""
+        pipe = self.client.pipeline(transaction=False)
+        for url, fingerprint in zip(urls, fingerprints):
+            pipe.hexists(self.keys_for(url).state, fingerprint)
+        return [bool(found) for found in pipe.execute()]
+
+
+def member_url(member: str) -> str:
+    """The URL a queue member requests ("" when its payload holds none: the codec reads both the
+    compact form and old JSON members)."""
+    if not member:
+        return ""
+    try:
+        return payload_url(split_member(member).payload) or ""
+    except ValueError:
+        return ""
 
 
 def iter_states(client: Any, keys: RecrawlKeys, count: int = 500) -> Iterator[tuple[str, RevisitState | None]]:
