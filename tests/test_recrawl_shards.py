@@ -23,7 +23,7 @@ from distributed_crawler.cli.main import main
 from distributed_crawler.dedup.dupefilter import RedisSetDupeFilter, SetDedup
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
 from distributed_crawler.queue.base import Frontier, FrontierLayoutError
-from distributed_crawler.queue.codec import RequestCodec
+from distributed_crawler.queue.codec import RequestCodec, payload_url
 from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
 from distributed_crawler.queue.keys import SpiderKeys
@@ -82,7 +82,7 @@ def make_all_due(schedule: RevisitSchedule) -> int:
 def leased_urls(frontier: Frontier) -> list[str]:
     urls = []
     for _ in range(10):  # a sharded lease walks the shards: a few calls find everything
-        urls += [json.loads(split_member(x.lease).payload)["url"] for x in frontier.lease(100, 60).leases]
+        urls += [payload_url(split_member(x.lease).payload) for x in frontier.lease(100, 60).leases]
     return sorted(urls)
 
 
@@ -168,11 +168,13 @@ def test_a_shard_with_a_wrong_type_key_does_not_stop_the_others(schedule: Revisi
 
 @pytest.fixture(params=[1, 4], ids=lambda n: f"{n}-shards")
 def shards(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
-    """dcrawl reads FRONTIER_SHARDS from the project settings."""
+    """dcrawl reads FRONTIER_SHARDS from the project settings; no per-host interval (the test leases
+    the same hosts twice in a row)."""
 
     def project_settings() -> Settings:
         settings = get_project_settings()
         settings.set("FRONTIER_SHARDS", request.param, priority="project")
+        settings.set("DOMAIN_RATE_LIMIT", 0, priority="project")
         return settings
 
     monkeypatch.setattr(cli_project, "get_project_settings", project_settings)
