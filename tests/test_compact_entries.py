@@ -190,12 +190,10 @@ def test_a_revisit_waiting_in_its_host_queue_is_not_queued_twice(
     scripts: Frontier, redis_client: redis.Redis, codec: RequestCodec
 ) -> None:
     """recrawl_move.lua finds the revisit's member in the host queue although it is stored as a path."""
-    from scrapy.settings import Settings
+    from distributed_crawler.recrawl.schedule import RevisitSchedule
 
-    from distributed_crawler.recrawl.schedule import RecrawlKeys, RevisitSchedule
-
-    recrawl_keys = RecrawlKeys.from_settings(Settings(), "c")
-    schedule = RevisitSchedule(redis_client, recrawl_keys, scripts)
+    schedule = RevisitSchedule(redis_client, scripts)
+    recrawl_keys = schedule.keys_for(ARTICLE)
     member = make_member(codec.encode(Request(ARTICLE), slot=HOST, again=True), 0)
     schedule.record("fp", (1, 1), 2.0, "body", digest="x", member=member)
     for _ in range(2):
