@@ -533,7 +533,7 @@ def test_a_six_shard_frontier_runs_on_every_master(cluster: RedisClusterNodes) -
     holds part of the frontier, and counts, leases, acks and dead letters work across them."""
     client = cluster.client()
     try:
-        settings = Settings({"FRONTIER_SHARDS": 6, "DOMAIN_RATE_LIMIT": 0})
+        settings = Settings({"FRONTIER_SHARDS": 6, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
         frontier = Frontier.from_settings(settings, "sharded", client)  # a spider of its own: the cluster is shared
         run_sync(frontier.check_layout())
 
