@@ -46,7 +46,7 @@ def _scheduler(redis_url: str, **settings: object) -> RedisScheduler:
 async def _drain(scheduler: RedisScheduler) -> None:
     """What open() sets up for the outbox, then the outbox task until everything is written."""
     scheduler.client = scheduler.context.acquire().client
-    scheduler.frontier = Frontier.from_settings(
+    scheduler._frontier = Frontier.from_settings(
         scheduler.crawler.settings, "adm", scheduler.client, scheduler.frontier.keys
     )
     dedup = await scheduler.df.open_dedup(scheduler.client)

@@ -27,7 +27,7 @@ def test_running_requests_come_back_counted_buffered_ones_free(redis_url: str, r
 
     async def close() -> list[bytes]:
         scheduler.client = scheduler.context.acquire().client
-        scheduler.frontier = Frontier.open(scheduler.client, scheduler.frontier.keys, "priority")
+        scheduler._frontier = Frontier.open(scheduler.client, scheduler.frontier.keys, "priority")
         try:
             return await scheduler.keeper.expire_running([running, buffered])
         finally:

@@ -59,6 +59,8 @@ MEMUSAGE_CLOSE = "memusage_exceeded"  # the close reason of Scrapy's MemoryUsage
 
 
 class RedisScheduler:
+    keeper: LeaseKeeper  # built after the feeder, which releases leases through it
+
     def __init__(
         self,
         crawler: Crawler,
@@ -96,7 +98,8 @@ class RedisScheduler:
         self.outbox = Outbox(get, self.trouble, self.stats, refusals, domain_hosts, self._pushed)
         self.quarantine = Quarantine(get, self.trouble, self.leases, self.buffer, crawler, node_id)
         parts = (config, get, self.trouble, self.leases)
-        self.feeder = Feeder(*parts, self.buffer, self.recent, self.quarantine, crawler, self._release)
+        release = lambda leases: self.keeper.release(leases)  # noqa: E731
+        self.feeder = Feeder(*parts, self.buffer, self.recent, self.quarantine, crawler, release)
         self.pause = self.feeder.pause = PauseWatch(get, self.context.policy, OverrideCache.of(crawler))
         self.pause.wake += [self.feeder.want_more, self.feeder.new_work]
         self.keeper = LeaseKeeper(
@@ -111,10 +114,6 @@ class RedisScheduler:
         if self._frontier.client is not self.client:
             self._frontier = self._frontier.bind(self.client)
         return self._frontier
-
-    @frontier.setter
-    def frontier(self, frontier: Frontier) -> None:
-        self._frontier = frontier
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisScheduler:
@@ -182,9 +181,6 @@ class RedisScheduler:
     def _pushed(self, n: int) -> None:
         self.work.pushed(n)
         self.feeder.new_work.set()
-
-    async def _release(self, leases: list[bytes]) -> None:
-        await self.keeper.release(leases)
 
     def _reinstall_guard(self) -> None:
         if self._guard is not None:
@@ -290,12 +286,8 @@ class RedisScheduler:
         return len(self.leases) + self.leases.pending_acks()
 
     def _watch_scrapes(self) -> None:
-        """Mark a lease finished when the scraper is done with its response or failure.
-
-        The scraper is done once every item of the response went through the pipelines (ours
-        awaits the storage commit) and every child request reached `enqueue_request`. That is
-        exactly when the lease may go (internals.watch_scrapes).
-        """
+        """A lease is finished once the scraper is done with its response: every item committed (our
+        pipeline awaits the commit) and every child request enqueued (internals.watch_scrapes)."""
 
         def on_scrape(request: Request) -> Callable[[], None] | None:
             lease = request.meta.get(LEASE_META)
