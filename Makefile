@@ -35,7 +35,7 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -m "not e2e and not slow"
 
 test-slow: $(STAMP)
-	$(PY) -m pytest -m "e2e or slow"
+	$(PY) -m pytest -m "e2e or slow" --durations=15
 
 test-full: $(STAMP)
 	$(PY) -m pytest

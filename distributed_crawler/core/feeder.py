@@ -69,6 +69,11 @@ class Feeder:
         self.dead_letters: Any = None  # set at open
         self._undecodable: Counter[str] = Counter()  # leased payloads that did not decode, by kind
 
+    def wake(self) -> None:
+        """Wake the loop from its waits, so it sees at once that the node closes."""
+        self.want_more.set()
+        self.new_work.set()
+
     def wanted(self) -> int:
         """How many more requests to lease: enough to keep the downloader full, no hoarding.
 

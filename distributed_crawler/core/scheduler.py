@@ -205,7 +205,7 @@ class RedisScheduler:
 
     async def _close(self, reason: str) -> None:
         self._closing = True
-        self.tasks.cancel("feeder")
+        await self.tasks.finish("feeder", self.feeder.wake)  # its last lease lands in the buffer, released below
         held, self.feeder.held_back = self.feeder.held_back, []  # blocked hosts' leases not yet given back
         await self.keeper.release(self.keeper.unstarted() + held)
         self.buffer.clear()

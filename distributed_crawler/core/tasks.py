@@ -30,10 +30,17 @@ class BackgroundTasks:
         task = self.tasks.get(name)
         return task is not None and not task.done()
 
-    def cancel(self, name: str) -> None:
+    async def finish(self, name: str, wake: Callable[[], None], timeout: float = 2.0) -> None:
+        """Let a loop that checks `closing()` end on its own, cancelling it only after `timeout`: a
+        cancel while its Redis call is in flight would lose what the call did (leases taken that
+        the node never hears of, so never given back until they expire)."""
         task = self.tasks.get(name)
-        if task is not None:
-            task.cancel()
+        if task is None or task.done():
+            return
+        wake()
+        _, stuck = await asyncio.wait([task], timeout=timeout)
+        for late in stuck:
+            late.cancel()
 
     def failure(self, *names: str) -> str | None:
         """What killed the first of `names` that died of an error, or None."""
