@@ -7,11 +7,13 @@ import re
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -260,3 +262,27 @@ def whole_member(member: bytes, host: bytes) -> bytes:
 def queued_requests(client: redis.Redis, spider: str = "news") -> int:
     """How many requests of a spider are pending (see queued_members)."""
     return len(queued_members(client, spider))
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float, workers: Workers, step: float = 0.2) -> Any:
+    """`check()`'s first truthy value within `timeout` s; else fail with the workers' last log lines."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(step)
+    logs = "\n".join(f"--- {n}\n{workers.log(n)[-2500:]}" for n in workers.procs)
+    pytest.fail(f"timed out after {timeout}s waiting for {what}\n{logs}")
+
+
+def stored_rows(db: Path) -> dict[str, dict[str, Any]]:
+    """The SQLite items table by url ({} before the first commit made it)."""
+    if not db.exists():
+        return {}
+    try:
+        with sqlite3.connect(db) as conn:
+            conn.row_factory = sqlite3.Row
+            return {r["url"]: dict(r) for r in conn.execute("SELECT * FROM items")}
+    except sqlite3.OperationalError:  # the table does not exist yet
+        return {}

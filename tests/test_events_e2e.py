@@ -26,7 +26,7 @@ import redis
 
 from distributed_crawler.events.feed import parse_entry
 from distributed_crawler.events.webhook import SIGNATURE_HEADER, verify
-from tests.conftest import ROOT, Workers, dcrawl
+from tests.conftest import ROOT, Workers, dcrawl, wait_for
 from tests.site.fresh_site import FreshSite
 from tests.test_storage import _pg_admin_dsn
 
@@ -44,17 +44,6 @@ SETTINGS = (
     "LOG_LEVEL=INFO",
 )
 STREAM = "{news}:events"
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float, workers: Workers, step: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(step)
-    logs = "\n".join(f"--- {n}\n{workers.log(n)[-2500:]}" for n in workers.procs)
-    pytest.fail(f"timed out after {timeout}s waiting for {what}\n{logs}")
 
 
 def sqlite_rows(db: Path) -> dict[str, int]:

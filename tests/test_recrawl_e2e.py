@@ -10,17 +10,14 @@ nothing, `dcrawl recrawl --all` refetches every page once, `dcrawl schedule` / `
 from __future__ import annotations
 
 import json
-import sqlite3
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
 
 from distributed_crawler.recrawl.schedule import RecrawlKeys, iter_states
-from tests.conftest import Workers, dcrawl
+from tests.conftest import Workers, dcrawl, stored_rows, wait_for
 from tests.site.live_site import LiveNewsSite
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(420)]
@@ -36,28 +33,6 @@ SETTINGS = (
     "LOG_LEVEL=INFO",
 )
 KEYS = RecrawlKeys("{news}:recrawl", "{news}:recrawl:state")
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float, workers: Workers, step: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(step)
-    logs = "\n".join(f"--- {n}\n{workers.log(n)[-2500:]}" for n in workers.procs)
-    pytest.fail(f"timed out after {timeout}s waiting for {what}\n{logs}")
-
-
-def stored(db: Path) -> dict[str, dict[str, Any]]:
-    if not db.exists():
-        return {}
-    try:
-        with sqlite3.connect(db) as conn:
-            conn.row_factory = sqlite3.Row
-            return {r["url"]: dict(r) for r in conn.execute("SELECT * FROM items")}
-    except sqlite3.OperationalError:  # the table does not exist yet
-        return {}
 
 
 def intervals(client: redis.Redis) -> dict[str, float]:
@@ -98,7 +73,7 @@ def test_two_workers_keep_a_changing_site_fresh(
     redis_client.lpush("news:start_urls", base + "/")
 
     def articles_stored() -> bool:
-        rows = stored(db)
+        rows = stored_rows(db)
         return all(base + p in rows for p in site.article_paths())
 
     wait_for("the first articles", articles_stored, 90, cluster)
@@ -115,11 +90,11 @@ def test_two_workers_keep_a_changing_site_fresh(
 
     # Unchanged pages answer 304 to the validators: the interval doubles up to max, nothing is stored.
     section = base + site.section_paths()[0]
-    row_before = stored(db)[section]
+    row_before = stored_rows(db)[section]
     wait_for("sections at their max interval", lambda: intervals(redis_client).get(section) == HIGH, 60, cluster)
     not_modified = site.hits(site.section_paths()[0], 304)
     wait_for("two more 304s", lambda: site.hits(site.section_paths()[0], 304) >= not_modified + 2, 60, cluster)
-    row_after = stored(db)[section]
+    row_after = stored_rows(db)[section]
     assert row_after == row_before  # a 304 wrote nothing: same fetched_at, version, node
     assert row_after["version"] == 1 and row_after["content_hash"]
 
@@ -135,7 +110,7 @@ def test_two_workers_keep_a_changing_site_fresh(
 
     def new_articles_stored() -> bool:
         seen_intervals.append(intervals(redis_client).get(section, HIGH))
-        rows = stored(db)
+        rows = stored_rows(db)
         return all(base + p in rows for p in fresh)
 
     cluster.start("a2", *SETTINGS)
@@ -151,7 +126,7 @@ def test_two_workers_keep_a_changing_site_fresh(
         assert (section_path, 200) in after[:first_fetch]
     # the changed section's interval went down (max / factor) before growing again
     assert min(seen_intervals) <= HIGH / 2
-    changed = stored(db)[section]
+    changed = stored_rows(db)[section]
     assert changed["version"] == 2 and changed["last_changed"] != changed["first_seen"]
     assert changed["first_seen"] == row_before["first_seen"]
     # nothing lost: every revisitable URL is still scheduled exactly once
@@ -175,7 +150,7 @@ def test_two_workers_keep_a_changing_site_fresh(
     # unchanged article answers 304 and writes nothing), stored ones from the items table.
     even = [p for p in site.article_paths() if int(p.rsplit("/", 1)[1]) % 2 == 0]
     odd = [p for p in site.article_paths() if p not in even]
-    rows_before = stored(db)
+    rows_before = stored_rows(db)
     done = dcrawl(redis_url, "recrawl", "news", "--all", "--from", f"sqlite:///{db}")
     assert done.returncode == 0, done.stderr
     assert f"{len(scheduled())} scheduled URLs due now, {len(odd)} stored URLs queued" in done.stdout
@@ -195,6 +170,6 @@ def test_two_workers_keep_a_changing_site_fresh(
         cluster,
     )
     assert {p: site.hits(p) for p in site.article_paths()} == {p: 2 for p in site.article_paths()}
-    rows = stored(db)
+    rows = stored_rows(db)
     assert {base + p: rows[base + p] for p in even} == {base + p: rows_before[base + p] for p in even}  # 304: no write
     assert all(rows[base + p]["version"] == 1 for p in site.article_paths())  # refetched, unchanged

@@ -6,12 +6,9 @@ revisit: the new articles are found and stored once (the single-shard story: tes
 from __future__ import annotations
 
 import json
-import sqlite3
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
@@ -20,7 +17,7 @@ from scrapy.settings import Settings
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.recrawl.schedule import RecrawlKeys, RevisitSchedule
-from tests.conftest import Workers
+from tests.conftest import Workers, stored_rows, wait_for
 from tests.site.live_site import LiveNewsSite
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(240)]
@@ -32,28 +29,6 @@ SETTINGS = (
     "RECRAWL_POLL_SECONDS=0.2",
     "LOG_LEVEL=INFO",
 )
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float, workers: Workers) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    logs = "\n".join(f"--- {n}\n{workers.log(n)[-2500:]}" for n in workers.procs)
-    pytest.fail(f"timed out after {timeout}s waiting for {what}\n{logs}")
-
-
-def stored(db: Path) -> dict[str, dict[str, Any]]:
-    if not db.exists():
-        return {}
-    try:
-        with sqlite3.connect(db) as conn:
-            conn.row_factory = sqlite3.Row
-            return {r["url"]: dict(r) for r in conn.execute("SELECT * FROM items")}
-    except sqlite3.OperationalError:  # the table does not exist yet
-        return {}
 
 
 @pytest.fixture
@@ -102,7 +77,7 @@ def test_two_workers_on_four_shards_refetch_a_changed_page_on_revisit(
     revisited = {site.url + p for site in sites for p in ["/", *site.section_paths()]}
 
     def every_article_stored() -> bool:
-        rows = stored(db)
+        rows = stored_rows(db)
         return all(site.url + p in rows for site in sites for p in site.article_paths())
 
     wait_for("the first articles of both sites", every_article_stored, 60, cluster)
@@ -119,8 +94,8 @@ def test_two_workers_on_four_shards_refetch_a_changed_page_on_revisit(
     # both sites publish: each changed section is refetched on its next revisit (a 200, new text)
     sections = {site.url + "/section/" + site.section_of(p): site for site in sites for p in site.publish(2)}
     fresh = [site.url + p for site in sites for p in site.article_paths()[-2:]]
-    wait_for("the new articles of both sites", lambda: all(url in stored(db) for url in fresh), 60, cluster)
-    rows = stored(db)
+    wait_for("the new articles of both sites", lambda: all(url in stored_rows(db) for url in fresh), 60, cluster)
+    rows = stored_rows(db)
     for url in sections:
         assert rows[url]["version"] == 2, rows[url]  # the changed section was stored again
     for site in sites:  # articles are not revisited: each fetched once
