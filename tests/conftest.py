@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import fakeredis
 import pytest
 import redis
 
@@ -110,6 +111,17 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(redis_url)
     yield client
     client.close()
+
+
+@pytest.fixture(params=["fakeredis", "redis-server"])
+def client(request: pytest.FixtureRequest) -> Iterator[redis.Redis]:
+    """A unit test's Redis twice: fakeredis for the logic, the real redis-server for the scripts."""
+    if request.param == "fakeredis":
+        fake = fakeredis.FakeRedis()
+        yield fake
+        fake.close()
+    else:
+        yield request.getfixturevalue("redis_client")
 
 
 @pytest.fixture

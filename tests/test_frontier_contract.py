@@ -5,9 +5,7 @@ hosts / flush, and a pending count that is exact after any mix of them."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
-import fakeredis
 import pytest
 import redis
 from scrapy.settings import Settings
@@ -21,16 +19,6 @@ from distributed_crawler.queue.keys import SpiderKeys
 
 MODES = ["host", "priority", "fifo", "lifo"]
 KEYS = SpiderKeys.from_settings(Settings(), "contract")
-
-
-@pytest.fixture(params=["fakeredis", "redis-server"])
-def client(request: pytest.FixtureRequest) -> Iterator[redis.Redis]:
-    if request.param == "fakeredis":
-        fake = fakeredis.FakeRedis()
-        yield fake
-        fake.close()
-    else:
-        yield request.getfixturevalue("redis_client")
 
 
 @pytest.fixture(params=[(mode, shards) for mode in MODES for shards in (1, 4)], ids=lambda p: f"{p[0]}-{p[1]}")

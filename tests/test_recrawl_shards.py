@@ -7,10 +7,8 @@ over the shards; `dcrawl schedule` / `dcrawl recrawl --all` act on every shard; 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
-import fakeredis
 import pytest
 import redis
 from scrapy import Request, Spider
@@ -32,16 +30,6 @@ from distributed_crawler.storage.backends import open_storage
 
 HOSTS = [f"h{i}.test" for i in range(8)]
 URLS = [f"http://{host}/section" for host in HOSTS]
-
-
-@pytest.fixture(params=["fakeredis", "redis-server"])
-def client(request: pytest.FixtureRequest) -> Iterator[redis.Redis]:
-    if request.param == "fakeredis":
-        fake = fakeredis.FakeRedis()
-        yield fake
-        fake.close()
-    else:
-        yield request.getfixturevalue("redis_client")
 
 
 def fingerprint(url: str) -> str:
