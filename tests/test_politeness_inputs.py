@@ -351,3 +351,26 @@ async def _raise_later(mw: DistributedRetryMiddleware, crawler: Any) -> Any:
         return await mw.process_exception(_leased("/d"), RetryLater("robots.txt unavailable: status 503", 5.0))
     finally:
         await mw.spider_closed(crawler.spider)
+
+
+@pytest.mark.parametrize("shards", [1, 6])
+def test_the_robots_cache_key_lives_on_the_hosts_shard(redis_url: str, shards: int) -> None:
+    crawler = _crawler(redis_url, FRONTIER_SHARDS=shards, SCHEDULER_QUEUE_CLASS="host")
+    mw = RobotsTxtMiddleware.from_crawler(crawler)
+
+    async def keys() -> list[tuple[str, str]]:
+        mw.spider_opened(crawler.spider)
+        try:
+            assert mw.frontier is not None
+            netlocs = [f"site{i}.test" for i in range(12)] + ["site0.test:8080"]
+            return [(mw.cache_key(n), mw.frontier.host_queue_key(n)) for n in netlocs]
+        finally:
+            await mw.spider_closed(crawler.spider)
+
+    pairs = asyncio.run(keys())
+    if shards == 1:  # today's key, byte for byte
+        assert pairs[0][0] == "{news}:robots:site0.test" and pairs[-1][0] == "{news}:robots:site0.test:8080"
+    tags = {robots.split("}")[0] for robots, _ in pairs}
+    assert tags == {"{news"} if shards == 1 else len(tags) > 1  # spread over the shards
+    for robots, queue in pairs:  # with the host's queue: same tag, so same Cluster slot
+        assert robots.split("}")[0] == queue.split("}")[0]

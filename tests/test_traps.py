@@ -7,11 +7,13 @@ import asyncio
 
 import pytest
 import redis
+import redis.asyncio
 from scrapy import Request
 from scrapy.settings import Settings
 
 from distributed_crawler.core.traps import (
     DomainHosts,
+    hash_tag,
     path_segments,
     registered_domain,
     repeated_run,
@@ -22,6 +24,8 @@ from distributed_crawler.defaults import DEFAULTS
 from distributed_crawler.meta import LEASE_META
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import payload_url
+from distributed_crawler.queue.scripts import lua_source
+from distributed_crawler.queue.shards import shard_of, shard_tags
 from tests.test_admission import _drain, _letters, _scheduler
 
 
@@ -142,3 +146,57 @@ def test_no_cap_asks_nothing(redis_url: str, redis_client: redis.Redis) -> None:
     assert redis_client.keys("{adm}:domain:*") == []
     assert scheduler.stats.get_value("scheduler/enqueued/redis") == 5
     assert DomainHosts(scheduler.frontier.keys.domain_hosts, 0).unknown(["a.example.com"]) == []
+
+
+def test_with_shards_each_domains_set_is_on_its_shard(redis_url: str, redis_client: redis.Redis) -> None:
+    frontier = Frontier.from_settings(_settings(FRONTIER_SHARDS=6), "adm", redis_client)
+    domains = [f"example{i}.com" for i in range(8)]
+    hosts = DomainHosts(frontier.domain_hosts_key, 2)
+
+    async def ask() -> None:
+        client = redis.asyncio.Redis.from_url(redis_url)
+        try:
+            await hosts.ask(client, [f"h{i}.{domain}" for domain in domains for i in range(3)])
+        finally:
+            await client.aclose()
+
+    asyncio.run(ask())
+    tags = shard_tags("adm", 6)
+    assert len({shard_of(domain, 6) for domain in domains}) > 1
+    for domain in domains:
+        key = "{" + tags[shard_of(domain, 6)] + "}:domain:" + domain
+        assert frontier.domain_hosts_key(domain) == key
+        assert redis_client.scard(key) == 2  # the cap held, on the domain's shard
+        assert [hosts.allowed(f"h{i}.{domain}") for i in range(3)] == [True, True, False]
+    assert redis_client.keys("{adm}:domain:*") == []  # nothing on the spider's own tag
+    one = Frontier.from_settings(_settings(FRONTIER_SHARDS=1), "adm", redis_client)
+    assert one.domain_hosts_key("example0.com") == "{adm}:domain:example0.com"  # one shard: today's key
+
+
+def test_ask_sends_one_script_call_per_hash_tag(redis_url: str) -> None:
+    keys = {"a.com": "{s~0}:domain:a.com", "b.com": "{s~1}:domain:b.com", "c.com": "{s~0}:domain:c.com"}
+    hosts = DomainHosts(lambda domain: keys[domain], 5)
+    calls: list[list[str]] = []
+
+    async def ask() -> None:
+        client = redis.asyncio.Redis.from_url(redis_url)
+        script = client.register_script(lua_source("domain_hosts"))
+
+        async def recorded(keys: list[str], args: list[object]) -> object:
+            calls.append(keys)
+            return await script(keys=keys, args=args)
+
+        recorded.registered_client = client  # type: ignore[attr-defined]
+        hosts._script = recorded
+        try:
+            await hosts.ask(client, ["x.a.com", "y.b.com", "z.c.com", "w.a.com"])
+        finally:
+            await client.aclose()
+
+    asyncio.run(ask())
+    assert sorted(calls) == [
+        ["{s~0}:domain:a.com", "{s~0}:domain:c.com", "{s~0}:domain:a.com"],
+        ["{s~1}:domain:b.com"],
+    ]
+    assert all(hosts.allowed(h) for h in ["x.a.com", "y.b.com", "z.c.com", "w.a.com"])
+    assert [hash_tag(k) for k in ("{a}:x", "x{}:{b}", "plain", "{}x")] == ["a", "x{}:{b}", "plain", "{}x"]

@@ -11,12 +11,14 @@ every link into a new subdomain with its own politeness budget. Each defence is 
   registered domain (public suffix list, private suffixes included, so each `*.blogspot.com` blog
   is its own domain); requests for further hosts are refused (`domain_max_hosts`). The hosts a
   domain was allowed live in Redis (lua/domain_hosts.lua: one set per domain, never more than the
-  cap), so every node agrees; a node remembers the answers for hosts it asked about (bounded).
+  cap, on the domain's frontier shard: one script call per shard, the shards' calls sent together),
+  so every node agrees; a node remembers the answers for hosts it asked about (bounded).
 `DEPTH_LIMIT` (20 by default, Scrapy's DepthMiddleware) bounds the calendar; these bound the rest.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -107,6 +109,13 @@ def registered_domain(host: str) -> str:
     return _extractor()(host).top_domain_under_public_suffix or host
 
 
+def hash_tag(key: str) -> str:
+    """The part of `key` Redis Cluster hashes: its `{tag}` (first non-empty one), else the key."""
+    start = key.find("{")
+    end = key.find("}", start + 1) if start >= 0 else -1
+    return key[start + 1 : end] if end > start + 1 else key
+
+
 class DomainHosts:
     """`DOMAIN_MAX_HOSTS` for one node: which hosts may be crawled, asked from Redis once per host.
 
@@ -136,11 +145,17 @@ class DomainHosts:
             return
         if self._script is None or self._script.registered_client is not client:
             self._script = client.register_script(lua_source("domain_hosts"))
-        answers = await self._script(
-            keys=[self.key(registered_domain(h)) for h in hosts], args=[self.max_hosts, *hosts]
-        )
-        for host, answer in zip(hosts, answers):
-            self._remember(host, int(answer) == 1)
+        groups: dict[str, list[tuple[str, str]]] = {}  # one script call per hash tag (a Cluster node)
+        for host in hosts:
+            key = self.key(registered_domain(host))
+            groups.setdefault(hash_tag(key), []).append((host, key))
+        calls = [
+            self._script(keys=[key for _, key in group], args=[self.max_hosts, *(host for host, _ in group)])
+            for group in groups.values()
+        ]
+        for group, answers in zip(groups.values(), await asyncio.gather(*calls)):
+            for (host, _), answer in zip(group, answers):
+                self._remember(host, int(answer) == 1)
 
     def allowed(self, host: str) -> bool:
         """True unless Redis said this host is over its domain's cap (an unasked host: True)."""

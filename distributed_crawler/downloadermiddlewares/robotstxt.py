@@ -1,7 +1,8 @@
 """robots.txt once per host for the whole cluster (ROBOTSTXT_OBEY), cached in Redis.
 
 `RobotsTxtMiddleware` (at 100, in place of Scrapy's) reads a host's robots.txt from
-ROBOTS_CACHE_KEY (JSON {"status", "body", "fetched_at"}, TTL ROBOTS_CACHE_SECONDS). When it is
+ROBOTS_CACHE_KEY (JSON {"status", "body", "fetched_at"}, TTL ROBOTS_CACHE_SECONDS; tagged with the
+host's frontier shard, so with FRONTIER_SHARDS > 1 it lives on the host's master). When it is
 absent, exactly one node fetches it: the one that wins `SET <key>:lock NX EX ROBOTS_LOCK_SECONDS`,
 in a background task, through the downloader middlewares like any page (proxy pool and its ban
 logic, retries). No request waits for it holding a concurrency slot: a leased request of a host
@@ -52,7 +53,7 @@ from distributed_crawler.core.guard import AddressRefused
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.downloadermiddlewares.retry import RetryLater, slot_of_request
 from distributed_crawler.meta import DOWNLOAD_STOP_AT_META, LEASE_META, PROXY_BAN_META, RETRY_DELAY_META
-from distributed_crawler.queue.base import HostControl
+from distributed_crawler.queue.base import Frontier, HostControl
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -100,9 +101,10 @@ def entry_of(response: Response | None, error: str = "") -> dict[str, Any]:
     return {"status": response.status, "body": body, "fetched_at": now}
 
 
-def cache_key(template: str, spider: str, netloc: str) -> str:
-    """ROBOTS_CACHE_KEY of a host (`netloc`: host[:port], lower case)."""
-    return template % {"spider": spider, "name": spider, "host": netloc.lower()}
+def cache_key(template: str, tag: str, netloc: str) -> str:
+    """ROBOTS_CACHE_KEY of a host (`netloc`: host[:port], lower case); `tag`: the host's shard tag
+    (`Frontier.host_tag`), the spider's name with one shard."""
+    return template % {"spider": tag, "name": tag, "host": netloc.lower()}
 
 
 async def cached_robots_body(client: Any, key: str) -> bytes | None:
@@ -160,6 +162,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         self.wait_seconds = read.float("ROBOTS_WAIT_SECONDS", above=0)
         self.crawl_delay_max = read.float("ROBOTS_CRAWL_DELAY_MAX", min=0)
         self.client: Any = None
+        self.frontier: Frontier | None = None  # the spider's: where a host's robots.txt entry lives
         self.hosts: HostControl | None = None  # the frontier's per-host state, if it keeps one
         self.spider_name = ""
         # netloc -> (parser, expiry, usable, why not)
@@ -179,7 +182,8 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         self.context = context
         self.client = context.acquire().client
         self.spider_name = spider.name
-        self.hosts = context.frontier_for(spider.name).host_control()
+        self.frontier = context.frontier_for(spider.name)
+        self.hosts = self.frontier.host_control()
 
     async def spider_closed(self, spider: Spider) -> None:
         for task in list(self._fetching.values()):
@@ -199,7 +203,9 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         return refused
 
     def cache_key(self, netloc: str) -> str:
-        return cache_key(self.key_template, self.spider_name, netloc)
+        """On the host's frontier shard (its master), as the rest of what is kept per host."""
+        tag = self.frontier.host_tag(f"http://{netloc}/") if self.frontier is not None else self.spider_name
+        return cache_key(self.key_template, tag, netloc)
 
     async def process_request(self, request: Request, spider: Spider | None = None) -> Request | None:  # type: ignore[override]
         if self.client is None:

@@ -311,6 +311,12 @@ class Frontier:
         """The set of hosts a registered domain was allowed (DOMAIN_MAX_HOSTS, core/traps.py)."""
         return self.keys.domain_hosts(domain)
 
+    def host_tag(self, url: str) -> str:
+        """The hash tag (without braces) of the shard holding `url`'s host: what else is kept per
+        host (the robots.txt cache) carries it, so it lives on the host's master. One shard: the
+        spider's own tag."""
+        return self.keys.tag or self.keys.spider
+
     @staticmethod
     def entry(fingerprint: str, dont_filter: bool, member: str, delay: float, placement: Placement) -> Entry:
         """A push entry for `push` (the placement's slot and limits travel with it when it has one)."""

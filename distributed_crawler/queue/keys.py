@@ -131,8 +131,10 @@ class SpiderKeys:
         return self.host_in_flight_template % fill
 
     def domain_hosts(self, domain: str) -> str:
-        """The set of hosts a registered domain was allowed (core/traps.py, lua/domain_hosts.lua)."""
-        return self.domain_hosts_template % {"spider": self.spider, "name": self.spider, "domain": domain}
+        """The set of hosts a registered domain was allowed (core/traps.py, lua/domain_hosts.lua), on
+        this layout's tag (a shard's: the domain's shard, queue/sharded.py)."""
+        fill = {"spider": self.tag or self.spider, "name": self.tag or self.spider, "domain": domain}
+        return self.domain_hosts_template % fill
 
     def crawl_state(self) -> list[str]:
         """Keys that make up one crawl's state (what a flush deletes; seeds are kept)."""

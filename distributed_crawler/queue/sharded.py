@@ -129,6 +129,13 @@ class ShardedFrontier(Frontier):
     def placement(self, url: str) -> Placement:
         return self.parts[0].placement(url)
 
+    def domain_hosts_key(self, domain: str) -> str:
+        """On the registered domain's shard (its hosts are on any shard; the set is one key)."""
+        return self.parts[shard_of(domain, len(self.parts))].domain_hosts_key(domain)
+
+    def host_tag(self, url: str) -> str:
+        return self.parts[self.shard_of_url(url)].host_tag(url)
+
     def host_control(self) -> HostControl | None:
         return ShardedHosts(self) if self.parts[0].host_control() is not None else None
 
