@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import redis
 
+from bench.cpu_quota import CpuQuota
 from bench.harness import (
     PYTHON,
     SEED_KEY,
@@ -89,7 +90,17 @@ def pin_nodes(nodes: RedisClusterNodes, cpus: int) -> dict[str, Any]:
     return {
         "masters": {str(p): pinned[p] for p in masters},
         "replicas": {str(p): c for p, c in pinned.items() if p not in masters},
+        "taskset_p": {str(p): affinity(nodes.procs[nodes.ports.index(p)].pid) for p in pinned},
     }
+
+
+def affinity(pid: int) -> str:
+    """What the kernel says: `taskset -p <pid>` (the mask) and `taskset -cp <pid>` (the core list)."""
+    out = [
+        subprocess.run(["taskset", flag, str(pid)], capture_output=True, text=True, timeout=10).stdout.strip()
+        for flag in ("-p", "-cp")
+    ]
+    return "; ".join(out)
 
 
 def master_snapshot(ports: list[int]) -> dict[int, dict[str, Any]]:
@@ -129,12 +140,62 @@ def per_master(before: dict[int, dict[str, Any]], after: dict[int, dict[str, Any
     return {"per_master": {str(p): r for p, r in rows.items()}, "totals": totals}
 
 
-def run_once(children: Children, shards: int, args: argparse.Namespace, run_no: int) -> dict[str, Any]:
-    workdir, _ = make_workdir(args.keep, f"cluster-{run_no}-shards{shards}")
-    nodes = RedisClusterNodes(workdir / "cluster", masters=3, replicas=args.replicas)
+def parse_cases(text: str) -> list[tuple[int, int]]:
+    """`6,1` (FRONTIER_SHARDS on 3 masters) or `6x3,1x1` (FRONTIER_SHARDS x masters)."""
+    cases = []
+    for case in text.split(","):
+        shards, _, masters = case.strip().partition("x")
+        cases.append((int(shards), int(masters or 3)))
+    return cases
+
+
+def label(shards: int, masters: int) -> str:
+    return f"{shards}x{masters}"
+
+
+def sample_window(masters: list[int], seconds: float, every: float) -> list[dict[str, Any]]:
+    """Sleep through the window; with `every` > 0, each master's shares over each `every` seconds."""
+    if every <= 0:
+        time.sleep(seconds)
+        return []
+    samples = []
+    end = time.monotonic() + seconds
+    last = master_snapshot(masters)
+    while (left := end - time.monotonic()) > 0.05:
+        time.sleep(min(every, left))
+        now = master_snapshot(masters)
+        rows = per_master(last, now)["per_master"]
+        samples.append(
+            {p: {"commands": m["commands_share"], "redis_cpu": m["redis_cpu_s_share"]} for p, m in rows.items()}
+        )
+        last = now
+    return samples
+
+
+def redis_bound(pages: int, rows: dict[str, Any], quota: float | None) -> dict[str, Any]:
+    """Pages per CPU-second of the busiest master: pages/s if that master had a core to itself
+    (and x quota: the ceiling its CPU quota sets)."""
+    busiest = max((m["redis_cpu_s"] for m in rows.values()), default=0.0)
+    per_cpu_s = pages / busiest if busiest > 0 else None
+    return {
+        "busiest_master_redis_cpu_s": busiest,
+        "redis_bound_pages_per_s": round(per_cpu_s, 1) if per_cpu_s else None,
+        "redis_bound_pages_per_s_at_quota": round(per_cpu_s * quota, 1) if per_cpu_s and quota else None,
+    }
+
+
+def run_once(children: Children, case: tuple[int, int], args: argparse.Namespace, run_no: int) -> dict[str, Any]:
+    shards, n_masters = case
+    workdir, _ = make_workdir(args.keep, f"cluster-{run_no}-{label(*case)}")
+    nodes = RedisClusterNodes(workdir / "cluster", masters=n_masters, replicas=args.replicas)
+    quota = CpuQuota(args.redis_cpu_quota, f"dcbench-{os.getpid()}") if args.redis_cpu_quota else None
     nodes.start()
     try:
         pinning = pin_nodes(nodes, args.cpus)
+        if quota is not None:
+            pinning["cpu_quota"] = {
+                str(p): quota.limit(nodes.procs[nodes.ports.index(p)].pid, str(p)) for p in nodes.master_ports()
+            }
         site_proc, port = start_hosts_site(children, args.links, workdir, args.code_root)
         db = workdir / "items.db"
         extra = {
@@ -172,7 +233,7 @@ def run_once(children: Children, shards: int, args: argparse.Namespace, run_no: 
                 cpu_snapshot(procs),
                 time.time(),
             )
-            time.sleep(args.seconds)
+            samples = sample_window(masters, args.seconds, args.monitor)
             after, rows_after, cpu_after, t1 = (
                 master_snapshot(masters),
                 counter.count(),
@@ -187,6 +248,8 @@ def run_once(children: Children, shards: int, args: argparse.Namespace, run_no: 
         children.stop(site_proc)
     finally:
         nodes.stop()
+        if quota is not None:
+            quota.close()
     probes = [workers.probe(n) for n in workers.procs]
     pages = rows_after - rows_before
     seconds = t1 - t0
@@ -195,7 +258,10 @@ def run_once(children: Children, shards: int, args: argparse.Namespace, run_no: 
     rt = probe_delta(probes, t0, t1)
     spread = per_master(before, after)
     return {
+        "case": label(*case),
         "frontier_shards": shards,
+        "masters": n_masters,
+        "redis_cpu_quota": args.redis_cpu_quota,
         "run": run_no,
         "hosts": args.hosts,
         "workers": args.workers,
@@ -210,36 +276,44 @@ def run_once(children: Children, shards: int, args: argparse.Namespace, run_no: 
         "worker_cpu_ms_per_page": round(1000 * worker_cpu / pages, 2) if pages else None,
         "cpu_seconds": cpu,
         **spread,
+        **redis_bound(pages, spread["per_master"], args.redis_cpu_quota),
+        "monitor_every_s": args.monitor,
+        "monitor_shares": samples,
     }
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for shards in sorted({r["frontier_shards"] for r in runs}):
-        mine = [r for r in runs if r["frontier_shards"] == shards]
+    cases = list(dict.fromkeys(r["case"] for r in runs))
+    for case in cases:
+        mine = [r for r in runs if r["case"] == case]
         shares = [sorted((m["commands_share"] or 0) for m in r["per_master"].values()) for r in mine]
         cpu_shares = [sorted((m["redis_cpu_s_share"] or 0) for m in r["per_master"].values()) for r in mine]
-        out[f"shards_{shards}"] = {
+        out[f"case_{case}"] = {
             "pages_per_s": [r["pages_per_s"] for r in mine],
             "median_pages_per_s": median([r["pages_per_s"] for r in mine if r["pages_per_s"]]),
+            "redis_bound_pages_per_s": [r["redis_bound_pages_per_s"] for r in mine],
             "command_shares_sorted": shares,
             "redis_cpu_shares_sorted": cpu_shares,
             "every_master_33_pct_pm_10": all(0.23 <= s <= 0.43 for row in shares for s in row),
+            "every_master_cpu_33_pct_pm_10": all(0.23 <= s <= 0.43 for row in cpu_shares for s in row),
         }
-    cases = sorted({r["frontier_shards"] for r in runs})
-    if len(cases) == 2:  # pairwise, run by run: the many-shard case over the one-shard case
-        one, many = ([r for r in runs if r["frontier_shards"] == c] for c in cases)
-        pairs = [
-            a["pages_per_s"] / b["pages_per_s"] for a, b in zip(many, one) if a["pages_per_s"] and b["pages_per_s"]
-        ]
-        out["pairwise_ratio_many_over_one"] = [round(x, 2) for x in pairs]
-        out["median_ratio_many_over_one"] = round(median(pairs) or 0, 2) if pairs else None
+    if len(cases) == 2:  # pairwise, run by run: the first case over the second
+        first, second = ([r for r in runs if r["case"] == c] for c in cases)
+        for name, field in (("pages_per_s", "pages_per_s"), ("redis_bound", "redis_bound_pages_per_s")):
+            pairs = [a[field] / b[field] for a, b in zip(first, second) if a[field] and b[field]]
+            out[f"pairwise_{name}_{cases[0]}_over_{cases[1]}"] = [round(x, 2) for x in pairs]
+            out[f"median_{name}_{cases[0]}_over_{cases[1]}"] = round(median(pairs) or 0, 2) if pairs else None
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default="6,1", help="FRONTIER_SHARDS values, run alternately")
+    parser.add_argument(
+        "--cases",
+        default="6,1",
+        help="FRONTIER_SHARDS[xMASTERS] per case (3 masters unless given), run alternately: 6,1 or 6x3,1x1",
+    )
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--hosts", type=int, default=10000)
     parser.add_argument("--links", type=int, default=2, help="leaf pages per host")
@@ -248,6 +322,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 1, help="cores to pin the redis-servers on")
     parser.add_argument("--warmup", type=float, default=5.0)
     parser.add_argument("--seconds", type=float, default=30.0, help="measured window")
+    parser.add_argument("--monitor", type=float, default=0.0, metavar="N", help="per-master shares every N s")
+    parser.add_argument(
+        "--redis-cpu-quota",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="each master in a cgroup of its own held to F of one core (CFS quota): Redis the bottleneck",
+    )
     parser.add_argument("--code", metavar="REF", help="measure a snapshot of this commit instead of the working tree")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--keep", metavar="DIR", help="keep logs and SQLite files under DIR")
@@ -259,12 +341,15 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     try:
         for run_no in range(1, args.runs + 1):
-            for shards in [int(x) for x in args.cases.split(",")]:
-                log(f"run {run_no}/{args.runs}: FRONTIER_SHARDS={shards}")
-                result = run_once(children, shards, args, run_no)
+            for case in parse_cases(args.cases):
+                log(f"run {run_no}/{args.runs}: FRONTIER_SHARDS={case[0]} on {case[1]} master(s)")
+                result = run_once(children, case, args, run_no)
                 shares = {p: m["commands_share"] for p, m in result["per_master"].items()}
                 cpu = {p: m["redis_cpu_s"] for p, m in result["per_master"].items()}
-                log(f"  {result['pages_per_s']} pages/s; command share per master {shares}; Redis CPU s {cpu}")
+                log(
+                    f"  {result['pages_per_s']} pages/s ({result['redis_bound_pages_per_s']} Redis-bound);"
+                    f" command share per master {shares}; Redis CPU s {cpu}"
+                )
                 runs.append(result)
     finally:
         children.kill_all()

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 from redis.cluster import key_slot
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS
 
 from tests.conftest import RedisServer, free_port, free_ports
 
@@ -59,7 +60,8 @@ def _started(port: int, proc: subprocess.Popen) -> bool:
 
 
 class RedisClusterNodes:
-    """`redis-server --cluster-enabled yes` x N + `redis-cli --cluster create` (`replicas` per master)."""
+    """`redis-server --cluster-enabled yes` x N + `redis-cli --cluster create` (`replicas` per master;
+    one master without replicas takes every slot itself)."""
 
     def __init__(self, workdir: Path, masters: int = 3, replicas: int = 0) -> None:
         self.workdir = workdir
@@ -125,20 +127,10 @@ class RedisClusterNodes:
                 )
             for port, proc in zip(self.ports, self.procs):
                 wait_for(f"cluster node :{port}", lambda p=port, q=proc: _started(p, q), timeout=10, every=0.025)
-            subprocess.run(
-                [
-                    "redis-cli",
-                    "--cluster",
-                    "create",
-                    *(f"127.0.0.1:{p}" for p in self.ports),
-                    "--cluster-replicas",
-                    str(self.replicas),
-                    "--cluster-yes",
-                ],
-                check=True,
-                capture_output=True,
-                timeout=60,
-            )
+            if self.size == 1:  # `redis-cli --cluster create` wants 3 masters: one node takes every slot
+                self._own_every_slot(self.ports[0])
+            else:
+                self._create()
             for port in self.ports:
                 wait_for(f"cluster_state:ok on :{port}", lambda p=port: self._state_ok(p), timeout=30)
             if self.replicas:
@@ -147,6 +139,30 @@ class RedisClusterNodes:
             self.stop()
             raise
         return self
+
+    @staticmethod
+    def _own_every_slot(port: int) -> None:
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=10)
+        try:
+            client.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, REDIS_CLUSTER_HASH_SLOTS - 1)
+        finally:
+            client.close()
+
+    def _create(self) -> None:
+        subprocess.run(
+            [
+                "redis-cli",
+                "--cluster",
+                "create",
+                *(f"127.0.0.1:{p}" for p in self.ports),
+                "--cluster-replicas",
+                str(self.replicas),
+                "--cluster-yes",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
 
     @staticmethod
     def _state_ok(port: int) -> bool:
