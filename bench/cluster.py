@@ -4,24 +4,31 @@ Why: with one hash tag per spider, a crawl lives on one master however many the 
 `FRONTIER_SHARDS` spreads the frontier over the masters by host; this bench measures how evenly
 (each master's share of the crawl's commands, from `INFO commandstats` deltas, and its Redis CPU,
 from `INFO cpu` deltas) and what it buys in pages/s, against the same cluster crawled with
-`FRONTIER_SHARDS=1` (one master serves the frontier: "1 master").
+`FRONTIER_SHARDS=1` (one master serves the frontier) or against a 1-master Cluster.
 
-Per case (`--cases 6,1`: FRONTIER_SHARDS values, run alternately `--runs` times): a fresh local
-Redis Cluster of 3 masters (tests/redis_topologies.py; `--replicas 1` adds a replica each), every
-redis-server pinned to one CPU core with `taskset -a` (masters round-robin over the cores, replicas
-on the next core; the map is in the output), a fresh bench/hosts_site.py process serving
-`--hosts` hosts h<N>.bench.test (resolved to 127.0.0.1 by bench/loopback_resolver.py) of 1 + `--links`
-pages each, `--workers` workers of this tree (bench/harness.py WorkerSpec, politeness off). All
-hosts are seeded at once (one seed batch); once the seed list is empty and `--warmup` seconds have
-passed, a `--seconds` window is measured: pages stored, per master calls and CPU, round trips.
+Per case (`--cases 6,1`: FRONTIER_SHARDS values on 3 masters; `6x3,1x1`: FRONTIER_SHARDS x
+masters, 1 master = one node owning every slot; run alternately `--runs` times): a fresh local
+Redis Cluster (tests/redis_topologies.py; `--replicas 1` adds a replica each), every redis-server
+pinned to one CPU core with `taskset -a` (masters round-robin over the cores, replicas on the next
+core) and its affinity read back with `taskset -p` (the map is in the output), a fresh
+bench/hosts_site.py process serving `--hosts` hosts h<N>.bench.test (resolved to 127.0.0.1 by
+bench/loopback_resolver.py) of 1 + `--links` pages each, `--workers` workers of this tree
+(bench/harness.py WorkerSpec, politeness off). All hosts are seeded at once (one seed batch); once
+the seed list is empty and `--warmup` seconds have passed, a `--seconds` window is measured: pages
+stored, per master calls and CPU (`--monitor N`: also each master's shares over every N seconds),
+round trips, and "Redis-bound pages/s": pages per CPU-second of the busiest master.
 
 Honest limits: Redis is the bottleneck only when the workers can outrun one Redis core. On a
 machine with fewer cores than masters + workers need, the masters share cores with each other and
-with the workers, and the 3-vs-1 ratio says more about the machine than about the sharding: the
-output records the cores, the pinning, the workers' and masters' CPU, and the machine's load.
+with the workers, and the 3-vs-1 ratio says more about the machine than about the sharding. There
+`--redis-cpu-quota F` holds each master to F of one core (a cgroup CFS quota, bench/cpu_quota.py),
+so Redis is the bottleneck: `--cases 6x3,1x1 --redis-cpu-quota 0.05` compares 3 masters with 1.
+The output records the cores, the pinning, the quotas, the workers' and masters' CPU, and the
+machine's load.
 
 Usage: .venv/bin/python bench/cluster.py --json
-       .venv/bin/python bench/cluster.py --cases 6,1 --runs 2 --hosts 10000 --workers 4 --json
+       .venv/bin/python bench/cluster.py --cases 6,1 --runs 2 --hosts 10000 --workers 4 --monitor 3 --json
+       .venv/bin/python bench/cluster.py --cases 6x3,1x1 --runs 2 --warmup 20 --redis-cpu-quota 0.05 --json
 """
 
 from __future__ import annotations
