@@ -69,6 +69,9 @@ logger = logging.getLogger(__name__)
 DISCOVERY_PRIORITY = 10  # robots.txt, sitemaps and feeds before the pages they list
 CLOSE_FLUSH_SECONDS = 5.0  # longest wait for one flush of the page counts
 TRUNCATED_FLAG = "truncated"  # response flag: the body was cut to EXTRACT_MAX_BYTES (bounded)
+# EXTRACT_MAIN_TEXT off: a page up to this size is read on the reactor thread, where its parse costs
+# less than the handoff to an extraction thread and back (docs/benchmarks.md, issue 27)
+INLINE_MAX_BYTES = 16 * 1024
 
 
 class NewsSpider(RedisSpider):
@@ -167,7 +170,10 @@ class NewsSpider(RedisSpider):
         """The page's row (canonical url, main text and metadata, near-duplicate mark), or None when
         STORE_PAGE_TYPES / LANGUAGES leave the page out (its links are followed all the same)."""
         url = await self._canonical_url(response)
-        article = await self.off_reactor.run(extract_page, self.news, response)
+        if not self.news.extract_main_text and len(response.body) <= INLINE_MAX_BYTES:
+            article = extract_page(self.news, response)
+        else:
+            article = await self.off_reactor.run(extract_page, self.news, response)
         self.crawler.stats.inc_value("news/pages")
         skip = self.news.store.skip_reason(article.page_type, article.lang)
         if skip is not None:
