@@ -30,6 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from itemadapter import ItemAdapter, is_item
+from lxml import etree
 from redis.exceptions import ResponseError
 from scrapy import Request, signals
 from scrapy.http import Response, TextResponse
@@ -72,6 +73,9 @@ TRUNCATED_FLAG = "truncated"  # response flag: the body was cut to EXTRACT_MAX_B
 # EXTRACT_MAIN_TEXT off: a page up to this size is read on the reactor thread, where its parse costs
 # less than the handoff to an extraction thread and back (docs/benchmarks.md, issue 27)
 INLINE_MAX_BYTES = 16 * 1024
+# what parsel's `a::attr(href)` and `title::text` translate to, compiled once (not per page)
+_HREFS = etree.XPath("descendant-or-self::a/@href", smart_strings=False)
+_TITLE = etree.XPath("descendant-or-self::title/text()", smart_strings=False)
 
 
 class NewsSpider(RedisSpider):
@@ -213,14 +217,16 @@ class NewsSpider(RedisSpider):
             for url in static_iframe_urls(response):
                 yield response.follow(url, callback=self.parse, meta={DONT_RENDER_META: True})
         host = urlsplit(response.url).hostname
-        for href in response.css("a::attr(href)").getall():
+        encoding = response.encoding  # what response.follow would give each Request
+        for href in _HREFS(response.selector.root):
             try:
                 url = response.urljoin(href.strip())
                 parts = urlsplit(url)
             except ValueError:
                 continue
             if parts.scheme in ("http", "https") and parts.hostname == host:
-                yield response.follow(url, callback=self.parse)
+                # absolute already: response.follow would join (and split) it once more
+                yield Request(url, callback=self.parse, encoding=encoding)
 
     async def _canonical_url(self, response: TextResponse) -> str:
         """The item's url: the page's same-site canonical link (then in the seen-filter), else its own."""
@@ -501,7 +507,7 @@ def bounded(response: TextResponse, max_bytes: int, stats: Any = None) -> TextRe
 
 
 def _title(response: TextResponse) -> str:
-    return " ".join((response.css("title::text").get() or "").split())
+    return " ".join((_TITLE(response.selector.root)[:1] or [""])[0].split())
 
 
 def _int(value: Any) -> int:
