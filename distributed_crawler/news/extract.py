@@ -6,7 +6,8 @@ larger page is cut there and marked `truncated`). The tree is parsed once and re
 signal module; trafilatura works on its own copy. Which signal gave each field is in
 `Article.signals` (docs/news.md "Signals"). Extraction is CPU work (ms a page,
 docs/benchmarks.md): `OffReactor` runs it on a small thread pool so the reactor keeps downloading
-meanwhile (EXTRACT_THREADS; 0 = on the reactor thread). A page trafilatura finds no main text in
+meanwhile (EXTRACT_THREADS; 0 = on the reactor thread; the news spider reads a small page's
+visible text inline, cheaper than the handoff). A page trafilatura finds no main text in
 (a list page, a tiny page) keeps its visible text, flagged `main_text=False`.
 """
 
