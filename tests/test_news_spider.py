@@ -306,6 +306,28 @@ def test_extract_main_text_off_stores_the_visible_text(redis_url: str, portal: N
     assert item["title"] == portal.stories[3].title + " | Harbour Herald" and item["duplicate_of"] is None
 
 
+def test_extract_main_text_off_reads_small_pages_inline_and_large_ones_on_the_threads(
+    redis_url: str, portal: NewsPortal
+) -> None:
+    async def both(spider: Spider) -> Any:
+        handed: list[Any] = []
+        pool_run = spider.off_reactor.run
+
+        async def counted(func: Any, *args: Any, **kwargs: Any) -> Any:
+            handed.append(func)
+            return await pool_run(func, *args, **kwargs)
+
+        spider.off_reactor.run = counted  # type: ignore[method-assign]
+        page = response(portal, portal.url(3))
+        assert len(page.body) <= news.INLINE_MAX_BYTES
+        large = page.replace(body=page.body + b"<!-- " + b"x" * news.INLINE_MAX_BYTES + b" -->")
+        return handed, await spider.page_item(page), await spider.page_item(large)
+
+    handed, small, large = run(redis_url, both, EXTRACT_MAIN_TEXT=False, NEAR_DUPLICATES=False)
+    assert handed == [news.extract_page]
+    assert {**small, "fetched_at": None} == {**large, "fetched_at": None}
+
+
 def test_near_duplicates_across_nodes_one_original(redis_url: str) -> None:
     # Ten "nodes" race to store near-identical copies: exactly one is the original, the others
     # point to it; memory stays at one fingerprint.

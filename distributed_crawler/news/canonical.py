@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 from urllib.parse import urlsplit
 
+from lxml import etree
 from scrapy.http import TextResponse
 from tld import get_fld
 
@@ -16,6 +17,7 @@ CANONICAL_XPATH = (
     "//link[contains(concat(' ', normalize-space(translate(@rel, 'CANONICAL', 'canonical')), ' '), ' canonical ')]"
     "/@href"
 )
+_CANONICAL = etree.XPath(CANONICAL_XPATH, smart_strings=False)  # compiled once, run on the page's parsed tree
 
 
 def _host(url: str) -> str:
@@ -44,7 +46,7 @@ def same_site(url: str, other: str) -> bool:
 
 def canonical_link(response: TextResponse) -> str | None:
     """The page's same-site canonical URL (absolute, http or https), or None."""
-    for href in response.xpath(CANONICAL_XPATH).getall()[:1]:
+    for href in _CANONICAL(response.selector.root)[:1]:
         href = href.strip()
         if not href or len(href) > 2048:
             return None

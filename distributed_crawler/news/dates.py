@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 from email.utils import parsedate_to_datetime
 
+from lxml import etree
 from lxml.html import HtmlElement
 
 EARLIEST = datetime(1995, 1, 1)
@@ -20,6 +21,9 @@ _HAS_TIME = re.compile(r"\d{1,2}:\d{2}")
 _LEADING_DAY = re.compile(r"\s*((?:19|20)\d\d)[-/.](\d{1,2})[-/.](\d{1,2})(?!\d)")
 _URL_DAY = re.compile(r"/((?:19|20)\d\d)[/-](0?[1-9]|1[0-2])[/-](0?[1-9]|[12]\d|3[01])(?=[/._-]|$)")
 _URL_COMPACT_DAY = re.compile(r"/((?:19|20)\d\d)(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])(?=[/._-]|$)")
+_MARKED_TIME = etree.XPath(
+    "//time[@datetime][@pubdate or ancestor::header or ancestor::article]/@datetime", smart_strings=False
+)
 
 # Meta names (name=, property=, itemprop=, all lower case) publishers put dates in, best first.
 PUBLISHED_META = (
@@ -123,7 +127,7 @@ def first_date(candidates: Iterable[object], now: datetime | None = None) -> str
 def time_element_date(root: HtmlElement, now: datetime | None = None) -> str | None:
     """`<time datetime>` marked as the publication's: `pubdate`, or in the article or its header.
     Any other `<time>` (a sidebar's, a comment's) is left to htmldate, which weighs them all."""
-    marked = root.xpath("//time[@datetime][@pubdate or ancestor::header or ancestor::article]/@datetime")
+    marked = _MARKED_TIME(root)
     return first_date(marked[:5], now)
 
 

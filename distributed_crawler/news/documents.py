@@ -193,6 +193,7 @@ def parse_feed(
 
 
 _FIRST_TAG = re.compile(rb"<([A-Za-z][\w:.-]*)")
+_LINKS = etree.XPath("//link[@href]")
 
 
 def sniff(body: bytes) -> str:
@@ -213,7 +214,7 @@ def sniff(body: bytes) -> str:
 def feed_links(html_root: Any, base: str) -> list[str]:
     """Feeds a page announces: `<link rel="alternate" type="application/rss+xml" href>` (and Atom, RDF)."""
     urls = []
-    for link in html_root.xpath("//link[@href]"):
+    for link in _LINKS(html_root):
         rel = (link.get("rel") or "").lower().split()
         kind = (link.get("type") or "").lower().split(";")[0].strip()
         if "alternate" in rel and kind in FEED_TYPES[:3]:

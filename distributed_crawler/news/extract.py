@@ -6,7 +6,8 @@ larger page is cut there and marked `truncated`). The tree is parsed once and re
 signal module; trafilatura works on its own copy. Which signal gave each field is in
 `Article.signals` (docs/news.md "Signals"). Extraction is CPU work (ms a page,
 docs/benchmarks.md): `OffReactor` runs it on a small thread pool so the reactor keeps downloading
-meanwhile (EXTRACT_THREADS; 0 = on the reactor thread). A page trafilatura finds no main text in
+meanwhile (EXTRACT_THREADS; 0 = on the reactor thread; the news spider reads a small page's
+visible text inline, cheaper than the handoff). A page trafilatura finds no main text in
 (a list page, a tiny page) keeps its visible text, flagged `main_text=False`.
 """
 
@@ -26,6 +27,7 @@ from typing import Any, TypeVar
 import htmldate
 import lxml.html
 import trafilatura
+from lxml import etree
 from trafilatura.settings import DEFAULT_CONFIG
 from trafilatura.utils import HTML_PARSER, load_html
 
@@ -43,6 +45,10 @@ _SPACES = re.compile(r"[ \t\r\f\v]+")
 _BLANK_LINES = re.compile(r"\n\s*\n+")
 VISIBLE_TEXT = "//body//text()[not(ancestor::script or ancestor::style or ancestor::noscript or ancestor::template)]"
 LINK_TEXT = "//body//a//text()"
+# compiled once: an element's .xpath() compiles its expression again on every call
+_VISIBLE_TEXT = etree.XPath(VISIBLE_TEXT, smart_strings=False)
+_LINK_TEXT = etree.XPath(LINK_TEXT, smart_strings=False)
+_METAS = etree.XPath("//meta[@content] | //*[@itemprop][@datetime]")
 MAX_FIELD = 1000  # title, description: longer is not metadata
 MAX_FILE_SIZE = DEFAULT_CONFIG.getint("DEFAULT", "MAX_FILE_SIZE")  # trafilatura's own input cap
 # trafilatura's options, chosen by measurement on its own evaluation pages (docs/benchmarks.md).
@@ -92,7 +98,11 @@ def visible_text(html: str | bytes | lxml.html.HtmlElement) -> str:
     root = html if isinstance(html, lxml.html.HtmlElement) else parse_html(html)
     if root is None:
         return ""
-    return unicodedata.normalize("NFC", " ".join(" ".join(str(t) for t in root.xpath(VISIBLE_TEXT)).split()))
+    return _joined(_VISIBLE_TEXT(root))
+
+
+def _joined(nodes: list[str]) -> str:
+    return unicodedata.normalize("NFC", " ".join(" ".join(nodes).split()))
 
 
 def _clip(value: str | None) -> str | None:
@@ -104,7 +114,7 @@ def _metas(root: lxml.html.HtmlElement) -> dict[str, str]:
     """Meta `property` / `name` / `itemprop` (lower case) -> its first content; itemprop elements
     with a `datetime` (`<time itemprop="datePublished">`) too."""
     found: dict[str, str] = {}
-    for element in root.xpath("//meta[@content] | //*[@itemprop][@datetime]"):
+    for element in _METAS(root):
         value = element.get("content") or element.get("datetime")
         if not value:
             continue
@@ -158,9 +168,11 @@ def _main_text(doc: Any) -> str:
     return "\n".join(line.strip() for line in _BLANK_LINES.sub("\n", text).split("\n") if line.strip())
 
 
-def _link_density(root: lxml.html.HtmlElement) -> float:
-    visible = sum(len(str(t).strip()) for t in root.xpath(VISIBLE_TEXT))
-    links = sum(len(str(t).strip()) for t in root.xpath(LINK_TEXT))
+def _link_density(root: lxml.html.HtmlElement, visible_nodes: list[str] | None = None) -> float:
+    """Link text / visible text (characters); `visible_nodes`: the VISIBLE_TEXT nodes, when read already."""
+    nodes = _VISIBLE_TEXT(root) if visible_nodes is None else visible_nodes
+    visible = sum(len(t.strip()) for t in nodes)
+    links = sum(len(t.strip()) for t in _LINK_TEXT(root))
     return min(1.0, links / visible) if visible else 1.0
 
 
@@ -329,7 +341,8 @@ def page_basics(html: str | bytes, url: str = "", *, listed: bool = False) -> Ar
     root = parse_html(_cap(html)[0])
     if root is None:
         return Article(text="", signals={"text": "visible"})
-    text = visible_text(root)
+    visible = _VISIBLE_TEXT(root)  # read once: the text and the link density
+    text = _joined(visible)
     lang, lang_source = detect(text, html_lang(root))
     nodes = jsonld.nodes(root)
     metas = _metas(root)
@@ -347,7 +360,7 @@ def page_basics(html: str | bytes, url: str = "", *, listed: bool = False) -> Ar
             listed=listed,
             dated=dated,
             main_text_chars=len(text),
-            link_density=lambda: _link_density(root),
+            link_density=lambda: _link_density(root, visible),
         )
     )
     is_paywalled, paywall_source = paywalled(article, root)

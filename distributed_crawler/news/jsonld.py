@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from lxml import etree
 from lxml.html import HtmlElement
 
 MAX_BLOCK = 1_000_000  # characters of one script: more is not metadata
@@ -42,12 +43,13 @@ ARTICLE_TYPES = frozenset(
 )
 LIST_TYPES = frozenset({"collectionpage", "itemlist", "searchresultspage", "mediagallery", "blog"})
 OTHER_TYPES = frozenset({"aboutpage", "contactpage", "profilepage", "faqpage", "checkoutpage", "qapage"})
+_SCRIPTS = etree.XPath("//script[contains(translate(@type, 'LDJSON', 'ldjson'), 'ld+json')]")
 
 
 def nodes(root: HtmlElement) -> list[dict[str, Any]]:
     """The page's top-level JSON-LD nodes (dicts), in page order."""
     found: list[dict[str, Any]] = []
-    scripts = root.xpath("//script[contains(translate(@type, 'LDJSON', 'ldjson'), 'ld+json')]")
+    scripts = _SCRIPTS(root)
     for script in scripts[:MAX_BLOCKS]:
         text = (script.text or "").strip()
         if not text or len(text) > MAX_BLOCK:

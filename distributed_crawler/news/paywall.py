@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from lxml import etree
 from lxml.html import HtmlElement
 
 _FALSE = frozenset({"false", "no", "0"})
 _TRUE = frozenset({"true", "yes", "1"})
+_MICRODATA = etree.XPath("//*[@itemprop='isAccessibleForFree']/@content", smart_strings=False)
 
 
 def _free(value: Any) -> bool | None:
@@ -38,7 +40,7 @@ def paywalled(article: dict[str, Any] | None, root: HtmlElement) -> tuple[bool |
             return True, "json-ld-haspart"
         if free is not None:
             return (not free), "json-ld"
-    for value in root.xpath("//*[@itemprop='isAccessibleForFree']/@content")[:1]:
+    for value in _MICRODATA(root)[:1]:
         free = _free(str(value))
         if free is not None:
             return (not free), "microdata"

@@ -30,6 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from itemadapter import ItemAdapter, is_item
+from lxml import etree
 from redis.exceptions import ResponseError
 from scrapy import Request, signals
 from scrapy.http import Response, TextResponse
@@ -69,6 +70,12 @@ logger = logging.getLogger(__name__)
 DISCOVERY_PRIORITY = 10  # robots.txt, sitemaps and feeds before the pages they list
 CLOSE_FLUSH_SECONDS = 5.0  # longest wait for one flush of the page counts
 TRUNCATED_FLAG = "truncated"  # response flag: the body was cut to EXTRACT_MAX_BYTES (bounded)
+# EXTRACT_MAIN_TEXT off: a page up to this size is read on the reactor thread, where its parse costs
+# less than the handoff to an extraction thread and back (docs/benchmarks.md, issue 27)
+INLINE_MAX_BYTES = 16 * 1024
+# what parsel's `a::attr(href)` and `title::text` translate to, compiled once (not per page)
+_HREFS = etree.XPath("descendant-or-self::a/@href", smart_strings=False)
+_TITLE = etree.XPath("descendant-or-self::title/text()", smart_strings=False)
 
 
 class NewsSpider(RedisSpider):
@@ -167,7 +174,10 @@ class NewsSpider(RedisSpider):
         """The page's row (canonical url, main text and metadata, near-duplicate mark), or None when
         STORE_PAGE_TYPES / LANGUAGES leave the page out (its links are followed all the same)."""
         url = await self._canonical_url(response)
-        article = await self.off_reactor.run(extract_page, self.news, response)
+        if not self.news.extract_main_text and len(response.body) <= INLINE_MAX_BYTES:
+            article = extract_page(self.news, response)
+        else:
+            article = await self.off_reactor.run(extract_page, self.news, response)
         self.crawler.stats.inc_value("news/pages")
         skip = self.news.store.skip_reason(article.page_type, article.lang)
         if skip is not None:
@@ -207,14 +217,16 @@ class NewsSpider(RedisSpider):
             for url in static_iframe_urls(response):
                 yield response.follow(url, callback=self.parse, meta={DONT_RENDER_META: True})
         host = urlsplit(response.url).hostname
-        for href in response.css("a::attr(href)").getall():
+        encoding = response.encoding  # what response.follow would give each Request
+        for href in _HREFS(response.selector.root):
             try:
                 url = response.urljoin(href.strip())
                 parts = urlsplit(url)
             except ValueError:
                 continue
             if parts.scheme in ("http", "https") and parts.hostname == host:
-                yield response.follow(url, callback=self.parse)
+                # absolute already: response.follow would join (and split) it once more
+                yield Request(url, callback=self.parse, encoding=encoding)
 
     async def _canonical_url(self, response: TextResponse) -> str:
         """The item's url: the page's same-site canonical link (then in the seen-filter), else its own."""
@@ -495,7 +507,7 @@ def bounded(response: TextResponse, max_bytes: int, stats: Any = None) -> TextRe
 
 
 def _title(response: TextResponse) -> str:
-    return " ".join((response.css("title::text").get() or "").split())
+    return " ".join((_TITLE(response.selector.root)[:1] or [""])[0].split())
 
 
 def _int(value: Any) -> int:
