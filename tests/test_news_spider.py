@@ -203,6 +203,24 @@ def test_site_seed_reads_sitemaps_from_the_cluster_robots_cache(
     assert links == [BASE + "/story?id=1", BASE + "/amp/story-1"]
 
 
+def test_site_seed_reads_the_robots_cache_on_the_hosts_shard(
+    redis_url: str, redis_client: redis.Redis, portal: NewsPortal
+) -> None:
+    """With shards the robots.txt middleware caches on the host's shard: the spider reads it there."""
+    _, _, robots = portal.render_publisher("/robots.txt")
+    entry = json.dumps({"status": 200, "body": robots.decode(), "fetched_at": 0})
+
+    async def body(s: Spider) -> list[Any]:
+        tag = RedisContext.of(s.crawler).frontier_for(s.name).host_tag(BASE + "/")
+        assert tag != s.name  # a shard's tag, not the spider's
+        redis_client.set(f"{{{tag}}}:robots:news.example", entry)
+        return await collect(s.parse_site(response(portal, BASE + "/")))
+
+    out = run(redis_url, body, ROBOTSTXT_OBEY=True, FRONTIER_SHARDS=4)
+    assert not [r for r in out if isinstance(r, Request) and r.callback.__name__ == "parse_robots"]
+    assert (BASE + "/feed.rss", "parse_feed") in [(r.url, r.callback.__name__) for r in out if isinstance(r, Request)]
+
+
 def test_site_seed_without_a_cached_robots_txt_fetches_it(redis_url: str, portal: NewsPortal) -> None:
     out = run(redis_url, lambda s: collect(s.parse_site(response(portal, WIRE + "/"))), ROBOTSTXT_OBEY=False)
     robots = [r for r in out if isinstance(r, Request) and r.callback.__name__ == "parse_robots"]

@@ -154,6 +154,10 @@ class NewsSpider(RedisSpider):
     def _client(self) -> Any:
         return (self._context or RedisContext.of(self.crawler)).client
 
+    def _robots_tag(self, url: str) -> str:
+        """The robots.txt cache sits on the host's frontier shard, where the middleware reads it."""
+        return (self._context or RedisContext.of(self.crawler)).frontier_for(self.name).host_tag(url)
+
     # -- pages ------------------------------------------------------------------------------
     async def parse(self, response: Response, **kwargs: Any) -> AsyncIterator[Any]:
         kind = sniff(response.body)
@@ -291,7 +295,9 @@ class NewsSpider(RedisSpider):
         if self.obey_robots:
             # CACHE: Redis away or refusing -> not cached: fetched
             cached = partial(
-                cached_robots_body, self._client, cache_key(self.robots_key_template, self.name, parts.netloc)
+                cached_robots_body,
+                self._client,
+                cache_key(self.robots_key_template, self._robots_tag(site), parts.netloc),
             )
             body = await self._policy.run(Purpose.CACHE, cached, on_error=_not_cached)
         if body is None:  # not cached for the cluster (ROBOTSTXT_OBEY off, or expired): fetch it
