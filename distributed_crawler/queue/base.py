@@ -390,6 +390,11 @@ class Frontier:
         """Extend the leases still held (never re-creates one); returns how many were extended."""
         return self.scripts.renew(keys=[self.keys.processing], args=[lease_seconds, *leases])
 
+    def acks_riding(self, leases: list[bytes], members: Sequence[str]) -> list[bytes]:
+        """Of finished `leases`, the ones a push of `members` may remove in its own script (all:
+        one frontier, one script)."""
+        return leases
+
     def ack(self, leases: Sequence[bytes | str]) -> Any:
         """Remove finished leases (the request is done: its items committed, its links pushed)."""
         return self.client.zrem(self.keys.processing, *leases)

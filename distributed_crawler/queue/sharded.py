@@ -200,6 +200,11 @@ class ShardedFrontier(Frontier):
         later = [until - now for until in self._empty_until if until > now]
         return Leased(leases, min(later) if later and not leases else None, broken, expired)
 
+    def acks_riding(self, leases: list[bytes], members: Sequence[str]) -> list[bytes]:
+        """Only the leases on a shard the push writes to (else the push would cost a call more)."""
+        shards = {self.shard_of_member(member) for member in members}
+        return [lease for lease in leases if self.shard_of_member(lease) in shards]
+
     def renew(self, leases: Sequence[bytes | str], lease_seconds: float) -> Any:
         async def renew() -> int:
             groups = self._by_shard(leases).items()
