@@ -2,7 +2,8 @@
 serves, and wakes the engine when work arrives (no 5-second heartbeat stall).
 
 An idle node waits on the doorbell (one pub/sub subscription, rung by the scripts that push),
-the next host's due time, or a backed-off poll: never a hot loop.
+the next host's or retry's due time, or (the doorbell not listening) a backed-off poll: never a
+hot loop.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class Feeder:
         self.codec: RequestCodec  # set at open (it needs the spider)
         self.dead_letters: Any = None  # set at open
         self._undecodable: Counter[str] = Counter()  # leased payloads that did not decode, by kind
+        self.doorbell_live = False  # subscribed to the doorbell: an idle feeder waits for it, no polling
 
     def wake(self) -> None:
         """Wake the loop from its waits, so it sees at once that the node closes."""
@@ -128,6 +130,7 @@ class Feeder:
                 self.want_more.clear()
                 await self.want_more.wait()
                 continue
+            self.new_work.clear()  # before the lease: a ring while it runs is not lost
             lease = partial(self._frontier().lease, want, self.config.lease_seconds, DUE_BATCH)
             popped = await self.trouble.run(Purpose.LEASE, "pop", lease)
             members = [h.lease for h in popped.leases]
@@ -145,11 +148,13 @@ class Feeder:
                 idle_wait = 0.01
             if (members or popped.expired) and len(members) + popped.expired == want:
                 continue
-            # The queue is (nearly) empty, or no host is due yet: wait for a local push, for the next
-            # host to be due, or poll again, backing off.
+            # The queue is (nearly) empty, or no host is due yet: wait for a push (local or the
+            # doorbell), for the next host or retry to be due, or poll again, backing off (at once
+            # to the longest poll while the doorbell listens: it rings for every push).
             if popped.next_due is not None:
                 idle_wait = min(max(popped.next_due, 0.01), self.config.poll_max_seconds)
-            self.new_work.clear()
+            elif self.doorbell_live:
+                idle_wait = self.config.poll_max_seconds
             try:
                 await asyncio.wait_for(self.new_work.wait(), timeout=idle_wait)
             except TimeoutError:
@@ -226,11 +231,14 @@ class Feeder:
                 # its own connection (the "+1"): a subscription never holds one of the pool's
                 pubsub = await subscribe(pubsub_client(), self._frontier().doorbell)
                 while not stopped():
-                    if await pubsub.get_message(timeout=1.0) is not None:
+                    self.doorbell_live = True
+                    message = await pubsub.get_message(timeout=1.0)
+                    if message is not None:
                         self.trouble.policy.ok()
-                        self._frontier().woken()
+                        self._frontier().woken(message.get("data"))
                         self.new_work.set()
             finally:
+                self.doorbell_live = False
                 if pubsub is not None:
                     await pubsub.aclose()
 

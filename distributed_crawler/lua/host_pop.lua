@@ -26,14 +26,15 @@
 --   comes as the triple ("", host, -1) so the node can name the key; an expired request (its
 --   "<expires_at>:" at or before server time, lib/queue.lua) leaves its host's queue unleased and
 --   comes as ("", host, -2), counted in the refused hash (KEYS[8]); then the seconds until the
---   next host is due as a string ("-1": no host waits).
+--   next host or delayed retry is due as a string ("-1": none waits).
 -- Serving: due hosts (ready score <= now) are served round-robin. A host with an interval
 --   (max(iv, cd, ad) > 0) gives ONE request per call and is due again one interval (+ SEND_SPREAD) after now: the
 --   interval is a minimum gap between two leases of the host (the site never sees two requests
 --   closer than it from the cluster, docs/retries-and-politeness.md); a node's lateness is not
 --   made up (a slightly lower rate, never a shorter gap).
 --   An emptied one stays in ready until then, so a new request cannot jump its interval; found
---   empty when due, it leaves. A host without interval gives up to its share of what is still wanted, in
+--   empty when due, it leaves. A host without interval emptied by this call leaves ready at once
+--   (the next push puts it back). A host without interval gives up to its share of what is still wanted, in
 --   rounds until N is met or no due host is left. A host blocked until later (`until`) is moved to
 --   that time. A host over budget (pages >= max >= 0) leaves ready for the over-budget zset (score
 --   = its pending count): its requests stay in its queue, counted, not served. `pages` counts
@@ -264,6 +265,8 @@ while wanted > 0 and #active > 0 do
         redis.call("ZREM", ready, s.host)
       elseif s.cap > 0 and s.held >= s.cap then
         redis.call("ZADD", ready, now + CAP_RECHECK, s.host) -- at its cap: looked at again shortly
+      elseif redis.call("ZCARD", queue) == 0 then
+        redis.call("ZREM", ready, s.host) -- emptied: out now (a push puts it back), no empty lease later
       else
         redis.call("ZADD", ready, now, s.host) -- behind the hosts waiting longer: the next call serves them first
         if #members == take then still[#still + 1] = s end -- gave its full share: may give more this call
@@ -273,11 +276,15 @@ while wanted > 0 and #active > 0 do
   active = still
 end
 
--- seconds until the next host is due (the idle feeder sleeps until then)
-local first = redis.call("ZRANGE", ready, 0, 0, "WITHSCORES")
-if #first == 0 then
+-- seconds until the next host or retry is due (the idle feeder sleeps until then)
+local next_due = nil
+for _, key in ipairs({ready, KEYS[3]}) do
+  local first = redis.call("ZRANGE", key, 0, 0, "WITHSCORES")
+  if #first > 0 and (not next_due or tonumber(first[2]) < next_due) then next_due = tonumber(first[2]) end
+end
+if not next_due then
   out[#out + 1] = "-1"
 else
-  out[#out + 1] = string.format("%.3f", math.max(0, tonumber(first[2]) - now))
+  out[#out + 1] = string.format("%.3f", math.max(0, next_due - now))
 end
 return out

@@ -209,8 +209,9 @@ class Frontier:
         """The dedup filter's keys the frontier's scripts use (one per shard)."""
         return [self.keys.dupefilter]
 
-    def woken(self) -> None:
-        """The doorbell rang: work was pushed somewhere (a sharded frontier asks its empty shards again)."""
+    def woken(self, message: bytes | str | None = None) -> None:
+        """The doorbell rang with `message` (enqueue.lua: "<queued> <hash tag>"): work was pushed
+        somewhere (a sharded frontier asks that shard again, or every shard for another message)."""
 
     def with_mode(self, mode: str) -> Frontier:
         """Another mode on the same client and keys, reusing the registered scripts."""

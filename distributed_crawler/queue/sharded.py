@@ -4,8 +4,10 @@
 A request goes to the shard of its host (its slot), with its dedup check+add, in one script on one
 node. Leases remember their shard (this node leased them), so acks, renewals and releases go
 straight to it. A lease walks the shards from a rotating start and skips shards that were empty
-until the doorbell rings (`woken`) or a short recheck: one round trip per batch while work is
-spread, no polling loop over empty shards. Figures are sums over the shards. Dead letters written
+until the doorbell rings for that shard (`woken`: enqueue.lua names the shard's hash tag), their
+next host or retry is due, or a safety recheck: one round trip per batch while work is spread, no
+polling loop over empty shards. A ring counter per shard keeps a push that lands while a lease
+finds the shard empty from being missed. Figures are sums over the shards. Dead letters written
 with a lease removal land in the lease's shard first (one transaction on one node) and are moved
 to the spider's `{spider}:failed` by the reclaim round.
 """
@@ -29,7 +31,7 @@ from distributed_crawler.queue.enqueue import Dedup, Enqueuer, Entry, maybe_awai
 from distributed_crawler.queue.envelope import split_member
 from distributed_crawler.queue.shards import shard_of
 
-RECHECK_SECONDS = 1.0  # an empty shard is asked again after this (due retries do not ring the doorbell)
+RECHECK_SECONDS = 10.0  # an empty shard not rung is asked again after this (a safety net: pushes ring it)
 HOME_MAX = 100_000  # leases remembered with their shard (a node holds a few hundred; beyond: read from the payload)
 MOVE_BATCH = 500  # dead letters moved from a shard to the spider's failed list per reclaim round
 
@@ -39,6 +41,11 @@ def _host(url: str) -> str:
         return (urlsplit(url).hostname or "").lower()
     except ValueError:
         return ""
+
+
+def _tag(key: str) -> str:
+    """The hash tag of a key (`{news~0.3}:processing` -> `news~0.3`)."""
+    return key.partition("{")[2].partition("}")[0]
 
 
 def _is_async(client: Any) -> bool:
@@ -72,6 +79,8 @@ class ShardedFrontier(Frontier):
         self.parts: list[Frontier] = options["parts"]
         self._home: dict[bytes, int] = options["home"]
         self._empty_until = [0.0] * len(self.parts)
+        self._rings = [0] * len(self.parts)  # doorbell rings per shard: a ring during a lease wins
+        self._tags = {_tag(part.keys.processing): i for i, part in enumerate(self.parts)}
         self._next = 0
 
     def bind(self, client: Any) -> Frontier:
@@ -156,12 +165,16 @@ class ShardedFrontier(Frontier):
     def dupefilter_keys(self) -> list[str]:
         return [part.keys.dupefilter for part in self.parts]
 
-    def woken(self) -> None:
-        self._empty_until = [0.0] * len(self.parts)
+    def woken(self, message: bytes | str | None = None) -> None:
+        text = message.decode("utf-8", "replace") if isinstance(message, bytes) else message or ""
+        shard = self._tags.get(text.partition(" ")[2]) if " " in text else None
+        for i in range(len(self.parts)) if shard is None else (shard,):
+            self.pushed_to(i)
 
     def pushed_to(self, shard: int) -> None:
-        """This node pushed to `shard`: ask it again at the next lease (before the doorbell rings)."""
+        """Work was pushed to `shard`: ask it again at the next lease."""
         self._empty_until[shard] = 0.0
+        self._rings[shard] += 1
 
     # -- the scripts ------------------------------------------------------------------------------
     async def open_enqueuer(self, make_dedup: Callable[[str], Awaitable[Dedup]]) -> Any:
@@ -185,6 +198,7 @@ class ShardedFrontier(Frontier):
             i = (start + step) % n
             if self._empty_until[i] > now:
                 continue
+            rings = self._rings[i]
             got = await maybe_await(self.parts[i].lease(count - len(leases), lease_seconds, due_batch))
             for lease in got.leases:
                 if len(self._home) < HOME_MAX:
@@ -192,7 +206,7 @@ class ShardedFrontier(Frontier):
             leases += got.leases
             broken += got.broken
             expired += got.expired
-            if not got.leases and not got.expired:
+            if not got.leases and not got.expired and self._rings[i] == rings:
                 wait = got.next_due if got.next_due is not None else RECHECK_SECONDS
                 self._empty_until[i] = now + min(wait, RECHECK_SECONDS)
             if len(leases) + expired >= count:
