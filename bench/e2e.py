@@ -90,6 +90,7 @@ STAT_KEYS = [
     "dupefilter/filtered",
     "retry/count",
     "scheduler/leased",
+    "scheduler/lease_empty",
     "scheduler/acked",
     "scheduler/reclaimed",
     "scheduler/quarantined",

@@ -137,6 +137,8 @@ class Feeder:
             self.trouble.report_broken_hosts(popped.broken)
             per_host = self._frontier().host_control() is not None
             hosts = {h.lease: (h.slot, h.backoff) for h in popped.leases} if per_host else {}
+            if not members and not popped.expired:
+                self.stats.inc_value("scheduler/lease_empty")  # a lease that found nothing due
             if popped.expired:
                 self.stats.inc_value("scheduler/expired", popped.expired)
                 idle_wait = 0.01
@@ -235,6 +237,9 @@ class Feeder:
                     message = await pubsub.get_message(timeout=1.0)
                     if message is not None:
                         self.trouble.policy.ok()
+                        if self._frontier().stale_ring(message.get("data")):
+                            self.stats.inc_value("scheduler/doorbell_stale")  # a lease already took it
+                            continue
                         self._frontier().woken(message.get("data"))
                         self.new_work.set()
             finally:

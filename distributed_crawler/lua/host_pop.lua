@@ -26,7 +26,9 @@
 --   comes as the triple ("", host, -1) so the node can name the key; an expired request (its
 --   "<expires_at>:" at or before server time, lib/queue.lua) leaves its host's queue unleased and
 --   comes as ("", host, -2), counted in the refused hash (KEYS[8]); then the seconds until the
---   next host or delayed retry is due as a string ("-1": none waits).
+--   next host or delayed retry is due as a string ("-1": none waits); last the sequence counter
+--   KEYS[4] (-1: unset or garbage): a doorbell ring naming a sequence up to it announced work this
+--   lease already saw.
 -- Serving: due hosts (ready score <= now) are served round-robin. A host with an interval
 --   (max(iv, cd, ad) > 0) gives ONE request per call and is due again one interval (+ SEND_SPREAD) after now: the
 --   interval is a minimum gap between two leases of the host (the site never sees two requests
@@ -287,4 +289,6 @@ if not next_due then
 else
   out[#out + 1] = string.format("%.3f", math.max(0, next_due - now))
 end
+local ok, seq = pcall(redis.call, "GET", KEYS[4])
+out[#out + 1] = ok and tonumber(seq) or -1 -- the pushes this lease saw (a doorbell ring up to it is stale)
 return out

@@ -59,11 +59,19 @@ class Lease(NamedTuple):
     backoff: int = 0
 
 
+def ring_part(message: bytes | str | None, n: int) -> str | None:
+    """Field `n` of a doorbell message ("<queued> <hash tag> <sequence>"), None if it has none."""
+    text = message.decode("utf-8", "replace") if isinstance(message, bytes) else message or ""
+    parts = text.split(" ")
+    return parts[n] if len(parts) > n else None
+
+
 class Leased(NamedTuple):
     leases: list[Lease]
     next_due: float | None = None  # seconds until the next host is due; None = none waits (or no hosts)
     broken: list[str] = []  # hosts dropped from ready: their queue key holds the wrong Redis type
     expired: int = 0  # requests dropped at lease: their expiry (REQUEST_TTL / meta expires_at) had passed
+    seen: int | None = None  # host mode: the push sequence when it ran (pushes up to it were seen)
 
 
 @dataclass(frozen=True)
@@ -208,6 +216,13 @@ class Frontier:
     def dupefilter_keys(self) -> list[str]:
         """The dedup filter's keys the frontier's scripts use (one per shard)."""
         return [self.keys.dupefilter]
+
+    def stale_ring(self, message: bytes | str | None) -> bool:
+        """A doorbell ring ("<queued> <tag> <sequence>", enqueue.lua) for a push the last lease of
+        this frontier already saw (it read the sequence at or past it): no lease for it."""
+        seq = ring_part(message, 2)
+        seen = getattr(self, "seen", None)
+        return seen is not None and seq is not None and seq.isdigit() and int(seq) <= seen
 
     def woken(self, message: bytes | str | None = None) -> None:
         """The doorbell rang with `message` (enqueue.lua: "<queued> <hash tag>"): work was pushed

@@ -21,18 +21,19 @@ if TYPE_CHECKING:
 
 
 def _leased(reply: list[Any]) -> Leased:
-    *flat, due = reply
+    *flat, due, seq = reply
     triples = [(flat[i], reply_text(flat[i + 1]), int(flat[i + 2])) for i in range(0, len(flat) - 2, 3)]
     wait = float(due)
     leases = [Lease(*t) for t in triples if t[0]]
     broken = [slot for lease, slot, code in triples if not lease and code == -1]
     expired = sum(1 for lease, _, code in triples if not lease and code == -2)
-    return Leased(leases, None if wait < 0 else wait, broken, expired)
+    return Leased(leases, None if wait < 0 else wait, broken, expired, None if int(seq) < 0 else int(seq))
 
 
 class HostFrontier(Frontier):
     per_host: ClassVar[bool] = True
     default_order: ClassVar[str] = "host"
+    seen: int | None = None  # the push sequence the last lease read (queue/base.py stale_ring)
 
     @classmethod
     def options_from_settings(cls, settings: BaseSettings) -> dict[str, Any]:
@@ -107,7 +108,12 @@ class HostFrontier(Frontier):
             ],
             args=[count, lease_seconds, due_batch, *self._prefixes(), k.host_in_flight("")],
         )
-        return then(result, _leased)
+        return then(result, self._saw)
+
+    def _saw(self, reply: list[Any]) -> Leased:
+        leased = _leased(reply)
+        self.seen = leased.seen
+        return leased
 
     def _reclaim_call(self) -> tuple[list[str], list[str]]:
         k = self.keys

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from redis.exceptions import RedisError
 
-from distributed_crawler.queue.base import Frontier, HostControl, Lease, Leased, Placement
+from distributed_crawler.queue.base import Frontier, HostControl, Lease, Leased, Placement, ring_part
 from distributed_crawler.queue.codec import payload_slot, payload_url
 from distributed_crawler.queue.counts import CrawlCounts
 from distributed_crawler.queue.deadletters import DeadLetters
@@ -165,9 +165,16 @@ class ShardedFrontier(Frontier):
     def dupefilter_keys(self) -> list[str]:
         return [part.keys.dupefilter for part in self.parts]
 
+    def _rung(self, message: bytes | str | None) -> int | None:
+        tag = ring_part(message, 1)
+        return None if tag is None else self._tags.get(tag)
+
+    def stale_ring(self, message: bytes | str | None) -> bool:
+        shard = self._rung(message)
+        return shard is not None and self.parts[shard].stale_ring(message)
+
     def woken(self, message: bytes | str | None = None) -> None:
-        text = message.decode("utf-8", "replace") if isinstance(message, bytes) else message or ""
-        shard = self._tags.get(text.partition(" ")[2]) if " " in text else None
+        shard = self._rung(message)
         for i in range(len(self.parts)) if shard is None else (shard,):
             self.pushed_to(i)
 
