@@ -91,6 +91,7 @@ STAT_KEYS = [
     "retry/count",
     "scheduler/leased",
     "scheduler/lease_empty",
+    "scheduler/doorbell_stale",
     "scheduler/acked",
     "scheduler/reclaimed",
     "scheduler/quarantined",

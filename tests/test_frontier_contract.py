@@ -252,3 +252,24 @@ def test_a_sharded_frontier_wakes_only_the_rung_shard(client: redis.Redis) -> No
     sharded.woken(b"1")  # a ring naming no shard: every shard is asked again
     sharded.lease(10, 60)
     assert sorted(calls) == [0, 1, 2, 3]
+
+
+def test_a_lease_that_drains_the_queue_tells_the_other_nodes(client: redis.Redis) -> None:
+    """host_pop.lua publishes "0 <tag> <sequence>" when it left no due host: another node's rings
+    up to that sequence are then stale (it does not lease for work already taken)."""
+    settings = Settings({"DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
+    mine, other = (Frontier.from_settings(settings, "drain", client) for _ in range(2))
+    pubsub = client.pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(mine.doorbell)
+    pubsub.get_message(timeout=1)
+    push(mine, ["http://a.test/1", "http://a.test/2"])
+    ring = pubsub.get_message(timeout=2)
+    assert ring is not None and not other.stale_ring(ring["data"])
+    assert len(mine.lease(1, 60).leases) == 1  # one left: not drained, nothing published
+    assert pubsub.get_message(timeout=0.3) is None
+    assert len(mine.lease(10, 60).leases) == 1
+    drained = pubsub.get_message(timeout=2)
+    assert drained is not None and drained["data"].startswith(b"0 drain ")
+    assert other.saw(drained["data"]) and other.stale_ring(ring["data"])
+    assert not other.saw(ring["data"])  # a ring is not a notice
+    pubsub.close()

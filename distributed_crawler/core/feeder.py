@@ -37,6 +37,26 @@ if TYPE_CHECKING:
 DUE_BATCH = 100  # due retries the lease script moves from delayed back to the queue per call
 PAUSE_CHECK_SECONDS = 0.5  # a paused feeder looks at the pause this often (read every 1.5 s: core/pause.py)
 DOORBELL_RETRY_SECONDS = 30  # pub/sub failed for another reason than an outage: polling meanwhile
+RING_SETTLE_SECONDS = 0.003  # a ring wakes a lease this much later: another node's "drained" may come first
+
+
+class Wake(asyncio.Event):
+    """The feeder's wake-up: `set` by this node (a push, a reclaim, the pause), `ring` by the doorbell."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.local = False
+
+    def set(self) -> None:
+        self.local = True
+        super().set()
+
+    def ring(self) -> None:
+        super().set()
+
+    def clear(self) -> None:
+        self.local = False
+        super().clear()
 
 
 class Feeder:
@@ -65,7 +85,8 @@ class Feeder:
         self.pause: PauseWatch | None = None  # set by the scheduler: the crawl's pause
         self.held_back: list[bytes] = []  # buffered leases of hosts an operator blocked: to give back
         self.want_more = asyncio.Event()
-        self.new_work = asyncio.Event()
+        self.new_work = Wake()
+        self._rings: list[bytes] = []  # doorbell messages that woke the idle feeder since its last lease
         self.codec: RequestCodec  # set at open (it needs the spider)
         self.dead_letters: Any = None  # set at open
         self._undecodable: Counter[str] = Counter()  # leased payloads that did not decode, by kind
@@ -131,6 +152,7 @@ class Feeder:
                 await self.want_more.wait()
                 continue
             self.new_work.clear()  # before the lease: a ring while it runs is not lost
+            self._rings.clear()
             lease = partial(self._frontier().lease, want, self.config.lease_seconds, DUE_BATCH)
             popped = await self.trouble.run(Purpose.LEASE, "pop", lease)
             members = [h.lease for h in popped.leases]
@@ -157,10 +179,29 @@ class Feeder:
                 idle_wait = min(max(popped.next_due, 0.01), self.config.poll_max_seconds)
             elif self.doorbell_live:
                 idle_wait = self.config.poll_max_seconds
-            try:
-                await asyncio.wait_for(self.new_work.wait(), timeout=idle_wait)
-            except TimeoutError:
+            if not await self._idle(idle_wait):
                 idle_wait = min(idle_wait * 2, self.config.poll_max_seconds)
+
+    async def _idle(self, timeout: float) -> bool:
+        """Wait for work (True) or the timeout (False). Woken by the doorbell alone, it first lets
+        the rings settle: when another node's lease has meanwhile taken what they announced (its
+        host_pop published "drained"), they are no reason for a lease (no empty lease for them)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            try:
+                await asyncio.wait_for(self.new_work.wait(), timeout=max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                return False
+            if self.new_work.local or not self._rings:
+                return True
+            await asyncio.sleep(RING_SETTLE_SECONDS)
+            frontier = self._frontier()
+            if self.new_work.local or not all(frontier.stale_ring(ring) for ring in self._rings):
+                return True
+            self.stats.inc_value("scheduler/doorbell_stale", len(self._rings))
+            self._rings.clear()
+            self.new_work.clear()
 
     async def accept(self, members: list[bytes], hosts: dict[bytes, tuple[str, int]] | None = None) -> None:
         """Decode leased members into requests (per-host frontiers: with their slot and backoff level)."""
@@ -217,6 +258,20 @@ class Feeder:
                 self._frontier().spider,
             )
 
+    def _heard(self, data: bytes | None) -> None:
+        """A doorbell message: a lease's "drained" notice (queue/base.py saw), a ring for work a
+        lease already took (dropped), or a ring that wakes the feeder."""
+        frontier = self._frontier()
+        if frontier.saw(data):
+            return
+        if frontier.stale_ring(data):
+            self.stats.inc_value("scheduler/doorbell_stale")
+            return
+        frontier.woken(data)
+        if data is not None:
+            self._rings.append(data)
+        self.new_work.ring()
+
     async def run_doorbell(
         self, pubsub_client: Callable[[], Any], masked_url: str, stopped: Callable[[], bool]
     ) -> None:
@@ -237,11 +292,7 @@ class Feeder:
                     message = await pubsub.get_message(timeout=1.0)
                     if message is not None:
                         self.trouble.policy.ok()
-                        if self._frontier().stale_ring(message.get("data")):
-                            self.stats.inc_value("scheduler/doorbell_stale")  # a lease already took it
-                            continue
-                        self._frontier().woken(message.get("data"))
-                        self.new_work.set()
+                        self._heard(message.get("data"))
             finally:
                 self.doorbell_live = False
                 if pubsub is not None:

@@ -19,7 +19,9 @@
 -- ARGV[3] max number of due retries to move in this call
 -- ARGV[4] host queue key prefix, ARGV[5] host hash key prefix, ARGV[6] (optional) in-flight set key
 --   prefix (prefix .. host = the key; undeclared keys on the same Cluster slot as KEYS, see
---   lib/host.lua; without ARGV[6] no in-flight cap is applied)
+--   lib/host.lua; without ARGV[6] no in-flight cap is applied); ARGV[7] (optional) doorbell channel:
+--   when this call wanted more than it found and no host is due any more, it PUBLISHes
+--   "0 <hash tag of KEYS[2]> <sequence>" there ("drained": rings up to that sequence are stale)
 -- Returns {lease1, slot1, bo1, lease2, slot2, bo2, ..., next_due}: each leased member
 --   ("<deliveries>:<priority>:<payload>", deliveries counted up by one; no envelope counts as 0:0), its host and the host's
 --   backoff level; a host dropped from ready because its queue key is of the wrong Redis type
@@ -290,5 +292,11 @@ else
   out[#out + 1] = string.format("%.3f", math.max(0, next_due - now))
 end
 local ok, seq = pcall(redis.call, "GET", KEYS[4])
-out[#out + 1] = ok and tonumber(seq) or -1 -- the pushes this lease saw (a doorbell ring up to it is stale)
+seq = ok and tonumber(seq) or -1
+out[#out + 1] = seq -- the pushes this lease saw (a doorbell ring up to it is stale)
+if count > 0 and wanted > 0 and seq >= 0 and ARGV[7] and ARGV[7] ~= ""
+  and #redis.call("ZRANGEBYSCORE", ready, "-inf", now, "LIMIT", 0, 1) == 0 then
+  -- drained: no due host left after the pushes up to seq; other nodes need not lease for their rings
+  redis.call("PUBLISH", ARGV[7], "0 " .. (string.match(KEYS[2], "{([^}]*)}") or "") .. " " .. seq)
+end
 return out

@@ -61,7 +61,9 @@ class Lease(NamedTuple):
 
 def ring_part(message: bytes | str | None, n: int) -> str | None:
     """Field `n` of a doorbell message ("<queued> <hash tag> <sequence>"), None if it has none."""
-    text = message.decode("utf-8", "replace") if isinstance(message, bytes) else message or ""
+    text = message.decode("utf-8", "replace") if isinstance(message, bytes) else message
+    if not isinstance(text, str):
+        return None  # not a doorbell message (a subscription's confirmation carries a number)
     parts = text.split(" ")
     return parts[n] if len(parts) > n else None
 
@@ -139,6 +141,7 @@ class Frontier:
 
     per_host: ClassVar[bool] = False  # keeps per-host state (host hash, blocks, politeness at lease)
     default_order: ClassVar[str] = ""
+    seen: int | None = None  # host mode: the push sequence the last lease (or a "drained" notice) saw
 
     def __init__(
         self, client: Any, keys: SpiderKeys, order: str, scripts: Scripts | None = None, **options: Any
@@ -218,11 +221,20 @@ class Frontier:
         return [self.keys.dupefilter]
 
     def stale_ring(self, message: bytes | str | None) -> bool:
-        """A doorbell ring ("<queued> <tag> <sequence>", enqueue.lua) for a push the last lease of
-        this frontier already saw (it read the sequence at or past it): no lease for it."""
+        """A doorbell ring ("<queued> <tag> <sequence>", enqueue.lua) for a push that a lease
+        (this node's last one, or one that drained the queue) already saw: no lease for it."""
         seq = ring_part(message, 2)
-        seen = getattr(self, "seen", None)
+        seen = self.seen
         return seen is not None and seq is not None and seq.isdigit() and int(seq) <= seen
+
+    def saw(self, message: bytes | str | None) -> bool:
+        """A "drained" notice ("0 <tag> <sequence>", host_pop.lua): a lease left no due work after
+        the pushes up to that sequence; True if `message` is one (then remembered, not a ring)."""
+        seq = ring_part(message, 2)
+        if ring_part(message, 0) != "0" or seq is None or not seq.isdigit():
+            return False
+        self.seen = max(int(seq), self.seen or 0)
+        return True
 
     def woken(self, message: bytes | str | None = None) -> None:
         """The doorbell rang with `message` (enqueue.lua: "<queued> <hash tag>"): work was pushed

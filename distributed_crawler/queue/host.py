@@ -33,7 +33,6 @@ def _leased(reply: list[Any]) -> Leased:
 class HostFrontier(Frontier):
     per_host: ClassVar[bool] = True
     default_order: ClassVar[str] = "host"
-    seen: int | None = None  # the push sequence the last lease read (queue/base.py stale_ring)
 
     @classmethod
     def options_from_settings(cls, settings: BaseSettings) -> dict[str, Any]:
@@ -106,13 +105,14 @@ class HostFrontier(Frontier):
                 k.refused,
                 k.overrides,
             ],
-            args=[count, lease_seconds, due_batch, *self._prefixes(), k.host_in_flight("")],
+            args=[count, lease_seconds, due_batch, *self._prefixes(), k.host_in_flight(""), self.doorbell],
         )
         return then(result, self._saw)
 
     def _saw(self, reply: list[Any]) -> Leased:
         leased = _leased(reply)
-        self.seen = leased.seen
+        if leased.seen is not None:
+            self.seen = max(leased.seen, self.seen or 0)
         return leased
 
     def _reclaim_call(self) -> tuple[list[str], list[str]]:

@@ -173,6 +173,12 @@ class ShardedFrontier(Frontier):
         shard = self._rung(message)
         return shard is not None and self.parts[shard].stale_ring(message)
 
+    def saw(self, message: bytes | str | None) -> bool:
+        if ring_part(message, 0) != "0":
+            return False
+        shard = self._rung(message)
+        return shard is None or self.parts[shard].saw(message)
+
     def woken(self, message: bytes | str | None = None) -> None:
         shard = self._rung(message)
         for i in range(len(self.parts)) if shard is None else (shard,):
