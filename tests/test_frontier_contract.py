@@ -273,3 +273,26 @@ def test_a_lease_that_drains_the_queue_tells_the_other_nodes(client: redis.Redis
     assert other.saw(drained["data"]) and other.stale_ring(ring["data"])
     assert not other.saw(ring["data"])  # a ring is not a notice
     pubsub.close()
+
+
+def test_the_shards_are_counted_in_one_pipelined_round_trip(client: redis.Redis) -> None:
+    """counts.lua of every shard in one pipeline (the heartbeat and the idle count run it each
+    second): exact sums, and a server that lost its script cache is answered after one reload."""
+    settings = Settings({"FRONTIER_SHARDS": 4, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
+    sharded = Frontier.from_settings(settings, "tally", client)
+    push(sharded, [f"http://h{i}.test/{i}" for i in range(40)])
+    sent: list[int] = []
+    execute = redis.client.Pipeline.execute
+
+    def counted(pipe: redis.client.Pipeline, *args: object, **kwargs: object) -> object:
+        sent.append(len(pipe.command_stack))
+        return execute(pipe, *args, **kwargs)
+
+    redis.client.Pipeline.execute = counted  # type: ignore[method-assign]
+    try:
+        client.script_flush()
+        counts = run_sync(sharded.counts())
+    finally:
+        redis.client.Pipeline.execute = execute  # type: ignore[method-assign]
+    assert counts.pending == 40 and counts.hosts == 40
+    assert sent == [4, 4]  # refused once (NOSCRIPT), loaded, then one pipeline of the 4 shards

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from redis.exceptions import NoScriptError
+
 from distributed_crawler.queue.enqueue import maybe_await
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import lua_source
@@ -49,12 +51,48 @@ class CrawlCounts:
         return asdict(self)
 
 
+def _tagged(keys: SpiderKeys) -> list[str]:
+    return [keys.pending, keys.processing, keys.delayed, keys.failed, keys.ready, keys.requests, keys.over_budget]
+
+
+def _args(keys: SpiderKeys) -> list[Any]:
+    # ARGV: the counter, the single queue, ready, over-budget (KEYS indices), the host queue prefix
+    return [1, 6, 5, 7, keys.host_queue("")]
+
+
+def _frontier_counts(reply: list[Any], waiting: int = 0, taken: int = 0) -> CrawlCounts:
+    pending, leased, delayed, failed, hosts, single = reply[:6]
+    return CrawlCounts(waiting, None if pending < 0 else pending, leased, delayed, failed, hosts, single, taken)
+
+
+def _is_cluster(client: Any) -> bool:
+    return any(cls.__name__ in ("RedisCluster", "ClusterPipeline") for cls in type(client).__mro__)
+
+
+async def shard_counts(client: Any, shards: list[SpiderKeys]) -> list[CrawlCounts]:
+    """counts.lua of every shard: one pipelined round trip on one Redis server (EVALSHA, the
+    script loaded once on NOSCRIPT); on a Cluster one call per shard (they live on different masters)."""
+    script = client.register_script(lua_source("counts"))
+    if _is_cluster(client) or len(shards) == 1:
+        return [_frontier_counts(await maybe_await(script(keys=_tagged(k), args=_args(k)))) for k in shards]
+    for _ in range(2):
+        pipe = client.pipeline(transaction=False)
+        for k in shards:  # raw EVALSHA: a pipeline holding Scripts asks SCRIPT EXISTS first, a trip more
+            pipe.evalsha(script.sha, len(_tagged(k)), *_tagged(k), *_args(k))
+        try:
+            replies = await maybe_await(pipe.execute())
+        except NoScriptError:
+            await maybe_await(client.script_load(script.script))  # the server's script cache was emptied
+            continue
+        finally:
+            await maybe_await(pipe.reset())
+        return [_frontier_counts(reply) for reply in replies]
+    raise NoScriptError("counts.lua was not kept by the server's script cache")
+
+
 async def crawl_counts(client: Any, keys: SpiderKeys, seeds: bool = True) -> CrawlCounts:
     """Two round trips (one without `seeds`: the seed key and its taken zset); works with sync and asyncio clients (await it either way)."""
-    tagged = [keys.pending, keys.processing, keys.delayed, keys.failed, keys.ready, keys.requests, keys.over_budget]
     counts = client.register_script(lua_source("counts"))  # EVALSHA, not the source each poll
-    # ARGV: the counter, the single queue, ready, over-budget (KEYS indices), the host queue prefix
-    reply = await maybe_await(counts(keys=tagged, args=[1, 6, 5, 7, keys.host_queue("")]))
-    pending, leased, delayed, failed, hosts, single = reply[:6]
+    reply = await maybe_await(counts(keys=_tagged(keys), args=_args(keys)))
     waiting, taken = await maybe_await(counts(keys=[keys.start_urls, taken_key(keys.start_urls)])) if seeds else (0, 0)
-    return CrawlCounts(waiting, None if pending < 0 else pending, leased, delayed, failed, hosts, single, taken)
+    return _frontier_counts(reply, waiting, taken)

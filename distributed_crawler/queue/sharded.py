@@ -25,7 +25,7 @@ from redis.exceptions import RedisError
 
 from distributed_crawler.queue.base import Frontier, HostControl, Lease, Leased, Placement, ring_part
 from distributed_crawler.queue.codec import payload_slot, payload_url
-from distributed_crawler.queue.counts import CrawlCounts
+from distributed_crawler.queue.counts import CrawlCounts, shard_counts
 from distributed_crawler.queue.deadletters import DeadLetters
 from distributed_crawler.queue.enqueue import Dedup, Enqueuer, Entry, maybe_await, run_sync
 from distributed_crawler.queue.envelope import split_member
@@ -335,7 +335,7 @@ class ShardedFrontier(Frontier):
 
     # -- figures ----------------------------------------------------------------------------------
     async def counts(self, seeds: bool = False, client: Any = None) -> CrawlCounts:
-        each = [await part.counts(client=client) for part in self.parts]
+        each = await shard_counts(client or self.client, [part.keys for part in self.parts])
         base = await super().counts(seeds=seeds, client=client)  # seeds and the spider's failed list
         pending = [c.pending for c in each]
         return CrawlCounts(
