@@ -433,10 +433,14 @@ class Frontier:
 
     def reclaim(self, max_deliveries: int, limit: int, failed_cap: int, node_id: str) -> Any:
         """Requeue expired leases (front of their priority) or dead-letter them: (requeued, dead)."""
+        script, keys, args = self.reclaim_call(max_deliveries, limit, failed_cap, node_id)
+        return then(script(keys=keys, args=args), lambda reply: (int(reply[0]), int(reply[1])))
+
+    def reclaim_call(self, max_deliveries: int, limit: int, failed_cap: int, node_id: str) -> tuple[Any, Any, Any]:
+        """The reclaim script with its KEYS and ARGV (a sharded frontier pipelines its shards' calls)."""
         keys, extra = self._reclaim_call()
         keys += [self.keys.solo, self.keys.deaths]  # always the last two (killed_worker)
-        result = self.scripts.reclaim(keys=keys, args=[self.order, max_deliveries, limit, failed_cap, node_id, *extra])
-        return then(result, lambda reply: (int(reply[0]), int(reply[1])))
+        return self.scripts.reclaim, keys, [self.order, max_deliveries, limit, failed_cap, node_id, *extra]
 
     def _reclaim_call(self) -> tuple[list[str], list[str]]:
         raise NotImplementedError

@@ -11,11 +11,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from redis.exceptions import NoScriptError
-
 from distributed_crawler.queue.enqueue import maybe_await
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import lua_source
+from distributed_crawler.queue.scripts import lua_source, run_scripts
 from distributed_crawler.queue.seedkey import taken_key
 
 
@@ -65,29 +63,11 @@ def _frontier_counts(reply: list[Any], waiting: int = 0, taken: int = 0) -> Craw
     return CrawlCounts(waiting, None if pending < 0 else pending, leased, delayed, failed, hosts, single, taken)
 
 
-def _is_cluster(client: Any) -> bool:
-    return any(cls.__name__ in ("RedisCluster", "ClusterPipeline") for cls in type(client).__mro__)
-
-
 async def shard_counts(client: Any, shards: list[SpiderKeys]) -> list[CrawlCounts]:
-    """counts.lua of every shard: one pipelined round trip on one Redis server (EVALSHA, the
-    script loaded once on NOSCRIPT); on a Cluster one call per shard (they live on different masters)."""
+    """counts.lua of every shard: one pipelined round trip on one Redis server (queue/scripts.py run_scripts)."""
     script = client.register_script(lua_source("counts"))
-    if _is_cluster(client) or len(shards) == 1:
-        return [_frontier_counts(await maybe_await(script(keys=_tagged(k), args=_args(k)))) for k in shards]
-    for _ in range(2):
-        pipe = client.pipeline(transaction=False)
-        for k in shards:  # raw EVALSHA: a pipeline holding Scripts asks SCRIPT EXISTS first, a trip more
-            pipe.evalsha(script.sha, len(_tagged(k)), *_tagged(k), *_args(k))
-        try:
-            replies = await maybe_await(pipe.execute())
-        except NoScriptError:
-            await maybe_await(client.script_load(script.script))  # the server's script cache was emptied
-            continue
-        finally:
-            await maybe_await(pipe.reset())
-        return [_frontier_counts(reply) for reply in replies]
-    raise NoScriptError("counts.lua was not kept by the server's script cache")
+    replies = await run_scripts(client, [(script, _tagged(k), _args(k)) for k in shards])
+    return [_frontier_counts(reply) for reply in replies]
 
 
 async def crawl_counts(client: Any, keys: SpiderKeys, seeds: bool = True) -> CrawlCounts:

@@ -29,6 +29,7 @@ from distributed_crawler.queue.counts import CrawlCounts, shard_counts
 from distributed_crawler.queue.deadletters import DeadLetters
 from distributed_crawler.queue.enqueue import Dedup, Enqueuer, Entry, maybe_await, run_sync
 from distributed_crawler.queue.envelope import split_member
+from distributed_crawler.queue.scripts import is_cluster, run_scripts
 from distributed_crawler.queue.shards import shard_of
 
 RECHECK_SECONDS = 10.0  # an empty shard not rung is asked again after this (a safety net: pushes ring it)
@@ -268,12 +269,10 @@ class ShardedFrontier(Frontier):
 
     def reclaim(self, max_deliveries: int, limit: int, failed_cap: int, node_id: str) -> Any:
         async def reclaim() -> tuple[int, int]:
-            requeued = dead = 0
-            for part in self.parts:
-                r, d = await maybe_await(part.reclaim(max_deliveries, limit, failed_cap, node_id))
-                requeued, dead = requeued + r, dead + d
+            calls = [part.reclaim_call(max_deliveries, limit, failed_cap, node_id) for part in self.parts]
+            replies = await run_scripts(self.client, calls)  # one round trip for every shard
             await self.move_dead_letters(failed_cap)
-            return requeued, dead
+            return sum(int(r[0]) for r in replies), sum(int(r[1]) for r in replies)
 
         return self._go(reclaim())
 
@@ -281,9 +280,14 @@ class ShardedFrontier(Frontier):
         """Dead letters the shards' scripts wrote -> the spider's failed list (oldest first; a crash
         between the push and the trim leaves a copy in both, never none)."""
         moved = 0
-        for part in self.parts:
-            if part.keys.failed == self.keys.failed:
-                continue
+        parts = [part for part in self.parts if part.keys.failed != self.keys.failed]
+        if not is_cluster(self.client):  # which shards hold any: one pipelined round trip
+            pipe = self.client.pipeline(transaction=False)
+            for part in parts:
+                pipe.llen(part.keys.failed)
+            lengths = await maybe_await(pipe.execute())
+            parts = [part for part, n in zip(parts, lengths) if n]
+        for part in parts:
             entries = await maybe_await(self.client.lrange(part.keys.failed, -MOVE_BATCH, -1))
             if not entries:
                 continue
