@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from redis.exceptions import ResponseError
 
-from distributed_crawler.connection.policy import NodeStopping, Purpose
+from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import EpisodeLog
 from distributed_crawler.core.admission import Refusal
 from distributed_crawler.core.leases import LeaseTracker
@@ -117,9 +117,9 @@ class Outbox:
                 push = partial(self.enqueuer.run, "push", entries, handovers + acks)
                 try:
                     result = await self.trouble.run(Purpose.PUSH, "enqueue", push)
-                except NodeStopping:
+                except BaseException:  # NodeStopping, a cancel: still ours, acked or released at close
                     if self.leases is not None:
-                        self.leases.requeue_acks(acks)  # still ours: acked or released at close
+                        self.leases.requeue_acks(acks)
                     raise
                 if acks:
                     self.stats.inc_value("scheduler/acked", len(acks))
