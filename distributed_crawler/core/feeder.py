@@ -177,8 +177,8 @@ class Feeder:
             # to the longest poll while the doorbell listens: it rings for every push).
             if popped.next_due is not None:
                 idle_wait = min(max(popped.next_due, 0.01), self.config.poll_max_seconds)
-            elif self.doorbell_live:
-                idle_wait = self.config.poll_max_seconds
+            elif self.doorbell_live and not members and not popped.expired:
+                idle_wait = self.config.poll_max_seconds  # found nothing: only a push brings work
             if not await self._idle(idle_wait):
                 idle_wait = min(idle_wait * 2, self.config.poll_max_seconds)
 

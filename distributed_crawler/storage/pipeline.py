@@ -38,7 +38,7 @@ from itemadapter import ItemAdapter
 from scrapy.exceptions import CloseSpider, DropItem
 
 from distributed_crawler.defaults import SettingsReader
-from distributed_crawler.internals import spider_closing
+from distributed_crawler.internals import downloads_in_flight, spider_closing
 from distributed_crawler.redact import mask_url, safe_error_text
 from distributed_crawler.storage.backends import DEFAULT_STORAGE_URL, StorageBackend, StorageError, open_storage
 from distributed_crawler.storage.changes import AfterCommit, attached
@@ -431,7 +431,14 @@ class StoragePipeline:
 
     def _linger(self) -> float:
         """With a change feed, a batch gathers for its linger (EVENTS_BATCH_SECONDS, at most
-        flush_seconds) even while the writer is idle: each commit costs one events write."""
+        flush_seconds) even while the writer is idle, since each commit costs one events write;
+        but only while downloads are in flight (more items are coming): a lone request (a
+        quarantined one, the end of a crawl) is not slowed down."""
+        try:
+            if self.crawler is not None and not downloads_in_flight(self.crawler):
+                return 0.0
+        except RuntimeError:  # no engine (a pipeline driven without a crawl): the linger as set
+            pass
         return min(getattr(self.after_commit, "linger", 0.0), self.config.flush_seconds)
 
     def _seal(self, batch: _Batch) -> None:
