@@ -91,6 +91,7 @@ class Feeder:
         self.dead_letters: Any = None  # set at open
         self._undecodable: Counter[str] = Counter()  # leased payloads that did not decode, by kind
         self.doorbell_live = False  # subscribed to the doorbell: an idle feeder waits for it, no polling
+        self._gave_back = False  # the last lease gave requests back (a quarantine): poll for them
 
     def wake(self) -> None:
         """Wake the loop from its waits, so it sees at once that the node closes."""
@@ -177,8 +178,8 @@ class Feeder:
             # to the longest poll while the doorbell listens: it rings for every push).
             if popped.next_due is not None:
                 idle_wait = min(max(popped.next_due, 0.01), self.config.poll_max_seconds)
-            elif self.doorbell_live and not members and not popped.expired:
-                idle_wait = self.config.poll_max_seconds  # found nothing: only a push brings work
+            elif self.doorbell_live and not self._gave_back:
+                idle_wait = self.config.poll_max_seconds  # drained: only a push (a ring) brings work
             if not await self._idle(idle_wait):
                 idle_wait = min(idle_wait * 2, self.config.poll_max_seconds)
 
@@ -232,6 +233,7 @@ class Feeder:
         if bad:
             self.stats.inc_value("scheduler/undecodable", len(bad))
             await self.trouble.run(Purpose.DEADLETTER, "dead-letter", lambda: self.dead_letters.undecodable(bad))
+        self._gave_back = False
         if not suspects:
             self.buffer.extend(normal)
             return
@@ -241,6 +243,7 @@ class Feeder:
         self.recent.clear()
         giving_back = await self.quarantine.admit(suspects, normal, was_empty)
         await self.release([r.meta[LEASE_META] for r in giving_back])
+        self._gave_back = bool(giving_back)  # work left in Redis without a ring: polled for as before
 
     def _log_undecodable(self, lease: bytes, kind: str, reason: str) -> None:
         """A leased payload that did not decode: one WARNING per kind of reason, then only counted."""
