@@ -41,6 +41,7 @@ import os
 import shutil
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,8 @@ STAT_KEYS = [
     "dupefilter/filtered",
     "retry/count",
     "scheduler/leased",
+    "scheduler/lease_empty",
+    "scheduler/doorbell_stale",
     "scheduler/acked",
     "scheduler/reclaimed",
     "scheduler/quarantined",
@@ -103,7 +106,8 @@ def run_once(children: Children, side: str, args: argparse.Namespace, run_no: in
     redis_proc, redis_url = start_redis(children, workdir)
     site_proc, site_url = start_site(children, args.pages, workdir, args.per_page, args.code_root)
     db = workdir / "items.db"
-    extra = dict(kv.split("=", 1) for kv in args.ours_set) if side == "ours" else {}
+    settings = {"ours": args.ours_set, "ref": args.ref_set}.get(side, [])
+    extra = dict(kv.split("=", 1) for kv in settings)
     code_root = args.ref_root if side == "ref" else args.code_root
     spec = WorkerSpec(side, redis_url, f"sqlite:///{db}", IDLE_CLOSE, workdir, extra, code_root)
     workers = Workers(children, spec)
@@ -167,6 +171,9 @@ def run_once(children: Children, side: str, args: argparse.Namespace, run_no: in
     delta = {k: v for k, v in delta.items() if v}
     commands = sum(delta.values())
     wstats = sum_stats(probes, STAT_KEYS)
+    kinds: Counter[str] = Counter()
+    for p in probes:
+        kinds.update((p or {}).get("round_trips_by_kind", {}))
     dequeued = wstats["scheduler/dequeued/redis"] or None
     first_hit = state["first_hit"]
     crawl_seconds = (t_last - first_hit) if first_hit else None
@@ -193,6 +200,8 @@ def run_once(children: Children, side: str, args: argparse.Namespace, run_no: in
         "round_trips": round(rt),
         "round_trips_per_page": round(rt / pages, 3) if pages else None,
         "round_trips_per_dequeued_request": round(rt / dequeued, 3) if dequeued else None,
+        # whole worker lives (start-up and the idle tail too), so they add up to more than round_trips
+        "round_trips_by_kind_per_page": {k: round(v / pages, 3) for k, v in kinds.most_common(12)} if pages else {},
         "worker_seconds_blocked_in_sync_redis_calls": round(blocked, 2),
         "cpu_seconds": cpu,
         "worker_cpu_ms_per_page": round(1000 * sum(worker_cpu) / pages, 2) if pages and worker_cpu else None,
@@ -301,6 +310,13 @@ def main(argv: list[str] | None = None) -> int:
         "DUPEFILTER_CLASS=distributed_crawler.dedup.dupefilter.RedisSetDupeFilter",
     )
     parser.add_argument(
+        "--ref-set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="extra Scrapy setting for the ref side's workers only (e.g. FRONTIER_SHARDS=6, as --ours-set)",
+    )
+    parser.add_argument(
         "--code", metavar="REF", help="measure a snapshot of this commit (e.g. HEAD) instead of the working tree"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -335,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         "pages_arg": args.pages,
         "per_page": args.per_page,
         "ours_extra_settings": args.ours_set,
+        "ref_extra_settings": args.ref_set,
         "workers": args.workers,
         "concurrent_requests": 32,
         "cpus": os.cpu_count(),

@@ -8,7 +8,7 @@ waited on the network. A round trip here is one socket write of redis-py
 Enable with `-s EXTENSIONS={"bench.probe.RedisProbe": 0} -s BENCH_PROBE_FILE=/path.json`
 (repo root on PYTHONPATH). Every 0.1 s it samples (wall time, round trips) so the harness can take
 the count at the moment the crawl ended rather than after the idle-close wait; the samples and the
-final Scrapy stats are written to BENCH_PROBE_FILE when the spider closes.
+final Scrapy stats and the round trips by kind (whole process life) are written to BENCH_PROBE_FILE when the spider closes.
 
 It also adds up the time spent inside *synchronous* redis-py calls (`Redis.execute_command`,
 `Pipeline.execute`): in a Scrapy worker those run on the reactor thread, which waits meanwhile.
@@ -17,8 +17,10 @@ It also adds up the time spent inside *synchronous* redis-py calls (`Redis.execu
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,46 @@ from twisted.internet import task
 
 ROUND_TRIPS = [0]
 BLOCKED = [0.0]  # seconds inside synchronous redis-py calls
+KINDS: Counter[str] = Counter()  # round trips by what they sent (a script's name, a pipeline's commands)
+_SCRIPT_NAMES: dict[bytes, str] = {}
+
+
+def _script_names() -> dict[bytes, str]:
+    """SHA1 -> name of every script of distributed_crawler/lua (as sent: preludes included)."""
+    if not _SCRIPT_NAMES:
+        try:
+            from distributed_crawler.queue.scripts import lua_source
+        except ImportError:  # an older ref without it: SHAs stay unnamed
+            _SCRIPT_NAMES[b""] = ""
+            return _SCRIPT_NAMES
+
+        root = Path(__file__).resolve().parent.parent / "distributed_crawler" / "lua"
+        for path in root.glob("*.lua"):
+            try:
+                text = lua_source(path.stem)
+            except OSError:
+                continue
+            _SCRIPT_NAMES[hashlib.sha1(text.encode()).hexdigest().encode()] = path.stem
+    return _SCRIPT_NAMES
+
+
+def _kind(command: Any) -> str:
+    """What one socket write sent: `evalsha:NAME`, a command name, or `pipeline:A+B` (its commands)."""
+    raw = command if isinstance(command, bytes | bytearray | memoryview) else b"".join(bytes(c) for c in command)
+    parts = bytes(raw).split(b"\r\n")
+    names: list[str] = []
+    i = 0
+    while i + 2 < len(parts) and len(names) < 50:
+        if parts[i].startswith(b"*") and parts[i + 1].startswith(b"$"):
+            name = parts[i + 2].decode("ascii", "replace").lower()
+            if name == "evalsha" and i + 4 < len(parts):
+                name = "evalsha:" + _script_names().get(parts[i + 4], parts[i + 4][:8].decode("ascii", "replace"))
+            names.append(name)
+            i += 3
+        else:
+            i += 1
+    unique = [n for n in dict.fromkeys(names) if n not in ("multi", "exec")]
+    return unique[0] if len(names) == 1 else "pipeline:" + "+".join(unique[:4])
 
 
 def _timed(original: Any) -> Any:
@@ -55,6 +97,7 @@ def _install() -> None:
         @functools.wraps(original_sync)
         def send_sync(self: Any, *args: Any, **kwargs: Any) -> Any:
             ROUND_TRIPS[0] += 1
+            KINDS[_kind(args[0])] += 1
             return original_sync(self, *args, **kwargs)
 
         send_sync._bench_wrapped = True  # type: ignore[attr-defined]
@@ -67,6 +110,7 @@ def _install() -> None:
         @functools.wraps(original_async)
         async def send_async(self: Any, *args: Any, **kwargs: Any) -> Any:
             ROUND_TRIPS[0] += 1
+            KINDS[_kind(args[0])] += 1
             return await original_async(self, *args, **kwargs)
 
         send_async._bench_wrapped = True  # type: ignore[attr-defined]
@@ -111,6 +155,7 @@ class RedisProbe:
             "reason": reason,
             "samples": self.samples,
             "stats": stats,
+            "round_trips_by_kind": dict(KINDS.most_common()),
             "package": str(Path(distributed_crawler.__file__).parent),
         }
         tmp = self.path.with_suffix(".tmp")

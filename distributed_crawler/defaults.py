@@ -112,6 +112,7 @@ DEFAULTS: dict[str, Any] = {
     "EVENTS_KEY": "{%(spider)s}:events",  # stream
     "EVENTS_MAXLEN": 1_000_000,  # approximate cap of the stream (XADD MAXLEN ~); 0 = never trimmed
     "EVENTS_INCLUDE_TEXT": False,  # the row's text in each event
+    "EVENTS_BATCH_SECONDS": 0.25,  # an idle storage writer gathers items this long: one events write per batch
     "EVENTS_WEBHOOK_URL": "",  # `dcrawl events SPIDER --webhook` POSTs every event here; env var overrides
     "EVENTS_WEBHOOK_SECRET": "",  # HMAC-SHA256 key of the X-Signature-SHA256 header; env var overrides
     "EVENTS_WEBHOOK_GROUP": "webhook",  # the sink's consumer group

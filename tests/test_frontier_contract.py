@@ -218,3 +218,81 @@ def test_a_successor_push_removes_its_predecessors_lease(frontier: Frontier) -> 
     counts = run_sync(frontier.counts())
     assert (counts.pending, counts.leased) == (1, 0)
     assert urls_of([x.lease for x in frontier.lease(5, 60).leases]) == [url]
+
+
+def test_a_doorbell_ring_for_a_push_the_last_lease_saw_is_stale(client: redis.Redis) -> None:
+    """enqueue.lua rings "<queued> <tag> <sequence>"; a lease that read the sequence at or past it
+    took that push into account: the feeder does not lease again for the ring."""
+    settings = Settings({"DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
+    frontier = Frontier.from_settings(settings, "rings", client)
+    push(frontier, ["http://a.test/1"])
+    assert len(frontier.lease(10, 60).leases) == 1
+    seen = frontier.seen  # type: ignore[attr-defined]
+    assert seen is not None and seen >= 1
+    assert frontier.stale_ring(f"1 rings {seen}".encode())
+    assert not frontier.stale_ring(f"1 rings {seen + 1}".encode())  # a push after the lease
+    assert not frontier.stale_ring(b"1")  # another ring (a host unblocked): always heard
+
+
+def test_a_sharded_frontier_wakes_only_the_rung_shard(client: redis.Redis) -> None:
+    settings = Settings({"FRONTIER_SHARDS": 4, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
+    sharded = Frontier.from_settings(settings, "rung", client)
+    calls: list[int] = []
+    for i, part in enumerate(sharded.parts):  # type: ignore[attr-defined]
+        lease = part.lease
+        part.lease = lambda *a, _i=i, _lease=lease, **k: calls.append(_i) or _lease(*a, **k)  # type: ignore[method-assign]
+    assert sharded.lease(10, 60).leases == []
+    assert sorted(calls) == [0, 1, 2, 3]
+    calls.clear()
+    tag = sharded.parts[2].keys.processing.partition("{")[2].partition("}")[0]  # type: ignore[attr-defined]
+    sharded.woken(f"1 {tag} 5".encode())
+    sharded.lease(10, 60)
+    assert calls == [2]  # the other shards stay skipped until rung or the recheck
+    calls.clear()
+    sharded.woken(b"1")  # a ring naming no shard: every shard is asked again
+    sharded.lease(10, 60)
+    assert sorted(calls) == [0, 1, 2, 3]
+
+
+def test_a_lease_that_drains_the_queue_tells_the_other_nodes(client: redis.Redis) -> None:
+    """host_pop.lua publishes "0 <tag> <sequence>" when it left no due host: another node's rings
+    up to that sequence are then stale (it does not lease for work already taken)."""
+    settings = Settings({"DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
+    mine, other = (Frontier.from_settings(settings, "drain", client) for _ in range(2))
+    pubsub = client.pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(mine.doorbell)
+    pubsub.get_message(timeout=1)
+    push(mine, ["http://a.test/1", "http://a.test/2"])
+    ring = pubsub.get_message(timeout=2)
+    assert ring is not None and not other.stale_ring(ring["data"])
+    assert len(mine.lease(1, 60).leases) == 1  # one left: not drained, nothing published
+    assert pubsub.get_message(timeout=0.3) is None
+    assert len(mine.lease(10, 60).leases) == 1
+    drained = pubsub.get_message(timeout=2)
+    assert drained is not None and drained["data"].startswith(b"0 drain ")
+    assert other.saw(drained["data"]) and other.stale_ring(ring["data"])
+    assert not other.saw(ring["data"])  # a ring is not a notice
+    pubsub.close()
+
+
+def test_the_shards_are_counted_in_one_pipelined_round_trip(client: redis.Redis) -> None:
+    """counts.lua of every shard in one pipeline (the heartbeat and the idle count run it each
+    second): exact sums, and a server that lost its script cache is answered after one reload."""
+    settings = Settings({"FRONTIER_SHARDS": 4, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
+    sharded = Frontier.from_settings(settings, "tally", client)
+    push(sharded, [f"http://h{i}.test/{i}" for i in range(40)])
+    sent: list[int] = []
+    execute = redis.client.Pipeline.execute
+
+    def counted(pipe: redis.client.Pipeline, *args: object, **kwargs: object) -> object:
+        sent.append(len(pipe.command_stack))
+        return execute(pipe, *args, **kwargs)
+
+    redis.client.Pipeline.execute = counted  # type: ignore[method-assign]
+    try:
+        client.script_flush()
+        counts = run_sync(sharded.counts())
+    finally:
+        redis.client.Pipeline.execute = execute  # type: ignore[method-assign]
+    assert counts.pending == 40 and counts.hosts == 40
+    assert sent == [4, 4]  # refused once (NOSCRIPT), loaded, then one pipeline of the 4 shards

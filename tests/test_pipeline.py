@@ -186,6 +186,42 @@ def test_idle_writer_commits_at_once_not_after_flush_seconds(tmp_path: Path) -> 
     assert pipeline.stats.get_value("storage/batches") == 1  # same loop turn: one batch
 
 
+class LingeringFeed:
+    """An after-commit hook (the change feed's shape) that asks batches to gather for 0.2 s."""
+
+    linger = 0.2
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+
+    def take_redelivered(self, item: Any) -> bool:
+        return False
+
+    async def committed(self, changes: list[Any], rows: Any, redelivered: set[str]) -> int:
+        self.batches.append(len(changes))
+        return 0
+
+
+def test_with_a_change_feed_items_gather_for_its_linger_before_a_commit(tmp_path: Path) -> None:
+    """Each commit costs one events write: items arriving apart while the writer is idle share one."""
+    pipeline = make_pipeline(tmp_path, STORAGE_BATCH_SIZE=1000, STORAGE_FLUSH_SECONDS=60)
+    feed = LingeringFeed()
+    pipeline.after_commit = feed
+
+    async def main() -> None:
+        await pipeline.open_spider()
+        tasks = []
+        for i in range(5):
+            tasks.append(asyncio.ensure_future(pipeline.process_item(item(i))))
+            await asyncio.sleep(0.02)  # the writer is idle meanwhile
+        await asyncio.wait_for(asyncio.gather(*tasks), timeout=20)  # the linger, not the 60 s timer
+        await pipeline.close_spider()
+
+    run(main())
+    assert len(db_rows(tmp_path)) == 5
+    assert feed.batches == [5]
+
+
 def test_items_gather_into_one_batch_while_a_commit_runs(tmp_path: Path) -> None:
     Pipeline, release = first_commit_held()
 

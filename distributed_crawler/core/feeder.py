@@ -2,7 +2,8 @@
 serves, and wakes the engine when work arrives (no 5-second heartbeat stall).
 
 An idle node waits on the doorbell (one pub/sub subscription, rung by the scripts that push),
-the next host's due time, or a backed-off poll: never a hot loop.
+the next host's or retry's due time, or (the doorbell not listening) a backed-off poll: never a
+hot loop.
 """
 
 from __future__ import annotations
@@ -36,6 +37,26 @@ if TYPE_CHECKING:
 DUE_BATCH = 100  # due retries the lease script moves from delayed back to the queue per call
 PAUSE_CHECK_SECONDS = 0.5  # a paused feeder looks at the pause this often (read every 1.5 s: core/pause.py)
 DOORBELL_RETRY_SECONDS = 30  # pub/sub failed for another reason than an outage: polling meanwhile
+RING_SETTLE_SECONDS = 0.003  # a ring wakes a lease this much later: another node's "drained" may come first
+
+
+class Wake(asyncio.Event):
+    """The feeder's wake-up: `set` by this node (a push, a reclaim, the pause), `ring` by the doorbell."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.local = False
+
+    def set(self) -> None:
+        self.local = True
+        super().set()
+
+    def ring(self) -> None:
+        super().set()
+
+    def clear(self) -> None:
+        self.local = False
+        super().clear()
 
 
 class Feeder:
@@ -64,10 +85,13 @@ class Feeder:
         self.pause: PauseWatch | None = None  # set by the scheduler: the crawl's pause
         self.held_back: list[bytes] = []  # buffered leases of hosts an operator blocked: to give back
         self.want_more = asyncio.Event()
-        self.new_work = asyncio.Event()
+        self.new_work = Wake()
+        self._rings: list[bytes] = []  # doorbell messages that woke the idle feeder since its last lease
         self.codec: RequestCodec  # set at open (it needs the spider)
         self.dead_letters: Any = None  # set at open
         self._undecodable: Counter[str] = Counter()  # leased payloads that did not decode, by kind
+        self.doorbell_live = False  # subscribed to the doorbell: an idle feeder waits for it, no polling
+        self._gave_back = False  # the last lease gave requests back (a quarantine): poll for them
 
     def wake(self) -> None:
         """Wake the loop from its waits, so it sees at once that the node closes."""
@@ -128,12 +152,16 @@ class Feeder:
                 self.want_more.clear()
                 await self.want_more.wait()
                 continue
+            self.new_work.clear()  # before the lease: a ring while it runs is not lost
+            self._rings.clear()
             lease = partial(self._frontier().lease, want, self.config.lease_seconds, DUE_BATCH)
             popped = await self.trouble.run(Purpose.LEASE, "pop", lease)
             members = [h.lease for h in popped.leases]
             self.trouble.report_broken_hosts(popped.broken)
             per_host = self._frontier().host_control() is not None
             hosts = {h.lease: (h.slot, h.backoff) for h in popped.leases} if per_host else {}
+            if not members and not popped.expired:
+                self.stats.inc_value("scheduler/lease_empty")  # a lease that found nothing due
             if popped.expired:
                 self.stats.inc_value("scheduler/expired", popped.expired)
                 idle_wait = 0.01
@@ -145,15 +173,36 @@ class Feeder:
                 idle_wait = 0.01
             if (members or popped.expired) and len(members) + popped.expired == want:
                 continue
-            # The queue is (nearly) empty, or no host is due yet: wait for a local push, for the next
-            # host to be due, or poll again, backing off.
+            # The queue is (nearly) empty, or no host is due yet: wait for a push (local or the
+            # doorbell), for the next host or retry to be due, or poll again, backing off (at once
+            # to the longest poll while the doorbell listens: it rings for every push).
             if popped.next_due is not None:
                 idle_wait = min(max(popped.next_due, 0.01), self.config.poll_max_seconds)
-            self.new_work.clear()
-            try:
-                await asyncio.wait_for(self.new_work.wait(), timeout=idle_wait)
-            except TimeoutError:
+            elif self.doorbell_live and not self._gave_back:
+                idle_wait = self.config.poll_max_seconds  # drained: only a push (a ring) brings work
+            if not await self._idle(idle_wait):
                 idle_wait = min(idle_wait * 2, self.config.poll_max_seconds)
+
+    async def _idle(self, timeout: float) -> bool:
+        """Wait for work (True) or the timeout (False). Woken by the doorbell alone, it first lets
+        the rings settle: when another node's lease has meanwhile taken what they announced (its
+        host_pop published "drained"), they are no reason for a lease (no empty lease for them)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            try:
+                await asyncio.wait_for(self.new_work.wait(), timeout=max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                return False
+            if self.new_work.local or not self._rings:
+                return True
+            await asyncio.sleep(RING_SETTLE_SECONDS)
+            frontier = self._frontier()
+            if self.new_work.local or not all(frontier.stale_ring(ring) for ring in self._rings):
+                return True
+            self.stats.inc_value("scheduler/doorbell_stale", len(self._rings))
+            self._rings.clear()
+            self.new_work.clear()
 
     async def accept(self, members: list[bytes], hosts: dict[bytes, tuple[str, int]] | None = None) -> None:
         """Decode leased members into requests (per-host frontiers: with their slot and backoff level)."""
@@ -184,6 +233,7 @@ class Feeder:
         if bad:
             self.stats.inc_value("scheduler/undecodable", len(bad))
             await self.trouble.run(Purpose.DEADLETTER, "dead-letter", lambda: self.dead_letters.undecodable(bad))
+        self._gave_back = False
         if not suspects:
             self.buffer.extend(normal)
             return
@@ -193,6 +243,7 @@ class Feeder:
         self.recent.clear()
         giving_back = await self.quarantine.admit(suspects, normal, was_empty)
         await self.release([r.meta[LEASE_META] for r in giving_back])
+        self._gave_back = bool(giving_back)  # work left in Redis without a ring: polled for as before
 
     def _log_undecodable(self, lease: bytes, kind: str, reason: str) -> None:
         """A leased payload that did not decode: one WARNING per kind of reason, then only counted."""
@@ -210,6 +261,20 @@ class Feeder:
                 self._frontier().spider,
             )
 
+    def _heard(self, data: bytes | None) -> None:
+        """A doorbell message: a lease's "drained" notice (queue/base.py saw), a ring for work a
+        lease already took (dropped), or a ring that wakes the feeder."""
+        frontier = self._frontier()
+        if frontier.saw(data):
+            return
+        if frontier.stale_ring(data):
+            self.stats.inc_value("scheduler/doorbell_stale")
+            return
+        frontier.woken(data)
+        if data is not None:
+            self._rings.append(data)
+        self.new_work.ring()
+
     async def run_doorbell(
         self, pubsub_client: Callable[[], Any], masked_url: str, stopped: Callable[[], bool]
     ) -> None:
@@ -226,11 +291,13 @@ class Feeder:
                 # its own connection (the "+1"): a subscription never holds one of the pool's
                 pubsub = await subscribe(pubsub_client(), self._frontier().doorbell)
                 while not stopped():
-                    if await pubsub.get_message(timeout=1.0) is not None:
+                    self.doorbell_live = True
+                    message = await pubsub.get_message(timeout=1.0)
+                    if message is not None:
                         self.trouble.policy.ok()
-                        self._frontier().woken()
-                        self.new_work.set()
+                        self._heard(message.get("data"))
             finally:
+                self.doorbell_live = False
                 if pubsub is not None:
                     await pubsub.aclose()
 

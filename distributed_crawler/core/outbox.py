@@ -1,7 +1,8 @@
 """The outbox: requests this node enqueued, on their way to Redis in batches.
 
 One enqueue.lua call per batch does the dedup check+add and the push (and removes the leases the
-pushed requests succeed); refused requests become dead letters in the same order as this node's
+pushed requests succeed, and the leases of finished requests due for their ack: an ack rides on
+the next push instead of a round trip of its own); refused requests become dead letters in the same order as this node's
 other writes, so a lease is never acked before the dead letter that replaces it is written.
 """
 
@@ -19,6 +20,7 @@ from redis.exceptions import ResponseError
 from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import EpisodeLog
 from distributed_crawler.core.admission import Refusal
+from distributed_crawler.core.leases import LeaseTracker
 from distributed_crawler.core.refusals import RefusalLog
 from distributed_crawler.core.traps import DomainHosts
 from distributed_crawler.core.trouble import RedisTrouble, logger
@@ -28,6 +30,7 @@ from distributed_crawler.queue.enqueue import Enqueuer
 from distributed_crawler.queue.envelope import split_member
 
 OUTBOX_BATCH = 500
+ACKS_RIDING_MAX = 1000  # acks one push carries at most (Lua unpacks them in one call)
 
 
 class OutboxEntry(NamedTuple):
@@ -53,6 +56,7 @@ class Outbox:
         refusals: RefusalLog,
         domain_hosts: DomainHosts,
         on_pushed: Callable[[int], None],
+        leases: LeaseTracker | None = None,
     ) -> None:
         self._frontier = frontier
         self.trouble = trouble
@@ -60,6 +64,7 @@ class Outbox:
         self.refusals = refusals
         self.domain_hosts = domain_hosts
         self.on_pushed = on_pushed  # requests pushed by a batch (> 0): counted and the feeder woken
+        self.leases = leases  # finished requests' leases: acked with the next push (core/lease_keeper.py acks the rest)
         self.entries: deque[tuple[int, OutboxEntry]] = deque()
         self.enqueued_seq = 0  # sequence number of the last outbox entry
         self.flushed_seq = 0  # every entry up to this one is in Redis
@@ -108,12 +113,34 @@ class Outbox:
             handovers = [e.handover for e in pushes if e.handover]
             result = []
             if entries:
-                push = partial(self.enqueuer.run, "push", entries, handovers)
-                result = await self.trouble.run(Purpose.PUSH, "enqueue", push)
+                acks = self._riding_acks(pushes)
+                push = partial(self.enqueuer.run, "push", entries, handovers + acks)
+                try:
+                    result = await self.trouble.run(Purpose.PUSH, "enqueue", push)
+                except BaseException:  # NodeStopping, a cancel: still ours, acked or released at close
+                    if self.leases is not None:
+                        self.leases.requeue_acks(acks)
+                    raise
+                if acks:
+                    self.stats.inc_value("scheduler/acked", len(acks))
             for _ in batch:
                 self.entries.popleft()
             self.flushed_seq = batch[-1][0]
             self._count(pushes, result)
+
+    def _riding_acks(self, pushes: list[OutboxEntry]) -> list[bytes]:
+        """Leases of finished requests whose links are all in Redis already (so their removal
+        needs no atomicity with this batch), on the shards this batch writes to."""
+        if self.leases is None:
+            return []
+        due = self.leases.take_ackable(self.flushed_seq)
+        if not due:
+            return []
+        riding = self._frontier().acks_riding(due, [e.member for e in pushes])[:ACKS_RIDING_MAX]
+        if len(riding) < len(due):
+            kept = set(riding)
+            self.leases.requeue_acks([lease for lease in due if lease not in kept])
+        return riding
 
     def _count(self, pushes: list[OutboxEntry], result: list[int]) -> None:
         pushed = sum(result)

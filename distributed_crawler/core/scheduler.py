@@ -95,7 +95,7 @@ class RedisScheduler:
         self.work = ClusterWork(get, self.trouble)
         self.refusals = refusals = RefusalLog(crawler.stats, node_id)
         domain_hosts = DomainHosts(frontier.domain_hosts_key, config.domain_max_hosts)
-        self.outbox = Outbox(get, self.trouble, self.stats, refusals, domain_hosts, self._pushed)
+        self.outbox = Outbox(get, self.trouble, self.stats, refusals, domain_hosts, self._pushed, self.leases)
         self.quarantine = Quarantine(get, self.trouble, self.leases, self.buffer, crawler, node_id)
         parts = (config, get, self.trouble, self.leases)
         release = lambda leases: self.keeper.release(leases)  # noqa: E731

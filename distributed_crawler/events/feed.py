@@ -53,6 +53,7 @@ class EventsConfig:
     key: str = "{%(spider)s}:events"
     maxlen: int = 1_000_000
     include_text: bool = False
+    batch_seconds: float = 0.25
 
     @classmethod
     def from_settings(cls, settings: Any) -> EventsConfig:
@@ -62,6 +63,7 @@ class EventsConfig:
             key=read.str("EVENTS_KEY"),
             maxlen=read.int("EVENTS_MAXLEN", min=0, hint="0 = never trimmed"),
             include_text=read.bool("EVENTS_INCLUDE_TEXT"),
+            batch_seconds=read.float("EVENTS_BATCH_SECONDS", min=0),
         )
 
     def stream(self, spider: str) -> str:
@@ -154,6 +156,12 @@ class ChangeFeed:
         self.lag_sum = 0.0
 
     # -- the storage pipeline's hooks (storage/changes.py AfterCommit) ---------------------------
+    @property
+    def linger(self) -> float:
+        """How long an idle storage writer gathers items before a commit (each commit costs one
+        events write, a Redis round trip): EVENTS_BATCH_SECONDS."""
+        return self.config.batch_seconds
+
     def take_redelivered(self, item: Any) -> bool:
         return self.marks.take(item)
 

@@ -11,7 +11,9 @@
 --   need (host mode, below: two, the counter and the single queue)
 -- ARGV[1] queue type: "priority" | "fifo" | "lifo"
 -- ARGV[2] n = number of requests
--- ARGV[3] doorbell channel, PUBLISHed to when something was pushed ("" = none)
+-- ARGV[3] doorbell channel, PUBLISHed to when something was pushed ("" = none); the message is
+--   "<requests queued> <hash tag of KEYS[3]> <sequence counter KEYS[2] after the push>" (the tag
+--   names the shard that has work; a lease that read the counter at or past it saw the push)
 -- ARGV[4] dedup mode: "set" | "bitmap" | "redisbloom"
 -- ARGV[5] number of bitmap layers the caller passed pieces for
 -- ARGV[6] action: "push" (dedup and push) | "add" (dedup only) | "check" (read only)
@@ -149,7 +151,11 @@ end
 
 local function finish(code, result)
   if added > 0 then redis.call("HSET", KEYS[5], "L" .. cur .. ":n", cur_n) end
-  if queued > 0 and doorbell ~= "" then redis.call("PUBLISH", doorbell, queued) end
+  if queued > 0 and doorbell ~= "" then -- "<queued> <hash tag> <sequence>" (queue/base.py stale_ring)
+    local ok, seq = pcall(redis.call, "GET", KEYS[2])
+    local tag = string.match(KEYS[3], "{([^}]*)}") or ""
+    redis.call("PUBLISH", doorbell, queued .. " " .. tag .. " " .. (ok and tonumber(seq) or -1))
+  end
   table.insert(result, 1, code)
   return result
 end

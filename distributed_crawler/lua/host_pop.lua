@@ -19,21 +19,26 @@
 -- ARGV[3] max number of due retries to move in this call
 -- ARGV[4] host queue key prefix, ARGV[5] host hash key prefix, ARGV[6] (optional) in-flight set key
 --   prefix (prefix .. host = the key; undeclared keys on the same Cluster slot as KEYS, see
---   lib/host.lua; without ARGV[6] no in-flight cap is applied)
+--   lib/host.lua; without ARGV[6] no in-flight cap is applied); ARGV[7] (optional) doorbell channel:
+--   when this call wanted more than it found and no host is due any more, it PUBLISHes
+--   "0 <hash tag of KEYS[2]> <sequence>" there ("drained": rings up to that sequence are stale)
 -- Returns {lease1, slot1, bo1, lease2, slot2, bo2, ..., next_due}: each leased member
 --   ("<deliveries>:<priority>:<payload>", deliveries counted up by one; no envelope counts as 0:0), its host and the host's
 --   backoff level; a host dropped from ready because its queue key is of the wrong Redis type
 --   comes as the triple ("", host, -1) so the node can name the key; an expired request (its
 --   "<expires_at>:" at or before server time, lib/queue.lua) leaves its host's queue unleased and
 --   comes as ("", host, -2), counted in the refused hash (KEYS[8]); then the seconds until the
---   next host is due as a string ("-1": no host waits).
+--   next host or delayed retry is due as a string ("-1": none waits); last the sequence counter
+--   KEYS[4] (-1: unset or garbage): a doorbell ring naming a sequence up to it announced work this
+--   lease already saw.
 -- Serving: due hosts (ready score <= now) are served round-robin. A host with an interval
 --   (max(iv, cd, ad) > 0) gives ONE request per call and is due again one interval (+ SEND_SPREAD) after now: the
 --   interval is a minimum gap between two leases of the host (the site never sees two requests
 --   closer than it from the cluster, docs/retries-and-politeness.md); a node's lateness is not
 --   made up (a slightly lower rate, never a shorter gap).
 --   An emptied one stays in ready until then, so a new request cannot jump its interval; found
---   empty when due, it leaves. A host without interval gives up to its share of what is still wanted, in
+--   empty when due, it leaves. A host without interval emptied by this call leaves ready at once
+--   (the next push puts it back). A host without interval gives up to its share of what is still wanted, in
 --   rounds until N is met or no due host is left. A host blocked until later (`until`) is moved to
 --   that time. A host over budget (pages >= max >= 0) leaves ready for the over-budget zset (score
 --   = its pending count): its requests stay in its queue, counted, not served. `pages` counts
@@ -264,6 +269,8 @@ while wanted > 0 and #active > 0 do
         redis.call("ZREM", ready, s.host)
       elseif s.cap > 0 and s.held >= s.cap then
         redis.call("ZADD", ready, now + CAP_RECHECK, s.host) -- at its cap: looked at again shortly
+      elseif redis.call("ZCARD", queue) == 0 then
+        redis.call("ZREM", ready, s.host) -- emptied: out now (a push puts it back), no empty lease later
       else
         redis.call("ZADD", ready, now, s.host) -- behind the hosts waiting longer: the next call serves them first
         if #members == take then still[#still + 1] = s end -- gave its full share: may give more this call
@@ -273,11 +280,23 @@ while wanted > 0 and #active > 0 do
   active = still
 end
 
--- seconds until the next host is due (the idle feeder sleeps until then)
-local first = redis.call("ZRANGE", ready, 0, 0, "WITHSCORES")
-if #first == 0 then
+-- seconds until the next host or retry is due (the idle feeder sleeps until then)
+local next_due = nil
+for _, key in ipairs({ready, KEYS[3]}) do
+  local first = redis.call("ZRANGE", key, 0, 0, "WITHSCORES")
+  if #first > 0 and (not next_due or tonumber(first[2]) < next_due) then next_due = tonumber(first[2]) end
+end
+if not next_due then
   out[#out + 1] = "-1"
 else
-  out[#out + 1] = string.format("%.3f", math.max(0, tonumber(first[2]) - now))
+  out[#out + 1] = string.format("%.3f", math.max(0, next_due - now))
+end
+local ok, seq = pcall(redis.call, "GET", KEYS[4])
+seq = ok and tonumber(seq) or -1
+out[#out + 1] = seq -- the pushes this lease saw (a doorbell ring up to it is stale)
+if count > 0 and wanted > 0 and seq >= 0 and ARGV[7] and ARGV[7] ~= ""
+  and #redis.call("ZRANGEBYSCORE", ready, "-inf", now, "LIMIT", 0, 1) == 0 then
+  -- drained: no due host left after the pushes up to seq; other nodes need not lease for their rings
+  redis.call("PUBLISH", ARGV[7], "0 " .. (string.match(KEYS[2], "{([^}]*)}") or "") .. " " .. seq)
 end
 return out

@@ -59,11 +59,21 @@ class Lease(NamedTuple):
     backoff: int = 0
 
 
+def ring_part(message: bytes | str | None, n: int) -> str | None:
+    """Field `n` of a doorbell message ("<queued> <hash tag> <sequence>"), None if it has none."""
+    text = message.decode("utf-8", "replace") if isinstance(message, bytes) else message
+    if not isinstance(text, str):
+        return None  # not a doorbell message (a subscription's confirmation carries a number)
+    parts = text.split(" ")
+    return parts[n] if len(parts) > n else None
+
+
 class Leased(NamedTuple):
     leases: list[Lease]
     next_due: float | None = None  # seconds until the next host is due; None = none waits (or no hosts)
     broken: list[str] = []  # hosts dropped from ready: their queue key holds the wrong Redis type
     expired: int = 0  # requests dropped at lease: their expiry (REQUEST_TTL / meta expires_at) had passed
+    seen: int | None = None  # host mode: the push sequence when it ran (pushes up to it were seen)
 
 
 @dataclass(frozen=True)
@@ -131,6 +141,7 @@ class Frontier:
 
     per_host: ClassVar[bool] = False  # keeps per-host state (host hash, blocks, politeness at lease)
     default_order: ClassVar[str] = ""
+    seen: int | None = None  # host mode: the push sequence the last lease (or a "drained" notice) saw
 
     def __init__(
         self, client: Any, keys: SpiderKeys, order: str, scripts: Scripts | None = None, **options: Any
@@ -209,8 +220,25 @@ class Frontier:
         """The dedup filter's keys the frontier's scripts use (one per shard)."""
         return [self.keys.dupefilter]
 
-    def woken(self) -> None:
-        """The doorbell rang: work was pushed somewhere (a sharded frontier asks its empty shards again)."""
+    def stale_ring(self, message: bytes | str | None) -> bool:
+        """A doorbell ring ("<queued> <tag> <sequence>", enqueue.lua) for a push that a lease
+        (this node's last one, or one that drained the queue) already saw: no lease for it."""
+        seq = ring_part(message, 2)
+        seen = self.seen
+        return seen is not None and seq is not None and seq.isdigit() and int(seq) <= seen
+
+    def saw(self, message: bytes | str | None) -> bool:
+        """A "drained" notice ("0 <tag> <sequence>", host_pop.lua): a lease left no due work after
+        the pushes up to that sequence; True if `message` is one (then remembered, not a ring)."""
+        seq = ring_part(message, 2)
+        if ring_part(message, 0) != "0" or seq is None or not seq.isdigit():
+            return False
+        self.seen = max(int(seq), self.seen or 0)
+        return True
+
+    def woken(self, message: bytes | str | None = None) -> None:
+        """The doorbell rang with `message` (enqueue.lua: "<queued> <hash tag>"): work was pushed
+        somewhere (a sharded frontier asks that shard again, or every shard for another message)."""
 
     def with_mode(self, mode: str) -> Frontier:
         """Another mode on the same client and keys, reusing the registered scripts."""
@@ -396,6 +424,11 @@ class Frontier:
         """Extend the leases still held (never re-creates one); returns how many were extended."""
         return self.scripts.renew(keys=[self.keys.processing], args=[lease_seconds, *leases])
 
+    def acks_riding(self, leases: list[bytes], members: Sequence[str]) -> list[bytes]:
+        """Of finished `leases`, the ones a push of `members` may remove in its own script (all:
+        one frontier, one script)."""
+        return leases
+
     def ack(self, leases: Sequence[bytes | str]) -> Any:
         """Remove finished leases (the request is done: its items committed, its links pushed)."""
         return self.client.zrem(self.keys.processing, *leases)
@@ -406,10 +439,14 @@ class Frontier:
 
     def reclaim(self, max_deliveries: int, limit: int, failed_cap: int, node_id: str) -> Any:
         """Requeue expired leases (front of their priority) or dead-letter them: (requeued, dead)."""
+        script, keys, args = self.reclaim_call(max_deliveries, limit, failed_cap, node_id)
+        return then(script(keys=keys, args=args), lambda reply: (int(reply[0]), int(reply[1])))
+
+    def reclaim_call(self, max_deliveries: int, limit: int, failed_cap: int, node_id: str) -> tuple[Any, Any, Any]:
+        """The reclaim script with its KEYS and ARGV (a sharded frontier pipelines its shards' calls)."""
         keys, extra = self._reclaim_call()
         keys += [self.keys.solo, self.keys.deaths]  # always the last two (killed_worker)
-        result = self.scripts.reclaim(keys=keys, args=[self.order, max_deliveries, limit, failed_cap, node_id, *extra])
-        return then(result, lambda reply: (int(reply[0]), int(reply[1])))
+        return self.scripts.reclaim, keys, [self.order, max_deliveries, limit, failed_cap, node_id, *extra]
 
     def _reclaim_call(self) -> tuple[list[str], list[str]]:
         raise NotImplementedError

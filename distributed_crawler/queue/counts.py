@@ -13,7 +13,7 @@ from typing import Any
 
 from distributed_crawler.queue.enqueue import maybe_await
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import lua_source
+from distributed_crawler.queue.scripts import lua_source, run_scripts
 from distributed_crawler.queue.seedkey import taken_key
 
 
@@ -49,12 +49,30 @@ class CrawlCounts:
         return asdict(self)
 
 
+def _tagged(keys: SpiderKeys) -> list[str]:
+    return [keys.pending, keys.processing, keys.delayed, keys.failed, keys.ready, keys.requests, keys.over_budget]
+
+
+def _args(keys: SpiderKeys) -> list[Any]:
+    # ARGV: the counter, the single queue, ready, over-budget (KEYS indices), the host queue prefix
+    return [1, 6, 5, 7, keys.host_queue("")]
+
+
+def _frontier_counts(reply: list[Any], waiting: int = 0, taken: int = 0) -> CrawlCounts:
+    pending, leased, delayed, failed, hosts, single = reply[:6]
+    return CrawlCounts(waiting, None if pending < 0 else pending, leased, delayed, failed, hosts, single, taken)
+
+
+async def shard_counts(client: Any, shards: list[SpiderKeys]) -> list[CrawlCounts]:
+    """counts.lua of every shard: one pipelined round trip on one Redis server (queue/scripts.py run_scripts)."""
+    script = client.register_script(lua_source("counts"))
+    replies = await run_scripts(client, [(script, _tagged(k), _args(k)) for k in shards])
+    return [_frontier_counts(reply) for reply in replies]
+
+
 async def crawl_counts(client: Any, keys: SpiderKeys, seeds: bool = True) -> CrawlCounts:
     """Two round trips (one without `seeds`: the seed key and its taken zset); works with sync and asyncio clients (await it either way)."""
-    tagged = [keys.pending, keys.processing, keys.delayed, keys.failed, keys.ready, keys.requests, keys.over_budget]
     counts = client.register_script(lua_source("counts"))  # EVALSHA, not the source each poll
-    # ARGV: the counter, the single queue, ready, over-budget (KEYS indices), the host queue prefix
-    reply = await maybe_await(counts(keys=tagged, args=[1, 6, 5, 7, keys.host_queue("")]))
-    pending, leased, delayed, failed, hosts, single = reply[:6]
+    reply = await maybe_await(counts(keys=_tagged(keys), args=_args(keys)))
     waiting, taken = await maybe_await(counts(keys=[keys.start_urls, taken_key(keys.start_urls)])) if seeds else (0, 0)
-    return CrawlCounts(waiting, None if pending < 0 else pending, leased, delayed, failed, hosts, single, taken)
+    return _frontier_counts(reply, waiting, taken)

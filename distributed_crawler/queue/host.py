@@ -21,13 +21,13 @@ if TYPE_CHECKING:
 
 
 def _leased(reply: list[Any]) -> Leased:
-    *flat, due = reply
+    *flat, due, seq = reply
     triples = [(flat[i], reply_text(flat[i + 1]), int(flat[i + 2])) for i in range(0, len(flat) - 2, 3)]
     wait = float(due)
     leases = [Lease(*t) for t in triples if t[0]]
     broken = [slot for lease, slot, code in triples if not lease and code == -1]
     expired = sum(1 for lease, _, code in triples if not lease and code == -2)
-    return Leased(leases, None if wait < 0 else wait, broken, expired)
+    return Leased(leases, None if wait < 0 else wait, broken, expired, None if int(seq) < 0 else int(seq))
 
 
 class HostFrontier(Frontier):
@@ -105,9 +105,15 @@ class HostFrontier(Frontier):
                 k.refused,
                 k.overrides,
             ],
-            args=[count, lease_seconds, due_batch, *self._prefixes(), k.host_in_flight("")],
+            args=[count, lease_seconds, due_batch, *self._prefixes(), k.host_in_flight(""), self.doorbell],
         )
-        return then(result, _leased)
+        return then(result, self._saw)
+
+    def _saw(self, reply: list[Any]) -> Leased:
+        leased = _leased(reply)
+        if leased.seen is not None:
+            self.seen = max(leased.seen, self.seen or 0)
+        return leased
 
     def _reclaim_call(self) -> tuple[list[str], list[str]]:
         k = self.keys

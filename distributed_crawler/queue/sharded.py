@@ -4,8 +4,10 @@
 A request goes to the shard of its host (its slot), with its dedup check+add, in one script on one
 node. Leases remember their shard (this node leased them), so acks, renewals and releases go
 straight to it. A lease walks the shards from a rotating start and skips shards that were empty
-until the doorbell rings (`woken`) or a short recheck: one round trip per batch while work is
-spread, no polling loop over empty shards. Figures are sums over the shards. Dead letters written
+until the doorbell rings for that shard (`woken`: enqueue.lua names the shard's hash tag), their
+next host or retry is due, or a safety recheck: one round trip per batch while work is spread, no
+polling loop over empty shards. A ring counter per shard keeps a push that lands while a lease
+finds the shard empty from being missed. Figures are sums over the shards. Dead letters written
 with a lease removal land in the lease's shard first (one transaction on one node) and are moved
 to the spider's `{spider}:failed` by the reclaim round.
 """
@@ -21,15 +23,16 @@ from urllib.parse import urlsplit
 
 from redis.exceptions import RedisError
 
-from distributed_crawler.queue.base import Frontier, HostControl, Lease, Leased, Placement
+from distributed_crawler.queue.base import Frontier, HostControl, Lease, Leased, Placement, ring_part
 from distributed_crawler.queue.codec import payload_slot, payload_url
-from distributed_crawler.queue.counts import CrawlCounts
+from distributed_crawler.queue.counts import CrawlCounts, shard_counts
 from distributed_crawler.queue.deadletters import DeadLetters
 from distributed_crawler.queue.enqueue import Dedup, Enqueuer, Entry, maybe_await, run_sync
 from distributed_crawler.queue.envelope import split_member
+from distributed_crawler.queue.scripts import is_cluster, run_scripts
 from distributed_crawler.queue.shards import shard_of
 
-RECHECK_SECONDS = 1.0  # an empty shard is asked again after this (due retries do not ring the doorbell)
+RECHECK_SECONDS = 10.0  # an empty shard not rung is asked again after this (a safety net: pushes ring it)
 HOME_MAX = 100_000  # leases remembered with their shard (a node holds a few hundred; beyond: read from the payload)
 MOVE_BATCH = 500  # dead letters moved from a shard to the spider's failed list per reclaim round
 
@@ -39,6 +42,11 @@ def _host(url: str) -> str:
         return (urlsplit(url).hostname or "").lower()
     except ValueError:
         return ""
+
+
+def _tag(key: str) -> str:
+    """The hash tag of a key (`{news~0.3}:processing` -> `news~0.3`)."""
+    return key.partition("{")[2].partition("}")[0]
 
 
 def _is_async(client: Any) -> bool:
@@ -72,6 +80,8 @@ class ShardedFrontier(Frontier):
         self.parts: list[Frontier] = options["parts"]
         self._home: dict[bytes, int] = options["home"]
         self._empty_until = [0.0] * len(self.parts)
+        self._rings = [0] * len(self.parts)  # doorbell rings per shard: a ring during a lease wins
+        self._tags = {_tag(part.keys.processing): i for i, part in enumerate(self.parts)}
         self._next = 0
 
     def bind(self, client: Any) -> Frontier:
@@ -163,12 +173,29 @@ class ShardedFrontier(Frontier):
     def dupefilter_keys(self) -> list[str]:
         return [part.keys.dupefilter for part in self.parts]
 
-    def woken(self) -> None:
-        self._empty_until = [0.0] * len(self.parts)
+    def _rung(self, message: bytes | str | None) -> int | None:
+        tag = ring_part(message, 1)
+        return None if tag is None else self._tags.get(tag)
+
+    def stale_ring(self, message: bytes | str | None) -> bool:
+        shard = self._rung(message)
+        return shard is not None and self.parts[shard].stale_ring(message)
+
+    def saw(self, message: bytes | str | None) -> bool:
+        if ring_part(message, 0) != "0":
+            return False
+        shard = self._rung(message)
+        return shard is None or self.parts[shard].saw(message)
+
+    def woken(self, message: bytes | str | None = None) -> None:
+        shard = self._rung(message)
+        for i in range(len(self.parts)) if shard is None else (shard,):
+            self.pushed_to(i)
 
     def pushed_to(self, shard: int) -> None:
-        """This node pushed to `shard`: ask it again at the next lease (before the doorbell rings)."""
+        """Work was pushed to `shard`: ask it again at the next lease."""
         self._empty_until[shard] = 0.0
+        self._rings[shard] += 1
 
     # -- the scripts ------------------------------------------------------------------------------
     async def open_enqueuer(self, make_dedup: Callable[[str], Awaitable[Dedup]]) -> Any:
@@ -192,6 +219,7 @@ class ShardedFrontier(Frontier):
             i = (start + step) % n
             if self._empty_until[i] > now:
                 continue
+            rings = self._rings[i]
             got = await maybe_await(self.parts[i].lease(count - len(leases), lease_seconds, due_batch))
             for lease in got.leases:
                 if len(self._home) < HOME_MAX:
@@ -199,13 +227,18 @@ class ShardedFrontier(Frontier):
             leases += got.leases
             broken += got.broken
             expired += got.expired
-            if not got.leases and not got.expired:
+            if not got.leases and not got.expired and self._rings[i] == rings:
                 wait = got.next_due if got.next_due is not None else RECHECK_SECONDS
                 self._empty_until[i] = now + min(wait, RECHECK_SECONDS)
             if len(leases) + expired >= count:
                 break
         later = [until - now for until in self._empty_until if until > now]
         return Leased(leases, min(later) if later and not leases else None, broken, expired)
+
+    def acks_riding(self, leases: list[bytes], members: Sequence[str]) -> list[bytes]:
+        """Only the leases on a shard the push writes to (else the push would cost a call more)."""
+        shards = {self.shard_of_member(member) for member in members}
+        return [lease for lease in leases if self.shard_of_member(lease) in shards]
 
     def renew(self, leases: Sequence[bytes | str], lease_seconds: float) -> Any:
         async def renew() -> int:
@@ -243,12 +276,10 @@ class ShardedFrontier(Frontier):
 
     def reclaim(self, max_deliveries: int, limit: int, failed_cap: int, node_id: str) -> Any:
         async def reclaim() -> tuple[int, int]:
-            requeued = dead = 0
-            for part in self.parts:
-                r, d = await maybe_await(part.reclaim(max_deliveries, limit, failed_cap, node_id))
-                requeued, dead = requeued + r, dead + d
+            calls = [part.reclaim_call(max_deliveries, limit, failed_cap, node_id) for part in self.parts]
+            replies = await run_scripts(self.client, calls)  # one round trip for every shard
             await self.move_dead_letters(failed_cap)
-            return requeued, dead
+            return sum(int(r[0]) for r in replies), sum(int(r[1]) for r in replies)
 
         return self._go(reclaim())
 
@@ -256,9 +287,14 @@ class ShardedFrontier(Frontier):
         """Dead letters the shards' scripts wrote -> the spider's failed list (oldest first; a crash
         between the push and the trim leaves a copy in both, never none)."""
         moved = 0
-        for part in self.parts:
-            if part.keys.failed == self.keys.failed:
-                continue
+        parts = [part for part in self.parts if part.keys.failed != self.keys.failed]
+        if not is_cluster(self.client):  # which shards hold any: one pipelined round trip
+            pipe = self.client.pipeline(transaction=False)
+            for part in parts:
+                pipe.llen(part.keys.failed)
+            lengths = await maybe_await(pipe.execute())
+            parts = [part for part, n in zip(parts, lengths) if n]
+        for part in parts:
             entries = await maybe_await(self.client.lrange(part.keys.failed, -MOVE_BATCH, -1))
             if not entries:
                 continue
@@ -310,7 +346,7 @@ class ShardedFrontier(Frontier):
 
     # -- figures ----------------------------------------------------------------------------------
     async def counts(self, seeds: bool = False, client: Any = None) -> CrawlCounts:
-        each = [await part.counts(client=client) for part in self.parts]
+        each = await shard_counts(client or self.client, [part.keys for part in self.parts])
         base = await super().counts(seeds=seeds, client=client)  # seeds and the spider's failed list
         pending = [c.pending for c in each]
         return CrawlCounts(

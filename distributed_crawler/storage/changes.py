@@ -60,6 +60,10 @@ def classify(
 class AfterCommit(Protocol):
     """What the storage pipeline calls around a commit (the change feed, events/feed.py)."""
 
+    @property
+    def linger(self) -> float:
+        """Seconds an idle writer gathers items before a commit (each commit publishes once)."""
+
     def take_redelivered(self, item: Any) -> bool:
         """True (once) for an item whose request was delivered before: publish even if unchanged."""
 

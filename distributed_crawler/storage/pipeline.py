@@ -38,7 +38,7 @@ from itemadapter import ItemAdapter
 from scrapy.exceptions import CloseSpider, DropItem
 
 from distributed_crawler.defaults import SettingsReader
-from distributed_crawler.internals import spider_closing
+from distributed_crawler.internals import downloads_in_flight, spider_closing
 from distributed_crawler.redact import mask_url, safe_error_text
 from distributed_crawler.storage.backends import DEFAULT_STORAGE_URL, StorageBackend, StorageError, open_storage
 from distributed_crawler.storage.changes import AfterCommit, attached
@@ -417,8 +417,9 @@ class StoragePipeline:
             batch = _Batch(self._loop.create_future())
             batch.done.add_done_callback(_mark_retrieved)
             self._current = batch
-            batch.timer = self._loop.call_later(self.config.flush_seconds, self._seal, batch)
-            if self._writer is None or self._writer.done():
+            linger = self._linger()
+            batch.timer = self._loop.call_later(linger or self.config.flush_seconds, self._seal, batch)
+            if not linger and (self._writer is None or self._writer.done()):
                 # Group commit: an idle writer takes the batch as soon as this loop turn ends,
                 # so a lone item waits milliseconds, not flush_seconds; under load, items
                 # gather while the previous commit runs.
@@ -427,6 +428,18 @@ class StoragePipeline:
         if len(batch.rows) >= self.config.batch_size or self._closing:
             self._seal(batch)
         return batch
+
+    def _linger(self) -> float:
+        """With a change feed, a batch gathers for its linger (EVENTS_BATCH_SECONDS, at most
+        flush_seconds) even while the writer is idle, since each commit costs one events write;
+        but only while downloads are in flight (more items are coming): a lone request (a
+        quarantined one, the end of a crawl) is not slowed down."""
+        try:
+            if self.crawler is not None and not downloads_in_flight(self.crawler):
+                return 0.0
+        except RuntimeError:  # no engine (a pipeline driven without a crawl): the linger as set
+            pass
+        return min(getattr(self.after_commit, "linger", 0.0), self.config.flush_seconds)
 
     def _seal(self, batch: _Batch) -> None:
         """Stop adding to *batch* and queue it for the writer."""
@@ -442,7 +455,9 @@ class StoragePipeline:
 
     async def _write_pending(self) -> None:
         """Commit queued batches one at a time, in order; then take what gathered meanwhile."""
-        while self._pending or (self._current is not None and self._current.rows and not self._closed):
+        while self._pending or (
+            self._current is not None and self._current.rows and not self._closed and not self._linger()
+        ):
             if not self._pending:
                 assert self._current is not None  # the loop condition
                 self._seal(self._current)
