@@ -371,11 +371,16 @@ def test_worker_survives_garbage_and_a_wrong_type_key_mid_crawl(
         workers.start("w", "SCHEDULER_LEASE_SECONDS=3", "CONCURRENT_REQUESTS=2", "MAX_IDLE_TIME_BEFORE_CLOSE=2")
         db = tmp_path / "items.db"
         wait_until(lambda: len(rows(db)) >= 3, 60, "the first pages stored")
-        redis_client.set(KEYS.delayed, "x")  # someone's `redis-cli set` on a key the feeder reads
+        # someone's `redis-cli set` on a key the feeder reads; the retries waiting in it are kept
+        # aside and put back with the fix (a SET alone deletes them: the test's loss, not the crawler's)
+        aside = KEYS.delayed + ":aside"
+        clobber = redis_client.pipeline(transaction=True)
+        clobber.zunionstore(aside, [KEYS.delayed]).set(KEYS.delayed, "x").execute()
         wait_until(lambda: f"Redis key {KEYS.delayed} holds a string" in workers.log("w"), 20, "the ERROR line")
         time.sleep(2)
         assert workers.procs["w"].poll() is None, workers.log("w")[-3000:]
-        redis_client.delete(KEYS.delayed)
+        fix = redis_client.pipeline(transaction=True)
+        fix.delete(KEYS.delayed).zunionstore(KEYS.delayed, [aside]).delete(aside).execute()
         codes = workers.wait_all(timeout=60)
         stored = set(rows(db))
         expected = site.expected_urls()
