@@ -4,7 +4,12 @@ import pytest
 from scrapy import Request
 from scrapy.settings import Settings
 
-from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig, canonicalize_url
+from distributed_crawler.dedup.fingerprint import (
+    CANONICAL_CACHE,
+    CanonicalFingerprinter,
+    FingerprintConfig,
+    canonicalize_url,
+)
 
 
 @pytest.mark.parametrize(
@@ -49,3 +54,21 @@ def test_drop_params_setting_with_wildcards() -> None:
     config = FingerprintConfig.from_settings(Settings({"FINGERPRINT_DROP_PARAMS": "session*,ref"}))
     fp = CanonicalFingerprinter(config)
     assert fp.canonical_url("http://e.com/?sessionid=1&ref=2&id=3&utm_source=x") == "http://e.com/?id=3&utm_source=x"
+
+
+def test_remembered_canonical_urls_are_bounded_and_follow_the_drop_setting() -> None:
+    """A site of endless distinct URLs does not grow the cache; two fingerprinters with different
+    FINGERPRINT_DROP_PARAMS never answer from each other's memory."""
+    fp = CanonicalFingerprinter()
+    for n in range(CANONICAL_CACHE + 500):
+        assert fp.canonical_url(f"http://e.com/p/{n}?utm_source=x") == f"http://e.com/p/{n}"
+    assert fp._canonical.cache_info().currsize == CANONICAL_CACHE
+    assert (
+        fp.canonical_url("http://E.com/a?ref=1#x") == fp.canonical_url("http://e.com/a?ref=1") == "http://e.com/a?ref=1"
+    )
+    keeps_ref = fp.canonical_url("http://e.com/?ref=2&id=3")
+    drops_ref = CanonicalFingerprinter(FingerprintConfig.from_settings(Settings({"FINGERPRINT_DROP_PARAMS": "ref"})))
+    assert (keeps_ref, drops_ref.canonical_url("http://e.com/?ref=2&id=3")) == (
+        "http://e.com/?id=3&ref=2",
+        "http://e.com/?id=3",
+    )

@@ -69,3 +69,29 @@ def test_due_acks_ride_on_the_next_push_of_their_shard() -> None:
     assert outbox.enqueuer.calls == [(["a/new"], [b"a/done"])]  # type: ignore[attr-defined]
     assert sorted(leases.take_ackable(outbox.flushed_seq)) == [b"a/later", b"b/done"]  # for the lease keeper
     assert stats.get_value("scheduler/acked") == 1
+
+
+def test_links_added_within_the_linger_share_one_push() -> None:
+    """Responses parsed one by one on the reactor send their links in one script call, not one each."""
+    stats = MemoryStatsCollector(get_crawler())
+    outbox = Outbox(lambda: Shards(), Trouble(), stats, None, None, lambda n: None, None)  # type: ignore[arg-type]
+    outbox.enqueuer = Pushes()  # type: ignore[assignment]
+    outbox.domain_hosts = type("NoCaps", (), {"unknown": lambda self, hosts: []})()  # type: ignore[assignment]
+    stopped = False
+
+    async def main() -> None:
+        nonlocal stopped
+        task = asyncio.ensure_future(outbox.run(lambda: stopped))
+        for page in range(3):  # three responses, each parsed in its own reactor turn
+            outbox.add(OutboxEntry(f"fp{page}", False, f"a/link{page}", None))
+            await asyncio.sleep(0)
+        for _ in range(100):
+            if outbox.flushed_seq == outbox.enqueued_seq:
+                break
+            await asyncio.sleep(0.01)
+        stopped = True
+        outbox.ready.set()
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(main())
+    assert outbox.enqueuer.calls == [(["a/link0", "a/link1", "a/link2"], [])]  # type: ignore[attr-defined]

@@ -4,6 +4,8 @@ One enqueue.lua call per batch does the dedup check+add and the push (and remove
 pushed requests succeed, and the leases of finished requests due for their ack: an ack rides on
 the next push instead of a round trip of its own); refused requests become dead letters in the same order as this node's
 other writes, so a lease is never acked before the dead letter that replaces it is written.
+A batch lingers OUTBOX_LINGER after the first entry wakes the outbox, so the links of the responses
+parsed meanwhile share its script call (a small page is parsed at once, its few links alone).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from distributed_crawler.queue.envelope import split_member
 
 OUTBOX_BATCH = 500
 ACKS_RIDING_MAX = 1000  # acks one push carries at most (Lua unpacks them in one call)
+OUTBOX_LINGER = 0.02  # seconds a batch short of OUTBOX_BATCH waits for more entries (new links, and the acks waiting for them, wait at most this long)
 
 
 class OutboxEntry(NamedTuple):
@@ -100,6 +103,8 @@ class Outbox:
                 self.ready.clear()
                 await self.ready.wait()
                 continue
+            if len(self.entries) < OUTBOX_BATCH and not stopped():
+                await asyncio.sleep(OUTBOX_LINGER)
             batch = [self.entries[i] for i in range(min(OUTBOX_BATCH, len(self.entries)))]
             batch = await self._admit_hosts(batch)
             refused = [e for _, e in batch if e.refused]

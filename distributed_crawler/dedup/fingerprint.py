@@ -12,6 +12,7 @@ import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -96,6 +97,7 @@ def canonicalize_url(url: str, drop: ParamMatcher | None = None) -> str:
 
 
 _DEFAULT_MATCHER = ParamMatcher(DEFAULT_DROP_PARAMS)
+CANONICAL_CACHE = 4096  # canonical URLs a fingerprinter remembers (~1 MB)
 
 
 class CanonicalFingerprinter:
@@ -108,13 +110,16 @@ class CanonicalFingerprinter:
     def __init__(self, config: FingerprintConfig | None = None) -> None:
         self.config = config or FingerprintConfig()
         self._drop = ParamMatcher(self.config.drop_params)
+        # the same links recur on every page of a site (home, sections, neighbours): canonicalizing
+        # is a third of a link's cost; bounded, so a site of endless URLs costs no more memory
+        self._canonical = lru_cache(maxsize=CANONICAL_CACHE)(partial(canonicalize_url, drop=self._drop))
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> CanonicalFingerprinter:
         return cls(FingerprintConfig.from_settings(crawler.settings))
 
     def canonical_url(self, url: str) -> str:
-        return canonicalize_url(url, self._drop)
+        return self._canonical(url)
 
     def fingerprint(self, request: Request) -> bytes:
         digest = hashlib.sha1()
