@@ -33,7 +33,7 @@ from distributed_crawler.queue.envelope import split_member
 
 OUTBOX_BATCH = 500
 ACKS_RIDING_MAX = 1000  # acks one push carries at most (Lua unpacks them in one call)
-OUTBOX_LINGER = 0.02  # seconds a batch short of OUTBOX_BATCH waits for more entries (new links, and the acks waiting for them, wait at most this long)
+OUTBOX_LINGER = 0.005  # seconds a batch short of OUTBOX_BATCH waits for more entries (new links, and the acks waiting for them, wait at most this long)
 
 
 class OutboxEntry(NamedTuple):
