@@ -22,6 +22,7 @@ NOT_SETTINGS = {
     "MAX_FILE_SIZE",  # trafilatura's own configuration
     "TRAFILATURA_OPTIONS",  # a constant of news/extract.py, named where its values are explained
     "TRANSIENT_ERRORS",  # a constant of connection/clients.py
+    "OUTBOX_LINGER",  # a constant of core/outbox.py (docs/benchmarks.md: how it was chosen)
     "O_EXCL",  # os.open flag
 }
 # Settings of the libraries users configure through us (scrapy-playwright, and scrapy-redis's in the
