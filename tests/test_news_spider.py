@@ -556,3 +556,25 @@ def test_sitemap_and_feed_entries_start_at_depth_1(redis_url: str) -> None:
         return [listing.meta["depth"], feed.meta["depth"], processed.meta["depth"]]
 
     assert run(redis_url, body) == [0, 0, 1]
+
+
+def test_links_the_node_sent_lately_are_not_yielded(
+    redis_url: str, portal: NewsPortal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scheduler would drop them (dedup/recent.py): asked first, they never enter the middlewares."""
+    page = response(portal, portal.url(1))
+    asked: list[str] = []
+
+    class Scheduler:
+        def already_sent(self, request: Request) -> bool:
+            asked.append(request.url)
+            return request.url == asked[0]
+
+    async def links(spider: Spider) -> list[str]:
+        return [r.url for r in spider.page_links(page)]
+
+    monkeypatch.setattr(news, "scheduler_of", lambda crawler: None)  # Scrapy's scheduler: no such question
+    every = run(redis_url, links)
+    monkeypatch.setattr(news, "scheduler_of", lambda crawler: Scheduler())
+    fresh = run(redis_url, links)
+    assert len(every) >= 2 and asked == every and fresh == every[1:]

@@ -12,6 +12,7 @@ from scrapy.utils.test import get_crawler
 from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.core.scheduler import RedisScheduler
 from distributed_crawler.dedup.recent import RecentFingerprints
+from distributed_crawler.meta import LEASE_META
 from distributed_crawler.queue.codec import RequestCodec
 from distributed_crawler.queue.envelope import make_member
 
@@ -56,6 +57,23 @@ def test_a_link_this_node_already_sent_is_dropped_locally() -> None:
     assert len(scheduler.outbox.entries) == 4
     stats = scheduler.stats.get_stats()
     assert stats["dupefilter/filtered_locally"] == 1 and stats["dupefilter/filtered"] == 1
+
+
+def test_already_sent_answers_what_enqueue_would_drop_and_counts_it_the_same() -> None:
+    """The news spider asks before it yields a link: a link this node queued lately is dropped there,
+    counted as enqueue counts it; anything enqueue would not drop locally is yielded as before."""
+    scheduler = _scheduler()
+    assert scheduler.enqueue_request(Request("http://site.test/a?utm_source=x"))
+    assert scheduler.already_sent(Request("http://site.test/a#top"))  # same canonical URL
+    assert not scheduler.already_sent(Request("http://site.test/b"))  # never sent: to the scheduler
+    assert not scheduler.already_sent(Request("http://site.test/a", dont_filter=True))
+    assert not scheduler.already_sent(Request("http://site.test/a", meta={LEASE_META: b"x"}))  # a successor
+    stats = scheduler.stats.get_stats()
+    assert stats["dupefilter/filtered_locally"] == 1 and stats["dupefilter/filtered"] == 1
+    assert len(scheduler.outbox.entries) == 1
+    off = _scheduler(DUPEFILTER_LOCAL_CACHE_SIZE=0)
+    assert off.enqueue_request(Request("http://site.test/a"))
+    assert not off.already_sent(Request("http://site.test/a"))  # no local memory: Redis decides
 
 
 def test_size_zero_sends_every_link_to_the_shared_filter() -> None:

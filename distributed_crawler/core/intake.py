@@ -106,6 +106,18 @@ class Intake:
             self.recent.add(fingerprint)
         return True
 
+    def already_sent(self, request: Request) -> bool:
+        """A new link this node sent to the shared filter lately (dedup/recent.py): `enqueue` would
+        drop it, so it is counted as filtered here. A spider that asks before it yields a link spares
+        the duplicate its trip through the spider middlewares, the engine and the scheduler."""
+        if request.dont_filter or LEASE_META in request.meta or not self.recent.size:
+            return False
+        if self.df.fingerprint_hex(request) not in self.recent:
+            return False
+        self.stats.inc_value("dupefilter/filtered")
+        self.stats.inc_value("dupefilter/filtered_locally")
+        return True
+
     def _expires_at(self, request: Request) -> int:
         """Unix seconds after which `request` is dropped at lease (0 = never): meta `expires_at`,
         else REQUEST_TTL from its first enqueue (kept in meta, so a retry does not start again)."""

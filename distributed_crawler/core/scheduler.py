@@ -107,6 +107,7 @@ class RedisScheduler:
         )
         admission = admission or Admission.from_settings(crawler.settings)
         self.intake = Intake(*parts, self.outbox, self.recent, dupefilter, admission, refusals, self.stats)
+        self.already_sent = self.intake.already_sent  # the news spider asks before it yields a link
 
     @property
     def frontier(self) -> Frontier:

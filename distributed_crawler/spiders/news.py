@@ -222,6 +222,9 @@ class NewsSpider(RedisSpider):
                 yield response.follow(url, callback=self.parse, meta={DONT_RENDER_META: True})
         host = urlsplit(response.url).hostname
         encoding = response.encoding  # what response.follow would give each Request
+        # ~5 of a page's 6 links are ones this node queued lately (home, sections, neighbours): the
+        # scheduler would drop them; asked first, they skip the middlewares and the engine
+        already_sent = getattr(scheduler_of(self.crawler), "already_sent", None)
         for href in _HREFS(response.selector.root):
             try:
                 url = response.urljoin(href.strip())
@@ -230,7 +233,9 @@ class NewsSpider(RedisSpider):
                 continue
             if parts.scheme in ("http", "https") and parts.hostname == host:
                 # absolute already: response.follow would join (and split) it once more
-                yield Request(url, callback=self.parse, encoding=encoding)
+                request = Request(url, callback=self.parse, encoding=encoding)
+                if already_sent is None or not already_sent(request):
+                    yield request
 
     async def _canonical_url(self, response: TextResponse) -> str:
         """The item's url: the page's same-site canonical link (then in the seen-filter), else its own."""
