@@ -137,3 +137,45 @@ def test_no_import_cycles() -> None:
         if module not in state:
             visit(module, [module])
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+# The queue modes' own modules: only queue/ (and what builds a frontier for it) may import them.
+QUEUE_MODE_MODULES = {
+    "distributed_crawler.queue.host",
+    "distributed_crawler.queue.single",
+    "distributed_crawler.queue.sharded",
+    "distributed_crawler.queue.shards",
+    "distributed_crawler.queue.scripts",
+}
+
+
+def _frontier_clients() -> list[str]:
+    """The Scrapy glue, the CLI and the dashboard: they talk to the Frontier only (issue 27)."""
+    return sorted(
+        m
+        for m in _imports()
+        if m == "distributed_crawler.core.scheduler"
+        or m.startswith("distributed_crawler.cli.")
+        or m.startswith("distributed_crawler.monitoring.dashboard")
+    )
+
+
+def test_scheduler_cli_and_dashboard_know_no_queue_mode() -> None:
+    graph = _imports()
+    clients = _frontier_clients()
+    assert "distributed_crawler.core.scheduler" in clients and "distributed_crawler.cli.seed" in clients
+    bad = [f"{m} imports {t}" for m in clients for t in sorted(graph[m] & QUEUE_MODE_MODULES)]
+    for module in clients:
+        path = PACKAGE.parent / (module.replace(".", "/") + ".py")
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            # a branch on the mode: `... .mode == ...` or `if frontier.mode ...`
+            if isinstance(node, ast.Compare) and any(
+                isinstance(side, ast.Attribute) and side.attr == "mode" for side in [node.left, *node.comparators]
+            ):
+                bad.append(f"{module}:{node.lineno} compares a queue mode")
+    assert not bad, "queue-mode knowledge outside queue/:\n" + "\n".join(bad)
+
+
+def test_scheduler_is_scrapy_glue_of_at_most_300_lines() -> None:
+    lines = (PACKAGE / "core" / "scheduler.py").read_text().count("\n")
+    assert lines <= 300, f"core/scheduler.py has {lines} lines: move logic into core/ helpers or the Frontier"
