@@ -14,7 +14,7 @@ import time
 from functools import partial
 from typing import Any
 
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisError, ResponseError
 from rich.console import Console
 from scrapy import Request
 
@@ -29,8 +29,10 @@ from distributed_crawler.cli.project import (
     project_settings,
 )
 from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
+from distributed_crawler.connection.permissions import PermissionDenied
 from distributed_crawler.connection.policy import RedisPolicy
 from distributed_crawler.connection.untrusted import preview, text, wrong_type_message
+from distributed_crawler.core.access import check_node_access
 from distributed_crawler.core.scheduler import SchedulerConfig
 from distributed_crawler.dedup.dupefilter import describe_dedup, reset_dedup
 from distributed_crawler.monitoring.nodes import Skips, clean_json
@@ -453,11 +455,30 @@ def read_policy(args: argparse.Namespace) -> RedisPolicy:
     return RedisPolicy(where)
 
 
+def explain_denial(args: argparse.Namespace) -> str | None:
+    """Redis's ACL refused a call: what the user lacks of what a node of the command's spider needs
+    (the keys by pattern, the commands, the channels), as `scrapy crawl` says it; None if unknown."""
+    spider = getattr(args, "spider", None)
+    if not isinstance(spider, str) or not spider:
+        return None
+    try:
+        settings = project_settings(args)
+        check_node_access(settings, RedisConfig.from_settings(settings), spider)
+    except PermissionDenied as exc:
+        return str(exc)
+    except (RedisError, ValueError, OSError):  # the line Redis gave stands
+        return None
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         with read_policy(args).reading():
             return args.func(args)
+    except PermissionDenied as exc:
+        print(f"dcrawl: {explain_denial(args) or exc}", file=sys.stderr)
+        return 1
     except (CliError, RedisUnavailable, ValueError) as exc:
         print(f"dcrawl: {exc}", file=sys.stderr)
         return 1

@@ -1,5 +1,8 @@
 """`scrapy crawl`, with a preflight: an unreachable Redis or storage is one clear line, exit 2.
 
+So is a Redis ACL user that lacks a command, key or channel the node needs (core/access.py): the
+line names the `ACL SETUSER` that adds it, instead of a traceback or a node retrying forever.
+
 Without it, a missing Redis surfaces as a traceback from deep inside the engine, and a missing
 database as a crawl that closes at once with exit code 0. A setting refused while the crawler
 starts (the spider's, the scheduler's, a middleware's: they raise ValueError naming the setting)
@@ -21,6 +24,7 @@ from twisted.python.failure import Failure
 
 from distributed_crawler.addon import with_addon
 from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
+from distributed_crawler.core.access import check_node_access
 from distributed_crawler.dedup.dupefilter import BloomConfig, BloomDupeFilter, DedupError, choose_dedup
 from distributed_crawler.downloadermiddlewares.politeness import DomainRateLimitMiddleware, PolitenessConfig
 from distributed_crawler.downloadermiddlewares.proxy import ProxyPoolMiddleware
@@ -46,6 +50,7 @@ class Command(ScrapyCrawlCommand):
             redis_config = RedisConfig.from_settings(settings)
             redis_config.check_reachable()
             if args:
+                check_node_access(settings, redis_config, args[0])  # ACL: one line naming the rule to add
                 SeedKey.from_settings(settings, args[0])  # e.g. both REDIS_START_URLS_AS_SET and _AS_ZSET
                 check_dupefilter(settings, redis_config, args[0])
                 check_frontier(settings, redis_config, args[0])

@@ -30,6 +30,7 @@ from redis.connection import parse_url
 from redis.exceptions import (
     ClusterDownError,
     ClusterError,
+    NoPermissionError,
     OutOfMemoryError,
     ReadOnlyError,
     RedisClusterException,
@@ -45,6 +46,7 @@ from scrapy.settings import BaseSettings
 from distributed_crawler.connection.cluster_client import AsyncClusterClient
 from distributed_crawler.connection.params import client_options, effective_url, redis_params
 from distributed_crawler.connection.sentinel_pool import FollowingSentinelPool
+from distributed_crawler.connection.tls import tls_hint
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.redact import mask_url
 
@@ -295,7 +297,15 @@ class RedisConfig:
             raise RedisUnavailable(
                 f"Redis at {self.masked_url} refused the credentials ({exc}); fix the user/password in REDIS_URL"
             ) from None
+        except NoPermissionError as exc:  # PING itself: the user's rule misses even that
+            raise RedisUnavailable(
+                f"Redis at {self.masked_url} refused this user's PING ({exc}); give the user the ACL "
+                "rule a node needs (docs/security.md#redis-acl-and-tls)"
+            ) from None
         except RedisClusterException as exc:
+            tls = tls_hint(self.url, exc)
+            if tls is not None:
+                raise RedisUnavailable(f"TLS connection to Redis Cluster at {self.masked_url} failed: {tls}") from None
             if "not enabled" in str(exc):
                 raise RedisUnavailable(
                     f"REDIS_CLUSTER is on but Redis at {mask_url(self.url)} is not a cluster node ({exc}); "
@@ -306,6 +316,11 @@ class RedisConfig:
                 "start the cluster or set REDIS_URL to one of its nodes"
             ) from None
         except (redis.RedisError, OSError) as exc:
+            tls = tls_hint(self.url, exc)
+            if tls is not None:
+                raise RedisUnavailable(
+                    f"TLS connection to Redis at {self.masked_url} failed ({type(exc).__name__}: {exc}); {tls}"
+                ) from None
             hint = (
                 f"check the master with `redis-cli -p <sentinel port> sentinel master {self.sentinel_master}`"
                 if self.sentinels

@@ -20,6 +20,14 @@ it, and counts `redis/outages`, `redis/outage_seconds` and, per purpose,
 not transient (a WRONGTYPE key, a script refusing data) are the caller's: `on_error` logs them
 with their fix (then RETRY/WAIT back off and try again, DEGRADE returns `default`), or they
 propagate.
+
+A refusal by the Redis ACL (NOPERM: the user's rule lacks a command, a key or a channel, e.g. an
+operator changed it mid-crawl) is neither: the policy logs one ERROR a minute per kind of refusal,
+naming what was refused and the rule the node needs, and counts `redis/denied`; RETRY/WAIT calls
+back off (up to `max_delay`) and try again, so the node resumes, work intact, as soon as the rule
+is fixed; DEGRADE returns `default`; STOP raises `PermissionDenied` (one line). The node is not
+stopped: its leases and outbox stay as they are, nothing is lost, and a restart would only meet
+the same rule at start (commands/crawl.py checks it: exit code 2).
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from typing import Any, Protocol, TypeVar
 from redis.exceptions import OutOfMemoryError, RedisError
 
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisUnavailable
+from distributed_crawler.connection.permissions import PermissionDenied, is_permission_error, what_was_denied
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +57,7 @@ MAX_DELAY = 5.0  # backoff cap: a node notices Redis is back within ~this (or at
 # A failure this soon after Redis answered again is the same outage: a full Redis answers reads
 # but refuses writes, a failover answers on some connections first; one episode, not a line a flap.
 GRACE = 10.0
+DENIED_LOG_SECONDS = 60.0  # an ACL refusal that goes on: one ERROR per kind this often
 
 
 class Purpose(enum.Enum):
@@ -122,6 +132,15 @@ def unreachable_line(masked_url: str, exc: BaseException) -> str:
     return f"cannot reach Redis at {masked_url}: {reason(exc)}; check REDIS_URL and that Redis runs"
 
 
+def denied_line(masked_url: str, exc: BaseException, needs: str) -> str:
+    """What an ACL refused, and the rule that fixes it (`needs`: who needs what, may be empty)."""
+    what = " ".join(str(exc).split())[:300]
+    return (
+        f"Redis at {masked_url} refused this user's call: it may not {what_was_denied(exc)} ({what}); "
+        f"add it to the user's ACL rule{': ' + needs if needs else ''} (docs/security.md#redis-acl-and-tls)"
+    )
+
+
 class RedisPolicy:
     """A node's one answer to "Redis is away": per-purpose behaviour, one log line per outage, one stat set.
 
@@ -138,7 +157,10 @@ class RedisPolicy:
         first_delay: float = FIRST_DELAY,
         max_delay: float = MAX_DELAY,
         grace: float = GRACE,
+        needs: Callable[[], str] | None = None,
     ) -> None:
+        """`needs()`: who needs which ACL rule, for the line of a refusal ("a node of spider 'news'
+        needs `~{news}* ...`"); asked when a refusal is logged."""
         self.masked_url = masked_url
         self.stats = stats
         self.first_delay = first_delay
@@ -152,6 +174,9 @@ class RedisPolicy:
         self._hit: Counter[Purpose] = Counter()  # calls of each purpose caught in this outage
         self._back: asyncio.Event | None = None
         self._listeners: list[Callable[[], None]] = []
+        self._denied_logged: dict[str, float] = {}  # kind of refusal -> when it was last logged
+        self._denied_since: Counter[str] = Counter()  # refusals of each kind since its last line
+        self._needs = needs
 
     # -- running calls ----------------------------------------------------------------------
     async def run(
@@ -182,15 +207,22 @@ class RedisPolicy:
             except TRANSIENT_ERRORS as exc:
                 transient = exc
             except Exception as exc:
-                if on_error is None:
-                    raise
-                try:
-                    await on_error(exc)  # logs it with its fix, or re-raises what is a bug
-                except TRANSIENT_ERRORS as lost:  # Redis went away while the error was looked into
-                    transient = lost
-                else:
-                    if behaviour in (Behaviour.DEGRADE, Behaviour.STOP):
+                if is_permission_error(exc):  # the ACL's, not the caller's: backs off like bad data
+                    self.denied(purpose, exc)
+                    if behaviour is Behaviour.STOP:
+                        raise PermissionDenied(denied_line(self.masked_url, exc, self._needs_text())) from None
+                    if behaviour is Behaviour.DEGRADE:
                         return default
+                elif on_error is None:
+                    raise
+                else:
+                    try:
+                        await on_error(exc)  # logs it with its fix, or re-raises what is a bug
+                    except TRANSIENT_ERRORS as lost:  # Redis went away while the error was looked into
+                        transient = lost
+                    else:
+                        if behaviour in (Behaviour.DEGRADE, Behaviour.STOP):
+                            return default
             else:
                 self.ok()
                 if on_ok is not None:
@@ -227,6 +259,13 @@ class RedisPolicy:
                 raise RedisUnreachable(unreachable_line(self.masked_url, exc)) from None
             self.failed(purpose, exc)
             return default
+        except Exception as exc:
+            if not is_permission_error(exc):
+                raise
+            self.denied(purpose, exc)
+            if behaviour is Behaviour.STOP:
+                raise PermissionDenied(denied_line(self.masked_url, exc, self._needs_text())) from None
+            return default
         self.ok()
         return result
 
@@ -236,11 +275,19 @@ class RedisPolicy:
         self._used.add(Purpose.READ)
         try:
             yield
+        except PermissionDenied:
+            raise
         except TRANSIENT_ERRORS as exc:
             if not _from_redis(exc):
                 raise  # e.g. a file that is not there, a closed stdout: not Redis's
             self._count(Purpose.READ, Behaviour.STOP)
             raise RedisUnreachable(unreachable_line(self.masked_url, exc)) from None
+        except Exception as exc:
+            if not is_permission_error(exc):
+                raise
+            if self.stats is not None:
+                self.stats.inc_value("redis/denied")
+            raise PermissionDenied(denied_line(self.masked_url, exc, self._needs_text())) from None
 
     # -- the outage -------------------------------------------------------------------------
     @property
@@ -281,6 +328,34 @@ class RedisPolicy:
             reason(exc),
             self._plan(),
         )
+
+    def denied(self, purpose: Purpose, exc: BaseException) -> None:
+        """A call of `purpose` was refused by the ACL: one ERROR a minute per kind of refusal."""
+        if self.stats is not None:
+            self.stats.inc_value("redis/denied")
+        kind = what_was_denied(exc)
+        self._denied_since[kind] += 1
+        now = time.monotonic()
+        last = self._denied_logged.get(kind)
+        if last is not None and now - last < DENIED_LOG_SECONDS:
+            return
+        self._denied_logged[kind] = now
+        refused = self._denied_since.pop(kind)
+        logger.error(
+            "%s; meanwhile %s calls %s%s",
+            denied_line(self.masked_url, exc, self._needs_text()),
+            purpose.value,
+            "are skipped" if BEHAVIOUR[purpose] is Behaviour.DEGRADE else "wait and try again",
+            "" if last is None else f" ({refused} refused since the last line)",
+        )
+
+    def _needs_text(self) -> str:
+        if self._needs is None:
+            return ""
+        try:
+            return self._needs()
+        except (ValueError, RuntimeError):  # settings or spider not there: the line goes without it
+            return ""
 
     def ok(self) -> None:
         """A call succeeded: wakes the waiters at once; the outage ends (one log line, the stats)

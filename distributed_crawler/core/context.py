@@ -23,6 +23,7 @@ from scrapy import signals
 
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.policy import RedisPolicy
+from distributed_crawler.core.access import node_needs, url_user
 from distributed_crawler.core.node import node_id_from_settings
 from distributed_crawler.defaults import get_setting
 from distributed_crawler.queue.base import Frontier, mode_class
@@ -93,8 +94,16 @@ class RedisContext:
         """The node's Redis failure policy, counting into the crawler's stats (built on first use)."""
         if self._policy is None:
             crawler = self._crawler() if self._crawler is not None else None
-            self._policy = RedisPolicy(self.config.masked_url, getattr(crawler, "stats", None))
+            self._policy = RedisPolicy(self.config.masked_url, getattr(crawler, "stats", None), needs=self._acl_needs)
         return self._policy
+
+    def _acl_needs(self) -> str:
+        """The ACL rule this node needs, for the policy's line when Redis refuses a call."""
+        crawler = self._crawler() if self._crawler is not None else None
+        if crawler is None or crawler.spider is None:
+            raise RuntimeError("no spider yet")
+        needs = node_needs(self.settings, crawler.spider.name)
+        return f"{needs.who} (user '{url_user(self.config)}') needs `{needs.rule}`"
 
     @property
     def pubsub_client(self) -> Any:
