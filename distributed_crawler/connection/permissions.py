@@ -9,7 +9,9 @@ can add it, so the answer is one line naming what to add (`AccessReport.line`), 
 
 `check_access` asks the server which of `AccessNeeds` the user lacks without touching data: one
 EVALSHA of lua/acl_probe.lua per hash slot of the needed keys (Redis checks the keys before it runs
-the script; `redis.acl_check_cmd` checks the commands and channels inside it, Redis >= 7.0).
+the script; `redis.acl_check_cmd` checks the commands and channels inside it, Redis >= 7.0). The
+scripting commands are checked by calling them (EVALSHA and SCRIPT LOAD run the probe; EVAL runs
+`return 0`): `acl_check_cmd` on EVAL/EVALSHA crashes Redis 7.0.15 (see the script's header).
 """
 
 from __future__ import annotations
@@ -170,7 +172,8 @@ async def check_access(client: Any, needs: AccessNeeds, user: str = "default") -
     by_slot: dict[int, list[str]] = {}
     for key, _ in needs.keys:
         by_slot.setdefault(key_slot(key.encode()), []).append(key)
-    asked = [str(len(needs.commands)), *needs.commands, *needs.channels]
+    checked = [c for c in needs.commands if c not in SCRIPTING]
+    asked = [str(len(checked)), *checked, *needs.channels]
     unasked = True  # commands and channels are asked in the first call that runs (none runs when
     # the user has none of the keys: the report names the keys; the commands are asked once they are fixed)
 
@@ -204,6 +207,13 @@ async def check_access(client: Any, needs: AccessNeeds, user: str = "default") -
             commands, channels = reply
             report.commands = [_text(c) for c in commands]
             report.channels = [_text(c) for c in channels]
+    if "eval" in needs.commands:
+        try:
+            await _maybe(client.eval("return 0", 0))
+        except ResponseError as exc:
+            if not is_permission_error(exc):
+                raise
+            report.commands.insert(0, "eval")
     return report
 
 

@@ -4,7 +4,9 @@
 --   key argument each command is checked with (a check without one may be refused for the missing
 --   key alone: SET on a user with key patterns)
 -- ARGV[1] n = number of commands; ARGV[2..n+1] commands, a subcommand as "script|load";
---   ARGV[n+2..] channels
+--   ARGV[n+2..] channels. Never EVAL/EVALSHA (or another command whose keys follow a key count):
+--   acl_check_cmd on them with a key argument crashes Redis 7.0.15 for a user with key patterns
+--   (getKeysUsingKeySpecs reads past the arguments); the caller checks those by calling them.
 -- Returns {denied commands, denied channels}. A command this server does not know (a module's,
 --   not loaded) is skipped; a channel is checked only when SUBSCRIBE itself is allowed (else
 --   SUBSCRIBE is among the denied commands and the channel cannot be told apart).
