@@ -172,7 +172,8 @@ def test_a_refused_retry_call_waits_with_one_error_line_then_lands(caplog: pytes
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1, [r.getMessage() for r in errors]
     line = errors[0].getMessage()
-    assert "may not run 'evalsha'" in line and "`~{news}* +@all -@admin`" in line and "ack calls wait" in line
+    assert "may not run 'evalsha'" in line and "add `+@scripting` to the user's ACL rule" in line
+    assert "`~{news}* +@all -@admin`" in line and "ack calls wait" in line
     assert "corrupt" not in line and not errors[0].exc_info
     assert stats.get_value("redis/denied") == 20
     assert not policy.down  # not an outage: nothing else waits for it
@@ -258,6 +259,11 @@ def _ssl_error(text: str) -> redis.ConnectionError:
             "rediss://h:6380/0",
             "[SSL: TLSV13_ALERT_CERTIFICATE_REQUIRED] tlsv13 alert certificate required",
             "ssl_certfile",
+        ),
+        (
+            "rediss://h:6380/0",
+            "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: certificate has expired",
+            "renew",
         ),
         ("rediss://h:6379/0", "[SSL: WRONG_VERSION_NUMBER] wrong version number", "use redis://"),
         ("redis://h:6380/0", "Error while reading from h:6380 : (104, 'Connection reset by peer')", "use rediss://"),

@@ -46,7 +46,13 @@ from typing import Any, Protocol, TypeVar
 from redis.exceptions import OutOfMemoryError, RedisError
 
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisUnavailable
-from distributed_crawler.connection.permissions import PermissionDenied, is_permission_error, what_was_denied
+from distributed_crawler.connection.permissions import (
+    PermissionDenied,
+    denied_command,
+    fix_for_commands,
+    is_permission_error,
+    what_was_denied,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -135,9 +141,11 @@ def unreachable_line(masked_url: str, exc: BaseException) -> str:
 def denied_line(masked_url: str, exc: BaseException, needs: str) -> str:
     """What an ACL refused, and the rule that fixes it (`needs`: who needs what, may be empty)."""
     what = " ".join(str(exc).split())[:300]
+    command = denied_command(exc)
+    add = f"`{' '.join(fix_for_commands([command]))}`" if command else "it"
     return (
         f"Redis at {masked_url} refused this user's call: it may not {what_was_denied(exc)} ({what}); "
-        f"add it to the user's ACL rule{': ' + needs if needs else ''} (docs/security.md#redis-acl-and-tls)"
+        f"add {add} to the user's ACL rule{'; ' + needs if needs else ''} (docs/security.md#redis-acl-and-tls)"
     )
 
 
