@@ -20,6 +20,7 @@ from scrapy.settings import Settings
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.core.access import check_node_access, node_needs
 from tests.conftest import ROOT, RedisServer, Workers, crawl_preflight, dcrawl, one_error_line, stored_rows, wait_for
+from tests.redis_topologies import RedisClusterNodes
 from tests.site.server import NewsSite
 
 pytestmark = pytest.mark.e2e
@@ -104,6 +105,29 @@ def test_a_user_with_the_keys_of_another_spider_is_refused(server: RedisServer) 
     check_node_access(Settings(), RedisConfig(url=url), "news")
     with pytest.raises(Exception, match=re.escape("ACL SETUSER newsnode ~{sport}* ~sport:start_urls")):
         check_node_access(Settings(), RedisConfig(url=url), "sport")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_the_check_on_a_redis_cluster(tmp_path: Path) -> None:
+    """On a 3-master Cluster (every node keeps its own users) with shards on every master: the rule
+    a sharded node needs lets it in; a key pattern without the shards' tags is named, tag by tag."""
+    cluster = RedisClusterNodes(tmp_path).start()
+    try:
+        sharded = Settings({"FRONTIER_SHARDS": 6})
+        needs = node_needs(sharded, "news")
+        for port in cluster.live_ports():
+            admin = redis.Redis(port=port)
+            admin.execute_command("ACL", "SETUSER", "node", "reset", "on", f">{PASSWORD}", *needs.rule.split())
+            admin.execute_command("ACL", "SETUSER", "one", "reset", "on", f">{PASSWORD}", "~{news}*", "~news:*")
+            admin.execute_command("ACL", "SETUSER", "one", "~{news:*", "~dc:*", "&*", "+@all", "-@admin")
+            admin.close()
+        url = f"redis://node:{PASSWORD}@127.0.0.1:{cluster.live_ports()[0]}/0"
+        check_node_access(sharded, RedisConfig(url=url, cluster=True), "news")
+        with pytest.raises(Exception, match=r"may not use the keys \{news~0\.\d+\}\*, .*on every node of the cluster"):
+            check_node_access(sharded, RedisConfig(url=url.replace("node:", "one:"), cluster=True), "news")
+    finally:
+        cluster.stop()
 
 
 # -- TLS ---------------------------------------------------------------------------------------

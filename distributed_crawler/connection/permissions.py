@@ -121,8 +121,9 @@ class AccessReport:
     def ok(self) -> bool:
         return not (self.commands or self.key_patterns or self.channels)
 
-    def line(self, where: str, needs: AccessNeeds) -> str:
-        """One line: what is missing, the ACL SETUSER that adds it, and everything `needs` asks."""
+    def line(self, where: str, needs: AccessNeeds, cluster: bool = False) -> str:
+        """One line: what is missing, the ACL SETUSER that adds it (`cluster`: on every node, each
+        keeps its own users), and everything `needs` asks."""
         missing = []
         if self.commands:
             missing.append(f"may not run {', '.join(self.commands)}")
@@ -137,8 +138,8 @@ class AccessReport:
         ]
         return (
             f"Redis user '{self.user}' at {where} {'; '.join(missing)}, which {needs.who} needs: "
-            f"run `ACL SETUSER {self.user} {' '.join(add)}` (or add them to its `user` line in the ACL "
-            f"file); all a node needs: {needs.rule} ({ACL_DOC})"
+            f"run `ACL SETUSER {self.user} {' '.join(add)}`{' on every node of the cluster' if cluster else ''} "
+            f"(or add them to its `user` line in the ACL file); all a node needs: {needs.rule} ({ACL_DOC})"
         )
 
 

@@ -102,4 +102,4 @@ def check_node_access(settings: Any, config: RedisConfig, spider: str) -> None:
     finally:
         client.close()
     if not report.ok:
-        raise PermissionDenied(report.line(config.masked_url, needs))
+        raise PermissionDenied(report.line(config.masked_url, needs, cluster=config.cluster))
