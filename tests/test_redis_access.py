@@ -23,7 +23,7 @@ from distributed_crawler.connection.permissions import (
     is_permission_error,
     what_was_denied,
 )
-from distributed_crawler.connection.policy import NodeStopping, Purpose, RedisPolicy
+from distributed_crawler.connection.policy import NodeStopping, Purpose, RedisPolicy, RedisUnreachable
 from distributed_crawler.connection.tls import tls_hint
 from distributed_crawler.core.access import node_needs, script_commands
 
@@ -198,9 +198,10 @@ def test_a_refused_degraded_call_is_skipped_and_a_refused_read_is_one_line() -> 
     with pytest.raises(PermissionDenied, match="may not run 'evalsha'.*needs `~{news}"):
         run(policy.run(Purpose.READ, call))
     assert policy.run_sync(Purpose.HEARTBEAT, _raise_refusal, default=0) == 0
-    with pytest.raises(PermissionDenied):
+    with pytest.raises(PermissionDenied) as refused:
         with policy.reading():
             _raise_refusal()
+    assert isinstance(refused.value, RedisUnreachable)  # the dashboard and `status --watch` show it as such
 
 
 def test_a_refused_call_ends_when_the_node_stops() -> None:

@@ -25,7 +25,7 @@ A refusal by the Redis ACL (NOPERM: the user's rule lacks a command, a key or a 
 operator changed it mid-crawl) is neither: the policy logs one ERROR a minute per kind of refusal,
 naming what was refused and the rule the node needs, and counts `redis/denied`; RETRY/WAIT calls
 back off (up to `max_delay`) and try again, so the node resumes, work intact, as soon as the rule
-is fixed; DEGRADE returns `default`; STOP raises `PermissionDenied` (one line). The node is not
+is fixed; DEGRADE returns `default`; STOP raises `ReadDenied` (one line, a `RedisUnreachable`). The node is not
 stopped: its leases and outbox stay as they are, nothing is lost, and a restart would only meet
 the same rule at start (commands/crawl.py checks it: exit code 2).
 """
@@ -117,6 +117,10 @@ class NodeStopping(asyncio.CancelledError):
 
 class RedisUnreachable(RedisUnavailable):
     """STOP: an operator's read met a Redis outage; the message is the one line to print."""
+
+
+class ReadDenied(RedisUnreachable, PermissionDenied):
+    """STOP: an operator's read refused by the Redis ACL; shown wherever an unreachable Redis is."""
 
 
 class Stats(Protocol):
@@ -218,7 +222,7 @@ class RedisPolicy:
                 if is_permission_error(exc):  # the ACL's, not the caller's: backs off like bad data
                     self.denied(purpose, exc)
                     if behaviour is Behaviour.STOP:
-                        raise PermissionDenied(denied_line(self.masked_url, exc, self._needs_text())) from None
+                        raise ReadDenied(denied_line(self.masked_url, exc, self._needs_text())) from None
                     if behaviour is Behaviour.DEGRADE:
                         return default
                 elif on_error is None:
@@ -272,7 +276,7 @@ class RedisPolicy:
                 raise
             self.denied(purpose, exc)
             if behaviour is Behaviour.STOP:
-                raise PermissionDenied(denied_line(self.masked_url, exc, self._needs_text())) from None
+                raise ReadDenied(denied_line(self.masked_url, exc, self._needs_text())) from None
             return default
         self.ok()
         return result
@@ -283,8 +287,6 @@ class RedisPolicy:
         self._used.add(Purpose.READ)
         try:
             yield
-        except PermissionDenied:
-            raise
         except TRANSIENT_ERRORS as exc:
             if not _from_redis(exc):
                 raise  # e.g. a file that is not there, a closed stdout: not Redis's
@@ -295,7 +297,7 @@ class RedisPolicy:
                 raise
             if self.stats is not None:
                 self.stats.inc_value("redis/denied")
-            raise PermissionDenied(denied_line(self.masked_url, exc, self._needs_text())) from None
+            raise ReadDenied(denied_line(self.masked_url, exc, self._needs_text())) from None
 
     # -- the outage -------------------------------------------------------------------------
     @property
