@@ -198,9 +198,16 @@ def test_tls_without_the_ca_names_ssl_ca_certs(tls_server: tuple[RedisServer, Pa
 # -- an ACL changed mid-crawl ------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-def test_acl_changed_mid_crawl_is_an_error_line_and_the_crawl_resumes(server: RedisServer, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("narrowed", "add"),
+    [(("-@scripting",), "`+@scripting`"), (("resetkeys", "~news:*"), "it")],
+    ids=["no-scripting", "no-spider-keys"],
+)
+def test_acl_changed_mid_crawl_is_an_error_line_and_the_crawl_resumes(
+    server: RedisServer, tmp_path: Path, narrowed: tuple[str, ...], add: str
+) -> None:
     """The node runs with exactly the rule the start-up line recommends for `news` (so that rule is
-    enough for a whole crawl); an operator drops +@scripting before the seed comes: an ERROR naming
+    enough for a whole crawl); an operator narrows it before the seed comes: an ERROR naming
     what was refused and the rule, no traceback, no "corrupt key", nothing crawled meanwhile (every
     step is a script) and the node does not close as idle; put back, the crawl finishes whole."""
     rule = node_needs(Settings(), "news").rule.split()
@@ -213,7 +220,7 @@ def test_acl_changed_mid_crawl_is_an_error_line_and_the_crawl_resumes(server: Re
         with NewsSite(articles=40, per_page=10, delay=0.01) as site:
             workers.start("acl")
             workers.wait_ready("acl")
-            set_user(server, "crawler", *rule, "-@scripting")
+            set_user(server, "crawler", *rule, *narrowed)
             admin.lpush("news:start_urls", site.url + "/")
             wait_for("the refusal logged", lambda: "refused this user's call" in workers.log("acl"), 60, workers)
             time.sleep(4)  # longer than MAX_IDLE_TIME_BEFORE_CLOSE; calls keep being refused: still one line
@@ -228,5 +235,5 @@ def test_acl_changed_mid_crawl_is_an_error_line_and_the_crawl_resumes(server: Re
     log = workers.log("acl")
     refusals = [line for line in log.splitlines() if "refused this user's call" in line]
     assert 1 <= len(refusals) <= 3, refusals  # one per kind of refusal per minute
-    assert all("add `+@scripting` to the user's ACL rule" in line and "+@all -@admin" in line for line in refusals)
+    assert all(f"add {add} to the user's ACL rule" in line and "+@all -@admin" in line for line in refusals)
     assert "Traceback" not in log and "corrupt key" not in log and PASSWORD not in log

@@ -16,6 +16,8 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
+from distributed_crawler.connection.permissions import ACL_DOC, is_permission_error, what_was_denied
+
 logger = logging.getLogger(__name__)
 
 PREVIEW_BYTES = 300  # raw payload kept with a dead letter (never decoded beyond UTF-8 with replace)
@@ -152,7 +154,11 @@ class WrongTypeLog:
 
 
 class EpisodeLog:
-    """A data error that keeps coming back: ERROR once (with its traceback) until the call works."""
+    """A data error that keeps coming back: ERROR once (with its traceback) until the call works.
+
+    A Redis ACL refusal met outside the node's policy (a component's own `except ResponseError`)
+    is no bug: the line says so and where the rule is explained, without a traceback.
+    """
 
     def __init__(self, log: logging.Logger | None = None) -> None:
         self.log = log or logger
@@ -162,6 +168,9 @@ class EpisodeLog:
         if what in self.failing:
             return False
         self.failing[what] = time.monotonic()
+        if isinstance(exc_info, BaseException) and is_permission_error(exc_info):
+            message += f"; the Redis user may not {what_was_denied(exc_info)}: add it to its ACL rule ({ACL_DOC})"
+            exc_info = None
         self.log.error(message, *args, exc_info=exc_info)
         return True
 
