@@ -14,7 +14,7 @@ import time
 from functools import partial
 from typing import Any
 
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import ResponseError
 from rich.console import Console
 from scrapy import Request
 
@@ -23,6 +23,7 @@ from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.cli.project import (
     CliError,
     connect,
+    explain_denial,
     open_dupefilter,
     open_enqueuer,
     open_frontier,
@@ -32,7 +33,6 @@ from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
 from distributed_crawler.connection.permissions import PermissionDenied
 from distributed_crawler.connection.policy import RedisPolicy
 from distributed_crawler.connection.untrusted import preview, text, wrong_type_message
-from distributed_crawler.core.access import check_node_access
 from distributed_crawler.core.scheduler import SchedulerConfig
 from distributed_crawler.dedup.dupefilter import describe_dedup, reset_dedup
 from distributed_crawler.monitoring.nodes import Skips, clean_json
@@ -453,22 +453,6 @@ def read_policy(args: argparse.Namespace) -> RedisPolicy:
     except ValueError:
         where = "REDIS_URL"  # a bad setting: the command itself says what is wrong with it
     return RedisPolicy(where)
-
-
-def explain_denial(args: argparse.Namespace) -> str | None:
-    """Redis's ACL refused a call: what the user lacks of what a node of the command's spider needs
-    (the keys by pattern, the commands, the channels), as `scrapy crawl` says it; None if unknown."""
-    spider = getattr(args, "spider", None)
-    if not isinstance(spider, str) or not spider:
-        return None
-    try:
-        settings = project_settings(args)
-        check_node_access(settings, RedisConfig.from_settings(settings), spider)
-    except PermissionDenied as exc:
-        return str(exc)
-    except (RedisError, ValueError, OSError):  # the line Redis gave stands
-        return None
-    return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,11 +10,14 @@ import argparse
 from functools import partial
 from typing import Any
 
+from redis.exceptions import RedisError
 from scrapy.utils.misc import load_object
 from scrapy.utils.project import get_project_settings
 
 from distributed_crawler.addon import with_addon
 from distributed_crawler.connection.clients import RedisConfig
+from distributed_crawler.connection.permissions import PermissionDenied
+from distributed_crawler.core.access import check_node_access
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
 from distributed_crawler.queue.base import Frontier
@@ -72,3 +75,19 @@ def open_dupefilter(settings: Any, client: Any, keys: SpiderKeys) -> tuple[Any, 
         **options,
     )
     return df, run_sync(df.open_dedup(client))
+
+
+def explain_denial(args: argparse.Namespace) -> str | None:
+    """Redis's ACL refused a call: what the user lacks of what a node of the command's spider needs
+    (the keys by pattern, the commands, the channels), as `scrapy crawl` says it; None if unknown."""
+    spider = getattr(args, "spider", None)
+    if not isinstance(spider, str) or not spider:
+        return None
+    try:
+        settings = project_settings(args)
+        check_node_access(settings, RedisConfig.from_settings(settings), spider)
+    except PermissionDenied as exc:
+        return str(exc)
+    except (RedisError, ValueError, OSError):  # the line Redis gave stands
+        return None
+    return None

@@ -9,7 +9,8 @@ can add it, so the answer is one line naming what to add (`AccessReport.line`), 
 
 `check_access` asks the server which of `AccessNeeds` the user lacks without touching data: one
 EVALSHA of lua/acl_probe.lua per hash slot of the needed keys (Redis checks the keys before it runs
-the script; `redis.acl_check_cmd` checks the commands and channels inside it, Redis >= 7.0). The
+the script; `redis.acl_check_cmd` checks the commands and channels inside it, Redis >= 7.0): any
+user may run it, where ACL DRYRUN and ACL GETUSER are administrative commands a crawler user lacks. The
 scripting commands are checked by calling them (EVALSHA and SCRIPT LOAD run the probe; EVAL runs
 `return 0`): `acl_check_cmd` on EVAL/EVALSHA crashes Redis 7.0.15 (see the script's header).
 """
