@@ -9,7 +9,8 @@ A `Batch` queues EVALSHA as a plain command, which both pipelines route like any
 the Cluster one by the hash slot of the call's keys, so a batch costs one round trip per master it
 touches (every key of one script call must share a slot, as on any Cluster). A script the server
 does not know (a restart or a failover emptied its script cache) is loaded, and only the calls
-that answered NOSCRIPT are sent again: a call that ran is never run twice.
+that answered NOSCRIPT are sent again: a call that ran is never run twice. A connection lost
+during `execute` raises, and what was sent may have run (at least once, as with any pipeline).
 """
 
 from __future__ import annotations

@@ -303,10 +303,10 @@ class ChangeFeed:
                 f"stream) and remove it with `redis-cli del '{self.stream}'`"
             )
         if isinstance(exc, NoPermissionError) or "NOPERM" in str(exc):
-            index = self.sources.index_key(self.spider)
+            keys = (self.stream, self.sources.index_key(self.spider), self.sources.key_of(self.spider, "*"))
             return (
-                f"the node's Redis user may not write them: its ACL needs XADD, EVALSHA and EVAL on the keys "
-                f"{self.stream}, {index} and {index.rsplit(':', 1)[0]}:source:* (e.g. `+@stream +@scripting`)"
+                "the node's Redis user may not write them: its ACL needs XADD, EVALSHA and EVAL on the keys "
+                f"{', '.join(keys)} (e.g. `+@stream +@scripting`)"
             )
         return (
             "report this line as a bug; to store without announcing meanwhile, set EVENTS_ENABLED=False "
