@@ -191,6 +191,8 @@ def test_a_malformed_proxy_is_one_clear_line_and_exit_2(redis_url: str) -> None:
     error = one_error_line(proc)
     assert "PROXY_LIST" in error and "http://crawler:***@127.0.0.1:notaport" in error
     assert "s3cret-pw" not in proc.stderr + proc.stdout
+    bound = crawl_preflight({"REDIS_URL": redis_url}, "-s", "PROXY_RETRY_TIMES=many")
+    assert "PROXY_RETRY_TIMES ('many') must be 'auto' or an integer >= 0" in one_error_line(bound)
 
 
 @pytest.mark.slow
