@@ -342,3 +342,18 @@ def test_dont_retry_retries_neither_budget(redis_url: str) -> None:
 
     ban, refused = run_node(redis_url, scenario, PROXY_LIST=[GOOD])
     assert isinstance(ban, HtmlResponse) and ban.status == 403 and refused is None
+
+
+def test_a_requeued_dead_letter_starts_both_retry_budgets_afresh() -> None:
+    """`dcrawl failed --requeue` resets the site's and the proxy's counts (and the proxies tried)."""
+    from distributed_crawler.queue.deadletters import fresh_payload
+
+    payload = json.dumps(
+        {
+            "url": "http://s.test/a",
+            "meta": {"retry_times": 2, "proxy_retry_times": 3, "proxy_failures": [["p", "x"]], "depth": 1},
+        }
+    )
+    assert json.loads(fresh_payload(payload))["meta"] == {"depth": 1}
+    untouched = json.dumps({"url": "http://s.test/b", "meta": {"depth": 1}})
+    assert fresh_payload(untouched) == untouched
