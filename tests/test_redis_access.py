@@ -176,6 +176,8 @@ def test_a_refused_retry_call_waits_with_one_error_line_then_lands(caplog: pytes
     assert "`~{news}* +@all -@admin`" in line and "ack calls wait" in line
     assert "corrupt" not in line and not errors[0].exc_info
     assert stats.get_value("redis/denied") == 20
+    back = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(back) == 1 and "ack calls work again after" in back[0]
     assert not policy.down  # not an outage: nothing else waits for it
 
 

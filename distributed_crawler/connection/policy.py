@@ -25,7 +25,7 @@ A refusal by the Redis ACL (NOPERM: the user's rule lacks a command, a key or a 
 operator changed it mid-crawl) is neither: the policy logs one ERROR a minute per kind of refusal,
 naming what was refused and the rule the node needs, and counts `redis/denied`; RETRY/WAIT calls
 back off (up to `max_delay`) and try again, so the node resumes, work intact, as soon as the rule
-is fixed; DEGRADE returns `default`; STOP raises `ReadDenied` (one line, a `RedisUnreachable`). The node is not
+is fixed (one WARNING per purpose: "push calls work again after 12.3s of ACL refusals"); DEGRADE returns `default`; STOP raises `ReadDenied` (one line, a `RedisUnreachable`). The node is not
 stopped: its leases and outbox stay as they are, nothing is lost, and a restart would only meet
 the same rule at start (commands/crawl.py checks it: exit code 2).
 """
@@ -188,6 +188,7 @@ class RedisPolicy:
         self._listeners: list[Callable[[], None]] = []
         self._denied_logged: dict[str, float] = {}  # kind of refusal -> when it was last logged
         self._denied_since: Counter[str] = Counter()  # refusals of each kind since its last line
+        self._refused_purposes: dict[Purpose, float] = {}  # purposes whose calls wait on a refusal -> since
         self._needs = needs
 
     # -- running calls ----------------------------------------------------------------------
@@ -212,6 +213,7 @@ class RedisPolicy:
         self._used.add(purpose)
         delay = self.first_delay
         hit = False
+        refused = False  # this call was refused by the ACL and waits for the rule to be fixed
         while True:
             transient: BaseException | None = None
             try:
@@ -220,6 +222,7 @@ class RedisPolicy:
                 transient = exc
             except Exception as exc:
                 if is_permission_error(exc):  # the ACL's, not the caller's: backs off like bad data
+                    refused = True
                     self.denied(purpose, exc)
                     if behaviour is Behaviour.STOP:
                         raise ReadDenied(denied_line(self.masked_url, exc, self._needs_text())) from None
@@ -237,6 +240,8 @@ class RedisPolicy:
                             return default
             else:
                 self.ok()
+                if refused:
+                    self._accepted(purpose)
                 if on_ok is not None:
                     try:
                         await on_ok()
@@ -346,6 +351,8 @@ class RedisPolicy:
         kind = what_was_denied(exc)
         self._denied_since[kind] += 1
         now = time.monotonic()
+        if BEHAVIOUR[purpose] in (Behaviour.RETRY, Behaviour.WAIT):
+            self._refused_purposes.setdefault(purpose, now)
         last = self._denied_logged.get(kind)
         if last is not None and now - last < DENIED_LOG_SECONDS:
             return
@@ -358,6 +365,17 @@ class RedisPolicy:
             "are skipped" if BEHAVIOUR[purpose] is Behaviour.DEGRADE else "wait and try again",
             "" if last is None else f" ({refused} refused since the last line)",
         )
+
+    def _accepted(self, purpose: Purpose) -> None:
+        """A call of `purpose` the ACL refused went through: one line per purpose and episode."""
+        since = self._refused_purposes.pop(purpose, None)
+        if since is not None:
+            logger.warning(
+                "Redis at %s: %s calls work again after %.1fs of ACL refusals",
+                self.masked_url,
+                purpose.value,
+                time.monotonic() - since,
+            )
 
     def _needs_text(self) -> str:
         if self._needs is None:

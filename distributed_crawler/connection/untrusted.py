@@ -154,20 +154,29 @@ class WrongTypeLog:
 
 
 class EpisodeLog:
-    """A data error that keeps coming back: ERROR once (with its traceback) until the call works.
+    """A data error that keeps coming back: ERROR once (with its traceback) until the call works;
+    with `every` (seconds), again at most that often while it keeps failing, saying for how long.
 
     A Redis ACL refusal met outside the node's policy (a component's own `except ResponseError`)
     is no bug: the line says so and where the rule is explained, without a traceback.
     """
 
-    def __init__(self, log: logging.Logger | None = None) -> None:
+    def __init__(self, log: logging.Logger | None = None, every: float | None = None) -> None:
         self.log = log or logger
+        self.every = every
         self.failing: dict[str, float] = {}  # what -> since (monotonic)
+        self._logged: dict[str, float] = {}  # what -> last ERROR (monotonic)
 
     def failed(self, what: str, message: str, *args: Any, exc_info: Any = None) -> bool:
-        if what in self.failing:
+        now = time.monotonic()
+        since = self.failing.get(what)
+        if since is None:
+            self.failing[what] = now
+        elif self.every is None or now - self._logged[what] < self.every:
             return False
-        self.failing[what] = time.monotonic()
+        else:
+            message, args, exc_info = message + " (failing for %.0fs)", (*args, now - since), None
+        self._logged[what] = now
         if isinstance(exc_info, BaseException) and is_permission_error(exc_info):
             message += f"; the Redis user may not {what_was_denied(exc_info)}: add it to its ACL rule ({ACL_DOC})"
             exc_info = None
@@ -176,5 +185,6 @@ class EpisodeLog:
 
     def ok(self, what: str) -> None:
         since = self.failing.pop(what, None)
+        self._logged.pop(what, None)
         if since is not None:
             self.log.warning("%s works again after %.1fs", what, time.monotonic() - since)
