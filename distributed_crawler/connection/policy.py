@@ -25,7 +25,8 @@ A refusal by the Redis ACL (NOPERM: the user's rule lacks a command, a key or a 
 operator changed it mid-crawl) is neither: the policy logs one ERROR a minute per kind of refusal,
 naming what was refused and the rule the node needs, and counts `redis/denied`; RETRY/WAIT calls
 back off (up to `max_delay`) and try again, so the node resumes, work intact, as soon as the rule
-is fixed (one WARNING per purpose: "push calls work again after 12.3s of ACL refusals"); DEGRADE returns `default`; STOP raises `ReadDenied` (one line, a `RedisUnreachable`). The node is not
+is fixed (one WARNING per purpose: "push calls work again after 12.3s of ACL refusals"); DEGRADE
+returns `default`; STOP raises `ReadDenied` (one line, a `RedisUnreachable`). The node is not
 stopped: its leases and outbox stay as they are, nothing is lost, and a restart would only meet
 the same rule at start (commands/crawl.py checks it: exit code 2).
 """
