@@ -105,3 +105,18 @@ def test_unreachable_redis_one_line_masked() -> None:
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and "redis://ops:***@127.0.0.1" in proc.stderr
     assert "hunter2" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_reader_that_leaves_early_is_no_error(redis_url: str, redis_client: redis.Redis) -> None:
+    """`dcrawl status news --json | head -c1`: the pipe closes before dcrawl writes; quiet exit 0."""
+    redis_client.lpush("news:start_urls", "http://e.com/")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "distributed_crawler", "status", "news", "--json", "--redis-url", redis_url],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()  # the reader is gone before the first byte
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()

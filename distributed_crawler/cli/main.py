@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from functools import partial
@@ -459,13 +460,18 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         with read_policy(args).reading():
-            return args.func(args)
+            code = args.func(args)
+        sys.stdout.flush()  # here, so a reader that left is met below and not at interpreter exit
+        return code
     except PermissionDenied as exc:
         print(f"dcrawl: {explain_denial(args) or exc}", file=sys.stderr)
         return 1
     except (CliError, RedisUnavailable, ValueError) as exc:
         print(f"dcrawl: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # `dcrawl status --json | head`: the reader left; as for any Unix filter
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit flush
+        return 0
 
 
 if __name__ == "__main__":
