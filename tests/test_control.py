@@ -317,3 +317,26 @@ def test_purge_without_per_host_queues_says_so_in_one_line(redis_url: str, capsy
     frontier = Frontier.open(redis.Redis.from_url(redis_url), SpiderKeys.from_settings(Settings(), "news"), "fifo")
     with pytest.raises(ValueError, match="purge needs the per-host frontier"):
         frontier.purge("x.org", "host", False, 10, "t", 0)
+
+
+def test_unset_removes_one_override_or_all_and_is_audited(
+    redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture
+) -> None:
+    host = "slow.example.org"
+    assert _dcrawl(redis_url, "host", "news", host, "set", "--delay", "4", "--concurrency", "1", "--render", "on") == 0
+    assert _dcrawl(redis_url, "host", "news", host, "block", "--for", "1h", "--reason", "complaint") == 0
+    capsys.readouterr()
+    assert _dcrawl(redis_url, "host", "news", host, "unset", "--delay", "--render") == 0
+    assert "delay, render removed" in capsys.readouterr().out
+    left = json.loads(redis_client.hget("{news}:overrides", host))
+    assert "delay" not in left and "render" not in left and left["concurrency"] == 1 and left["reason"] == "complaint"
+    assert _dcrawl(redis_url, "host", "news", host, "unset") == 0  # no flag: every override, the block too
+    assert "every override removed; now no override left" in capsys.readouterr().out
+    assert redis_client.hget("{news}:overrides", host) is None
+    assert _dcrawl(redis_url, "audit", "news", "--json") == 0
+    unsets = [e for e in json.loads(capsys.readouterr().out) if e["action"] == "unset"]
+    assert [json.loads(e["new"]) is None for e in unsets] == [False, True]
+    assert json.loads(unsets[0]["old"])["delay"] == 4 and "delay" not in json.loads(unsets[0]["new"])
+    # set still needs its values (a bare flag is for unset)
+    assert _dcrawl(redis_url, "host", "news", host, "set", "--delay") == 2
+    assert "set --delay needs a value" in capsys.readouterr().err

@@ -53,7 +53,7 @@ def _refused(exc: BadInput) -> int:
 def cmd_host(args: argparse.Namespace, connect: Connect) -> int:
     try:
         host, scope = parse_host(args.host)
-        if args.action in ("set", "block", "unblock", "purge"):
+        if args.action in ("set", "unset", "block", "unblock", "purge"):
             change = HostChange.of(
                 args.action, args.delay, args.concurrency, args.max_pages, args.render, args.duration, args.reason
             )
@@ -69,6 +69,10 @@ def cmd_host(args: argparse.Namespace, connect: Connect) -> int:
     if dropped is not None:
         where = " (dead-lettered as purged)" if args.dead_letter else ""
         print(f"purged {dropped} pending request(s) of {scope} {host}{where}")
+        return 0
+    if args.action == "unset":
+        removed = ", ".join(change.cleared) if change.cleared else "every override"
+        print(f"unset {scope} {host}: {removed} removed; now {describe(now) if now else 'no override left'}")
         return 0
     if scope == "host" and not known_host(frontier, host):
         print(f"note: no request of {host} is known yet; the override applies once one comes")
@@ -180,16 +184,26 @@ def add_parser(command: Callable[..., argparse.ArgumentParser], connect: Connect
     p = command(
         "host",
         lambda a: cmd_host(a, connect),
-        "live per-host control: set, block, unblock, purge, show",
+        "live per-host control: set, unset, block, unblock, purge, show",
         json_flag=True,
     )
     p.add_argument("spider")
     p.add_argument("host", help="a host (news.example.com) or a registered domain (example.com: every subdomain)")
-    p.add_argument("action", choices=["set", "block", "unblock", "purge", "show"])
-    p.add_argument("--delay", help="set: seconds between two requests of the host, all workers together")
-    p.add_argument("--concurrency", help="set: requests of the host in flight at once, all workers together")
-    p.add_argument("--max-pages", dest="max_pages", help="set: pages of the host the crawl may fetch")
-    p.add_argument("--render", choices=RENDER, help="set: render its pages in the browser: on, off or auto")
+    p.add_argument("action", choices=["set", "unset", "block", "unblock", "purge", "show"])
+    # each takes a value for set; for unset a bare flag names what to remove (no flag: everything)
+    p.add_argument(
+        "--delay", nargs="?", const=True, help="set: seconds between two requests of the host, all workers together"
+    )
+    p.add_argument(
+        "--concurrency",
+        nargs="?",
+        const=True,
+        help="set: requests of the host in flight at once, all workers together",
+    )
+    p.add_argument(
+        "--max-pages", dest="max_pages", nargs="?", const=True, help="set: pages of the host the crawl may fetch"
+    )
+    p.add_argument("--render", nargs="?", const=True, help=f"set: render its pages in the browser: {', '.join(RENDER)}")
     p.add_argument("--for", dest="duration", help="block: how long (90s, 15m, 2h, 1d); default until unblock")
     p.add_argument("--reason", help="block: why (shown by dcrawl overrides and status)")
     p.add_argument("--dead-letter", action="store_true", dest="dead_letter", help="purge: dead-letter them (purged)")
