@@ -340,3 +340,28 @@ def test_unset_removes_one_override_or_all_and_is_audited(
     # set still needs its values (a bare flag is for unset)
     assert _dcrawl(redis_url, "host", "news", host, "set", "--delay") == 2
     assert "set --delay needs a value" in capsys.readouterr().err
+
+
+def test_host_show_speaks_words(redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture) -> None:
+    host = "news.example.org"
+    redis_client.hset(
+        f"{{news}}:host:{host}",
+        mapping={
+            "iv": "1",
+            "cd": "0",
+            "bo": "0",
+            "cap": "2",
+            "pages": "4",
+            "max": "10",
+            "until": "5",
+            "why": "robots.txt pending",
+        },
+    )
+    redis_client.zadd(f"{{news}}:q:{host}", {"/a": 1, "/b": 2})
+    assert _dcrawl(redis_url, "host", "news", host, "show") == 0
+    out = capsys.readouterr().out
+    assert "pending 2" in out
+    assert "pace: 1s between two requests, at most 2 in flight" in out
+    assert "pages: 4 fetched of a budget of 10" in out
+    assert "not blocked (last block: robots.txt pending)" in out
+    assert "bo 0" not in out and "iv 1" not in out  # no raw field names

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import math
 import os
 import sys
 import time
@@ -100,9 +101,46 @@ def _show(args: argparse.Namespace, frontier: Any, host: str, scope: str) -> int
     if override and override.get("at"):
         at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(override["at"])))
         console.print(f"  set by {override.get('by', '?')} at {at} from {override.get('source', '?')}")
-    if state:
-        console.print("state: " + ", ".join(f"{k} {v}" for k, v in sorted(state.items())))
+    for line in host_state_words(state, time.time()):
+        console.print(line, markup=False, highlight=False)
     return 0
+
+
+def _num(state: dict[str, str], name: str) -> float:
+    try:
+        value = float(state.get(name, ""))
+    except ValueError:
+        return 0.0
+    return value if math.isfinite(value) else 0.0
+
+
+def host_state_words(state: dict[str, str], now: float) -> list[str]:
+    """The host hash (lua/lib/host.lua: iv, cd, ad, bo, cap, pages, max, until, why) in words."""
+    if not state:
+        return ["state: nothing recorded yet (no request of it leased)"]
+    pace = []
+    for name, words in (("iv", "{}s between two requests"), ("cd", "Crawl-delay {}s"), ("ad", "adaptive delay {}s")):
+        if _num(state, name) > 0:
+            pace.append(words.format(f"{_num(state, name):g}"))
+    if _num(state, "cap") > 0:
+        pace.append(f"at most {int(_num(state, 'cap'))} in flight")
+    if _num(state, "bo") > 0:
+        pace.append(f"backoff level {int(_num(state, 'bo'))}")
+    lines = ["pace: " + (", ".join(pace) if pace else "no delay")]
+    pages = int(_num(state, "pages"))
+    budget = int(_num(state, "max")) if "max" in state and _num(state, "max") >= 0 else None
+    lines.append(f"pages: {pages:,} fetched" + (f" of a budget of {budget:,}" if budget is not None else ""))
+    until, why = _num(state, "until"), "".join(c for c in state.get("why", "") if c.isprintable())
+    if until > now:
+        at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(until))
+        lines.append(f"blocked until {at}" + (f": {why}" if why else ""))
+    elif why:
+        lines.append(f"not blocked (last block: {why})")
+    known = {"iv", "cd", "ad", "cap", "bo", "pages", "max", "until", "why"}
+    other = {k: v for k, v in state.items() if k not in known}
+    if other:
+        lines.append("other fields: " + ", ".join(f"{k} {v[:40]}" for k, v in sorted(other.items())))
+    return lines
 
 
 def cmd_overrides(args: argparse.Namespace, connect: Connect) -> int:

@@ -86,8 +86,9 @@ class PrometheusMetrics:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> PrometheusMetrics:
         config = MetricsConfig.from_settings(crawler.settings)
-        if not config.port:
-            raise NotConfigured("PROMETHEUS_PORT is not set")
+        if not config.port:  # off by default: one INFO line, not Scrapy's WARNING for a reasoned NotConfigured
+            logger.info("Prometheus metrics off (PROMETHEUS_PORT is not set)")
+            raise NotConfigured
         try:
             import prometheus_client  # noqa: F401
         except ImportError:
