@@ -23,6 +23,7 @@ from distributed_crawler.core.control import (
     RENDER,
     BadInput,
     HostChange,
+    audit_words,
     decode_override,
     describe,
     host_action,
@@ -209,11 +210,13 @@ def cmd_audit(args: argparse.Namespace, connect: Connect) -> int:
     if not entries:
         print(f"no control actions recorded for {args.spider}")
         return 0
-    table = listing_table(f"audit of {args.spider}", ["time", "action", "target", "old", "new", "by", "source"])
+    zone = time.strftime("%Z")
+    table = listing_table(f"audit of {args.spider}", [f"time ({zone})", "action", "target", "change", "by", "from"])
     for e in entries:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(e.get("time") or 0)))
-        cells = [e.get(k, "") for k in ("action", "target", "old", "new", "by", "source")]
-        table.add_row(when, *cells)
+        action = e.get("action", "")
+        change = f"{audit_words(action, e.get('old', ''))} -> {audit_words(action, e.get('new', ''))}"
+        table.add_row(when, action, e.get("target", ""), change, e.get("by", ""), e.get("source", ""))
     Console().print(table)
     return 0
 

@@ -209,6 +209,24 @@ def known_host(frontier: Frontier, host: str) -> bool:
     return bool(frontier.client.exists(hosts.host_state_key(host), frontier.host_queue_key(host)))
 
 
+def audit_words(action: str, raw: str) -> str:
+    """An audit entry's old or new value (JSON) in words: `delay 3, blocked until ...`, `paused by
+    alice (drain)`, `running`, `12 pending dropped`; what cannot be read is shown as it is."""
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError):
+        return str(raw)[:200]
+    if value is None:
+        return "running" if action in ("pause", "resume") else "none"
+    if not isinstance(value, dict):
+        return str(value)[:200]
+    if "dropped" in value:
+        return f"{value['dropped']} pending dropped" + (" (dead-lettered)" if value.get("dead_letter") else "")
+    if "since" in value:
+        return f"paused by {value.get('by', '?')}" + (" (drain)" if value.get("drain") else "")
+    return describe(value)
+
+
 def describe(o: dict[str, Any] | None) -> str:
     if not o:
         return "none"

@@ -86,6 +86,18 @@ def control_script(enabled: bool) -> str:
 
 CONTROL_JS = r"""
 const CONTROL = __CONTROL_ENABLED__;
+function when(t) { return t ? new Date(t * 1000).toLocaleString() : ""; }
+// an audit entry's old or new value (JSON) in words, as `dcrawl audit` prints it (core/control.py audit_words)
+function words(action, raw) {
+  let o; try { o = JSON.parse(raw); } catch (e) { return String(raw || ""); }
+  if (o === null || o === undefined) return action === "pause" || action === "resume" ? "running" : "none";
+  if (typeof o !== "object") return String(o);
+  if ("dropped" in o) return o.dropped + " pending dropped" + (o.dead_letter ? " (dead-lettered)" : "");
+  if ("since" in o) return "paused by " + o.by + (o.drain ? " (drain)" : "");
+  const parts = ["delay", "concurrency", "max_pages", "render"].filter(k => k in o).map(k => k.replace("_", " ") + " " + o[k]);
+  if (o.until) parts.push("blocked until " + when(o.until) + (o.reason ? " (" + o.reason + ")" : ""));
+  return parts.join(", ") || "none";
+}
 async function control(spider, body) {
   const response = await fetch("api/control/" + encodeURIComponent(spider), {
     method: "POST", cache: "no-store", headers: { ...headers, "Content-Type": "application/json" }, body: JSON.stringify(body) });
@@ -123,7 +135,7 @@ function controlPanel(s) {
     el("div", { class: "empty", "data-control-result": s.spider }, ""));
   const list = el("div", { "data-audit": s.spider }, "");
   fetch("api/audit/" + encodeURIComponent(s.spider), { headers, cache: "no-store" }).then(r => r.json()).then(rows => {
-    list.replaceWith(el("div", { "data-audit": s.spider }, el("h3", {}, "audit"), listTable(rows || [], [["when", a => clock(Number(a.time))], ["action", a => a.action], ["target", a => a.target, true], ["new", a => a.new, true], ["by", a => a.by], ["from", a => a.source]], "no control action yet")));
+    list.replaceWith(el("div", { "data-audit": s.spider }, el("h3", {}, "audit"), listTable(rows || [], [["when", a => when(Number(a.time))], ["action", a => a.action], ["target", a => a.target, true], ["change", a => words(a.action, a.old) + " -> " + words(a.action, a.new), true], ["by", a => a.by], ["from", a => a.source]], "no control action yet")));
   }).catch(() => {});
   panel.append(list);
   return panel;

@@ -181,7 +181,7 @@ class PrometheusMetrics:
         labels = [self.spider, self.node_id]
         for name, value, help_text in (
             ("dcrawl_pages", sample.pages, "Responses received by this node"),
-            ("dcrawl_items", sample.items, "Items stored by this node"),
+            ("dcrawl_items", sample.items, "Rows this node stored (committed to STORAGE_URL)"),
             ("dcrawl_errors", sample.errors, "Download and callback errors on this node"),
         ):
             counter = CounterMetricFamily(name, help_text, labels=["spider", "node"])

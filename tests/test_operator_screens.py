@@ -1,0 +1,77 @@
+"""Screens from live state: a paused crawl is a banner with `paused` nodes and no ETA, gone nodes
+leave the list after NODE_RETENTION_SECONDS, the audit is human, one "stored"."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import redis
+from rich.console import Console
+
+from distributed_crawler.cli.main import main
+from distributed_crawler.core.control import audit_words
+from distributed_crawler.monitoring.status import live_view, render_status, status_now, stored_total
+from tests.test_control import _dcrawl
+
+
+def node(node_id: str, state: str, alive: bool, last_seen: float) -> dict:
+    return {"id": node_id, "state": state, "alive": alive, "last_seen": last_seen}
+
+
+def test_gone_nodes_leave_the_list_after_the_retention_and_live_ones_of_a_paused_crawl_are_paused() -> None:
+    now = 10_000.0
+    nodes = [
+        node("run", "running", True, now - 1),
+        node("idle", "idle", True, now - 1),
+        node("drain", "draining", True, now - 1),
+        node("closed-recently", "closed", False, now - 600),
+        node("closed-long-ago", "closed", False, now - 7200),
+        node("dead-long-ago", "dead", False, now - 3601),
+    ]
+    shown = live_view(nodes, now, 3600, paused=False)
+    assert [n["id"] for n in shown] == ["run", "idle", "drain", "closed-recently"]
+    assert [n["state"] for n in live_view(nodes, now, 0, paused=True)] == [
+        "paused",
+        "paused",
+        "draining",
+        "closed",
+        "closed",
+        "dead",
+    ]  # 0 = kept forever
+    assert (
+        stored_total({"items": 199}, {"article": {"stored": 205, "skipped": 3}, "list": {"stored": 0, "skipped": 9}})
+        == 205
+    )
+    assert stored_total({"items": 7}, {}) == 7  # a spider without page types: its committed items
+
+
+def test_a_paused_crawl_is_a_banner_and_has_no_eta(redis_url: str, redis_client: redis.Redis) -> None:
+    redis_client.lpush("news:start_urls", *[f"https://example.com/{i}" for i in range(3)])
+    assert main(["pause", "news", "--by", "alice", "--redis-url", redis_url]) == 0
+    from scrapy.settings import Settings
+
+    status = status_now(redis_client, Settings({"REDIS_URL": redis_url}), "news")
+    assert status["totals"]["eta_seconds"] is None and status["control"]["paused"]["by"] == "alice"
+    console = Console(record=True, width=100)
+    console.print(render_status(status))
+    text = console.export_text()
+    assert text.splitlines()[1].startswith(" PAUSED since ") and "by alice" in text and "dcrawl resume news" in text
+    assert "drains in paused" in text
+
+
+def test_the_audit_says_old_to_new_in_words_and_local_time(
+    redis_url: str, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("USER", "alice")
+    monkeypatch.setenv("COLUMNS", "160")
+    assert _dcrawl(redis_url, "host", "news", "a.example.org", "set", "--delay", "2.5") == 0
+    assert _dcrawl(redis_url, "host", "news", "a.example.org", "unset") == 0
+    assert _dcrawl(redis_url, "pause", "news") == 0
+    capsys.readouterr()
+    assert _dcrawl(redis_url, "audit", "news") == 0
+    out = capsys.readouterr().out
+    assert "none -> delay 2.5" in out and "delay 2.5 -> none" in out and "running -> paused by alice" in out
+    assert '{"' not in out  # no raw JSON
+    assert audit_words("purge", json.dumps({"dropped": 3, "dead_letter": True})) == "3 pending dropped (dead-lettered)"
+    assert audit_words("set", "not json") == "not json"
