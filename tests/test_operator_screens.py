@@ -75,3 +75,26 @@ def test_the_audit_says_old_to_new_in_words_and_local_time(
     assert '{"' not in out  # no raw JSON
     assert audit_words("purge", json.dumps({"dropped": 3, "dead_letter": True})) == "3 pending dropped (dead-lettered)"
     assert audit_words("set", "not json") == "not json"
+
+
+def test_tables_fit_80_columns_shortening_names_never_numbers(
+    tmp_path, redis_url: str, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import redis.asyncio as aioredis
+
+    from tests.test_events import article, make_feed, run, store
+
+    async def scenario() -> None:
+        client = aioredis.Redis.from_url(redis_url)
+        await store(tmp_path, make_feed(lambda: client), [article(i) for i in range(205)])
+        await client.aclose()
+
+    run(scenario())
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["sources", "news", "--redis-url", redis_url]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    row = next(line for line in out.splitlines() if "example" in line)
+    assert "205" in row.split(), out  # whole, in its own cell
+    header = "".join(out.splitlines()[:6])
+    assert "28d" in header and "state" in header, out

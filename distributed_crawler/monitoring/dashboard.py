@@ -421,7 +421,7 @@ function chart(history) {
 }
 
 function nodesTable(status) {
-  const cols = ["node", "state", "pages/min", "pages", "items", "errors", "in flight", "leases", "RSS", "browser", "last seen"];
+  const cols = ["node", "state", "pages/min", "pages", "stored", "errors", "in flight", "leases", "RSS", "browser", "last seen"];
   const table = el("table", { class: "nodes" }, el("thead", {}, el("tr", {}, ...cols.map((c, i) => el("th", i < 2 ? { class: "text" } : {}, c)))));
   const body = el("tbody");
   for (const n of status.nodes) {

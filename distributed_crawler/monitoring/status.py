@@ -447,7 +447,7 @@ def render_status(status: dict[str, Any], title: str = "") -> Group:
     if status["nodes"]:
         nodes = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
         id_width = min(40, max(len(n["id"]) for n in status["nodes"]))
-        for col in ("node", "state", "/min", "pages", "items", "errors", "flight", "leases", "RSS", "seen ago"):
+        for col in ("node", "state", "/min", "pages", "stored", "errors", "flight", "leases", "RSS", "seen ago"):
             left = col in ("node", "state")
             nodes.add_column(
                 col, justify="left" if left else "right", no_wrap=True, min_width=id_width if col == "node" else None
