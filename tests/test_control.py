@@ -365,3 +365,24 @@ def test_host_show_speaks_words(redis_url: str, redis_client: redis.Redis, capsy
     assert "pages: 4 fetched of a budget of 10" in out
     assert "not blocked (last block: robots.txt pending)" in out
     assert "bo 0" not in out and "iv 1" not in out  # no raw field names
+
+
+def test_unblock_and_unset_make_the_host_due_now_not_when_the_old_block_would_end(
+    redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture
+) -> None:
+    news = Frontier.open(redis_client, SpiderKeys.from_settings(Settings(), "news"), "host")
+    ready = news.keys.ready
+    for host in ("a.example.com", "b.example.com", "other.org"):
+        push(news, [(f"http://{host}/{i}", host) for i in range(2)], interval=0.0)
+    assert _dcrawl(redis_url, "host", "news", "a.example.com", "block", "--for", "1h") == 0
+    assert _dcrawl(redis_url, "host", "news", "example.com", "set", "--delay", "600") == 0
+    assert _dcrawl(redis_url, "host", "news", "other.org", "block", "--for", "1h") == 0
+    assert [x.slot for x in pop(news, 10).leases] == ["b.example.com"]  # the rest blocked, or 600 s on
+    later = redis_client.time()[0] + 500
+    redis_client.zadd(ready, {"a.example.com": later + 3000, "b.example.com": later, "other.org": later + 3000})
+    assert _dcrawl(redis_url, "host", "news", "a.example.com", "unblock") == 0
+    assert _dcrawl(redis_url, "host", "news", "example.com", "unset", "--delay") == 0  # every host of it
+    now = redis_client.time()[0] + 1
+    assert redis_client.zscore(ready, "a.example.com") <= now and redis_client.zscore(ready, "b.example.com") <= now
+    assert redis_client.zscore(ready, "other.org") > now + 3000  # still blocked: untouched
+    assert sorted(x.slot for x in pop(news, 10).leases) == ["a.example.com", "a.example.com", "b.example.com"]

@@ -182,6 +182,8 @@ def host_action(
     else:
         frontier.write_override(host, None)
         now = None
+    if action in ("unset", "unblock") and old and any(k in old for k in ("until", "delay")):
+        frontier.make_due(host, scope)  # else it sleeps until the lifted block or delay would have ended
     record(frontier, settings, action, host, old, now, by, source)
     return host, now, None
 
