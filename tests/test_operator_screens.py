@@ -98,3 +98,38 @@ def test_tables_fit_80_columns_shortening_names_never_numbers(
     assert "205" in row.split(), out  # whole, in its own cell
     header = "".join(out.splitlines()[:6])
     assert "28d" in header and "state" in header, out
+
+
+def test_the_node_table_keeps_figures_whole_at_80_columns_and_shows_more_when_wide(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    from scrapy.settings import Settings
+
+    redis_client.lpush("news:start_urls", "https://example.com/")
+    status = status_now(redis_client, Settings({"REDIS_URL": redis_url}), "news")
+    long_id = "crawler-machine-07.example.internal-news-12"
+    status["nodes"] = [
+        {
+            "id": long_id,
+            "state": "running",
+            "alive": True,
+            "rate": 1234.0,
+            "pages": 1234567,
+            "items": 1234000,
+            "errors": 12345,
+            "in_flight": 32,
+            "leases": 64,
+            "rss": 512 * 1024 * 1024,
+            "last_seen": status["time"] - 3,
+        }
+    ]
+    shown = {}
+    for width in (80, 160):
+        console = Console(record=True, width=width)
+        console.print(render_status(status))
+        shown[width] = console.export_text()
+        assert max(len(line.rstrip()) for line in shown[width].splitlines()) <= width
+        row = next(line for line in shown[width].splitlines() if line.lstrip().startswith("crawler-"))
+        assert {"1,234", "1,234,567", "1,234,000", "12,345", "3s"} <= set(row.split()), row
+    assert long_id not in shown[80] and "crawler-" in shown[80]  # the name shortened, not a figure
+    assert long_id in shown[160] and "512M" in shown[160] and "RSS" in shown[160] and "RSS" not in shown[80]

@@ -445,27 +445,7 @@ def render_status(status: dict[str, Any], title: str = "") -> Group:
         ),
     ]
     if status["nodes"]:
-        nodes = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-        id_width = min(40, max(len(n["id"]) for n in status["nodes"]))
-        for col in ("node", "state", "/min", "pages", "stored", "errors", "flight", "leases", "RSS", "seen ago"):
-            left = col in ("node", "state")
-            nodes.add_column(
-                col, justify="left" if left else "right", no_wrap=True, min_width=id_width if col == "node" else None
-            )
-        for n in status["nodes"]:
-            nodes.add_row(
-                n["id"],
-                Text(n["state"], style=STATE_STYLE.get(n["state"], "")),
-                f"{n['rate']:.0f}",
-                str(n["pages"]),
-                str(n["items"]),
-                str(n["errors"]),
-                str(n["in_flight"]),
-                str(n["leases"]),
-                human_bytes(n["rss"]) if n["rss"] else "",
-                duration(max(0.0, now - n["last_seen"])),
-            )
-        parts.append(nodes)
+        parts.append(NodeTable(status["nodes"], now))
     else:
         parts.append(Text("no node has reported yet", style="dim"))
     if hosts.get("top"):
@@ -488,6 +468,58 @@ def render_status(status: dict[str, Any], title: str = "") -> Group:
     for line in skip_lines(status):
         parts.append(Text(line, style="yellow"))
     return Group(*parts)
+
+
+class NodeTable:
+    """One row a node, sized to the terminal when drawn: every figure whole, the node id shortened
+    (…) before anything else, and the optional columns (RSS, in flight, leases) only when they fit
+    (80 columns: the figures that say how the crawl goes; wider: all of them)."""
+
+    COLUMNS = ("node", "state", "/min", "pages", "stored", "errors", "flight", "leases", "RSS", "seen ago")
+    OPTIONAL = ("RSS", "flight", "leases")  # dropped first, in this order, when the terminal is narrow
+    ID_MIN = 12
+
+    def __init__(self, nodes: list[dict[str, Any]], now: float) -> None:
+        self.rows = [
+            {
+                "node": n["id"],
+                "state": n["state"],
+                "/min": f"{n['rate']:,.0f}",
+                "pages": f"{n['pages']:,}",
+                "stored": f"{n['items']:,}",
+                "errors": f"{n['errors']:,}",
+                "flight": f"{n['in_flight']:,}",
+                "leases": f"{n['leases']:,}",
+                "RSS": human_bytes(n["rss"]) if n["rss"] else "",
+                "seen ago": duration(max(0.0, now - n["last_seen"])),
+            }
+            for n in nodes
+        ]
+
+    def _width(self, col: str) -> int:
+        return max([len(col)] + [len(r[col]) for r in self.rows])
+
+    def __rich_console__(self, console: Console, options: Any) -> Any:
+        cols = list(self.COLUMNS)
+
+        def figures_width() -> int:  # each column costs its width and 2 of padding
+            return sum(self._width(c) + 2 for c in cols if c != "node") + 2
+
+        for optional in self.OPTIONAL:
+            if figures_width() + self.ID_MIN <= options.max_width:
+                break
+            cols.remove(optional)
+        id_width = max(self.ID_MIN, min(self._width("node"), options.max_width - figures_width()))
+        table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        for col in cols:
+            if col == "node":
+                table.add_column(col, no_wrap=True, overflow="ellipsis", width=id_width)
+            else:
+                left = col == "state"
+                table.add_column(col, justify="left" if left else "right", no_wrap=True, min_width=self._width(col))
+        for r in self.rows:
+            table.add_row(*(Text(r[c], style=STATE_STYLE.get(r[c], "")) if c == "state" else r[c] for c in cols))
+        yield table
 
 
 def status_now(client: Any, settings: BaseSettings, spider: str) -> dict[str, Any]:
