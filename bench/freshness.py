@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         env = {k: v for k, v in os.environ.items() if k != "SCRAPY_SETTINGS_MODULE"}
         env.update(
             {
+                "SCRAPY_SETTINGS_MODULE": "demo.settings",  # the repo root's default is production's
                 "REDIS_URL": redis_url,
                 "STORAGE_URL": f"sqlite:///{workdir / 'items.db'}",
                 "MAX_IDLE_TIME_BEFORE_CLOSE": "0",

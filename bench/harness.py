@@ -226,6 +226,7 @@ class WorkerSpec:
                 "DEPTH_LIMIT": "0",
                 **settings,
             }
+            env["SCRAPY_SETTINGS_MODULE"] = "demo.settings"  # the repo root's default is production's
             env["REDIS_URL"] = self.redis_url
             env["MAX_IDLE_TIME_BEFORE_CLOSE"] = str(self.idle_close)
         elif self.side == "plain":  # plain Scrapy, memory scheduler; Redis only for its seed

@@ -67,7 +67,13 @@ def crawl(
     client.close()
     db = workdir / "items.db"
     db.unlink(missing_ok=True)
-    env = {**os.environ, "REDIS_URL": redis_url, "STORAGE_URL": f"sqlite:///{db}", "MAX_IDLE_TIME_BEFORE_CLOSE": "3"}
+    env = {
+        **os.environ,
+        "SCRAPY_SETTINGS_MODULE": "demo.settings",
+        "REDIS_URL": redis_url,
+        "STORAGE_URL": f"sqlite:///{db}",
+        "MAX_IDLE_TIME_BEFORE_CLOSE": "3",
+    }
     subprocess.run(
         [PYTHON, "-m", "distributed_crawler", "seed", "news", "--site", site_url + "/", "--redis-url", redis_url],
         cwd=ROOT,

@@ -230,6 +230,7 @@ def crawl(
         args += ["-s", setting]
     env = {
         **os.environ,
+        "SCRAPY_SETTINGS_MODULE": "demo.settings",  # the repo root's default is production's
         "REDIS_URL": redis_url,
         "STORAGE_URL": f"sqlite:///{workdir / f'items-{n}.db'}",
         "MAX_IDLE_TIME_BEFORE_CLOSE": "2",

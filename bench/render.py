@@ -244,6 +244,7 @@ def run_node(
     db = workdir / f"items-{tag}.db"
     env = {
         **os.environ,
+        "SCRAPY_SETTINGS_MODULE": "demo.settings",  # the repo root's default is production's
         "REDIS_URL": redis_srv.url,
         "STORAGE_URL": f"sqlite:///{db}",
         "MAX_IDLE_TIME_BEFORE_CLOSE": "2",

@@ -66,6 +66,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
     },
     "EXTENSIONS": {
         "distributed_crawler.monitoring.heartbeat.Heartbeat": 500,
+        "distributed_crawler.monitoring.memory_log.QuietMemoryLog": 505,  # Scrapy's memory line at DEBUG
         "distributed_crawler.monitoring.metrics.PrometheusMetrics": 510,  # off unless PROMETHEUS_PORT
         "distributed_crawler.recrawl.mover.RecrawlMover": 520,  # due revisits into the frontier
         "distributed_crawler.events.extension.ChangeFeedExtension": 530,  # change feed, source health

@@ -101,6 +101,7 @@ DEFAULTS: dict[str, Any] = {
     "NODE_ID": "",  # "" = host-pid; env var overrides
     # Monitoring: heartbeat, health alerts, Prometheus, dashboard (docs/monitoring.md).
     "HEARTBEAT_ENABLED": True,
+    "NODE_RETENTION_SECONDS": 3600,  # a closed or dead node leaves the node lists after this (0 = never)
     "HEARTBEAT_INTERVAL": 10.0,  # seconds; a node silent for 3 intervals is dead
     "HEARTBEAT_LOG_PROGRESS": True,  # one cluster-wide progress line per interval
     "HEALTH_NO_ITEMS_SECONDS": 300.0,  # alert: work available but no item for this long (0 = off)

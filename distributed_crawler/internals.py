@@ -22,6 +22,11 @@ CHECKED_SCRAPY = "2.19.0"
 CHECKED_SCRAPY_PLAYWRIGHT = "0.0.48"
 
 # -- Scrapy (2.19.0) ---------------------------------------------------------------------------
+# scrapy/extensions/memusage.py MemoryUsage._check_limit logs this line at INFO every
+# MEMUSAGE_CHECK_INTERVAL_SECONDS while under the limit, args {"virtualsize": MiB}
+# (monitoring/memory_log.py lowers it to DEBUG unless the node is near its limit).
+MEMUSAGE_LOGGER = "scrapy.extensions.memusage"
+MEMUSAGE_PEAK_MESSAGE = "Peak memory usage is %(virtualsize)dMiB"
 # (owner, attribute, parameter names or None for a plain attribute): what the functions below read.
 SCRAPY_CONTRACT: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     ("scrapy.core.engine.ExecutionEngine", "_slot", None),  # set in open_spider

@@ -96,6 +96,8 @@ RECRAWL_META = "recrawl"
 NEWS_SITE_META = "news_site"
 # On sitemap requests: how many sitemap indexes led here (SITEMAP_MAX_DEPTH ends loops).
 SITEMAP_DEPTH_META = "sitemap_depth"
+# On the conventional /sitemap.xml tried when robots.txt lists none: its HTTP error is no dead letter.
+SITEMAP_GUESSED_META = "sitemap_guessed"
 # On article requests from a sitemap or feed entry: its date (ISO 8601) and title, used when the
 # page itself has none.
 ENTRY_DATE_META = "entry_date"

@@ -25,6 +25,12 @@ if str(ROOT) not in sys.path:
 
 from tests.site.server import NewsSite  # noqa: E402
 
+# Every `scrapy crawl`, `dcrawl` and project-settings read of the suite uses the demo project
+# (scrapy.cfg `demo`): the repo root's default project is production's, which refuses the loopback
+# test sites. A test of another project strips SCRAPY_* from its subprocess's environment.
+TEST_PROJECT = {"SCRAPY_PROJECT": "demo"}
+os.environ.update(TEST_PROJECT)
+
 
 def free_ports(n: int) -> list[int]:
     """n distinct free ports (bound at the same time, so no two are the same)."""
@@ -235,7 +241,7 @@ def crawl_preflight(env: dict[str, str], *args: str, spider: str = "news") -> su
         cwd=ROOT,
         capture_output=True,
         text=True,
-        env={"PATH": "/usr/bin:/bin", **env},
+        env={"PATH": "/usr/bin:/bin", **TEST_PROJECT, **env},
         timeout=60,
     )
 

@@ -317,3 +317,72 @@ def test_purge_without_per_host_queues_says_so_in_one_line(redis_url: str, capsy
     frontier = Frontier.open(redis.Redis.from_url(redis_url), SpiderKeys.from_settings(Settings(), "news"), "fifo")
     with pytest.raises(ValueError, match="purge needs the per-host frontier"):
         frontier.purge("x.org", "host", False, 10, "t", 0)
+
+
+def test_unset_removes_one_override_or_all_and_is_audited(
+    redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture
+) -> None:
+    host = "slow.example.org"
+    assert _dcrawl(redis_url, "host", "news", host, "set", "--delay", "4", "--concurrency", "1", "--render", "on") == 0
+    assert _dcrawl(redis_url, "host", "news", host, "block", "--for", "1h", "--reason", "complaint") == 0
+    capsys.readouterr()
+    assert _dcrawl(redis_url, "host", "news", host, "unset", "--delay", "--render") == 0
+    assert "delay, render removed" in capsys.readouterr().out
+    left = json.loads(redis_client.hget("{news}:overrides", host))
+    assert "delay" not in left and "render" not in left and left["concurrency"] == 1 and left["reason"] == "complaint"
+    assert _dcrawl(redis_url, "host", "news", host, "unset") == 0  # no flag: every override, the block too
+    assert "every override removed; now no override left" in capsys.readouterr().out
+    assert redis_client.hget("{news}:overrides", host) is None
+    assert _dcrawl(redis_url, "audit", "news", "--json") == 0
+    unsets = [e for e in json.loads(capsys.readouterr().out) if e["action"] == "unset"]
+    assert [json.loads(e["new"]) is None for e in unsets] == [False, True]
+    assert json.loads(unsets[0]["old"])["delay"] == 4 and "delay" not in json.loads(unsets[0]["new"])
+    # set still needs its values (a bare flag is for unset)
+    assert _dcrawl(redis_url, "host", "news", host, "set", "--delay") == 2
+    assert "set --delay needs a value" in capsys.readouterr().err
+
+
+def test_host_show_speaks_words(redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture) -> None:
+    host = "news.example.org"
+    redis_client.hset(
+        f"{{news}}:host:{host}",
+        mapping={
+            "iv": "1",
+            "cd": "0",
+            "bo": "0",
+            "cap": "2",
+            "pages": "4",
+            "max": "10",
+            "until": "5",
+            "why": "robots.txt pending",
+        },
+    )
+    redis_client.zadd(f"{{news}}:q:{host}", {"/a": 1, "/b": 2})
+    assert _dcrawl(redis_url, "host", "news", host, "show") == 0
+    out = capsys.readouterr().out
+    assert "pending 2" in out
+    assert "pace: 1s between two requests, at most 2 in flight" in out
+    assert "pages: 4 fetched of a budget of 10" in out
+    assert "not blocked (last block: robots.txt pending)" in out
+    assert "bo 0" not in out and "iv 1" not in out  # no raw field names
+
+
+def test_unblock_and_unset_make_the_host_due_now_not_when_the_old_block_would_end(
+    redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture
+) -> None:
+    news = Frontier.open(redis_client, SpiderKeys.from_settings(Settings(), "news"), "host")
+    ready = news.keys.ready
+    for host in ("a.example.com", "b.example.com", "other.org"):
+        push(news, [(f"http://{host}/{i}", host) for i in range(2)], interval=0.0)
+    assert _dcrawl(redis_url, "host", "news", "a.example.com", "block", "--for", "1h") == 0
+    assert _dcrawl(redis_url, "host", "news", "example.com", "set", "--delay", "600") == 0
+    assert _dcrawl(redis_url, "host", "news", "other.org", "block", "--for", "1h") == 0
+    assert [x.slot for x in pop(news, 10).leases] == ["b.example.com"]  # the rest blocked, or 600 s on
+    later = redis_client.time()[0] + 500
+    redis_client.zadd(ready, {"a.example.com": later + 3000, "b.example.com": later, "other.org": later + 3000})
+    assert _dcrawl(redis_url, "host", "news", "a.example.com", "unblock") == 0
+    assert _dcrawl(redis_url, "host", "news", "example.com", "unset", "--delay") == 0  # every host of it
+    now = redis_client.time()[0] + 1
+    assert redis_client.zscore(ready, "a.example.com") <= now and redis_client.zscore(ready, "b.example.com") <= now
+    assert redis_client.zscore(ready, "other.org") > now + 3000  # still blocked: untouched
+    assert sorted(x.slot for x in pop(news, 10).leases) == ["a.example.com", "a.example.com", "b.example.com"]

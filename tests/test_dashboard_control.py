@@ -107,13 +107,23 @@ def test_buttons_work_in_chromium_with_the_token(
                 )
                 assert redis_client.get("{news}:paused") is None
 
-                page.fill('[data-field="host"]', "old.example.org")
-                page.fill('[data-field="delay"]', "3")
+                # every input is found by its label (what a screen reader says, what a user reads)
+                page.get_by_label("host or domain").fill("old.example.org")
+                page.get_by_label("delay (s)").fill("3")
+                page.get_by_label("in flight").fill("2")
                 page.click('button[data-action="set"]')
                 page.wait_for_function(
                     "() => document.querySelector('[data-control-result]').textContent.includes('delay')"
                 )
-                assert json.loads(redis_client.hget("{news}:overrides", "old.example.org"))["delay"] == 3
+                override = json.loads(redis_client.hget("{news}:overrides", "old.example.org"))
+                assert override["delay"] == 3 and override["concurrency"] == 2
+
+                page.once("dialog", lambda dialog: dialog.accept())  # unset asks first too
+                page.click('button[data-action="unset"]')
+                page.wait_for_function(
+                    "() => document.querySelector('[data-control-result]').textContent.includes('unset')"
+                )
+                assert redis_client.hget("{news}:overrides", "old.example.org") is None
 
                 page.once("dialog", lambda dialog: dialog.dismiss())  # purge asks first: "no" does nothing
                 page.click('button[data-action="purge"]')
@@ -127,10 +137,10 @@ def test_buttons_work_in_chromium_with_the_token(
                 assert redis_client.zcard("{news}:q:old.example.org") == 0
 
                 page.wait_for_function(
-                    "() => document.querySelectorAll('[data-audit] tbody tr').length >= 4", timeout=10_000
+                    "() => document.querySelectorAll('[data-audit] tbody tr').length >= 5", timeout=10_000
                 )
                 audit = page.inner_text("[data-audit]")
-                assert "purge" in audit and "dashboard" in audit
+                assert "purge" in audit and "unset" in audit and "dashboard" in audit
             finally:
                 browser.close()
     finally:

@@ -87,7 +87,8 @@ class Supervisor:
         self.proc = subprocess.Popen(
             [str(VENV_BIN / "supervisord"), "-n", "-c", str(self.conf)],
             cwd=ROOT,
-            env={**os.environ, **self.env},
+            # the production project, as deployed (not the demo the rest of the suite runs)
+            env={**{k: v for k, v in os.environ.items() if not k.startswith("SCRAPY_")}, **self.env},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -19,6 +19,7 @@ SETTING_REF = re.compile(r"`-?s? ?([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)(?:=[^`]*)?`")
 NOT_SETTINGS = {
     "USER",  # environment variables
     "SCRAPY_SETTINGS_MODULE",
+    "SCRAPY_PROJECT",  # Scrapy's choice of a scrapy.cfg [settings] entry
     "MAX_FILE_SIZE",  # trafilatura's own configuration
     "TRAFILATURA_OPTIONS",  # a constant of news/extract.py, named where its values are explained
     "TRANSIENT_ERRORS",  # a constant of connection/clients.py

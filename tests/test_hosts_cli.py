@@ -37,7 +37,11 @@ def frontier(client: redis.Redis) -> float:
     queue(client, "c.com", 1)
     queue(client, "d.com", 5)
     queue(client, "g.com", 2)
-    client.hset(KEYS.host("b.com"), mapping={"iv": "0.5", "cd": "30", "pages": "4", "max": "-1"})
+    # b.com's robots.txt was waited for long ago: its reason stays in the hash, the block is over
+    client.hset(
+        KEYS.host("b.com"),
+        mapping={"iv": "0.5", "cd": "30", "pages": "4", "max": "-1", "until": now - 3600, "why": "robots.txt pending"},
+    )
     client.hset(KEYS.host("c.com"), mapping={"until": now + 600, "why": "429 Retry-After: 600\x1b[31m", "bo": "2"})
     client.hset(KEYS.host("d.com"), mapping={"pages": "10", "max": "10"})
     client.zadd(KEYS.over_budget, {"d.com": 5})
@@ -68,6 +72,9 @@ def test_hosts_lists_the_frontier_by_pending_and_skips_garbage(
     assert rows["b.com"]["pending"] == 7 and rows["b.com"]["interval"] == 30
     assert 20 < rows["b.com"]["due_in"] <= 30  # 30 s after `now`, minus the CLI's start-up
     assert rows["b.com"]["budget"] is None and rows["b.com"]["pages"] == 4 and not rows["b.com"]["over_budget"]
+    # why it waits is read from its state now, never the reason a block left behind
+    assert rows["b.com"]["why"] == "politeness delay" and rows["b.com"]["last_block"] == "robots.txt pending"
+    assert rows["a.com"]["why"] == "" and rows["d.com"]["why"] == "page budget spent (DOMAIN_MAX_PAGES)"
     assert rows["a.com"]["due_in"] == 0 and rows["a.com"]["interval"] == 0 and rows["a.com"]["backoff"] == 0
     assert rows["a.com"]["budget"] is None and rows["a.com"]["pages"] == 0  # nan / inf / 1e999 -> defaults
     c = rows["c.com"]

@@ -177,3 +177,10 @@ def test_http11_agents_are_built_by_the_hook() -> None:
         assert seen[0] == (crawler, "http://hooked.test/", 7, policy, None, None)
     finally:
         internals.guard_http11_agents(guarded_agent)  # what the add-on installs
+
+
+def test_scrapy_still_logs_the_memory_line_we_lower() -> None:
+    from scrapy.extensions import memusage
+
+    assert memusage.logger.name == internals.MEMUSAGE_LOGGER
+    assert f'"{internals.MEMUSAGE_PEAK_MESSAGE}"' in inspect.getsource(memusage), RECHECK

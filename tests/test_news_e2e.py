@@ -86,12 +86,13 @@ def test_news_site_articles_once_with_fields_duplicates_marked_garbage_dead_lett
         failed = [json.loads(e) for e in redis_client.lrange("{news}:failed", 0, -1)]
         assert sorted((e["url"], e["kind"]) for e in failed) == [
             (P + "/broken-feed.xml", "bad_feed"),
+            (P + "/gone-feed.xml", "bad_feed"),  # HTTP 404 (the wire site's guessed /sitemap.xml 404 is not)
             (P + "/sitemaps/bomb.xml.gz", "bad_sitemap"),
             (P + "/sitemaps/garbage.xml", "bad_sitemap"),
         ]
         logs = workers.log("node-a") + workers.log("node-b")
         assert "Traceback" not in logs and " ERROR: " not in logs
-        assert logs.count("Bad sitemap ") == 2 and logs.count("Bad feed ") == 1
+        assert logs.count("Bad sitemap ") == 2 and logs.count("Bad feed ") == 2
 
         # A rerun re-reads the sitemaps and feeds (they bypass the seen-filter), not the articles.
         dcrawl_ok(redis_url, "seed", "news", "--site", P)

@@ -194,6 +194,7 @@ def test_site_seed_reads_sitemaps_from_the_cluster_robots_cache(
         (BASE + "/feed.rss", "parse_feed"),
         (BASE + "/feed.atom", "parse_feed"),
         (BASE + "/broken-feed.xml", "parse_feed"),
+        (BASE + "/gone-feed.xml", "parse_feed"),
         (BASE + "/sitemap_index.xml.gz", "parse_sitemap"),
         (BASE + "/news-sitemap.xml", "parse_sitemap"),
     ]

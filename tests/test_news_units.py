@@ -183,6 +183,7 @@ def test_feed_links_of_a_home_page(portal: NewsPortal) -> None:
         BASE + "/feed.rss",
         BASE + "/feed.atom",
         BASE + "/broken-feed.xml",
+        BASE + "/gone-feed.xml",
     ]
 
 

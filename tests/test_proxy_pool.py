@@ -215,6 +215,7 @@ def test_status_shows_proxy_health(redis_url: str, redis_client: redis.Redis, ca
     run_sync(pool.load([A, B, C]))
     for _ in range(4):
         run_sync(pool.failure(C, "connection refused"))
+    redis_client.lpush("news:start_urls", "https://example.com/")  # a crawl (no crawl of news: exit 1)
     assert main(["status", "news", "--redis-url", redis_url, "--json"]) == 0
     proxies = json.loads(capsys.readouterr().out)["proxies"]
     assert proxies == {"total": 2, "healthy": 2, "dead": 1}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import math
 import os
 import sys
 import time
@@ -22,6 +23,7 @@ from distributed_crawler.core.control import (
     RENDER,
     BadInput,
     HostChange,
+    audit_words,
     decode_override,
     describe,
     host_action,
@@ -53,7 +55,7 @@ def _refused(exc: BadInput) -> int:
 def cmd_host(args: argparse.Namespace, connect: Connect) -> int:
     try:
         host, scope = parse_host(args.host)
-        if args.action in ("set", "block", "unblock", "purge"):
+        if args.action in ("set", "unset", "block", "unblock", "purge"):
             change = HostChange.of(
                 args.action, args.delay, args.concurrency, args.max_pages, args.render, args.duration, args.reason
             )
@@ -69,6 +71,10 @@ def cmd_host(args: argparse.Namespace, connect: Connect) -> int:
     if dropped is not None:
         where = " (dead-lettered as purged)" if args.dead_letter else ""
         print(f"purged {dropped} pending request(s) of {scope} {host}{where}")
+        return 0
+    if args.action == "unset":
+        removed = ", ".join(change.cleared) if change.cleared else "every override"
+        print(f"unset {scope} {host}: {removed} removed; now {describe(now) if now else 'no override left'}")
         return 0
     if scope == "host" and not known_host(frontier, host):
         print(f"note: no request of {host} is known yet; the override applies once one comes")
@@ -96,9 +102,46 @@ def _show(args: argparse.Namespace, frontier: Any, host: str, scope: str) -> int
     if override and override.get("at"):
         at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(override["at"])))
         console.print(f"  set by {override.get('by', '?')} at {at} from {override.get('source', '?')}")
-    if state:
-        console.print("state: " + ", ".join(f"{k} {v}" for k, v in sorted(state.items())))
+    for line in host_state_words(state, time.time()):
+        console.print(line, markup=False, highlight=False)
     return 0
+
+
+def _num(state: dict[str, str], name: str) -> float:
+    try:
+        value = float(state.get(name, ""))
+    except ValueError:
+        return 0.0
+    return value if math.isfinite(value) else 0.0
+
+
+def host_state_words(state: dict[str, str], now: float) -> list[str]:
+    """The host hash (lua/lib/host.lua: iv, cd, ad, bo, cap, pages, max, until, why) in words."""
+    if not state:
+        return ["state: nothing recorded yet (no request of it leased)"]
+    pace = []
+    for name, words in (("iv", "{}s between two requests"), ("cd", "Crawl-delay {}s"), ("ad", "adaptive delay {}s")):
+        if _num(state, name) > 0:
+            pace.append(words.format(f"{_num(state, name):g}"))
+    if _num(state, "cap") > 0:
+        pace.append(f"at most {int(_num(state, 'cap'))} in flight")
+    if _num(state, "bo") > 0:
+        pace.append(f"backoff level {int(_num(state, 'bo'))}")
+    lines = ["pace: " + (", ".join(pace) if pace else "no delay")]
+    pages = int(_num(state, "pages"))
+    budget = int(_num(state, "max")) if "max" in state and _num(state, "max") >= 0 else None
+    lines.append(f"pages: {pages:,} fetched" + (f" of a budget of {budget:,}" if budget is not None else ""))
+    until, why = _num(state, "until"), "".join(c for c in state.get("why", "") if c.isprintable())
+    if until > now:
+        at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(until))
+        lines.append(f"blocked until {at}" + (f": {why}" if why else ""))
+    elif why:
+        lines.append(f"not blocked (last block: {why})")
+    known = {"iv", "cd", "ad", "cap", "bo", "pages", "max", "until", "why"}
+    other = {k: v for k, v in state.items() if k not in known}
+    if other:
+        lines.append("other fields: " + ", ".join(f"{k} {v[:40]}" for k, v in sorted(other.items())))
+    return lines
 
 
 def cmd_overrides(args: argparse.Namespace, connect: Connect) -> int:
@@ -167,11 +210,13 @@ def cmd_audit(args: argparse.Namespace, connect: Connect) -> int:
     if not entries:
         print(f"no control actions recorded for {args.spider}")
         return 0
-    table = listing_table(f"audit of {args.spider}", ["time", "action", "target", "old", "new", "by", "source"])
+    zone = time.strftime("%Z")
+    table = listing_table(f"audit of {args.spider}", [f"time ({zone})", "action", "target", "change", "by", "from"])
     for e in entries:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(e.get("time") or 0)))
-        cells = [e.get(k, "") for k in ("action", "target", "old", "new", "by", "source")]
-        table.add_row(when, *cells)
+        action = e.get("action", "")
+        change = f"{audit_words(action, e.get('old', ''))} -> {audit_words(action, e.get('new', ''))}"
+        table.add_row(when, action, e.get("target", ""), change, e.get("by", ""), e.get("source", ""))
     Console().print(table)
     return 0
 
@@ -180,16 +225,26 @@ def add_parser(command: Callable[..., argparse.ArgumentParser], connect: Connect
     p = command(
         "host",
         lambda a: cmd_host(a, connect),
-        "live per-host control: set, block, unblock, purge, show",
+        "live per-host control: set, unset, block, unblock, purge, show",
         json_flag=True,
     )
     p.add_argument("spider")
     p.add_argument("host", help="a host (news.example.com) or a registered domain (example.com: every subdomain)")
-    p.add_argument("action", choices=["set", "block", "unblock", "purge", "show"])
-    p.add_argument("--delay", help="set: seconds between two requests of the host, all workers together")
-    p.add_argument("--concurrency", help="set: requests of the host in flight at once, all workers together")
-    p.add_argument("--max-pages", dest="max_pages", help="set: pages of the host the crawl may fetch")
-    p.add_argument("--render", choices=RENDER, help="set: render its pages in the browser: on, off or auto")
+    p.add_argument("action", choices=["set", "unset", "block", "unblock", "purge", "show"])
+    # each takes a value for set; for unset a bare flag names what to remove (no flag: everything)
+    p.add_argument(
+        "--delay", nargs="?", const=True, help="set: seconds between two requests of the host, all workers together"
+    )
+    p.add_argument(
+        "--concurrency",
+        nargs="?",
+        const=True,
+        help="set: requests of the host in flight at once, all workers together",
+    )
+    p.add_argument(
+        "--max-pages", dest="max_pages", nargs="?", const=True, help="set: pages of the host the crawl may fetch"
+    )
+    p.add_argument("--render", nargs="?", const=True, help=f"set: render its pages in the browser: {', '.join(RENDER)}")
     p.add_argument("--for", dest="duration", help="block: how long (90s, 15m, 2h, 1d); default until unblock")
     p.add_argument("--reason", help="block: why (shown by dcrawl overrides and status)")
     p.add_argument("--dead-letter", action="store_true", dest="dead_letter", help="purge: dead-letter them (purged)")

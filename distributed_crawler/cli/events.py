@@ -33,9 +33,9 @@ _STREAM_ID = re.compile(r"^\d+(-\d+)?$")
 
 def since_to_id(since: str | None, now: float) -> str:
     """The exclusive start ID for XREAD/XRANGE: a stream ID as is, a time or duration as its ms."""
-    if not since:
+    since = (since or "").strip()
+    if since in ("", "0", "0-0"):  # 0 is the stream's start, as in XREAD
         return "0-0"
-    since = since.strip()
     if _STREAM_ID.match(since) and (len(since) >= 12 or "-" in since):
         return since
     match = _DURATION.match(since)

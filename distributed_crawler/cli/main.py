@@ -20,6 +20,7 @@ from rich.console import Console
 from scrapy import Request
 
 from distributed_crawler.cli import control, events, extract, hosts, import_scrapy_redis, recrawl, seed, sources
+from distributed_crawler.cli.known import unknown_spider
 from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.cli.project import (
     CliError,
@@ -48,17 +49,20 @@ from distributed_crawler.storage.backends import open_storage
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    settings, client, _ = connect(args)
+    settings, client, keys = connect(args)
     where = RedisConfig.from_settings(project_settings(args)).masked_url
     title = f"{args.spider} @ {where}"
     if args.watch:
         return watch_status(client, settings, args.spider, args.interval, args.json, title, RedisPolicy(where))
     status = status_now(client, settings, args.spider)
+    missing = unknown_spider(client, settings, keys, where)
+    if missing:  # said on stderr, so --json stays one object; exit 1, a typo is not an empty crawl
+        print(f"dcrawl: {missing}; a crawl shows here once seeded (dcrawl seed {args.spider} URL)", file=sys.stderr)
     if args.json:
         print_json(status)
-        return 0
+        return 1 if missing else 0
     Console().print(render_status(status, title))
-    return 0
+    return 1 if missing else 0
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:

@@ -37,7 +37,9 @@ from redis.exceptions import ResponseError
 
 from distributed_crawler.addresses import SETTING as ALLOWED_SETTING
 from distributed_crawler.addresses import AddressRule
+from distributed_crawler.cli.known import unknown_spider
 from distributed_crawler.cli.project import CliError, connect, open_dupefilter, open_enqueuer
+from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.untrusted import text, wrong_type_message
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.queue.enqueue import run_sync
@@ -423,6 +425,7 @@ def add_parser(command: Any) -> None:
         help="a whole site (repeatable): a node reads its home page's feed links and its robots.txt "
         "sitemaps (else /sitemap.xml); for spiders built on distributed_crawler.spiders.news.NewsSpider",
     )
+    p.add_argument("--new", action="store_true", help="a new crawl: no warning that the spider has none on this Redis")
     p.add_argument("--dedup", action="store_true", help="skip seeds already seen by the cluster or earlier in the file")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--skip", type=int, default=0, metavar="N", help="skip the first N lines (resume after line N)")
@@ -454,6 +457,12 @@ def site_seed(url: str) -> str:
     return json.dumps({"url": home, "callback": SITE_CALLBACK}, separators=(",", ":"))
 
 
+def warn_new_crawl(missing: str | None) -> None:
+    """A typo in the spider's name would start a crawl no node runs: said, and seeded all the same."""
+    if missing:
+        print(f"dcrawl: warning: {missing}; seeding a new crawl (--new: no warning)", file=sys.stderr)
+
+
 def cmd_seed(args: argparse.Namespace) -> int:
     if args.file is not None and (args.urls or args.site):
         raise CliError("give seeds as arguments (URLs, --site) or --file FILE, not both")
@@ -467,6 +476,9 @@ def cmd_seed(args: argparse.Namespace) -> int:
     if skip < 0 or args.batch < 1:
         raise CliError("--skip must be >= 0, --from-line >= 1 and --batch >= 1")
     settings, client, keys = connect(args)
+    missing = (
+        None if args.new else unknown_spider(client, settings, keys, RedisConfig.from_settings(settings).masked_url)
+    )
     read = SettingsReader(settings)
     max_bytes = read.int("SEED_MAX_BYTES", min=1)
     addresses = AddressRule.from_value(settings.get(ALLOWED_SETTING))  # the nodes' rule (docs/security.md)
@@ -478,6 +490,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
                 seeds.append(parse_seed(seed, max_bytes, addresses))
             except SeedError as exc:
                 raise CliError(f"not seeded: {seed[:80]!r}: {exc.reason}") from None
+        warn_new_crawl(missing)
         try:
             pusher.push([s.encode("utf-8") for s in args.urls], [s.priority for s in seeds])
         except SeedPushError as exc:
@@ -497,6 +510,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
         stream, raw, size = open_seed_file(args.file)
     except SeedFileError as exc:
         raise CliError(str(exc)) from None
+    warn_new_crawl(missing)
     progress = None
     update = None
     if sys.stdout.isatty() and not args.json:

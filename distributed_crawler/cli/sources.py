@@ -19,6 +19,9 @@ from distributed_crawler.events.sources import SORTS, SourcesConfig, read_source
 from distributed_crawler.monitoring.nodes import duration
 from distributed_crawler.queue.enqueue import run_sync, server_time
 
+# what the table needs besides the sparkline: borders, a 12-wide source, the figures, the state
+SOURCES_FIXED_WIDTH = 72
+
 
 async def gather_sources(client: Any, config: SourcesConfig, spider: str, limit: int) -> dict[str, Any]:
     now = await server_time(client)
@@ -56,18 +59,20 @@ def cmd_sources(args: argparse.Namespace) -> int:
         what = "silent source" if args.silent else "source"
         print(f"no {what} recorded for {keys.spider} in {config.index_key(keys.spider)}")
         return 0
+    console = Console()
+    # 80 columns hold the source and every figure; the sparkline shows as many recent days as fit
+    days = max(7, min(config.days, console.width - SOURCES_FIXED_WIDTH))
     table = listing_table(
-        f"{keys.spider}: news sources, sorted by {args.sort} (articles per day over {config.days} days)",
-        ("source", "articles/day", f"{config.days}d", "since new", "lag p50", "lag p95", "errors", "state"),
+        f"{keys.spider}: news sources, sorted by {args.sort} (articles per day)",
+        ("source", f"last {days}d", f"{config.days}d", "since new", "lag p50", "lag p95", "errors", "state"),
         right=(f"{config.days}d", "since new", "lag p50", "lag p95", "errors"),
     )
-    for column in table.columns[1:]:  # one sparkline a line, figures whole; only the source wraps
-        column.no_wrap = True
-    table.columns[0].min_width = 12
+    table.columns[1].no_wrap = table.columns[7].no_wrap = True
+    table.columns[0].min_width, table.columns[7].min_width = 12, 6
     for r in rows:
         table.add_row(
             r["source"],
-            sparkline(r["articles_per_day"]),
+            sparkline(r["articles_per_day"][-days:]),
             f"{r['articles_28d']:,}",
             _seconds(r["since_last_seconds"]),
             _seconds(r["lag_p50_seconds"]),
@@ -75,7 +80,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
             f"{sum(r['errors_per_day']):,}",
             "SILENT" if r["silent"] else "ok",
         )
-    Console().print(table)
+    console.print(table)
     return 0
 
 

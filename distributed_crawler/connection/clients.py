@@ -140,6 +140,10 @@ class RedisConfig:
         scheme = urlsplit(url).scheme
         if scheme not in ("redis", "rediss", "unix"):
             raise ValueError(f"REDIS_URL ({mask_url(url)}) must start with redis://, rediss:// or unix://")
+        try:
+            urlsplit(url).port  # noqa: B018 - parsed for its check
+        except ValueError:
+            raise ValueError(f"REDIS_URL ({mask_url(url)}) has a bad port: give a number from 1 to 65535") from None
         options = client_options(params)
         timeout = read.float("REDIS_SOCKET_TIMEOUT", above=0, hint="seconds")
         if params.get("socket_timeout") is not None:  # scrapy-redis's way of setting it wins

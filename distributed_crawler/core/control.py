@@ -24,7 +24,8 @@ _IPV6 = re.compile(r"^\[[0-9a-f:.]+\](?::\d{1,5})?$")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
 UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 RENDER = ("on", "off", "auto")
-HOST_ACTIONS = ("set", "block", "unblock", "purge")
+HOST_ACTIONS = ("set", "unset", "block", "unblock", "purge")
+OVERRIDE_FIELDS = ("delay", "concurrency", "max_pages", "render")  # what `set` sets and `unset` clears
 FOREVER = 10 * 365 * 86400  # a block without --for: until unblocked
 META_FIELDS = ("scope", "by", "at", "source")
 
@@ -54,11 +55,12 @@ def parse_host(raw: str) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class HostChange:
-    """What `set` / `block` change, checked."""
+    """What `set` / `unset` / `block` change, checked."""
 
     values: dict[str, Any] = field(default_factory=dict)  # delay, concurrency, max_pages, render
     seconds: float | None = None  # block: how long (None = until unblocked)
     reason: str = ""
+    cleared: tuple[str, ...] = ()  # unset: the fields to remove; () = every override of the host, a block too
 
     @classmethod
     def of(
@@ -74,7 +76,15 @@ class HostChange:
         if action not in HOST_ACTIONS:
             raise BadInput(f"action ({action}) must be one of {', '.join(HOST_ACTIONS)}")
         values: dict[str, Any] = {}
+        if action == "unset":  # a flag given (any value, or none) names a field to remove
+            given = {"delay": delay, "concurrency": concurrency, "max_pages": max_pages, "render": render}
+            return cls(cleared=tuple(k for k in OVERRIDE_FIELDS if given[k] not in (None, False)))
         if action == "set":
+            for name, value in (("--delay", delay), ("--concurrency", concurrency), ("--max-pages", max_pages)):
+                if value is True:  # the flag without a value (it takes none for unset)
+                    raise BadInput(f"set {name} needs a value")
+            if render is True:
+                raise BadInput("set --render needs a value: on, off or auto")
             if delay not in (None, ""):
                 d = _number(delay, "--delay")
                 if not d >= 0 or d > 86400:
@@ -157,6 +167,11 @@ def host_action(
     elif action == "block":
         new["until"] = round(time.time() + (change.seconds or FOREVER), 3)
         new["reason"] = change.reason or "blocked by an operator"
+    elif action == "unset":
+        for key in change.cleared or [k for k in new if k not in META_FIELDS]:
+            new.pop(key, None)
+        if not change.cleared:
+            new.pop("reason", None)
     elif action == "unblock":
         new.pop("until", None)
         new.pop("reason", None)
@@ -167,6 +182,8 @@ def host_action(
     else:
         frontier.write_override(host, None)
         now = None
+    if action in ("unset", "unblock") and old and any(k in old for k in ("until", "delay")):
+        frontier.make_due(host, scope)  # else it sleeps until the lifted block or delay would have ended
     record(frontier, settings, action, host, old, now, by, source)
     return host, now, None
 
@@ -192,6 +209,24 @@ def known_host(frontier: Frontier, host: str) -> bool:
     if hosts is None:
         return True
     return bool(frontier.client.exists(hosts.host_state_key(host), frontier.host_queue_key(host)))
+
+
+def audit_words(action: str, raw: str) -> str:
+    """An audit entry's old or new value (JSON) in words: `delay 3, blocked until ...`, `paused by
+    alice (drain)`, `running`, `12 pending dropped`; what cannot be read is shown as it is."""
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError):
+        return str(raw)[:200]
+    if value is None:
+        return "running" if action in ("pause", "resume") else "none"
+    if not isinstance(value, dict):
+        return str(value)[:200]
+    if "dropped" in value:
+        return f"{value['dropped']} pending dropped" + (" (dead-lettered)" if value.get("dead_letter") else "")
+    if "since" in value:
+        return f"paused by {value.get('by', '?')}" + (" (drain)" if value.get("drain") else "")
+    return describe(value)
 
 
 def describe(o: dict[str, Any] | None) -> str:

@@ -341,8 +341,9 @@ class WarcMiddleware:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> WarcMiddleware:
         config = WarcConfig.from_settings(crawler.settings)
-        if config is None:
-            raise NotConfigured("WARC_DIR is empty")
+        if config is None:  # off by default: one INFO line, not Scrapy's WARNING for a reasoned NotConfigured
+            logger.info("WARC archive off (WARC_DIR is empty)")
+            raise NotConfigured
         try:
             config.directory.mkdir(parents=True, exist_ok=True)
             if not os.access(config.directory, os.W_OK | os.X_OK):

@@ -167,10 +167,13 @@ class DashboardHandler(BaseHTTPRequestHandler):
         if not self._host_allowed():
             self._json(421, {"error": "unknown Host: add it to DASHBOARD_ALLOWED_HOSTS"})
             return
+        path = parts.path.rstrip("/") or "/"
         if not self._authorized(parse_qs(parts.query)):
+            if path in ("/", "/index.html"):  # a person at the page: a form, not a JSON error
+                self._send(401, LOGIN_PAGE.encode("utf-8"), "text/html; charset=utf-8")
+                return
             self._json(401, {"error": "DASHBOARD_TOKEN required: ?token=... or Authorization: Bearer ..."})
             return
-        path = parts.path.rstrip("/") or "/"
         if path in ("/", "/index.html"):
             page = PAGE.replace("__REFRESH_MS__", str(int(REFRESH_SECONDS * 1000)))
             page = page.replace("__CONTROL__", dashboard_control.control_script(bool(self.server.token)))
@@ -302,6 +305,23 @@ def serve(settings: BaseSettings, host: str, port: int, spider: str | None) -> i
     return 0
 
 
+LOGIN_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>distributed_crawler dashboard: token</title>
+<style>
+  body { margin: 0; font: 14px/1.4 system-ui, sans-serif; background: #f5f6f8; color: #1d2330; }
+  form { max-width: 360px; margin: 60px auto; background: #fff; border: 1px solid #e3e6ec; border-radius: 8px;
+         padding: 16px; display: grid; gap: 10px; }
+  h1 { font-size: 17px; margin: 0; } p { color: #6b7385; margin: 0; } input { width: 100%; padding: 6px; }
+</style></head>
+<body><form method="get" action="" data-login="1">
+<h1>distributed_crawler dashboard</h1>
+<p>This dashboard is protected: enter the DASHBOARD_TOKEN it was started with.</p>
+<label for="token">Token</label><input id="token" name="token" type="password" autocomplete="current-password" autofocus required>
+<button type="submit">Open the dashboard</button>
+</form></body></html>
+"""
+
 PAGE = r"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -333,7 +353,10 @@ PAGE = r"""<!DOCTYPE html>
   td.wrap { white-space: normal; overflow-wrap: anywhere; min-width: 12em; }
   .state { font-weight: 600; }
   .state.running { color: var(--ok); } .state.idle { color: var(--idle); } .state.draining { color: var(--warn); }
-  .state.closed { color: var(--muted); } .state.dead { color: var(--bad); }
+  .state.closed { color: var(--muted); } .state.dead { color: var(--bad); } .state.paused { color: var(--warn); }
+  .banner { background: #fff4d6; border: 1px solid var(--warn); border-radius: 8px; padding: 8px 12px; margin: 0 0 12px; font-weight: 600; }
+  .legend { display: flex; gap: 14px; color: var(--muted); font-size: 12px; margin-top: 4px; }
+  .legend i { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 4px; vertical-align: -1px; }
   tr.dead td { background: #fdf0f0; }
   .empty { color: var(--muted); }
   .skipped { color: var(--warn); margin: 0 0 8px; overflow-wrap: anywhere; }
@@ -390,11 +413,15 @@ function chart(history) {
   const label = (x, y, text, anchor) => { const t = svgEl("text", { x, y, "text-anchor": anchor || "start" }); t.textContent = text; svg.append(t); };
   label(pad - 4, 12, num(max), "end"); label(pad - 4, H, "0", "end");
   label(pad, H + 14, "-60 min"); label(W, H + 14, "now", "end");
-  return svg;
+  const legend = el("div", { class: "legend", "data-legend": "1" },
+    el("span", {}, el("i", { style: "background:#4a6cf7" }), "pages fetched per minute"),
+    el("span", {}, el("i", { style: "background:#e8833a" }), "a minute with errors"),
+    el("span", {}, "scale: 0 to " + num(max) + " pages"));
+  return el("div", {}, svg, legend);
 }
 
 function nodesTable(status) {
-  const cols = ["node", "state", "pages/min", "pages", "items", "errors", "in flight", "leases", "RSS", "browser", "last seen"];
+  const cols = ["node", "state", "pages/min", "pages", "stored", "errors", "in flight", "leases", "RSS", "browser", "last seen"];
   const table = el("table", { class: "nodes" }, el("thead", {}, el("tr", {}, ...cols.map((c, i) => el("th", i < 2 ? { class: "text" } : {}, c)))));
   const body = el("tbody");
   for (const n of status.nodes) {
@@ -429,12 +456,13 @@ function skipLines(s) {
 function spiderSection(s) {
   if (s.error) return el("section", { class: "spider", "data-spider": s.spider }, el("h2", {}, s.spider), el("div", { class: "skipped" }, s.error));
   const t = s.totals;
+  const paused = (s.control || {}).paused;
   const cards = el("div", { class: "cards" },
     card("pages/min", Math.round(t.rate), "rate"), card("pending", s.pending === null ? "unknown" : num(s.pending), "pending"), card("leased", num(s.leased), "leased"),
     card("delayed", num(s.delayed), "delayed"), card("failed", num(s.failed), "failed"), card("seen (dedup)", num(s.dedup.count), "seen"),
-    card("pages", num(t.pages), "pages"), card("items", num(t.items), "items"),
+    card("pages", num(t.pages), "pages"), card("stored", num(t.stored === undefined ? t.items : t.stored), "stored"),
     card(t.nodes_dead ? `nodes alive (${t.nodes_dead} dead)` : "nodes alive", t.nodes_alive, "nodes"),
-    card("drains in", s.pending ? dur(t.eta_seconds) : "—", "eta"));
+    card("drains in", paused ? "paused" : s.pending ? dur(t.eta_seconds) : "—", "eta"));
   if (s.proxies.total || s.proxies.dead) cards.append(card(s.proxies.dead ? `proxies healthy (${s.proxies.dead} dead)` : "proxies healthy", `${s.proxies.healthy}/${s.proxies.total}`, "proxies"));
   const h = s.hosts || { count: 0, top: [] };
   if (h.count) cards.append(card(`hosts (${num(h.ready)} ready, ${num(h.blocked)}${h.blocked_exact === false ? "+" : ""} blocked, ${num(h.over_budget)} over budget)`, num(h.count), "hosts"));
@@ -455,7 +483,10 @@ function spiderSection(s) {
     ["lag p95", r => r.lag_p95_seconds === null ? "" : dur(r.lag_p95_seconds)], ["state", r => r.silent ? "SILENT" : "ok"]], "no source yet");
   const failures = listTable(s.failures, [["when", f => clock(f.time)], ["url", f => f.url || "", true], ["reason", f => f.reason || "", true], ["node", f => f.node || ""]], "no failures");
   return el("section", { class: "spider", id: "spider-" + s.spider, "data-spider": s.spider },
-    el("h2", {}, s.spider), ...skipLines(s), cards,
+    el("h2", {}, s.spider),
+    ...(paused ? [el("div", { class: "banner", "data-pause-banner": "1" }, "PAUSED since " + clock(paused.since) + " by " + paused.by +
+      (paused.drain ? ": workers finish what they hold" : ": nothing is leased") + " — resume with dcrawl resume " + s.spider)] : []),
+    ...skipLines(s), cards,
     el("div", { class: "panel" }, el("h3", {}, "nodes"), nodesTable(s)),
     ...(h.count ? [el("div", { class: "panel hosts", style: "margin-top:14px" }, el("h3", {}, `hosts, top by pending (of ${num(h.scanned)} read; dcrawl hosts lists more)`), hosts)] : []),
     el("div", { class: "grid2" },

@@ -1,4 +1,4 @@
-"""The dashboard's control (only with DASHBOARD_TOKEN): per-host set / block / unblock / purge and
+"""The dashboard's control (only with DASHBOARD_TOKEN): per-host set / unset / block / unblock / purge and
 pause / resume of a spider, as `POST /api/control/<spider>` with a JSON body, and the audit list
 (`GET /api/audit/<spider>`). The actions are core/control.py's, recorded with source `dashboard`.
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from distributed_crawler.core.control import HostChange, host_action, pause_action
+from distributed_crawler.core.control import OVERRIDE_FIELDS, HostChange, host_action, pause_action
 from distributed_crawler.queue.base import Frontier
 
 MAX_BODY = 4096
@@ -54,6 +54,10 @@ def post(server: Any, spider: str, raw: bytes) -> tuple[int, dict[str, Any]]:
                 body.get("for"),
                 body.get("reason"),
             )
+            if action == "unset":  # `fields`: the names to remove; none = every override of the host
+                fields = body.get("fields")
+                names: list[Any] = fields if isinstance(fields, list) else []
+                change = HostChange.of("unset", *(True if n in names else None for n in OVERRIDE_FIELDS))
         host, now, dropped = host_action(
             frontier, server.settings, str(body.get("host", "")), action, change, by, "dashboard"
         )
@@ -82,6 +86,18 @@ def control_script(enabled: bool) -> str:
 
 CONTROL_JS = r"""
 const CONTROL = __CONTROL_ENABLED__;
+function when(t) { return t ? new Date(t * 1000).toLocaleString() : ""; }
+// an audit entry's old or new value (JSON) in words, as `dcrawl audit` prints it (core/control.py audit_words)
+function words(action, raw) {
+  let o; try { o = JSON.parse(raw); } catch (e) { return String(raw || ""); }
+  if (o === null || o === undefined) return action === "pause" || action === "resume" ? "running" : "none";
+  if (typeof o !== "object") return String(o);
+  if ("dropped" in o) return o.dropped + " pending dropped" + (o.dead_letter ? " (dead-lettered)" : "");
+  if ("since" in o) return "paused by " + o.by + (o.drain ? " (drain)" : "");
+  const parts = ["delay", "concurrency", "max_pages", "render"].filter(k => k in o).map(k => k.replace("_", " ") + " " + o[k]);
+  if (o.until) parts.push("blocked until " + when(o.until) + (o.reason ? " (" + o.reason + ")" : ""));
+  return parts.join(", ") || "none";
+}
 async function control(spider, body) {
   const response = await fetch("api/control/" + encodeURIComponent(spider), {
     method: "POST", cache: "no-store", headers: { ...headers, "Content-Type": "application/json" }, body: JSON.stringify(body) });
@@ -97,22 +113,29 @@ function controlPanel(s) {
   if (c.overrides) panel.append(el("div", {}, c.overrides + " override(s)" + (c.blocked ? ", " + c.blocked + " blocked: " + (c.blocks || []).map(b => b.target + " until " + clock(b.until)).join(", ") : "")));
   if (!CONTROL) { panel.append(el("div", { class: "empty", "data-read-only": "1" }, __READ_ONLY__)); return panel; }
   const button = (label, name, fn) => { const b = el("button", { type: "button", "data-action": name }, label); b.addEventListener("click", fn); return b; };
-  const field = (name, placeholder) => el("input", { name, placeholder, "data-field": name, size: 12 });
-  const host = field("host", "host or domain"), delay = field("delay", "delay s"), conc = field("concurrency", "in flight"), dur = field("for", "block for");
-  const v = (input) => input.value.trim();
+  const inputs = {};
+  const field = (name, label, placeholder) => {
+    inputs[name] = el("input", { name, placeholder, "data-field": name, size: 10, id: "control-" + s.spider + "-" + name });
+    return el("label", { for: inputs[name].id, style: "margin-right:8px" }, label + " ", inputs[name]);
+  };
+  const v = (name) => inputs[name].value.trim();
+  const host = field("host", "host or domain", "news.example.com"), delay = field("delay", "delay (s)", "2"), conc = field("concurrency", "in flight", "2"), pages = field("max_pages", "max pages", "1000"), dur = field("for", "block for", "2h");
   panel.append(
     el("div", {}, button("pause", "pause", () => control(s.spider, { action: "pause" })), " ",
       button("pause (drain)", "pause-drain", () => control(s.spider, { action: "pause", drain: true })), " ",
       button("resume", "resume", () => control(s.spider, { action: "resume" }))),
-    el("div", { style: "margin-top:8px" }, host, " ", delay, " ", conc, " ",
-      button("set", "set", () => control(s.spider, { action: "set", host: v(host), delay: v(delay), concurrency: v(conc) })), " ",
-      dur, " ", button("block", "block", () => control(s.spider, { action: "block", host: v(host), for: v(dur) })), " ",
-      button("unblock", "unblock", () => control(s.spider, { action: "unblock", host: v(host) })), " ",
-      button("purge", "purge", () => { if (confirm("Drop every pending request of " + v(host) + "?")) control(s.spider, { action: "purge", host: v(host) }); })),
+    el("div", { style: "margin-top:8px" }, host),
+    el("div", { style: "margin-top:4px" }, delay, conc, pages,
+      button("set", "set", () => control(s.spider, { action: "set", host: v("host"), delay: v("delay"), concurrency: v("concurrency"), max_pages: v("max_pages") })), " ",
+      button("unset all", "unset", () => { if (confirm("Remove every override of " + v("host") + " (a block too)?")) control(s.spider, { action: "unset", host: v("host") }); })),
+    el("div", { style: "margin-top:4px" }, dur,
+      button("block", "block", () => control(s.spider, { action: "block", host: v("host"), for: v("for") })), " ",
+      button("unblock", "unblock", () => control(s.spider, { action: "unblock", host: v("host") })), " ",
+      button("purge", "purge", () => { if (confirm("Drop every pending request of " + v("host") + "?")) control(s.spider, { action: "purge", host: v("host") }); })),
     el("div", { class: "empty", "data-control-result": s.spider }, ""));
   const list = el("div", { "data-audit": s.spider }, "");
   fetch("api/audit/" + encodeURIComponent(s.spider), { headers, cache: "no-store" }).then(r => r.json()).then(rows => {
-    list.replaceWith(el("div", { "data-audit": s.spider }, el("h3", {}, "audit"), listTable(rows || [], [["when", a => clock(Number(a.time))], ["action", a => a.action], ["target", a => a.target, true], ["new", a => a.new, true], ["by", a => a.by], ["from", a => a.source]], "no control action yet")));
+    list.replaceWith(el("div", { "data-audit": s.spider }, el("h3", {}, "audit"), listTable(rows || [], [["when", a => when(Number(a.time))], ["action", a => a.action], ["target", a => a.target, true], ["change", a => words(a.action, a.old) + " -> " + words(a.action, a.new), true], ["by", a => a.by], ["from", a => a.source]], "no control action yet")));
   }).catch(() => {});
   panel.append(list);
   return panel;

@@ -63,13 +63,14 @@ class HostRow:
     due_in: float | None  # seconds until it may be served (0 = now); None = not in the ready index
     blocked_until: float | None  # server time of a block still running (429, Retry-After, backoff)
     blocked_for: float | None  # seconds left of that block
-    why: str  # last block reason ("" = never blocked)
+    why: str  # why it waits now, computed when read (waiting_reason); "" = it does not
     pages: int  # requests leased on their first delivery
     budget: int | None  # DOMAIN_MAX_PAGES of the host (None = no budget)
     in_flight_cap: int | None  # DOMAIN_MAX_IN_FLIGHT of the host: leases held at once (None = no cap)
     over_budget: bool
     backoff: int  # adaptive backoff level (0 = none)
     interval: float  # seconds between two requests: max(rate interval, Crawl-delay)
+    last_block: str = ""  # the reason of its last block, running or not ("" = never blocked)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -136,25 +137,45 @@ async def read_rows(
         cap = _count(state["cap"], -1)
         pages = max(0, _count(state["pages"]))
         score = ready.get(host)
+        due_in = None if score is None else round(max(0.0, score - now), 3) if math.isfinite(score) else None
+        last_block = "".join(c if c.isprintable() else "?" for c in text(state["why"])[:MAX_WHY_CHARS])
+        over_budget = host in over or (budget >= 0 and pages >= budget)
+        blocked = until > now
         rows.append(
             HostRow(
                 host=host,
                 pending=int(size),
-                due_in=None if score is None else round(max(0.0, score - now), 3) if math.isfinite(score) else None,
-                blocked_until=round(until, 3) if until > now else None,
-                blocked_for=round(until - now, 3) if until > now else None,
-                why="".join(c if c.isprintable() else "?" for c in text(state["why"])[:MAX_WHY_CHARS]),
+                due_in=due_in,
+                blocked_until=round(until, 3) if blocked else None,
+                blocked_for=round(until - now, 3) if blocked else None,
+                why=waiting_reason(int(size), due_in, last_block if blocked else None, over_budget),
                 pages=pages,
                 budget=budget if budget >= 0 else None,
                 in_flight_cap=cap if cap > 0 else None,
-                over_budget=host in over or (budget >= 0 and pages >= budget),
+                over_budget=over_budget,
                 backoff=bo if 0 <= (bo := _count(state["bo"])) <= MAX_BACKOFF else 0,
                 interval=round(
                     max(0.0, *(v for v in (finite(state["iv"]), finite(state["cd"])) if v <= MAX_INTERVAL)), 3
                 ),
+                last_block=last_block,
             )
         )
     return rows
+
+
+def waiting_reason(pending: int, due_in: float | None, block: str | None, over_budget: bool) -> str:
+    """Why a host waits, from its state now: a block still running (its reason), its page budget
+    spent, or its politeness delay; "" when it has nothing pending or is due. A block that ended
+    long ago says nothing (its reason stays in `last_block`)."""
+    if block is not None:
+        return block or "blocked"
+    if not pending:
+        return ""
+    if over_budget:
+        return "page budget spent (DOMAIN_MAX_PAGES)"
+    if due_in is not None and due_in > 0:
+        return "politeness delay"
+    return ""
 
 
 def _named(pairs: list[Any], skips: Skips, key: str) -> dict[str, float]:

@@ -86,8 +86,9 @@ class PrometheusMetrics:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> PrometheusMetrics:
         config = MetricsConfig.from_settings(crawler.settings)
-        if not config.port:
-            raise NotConfigured("PROMETHEUS_PORT is not set")
+        if not config.port:  # off by default: one INFO line, not Scrapy's WARNING for a reasoned NotConfigured
+            logger.info("Prometheus metrics off (PROMETHEUS_PORT is not set)")
+            raise NotConfigured
         try:
             import prometheus_client  # noqa: F401
         except ImportError:
@@ -180,7 +181,7 @@ class PrometheusMetrics:
         labels = [self.spider, self.node_id]
         for name, value, help_text in (
             ("dcrawl_pages", sample.pages, "Responses received by this node"),
-            ("dcrawl_items", sample.items, "Items stored by this node"),
+            ("dcrawl_items", sample.items, "Rows this node stored (committed to STORAGE_URL)"),
             ("dcrawl_errors", sample.errors, "Download and callback errors on this node"),
         ):
             counter = CounterMetricFamily(name, help_text, labels=["spider", "node"])

@@ -251,9 +251,10 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
     pages = await _page_counts(client, node_keys.stats, language_key, wrong, skips)
     alerts = _json_entries(raw_alerts, None, skips, node_keys.alerts, needs=("kind", "message"))
     failures = _json_entries(raw_failures, FAILURE_FIELDS, skips, keys.failed, needs=("url", "reason"))
+    nodes = live_view(nodes, now, read.float("NODE_RETENTION_SECONDS", min=0), bool(control.get("paused")))
     alive = [n for n in nodes if n["alive"]]
     rate = round(sum(n["rate"] for n in alive), 1)
-    if counts.pending is None:  # the counter is missing (docs/frontier.md "Counting"): unknown
+    if counts.pending is None or control.get("paused"):  # counter missing, or nothing leased: no ETA
         eta: float | None = None
     elif not counts.pending:
         eta = 0
@@ -274,6 +275,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
             "nodes_alive": len(alive),
             "nodes_dead": sum(1 for n in nodes if n["state"] == "dead"),
             **totals,
+            "stored": stored_total(totals, pages["page_types"]),  # the one "stored" (stored_total)
             "rate": rate,  # pages/min of the live nodes over the last minute
             "eta_seconds": eta,  # to drain the pending queue at that rate (None: no rate)
         },
@@ -288,6 +290,27 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
         "failures": failures,
         **skips.as_json(),  # "skipped": {key: entries}, "wrong_type": [{key, type, expected, fix, message}]
     }
+
+
+def stored_total(totals: dict[str, Any], page_types: dict[str, dict[str, int]]) -> int:
+    """Rows stored: items committed to STORAGE_URL (item_scraped fires after the commit). A news
+    spider counts them per page type every few seconds, a fresher copy of the same count than the
+    heartbeats' `items`; status, dashboard and the page-type figures all show this one number."""
+    by_type = sum(c.get("stored", 0) for c in page_types.values())
+    return by_type if by_type else int(totals.get("items", 0))
+
+
+def live_view(nodes: list[dict[str, Any]], now: float, retention: float, paused: bool) -> list[dict[str, Any]]:
+    """The node list as it is now: a node closed or dead for over NODE_RETENTION_SECONDS leaves it
+    (its pages and items stay in the cluster totals); a live node of a paused crawl is `paused`."""
+    shown = []
+    for node in nodes:
+        if not node["alive"] and retention and now - node["last_seen"] > retention:
+            continue
+        if paused and node["alive"] and node["state"] in ("running", "idle"):
+            node = {**node, "state": "paused"}
+        shown.append(node)
+    return shown
 
 
 class _Empty:
@@ -316,7 +339,14 @@ def human_bytes(n: float) -> str:
     return str(n)
 
 
-STATE_STYLE = {"running": "green", "idle": "cyan", "draining": "yellow", "closed": "dim", "dead": "bold red"}
+STATE_STYLE = {
+    "running": "green",
+    "idle": "cyan",
+    "paused": "yellow",
+    "draining": "yellow",
+    "closed": "dim",
+    "dead": "bold red",
+}
 
 
 def host_line(hosts: dict[str, Any]) -> str:
@@ -331,6 +361,16 @@ def page_types_line(status: dict[str, Any]) -> str:
     if not any(c["stored"] or c["skipped"] for c in counts.values()):
         return ""
     return ", ".join(f"{t} {c['stored']:,}/{c['skipped']:,}" for t, c in counts.items())
+
+
+def pause_banner(spider: str, paused: dict[str, Any]) -> Text:
+    """The first thing a paused crawl's status says, in reverse video."""
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(paused.get("since") or 0))
+    how = "workers finish what they hold" if paused.get("drain") else "nothing is leased"
+    return Text(
+        f" PAUSED since {since} by {paused.get('by', '?')}: {how}; dcrawl resume {spider} ",
+        style="bold black on yellow",
+    )
 
 
 def control_figures(control: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -354,6 +394,7 @@ def control_figures(control: dict[str, Any]) -> list[tuple[str, Any]]:
 def render_status(status: dict[str, Any], title: str = "") -> Group:
     now = status["time"]
     t = status["totals"]
+    paused = (status.get("control") or {}).get("paused")
     figures = [
         ("pages/min", f"{t['rate']:.0f}"),
         ("pending", "unknown" if status["pending"] is None else status["pending"]),
@@ -366,9 +407,9 @@ def render_status(status: dict[str, Any], title: str = "") -> Group:
         ),
         ("seen", status["dedup"].get("count", 0)),
         ("pages", t["pages"]),
-        ("items", t["items"]),
+        ("stored", t.get("stored", t["items"])),
         ("errors", t["errors"]),
-        ("drains in", duration(t["eta_seconds"]) if t["eta_seconds"] is not None else "?"),
+        ("drains in", "paused" if paused else duration(t["eta_seconds"]) if t["eta_seconds"] is not None else "?"),
         ("nodes", f"{t['nodes_alive']} alive" + (f", {t['nodes_dead']} dead" if t["nodes_dead"] else "")),
     ]
     proxies = status["proxies"]
@@ -398,32 +439,13 @@ def render_status(status: dict[str, Any], title: str = "") -> Group:
         figures.append(("not stored for language", ", ".join(f"{c} {n:,}" for c, n in list(languages.items())[:8])))
     parts: list[Any] = [
         Text(title or status["spider"], style="bold"),
+        *([pause_banner(status["spider"], paused)] if paused else []),
         Columns(
             [Text.assemble((f"{label} ", "dim"), (str(value), "bold")) for label, value in figures], padding=(0, 3)
         ),
     ]
     if status["nodes"]:
-        nodes = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-        id_width = min(40, max(len(n["id"]) for n in status["nodes"]))
-        for col in ("node", "state", "/min", "pages", "items", "errors", "flight", "leases", "RSS", "seen ago"):
-            left = col in ("node", "state")
-            nodes.add_column(
-                col, justify="left" if left else "right", no_wrap=True, min_width=id_width if col == "node" else None
-            )
-        for n in status["nodes"]:
-            nodes.add_row(
-                n["id"],
-                Text(n["state"], style=STATE_STYLE.get(n["state"], "")),
-                f"{n['rate']:.0f}",
-                str(n["pages"]),
-                str(n["items"]),
-                str(n["errors"]),
-                str(n["in_flight"]),
-                str(n["leases"]),
-                human_bytes(n["rss"]) if n["rss"] else "",
-                duration(max(0.0, now - n["last_seen"])),
-            )
-        parts.append(nodes)
+        parts.append(NodeTable(status["nodes"], now))
     else:
         parts.append(Text("no node has reported yet", style="dim"))
     if hosts.get("top"):
@@ -446,6 +468,58 @@ def render_status(status: dict[str, Any], title: str = "") -> Group:
     for line in skip_lines(status):
         parts.append(Text(line, style="yellow"))
     return Group(*parts)
+
+
+class NodeTable:
+    """One row a node, sized to the terminal when drawn: every figure whole, the node id shortened
+    (…) before anything else, and the optional columns (RSS, in flight, leases) only when they fit
+    (80 columns: the figures that say how the crawl goes; wider: all of them)."""
+
+    COLUMNS = ("node", "state", "/min", "pages", "stored", "errors", "flight", "leases", "RSS", "seen ago")
+    OPTIONAL = ("RSS", "flight", "leases")  # dropped first, in this order, when the terminal is narrow
+    ID_MIN = 12
+
+    def __init__(self, nodes: list[dict[str, Any]], now: float) -> None:
+        self.rows = [
+            {
+                "node": n["id"],
+                "state": n["state"],
+                "/min": f"{n['rate']:,.0f}",
+                "pages": f"{n['pages']:,}",
+                "stored": f"{n['items']:,}",
+                "errors": f"{n['errors']:,}",
+                "flight": f"{n['in_flight']:,}",
+                "leases": f"{n['leases']:,}",
+                "RSS": human_bytes(n["rss"]) if n["rss"] else "",
+                "seen ago": duration(max(0.0, now - n["last_seen"])),
+            }
+            for n in nodes
+        ]
+
+    def _width(self, col: str) -> int:
+        return max([len(col)] + [len(r[col]) for r in self.rows])
+
+    def __rich_console__(self, console: Console, options: Any) -> Any:
+        cols = list(self.COLUMNS)
+
+        def figures_width() -> int:  # each column costs its width and 2 of padding
+            return sum(self._width(c) + 2 for c in cols if c != "node") + 2
+
+        for optional in self.OPTIONAL:
+            if figures_width() + self.ID_MIN <= options.max_width:
+                break
+            cols.remove(optional)
+        id_width = max(self.ID_MIN, min(self._width("node"), options.max_width - figures_width()))
+        table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        for col in cols:
+            if col == "node":
+                table.add_column(col, no_wrap=True, overflow="ellipsis", width=id_width)
+            else:
+                left = col == "state"
+                table.add_column(col, justify="left" if left else "right", no_wrap=True, min_width=self._width(col))
+        for r in self.rows:
+            table.add_row(*(Text(r[c], style=STATE_STYLE.get(r[c], "")) if c == "state" else r[c] for c in cols))
+        yield table
 
 
 def status_now(client: Any, settings: BaseSettings, spider: str) -> dict[str, Any]:

@@ -482,6 +482,11 @@ class Frontier:
         """Drop a host's pending requests: the per-host frontier's (one queue per host) only."""
         raise ValueError(f"purge needs the per-host frontier (SCHEDULER_QUEUE_CLASS=host); this crawl uses {self.mode}")
 
+    def make_due(self, target: str, scope: str) -> Any:
+        """After an override that held a host back is lifted (unblock, unset): its hosts due now.
+        Only the per-host frontier keeps a ready index; the single-queue modes have nothing to do."""
+        return 0
+
     def pause(self, by: str, drain: bool, source: str, now: float) -> Any:
         """Pause the crawl for every node (they lease nothing until `resume`); survives restarts."""
         value = json.dumps({"since": round(now, 3), "by": by, "drain": drain, "source": source})

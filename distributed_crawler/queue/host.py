@@ -135,6 +135,12 @@ class HostFrontier(Frontier):
             args=[k.host_queue(""), target, scope, "1" if dead_letter else "0", failed_cap, node, f"{now:.3f}"],
         )
 
+    def make_due(self, target: str, scope: str) -> Any:
+        """lua/host_due.lua: the host (or every host of the domain) due now, after an override that
+        held it back was lifted; returns how many hosts were made due."""
+        k = self.keys
+        return self.scripts.host_due(keys=[k.ready], args=[target, scope, k.doorbell])
+
     # -- politeness inputs (lua/host_block.lua) ----------------------------------------------------
     def block_host(self, host: str, seconds: float | None, reason: str, base: float, cap: float, rand: float) -> Any:
         """Block `host` (a slot) for every node: `seconds` (Retry-After, capped by `cap`) or, when None,

@@ -390,6 +390,12 @@ class ShardedFrontier(Frontier):
 
         return self._go(write())
 
+    def make_due(self, target: str, scope: str) -> Any:
+        async def due() -> int:
+            return sum([int(await maybe_await(part.make_due(target, scope))) for part in self.parts])
+
+        return self._go(due())
+
     def purge(self, target: str, scope: str, dead_letter: bool, failed_cap: int, node: str, now: float) -> Any:
         async def purge() -> int:
             args = (target, scope, dead_letter, failed_cap, node, now)

@@ -231,8 +231,7 @@ class RenderConfig:
             options["executable_path"] = self.executable_path
         args = list(CHROMIUM_ARGS)
         if hasattr(os, "geteuid") and os.geteuid() == 0:
-            args.append("--no-sandbox")  # Chromium refuses to start its sandbox as root
-            warn_no_sandbox()
+            args.append("--no-sandbox")  # Chromium refuses to start its sandbox as root (warned at launch)
         options["args"] = args + [a for a in self.extra_launch_options.get("args") or [] if a not in args]
         return options
 

@@ -74,6 +74,7 @@ from distributed_crawler.rendering.config import (
     RenderTimeoutError,
     first_line,
     is_load_state,
+    warn_no_sandbox,
 )
 from distributed_crawler.rendering.egress import EgressProxy
 from distributed_crawler.rendering.frames import collect_frames
@@ -187,6 +188,8 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
                 if self.egress is not None:  # every browser connection through the rule (egress.py)
                     await self.egress.start()
                     self.config.launch_options = {**self.config.launch_options, "proxy": {"server": self.egress.server}}
+                if "--no-sandbox" in (self.config.launch_options or {}).get("args", []):
+                    warn_no_sandbox()  # when a browser starts, not on every node that might start one
                 await self._launch()
                 self._started = True
 

@@ -34,6 +34,7 @@ from lxml import etree
 from redis.exceptions import ResponseError
 from scrapy import Request, signals
 from scrapy.http import Response, TextResponse
+from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils.sitemap import sitemap_urls_from_robots
 
 from distributed_crawler.connection.policy import NodeStopping, Purpose, RedisPolicy
@@ -53,6 +54,7 @@ from distributed_crawler.meta import (
     LISTED_META,
     NEWS_SITE_META,
     SITEMAP_DEPTH_META,
+    SITEMAP_GUESSED_META,
 )
 from distributed_crawler.news.canonical import canonical_link, same_site
 from distributed_crawler.news.config import NewsConfig
@@ -329,8 +331,12 @@ class NewsSpider(RedisSpider):
         urls = [url for url in sitemap_urls_from_robots(body[: 512 * 1024], base_url=robots_url)][:50]
         urls = [url for url in urls if urlsplit(url).scheme in ("http", "https")]
         urls = [url for url in urls if self._on_site(url, robots_url, "robots_sitemap")]
-        for url in urls or [robots_url.rsplit("/", 1)[0] + "/sitemap.xml"]:
+        for url in urls:
             yield self.sitemap_request(url, site, 0)
+        if not urls:
+            guess = self.sitemap_request(robots_url.rsplit("/", 1)[0] + "/sitemap.xml", site, 0)
+            guess.meta[SITEMAP_GUESSED_META] = True
+            yield guess
 
     def sitemap_request(self, url: str, site: str, depth: int) -> Request:
         return self._listing_request(url, self.parse_sitemap, {NEWS_SITE_META: site, SITEMAP_DEPTH_META: depth})
@@ -343,7 +349,25 @@ class NewsSpider(RedisSpider):
         at depth 0 (Scrapy's `depth_reset`), so its entries start at depth 1 of DEPTH_LIMIT."""
         meta[DOWNLOAD_MAXSIZE_META] = self.news.sitemap_max_bytes
         meta[DEPTH_RESET_META] = True
-        return Request(url, callback=callback, dont_filter=True, priority=DISCOVERY_PRIORITY, meta=meta)
+        return Request(
+            url,
+            callback=callback,
+            errback=self.listing_failed,
+            dont_filter=True,
+            priority=DISCOVERY_PRIORITY,
+            meta=meta,
+        )
+
+    async def listing_failed(self, failure: Any) -> AsyncIterator[Request]:
+        """A sitemap or feed answered with an HTTP error (404, 410, 500 after its retries): a dead
+        letter, as an unreadable one is (`dcrawl seed --site` says they show in `dcrawl failed`);
+        a guessed /sitemap.xml that is not there is no error. Other failures are the retry's."""
+        request = failure.request
+        if failure.check(HttpError) and not request.meta.get(SITEMAP_GUESSED_META):
+            kind = "sitemap" if request.callback == self.parse_sitemap else "feed"
+            await self._dead_letter(failure.value.response, kind, f"HTTP {failure.value.response.status}")
+        return
+        yield  # an async generator, as the callbacks are
 
     async def parse_sitemap(self, response: Response, **kwargs: Any) -> AsyncIterator[Request]:
         async for request in self._parse_listing(response, "sitemap"):

@@ -92,10 +92,15 @@ class RedisMixin:
             raise ValueError("redis_key must not be empty (REDIS_START_URLS_KEY is blank)")
         self.redis_key = self.keys.start_urls
         read = SettingsReader(settings)
-        if self.redis_batch_size is None:
-            self.redis_batch_size = read.int("REDIS_START_URLS_BATCH_SIZE", min=0) or settings.getint(
-                "CONCURRENT_REQUESTS", 16
-            )
+        if self.redis_batch_size is None:  # derived: a bad CONCURRENT_REQUESTS is named as such
+            self.redis_batch_size = read.int("REDIS_START_URLS_BATCH_SIZE", min=0)
+            if not self.redis_batch_size:
+                concurrent = settings.getint("CONCURRENT_REQUESTS", 16)
+                if concurrent < 1:
+                    raise ValueError(
+                        f"CONCURRENT_REQUESTS ({concurrent}) must be >= 1: the requests a node downloads at once"
+                    )
+                self.redis_batch_size = concurrent
         self.redis_batch_size = _coerce(self.redis_batch_size, int, "redis_batch_size", "an integer")
         if self.redis_batch_size < 1:
             raise ValueError(f"redis_batch_size must be an integer >= 1, not {self.redis_batch_size}")

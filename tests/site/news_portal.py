@@ -180,6 +180,7 @@ class NewsPortal:
                 ("/feed.rss", "application/rss+xml"),
                 ("/feed.atom", "application/atom+xml"),
                 ("/broken-feed.xml", "application/rss+xml"),
+                ("/gone-feed.xml", "application/rss+xml"),  # a 404: dead-lettered too
             ]
             return 200, page, _home(links, feeds)
         if path == "/robots.txt":
