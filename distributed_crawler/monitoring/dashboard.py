@@ -333,8 +333,8 @@ PAGE = r"""<!DOCTYPE html>
   td.wrap { white-space: normal; overflow-wrap: anywhere; min-width: 12em; }
   .state { font-weight: 600; }
   .state.running { color: var(--ok); } .state.idle { color: var(--idle); } .state.draining { color: var(--warn); }
-  .state.closed { color: var(--muted); } .state.dead { color: var(--bad); }
-  tr.dead td { background: #fdf0f0; }
+  .state.closed { color: var(--muted); } .state.dead, .state.stalled { color: var(--bad); }
+  tr.dead td, tr.stalled td { background: #fdf0f0; }
   .empty { color: var(--muted); }
   .skipped { color: var(--warn); margin: 0 0 8px; overflow-wrap: anywhere; }
   svg text { fill: var(--muted); font-size: 11px; }

@@ -273,6 +273,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
         "totals": {
             "nodes_alive": len(alive),
             "nodes_dead": sum(1 for n in nodes if n["state"] == "dead"),
+            "nodes_stalled": sum(1 for n in nodes if n["state"] == "stalled"),
             **totals,
             "rate": rate,  # pages/min of the live nodes over the last minute
             "eta_seconds": eta,  # to drain the pending queue at that rate (None: no rate)
@@ -316,7 +317,14 @@ def human_bytes(n: float) -> str:
     return str(n)
 
 
-STATE_STYLE = {"running": "green", "idle": "cyan", "draining": "yellow", "closed": "dim", "dead": "bold red"}
+STATE_STYLE = {
+    "running": "green",
+    "idle": "cyan",
+    "stalled": "bold magenta",
+    "draining": "yellow",
+    "closed": "dim",
+    "dead": "bold red",
+}
 
 
 def host_line(hosts: dict[str, Any]) -> str:
@@ -369,7 +377,12 @@ def render_status(status: dict[str, Any], title: str = "") -> Group:
         ("items", t["items"]),
         ("errors", t["errors"]),
         ("drains in", duration(t["eta_seconds"]) if t["eta_seconds"] is not None else "?"),
-        ("nodes", f"{t['nodes_alive']} alive" + (f", {t['nodes_dead']} dead" if t["nodes_dead"] else "")),
+        (
+            "nodes",
+            f"{t['nodes_alive']} alive"
+            + (f", {t['nodes_stalled']} stalled" if t.get("nodes_stalled") else "")
+            + (f", {t['nodes_dead']} dead" if t["nodes_dead"] else ""),
+        ),
     ]
     proxies = status["proxies"]
     if proxies["total"] or proxies.get("dead"):
