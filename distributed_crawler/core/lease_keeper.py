@@ -79,8 +79,8 @@ class LeaseKeeper:
             if now >= next_reclaim:
                 next_reclaim = now + min(5.0, self.config.renew_interval)
                 ok = await self.trouble.run(Purpose.HEARTBEAT, "reclaim", self.reclaim) is not None and ok
-            if self.leases.returning():  # a release Redis refused: tried again each round, bounded
-                ok = await self.give_back(RELEASE_SECONDS) and ok
+            if self.leases.returning():  # a release Redis refused: one more try a round (backing off)
+                ok = await self.give_back(0.0) and ok
             backoff = 0.0 if ok else min(max(2 * backoff, ACK_INTERVAL), DATA_BACKOFF_MAX)
             self.watch_stall()
             each_round()
