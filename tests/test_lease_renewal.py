@@ -21,6 +21,7 @@ from distributed_crawler.connection.policy import RedisPolicy
 from distributed_crawler.core import lease_keeper
 from distributed_crawler.core.lease_keeper import LeaseKeeper
 from distributed_crawler.core.leases import LeaseTracker
+from distributed_crawler.core.quarantine import Quarantine
 from distributed_crawler.core.scheduler_config import SchedulerConfig
 from distributed_crawler.core.stall import StallClock
 from distributed_crawler.core.trouble import RedisTrouble
@@ -154,3 +155,16 @@ def test_a_refused_release_is_retried_and_never_renewed_meanwhile(
     assert redis_client.zcard(Q) == 1  # back in the queue, no delivery counted
     assert leases.in_redis() == 0 and leases.returning() == []
     assert keeper.stats.get_value("redis/ack/retried") >= 1  # through the node's policy, as an ack
+
+
+def test_a_node_giving_leases_back_counts_as_empty_for_the_quarantine() -> None:
+    """A redelivered request waits for the node to be empty; leases being given back (a release
+    Redis refused) are no work of the node's, so they never keep it waiting (it crawled nothing
+    more after a full Redis when they did)."""
+    leases = LeaseTracker()
+    buffer: deque[Request] = deque()
+    quarantine = Quarantine(lambda: None, None, leases, buffer, get_crawler(), "n1")  # type: ignore[arg-type]
+    leases.buffered(b"suspect")
+    assert not quarantine.node_empty()
+    leases.give_back([b"suspect"])  # its release was refused: retried by the lease task
+    assert quarantine.node_empty() and leases.in_redis() == 1
