@@ -435,8 +435,12 @@ class Heartbeat:
         )
 
     async def _check_dead_nodes(self, nodes: list[dict[str, Any]], now: float) -> None:
-        """Alert once for each node that stopped beating while holding leases (first live node wins)."""
+        """Alert once for each node that stopped beating while holding leases (first live node wins).
+        Not while Redis refuses this node's writes (an outage, a full Redis): the others' heartbeats
+        were refused too, so their silence says nothing; a node really dead is alerted once it ends."""
         assert self.keys is not None and self.alerter is not None
+        if self.policy.since is not None:
+            return
         for node in nodes:
             if node["state"] != "dead" or not node["leases"] or node["id"] == self.node_id:
                 continue
