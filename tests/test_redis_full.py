@@ -40,17 +40,18 @@ def test_full_redis_longer_than_a_lease_loses_nothing_and_stalls_nothing(tmp_pat
     )
     nodes = ("node-a", "node-b")
     try:
-        with NewsSite(articles=120, per_page=20, delay=0.2) as site:
+        with NewsSite(articles=120, per_page=20, delay=0.5) as site:
             for node in nodes:
-                # DOMAIN_MAX_IN_FLIGHT: the default cap (the loopback site lifts it): its lease script
-                # first drops in-flight marks of expired leases, a write a full Redis allows, so
-                # redelivered requests reach busy nodes during the fault, whose releases are refused
+                # DOMAIN_MAX_IN_FLIGHT: a cap on (the loopback site lifts the default 2; 8 keeps 8
+                # leases out when Redis fills): its lease script first drops the in-flight marks of
+                # finished or expired leases, a write a full Redis allows, so redelivered requests
+                # reach busy nodes during the fault, and their releases are refused
                 workers.start(
                     node,
                     "CONCURRENT_REQUESTS=4",
                     "HEARTBEAT_INTERVAL=1",
                     f"SCHEDULER_LEASE_SECONDS={LEASE_SECONDS}",
-                    "DOMAIN_MAX_IN_FLIGHT=2",
+                    "DOMAIN_MAX_IN_FLIGHT=8",
                 )
             workers.wait_ready(*nodes)
             client.lpush("news:start_urls", site.url + "/")
@@ -72,6 +73,10 @@ def test_full_redis_longer_than_a_lease_loses_nothing_and_stalls_nothing(tmp_pat
             for node in nodes:
                 assert workers.procs[node].poll() is None, f"{node} died:\n{workers.log(node)[-3000:]}"
             client.config_set("maxmemory", "0")
+            deadline = time.monotonic() + 30  # the first heartbeats Redis takes again (1 s apart)
+            while not all(client.exists(f"{{news}}:node:{node}") for node in nodes):
+                assert time.monotonic() < deadline, "no heartbeat after the fault"
+                time.sleep(0.1)
             pages_at_restore = {node: int(client.hget(f"{{news}}:node:{node}", "pages") or 0) for node in nodes}
 
             codes = workers.wait_all(timeout=150)

@@ -120,9 +120,8 @@ class Feeder:
             return None
         request = self.buffer.popleft()
         while self.pause is not None and self.pause.blocks(request):
-            self.leases.give_back(
-                [request.meta[LEASE_META]]
-            )  # an operator blocked its host: the lease task releases it
+            # an operator blocked its host: never renewed from now on, the lease task releases it
+            self.leases.give_back([request.meta[LEASE_META]])
             self.stats.inc_value("scheduler/released_blocked")
             self.want_more.set()
             if not self.buffer:
