@@ -289,5 +289,9 @@ class RedisScheduler:
 
     @property
     def stalled_seconds(self) -> float:
-        """How long this node has held leases with nothing in flight, once longer than a lease (else 0)."""
+        """How long this node has held leases with nothing in flight, once longer than a lease (else 0).
+        Looked at now too (on the reactor's thread; Prometheus reads from its own), so a lease task
+        stuck in a retry cannot hide a stall from the heartbeat."""
+        if threading.current_thread() is threading.main_thread():
+            self.keeper.watch_stall()
         return self.keeper.stall.seconds(time.monotonic())
