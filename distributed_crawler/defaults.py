@@ -198,6 +198,9 @@ DEFAULTS: dict[str, Any] = {
     "PROXY_REVIVE_SECONDS": 600,  # a dead proxy gets another chance after this (0 = never)
     "PROXY_EMPTY_POLICY": "wait",  # pool empty: wait (hold requests) or direct (no proxy)
     "PROXY_STICKY_DOMAINS": False,  # a node keeps one proxy per domain while it stays healthy
+    # Retries on another proxy after a proxy failure (ban, 407, connection refused/reset, timeout through
+    # it), apart from RETRY_TIMES: "auto" = the proxies in the pool, dead ones included, at least 3.
+    "PROXY_RETRY_TIMES": "auto",
     # Storage pipeline (docs/storage.md).
     "STORAGE_URL": "sqlite:///data/items.db",  # or postgresql://...; env var overrides
     "STORAGE_BATCH_SIZE": 100,  # most items in one commit

@@ -31,6 +31,22 @@ POOL_PROXY_META = "_dc_proxy"
 # while there are others (lua/proxy_pick.lua). Untrusted when read: proxy.py checks its shape.
 FAILED_PROXIES_META = "failed_proxies"
 MAX_FAILED_PROXIES = 4
+# Set by downloadermiddlewares/proxy.py on an attempt its pool proxy failed (a ban answer, 407, or a
+# network error it blames on the proxy): the reason; read by retry.py, which sends the request
+# through another proxy without spending its RETRY_TIMES (proxies/retries.py).
+PROXY_FAILURE_META = "_dc_proxy_failure"
+# Set with PROXY_FAILURE_META: PROXY_RETRY_TIMES as it stands for this attempt ("auto" resolved to the
+# pool size, at least 3); read by retry.py.
+PROXY_RETRY_LIMIT_META = "_dc_proxy_retry_limit"
+# Set by downloadermiddlewares/retry.py on a retry copy after a proxy failure: how many attempts of this
+# request a pool proxy failed (RETRY_TIMES_META counts the site's failures only). Travels with the
+# copy through Redis (public key): untrusted when read (proxies/retries.py).
+PROXY_RETRY_TIMES_META = "proxy_retry_times"
+# Set by downloadermiddlewares/proxy.py with PROXY_FAILURE_META: the last MAX_PROXY_FAILURES
+# [masked proxy, reason] pairs of this request (no password); retry.py names them in a `proxy_failed`
+# dead letter. Travels like PROXY_RETRY_TIMES_META; untrusted when read.
+PROXY_FAILURES_META = "proxy_failures"
+MAX_PROXY_FAILURES = 10
 # Host mode (issue 14). Added by F2 (politeness inputs) for F1 (the host-mode scheduler), which sets
 # them on each request it leases from the per-host frontier: the lease's slot (queue/frontier.py
 # slot_of: the host it was queued under) and the host's backoff level `bo` when leased (int, 0 =
@@ -157,7 +173,16 @@ RETRY_TIMES_META = "retry_times"  # read by downloadermiddlewares/retry.py; queu
 # What one delivery's redirects and retries leave in meta: recrawl/middleware.py drops them from the
 # request it stores for the next revisit (a revisit starts with fresh counts).
 DELIVERY_META = frozenset(
-    {RETRY_TIMES_META, "redirect_times", "redirect_ttl", "redirect_urls", "redirect_reasons", "download_slot"}
+    {
+        RETRY_TIMES_META,
+        PROXY_RETRY_TIMES_META,
+        PROXY_FAILURES_META,
+        "redirect_times",
+        "redirect_ttl",
+        "redirect_urls",
+        "redirect_reasons",
+        "download_slot",
+    }
 )
 
 # Keys that describe one download, not the request: queue/codec.py never ships them.

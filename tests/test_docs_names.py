@@ -75,3 +75,14 @@ def test_docs_name_only_real_settings() -> None:
             if name not in known:
                 unknown.append(f"{doc.relative_to(ROOT)}: {name}")
     assert not unknown, "docs name settings that do not exist (renamed or removed?):\n" + "\n".join(unknown)
+
+
+def test_docs_hold_no_merge_conflict_markers() -> None:
+    """A merge left `<<<<<<< HEAD ... >>>>>>> trips` in the key table once; users read that table."""
+    marker = re.compile(r"^(<{7}|={7}|>{7})( |$)", re.MULTILINE)
+    found = [
+        f"{doc.relative_to(ROOT)}:{doc.read_text().count(chr(10), 0, m.start()) + 1}"
+        for doc in DOCS
+        for m in marker.finditer(doc.read_text())
+    ]
+    assert not found, f"merge conflict markers in the docs: {', '.join(found)}"

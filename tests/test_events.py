@@ -396,8 +396,47 @@ def test_a_stream_key_of_another_type_holds_the_items_and_says_so(
 
     run(scenario())
     assert redis_client.xlen(STREAM) == 1
-    errors = [r for r in caplog.records if "redis-cli type {news}:events" in r.getMessage()]
-    assert len(errors) == 1  # once per stall, not once per retry
+    errors = [r for r in caplog.records if "redis-cli type '{news}:events'" in r.getMessage()]
+    assert len(errors) == 1  # once per stall (then once a minute), not once per retry
+
+
+def test_a_refused_source_count_is_retried_alone_so_the_row_is_announced_once(
+    tmp_path: Path,
+    redis_url: str,
+    redis_client: redis.Redis,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Redis user that may XADD but not run scripts: the event lands, the source count is refused;
+    the items wait, an ERROR names the cause and the fix (again while it lasts: once a minute, here
+    shortened), and once the ACL is fixed only the count is sent again: one event, not one a retry."""
+    monkeypatch.setattr("distributed_crawler.events.feed.REFUSED_LOG_SECONDS", 0.3)  # once a minute, shortened
+    redis_client.acl_setuser(
+        "feeder", enabled=True, passwords=["+pw"], keys=["*"], categories=["+@all", "-@scripting"], reset=True
+    )
+
+    async def scenario() -> None:
+        client = aioredis.Redis.from_url(redis_url.replace("redis://", "redis://feeder:pw@"))
+        pipeline = StoragePipeline(StorageConfig(url=f"sqlite:///{tmp_path}/items.db"), None, make_feed(lambda: client))
+        await pipeline.open_spider()
+        task = asyncio.ensure_future(pipeline.process_item(article(1)))
+        await asyncio.sleep(2.0)
+        assert not task.done()  # committed, not announced in full: never acked
+        redis_client.acl_setuser("feeder", categories=["+@scripting"])
+        await asyncio.wait_for(task, 20)
+        await pipeline.close_spider()
+        await client.aclose()
+
+    try:
+        run(scenario())
+    finally:
+        redis_client.acl_deluser("feeder")
+    assert [e["event"] for e in events(redis_client)] == ["new"]
+    assert redis_client.hget("{news}:source:example.com", "n") == b"1"
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors and all("no permissions" in e and "+@scripting" in e for e in errors), errors
+    assert len(errors) >= 2 and "failing for" in errors[-1], errors  # repeated while it lasts
+    assert any("works again" in r.getMessage() for r in caplog.records if r.levelname == "WARNING")
 
 
 def test_the_webhook_program_block_parses_when_included(tmp_path: Path) -> None:

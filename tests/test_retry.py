@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 import subprocess
@@ -13,20 +12,15 @@ from pathlib import Path
 
 import pytest
 import redis
-from scrapy import Request, Spider
-from scrapy.http import HtmlResponse
 from scrapy.settings import Settings
-from scrapy.utils.test import get_crawler
 
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.downloadermiddlewares.retry import (
-    DistributedRetryMiddleware,
     RetryConfig,
     backoff_delay,
     parse_retry_after,
     retry_delay,
 )
-from distributed_crawler.meta import LEASE_META, POOL_PROXY_META, PROXY_BAN_META, PROXY_META, RETRY_DELAY_META
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import payload_url, read_payload
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
@@ -132,63 +126,6 @@ def test_delayed_push_does_not_ring_the_doorbell(redis_client: redis.Redis) -> N
     run_sync(enqueuer.run("push", [("", True, make_member("{}", 0))]))
     assert pubsub.get_message(timeout=2) is not None
     pubsub.close()
-
-
-# -- the middleware (P's interface: _dc_proxy_ban, _dc_proxy) -------------------------------
-class _Spider(Spider):
-    name = "news"
-
-    def parse(self, response):
-        return None
-
-
-def test_proxy_ban_is_retried_later_then_dead_lettered_with_the_masked_proxy(
-    redis_url: str, redis_client: redis.Redis
-) -> None:
-    crawler = get_crawler(_Spider, settings_dict={"REDIS_URL": redis_url, "RETRY_TIMES": 1, "NODE_ID": "n1"})
-    crawler.spider = _Spider.from_crawler(crawler)
-    mw = DistributedRetryMiddleware.from_crawler(crawler)
-
-    def attempt(request: Request) -> Request:
-        request.meta.update(
-            {
-                POOL_PROXY_META: "http://user:***@10.0.0.1:3128",
-                "proxy": "http://user:pw@10.0.0.1:3128",
-                PROXY_BAN_META: "status 403",
-                LEASE_META: b"1:0:{}",
-            }
-        )
-        return request
-
-    async def scenario() -> tuple[object, object]:
-        mw.spider_opened(crawler.spider)
-        try:
-            first = attempt(Request("http://e.com/p", callback=crawler.spider.parse))
-            response = HtmlResponse(
-                first.url, status=403, body=b"banned", request=first
-            )  # 403: not in RETRY_HTTP_CODES
-            retry = await mw.process_response(first, response)
-            last = attempt(retry.replace())
-            gave_up = await mw.process_response(last, HtmlResponse(last.url, status=403, body=b"", request=last))
-            return retry, gave_up
-        finally:
-            await mw.spider_closed(crawler.spider)
-
-    retry, gave_up = asyncio.run(scenario())
-    assert isinstance(retry, Request) and retry.meta["retry_times"] == 1
-    assert 0.5 <= retry.meta[RETRY_DELAY_META] <= 1.0  # first retry: base 1 s, upper-half jitter
-    for key in (PROXY_BAN_META, POOL_PROXY_META, PROXY_META):
-        assert key not in retry.meta  # the next attempt picks a proxy again
-    assert retry.meta[LEASE_META] == b"1:0:{}"  # carried over: the scheduler hands it over
-    assert isinstance(gave_up, HtmlResponse) and gave_up.status == 403
-    (raw,) = redis_client.lrange(KEYS.failed, 0, -1)
-    entry = json.loads(raw)
-    assert entry["url"] == "http://e.com/p" and entry["reason"] == "proxy ban: status 403"
-    assert entry["status"] == 403 and entry["attempts"] == 2 and entry["node"] == "n1"
-    assert entry["proxy"] == "http://user:***@10.0.0.1:3128" and "pw" not in raw.decode()
-    assert entry["source"] == "retry" and "retry_times" not in read_payload(entry["payload"]).get("meta", {})
-    stats = crawler.stats.get_stats()
-    assert stats["retry/delayed"] == 1 and stats["retry/failed"] == 1
 
 
 # -- real crawls ------------------------------------------------------------------------------

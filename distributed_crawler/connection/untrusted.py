@@ -152,20 +152,30 @@ class WrongTypeLog:
 
 
 class EpisodeLog:
-    """A data error that keeps coming back: ERROR once (with its traceback) until the call works."""
+    """A data error that keeps coming back: ERROR once (with its traceback) until the call works;
+    with `every` (seconds), again at most that often while it keeps failing, saying for how long."""
 
-    def __init__(self, log: logging.Logger | None = None) -> None:
+    def __init__(self, log: logging.Logger | None = None, every: float | None = None) -> None:
         self.log = log or logger
+        self.every = every
         self.failing: dict[str, float] = {}  # what -> since (monotonic)
+        self._logged: dict[str, float] = {}  # what -> last ERROR (monotonic)
 
     def failed(self, what: str, message: str, *args: Any, exc_info: Any = None) -> bool:
-        if what in self.failing:
+        now = time.monotonic()
+        since = self.failing.get(what)
+        if since is None:
+            self.failing[what] = now
+        elif self.every is None or now - self._logged[what] < self.every:
             return False
-        self.failing[what] = time.monotonic()
+        else:
+            message, args, exc_info = message + " (failing for %.0fs)", (*args, now - since), None
+        self._logged[what] = now
         self.log.error(message, *args, exc_info=exc_info)
         return True
 
     def ok(self, what: str) -> None:
         since = self.failing.pop(what, None)
+        self._logged.pop(what, None)
         if since is not None:
             self.log.warning("%s works again after %.1fs", what, time.monotonic() - since)

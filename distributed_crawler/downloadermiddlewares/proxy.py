@@ -11,6 +11,10 @@ health, see proxies.py), and records the outcome in Redis for every node:
   `meta["_dc_proxy_ban"]` set: the retry middleware (retry.py) retries it, through any node, and
   the next attempt picks again.
 
+A failure is the proxy's, not the page's: the attempt is marked (`meta["_dc_proxy_failure"]`, with
+PROXY_RETRY_TIMES resolved against the pool size this node last read; proxies/retries.py) and
+retry.py sends it again through another proxy without spending the request's RETRY_TIMES.
+
 `meta["_dc_proxy"]` holds the masked proxy of the attempt; it also marks the proxy as the pool's,
 so codec.py never writes it, `meta["proxy"]` or the auth header into Redis. A request whose
 `meta["proxy"]` the spider set (even to None) keeps it and bypasses the pool.
@@ -63,7 +67,9 @@ from distributed_crawler.meta import (
     PLAYWRIGHT_META,
     POOL_PROXY_META,
     PROXY_BAN_META,
+    PROXY_FAILURE_META,
     PROXY_META,
+    PROXY_RETRY_LIMIT_META,
 )
 from distributed_crawler.proxies.pool import (
     DIGEST_LENGTH,
@@ -74,7 +80,8 @@ from distributed_crawler.proxies.pool import (
     parse_proxy,
     proxy_digest,
 )
-from distributed_crawler.redact import mask_url
+from distributed_crawler.proxies.retries import mark_failure, retry_limit
+from distributed_crawler.redact import mask_url, scrub
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -85,6 +92,7 @@ logger = logging.getLogger(__name__)
 
 EMPTY_POLL_SECONDS = 1.0  # how often a node looks for a proxy while the pool is empty
 REVIVE_CHECK_SECONDS = 5.0  # how often a node runs the revive script (cheap; any node may)
+KNOWN_CHECK_SECONDS = 5.0  # how often a proxy failure also re-reads the pool size (PROXY_RETRY_TIMES auto)
 PICK_TRIES = 5  # picks that may land on pool members that are not proxy URLs before "no proxy"
 # Download errors that count against the proxy (a cancelled download, e.g. DOWNLOAD_MAXSIZE, does not).
 PROXY_ERRORS: tuple[type[BaseException], ...] = (
@@ -103,7 +111,15 @@ PROXY_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
 )
 # Meta and header a pool proxy leaves on a request (HttpProxyMiddleware adds the last two).
-_STALE_META = (POOL_PROXY_META, PROXY_BAN_META, PROXY_META, AUTH_PROXY_META, BROWSER_PROXY_META)
+_STALE_META = (
+    POOL_PROXY_META,
+    PROXY_BAN_META,
+    PROXY_FAILURE_META,
+    PROXY_RETRY_LIMIT_META,
+    PROXY_META,
+    AUTH_PROXY_META,
+    BROWSER_PROXY_META,
+)
 # How Chromium names its network errors in a failed navigation: a rendered request's proxy failed.
 BROWSER_NETWORK_ERROR = "net::ERR_"
 
@@ -156,6 +172,8 @@ class ProxyPoolMiddleware:
         self._members: dict[str, str] = {}  # masked -> proxy URL (the pool member)
         self._sticky: dict[str, str] = {}  # domain -> proxy URL (PROXY_STICKY_DOMAINS)
         self._next_revive = 0.0
+        self._known = len(config.proxies)  # proxies in the pool, dead ones included, as last read
+        self._next_known = 0.0
         self._waiter: asyncio.Future[None] | None = None
         self._empty_warned = False
         self._wrong_types = WrongTypeLog("the proxy pool", logger)
@@ -180,6 +198,7 @@ class ProxyPoolMiddleware:
         try:
             loaded = await self.pool.load(self.config.proxies)
             pooled, dead = await self.pool.counts()
+            self._note_known(pooled, dead)
         except ResponseError as exc:  # a pool key of the wrong type: requests follow PROXY_EMPTY_POLICY
             await self._refused("loading the proxy pool", exc)
             self.active = bool(self.config.enabled or self.config.proxies)
@@ -255,6 +274,7 @@ class ProxyPoolMiddleware:
             return response
         request.meta[PROXY_BAN_META] = reason
         await self._record(request, proxy, reason)
+        self._blame(request, proxy, f"proxy ban: {reason}")
         return response
 
     async def process_exception(self, request: Request, exception: Exception, spider: Spider | None = None) -> None:
@@ -263,7 +283,9 @@ class ProxyPoolMiddleware:
             return None
         if request.meta.get(PLAYWRIGHT_META) and BROWSER_NETWORK_ERROR not in str(exception):
             return None  # the page failed (a script, a selector, a slow page), not the proxy
-        await self._record(request, proxy, self._unmask(failure_reason(exception), proxy))
+        reason = self._unmask(failure_reason(exception), proxy)
+        await self._record(request, proxy, reason)
+        self._blame(request, proxy, reason)
         return None
 
     # -- picking ----------------------------------------------------------------------------------
@@ -383,11 +405,16 @@ class ProxyPoolMiddleware:
         assert self.pool is not None
         try:
             await self._maybe_revive()
-            pooled, _ = await self.pool.counts()
+            pooled, dead = await self.pool.counts()
         except ResponseError as exc:
             await self._refused("waiting for proxies", exc)
             return 0
+        self._note_known(pooled, dead)
         return pooled
+
+    def _note_known(self, pooled: int, dead: int) -> None:
+        self._known = pooled + dead
+        self._next_known = time.monotonic() + KNOWN_CHECK_SECONDS
 
     async def _maybe_revive(self) -> None:
         if not self.config.revive_seconds or time.monotonic() < self._next_revive or self.pool is None:
@@ -421,8 +448,8 @@ class ProxyPoolMiddleware:
 
     @staticmethod
     def _unmask(reason: str, proxy: str) -> str:
-        """Error texts may quote the proxy URL: never with its password."""
-        return reason.replace(proxy, mask_url(proxy))
+        """Error texts may quote the proxy URL or its password: never the password."""
+        return scrub(reason.replace(proxy, mask_url(proxy)), proxy)
 
     async def _record(self, request: Request, proxy: str, failure: str | None) -> None:
         pool = self.pool
@@ -433,7 +460,10 @@ class ProxyPoolMiddleware:
                 if failure is None:
                     await pool.success(proxy)
                     return None
-                return await pool.failure(proxy, failure)
+                outcome = await pool.failure(proxy, failure)
+                if time.monotonic() >= self._next_known:  # the pool size PROXY_RETRY_TIMES auto follows
+                    self._note_known(*await pool.counts())
+                return outcome
             except ResponseError as exc:  # a pool key of the wrong type: the outcome is lost, logged once
                 await self._refused("recording a proxy outcome", exc)
                 return None
@@ -444,9 +474,6 @@ class ProxyPoolMiddleware:
             return
         self.stats.inc_value("proxy/failed")
         self._forget_if_gone(proxy, outcome)
-        digest = proxy_digest(proxy)  # its retry copy goes through another proxy while there is one
-        earlier = [d for d in failed_proxies(request.meta) if d != digest]
-        request.meta[FAILED_PROXIES_META] = [*earlier, digest][-MAX_FAILED_PROXIES:]
         masked = mask_url(proxy)
         if outcome.state == "evicted":
             self.stats.inc_value("proxy/evicted")
@@ -466,6 +493,15 @@ class ProxyPoolMiddleware:
             )
         else:
             logger.debug("Proxy %s failed on %s: %s (%s)", masked, request.url, failure, outcome.state)
+
+    def _blame(self, request: Request, proxy: str, reason: str) -> None:
+        """This attempt failed because of `proxy`, whether or not Redis took the outcome: retry.py
+        retries it on another proxy (the pick passes over this one while there is another) without
+        spending RETRY_TIMES."""
+        digest = proxy_digest(proxy)
+        earlier = [d for d in failed_proxies(request.meta) if d != digest]
+        request.meta[FAILED_PROXIES_META] = [*earlier, digest][-MAX_FAILED_PROXIES:]
+        mark_failure(request.meta, mask_url(proxy), reason, retry_limit(self.config.retry_times, self._known))
 
     def _forget_if_gone(self, proxy: str, outcome: Outcome) -> None:
         if outcome.state in ("evicted", "gone") and self._sticky:

@@ -9,8 +9,15 @@ pop.lua moves it back to the queue when due on Redis server time.
 
 After the last retry the request goes to `{spider}:failed` with url, reason, status, attempts, the
 last proxy (masked), node, time and its payload, so `dcrawl failed SPIDER --requeue` can send it
-back. A ban seen by the proxy middleware (`request.meta["_dc_proxy_ban"]`) is retryable whatever
-its status.
+back.
+
+Two budgets. The site's failures (RETRY_HTTP_CODES, RETRY_EXCEPTIONS of a direct fetch, a 5xx through
+a proxy) spend RETRY_TIMES, as in Scrapy. An attempt the proxy middleware blamed on its pool proxy
+(`meta["_dc_proxy_failure"]`: a ban whatever its status, 407, a connection refused or reset by the
+proxy, a timeout through it) spends PROXY_RETRY_TIMES instead and goes again at once through another
+proxy; past that bound the dead letter's reason is `proxy_failed`, naming the proxies that failed it
+(proxies/retries.py). Stats `retry/count` and `proxy/retry_count`, `retry/max_reached` and
+`proxy/retry_max_reached` tell them apart.
 
 Host mode (SCHEDULER_QUEUE_CLASS "host", docs/retries-and-politeness.md): an answer in
 HOST_BLOCK_HTTP_CODES (429, 503), or any retryable answer with `Retry-After`, also blocks the
@@ -54,9 +61,20 @@ from distributed_crawler.meta import (
     LEASE_META,
     POOL_PROXY_META,
     PROXY_BAN_META,
+    PROXY_FAILURE_META,
+    PROXY_FAILURES_META,
     PROXY_META,
+    PROXY_RETRY_LIMIT_META,
+    PROXY_RETRY_TIMES_META,
     RETRY_DELAY_META,
     RETRY_TIMES_META,
+)
+from distributed_crawler.proxies.retries import (
+    PROXY_FAILED,
+    attempt_failure,
+    failures_detail,
+    proxy_failures,
+    proxy_retry_times,
 )
 from distributed_crawler.queue.base import HostControl
 from distributed_crawler.queue.codec import RequestCodec, allowed_classes
@@ -73,6 +91,15 @@ logger = logging.getLogger(__name__)
 
 RESET_EVERY = 1.0  # seconds: a node resets one host's backoff level at most this often
 DEFAULT_PORTS = {"http": 80, "https": 443}
+# Meta one attempt leaves behind that its retry copy must not carry (the next attempt picks again).
+_ATTEMPT_META = (
+    PROXY_BAN_META,
+    PROXY_FAILURE_META,
+    PROXY_RETRY_LIMIT_META,
+    RETRY_DELAY_META,
+)
+# Counts a dead letter's payload drops, so `dcrawl failed --requeue` starts the request afresh.
+_COUNT_META = (RETRY_TIMES_META, PROXY_RETRY_TIMES_META, PROXY_FAILURES_META)
 
 
 async def _refused_into(refused: list[BaseException], exc: BaseException) -> None:
@@ -268,12 +295,12 @@ class DistributedRetryMiddleware(RetryMiddleware):
             await self._host_politeness(request, response, retry_after)
         if request.meta.get(DONT_RETRY_META, False):
             return response
-        if ban:
-            reason = f"proxy ban: {ban}"
-        elif response.status in self.retry_http_codes:
-            reason = response_status_message(response.status)
-        else:
+        proxy_failure = attempt_failure(request.meta)
+        if proxy_failure is not None:
+            return await self._retry_on_another_proxy(request, *proxy_failure, response.status) or response
+        if response.status not in self.retry_http_codes:
             return response
+        reason = response_status_message(response.status)
         return await self._retry_later(request, reason, response.status, retry_after) or response
 
     async def process_exception(  # type: ignore[override]
@@ -281,9 +308,13 @@ class DistributedRetryMiddleware(RetryMiddleware):
     ) -> Request | None:
         if isinstance(exception, RetryLater) and LEASE_META in request.meta:
             return await self._retry_later(request, str(exception), None, exception.delay)
-        if isinstance(exception, self.exceptions_to_retry) and not request.meta.get(DONT_RETRY_META, False):
-            reason = request.meta.get(PROXY_BAN_META) and f"proxy ban: {request.meta[PROXY_BAN_META]}"
-            return await self._retry_later(request, reason or exception, None, None)
+        if request.meta.get(DONT_RETRY_META, False):
+            return None
+        proxy_failure = attempt_failure(request.meta)  # set by the proxy middleware (700), which ran first
+        if proxy_failure is not None:
+            return await self._retry_on_another_proxy(request, *proxy_failure, None)
+        if isinstance(exception, self.exceptions_to_retry):
+            return await self._retry_later(request, exception, None, None)
         return None
 
     # -- host mode: block the host, reset its backoff ---------------------------------------
@@ -347,31 +378,62 @@ class DistributedRetryMiddleware(RetryMiddleware):
     async def _retry_later(
         self, request: Request, reason: str | Exception, status: int | None, retry_after: float | None
     ) -> Request | None:
+        """The site failed this attempt: a retry from RETRY_TIMES after a backoff, else a dead letter."""
         new = self._retry(request, reason)
         if new is None:
-            if await self._dead_letter(request, reason, status):
-                return None
-            # the node stops before the dead letter is written: the request goes back with its
-            # lease (nothing lost; a later delivery dead-letters it)
-            self.crawler.stats.inc_value("retry/handed_back")
-            again = request.copy()
-            again.dont_filter = True
-            return again
-        delay = retry_delay(new.meta[RETRY_TIMES_META], self.config, retry_after)
-        for key in (PROXY_BAN_META, RETRY_DELAY_META):
+            return await self._give_up(request, reason, status)
+        return await self._send_again(request, new, retry_delay(new.meta[RETRY_TIMES_META], self.config, retry_after))
+
+    async def _retry_on_another_proxy(
+        self, request: Request, reason: str, limit: int, status: int | None
+    ) -> Request | None:
+        """Its pool proxy failed this attempt: a retry from PROXY_RETRY_TIMES at once (the pick passes
+        over the proxies that failed it), RETRY_TIMES untouched; else a `proxy_failed` dead letter."""
+        failed = proxy_retry_times(request.meta) + 1
+        stats = self.crawler.stats
+        if failed > limit:
+            stats.inc_value("proxy/retry_max_reached")
+            detail = failures_detail(failed, limit, proxy_failures(request.meta))
+            logger.warning("Gave up on proxies for %s: %s", request.url[:300], detail)
+            return await self._give_up(request, PROXY_FAILED, status, detail=detail)
+        logger.debug(
+            "Retrying %s on another proxy (proxy failure %d, PROXY_RETRY_TIMES %d): %s", request, failed, limit, reason
+        )
+        new = request.copy()
+        new.meta[PROXY_RETRY_TIMES_META] = failed
+        new.dont_filter = True
+        stats.inc_value("proxy/retry_count")
+        return await self._send_again(request, new, 0.0)
+
+    async def _send_again(self, request: Request, new: Request, delay: float) -> Request:
+        for key in _ATTEMPT_META:
             new.meta.pop(key, None)
         if POOL_PROXY_META in new.meta:  # the proxy middleware picks again (maybe another proxy)
             for key in (POOL_PROXY_META, PROXY_META, AUTH_PROXY_META):
                 new.meta.pop(key, None)
             new.headers.pop(b"Proxy-Authorization", None)
-        if LEASE_META in request.meta:  # from our scheduler: it parks the copy in delayed
+        if LEASE_META in request.meta:  # from our scheduler: it parks the copy in delayed (0: queued now)
             new.meta[RETRY_DELAY_META] = delay
             self.crawler.stats.inc_value("retry/delayed")
-        else:  # e.g. robots.txt, fetched by engine.download(): wait here, without blocking
+        elif delay > 0:  # e.g. robots.txt, fetched by engine.download(): wait here, without blocking
             await asyncio.sleep(delay)
         return new
 
-    async def _dead_letter(self, request: Request, reason: str | Exception, status: int | None) -> bool:
+    async def _give_up(
+        self, request: Request, reason: str | Exception, status: int | None, detail: str | None = None
+    ) -> Request | None:
+        if await self._dead_letter(request, reason, status, detail):
+            return None
+        # the node stops before the dead letter is written: the request goes back with its
+        # lease (nothing lost; a later delivery dead-letters it)
+        self.crawler.stats.inc_value("retry/handed_back")
+        again = request.copy()
+        again.dont_filter = True
+        return again
+
+    async def _dead_letter(
+        self, request: Request, reason: str | Exception, status: int | None, detail: str | None = None
+    ) -> bool:
         """Write the request's dead letter (DEADLETTER: retried until Redis takes it); False when
         the node stops first."""
         if isinstance(reason, Exception):
@@ -380,15 +442,22 @@ class DistributedRetryMiddleware(RetryMiddleware):
         if dead_letters is None or LEASE_META not in request.meta:
             return True  # not a scheduled request (robots.txt): nothing to requeue
         self.crawler.stats.inc_value("retry/failed")
+        site_failures = request.meta.get(RETRY_TIMES_META, 0)
+        site_failures = site_failures if isinstance(site_failures, int) and site_failures > 0 else 0
+        proxy_failed = proxy_retry_times(request.meta) + (1 if PROXY_FAILURE_META in request.meta else 0)
         extra: dict[str, Any] = {
             "status": status,
-            "attempts": int(request.meta.get(RETRY_TIMES_META, 0)) + 1,
+            "attempts": site_failures + proxy_retry_times(request.meta) + 1,
+            "proxy_failures": proxy_failed,  # attempts of those a proxy failed (RETRY_TIMES not spent)
             "proxy": mask_url(str(request.meta[POOL_PROXY_META])) if request.meta.get(POOL_PROXY_META) else None,
             "source": "retry",
             "priority": request.priority,
         }
+        if detail is not None:
+            extra["detail"] = detail
+            extra["proxies"] = [{"proxy": proxy, "error": error} for proxy, error in proxy_failures(request.meta)]
         try:
-            clean = request.replace(meta={k: v for k, v in request.meta.items() if k != "retry_times"})
+            clean = request.replace(meta={k: v for k, v in request.meta.items() if k not in _COUNT_META})
             assert self.codec is not None  # set in spider_opened
             extra["payload"] = self.codec.encode(clean)
         except (TypeError, ValueError) as exc:  # UnserializableRequestError is a TypeError

@@ -5,8 +5,11 @@ return, so the request of an item is acked only once its event is in the stream 
 a node killed between the commit and the XADD has its request redelivered, and a redelivered
 request publishes the stored version's event even when the row is unchanged (at-least-once;
 consumers dedupe on `key` = canonical URL + version). The batch's events, trimmed with
-`MAXLEN ~ EVENTS_MAXLEN`, and its per-source counts (events/sources.py) go in one pipelined call.
-A Redis outage is waited out with backoff like the other push paths; the items wait with it.
+`MAXLEN ~ EVENTS_MAXLEN`, and its per-source counts (events/sources.py) go in one round trip per
+Redis server (connection/batch.py: on a Cluster too); what landed is never sent again, so a retry
+announces no row twice. A Redis outage is waited out with backoff like the other push paths; the
+items wait with it. A write Redis refuses (a key of the wrong type, a missing ACL permission) is
+retried the same way, with an ERROR naming the cause and the fix at most once a minute.
 """
 
 from __future__ import annotations
@@ -21,7 +24,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from redis.exceptions import NoPermissionError
+
+from distributed_crawler.connection.batch import Batch
 from distributed_crawler.connection.policy import Purpose, RedisPolicy
+from distributed_crawler.connection.untrusted import EpisodeLog, is_wrong_type
 from distributed_crawler.core.traps import registered_domain
 from distributed_crawler.dedup.fingerprint import canonicalize_url
 from distributed_crawler.defaults import SettingsReader
@@ -41,6 +48,8 @@ MAX_MARKS = 10_000
 ARTICLE_TYPES = frozenset({"article", None, ""})
 #: Error counts in flight at once at most (more during an outage are not counted).
 MAX_COUNTING = 100
+#: While Redis keeps refusing the events, their ERROR line comes again at most this often (s).
+REFUSED_LOG_SECONDS = 60.0
 
 
 class EventsNotPublished(Exception):
@@ -148,7 +157,7 @@ class ChangeFeed:
         self._policy = policy  # PUSH: retried until written (the items, and so the acks, wait)
         self._script: Any = None
         self._counting: set[asyncio.Future[None]] = set()
-        self._stalled = False  # a non-transient error (a key of the wrong type) was logged
+        self._refused = EpisodeLog(logger, every=REFUSED_LOG_SECONDS)
         self.published = 0
         # this node's figures for Prometheus (events/metrics.py): no label per source
         self.published_by_kind: dict[str, int] = defaultdict(int)
@@ -222,63 +231,87 @@ class ChangeFeed:
 
     async def _count_failure(self, source: str, kind: str) -> None:
         try:
-            pipe = self._client_of().pipeline(transaction=False)
-            try:
-                await self._record_source(pipe, source, kind, 1, [])
-                await pipe.execute()
-            finally:
-                await pipe.reset()  # see _write
+            await self._source_script()(keys=self._source_keys(source), args=[source, kind, 1, self.sources.days])
         except Exception as exc:  # noqa: BLE001 - a count lost in an outage is only a count
             logger.debug("Source %s %s not counted: %r", source, kind, exc)
 
     # -- writing ---------------------------------------------------------------------------------
-    async def _record_source(self, pipe: Any, source: str, kind: str, count: int, lags: list[int]) -> None:
+    def _source_script(self) -> Any:
         if self._script is None:
             self._script = self._client_of().register_script(lua_source("source_record"))
-        keys = [self.sources.key_of(self.spider, source), self.sources.index_key(self.spider)]
-        # queues EVALSHA in the pipeline (redis.asyncio's Script.__call__ is a coroutine); the
-        # pipeline loads the script first when the server lost its script cache
-        await self._script(keys=keys, args=[source, kind, count, self.sources.days, *lags], client=pipe)
+        return self._script
+
+    def _source_keys(self, source: str) -> list[str]:
+        return [self.sources.key_of(self.spider, source), self.sources.index_key(self.spider)]
+
+    def _queue(self, batch: Batch, part: tuple[Any, ...]) -> None:
+        """One part of a batch's write: ("event", fields) or ("source", name, count, lags)."""
+        if part[0] == "event":
+            if self.config.maxlen:
+                batch.commands.xadd(self.stream, part[1], maxlen=self.config.maxlen, approximate=True)
+            else:
+                batch.commands.xadd(self.stream, part[1])
+            return
+        _, source, count, lags = part
+        batch.script(
+            self._source_script(), self._source_keys(source), [source, "article", count, self.sources.days, *lags]
+        )
 
     async def _write(self, events: list[dict[str, str]], sources: Mapping[str, tuple[int, list[int]]]) -> None:
+        parts: list[tuple[Any, ...]] = [("event", fields) for fields in events]
+        parts += [("source", source, count, lags) for source, (count, lags) in sources.items()]
+        what = f"Writing change events to {self.stream}"
+
         async def call() -> None:
-            pipe = self._client_of().pipeline(transaction=False)
-            for fields in events:
-                if self.config.maxlen:
-                    pipe.xadd(self.stream, fields, maxlen=self.config.maxlen, approximate=True)
-                else:
-                    pipe.xadd(self.stream, fields)
-            try:
-                for source, (count, lags) in sources.items():
-                    await self._record_source(pipe, source, "article", count, lags)
-                await pipe.execute()
-            finally:
-                # redis-py's asyncio Pipeline loads its scripts before the try/finally that gives
-                # the connection back: a connection error there would leak it ("Unclosed Pipeline")
-                await pipe.reset()
+            batch = Batch(self._client_of())
+            for part in parts:
+                self._queue(batch, part)
+            replies = await batch.execute(raise_on_error=False)
+            failed = [(part, reply) for part, reply in zip(parts, replies) if isinstance(reply, Exception)]
+            parts[:] = [part for part, _ in failed]  # what landed is not sent again
+            if failed:
+                raise failed[0][1]
 
         async def on_error(exc: BaseException) -> None:
-            if self._stalled:
-                logger.debug("Change events still not written to %s: %s", self.stream, exc)
-                return
-            self._stalled = True
-            logger.error(
-                "Change events of %d stored rows not written to %s (%s); their items wait and this is "
-                "retried (check the key: redis-cli type %s; it must be a stream)",
-                len(events),
+            waiting = sum(part[0] == "event" for part in parts)
+            if not self._refused.failed(
+                what,
+                "Change feed: %d events and %d source counts of committed rows not written to %s: Redis refuses "
+                "them (%s); %s. Meanwhile this node's storage waits (its items are not acked) and the write is retried",
+                waiting,
+                len(parts) - waiting,
                 self.stream,
                 exc,
-                self.stream,
-            )
+                self._fix(exc),
+            ):
+                logger.debug("Change events still not written to %s: %s", self.stream, exc)
 
         try:
             await self._policy.run(Purpose.PUSH, call, stopped=self._stopped, on_error=on_error)
-            self._stalled = False
+            self._refused.ok(what)
         except asyncio.CancelledError:
             if self._stopped():
                 raise EventsNotPublished(f"Redis unreachable for {CLOSE_RETRY_SECONDS:.0f}s while closing") from None
             raise
         self.published += len(events)
+
+    def _fix(self, exc: BaseException) -> str:
+        """What the operator does about a refused events write."""
+        if is_wrong_type(exc):
+            return (
+                f"the key holds another type: check it with `redis-cli type '{self.stream}'` (it must be a "
+                f"stream) and remove it with `redis-cli del '{self.stream}'`"
+            )
+        if isinstance(exc, NoPermissionError) or "NOPERM" in str(exc):
+            keys = (self.stream, self.sources.index_key(self.spider), self.sources.key_of(self.spider, "*"))
+            return (
+                "the node's Redis user may not write them: its ACL needs XADD, EVALSHA and EVAL on the keys "
+                f"{', '.join(keys)} (e.g. `+@stream +@scripting`)"
+            )
+        return (
+            "report this line as a bug; to store without announcing meanwhile, set EVENTS_ENABLED=False "
+            "and restart the nodes (rows stored then are never announced)"
+        )
 
     def _stopped(self) -> bool:
         if not self._closing():

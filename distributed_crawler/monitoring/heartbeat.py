@@ -250,6 +250,7 @@ class Heartbeat:
             "taken": int(stats.get("scheduler/leased", 0)),
             "completed": int(stats.get("scheduler/acked", 0)),
             "failed": int(stats.get("retry/max_reached", 0))
+            + int(stats.get("proxy/retry_max_reached", 0))
             + sum(v for k, v in stats.items() if k.startswith("spider_exceptions/") and isinstance(v, int)),
             "dead_lettered": int(stats.get("scheduler/dead_lettered", 0)),
             "pages": sample.pages,

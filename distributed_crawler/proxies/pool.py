@@ -33,6 +33,7 @@ from scrapy.settings import BaseSettings
 
 from distributed_crawler.connection.clients import parse_bool
 from distributed_crawler.defaults import SettingsReader, set_above_addon
+from distributed_crawler.proxies.retries import parse_retry_times
 from distributed_crawler.queue.enqueue import maybe_await
 from distributed_crawler.queue.scripts import lua_source
 from distributed_crawler.redact import mask_url, scrub
@@ -137,6 +138,7 @@ class ProxyConfig:
     revive_seconds: float = 600.0
     empty_policy: str = "wait"
     sticky_domains: bool = False
+    retry_times: int | None = None  # PROXY_RETRY_TIMES; None = auto (proxies/retries.py)
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> ProxyConfig:
@@ -190,6 +192,7 @@ class ProxyConfig:
             revive_seconds=revive,
             empty_policy=policy,
             sticky_domains=read.bool("PROXY_STICKY_DOMAINS"),
+            retry_times=parse_retry_times(read.raw("PROXY_RETRY_TIMES")),
         )
 
 

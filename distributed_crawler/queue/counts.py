@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from distributed_crawler.connection.batch import run_scripts
 from distributed_crawler.queue.enqueue import maybe_await
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import lua_source, run_scripts
+from distributed_crawler.queue.scripts import lua_source
 from distributed_crawler.queue.seedkey import taken_key
 
 
@@ -64,7 +65,7 @@ def _frontier_counts(reply: list[Any], waiting: int = 0, taken: int = 0) -> Craw
 
 
 async def shard_counts(client: Any, shards: list[SpiderKeys]) -> list[CrawlCounts]:
-    """counts.lua of every shard: one pipelined round trip on one Redis server (queue/scripts.py run_scripts)."""
+    """counts.lua of every shard: one round trip per Redis server (connection/batch.py run_scripts)."""
     script = client.register_script(lua_source("counts"))
     replies = await run_scripts(client, [(script, _tagged(k), _args(k)) for k in shards])
     return [_frontier_counts(reply) for reply in replies]

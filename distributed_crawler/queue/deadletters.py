@@ -7,23 +7,27 @@ import time
 from typing import Any
 
 from distributed_crawler.connection.untrusted import preview
-from distributed_crawler.meta import RETRY_TIMES_META
+from distributed_crawler.meta import PROXY_FAILURES_META, PROXY_RETRY_TIMES_META, RETRY_TIMES_META
 from distributed_crawler.queue.codec import read_payload, write_payload
+
+RETRY_COUNTS_META = (RETRY_TIMES_META, PROXY_RETRY_TIMES_META, PROXY_FAILURES_META)  # a requeue starts afresh
 
 PREVIEW_CHARS = 300
 
 
 def fresh_payload(payload: str) -> str:
-    """A dead letter's request payload with its retry count reset (for `dcrawl failed --requeue`)."""
+    """A dead letter's request payload with its retry counts (site and proxy) reset (for
+    `dcrawl failed --requeue`)."""
     json_format = payload.startswith("{")  # stays JSON: it may be anyone's, this only drops a count
     try:
         decoded = json.loads(payload) if json_format else read_payload(payload)
     except (ValueError, RecursionError):  # PayloadError is a ValueError
         return payload  # not ours to rewrite: the scheduler dead-letters it again if it is garbage
     meta = decoded.get("meta") if isinstance(decoded, dict) else None
-    if not isinstance(meta, dict) or RETRY_TIMES_META not in meta:
+    if not isinstance(meta, dict) or not any(key in meta for key in RETRY_COUNTS_META):
         return payload
-    meta.pop(RETRY_TIMES_META)
+    for key in RETRY_COUNTS_META:
+        meta.pop(key, None)
     if json_format:
         return json.dumps(decoded, separators=(",", ":"), ensure_ascii=False)
     slot = decoded.get("slot")

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from functools import cache
 from importlib import resources
 from typing import Any, TypeVar
-
-from redis.exceptions import NoScriptError
 
 T = TypeVar("T")
 
@@ -45,30 +43,6 @@ def lua_source(name: str) -> str:
 def is_cluster(client: Any) -> bool:
     """A Redis Cluster client: its keys of different hash tags live on different masters."""
     return any(cls.__name__ in ("RedisCluster", "ClusterPipeline") for cls in type(client).__mro__)
-
-
-async def run_scripts(client: Any, calls: Sequence[tuple[Any, Sequence[Any], Sequence[Any]]]) -> list[Any]:
-    """(script, keys, args) calls of several shards: one pipelined round trip on one Redis server
-    (raw EVALSHA: a pipeline holding Scripts asks SCRIPT EXISTS first, a trip more; a script the
-    server's cache lost is loaded and the pipeline sent again); on a Cluster, call by call."""
-    if is_cluster(client) or len(calls) == 1:
-        return [await _maybe(script(keys=keys, args=args)) for script, keys, args in calls]
-    for _ in range(2):
-        pipe = client.pipeline(transaction=False)
-        for script, keys, args in calls:
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
-        try:
-            return list(await _maybe(pipe.execute()))
-        except NoScriptError:
-            for script in {id(c[0]): c[0] for c in calls}.values():
-                await _maybe(client.script_load(script.script))
-        finally:
-            await _maybe(pipe.reset())
-    raise NoScriptError("the server's script cache keeps losing the frontier's scripts")
-
-
-async def _maybe(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
 
 
 def then(result: Any, convert: Callable[[Any], T]) -> T | Awaitable[T]:

@@ -23,13 +23,14 @@ from urllib.parse import urlsplit
 
 from redis.exceptions import RedisError
 
+from distributed_crawler.connection.batch import run_scripts
 from distributed_crawler.queue.base import Frontier, HostControl, Lease, Leased, Placement, ring_part
 from distributed_crawler.queue.codec import payload_slot, payload_url
 from distributed_crawler.queue.counts import CrawlCounts, shard_counts
 from distributed_crawler.queue.deadletters import DeadLetters
 from distributed_crawler.queue.enqueue import Dedup, Enqueuer, Entry, maybe_await, run_sync
 from distributed_crawler.queue.envelope import split_member
-from distributed_crawler.queue.scripts import is_cluster, run_scripts
+from distributed_crawler.queue.scripts import is_cluster
 from distributed_crawler.queue.shards import shard_of
 
 RECHECK_SECONDS = 10.0  # an empty shard not rung is asked again after this (a safety net: pushes ring it)
