@@ -8,11 +8,12 @@ from collections import deque
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
+from unittest.mock import AsyncMock
 
 import pytest
 import redis
 import redis.asyncio as aioredis
-from scrapy import Request
+from scrapy import Request, Spider
 from scrapy.settings import Settings
 from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.test import get_crawler
@@ -22,12 +23,15 @@ from distributed_crawler.core import lease_keeper
 from distributed_crawler.core.lease_keeper import LeaseKeeper
 from distributed_crawler.core.leases import LeaseTracker
 from distributed_crawler.core.quarantine import Quarantine
+from distributed_crawler.core.scheduler import RedisScheduler
 from distributed_crawler.core.scheduler_config import SchedulerConfig
 from distributed_crawler.core.stall import StallClock
 from distributed_crawler.core.trouble import RedisTrouble
 from distributed_crawler.dedup.recent import RecentFingerprints
 from distributed_crawler.meta import LEASE_META
 from distributed_crawler.queue.base import Frontier
+from distributed_crawler.queue.codec import RequestCodec
+from distributed_crawler.queue.envelope import make_member
 from tests.test_queue_scripts import KEYS_T, PROC, Q, enqueue, pop, scripts  # noqa: F401 - scripts is a fixture
 
 
@@ -168,3 +172,58 @@ def test_a_node_giving_leases_back_counts_as_empty_for_the_quarantine() -> None:
     assert not quarantine.node_empty()
     leases.give_back([b"suspect"])  # its release was refused: retried by the lease task
     assert quarantine.node_empty() and leases.in_redis() == 1
+
+
+class _Spider(Spider):
+    name = "news"
+
+    def parse(self, response: object) -> None:
+        return None
+
+
+def test_a_busy_node_whose_release_redis_refuses_keeps_crawling_and_renews_no_stray(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The full-Redis stall, step by step: a busy node leases a redelivered request, gives it back
+    (it runs alone later) and Redis refuses the release. That lease is never renewed, the node is
+    empty once its own work is done (the quarantine's drain ends), and the release lands later."""
+    monkeypatch.setattr(lease_keeper, "RELEASE_SECONDS", 0.2)  # a short try, so the test does not wait 5 s
+    crawler = get_crawler(_Spider, settings_dict={"ADDONS": {"distributed_crawler.Addon": 0}, "NODE_ID": "n1"})
+    crawler.spider = _Spider.from_crawler(crawler)
+    node = RedisScheduler.from_crawler(crawler)
+    node.intake.codec = node.feeder.codec = RequestCodec(crawler.spider)  # what open() sets
+    released: list[bytes] = []
+
+    async def full(leases: list[bytes]) -> int:
+        raise redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'")
+
+    async def room(leases: list[bytes]) -> int:
+        released.extend(leases)
+        return len(leases)
+
+    node.frontier.renew = AsyncMock(return_value=1)  # type: ignore[method-assign]
+    node.frontier.release = full  # type: ignore[method-assign]
+    busy = make_member(node.intake.codec.encode(Request("http://site.test/busy")), 0, 1).encode()
+    suspect = make_member(node.intake.codec.encode(Request("http://site.test/again")), 0, 2).encode()
+
+    async def main() -> None:
+        await node.feeder.accept([busy])
+        work = node.next_request()  # the engine takes it: the node is busy
+        assert work is not None and work.meta[LEASE_META] == busy
+        node.keeper.in_engine = lambda: [work]  # what internals.requests_in_progress sees in a crawl
+        await node.feeder.accept([suspect])  # redelivered: given back, the node drains first
+        assert node.quarantine.draining and node.leases.returning() == [suspect]
+        await node.keeper.renew()
+        renewed = node.frontier.renew.await_args.args[0]  # type: ignore[attr-defined]
+        assert renewed == [busy], "only work is renewed, never a lease being given back"
+        node.keeper.in_engine = list  # its response scraped, its lease acked
+        node.leases.finished(busy, 0)
+        assert node.leases.take_ackable(node.outbox.flushed_seq) == [busy]
+        node.leases.forget([busy])
+        await node.quarantine.step()
+        assert not node.quarantine.draining, "the node waits for good on a lease it gives back"
+        node.frontier.release = room
+        assert await node.keeper.give_back(0.0)  # the lease task's next round
+        assert released == [suspect] and node.leases_held == 0
+
+    asyncio.run(main())
