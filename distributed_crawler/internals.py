@@ -33,6 +33,7 @@ SCRAPY_CONTRACT: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     ("scrapy.core.engine._Slot", "nextcall", None),
     ("scrapy.core.engine._Slot", "closing", None),
     ("scrapy.core.engine._Slot", "scheduler", None),
+    ("scrapy.core.engine._Slot", "inprogress", None),
     ("scrapy.utils.reactor.CallLaterOnce", "schedule", ("self", "delay")),
     ("scrapy.core.scraper.Scraper", "enqueue_scrape", ("self", "result", "request")),
     ("scrapy.core.scraper.Scraper", "slot", None),
@@ -110,6 +111,20 @@ def downloads_in_flight(crawler: Crawler) -> int:
     """
     downloader = getattr(getattr(crawler, "engine", None), "downloader", None)
     return len(downloader.active) if downloader is not None else 0
+
+
+def requests_in_progress(crawler: Crawler) -> list[Request]:
+    """Requests the engine works on now: from the start of their download until their response
+    (or failure) has gone through the scraper (items processed, child requests scheduled).
+
+    Scrapy 2.19.0, scrapy/core/engine.py: `ExecutionEngine._slot.inprogress` (a set of requests,
+    added in `_download`, removed after `_handle_downloader_output`).
+    """
+    try:
+        slot = getattr(getattr(crawler, "engine", None), "_slot", None)
+    except RuntimeError:  # Scrapy 2.19: "Crawler.engine is not set yet" before the crawl starts
+        return []
+    return list(getattr(slot, "inprogress", ()))
 
 
 def spider_closing(crawler: Crawler) -> bool:

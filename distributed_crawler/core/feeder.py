@@ -83,7 +83,7 @@ class Feeder:
         self.stats = crawler.stats
         self.release = release
         self.pause: PauseWatch | None = None  # set by the scheduler: the crawl's pause
-        self.held_back: list[bytes] = []  # buffered leases of hosts an operator blocked: to give back
+        self.arriving: list[Request] = []  # leased, being decoded and admitted: their leases are work
         self.want_more = asyncio.Event()
         self.new_work = Wake()
         self._rings: list[bytes] = []  # doorbell messages that woke the idle feeder since its last lease
@@ -120,7 +120,9 @@ class Feeder:
             return None
         request = self.buffer.popleft()
         while self.pause is not None and self.pause.blocks(request):
-            self.held_back.append(request.meta[LEASE_META])  # an operator blocked its host: given back
+            # an operator blocked its host: never renewed from now on, the lease task releases it
+            self.leases.give_back([request.meta[LEASE_META]])
+            self.stats.inc_value("scheduler/released_blocked")
             self.want_more.set()
             if not self.buffer:
                 return None
@@ -133,14 +135,9 @@ class Feeder:
     async def run(self, closing: Callable[[], bool]) -> None:
         idle_wait = 0.01
         while not closing():
-            if self.held_back:
-                held, self.held_back = self.held_back, []
-                self.leases.forget(held)
-                await self.release(held)
-                self.stats.inc_value("scheduler/released_blocked", len(held))
             if self.pause is not None and self.pause.paused:
                 if not self.pause.drain and self.buffer:
-                    released = await give_back_buffer(self.buffer, self.leases, self.release)
+                    released = await give_back_buffer(self.buffer, self.release)
                     self.stats.inc_value("scheduler/released_on_pause", released)
                 await self.pause.wait(PAUSE_CHECK_SECONDS)
                 continue
@@ -205,7 +202,15 @@ class Feeder:
             self.new_work.clear()
 
     async def accept(self, members: list[bytes], hosts: dict[bytes, tuple[str, int]] | None = None) -> None:
-        """Decode leased members into requests (per-host frontiers: with their slot and backoff level)."""
+        """Decode leased members into requests (per-host frontiers: with their slot and backoff level).
+        Until each lands in the buffer, the quarantine or is given back, it is `arriving`: work
+        whose lease the lease task renews (never a lease without a request)."""
+        try:
+            await self._accept(members, hosts or {})
+        finally:
+            self.arriving.clear()
+
+    async def _accept(self, members: list[bytes], hosts: dict[bytes, tuple[str, int]]) -> None:
         was_empty = self.quarantine.node_empty()
         bad: list[tuple[bytes, str]] = []
         normal: list[Request] = []
@@ -224,10 +229,11 @@ class Feeder:
                 self._log_undecodable(lease, "error", bad[-1][1])
                 continue
             request.meta[LEASE_META] = lease
-            host = hosts.get(lease) if hosts else None
+            host = hosts.get(lease)
             if host is not None:
                 request.meta[HOST_SLOT_META], request.meta[HOST_BACKOFF_META] = host
             self.leases.buffered(lease, host)
+            self.arriving.append(request)
             (suspects if envelope.deliveries >= 2 else normal).append(request)
         self.stats.inc_value("scheduler/leased", len(members) - len(bad))
         if bad:

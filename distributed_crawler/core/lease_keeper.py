@@ -1,32 +1,37 @@
-"""This node's leases in Redis: acks of finished requests (batched), renewal of the ones still held,
-reclaim of expired leases of dead nodes, and giving leases back at close."""
+"""This node's leases in Redis: acks of finished requests (batched), renewal of the ones it works on,
+reclaim of expired leases of dead nodes, giving leases back (retried until Redis takes them), and
+the one WARNING line when the node holds leases with nothing in flight for longer than a lease."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from distributed_crawler.connection.policy import NodeStopping, Purpose
+from distributed_crawler.core.feeder import Feeder
 from distributed_crawler.core.leases import LeaseTracker, Stage
 from distributed_crawler.core.outbox import Outbox
 from distributed_crawler.core.quarantine import Quarantine
+from distributed_crawler.core.stall import StallClock
 from distributed_crawler.core.tasks import BackgroundTasks
 from distributed_crawler.core.trouble import DATA_BACKOFF_MAX, RedisTrouble, logger
+from distributed_crawler.internals import watch_scrapes
 from distributed_crawler.meta import LEASE_META
 from distributed_crawler.queue.base import Frontier
 
 if TYPE_CHECKING:
     from scrapy import Request
+    from scrapy.crawler import Crawler
 
     from distributed_crawler.core.scheduler_config import SchedulerConfig
 
 ACK_BATCH = 1000
 ACK_INTERVAL = 0.1
-RELEASE_SECONDS = 5.0  # how long giving leases back may wait for Redis (at close, a quarantine)
+RELEASE_SECONDS = 5.0  # how long one try at giving leases back may wait for Redis (then: next round)
 
 
 class LeaseKeeper:
@@ -38,10 +43,10 @@ class LeaseKeeper:
         leases: LeaseTracker,
         outbox: Outbox,
         quarantine: Quarantine,
-        buffer: deque[Request],
+        feeder: Feeder,
         stats: Any,
         node_id: str,
-        new_work: asyncio.Event,
+        in_engine: Callable[[], Iterable[Request]],
     ) -> None:
         self.config = config
         self._frontier = frontier
@@ -49,10 +54,14 @@ class LeaseKeeper:
         self.leases = leases
         self.outbox = outbox
         self.quarantine = quarantine
-        self.buffer = buffer
+        self.buffer = feeder.buffer  # leased, not started yet
+        self.arriving = feeder.arriving  # leased, being decoded and admitted by the feeder
+        self.new_work = feeder.new_work  # rung after a reclaim put work back
         self.stats = stats
         self.node_id = node_id
-        self.new_work = new_work
+        self.in_engine = in_engine  # requests downloading or scraping (internals.requests_in_progress)
+        self.stall = StallClock(config.lease_seconds)
+        self._strays_logged = False
 
     async def run(self, stopped: Callable[[], bool], each_round: Callable[[], None]) -> None:
         next_renew = time.monotonic()
@@ -70,7 +79,10 @@ class LeaseKeeper:
             if now >= next_reclaim:
                 next_reclaim = now + min(5.0, self.config.renew_interval)
                 ok = await self.trouble.run(Purpose.HEARTBEAT, "reclaim", self.reclaim) is not None and ok
+            if self.leases.returning():  # a release Redis refused: one more try a round (backing off)
+                ok = await self.give_back(0.0) and ok
             backoff = 0.0 if ok else min(max(2 * backoff, ACK_INTERVAL), DATA_BACKOFF_MAX)
+            self.watch_stall()
             each_round()
             await asyncio.sleep(max(ACK_INTERVAL, backoff))
 
@@ -90,11 +102,66 @@ class LeaseKeeper:
             raise
         self.stats.inc_value("scheduler/acked", len(acks))
 
+    def watch_scrapes(self, crawler: Crawler) -> None:
+        """A lease is finished once the scraper is done with its response: every item committed (our
+        pipeline awaits the commit) and every child request enqueued (internals.watch_scrapes)."""
+
+        def on_scrape(request: Request) -> Callable[[], None] | None:
+            lease = request.meta.get(LEASE_META)
+            if lease is None:
+                return None
+            self.leases.scraping(lease)
+            return lambda: self.leases.finished(lease, self.outbox.enqueued_seq)
+
+        watch_scrapes(crawler, on_scrape)
+
+    def working(self) -> set[bytes]:
+        """The leases of every request found where work is now: the prefetch buffer, a lease being
+        admitted, the quarantine, the engine (downloading or scraping)."""
+        quarantined = [self.quarantine.request] if self.quarantine.request is not None else []
+        requests = chain(self.buffer, self.arriving, quarantined, self.in_engine())
+        return {lease for lease in (r.meta.get(LEASE_META) for r in requests) if lease is not None}
+
     async def renew(self) -> bool:
-        held = self.leases.held()
-        for i in range(0, len(held), ACK_BATCH):
-            await self._frontier().renew(held[i : i + ACK_BATCH], self.config.lease_seconds)
+        """Renew the leases of work (buffered, running, waiting for the ack), nothing else: a lease
+        whose request is gone is given back instead (LeaseTracker.renewable)."""
+        renewing, strays = self.leases.renewable(self.working())
+        if strays:
+            self.stats.inc_value("scheduler/stray_leases", len(strays))
+            if not self._strays_logged:  # a bug of ours or of a component that dropped a request
+                self._strays_logged = True
+                logger.warning(
+                    "%d leases had no request behind them any more (dropped without an outcome); they "
+                    "are given back, never renewed; further ones are counted in stats scheduler/stray_leases",
+                    len(strays),
+                )
+        for i in range(0, len(renewing), ACK_BATCH):
+            await self._frontier().renew(renewing[i : i + ACK_BATCH], self.config.lease_seconds)
         return True
+
+    def watch_stall(self) -> None:
+        """One WARNING when this node has held leases with nothing in flight for longer than a
+        lease (a Redis outage aside: it has its own line), one INFO when that ends."""
+        policy = self.trouble.policy
+        held, engine = self.leases.in_redis(), sum(1 for _ in self.in_engine())
+        change = self.stall.observe(held, engine, time.monotonic(), outage=policy.since is not None)
+        if change is True:
+            logger.warning(
+                "Node %s stalled: it holds %d leases with nothing in flight for %.0fs (longer than "
+                "SCHEDULER_LEASE_SECONDS, %ss): %d buffered, %d waiting for their ack, %d being given back; "
+                "`dcrawl status %s` shows it stalled; restart it if it stays so (its leases then expire "
+                "and another node takes them)",
+                self.node_id,
+                held,
+                self.stall.seconds(time.monotonic()),
+                self.config.lease_seconds,
+                len(self.buffer),
+                self.leases.pending_acks(),
+                len(self.leases.returning()),
+                self._frontier().spider,
+            )
+        elif change is False:
+            logger.info("Node %s is no longer stalled", self.node_id)
 
     async def reclaim(self, limit: int = 500) -> tuple[int, int]:
         """Return expired leases (of any node) to the queue; dead-letter the poison ones and the
@@ -151,15 +218,16 @@ class LeaseKeeper:
         unfinished = self.leases.held()
         if unfinished and memusage:
             unfinished = await self.expire_running(unfinished)
-        if unfinished:  # a forced stop: give this node's work back now rather than at expiry
+        if unfinished or self.leases.returning():  # a forced stop: give this node's work back now, not at expiry
             await self.release(unfinished)
-        if self.outbox.entries or self.leases.pending_acks():
+        if self.outbox.entries or self.leases.pending_acks() or self.leases.returning():
             logger.error(
-                "%s at close: %d requests not pushed, %d leases not acked; their leases expire after "
-                "SCHEDULER_LEASE_SECONDS and another node redoes them",
+                "%s at close: %d requests not pushed, %d leases not acked, %d not given back; their leases "
+                "expire after SCHEDULER_LEASE_SECONDS and another node redoes them",
                 tasks.failure("outbox", "leases") or f"Redis at {masked_url} unreachable",
                 len(self.outbox),
                 self.leases.pending_acks(),
+                len(self.leases.returning()),
             )
 
     def unstarted(self) -> list[bytes]:
@@ -167,24 +235,35 @@ class LeaseKeeper:
         return [r.meta[LEASE_META] for r in self.buffer] + self.quarantine.unstarted()
 
     async def release(self, leases: list[bytes]) -> None:
-        """Give leases back to the queue front without counting a delivery (bounded tries)."""
+        """Give leases back to the queue front without counting a delivery. From now on they are
+        never renewed; if Redis does not take them within RELEASE_SECONDS, the lease task tries
+        again every round (they stay counted as held until it lands, or they expire)."""
+        self.leases.give_back(leases)
+        await self.give_back(RELEASE_SECONDS)
+
+    async def give_back(self, patience: float) -> bool:
+        """One bounded try (the node's policy, ACK: retried with backoff for `patience` seconds) at
+        releasing every lease being given back; False if Redis has not taken them yet."""
+        leases = self.leases.returning()
         if not leases:
-            return
+            return True
         quarantined = self.quarantine.lease
 
-        async def give_back() -> None:
+        async def release() -> None:
             if quarantined is not None and quarantined in leases:
                 await self.quarantine.unmark([quarantined])
-            await self._frontier().release(leases)
+            for i in range(0, len(leases), ACK_BATCH):
+                await self._frontier().release(leases[i : i + ACK_BATCH])
 
-        deadline = time.monotonic() + RELEASE_SECONDS  # bounded: else the leases expire and are reclaimed
+        deadline = time.monotonic() + patience
         try:
             await self.trouble.run(
-                Purpose.ACK, "giving leases back", give_back, stopped=lambda: time.monotonic() > deadline
+                Purpose.ACK, "giving leases back", release, stopped=lambda: time.monotonic() > deadline
             )
         except NodeStopping:
-            return
-        self.leases.forget(leases)
+            return False
+        self.leases.returned(leases)  # a lease Redis no longer had (reclaimed meanwhile) is skipped by the script
+        return True
 
     def force_release(self, client: Any) -> None:
         """Second stop signal (runs in the signal handler): ack what is done, release the rest, on

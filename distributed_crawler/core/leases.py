@@ -1,13 +1,19 @@
-"""Which leases this node holds and in what stage, and when each may be acked.
+"""Which leases this node holds and in what stage, when each may be acked, and which are renewed.
 
 A lease is acked only when its outcome is safe in storage and in Redis: the scraper has finished
 the response (items committed by the storage pipeline, child requests handed to the scheduler) and
 the scheduler's outbox has pushed everything enqueued up to that moment. A redirect or retry hands
 its lease over to the successor request instead, in the same Lua call that stores the successor.
+
+Only work is renewed (`renewable`): a held lease counts when its request is found where work is
+(the prefetch buffer, the quarantine, the engine) or when it is finished and waits for its ack. A
+lease whose request is found nowhere has nobody working on it: it moves to the leases being given
+back, which are never renewed and stay counted until their release lands in Redis (`returned`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from enum import Enum
 
 
@@ -23,9 +29,15 @@ class LeaseTracker:
         self._ready: list[tuple[int, bytes]] = []  # (outbox sequence to wait for, lease)
         # host mode: (slot, backoff level of its host when leased) of each lease held
         self._hosts: dict[bytes, tuple[str, int]] = {}
+        self._returning: dict[bytes, None] = {}  # given back, the release not landed yet (ordered set)
 
     def __len__(self) -> int:
+        """Leases of requests this node works on (buffered, running); see also `in_redis`."""
         return len(self._held)
+
+    def in_redis(self) -> int:
+        """Every lease this node still holds in Redis: worked on, waiting for its ack, being given back."""
+        return len(self._held) + len(self._ready) + len(self._returning)
 
     def holds(self, lease: bytes) -> bool:
         return lease in self._held
@@ -68,15 +80,46 @@ class LeaseTracker:
             self._ready.append((outbox_seq, lease))
 
     def unacked(self) -> list[bytes]:
-        """Every lease not yet acked: held, or finished but waiting for the outbox."""
-        return [*self._held, *(lease for _, lease in self._ready)]
+        """Every lease not yet acked: held, finished but waiting for the outbox, or being given back."""
+        return [*self._held, *(lease for _, lease in self._ready), *self._returning]
 
     def forget(self, leases: list[bytes]) -> None:
+        """Drop leases this node no longer holds in Redis (acked, expired on purpose, flushed)."""
         gone = set(leases)
         self._ready = [(seq, lease) for seq, lease in self._ready if lease not in gone]
         for lease in leases:
             self._held.pop(lease, None)
             self._hosts.pop(lease, None)
+            self._returning.pop(lease, None)
+
+    # -- renewal and giving back ----------------------------------------------------------------
+    def renewable(self, working: Collection[bytes]) -> tuple[list[bytes], list[bytes]]:
+        """(leases to renew, strays). `working`: the leases of every request found where work is
+        now. A held lease outside it has no request behind it (dropped, lost): a stray, moved to
+        the leases being given back, never renewed again."""
+        strays = [lease for lease in self._held if lease not in working]
+        self.give_back(strays)
+        return [*self._held, *(lease for _, lease in self._ready)], strays
+
+    def give_back(self, leases: list[bytes]) -> None:
+        """Nobody works on these any more: never renewed; held until `returned` (the release landed)."""
+        gone = set(leases)
+        if not gone:
+            return
+        self._ready = [(seq, lease) for seq, lease in self._ready if lease not in gone]
+        for lease in leases:
+            self._held.pop(lease, None)
+            self._hosts.pop(lease, None)
+            self._returning[lease] = None
+
+    def returning(self) -> list[bytes]:
+        """Leases given back whose release has not landed yet (retried by the lease task)."""
+        return list(self._returning)
+
+    def returned(self, leases: list[bytes]) -> None:
+        """Their release landed (or Redis no longer had them): this node holds them no more."""
+        for lease in leases:
+            self._returning.pop(lease, None)
 
     def take_ackable(self, flushed_seq: int) -> list[bytes]:
         ready = [lease for seq, lease in self._ready if seq <= flushed_seq]

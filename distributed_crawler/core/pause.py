@@ -101,11 +101,10 @@ class PauseWatch:
             pass
 
 
-async def give_back_buffer(buffer: Any, leases: Any, release: Callable[[list[bytes]], Awaitable[None]]) -> int:
+async def give_back_buffer(buffer: Any, release: Callable[[list[bytes]], Awaitable[None]]) -> int:
     """Release every buffered (unstarted) request to the queue front; returns how many."""
     held = [r.meta[LEASE_META] for r in buffer]
     buffer.clear()
     if held:
-        leases.forget(held)
-        await release(held)
+        await release(held)  # never renewed from now on; held until Redis takes them back
     return len(held)

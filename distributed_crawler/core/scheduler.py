@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -36,14 +37,13 @@ from distributed_crawler.core.pause import PauseWatch
 from distributed_crawler.core.quarantine import Quarantine
 from distributed_crawler.core.refusals import RefusalLog
 from distributed_crawler.core.scheduler_config import SchedulerConfig, redis_dupefilter
-from distributed_crawler.core.shutdown import SecondSignalGuard
+from distributed_crawler.core.shutdown import FORCED_STOP, SecondSignalGuard
 from distributed_crawler.core.tasks import BackgroundTasks
 from distributed_crawler.core.traps import DomainHosts
 from distributed_crawler.core.trouble import RedisTrouble
 from distributed_crawler.dedup.dupefilter import flush_crawl
 from distributed_crawler.dedup.recent import RecentFingerprints
-from distributed_crawler.internals import wake_engine, watch_scrapes
-from distributed_crawler.meta import LEASE_META
+from distributed_crawler.internals import requests_in_progress, wake_engine
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import RequestCodec
 
@@ -102,9 +102,8 @@ class RedisScheduler:
         self.feeder = Feeder(*parts, self.buffer, self.recent, self.quarantine, crawler, release)
         self.pause = self.feeder.pause = PauseWatch(get, self.context.policy, OverrideCache.of(crawler))
         self.pause.wake += [self.feeder.want_more, self.feeder.new_work]
-        self.keeper = LeaseKeeper(
-            *parts, self.outbox, self.quarantine, self.buffer, self.stats, node_id, self.feeder.new_work
-        )
+        engine = partial(requests_in_progress, crawler)
+        self.keeper = LeaseKeeper(*parts, self.outbox, self.quarantine, self.feeder, self.stats, node_id, engine)
         admission = admission or Admission.from_settings(crawler.settings)
         self.intake = Intake(*parts, self.outbox, self.recent, dupefilter, admission, refusals, self.stats)
         self.already_sent = self.intake.already_sent  # the news spider asks before it yields a link
@@ -148,7 +147,7 @@ class RedisScheduler:
         counts = await self.trouble.run(Purpose.LEASE, "counting the queue", self.work.count)
         if counts.scheduled:  # scrapy-redis's line, so existing log watchers keep working
             logger.info("Resuming crawl (%d requests scheduled)", counts.scheduled)
-        self._watch_scrapes()
+        self.keeper.watch_scrapes(self.crawler)
         await self.pause.refresh()  # a crawl paused before this node started: it leases nothing either
         stopped, closing = (lambda: self._stopped), (lambda: self._closing)
         holds_work = lambda: bool(self.buffer or self.outbox.entries or self.quarantine.request)  # noqa: E731
@@ -195,20 +194,22 @@ class RedisScheduler:
         self._closing = True
 
     def _force_release(self) -> None:
-        """Second stop signal (runs in the signal handler): ack what is done, release the rest."""
+        """Second stop signal (runs in the signal handler): ack what is done, release the rest, then
+        tell the heartbeat (FORCED_STOP: the node is closed, unless it still holds leases)."""
         client = self.redis_config.sync_client()
         try:
             self.keeper.force_release(client)
         except Exception:  # noqa: BLE001 - leases then expire and are reclaimed; nothing is lost
             pass
+        try:
+            self.crawler.signals.send_catch_log(FORCED_STOP, client=client, leases_held=self.leases_held)
         finally:
             client.close()
 
     async def _close(self, reason: str) -> None:
         self._closing = True
         await self.tasks.finish("feeder", self.feeder.wake)  # its last lease lands in the buffer, released below
-        held, self.feeder.held_back = self.feeder.held_back, []  # blocked hosts' leases not yet given back
-        await self.keeper.release(self.keeper.unstarted() + held)
+        await self.keeper.release(self.keeper.unstarted())
         self.buffer.clear()
         await self.keeper.settle(self.tasks, self._stop, reason == MEMUSAGE_CLOSE, self.redis_config.masked_url)
         if not self.config.persist:  # as in scrapy-redis: on every close reason, not only "finished"
@@ -283,18 +284,14 @@ class RedisScheduler:
 
     @property
     def leases_held(self) -> int:
-        """Leases this node holds in Redis: buffered, running, or done and waiting for their ack."""
-        return len(self.leases) + self.leases.pending_acks()
+        """Leases this node holds in Redis: buffered, running, waiting for their ack, being given back."""
+        return self.leases.in_redis()
 
-    def _watch_scrapes(self) -> None:
-        """A lease is finished once the scraper is done with its response: every item committed (our
-        pipeline awaits the commit) and every child request enqueued (internals.watch_scrapes)."""
-
-        def on_scrape(request: Request) -> Callable[[], None] | None:
-            lease = request.meta.get(LEASE_META)
-            if lease is None:
-                return None
-            self.leases.scraping(lease)
-            return lambda: self.leases.finished(lease, self.outbox.enqueued_seq)
-
-        watch_scrapes(self.crawler, on_scrape)
+    @property
+    def stalled_seconds(self) -> float:
+        """How long this node has held leases with nothing in flight, once longer than a lease (else 0).
+        Looked at now too (on the reactor's thread; Prometheus reads from its own), so a lease task
+        stuck in a retry cannot hide a stall from the heartbeat."""
+        if threading.current_thread() is threading.main_thread():
+            self.keeper.watch_stall()
+        return self.keeper.stall.seconds(time.monotonic())

@@ -14,6 +14,11 @@ from typing import Any
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
+# A Scrapy signal sent (synchronously, inside the signal handler) once the second stop signal gave
+# this node's leases back: `client` (a sync Redis client, closed right after) and `leases_held`
+# (what the node still holds: 0 when every lease went back). The heartbeat marks the node closed.
+FORCED_STOP = object()
+
 
 class SecondSignalGuard:
     """`on_first` runs at the first signal (a flag only: it runs inside a signal handler)."""

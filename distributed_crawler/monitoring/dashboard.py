@@ -353,11 +353,11 @@ PAGE = r"""<!DOCTYPE html>
   td.wrap { white-space: normal; overflow-wrap: anywhere; min-width: 12em; }
   .state { font-weight: 600; }
   .state.running { color: var(--ok); } .state.idle { color: var(--idle); } .state.draining { color: var(--warn); }
-  .state.closed { color: var(--muted); } .state.dead { color: var(--bad); } .state.paused { color: var(--warn); }
+  .state.closed { color: var(--muted); } .state.dead, .state.stalled { color: var(--bad); } .state.paused { color: var(--warn); }
   .banner { background: #fff4d6; border: 1px solid var(--warn); border-radius: 8px; padding: 8px 12px; margin: 0 0 12px; font-weight: 600; }
   .legend { display: flex; gap: 14px; color: var(--muted); font-size: 12px; margin-top: 4px; }
   .legend i { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 4px; vertical-align: -1px; }
-  tr.dead td { background: #fdf0f0; }
+  tr.dead td, tr.stalled td { background: #fdf0f0; }
   .empty { color: var(--muted); }
   .skipped { color: var(--warn); margin: 0 0 8px; overflow-wrap: anywhere; }
   svg text { fill: var(--muted); font-size: 11px; }

@@ -5,9 +5,13 @@ Every interval, in a background asyncio task (never in the engine's way):
    `{spider}:nodes` zset, the last-known snapshot, the per-minute history and the cluster totals;
 2. one read of the cluster (queues, every node) drives the health checks and a progress line:
    - this node had work but stored no item for `HEALTH_NO_ITEMS_SECONDS` -> alert (once per stall);
+   - this node held leases with nothing in flight for longer than a lease (state `stalled`,
+     core/stall.py) -> alert `stalled` (once per stall);
    - another node stopped beating while it held leases -> alert (one live node claims it);
 3. on close, a last heartbeat with state `closed` and the node's final report (taken, completed,
-   failed, items), so losses can be accounted per node after it is gone.
+   failed, items), so losses can be accounted per node after it is gone. A forced stop (a second
+   Ctrl-C) writes it too, synchronously in the signal handler, once the node's leases went back
+   (core/shutdown.py FORCED_STOP): a node that returned its work is `closed`, never `dead`.
 
 Lease renewal and the reclaim of expired leases stay in the scheduler's lease task, which runs at
 its own cadence (a third of `SCHEDULER_LEASE_SECONDS`, at most 10 s): a node whose heartbeat is
@@ -35,6 +39,7 @@ from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.policy import Purpose, RedisPolicy
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
 from distributed_crawler.core.context import RedisContext
+from distributed_crawler.core.shutdown import FORCED_STOP
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.internals import downloads_in_flight, node_stopping
 from distributed_crawler.monitoring.alerts import AlertConfig, Alerter
@@ -47,6 +52,7 @@ from distributed_crawler.monitoring.nodes import (
     read_nodes,
     read_totals,
 )
+from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.keys import SpiderKeys
 
 if TYPE_CHECKING:
@@ -92,6 +98,7 @@ class NodeSample:
     leases: int
     rss: int
     browser_pages: int
+    stalled: int = 0  # seconds it has held leases with nothing in flight, once longer than a lease
 
 
 def rss_bytes() -> int:
@@ -126,8 +133,12 @@ def sample_node(crawler: Crawler, closed: bool = False) -> NodeSample:
     scheduler = engine.scheduler if engine is not None else None
     leases = int(getattr(scheduler, "leases_held", 0) or 0)
     stopping = node_stopping(crawler)
+    stalled_for = 0.0 if closed else float(getattr(scheduler, "stalled_seconds", 0.0) or 0.0)
+    stalled = max(1, round(stalled_for)) if stalled_for > 0 else 0
     if closed:
         state = "closed"
+    elif stalled:
+        state = "stalled"
     elif stopping:
         state = "draining"
     elif in_flight or leases:
@@ -143,6 +154,7 @@ def sample_node(crawler: Crawler, closed: bool = False) -> NodeSample:
         leases=leases,
         rss=rss_bytes(),
         browser_pages=browser_pages_open(stats),
+        stalled=stalled,
     )
 
 
@@ -193,6 +205,7 @@ class Heartbeat:
         self._progress_items = 0
         self._progress_at = time.monotonic()
         self._stall_alerted = False
+        self._stalled_alerted = False
         self._wrong_types = WrongTypeLog("heartbeat", logger)
         self._errors = EpisodeLog(logger)
 
@@ -212,6 +225,7 @@ class Heartbeat:
         )
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
+        crawler.signals.connect(ext.forced_stop, signal=FORCED_STOP)
         return ext
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -228,15 +242,10 @@ class Heartbeat:
         self._progress_at = time.monotonic()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="dc-heartbeat")
 
-    async def spider_closed(self, spider: Spider, reason: str) -> None:
-        if self._task is None:
-            return
-        self._closed = True
-        self._task.cancel()
-        await asyncio.gather(self._task, return_exceptions=True)
-        sample = sample_node(self.crawler, closed=True)
+    def _report(self, reason: str, sample: NodeSample) -> dict[str, Any]:
+        """The node's final report (taken, completed, failed, items...), kept after it is gone."""
         stats = self.crawler.stats.get_stats()
-        report = {
+        return {
             "reason": reason,
             "taken": int(stats.get("scheduler/leased", 0)),
             "completed": int(stats.get("scheduler/acked", 0)),
@@ -248,6 +257,15 @@ class Heartbeat:
             "items": sample.items,
             "errors": sample.errors,
         }
+
+    async def spider_closed(self, spider: Spider, reason: str) -> None:
+        if self._task is None:
+            return
+        self._closed = True
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        sample = sample_node(self.crawler, closed=True)
+        report = self._report(reason, sample)
         logger.info("Node %s report: %s", self.node_id, ", ".join(f"{k}={v}" for k, v in report.items()))
         refused: list[BaseException] = []
 
@@ -266,6 +284,29 @@ class Heartbeat:
         if self.alerter is not None:
             await self.alerter.close()
         await RedisContext.of(self.crawler).release()  # the node's client: closed by its last user
+
+    def forced_stop(self, client: Any, leases_held: int) -> None:
+        """The second stop signal gave the node's leases back (core/shutdown.py FORCED_STOP; runs in
+        the signal handler, on a sync client): the final heartbeat now, state `closed`, since the
+        reactor stops without closing the spider. A node still holding leases is left to show dead."""
+        if self.keys is None or self._task is None or self._closed:
+            return
+        self._closed = True  # no later round overwrites it
+        if leases_held:
+            logger.warning(
+                "Forced stop: %d leases of node %s not given back; it shows as dead until they expire",
+                leases_held,
+                self.node_id,
+            )
+            return
+        sample = sample_node(self.crawler, closed=True)
+        report = self._report("shutdown_forced", sample)
+        try:
+            run_sync(self._beat(sample, report=report, script=heartbeat_script(client)))
+        except Exception as exc:  # noqa: BLE001 - inside a signal handler: one line, never a traceback
+            logger.warning("Final heartbeat of node %s not written (%s); it will show as dead", self.node_id, exc)
+            return
+        logger.info("Node %s report: %s", self.node_id, ", ".join(f"{k}={v}" for k, v in report.items()))
 
     async def _run(self) -> None:
         while not self._closed:
@@ -308,7 +349,8 @@ class Heartbeat:
             await self.policy.run(Purpose.HEARTBEAT, resolved, on_error=_looked_at_next_round)
 
     # -- one interval -----------------------------------------------------------------------
-    async def _beat(self, sample: NodeSample, report: dict[str, Any] | None = None) -> float:
+    async def _beat(self, sample: NodeSample, report: dict[str, Any] | None = None, script: Any = None) -> float:
+        """Write this node's fields (with `script`: on another client, e.g. a sync one)."""
         assert self.keys is not None
         fields = asdict(sample)
         fields.update(
@@ -325,7 +367,7 @@ class Heartbeat:
             fields["report"] = report
         counted = (sample.pages, sample.items, sample.errors)
         deltas = tuple(max(0, now - before) for now, before in zip(counted, self.reported))
-        now = await beat(self.script, self.keys, self.node_id, self.config.interval, fields, deltas)
+        now = await beat(script or self.script, self.keys, self.node_id, self.config.interval, fields, deltas)
         self.reported = counted
         return now
 
@@ -338,6 +380,7 @@ class Heartbeat:
         totals = await read_totals(self.client, self.keys)
         await forget_old_nodes(self.client, self.keys, now)
         await self._check_items(sample, counts, now)
+        await self._check_stalled(sample, now)
         await self._check_dead_nodes(nodes, now)
         if self.config.log_progress:
             self._log_progress(counts, nodes, totals)
@@ -370,9 +413,35 @@ class Heartbeat:
                 pending=counts.pending,
             )
 
+    async def _check_stalled(self, sample: NodeSample, now: float) -> None:
+        """Alert once per stall: this node held leases with nothing in flight for longer than a lease."""
+        if sample.state != "stalled":
+            self._stalled_alerted = False
+            return
+        if self._stalled_alerted:
+            return
+        self._stalled_alerted = True
+        assert self.alerter is not None
+        await self.alerter.alert(
+            "stalled",
+            self.node_id,
+            f"holds {sample.leases} leases with nothing in flight for {sample.stalled}s (longer than "
+            "SCHEDULER_LEASE_SECONDS): no other node can take that work; see this node's log, restart it "
+            "if it stays so",
+            now,
+            leases=sample.leases,
+            seconds=sample.stalled,
+            pages=sample.pages,
+            items=sample.items,
+        )
+
     async def _check_dead_nodes(self, nodes: list[dict[str, Any]], now: float) -> None:
-        """Alert once for each node that stopped beating while holding leases (first live node wins)."""
+        """Alert once for each node that stopped beating while holding leases (first live node wins).
+        Not while Redis refuses this node's writes (an outage, a full Redis): the others' heartbeats
+        were refused too, so their silence says nothing; a node really dead is alerted once it ends."""
         assert self.keys is not None and self.alerter is not None
+        if self.policy.since is not None:
+            return
         for node in nodes:
             if node["state"] != "dead" or not node["leases"] or node["id"] == self.node_id:
                 continue

@@ -42,7 +42,7 @@ PROXY_POOL_KEY = "dc:proxies"  # docs/architecture.md §4: zset, score = health
 
 # Node hash fields and how to read them back.
 FLOAT_FIELDS = ("started", "last_seen", "interval", "rate")
-INT_FIELDS = ("pid", "pages", "items", "errors", "in_flight", "leases", "rss", "browser_pages")
+INT_FIELDS = ("pid", "pages", "items", "errors", "in_flight", "leases", "rss", "browser_pages", "stalled")
 STR_FIELDS = ("host", "version", "spider")  # state: see node_view
 
 
@@ -123,7 +123,7 @@ def _text(value: Any) -> str:
 MAX_COUNT = 2**53  # larger integers than this in a node field are garbage, not counts
 MAX_TEXT = 200  # characters of a text field shown (a host name, a version)
 MAX_NODE_ID = 256
-STATES = ("running", "idle", "draining", "closed")
+STATES = ("running", "idle", "stalled", "draining", "closed")
 
 
 class Skips:
@@ -238,8 +238,8 @@ def node_view(
 ) -> dict[str, Any]:
     """One node as `dcrawl status` shows it: the live hash if it has not expired, else the last snapshot.
 
-    `alive`: it beat within 3 intervals (and did not close). `state`: running, idle, draining or
-    closed as the node reported it, or `dead` when its heartbeats stopped without a close. Fields
+    `alive`: it beat within 3 intervals (and did not close). `state`: running, idle, stalled (holds
+    leases with nothing in flight for longer than a lease), draining or closed as the node reported it, or `dead` when its heartbeats stopped without a close. Fields
     that do not read as what they should be (garbage, NaN, ±inf) show as 0 or "".
     """
     live = bool(fields)

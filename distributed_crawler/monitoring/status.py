@@ -274,6 +274,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
         "totals": {
             "nodes_alive": len(alive),
             "nodes_dead": sum(1 for n in nodes if n["state"] == "dead"),
+            "nodes_stalled": sum(1 for n in nodes if n["state"] == "stalled"),
             **totals,
             "stored": stored_total(totals, pages["page_types"]),  # the one "stored" (stored_total)
             "rate": rate,  # pages/min of the live nodes over the last minute
@@ -343,6 +344,7 @@ STATE_STYLE = {
     "running": "green",
     "idle": "cyan",
     "paused": "yellow",
+    "stalled": "bold magenta",
     "draining": "yellow",
     "closed": "dim",
     "dead": "bold red",
@@ -410,7 +412,12 @@ def render_status(status: dict[str, Any], title: str = "") -> Group:
         ("stored", t.get("stored", t["items"])),
         ("errors", t["errors"]),
         ("drains in", "paused" if paused else duration(t["eta_seconds"]) if t["eta_seconds"] is not None else "?"),
-        ("nodes", f"{t['nodes_alive']} alive" + (f", {t['nodes_dead']} dead" if t["nodes_dead"] else "")),
+        (
+            "nodes",
+            f"{t['nodes_alive']} alive"
+            + (f", {t['nodes_stalled']} stalled" if t.get("nodes_stalled") else "")
+            + (f", {t['nodes_dead']} dead" if t["nodes_dead"] else ""),
+        ),
     ]
     proxies = status["proxies"]
     if proxies["total"] or proxies.get("dead"):
