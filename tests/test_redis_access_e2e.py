@@ -7,6 +7,7 @@ certificate made by the `openssl` CLI).
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -190,9 +191,12 @@ def test_tls_without_the_ca_names_ssl_ca_certs(tls_server: tuple[RedisServer, Pa
     assert "start redis-server" not in line
     cli = one_cli_line(dcrawl(url, "status", "news"))
     assert "TLS" in cli and "ssl_ca_certs" in cli and "start redis-server" not in cli, cli
-    # the fix the line names works
-    fixed = dcrawl(f"{url}?ssl_ca_certs={cert}", "status", "news", "--json")
-    assert fixed.returncode == 0, fixed.stderr
+    # the fix the line names works: a seed goes in and status reads it back over TLS
+    fixed_url = f"{url}?ssl_ca_certs={cert}"
+    seeded = dcrawl(fixed_url, "seed", "news", "http://e.com/", "--new")
+    assert seeded.returncode == 0, seeded.stderr
+    fixed = dcrawl(fixed_url, "status", "news", "--json")
+    assert fixed.returncode == 0 and json.loads(fixed.stdout)["seeds"] == 1, fixed.stderr
 
 
 # -- an ACL changed mid-crawl ------------------------------------------------------------------
