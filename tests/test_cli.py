@@ -120,3 +120,16 @@ def test_a_reader_that_leaves_early_is_no_error(redis_url: str, redis_client: re
     proc.stdout.close()  # the reader is gone before the first byte
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0 and b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()
+
+
+def test_values_after_a_flag_join_the_command_list() -> None:
+    """`dcrawl seed news --new URL` (as docs/deploy.md writes it) and `proxies add --json URL`."""
+    from distributed_crawler.cli.main import parse_args
+
+    args = parse_args(["seed", "news", "--new", "http://a.test/", "http://b.test/", "--redis-url", "redis://x"])
+    assert args.urls == ["http://a.test/", "http://b.test/"] and args.new and args.redis_url == "redis://x"
+    assert parse_args(["seed", "news", "http://a.test/", "--new"]).urls == ["http://a.test/"]
+    with pytest.raises(SystemExit):
+        parse_args(["seed", "news", "--new", "http://a.test/", "--no-such-flag"])
+    with pytest.raises(SystemExit):
+        parse_args(["status", "news", "extra"])  # a command without a list keeps argparse's refusal

@@ -460,8 +460,25 @@ def read_policy(args: argparse.Namespace) -> RedisPolicy:
     return RedisPolicy(where)
 
 
+# A command's trailing list of values (`seed SPIDER URL...`, `proxies add URL...`).
+TRAILING_LISTS = ("urls", "proxies")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """As argparse, but `dcrawl seed news --new URL` works: argparse fills a `nargs="*"` list before
+    the flag and refuses the values after it; those values join the command's list."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        target = next((name for name in TRAILING_LISTS if isinstance(getattr(args, name, None), list)), None)
+        if target is None or any(value.startswith("-") for value in extra):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        getattr(args, target).extend(extra)
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     try:
         with read_policy(args).reading():
             code = args.func(args)
