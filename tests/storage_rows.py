@@ -34,6 +34,7 @@ def row(i: int | str, **overrides: Any) -> dict[str, Any]:
         "page_type": "article",
         "paywalled": True,
         "truncated": False,
+        "data": None,  # the item's other fields: test_storage*.py's data tests
     }
     base.update(overrides)
     return base
