@@ -25,6 +25,9 @@ EVERY_TYPE = ("-s", "STORE_PAGE_TYPES=article,list,other")
 ARTICLE = """<!DOCTYPE html><html lang="en"><head><title>Council votes on flood defences | Courier</title>
 <meta property="og:type" content="article">
 <meta property="article:published_time" content="2026-11-30T10:00:00+01:00">
+<meta property="og:image" content="/img/flood.jpg"><meta property="og:site_name" content="Courier">
+<meta property="article:section" content="City"><meta property="article:tag" content="floods">
+<meta property="article:tag" content="council">
 <link rel="canonical" href="http://news.example/story/1?utm_source=feed">
 <script type="application/ld+json">{"@context": "https://schema.org", "@type": "NewsArticle",
  "headline": "Council votes on flood defences", "datePublished": "2026-11-30T10:00:00+01:00",
@@ -78,7 +81,18 @@ def test_a_file_shows_every_field_its_signal_and_that_it_would_be_stored(
         "description",
         "page_type",
         "paywalled",
+        "image",
+        "section",
+        "tags",
+        "site_name",
     }
+    assert (fields["image"], fields["section"], fields["tags"], fields["site_name"]) == (
+        "http://news.example/img/flood.jpg",
+        "City",
+        ["floods", "council"],
+        "Courier",
+    )
+    assert {result["signals"][f] for f in ("image", "section", "tags", "site_name")} == {"meta"}
     assert set(result["signals"]) <= set(fields) and result["main_text"] is True
     # the table says the same
     code, out, _ = run(capsys, str(article), "--url", "http://news.example/story/1", *EVERY_TYPE)

@@ -556,3 +556,35 @@ def test_hostile_json_ld_is_skipped_never_raises(block: str) -> None:
     article = extract(page(f'<script type="application/ld+json">{block}</script>'))
     assert article.main_text and "Paragraph 7" in article.text
     assert article.published_at is None and article.paywalled is None
+
+
+# -- image, section, tags, site_name ---------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("head", "field", "value", "signal"),
+    [
+        (jsonld({"@type": "NewsArticle", "image": {"@type": "ImageObject", "url": "/a.jpg"}}), "image", "https://news.example/a.jpg", "json-ld"),
+        (jsonld({"@type": "NewsArticle", "image": ["https://cdn.example/b.jpg", "/c.jpg"]}), "image", "https://cdn.example/b.jpg", "json-ld"),
+        ('<meta property="og:image" content="https://cdn.example/og.jpg">', "image", "https://cdn.example/og.jpg", "meta"),
+        ('<meta name="twitter:image" content="javascript:alert(1)">', "image", None, None),  # http(s) only
+        (jsonld({"@type": "NewsArticle", "articleSection": ["Politics", "Europe"]}), "section", "Politics", "json-ld"),
+        ('<meta property="article:section" content="Sport">', "section", "Sport", "meta"),
+        (
+            jsonld({"@type": "BreadcrumbList", "itemListElement": [
+                {"@type": "ListItem", "position": 1, "name": "Home", "item": "https://news.example/"},
+                {"@type": "ListItem", "position": 2, "name": "Business", "item": "https://news.example/business/"},
+                {"@type": "ListItem", "position": 3, "name": "Bridge", "item": "https://news.example/story"},
+            ]}),
+            "section", "Business", "breadcrumb",
+        ),
+        (jsonld({"@type": "NewsArticle", "keywords": "bridge, harbour,Bridge"}), "tags", ("bridge", "harbour"), "json-ld"),
+        (jsonld({"@type": "NewsArticle", "keywords": ["bridge", "council"]}), "tags", ("bridge", "council"), "json-ld"),
+        ('<meta property="article:tag" content="a"><meta property="article:tag" content="b">', "tags", ("a", "b"), "meta"),
+        ('<meta name="keywords" content="one, two">', "tags", ("one", "two"), "meta"),
+        ('<meta property="og:site_name" content="Harbour Times">', "site_name", "Harbour Times", "meta"),
+        (jsonld({"@type": "NewsArticle", "publisher": {"@type": "Organization", "name": "Courier"}}), "site_name", "Courier", "json-ld"),
+    ],
+)  # fmt: skip
+def test_image_section_tags_and_site_name(head: str, field: str, value: Any, signal: str | None) -> None:
+    article = extract(page(head))
+    assert getattr(article, field) == (value if value is not None or field != "tags" else ())
+    assert article.signals.get(field) == signal

@@ -485,6 +485,10 @@ def test_item_to_row_accepts_dicts_and_items() -> None:
         "truncated": None,
         "content_hash": None,
         "data": '{"other": 1}',  # a field that is no column is kept (storage/extra_fields.py)
+        "image": None,
+        "section": None,
+        "tags": None,
+        "site_name": None,
     }
     row = item_to_row(Page(url="https://e/2", text="body\x00", extra="x"))
     assert row == {
@@ -505,6 +509,10 @@ def test_item_to_row_accepts_dicts_and_items() -> None:
         "truncated": None,
         "content_hash": None,  # the storage computes it from the text (schema.prepare_rows)
         "data": '{"extra": "x"}',
+        "image": None,
+        "section": None,
+        "tags": None,
+        "site_name": None,
     }
     with pytest.raises(DropItem):
         item_to_row(Page(title="no url"))
@@ -516,7 +524,7 @@ def test_every_kind_of_item_keeps_its_own_fields_in_data() -> None:
         url: str
         headline: str
         price: decimal.Decimal
-        tags: tuple[str, ...]
+        labels: tuple[str, ...]
 
     @attrs.define
     class Product:
@@ -525,7 +533,7 @@ def test_every_kind_of_item_keeps_its_own_fields_in_data() -> None:
         when: date
 
     story = item_to_row(Story("https://e/s", "Bridge", decimal.Decimal("1.50"), ("a", "b")))
-    assert json.loads(story["data"]) == {"headline": "Bridge", "price": "1.50", "tags": ["a", "b"]}
+    assert json.loads(story["data"]) == {"headline": "Bridge", "price": "1.50", "labels": ["a", "b"]}
     product = item_to_row(Product("https://e/p", frozenset({3, 1}), date(2026, 12, 1)))
     assert json.loads(product["data"]) == {"sizes": [1, 3], "when": "2026-12-01"}
     assert item_to_row({"url": "https://e/bare", "title": "t"})["data"] is None  # no other field: NULL

@@ -186,7 +186,7 @@ def test_table_of_an_older_release_gains_the_missing_columns(
     assert set(table_columns(storage_url)) == set(COLUMNS)
     assert (
         "added column(s) status, node, authors, published_at, lang, description, duplicate_of, modified_at, "
-        "page_type, paywalled, truncated, content_hash, first_seen, last_changed, version, data to table items"
+        "page_type, paywalled, truncated, content_hash, first_seen, last_changed, version, data, image, section, tags, site_name to table items"
     ) in caplog.text
     # The old row survives with NULL in the new columns; new rows fill them.
     backend.upsert_many([row("new")])
@@ -216,7 +216,7 @@ def test_table_of_the_release_before_news_gains_the_article_columns(
         backend = opened()
     assert (
         "added column(s) authors, published_at, lang, description, duplicate_of, modified_at, page_type, "
-        "paywalled, truncated, content_hash, first_seen, last_changed, version, data to table items"
+        "paywalled, truncated, content_hash, first_seen, last_changed, version, data, image, section, tags, site_name to table items"
     ) in caplog.text
     assert set(table_columns(storage_url)) == set(COLUMNS)
     backend.upsert_many([row("new", duplicate_of="https://example.com/old", text="")])
@@ -247,7 +247,18 @@ def test_table_of_the_release_before_page_types_gains_them_and_keeps_its_rows(
 ) -> None:
     old = [row(i) for i in range(3)]
     for r in old:
-        r.pop("modified_at"), r.pop("page_type"), r.pop("paywalled"), r.pop("truncated"), r.pop("data")
+        for column in (
+            "modified_at",
+            "page_type",
+            "paywalled",
+            "truncated",
+            "data",
+            "image",
+            "section",
+            "tags",
+            "site_name",
+        ):
+            r.pop(column)
     _execute(storage_url, RELEASE_BEFORE_PAGE_TYPES)
     columns = list(old[0])
     values = ", ".join(
@@ -259,7 +270,10 @@ def test_table_of_the_release_before_page_types_gains_them_and_keeps_its_rows(
     _execute(storage_url, f"INSERT INTO items ({', '.join(columns)}) VALUES {values}")
     with caplog.at_level(logging.INFO, logger="distributed_crawler.storage.schema"):
         backend = opened()
-    assert "added column(s) modified_at, page_type, paywalled, truncated, data to table items" in caplog.text
+    assert (
+        "added column(s) modified_at, page_type, paywalled, truncated, data, image, section, tags, site_name to table items"
+        in caplog.text
+    )
     assert set(table_columns(storage_url)) == set(COLUMNS)
     assert table_columns(storage_url)["paywalled"] == "BOOLEAN"
     assert backend.count() == 3
@@ -329,7 +343,7 @@ def test_table_of_the_release_before_data_gains_it_and_keeps_every_row(
     )
     with caplog.at_level(logging.INFO, logger="distributed_crawler.storage.schema"):
         backend = opened()
-    assert "added column(s) data to table items" in caplog.text
+    assert "added column(s) data, image, section, tags, site_name to table items" in caplog.text
     assert backend.count() == 50 and all(r["data"] is None and r["title"] == "old" for r in read_rows(storage_url))
     backend.upsert_many([row("new", data=json.dumps({"price": 9.5, "headline": "Ünïcode"}))])
     new = {r["url"]: r for r in read_rows(storage_url)}[row("new")["url"]]
@@ -348,7 +362,7 @@ def test_an_items_own_fields_are_kept_in_data(storage_url: str, opened: Callable
         "title": "A project's item",
         "headline": "Harbour bridge reopens",
         "price": 12.5,
-        "tags": {"b", "a"},
+        "labels": {"b", "a"},
         "seen": datetime(2026, 12, 1, 8, 0, tzinfo=UTC),
         "raw": b"caf\xc3\xa9 \xff",
         "ratio": float("nan"),
@@ -359,7 +373,7 @@ def test_an_items_own_fields_are_kept_in_data(storage_url: str, opened: Callable
     assert _json(stored_row["data"]) == {
         "headline": "Harbour bridge reopens",
         "price": 12.5,
-        "tags": ["a", "b"],
+        "labels": ["a", "b"],
         "seen": "2026-12-01T08:00:00+00:00",
         "raw": "café \ufffd",
         "ratio": None,
@@ -391,6 +405,10 @@ def test_missing_columns_are_null(storage_url: str, opened: Callable[[], Storage
         "last_changed": stored_row["first_seen"],
         "version": 1,
         "data": None,
+        "image": None,
+        "section": None,
+        "tags": None,
+        "site_name": None,
     }
 
 

@@ -333,7 +333,9 @@ def test_table_of_the_release_before_data_gains_it_and_keeps_every_row(
     mariadb: MariaDB, opened: Callable[[], StorageBackend], caplog: pytest.LogCaptureFixture
 ) -> None:
     old_ddl = create_table_sql().replace(", `data` JSON", "")
-    assert "`data`" not in old_ddl
+    for column in ("image", "section", "tags", "site_name"):
+        old_ddl = old_ddl.replace(f", `{column}` LONGTEXT", "")
+    assert "`data`" not in old_ddl and "`site_name`" not in old_ddl
     mariadb.admin(
         f"USE `{DATABASE}`",
         old_ddl,
@@ -344,12 +346,12 @@ def test_table_of_the_release_before_data_gains_it_and_keeps_every_row(
     )
     with caplog.at_level(logging.INFO, logger="distributed_crawler.storage.schema"):
         backend = opened()
-    assert "added column(s) data to table items" in caplog.text
+    assert "added column(s) data, image, section, tags, site_name to table items" in caplog.text
     assert backend.count() == 50 and all(r["data"] is None and r["title"] == "old" for r in read_rows(mariadb))
-    item = {"url": "https://example.com/p", "headline": "Ünïcode", "price": 9.5, "tags": {"b", "a"}, "raw": b"\xff"}
+    item = {"url": "https://example.com/p", "headline": "Ünïcode", "price": 9.5, "labels": {"b", "a"}, "raw": b"\xff"}
     backend.upsert_many([item_to_row(item)])
     new = {r["url"]: r for r in read_rows(mariadb)}["https://example.com/p"]
-    assert json.loads(new["data"]) == {"headline": "Ünïcode", "price": 9.5, "tags": ["a", "b"], "raw": "\ufffd"}
+    assert json.loads(new["data"]) == {"headline": "Ünïcode", "price": 9.5, "labels": ["a", "b"], "raw": "\ufffd"}
     query = f"SELECT JSON_VALUE(`data`, '$.headline') FROM `{DATABASE}`.`items` WHERE `data` IS NOT NULL"
     assert [tuple(r) for r in mariadb.admin(query)] == [("Ünïcode",)]  # the server reads it as JSON
     assert backend.count() == 51

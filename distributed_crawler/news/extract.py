@@ -34,6 +34,7 @@ from trafilatura.utils import HTML_PARSER, load_html
 from distributed_crawler.news import dates, jsonld
 from distributed_crawler.news.authors import jsonld_authors, normalize
 from distributed_crawler.news.language import detect, html_lang
+from distributed_crawler.news.more_fields import more_fields
 from distributed_crawler.news.page_types import PageSignals, classify
 from distributed_crawler.news.paywall import paywalled
 from distributed_crawler.news.rules import SiteRules, remove_excluded, rule_date_values, rule_text, rules_for
@@ -85,6 +86,10 @@ class Article:
     truncated: bool = False  # the page was cut to the extraction cap before extraction
     signals: Mapping[str, str] = field(default_factory=dict)  # field -> where its value came from
     author_organizations: tuple[str, ...] = ()  # JSON-LD authors that are an Organization
+    image: str | None = None  # the top image's absolute URL
+    section: str | None = None
+    tags: tuple[str, ...] = ()
+    site_name: str | None = None
 
 
 def parse_html(html: str | bytes) -> lxml.html.HtmlElement | None:
@@ -249,6 +254,7 @@ def extract_article(
     - page_type: the order in news/page_types.py: "url", "json-ld-type", "listed",
       "og-type", "date", "text".
     - paywalled: "json-ld-haspart", "json-ld", "microdata"; None when the page does not say.
+    - image, section, tags, site_name: news/more_fields.py.
     """
     html, truncated = _cap(html)
     root = parse_html(html)
@@ -283,6 +289,8 @@ def extract_article(
     signals["page_type"] = type_source
     is_paywalled, paywall_source = paywalled(article, root)
     lang, lang_source = detect(text, html_lang(root))
+    more = more_fields(root, url, nodes, article, metas)
+    signals.update(more.signals)
     for name, value, origin in (
         ("published_at", published, source),
         ("modified_at", modified, modified_source),
@@ -306,6 +314,10 @@ def extract_article(
         truncated=truncated,
         signals=signals,
         author_organizations=organisations,
+        image=more.image,
+        section=more.section,
+        tags=more.tags,
+        site_name=more.site_name,
     )
 
 
@@ -396,7 +408,19 @@ def page_basics(html: str | bytes, url: str = "", *, listed: bool = False) -> Ar
     is_paywalled, paywall_source = paywalled(article, root)
     signals = {"text": "visible", "page_type": type_source}
     signals.update({k: v for k, v in (("lang", lang_source), ("paywalled", paywall_source)) if v})
-    return Article(text=text, lang=lang, page_type=page_type, paywalled=is_paywalled, signals=signals)
+    more = more_fields(root, url, nodes, article, metas)
+    signals.update(more.signals)
+    return Article(
+        text=text,
+        lang=lang,
+        page_type=page_type,
+        paywalled=is_paywalled,
+        signals=signals,
+        image=more.image,
+        section=more.section,
+        tags=more.tags,
+        site_name=more.site_name,
+    )
 
 
 class OffReactor:

@@ -523,6 +523,10 @@ def page_fields(article: Article, response: TextResponse) -> dict[str, Any]:
         "description": article.description,
         "page_type": article.page_type,
         "paywalled": article.paywalled,
+        "image": article.image,
+        "section": article.section,
+        "tags": list(article.tags),
+        "site_name": article.site_name,
     }
 
 

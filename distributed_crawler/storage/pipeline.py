@@ -209,6 +209,10 @@ def item_to_row(item: Any) -> dict[str, Any]:
         # from the text when the item has none; first_seen, last_changed, version: the upsert's
         "content_hash": _text(adapter.get("content_hash")),
         "data": data_json((k, v) for k, v in adapter.items() if k not in ITEM_COLUMNS),
+        "image": _text(adapter.get("image")),
+        "section": _text(adapter.get("section")),
+        "tags": _json_list(adapter.get("tags")) if adapter.get("tags") else None,
+        "site_name": _text(adapter.get("site_name")),
     }
 
 
@@ -217,6 +221,7 @@ ITEM_COLUMNS = frozenset(
     {
         "url", "title", "text", "fetched_at", "status", "node", "authors", "published_at", "lang",
         "description", "duplicate_of", "modified_at", "page_type", "paywalled", "truncated", "content_hash",
+        "image", "section", "tags", "site_name",
     }
 )  # fmt: skip
 

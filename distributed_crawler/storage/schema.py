@@ -43,6 +43,11 @@ COLUMN_TYPES: dict[str, str] = {
     "version": "INTEGER",  # 1, +1 each time content_hash changes
     # every other field of the item, as one JSON object (storage/extra_fields.py); NULL: none
     "data": "JSON",
+    # news spiders (docs/news.md): top image URL, section, tags (a JSON array), the site's name
+    "image": "TEXT",
+    "section": "TEXT",
+    "tags": "TEXT",
+    "site_name": "TEXT",
 }
 
 #: Columns of the ``items`` table, in storage order.
