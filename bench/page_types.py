@@ -43,6 +43,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from distributed_crawler.core.traps import registered_domain
 from distributed_crawler.news.extract import extract_article
@@ -79,8 +80,6 @@ class Page:
 
     @property
     def site(self) -> str:
-        from urllib.parse import urlsplit
-
         return registered_domain(urlsplit(self.url).hostname or "")
 
     @property
