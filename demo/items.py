@@ -16,6 +16,10 @@ class PageItem(scrapy.Item):
     modified_at = scrapy.Field()  # ISO 8601, when the page gives one
     page_type = scrapy.Field()  # "article" | "list" (home, section, tag, archive, search) | "other"
     paywalled = scrapy.Field()  # True / False / None (the page does not say)
+    image = scrapy.Field()  # the top image's URL (docs/news.md "Signals")
+    section = scrapy.Field()
+    tags = scrapy.Field()  # list of tags
+    site_name = scrapy.Field()
     lang = scrapy.Field()  # ISO 639-1, detected from the text (docs/news.md "Language")
     description = scrapy.Field()
     duplicate_of = scrapy.Field()  # url of the stored article this one is a near-duplicate of

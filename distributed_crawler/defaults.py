@@ -157,6 +157,8 @@ DEFAULTS: dict[str, Any] = {
     "STORE_PAGE_TYPES": ["article"],  # page types stored (article, list, other); the others are only crawled for links
     "LANGUAGES": [],  # ISO 639-1 codes of the pages stored (empty = all); the others are only crawled for links
     "LANGUAGE_SKIPPED_KEY": "{%(spider)s}:language:skipped",  # zset host -> pages not stored for their language
+    "ROBOTS_META_OBEY": True,  # noindex (meta robots, meta BOT_NAME, X-Robots-Tag): not stored; nofollow: links not followed
+    "ROBOTS_META_SKIPPED_KEY": "{%(spider)s}:robots:skipped",  # zset host -> pages not stored for their noindex
     "SITEMAP_SINCE": 0,  # skip sitemap/feed entries older than this: seconds or "2d", "36h" (0 = keep all)
     "SITEMAP_MAX_BYTES": 50 * 1024 * 1024,  # a sitemap or feed larger than this (once gunzipped) is refused
     "SITEMAP_MAX_ENTRIES": 50_000,  # entries read from one sitemap or feed; the rest is skipped

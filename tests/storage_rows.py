@@ -34,6 +34,11 @@ def row(i: int | str, **overrides: Any) -> dict[str, Any]:
         "page_type": "article",
         "paywalled": True,
         "truncated": False,
+        "data": None,  # the item's other fields: test_storage*.py's data tests
+        "image": f"https://example.com/{i}.jpg",
+        "section": "Politics",
+        "tags": '["budget", "city"]',
+        "site_name": "Example News",
     }
     base.update(overrides)
     return base

@@ -81,11 +81,14 @@ def test_new_changed_unchanged_and_redelivered(tmp_path: Path, redis_url: str, r
 def test_include_text(tmp_path: Path, redis_url: str, redis_client: redis.Redis) -> None:
     async def scenario() -> None:
         client = aioredis.Redis.from_url(redis_url)
-        await store(tmp_path, make_feed(lambda: client, include_text=True), [article(1, "the story")])
+        feed = make_feed(lambda: client, include_text=True)
+        await store(tmp_path, feed, [article(1, "the story"), article(2, headline="H", price=2.5)])
         await client.aclose()
 
     run(scenario())
-    assert events(redis_client)[0]["text"] == "the story"
+    first, second = events(redis_client)
+    assert (first["text"], first["data"]) == ("the story", "")  # no field beside the columns
+    assert json.loads(second["data"]) == {"headline": "H", "price": 2.5}  # an item's own fields
 
 
 class FailingBackend(SQLiteStorage):

@@ -6,14 +6,19 @@ a one-off Scrapy crawl) against local servers and the session's Redis.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
+import redis.asyncio as aioredis
 
 from distributed_crawler.cli.main import main
+from distributed_crawler.news.config import NewsConfig
+from distributed_crawler.news.nearduplicate import NearDuplicateIndex, fingerprint, without_title
 from tests.conftest import dcrawl, free_port
 from tests.proxies.server import TestProxy
 from tests.site.newsroom import STORIES, Newsroom
@@ -25,6 +30,9 @@ EVERY_TYPE = ("-s", "STORE_PAGE_TYPES=article,list,other")
 ARTICLE = """<!DOCTYPE html><html lang="en"><head><title>Council votes on flood defences | Courier</title>
 <meta property="og:type" content="article">
 <meta property="article:published_time" content="2026-11-30T10:00:00+01:00">
+<meta property="og:image" content="/img/flood.jpg"><meta property="og:site_name" content="Courier">
+<meta property="article:section" content="City"><meta property="article:tag" content="floods">
+<meta property="article:tag" content="council">
 <link rel="canonical" href="http://news.example/story/1?utm_source=feed">
 <script type="application/ld+json">{"@context": "https://schema.org", "@type": "NewsArticle",
  "headline": "Council votes on flood defences", "datePublished": "2026-11-30T10:00:00+01:00",
@@ -38,6 +46,9 @@ to hold back the volume of water the river now carries after a week of heavy rai
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """In this process; the near-duplicate check off unless a test names its Redis (never the machine's)."""
+    if "--redis-url" not in args:
+        args = (*args, "-s", "NEAR_DUPLICATES=False")
     code = main(["extract", *args])
     out, err = capsys.readouterr()
     return code, out, err
@@ -78,11 +89,62 @@ def test_a_file_shows_every_field_its_signal_and_that_it_would_be_stored(
         "description",
         "page_type",
         "paywalled",
+        "image",
+        "section",
+        "tags",
+        "site_name",
+        "duplicate_of",
     }
+    assert (fields["image"], fields["section"], fields["tags"], fields["site_name"]) == (
+        "http://news.example/img/flood.jpg",
+        "City",
+        ["floods", "council"],
+        "Courier",
+    )
+    assert {result["signals"][f] for f in ("image", "section", "tags", "site_name")} == {"meta"}
     assert set(result["signals"]) <= set(fields) and result["main_text"] is True
     # the table says the same
     code, out, _ = run(capsys, str(article), "--url", "http://news.example/story/1", *EVERY_TYPE)
     assert code == 0 and "http://news.example/story/1 (from a file): stored" in out and "Jane Doe" in out
+
+
+def test_the_near_duplicate_verdict_is_the_crawls_and_reads_the_index_without_writing(
+    article: Path, redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    redis_client.flushall()
+    crawled = run(capsys, str(article), "--url", "http://news.example/story/1", "--json", "--redis-url", redis_url)
+    assert json.loads(crawled[1])["near_duplicate"] is None and redis_client.keys("*") == []  # read only
+    # the crawl stored the same story under another URL of the site first
+    news = NewsConfig()
+    text = json.loads(crawled[1])["fields"]["text"]
+    value = fingerprint(without_title(text, "Council votes on flood defences"), news.near_duplicate_min_words)
+    assert value is not None
+
+    async def stored_first() -> Any:
+        client = aioredis.Redis.from_url(redis_url)
+        index = NearDuplicateIndex(client, news.key("news"), news.near_duplicate_distance, news.near_duplicate_window)
+        try:
+            return await index.check_add(value, "http://news.example/first")
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(stored_first()) is None
+    before = {k: redis_client.dump(k) for k in redis_client.keys("*")}
+    code, out, _ = run(capsys, str(article), "--url", "http://news.example/story/1", "--json", "--redis-url", redis_url)
+    result = json.loads(out)
+    assert code == 0 and result["near_duplicate"] == {"original": "http://news.example/first", "distance": 0}
+    assert (result["fields"]["duplicate_of"], result["fields"]["text"]) == ("http://news.example/first", "")
+    assert {k: redis_client.dump(k) for k in redis_client.keys("*")} == before  # nothing written
+    code, _, err = run(capsys, str(article), "--redis-url", f"redis://127.0.0.1:{free_port()}/0")
+    assert code == 1 and err.count("\n") == 1 and "NEAR_DUPLICATES=False" in err
+
+
+def test_a_noindex_page_is_not_stored(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    page = tmp_path / "noindex.html"
+    page.write_text(ARTICLE.replace("<head>", '<head><meta name="robots" content="noindex, nofollow">'))
+    result = json.loads(run(capsys, str(page), "--url", "http://news.example/story/1", "--json", *EVERY_TYPE)[1])
+    assert result["stored"] is False and result["nofollow"] is True
+    assert result["not_stored_because"] == "the page asks robots not to index it (noindex, meta); ROBOTS_META_OBEY"
 
 
 def test_a_file_in_another_language_or_of_another_type_is_not_stored_and_says_why(
@@ -204,3 +266,38 @@ def test_the_command_is_registered_and_imports_no_extraction_until_it_runs() -> 
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def _outside(tmp_path: Path, redis_url: str, *args: str) -> Any:
+    """`dcrawl extract` run outside any Scrapy project (no scrapy.cfg, no SCRAPY_SETTINGS_MODULE)."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPY_")}
+    return subprocess.run(
+        [sys.executable, "-m", "distributed_crawler", "extract", *args, "--redis-url", redis_url],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        errors="replace",
+    )
+
+
+@e2e
+@pytest.mark.timeout(120)
+def test_outside_a_project_the_nodes_admission_and_address_guard_apply(redis_url: str, tmp_path: Path) -> None:
+    story = STORIES[0]
+    with Newsroom() as site:
+        url = site.story_url(story)
+        refused = _outside(tmp_path, redis_url, url)  # 127.0.0.1 without ALLOWED_PRIVATE_NETWORKS
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+        assert refused.stderr.startswith(f"dcrawl: {url} is refused (private_address)")
+        by_name = _outside(tmp_path, redis_url, url.replace("127.0.0.1", "localhost"), "-s", "RETRY_TIMES=0")
+        assert by_name.returncode == 2 and by_name.stderr.count("\n") == 1 and "Traceback" not in by_name.stderr
+        assert "AddressRefused" in by_name.stderr or "private" in by_name.stderr.lower()  # refused at connect
+        fetched = _outside(tmp_path, redis_url, url, "--json", *LOOPBACK, *EVERY_TYPE)
+        assert fetched.returncode == 0, fetched.stderr
+        result = json.loads(fetched.stdout)
+        assert (result["stored"], result["url"], result["fields"]["title"]) == (True, url, story.title)

@@ -15,6 +15,7 @@ from distributed_crawler.news.config import NewsConfig
 from distributed_crawler.news.dates import parse_date, url_date
 from distributed_crawler.news.extract import MAX_FILE_SIZE, extract_article
 from distributed_crawler.news.language import _case_folded
+from distributed_crawler.news.page_types import url_kind
 from distributed_crawler.news.rules import parse_rules
 
 URL = "https://news.example/2024/05/03/harbour-bridge-reopens-after-repairs"
@@ -235,6 +236,12 @@ def test_case_folding_is_fast_langdetects_own(sample: str) -> None:
 
 
 # -- page types ------------------------------------------------------------------------------------
+OG_ARTICLE = '<meta property="og:type" content="article">'
+PUBLISHED = '<meta property="article:published_time" content="2024-05-03T08:00:00+02:00">'
+TIME = '<time datetime="2024-05-03T08:00:00+02:00">3 May</time>'
+TEASERS = "".join(
+    f"<article><h2><a href='/s/{i}'>Story {i}</a></h2><p>A teaser of story {i}.</p></article>" for i in range(6)
+)
 LINKS = "<ul>" + "".join(f"<li><a href='/story-{i}'>Story number {i} of the day</a></li>" for i in range(40)) + "</ul>"
 
 
@@ -279,15 +286,68 @@ LINKS = "<ul>" + "".join(f"<li><a href='/story-{i}'>Story number {i} of the day<
         ("https://news.example/privacy-policy", "", STORY, False, ("other", "url")),
         ("https://news.example/impressum", "", STORY, False, ("other", "url")),
         ("https://news.example/p/1234", "", STORY, True, ("article", "listed")),
-        (URL, "", STORY, False, ("article", "url")),
-        ("https://news.example/news/harbour-bridge-reopens-after-repairs", "", STORY, False, ("article", "url")),
-        ("https://news.example/p/1234", '<meta property="og:type" content="article">', STORY, False, ("other", "text")),
+        (URL, "", STORY, False, ("article", "date")),  # the dated URL is a publication date
+        ("https://news.example/news/harbour-bridge-reopens-after-repairs", "", STORY, False, ("article", "text")),
+        (
+            "https://news.example/p/1234",
+            '<meta property="og:type" content="article">',
+            STORY,
+            False,
+            ("article", "text"),
+        ),
         ("https://news.example/p/1234", "", LINKS, False, ("list", "text")),
+        ("https://news.example/p/1234", "", STORY * 3, False, ("article", "text")),  # <article> with a long text
+        (
+            "https://news.example/p/1234",
+            '<meta property="og:type" content="website">',
+            "<p>Opening hours</p>" * 2,
+            False,
+            ("list", "text"),
+        ),
+        # issue 39's lost stories: a leaf URL never decides against what the page says
+        ("https://news.example/news/5", PUBLISHED, STORY, False, ("article", "date")),
+        ("https://news.example/archive/story-5.html", OG_ARTICLE, STORY, False, ("article", "text")),
+        ("https://news.example/archive/story-5.html", OG_ARTICLE + PUBLISHED, STORY, False, ("article", "og-type")),
+        ("https://news.example/blog/harbour-bridge", "", f"<header>{TIME}</header>{STORY}", False, ("article", "date")),
+        ("https://news.example/blog/harbour-bridge", "", STORY, False, ("article", "text")),  # its one <article>
+        ("https://news.example/blog/harbour-bridge", "", TEASERS, False, ("list", "text")),
+        ("https://news.example/blog/harbour-bridge", OG_ARTICLE, TEASERS, False, ("list", "text")),
     ],
 )
 def test_page_types(url: str, head: str, body: str, listed: bool, expected: tuple[str, str]) -> None:
     article = extract(page(head, body), url, listed=listed)
     assert (article.page_type, article.signals["page_type"]) == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "kind"),
+    [
+        ("https://news.example/", "list"),
+        ("https://news.example/index.php", "list"),
+        ("https://news.example/de/", "list"),
+        ("https://news.example/news/", "list"),
+        ("https://news.example/blog", "list"),
+        ("https://news.example/2024/05/", "list"),
+        ("https://news.example/world/page/3/", "list"),
+        ("https://news.example/world?page=3", "list"),
+        ("https://news.example/search/bridge", "list"),
+        ("https://news.example/?s=bridge", "list"),
+        ("https://news.example/tag/harbour", "list"),
+        ("https://news.example/category/politics/local/", "list"),
+        ("https://news.example/author/jane-doe", "list"),
+        ("https://news.example/impressum", "other"),
+        ("https://news.example/news/5", None),  # a story id: a leaf, the page decides
+        ("https://news.example/news/harbour-bridge", None),
+        ("https://news.example/archive/story-5.html", None),
+        ("https://news.example/blog/harbour-bridge", None),
+        ("https://news.example/category/politics/harbour-bridge-reopens-after-repairs", None),
+        ("https://news.example/tag/story-123456", None),
+        ("https://news.example/?p=123", None),
+        ("https://news.example/news/story.asp?guid=7", None),
+    ],
+)
+def test_the_url_decides_alone_only_where_it_cannot_name_a_story(url: str, kind: str | None) -> None:
+    assert url_kind(url) == kind
 
 
 def test_og_type_article_counts_on_a_dated_page() -> None:
@@ -496,3 +556,35 @@ def test_hostile_json_ld_is_skipped_never_raises(block: str) -> None:
     article = extract(page(f'<script type="application/ld+json">{block}</script>'))
     assert article.main_text and "Paragraph 7" in article.text
     assert article.published_at is None and article.paywalled is None
+
+
+# -- image, section, tags, site_name ---------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("head", "field", "value", "signal"),
+    [
+        (jsonld({"@type": "NewsArticle", "image": {"@type": "ImageObject", "url": "/a.jpg"}}), "image", "https://news.example/a.jpg", "json-ld"),
+        (jsonld({"@type": "NewsArticle", "image": ["https://cdn.example/b.jpg", "/c.jpg"]}), "image", "https://cdn.example/b.jpg", "json-ld"),
+        ('<meta property="og:image" content="https://cdn.example/og.jpg">', "image", "https://cdn.example/og.jpg", "meta"),
+        ('<meta name="twitter:image" content="javascript:alert(1)">', "image", None, None),  # http(s) only
+        (jsonld({"@type": "NewsArticle", "articleSection": ["Politics", "Europe"]}), "section", "Politics", "json-ld"),
+        ('<meta property="article:section" content="Sport">', "section", "Sport", "meta"),
+        (
+            jsonld({"@type": "BreadcrumbList", "itemListElement": [
+                {"@type": "ListItem", "position": 1, "name": "Home", "item": "https://news.example/"},
+                {"@type": "ListItem", "position": 2, "name": "Business", "item": "https://news.example/business/"},
+                {"@type": "ListItem", "position": 3, "name": "Bridge", "item": "https://news.example/story"},
+            ]}),
+            "section", "Business", "breadcrumb",
+        ),
+        (jsonld({"@type": "NewsArticle", "keywords": "bridge, harbour,Bridge"}), "tags", ("bridge", "harbour"), "json-ld"),
+        (jsonld({"@type": "NewsArticle", "keywords": ["bridge", "council"]}), "tags", ("bridge", "council"), "json-ld"),
+        ('<meta property="article:tag" content="a"><meta property="article:tag" content="b">', "tags", ("a", "b"), "meta"),
+        ('<meta name="keywords" content="one, two">', "tags", ("one", "two"), "meta"),
+        ('<meta property="og:site_name" content="Harbour Times">', "site_name", "Harbour Times", "meta"),
+        (jsonld({"@type": "NewsArticle", "publisher": {"@type": "Organization", "name": "Courier"}}), "site_name", "Courier", "json-ld"),
+    ],
+)  # fmt: skip
+def test_image_section_tags_and_site_name(head: str, field: str, value: Any, signal: str | None) -> None:
+    article = extract(page(head))
+    assert getattr(article, field) == (value if value is not None or field != "tags" else ())
+    assert article.signals.get(field) == signal

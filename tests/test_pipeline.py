@@ -9,6 +9,8 @@ irrelevant.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import decimal
 import json
 import logging
 import os
@@ -19,10 +21,11 @@ import textwrap
 import threading
 import time
 from collections.abc import Coroutine
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
+import attrs
 import pytest
 import scrapy
 from scrapy.exceptions import CloseSpider, DropItem
@@ -30,6 +33,7 @@ from scrapy.utils.deprecate import argument_is_required
 from scrapy.utils.test import get_crawler
 
 from distributed_crawler.storage.backends import StorageBackend, StorageError, open_storage
+from distributed_crawler.storage.extra_fields import data_json
 from distributed_crawler.storage.pipeline import (
     STORAGE_UNAVAILABLE,
     StorageConfig,
@@ -480,6 +484,11 @@ def test_item_to_row_accepts_dicts_and_items() -> None:
         "paywalled": None,
         "truncated": None,
         "content_hash": None,
+        "data": '{"other": 1}',  # a field that is no column is kept (storage/extra_fields.py)
+        "image": None,
+        "section": None,
+        "tags": None,
+        "site_name": None,
     }
     row = item_to_row(Page(url="https://e/2", text="body\x00", extra="x"))
     assert row == {
@@ -499,9 +508,44 @@ def test_item_to_row_accepts_dicts_and_items() -> None:
         "paywalled": None,
         "truncated": None,
         "content_hash": None,  # the storage computes it from the text (schema.prepare_rows)
+        "data": '{"extra": "x"}',
+        "image": None,
+        "section": None,
+        "tags": None,
+        "site_name": None,
     }
     with pytest.raises(DropItem):
         item_to_row(Page(title="no url"))
+
+
+def test_every_kind_of_item_keeps_its_own_fields_in_data() -> None:
+    @dataclasses.dataclass
+    class Story:
+        url: str
+        headline: str
+        price: decimal.Decimal
+        labels: tuple[str, ...]
+
+    @attrs.define
+    class Product:
+        url: str
+        sizes: frozenset[int]
+        when: date
+
+    story = item_to_row(Story("https://e/s", "Bridge", decimal.Decimal("1.50"), ("a", "b")))
+    assert json.loads(story["data"]) == {"headline": "Bridge", "price": "1.50", "labels": ["a", "b"]}
+    product = item_to_row(Product("https://e/p", frozenset({3, 1}), date(2026, 12, 1)))
+    assert json.loads(product["data"]) == {"sizes": [1, 3], "when": "2026-12-01"}
+    assert item_to_row({"url": "https://e/bare", "title": "t"})["data"] is None  # no other field: NULL
+
+
+def test_a_data_object_too_large_is_cut_and_flagged_never_dropped() -> None:
+    fields = [("small", "kept"), ("big", "x" * 5000), ("bigger", ["y" * 3000] * 3), ("n", 7)]
+    data = json.loads(data_json(fields, max_chars=2000) or "")
+    assert len(json.dumps(data, ensure_ascii=False)) <= 2000
+    assert data["_truncated"] == ["big", "bigger"] and (data["small"], data["n"]) == ("kept", 7)
+    assert data["bigger"].startswith('["yyy') and data["big"].startswith('"xxx')
+    assert json.loads(data_json(fields) or "")["big"] == "x" * 5000  # under the default cap: whole
 
 
 def test_item_to_row_stores_article_fields() -> None:

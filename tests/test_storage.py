@@ -15,6 +15,7 @@ import sys
 import textwrap
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from distributed_crawler.storage.backends import (
     open_storage,
 )
 from distributed_crawler.storage.digest import content_digest
+from distributed_crawler.storage.pipeline import item_to_row
 from tests.conftest import ROOT
 from tests.storage_rows import (
     backends_on,
@@ -149,7 +151,9 @@ def test_table_created(storage_url: str, opened: Callable[[], StorageBackend]) -
     assert set(cols) == set(COLUMNS)
     assert cols["status"] == cols["version"] == "INTEGER"
     assert cols["paywalled"] == cols["truncated"] == "BOOLEAN"
-    assert all(cols[c] == "TEXT" for c in COLUMNS if c not in ("status", "version", "paywalled", "truncated"))
+    assert cols["data"] == ("TEXT" if storage_url.startswith("sqlite") else "JSONB")  # an item's other fields
+    others = ("status", "version", "paywalled", "truncated", "data")
+    assert all(cols[c] == "TEXT" for c in COLUMNS if c not in others)
 
 
 def _execute(url: str, *statements: str) -> None:
@@ -182,7 +186,7 @@ def test_table_of_an_older_release_gains_the_missing_columns(
     assert set(table_columns(storage_url)) == set(COLUMNS)
     assert (
         "added column(s) status, node, authors, published_at, lang, description, duplicate_of, modified_at, "
-        "page_type, paywalled, truncated, content_hash, first_seen, last_changed, version to table items"
+        "page_type, paywalled, truncated, content_hash, first_seen, last_changed, version, data, image, section, tags, site_name to table items"
     ) in caplog.text
     # The old row survives with NULL in the new columns; new rows fill them.
     backend.upsert_many([row("new")])
@@ -212,7 +216,7 @@ def test_table_of_the_release_before_news_gains_the_article_columns(
         backend = opened()
     assert (
         "added column(s) authors, published_at, lang, description, duplicate_of, modified_at, page_type, "
-        "paywalled, truncated, content_hash, first_seen, last_changed, version to table items"
+        "paywalled, truncated, content_hash, first_seen, last_changed, version, data, image, section, tags, site_name to table items"
     ) in caplog.text
     assert set(table_columns(storage_url)) == set(COLUMNS)
     backend.upsert_many([row("new", duplicate_of="https://example.com/old", text="")])
@@ -243,7 +247,18 @@ def test_table_of_the_release_before_page_types_gains_them_and_keeps_its_rows(
 ) -> None:
     old = [row(i) for i in range(3)]
     for r in old:
-        r.pop("modified_at"), r.pop("page_type"), r.pop("paywalled"), r.pop("truncated")
+        for column in (
+            "modified_at",
+            "page_type",
+            "paywalled",
+            "truncated",
+            "data",
+            "image",
+            "section",
+            "tags",
+            "site_name",
+        ):
+            r.pop(column)
     _execute(storage_url, RELEASE_BEFORE_PAGE_TYPES)
     columns = list(old[0])
     values = ", ".join(
@@ -255,7 +270,10 @@ def test_table_of_the_release_before_page_types_gains_them_and_keeps_its_rows(
     _execute(storage_url, f"INSERT INTO items ({', '.join(columns)}) VALUES {values}")
     with caplog.at_level(logging.INFO, logger="distributed_crawler.storage.schema"):
         backend = opened()
-    assert "added column(s) modified_at, page_type, paywalled, truncated to table items" in caplog.text
+    assert (
+        "added column(s) modified_at, page_type, paywalled, truncated, data, image, section, tags, site_name to table items"
+        in caplog.text
+    )
     assert set(table_columns(storage_url)) == set(COLUMNS)
     assert table_columns(storage_url)["paywalled"] == "BOOLEAN"
     assert backend.count() == 3
@@ -307,6 +325,61 @@ def test_same_url_twice_in_one_batch_last_wins(storage_url: str, opened: Callabl
     assert read_rows(storage_url)[0]["title"] == "latest"
 
 
+RELEASE_BEFORE_DATA = RELEASE_BEFORE_PAGE_TYPES.replace(
+    "version INTEGER)", "version INTEGER, modified_at TEXT, page_type TEXT, paywalled BOOLEAN, truncated BOOLEAN)"
+)
+
+
+def test_table_of_the_release_before_data_gains_it_and_keeps_every_row(
+    storage_url: str, opened: Callable[[], StorageBackend], caplog: pytest.LogCaptureFixture
+) -> None:
+    _execute(
+        storage_url,
+        RELEASE_BEFORE_DATA,
+        *(
+            f"INSERT INTO items (url, title, version) VALUES ('https://example.com/old{i}', 'old', 1)"
+            for i in range(50)
+        ),
+    )
+    with caplog.at_level(logging.INFO, logger="distributed_crawler.storage.schema"):
+        backend = opened()
+    assert "added column(s) data, image, section, tags, site_name to table items" in caplog.text
+    assert backend.count() == 50 and all(r["data"] is None and r["title"] == "old" for r in read_rows(storage_url))
+    backend.upsert_many([row("new", data=json.dumps({"price": 9.5, "headline": "Ünïcode"}))])
+    new = {r["url"]: r for r in read_rows(storage_url)}[row("new")["url"]]
+    assert _json(new["data"]) == {"price": 9.5, "headline": "Ünïcode"}
+    assert backend.count() == 51
+
+
+def _json(value: Any) -> Any:
+    """A `data` value as read: PostgreSQL's jsonb comes back decoded, SQLite's is JSON text."""
+    return value if isinstance(value, dict) else json.loads(value)
+
+
+def test_an_items_own_fields_are_kept_in_data(storage_url: str, opened: Callable[[], StorageBackend]) -> None:
+    item = {
+        "url": "https://example.com/p",
+        "title": "A project's item",
+        "headline": "Harbour bridge reopens",
+        "price": 12.5,
+        "labels": {"b", "a"},
+        "seen": datetime(2026, 12, 1, 8, 0, tzinfo=UTC),
+        "raw": b"caf\xc3\xa9 \xff",
+        "ratio": float("nan"),
+    }
+    opened().upsert_many([item_to_row(item)])
+    (stored_row,) = read_rows(storage_url)
+    assert stored_row["title"] == "A project's item"
+    assert _json(stored_row["data"]) == {
+        "headline": "Harbour bridge reopens",
+        "price": 12.5,
+        "labels": ["a", "b"],
+        "seen": "2026-12-01T08:00:00+00:00",
+        "raw": "café \ufffd",
+        "ratio": None,
+    }
+
+
 def test_missing_columns_are_null(storage_url: str, opened: Callable[[], StorageBackend]) -> None:
     opened().upsert_many([{"url": "https://example.com/bare"}])
     (stored_row,) = read_rows(storage_url)
@@ -331,6 +404,11 @@ def test_missing_columns_are_null(storage_url: str, opened: Callable[[], Storage
         "first_seen": stored_row["first_seen"],
         "last_changed": stored_row["first_seen"],
         "version": 1,
+        "data": None,
+        "image": None,
+        "section": None,
+        "tags": None,
+        "site_name": None,
     }
 
 

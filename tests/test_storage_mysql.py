@@ -8,6 +8,7 @@ end. Tests that need it are marked e2e; URL parsing and DDL tests run in `make t
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import shutil
@@ -23,7 +24,7 @@ import pytest
 from distributed_crawler.storage.backends import COLUMNS, StorageBackend, StorageError, open_storage
 from distributed_crawler.storage.digest import content_digest
 from distributed_crawler.storage.mysql import MySQLStorage, connect_kwargs, create_table_sql, upsert_sql
-from distributed_crawler.storage.pipeline import StoragePipeline
+from distributed_crawler.storage.pipeline import StoragePipeline, item_to_row
 from tests.conftest import Workers, crawl_preflight, free_port, one_error_line
 from tests.site.server import NewsSite
 from tests.storage_rows import (
@@ -325,6 +326,35 @@ def test_table_of_the_release_before_page_types_gains_them_and_keeps_its_rows(
     assert len(rows) == 5
     assert rows["https://example.com/new"] == stored(row("new"))
     assert (rows["https://example.com/free"]["paywalled"], rows["https://example.com/free"]["page_type"]) == (0, "list")
+
+
+@server
+def test_table_of_the_release_before_data_gains_it_and_keeps_every_row(
+    mariadb: MariaDB, opened: Callable[[], StorageBackend], caplog: pytest.LogCaptureFixture
+) -> None:
+    old_ddl = create_table_sql().replace(", `data` JSON", "")
+    for column in ("image", "section", "tags", "site_name"):
+        old_ddl = old_ddl.replace(f", `{column}` LONGTEXT", "")
+    assert "`data`" not in old_ddl and "`site_name`" not in old_ddl
+    mariadb.admin(
+        f"USE `{DATABASE}`",
+        old_ddl,
+        *(
+            f"INSERT INTO `items` (`url`, `title`, `version`) VALUES ('https://example.com/old{i}', 'old', 1)"
+            for i in range(50)
+        ),
+    )
+    with caplog.at_level(logging.INFO, logger="distributed_crawler.storage.schema"):
+        backend = opened()
+    assert "added column(s) data, image, section, tags, site_name to table items" in caplog.text
+    assert backend.count() == 50 and all(r["data"] is None and r["title"] == "old" for r in read_rows(mariadb))
+    item = {"url": "https://example.com/p", "headline": "Ünïcode", "price": 9.5, "labels": {"b", "a"}, "raw": b"\xff"}
+    backend.upsert_many([item_to_row(item)])
+    new = {r["url"]: r for r in read_rows(mariadb)}["https://example.com/p"]
+    assert json.loads(new["data"]) == {"headline": "Ünïcode", "price": 9.5, "labels": ["a", "b"], "raw": "\ufffd"}
+    query = f"SELECT JSON_VALUE(`data`, '$.headline') FROM `{DATABASE}`.`items` WHERE `data` IS NOT NULL"
+    assert [tuple(r) for r in mariadb.admin(query)] == [("Ünïcode",)]  # the server reads it as JSON
+    assert backend.count() == 51
 
 
 def test_reopen_keeps_rows(opened: Callable[[], StorageBackend]) -> None:

@@ -9,29 +9,44 @@ heartbeat, no revisit schedule, no near-duplicate index, local retries instead o
 else its file:// URI). The fields come from the news spider's own code (spiders/news.py), each
 with the signal it came from (Article.signals), plus whether STORE_PAGE_TYPES and LANGUAGES would
 store the page. This is how a user tunes a site (docs/news.md).
+
+It is what the crawl would store: the add-on's components run even outside a project (settings
+with `-s NAME=VALUE`), a URL first passes the scheduler's admission checks (scheme, literal private
+addresses, URL traps) and connects through the private-address guard; the page's robots meta is
+obeyed (ROBOTS_META_OBEY); the near-duplicate verdict is read from the cluster's index without
+writing to it, and a same-site copy shows the empty text the crawl would store. Every failure is
+one line (exit 2: the page could not be had; 1: a setting or Redis).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from redis.exceptions import RedisError
 from rich.console import Console
 from rich.table import Table
 from scrapy import Request
 from scrapy.http import HtmlResponse, TextResponse
 from scrapy.utils.project import get_project_settings
 
-from distributed_crawler.addon import with_addon
+from distributed_crawler.addon import Addon, with_addon
 from distributed_crawler.cli.output import print_json
-from distributed_crawler.connection.clients import RedisConfig
+from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
+from distributed_crawler.core.admission import Admission
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
 from distributed_crawler.meta import LISTED_META
+from distributed_crawler.news.canonical import same_site
 from distributed_crawler.news.config import NewsConfig
+from distributed_crawler.news.nearduplicate import Match, NearDuplicateIndex, fingerprint, without_title
+from distributed_crawler.news.robots_meta import RobotsMeta, header_values, robots_meta
 from distributed_crawler.news.storing import language_name
+from distributed_crawler.queue.enqueue import run_sync
 
+ADDON_PATHS = ("distributed_crawler.Addon", "distributed_crawler.addon.Addon")
 EXIT_UNAVAILABLE = 2  # the page could not be had: unreachable, refused, missing file
 SHOWN_TEXT = 600  # characters of the text in the table (--json has all of it)
 
@@ -67,7 +82,12 @@ class PageUnavailable(Exception):
 
 
 def _settings(args: argparse.Namespace) -> Any:
+    """The project's settings (Scrapy's defaults outside a project) with our add-on listed, so the
+    page is fetched and read by the components a node runs; `-s` and `--redis-url` on top."""
     settings = get_project_settings()
+    addons = settings.getdict("ADDONS")
+    if not any(path is Addon or path in ADDON_PATHS for path in addons):
+        settings.set("ADDONS", {**addons, "distributed_crawler.Addon": 0}, priority="cmdline")
     if args.redis_url:
         settings.set("REDIS_URL", args.redis_url, priority="cmdline")
     for pair in args.set or ():
@@ -84,6 +104,9 @@ def fetch(settings: Any, url: str, spider: str, meta: dict[str, Any]) -> tuple[T
     from scrapy.crawler import CrawlerProcess
 
     node = with_addon(settings)
+    refusal = Admission.from_settings(node).check(Request(url))
+    if refusal is not None:
+        raise PageUnavailable(f"{url} is refused ({refusal.reason}): {refusal.detail}; a node would not fetch it")
     if str(node.get("SCHEDULER", "")).startswith("distributed_crawler."):
         RedisConfig.from_settings(node).check_reachable()  # the add-on's middlewares need the cluster's Redis
     settings = settings.copy()
@@ -136,35 +159,79 @@ def read_file(path: str, url: str | None, meta: dict[str, Any]) -> TextResponse:
     return HtmlResponse(address, body=body, request=Request(address, meta=meta))
 
 
-def report(news: NewsConfig, response: TextResponse, fingerprinter: Any, source: str) -> dict[str, Any]:
-    """What the news spider makes of the page: its item fields, their signals, stored or not."""
+def report(
+    news: NewsConfig,
+    response: TextResponse,
+    fingerprinter: Any,
+    source: str,
+    near_duplicate: Callable[[int, str], Match | None] | None = None,
+    bot_name: str = "",
+) -> dict[str, Any]:
+    """What the news spider makes of the page: its item fields, their signals, stored or not.
+    `near_duplicate(fingerprint, url)`: the cluster index's read-only verdict (None: not asked)."""
     from distributed_crawler.spiders.news import bounded, extract_page, item_url, page_fields  # trafilatura: when run
 
     response = bounded(response, news.extract_max_bytes)  # as the crawl reads it
     article = extract_page(news, response)
     _, url = item_url(fingerprinter, response)
     fields = page_fields(article, response)
+    asks = (
+        robots_meta(response.selector.root, header_values(response.headers.getlist("X-Robots-Tag")), bot_name)
+        if news.robots_meta_obey
+        else RobotsMeta()
+    )
     skip = news.store.skip_reason(article.page_type, article.lang)
     why = None
-    if skip is not None:
+    if asks.noindex:
+        why = f"the page asks robots not to index it (noindex, {asks.source}); ROBOTS_META_OBEY"
+    elif skip is not None:
         kind, value = skip
         why = (
             f"page type {value} is not in STORE_PAGE_TYPES ({','.join(news.store.page_types)})"
             if kind == "page_type"
             else f"language {value} ({language_name(value)}) is not in LANGUAGES ({','.join(news.store.languages)})"
         )
+    duplicate = None
+    if why is None and near_duplicate is not None and news.near_duplicates and article.main_text:
+        simhash = fingerprint(without_title(fields["text"], article.title), news.near_duplicate_min_words)
+        duplicate = near_duplicate(simhash, url) if simhash is not None else None
+    if duplicate is not None and not news.near_duplicate_keep_text and same_site(duplicate.original, url):
+        fields["text"] = ""  # what the crawl stores for a same-site copy
     return {
         "url": url,
         "source": source,  # "fetched" or "file"
         "fetched_url": response.url,
         "status": response.status if source == "fetched" else None,
-        "stored": skip is None,
+        "stored": why is None,
         "not_stored_because": why,
-        "fields": {"url": url, **fields},
+        "fields": {"url": url, **fields, "duplicate_of": duplicate.original if duplicate else None},
         "signals": dict(article.signals),
         "main_text": article.main_text,
         "truncated": article.truncated,
+        "near_duplicate": {"original": duplicate.original, "distance": duplicate.distance} if duplicate else None,
+        "nofollow": asks.nofollow,
     }
+
+
+def index_reader(settings: Any, news: NewsConfig, spider: str) -> Callable[[int, str], Match | None]:
+    """The cluster's near-duplicate index, read and never written (NearDuplicateIndex.lookup)."""
+
+    def lookup(value: int, url: str) -> Match | None:
+        client = RedisConfig.from_settings(settings).sync_client()
+        try:
+            index = NearDuplicateIndex(
+                client, news.key(spider), news.near_duplicate_distance, news.near_duplicate_window
+            )
+            return cast("Match | None", run_sync(index.lookup(value, url)))
+        except RedisError as exc:
+            raise RedisUnavailable(
+                f"cannot read the near-duplicate index {news.key(spider)} ({exc}); "
+                "check REDIS_URL, or -s NEAR_DUPLICATES=False to leave the check out"
+            ) from None
+        finally:
+            client.close()
+
+    return lookup
 
 
 def _shown(value: Any) -> str:
@@ -209,7 +276,10 @@ def cmd_extract(args: argparse.Namespace) -> int:
     except PageUnavailable as exc:
         print(f"dcrawl: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
-    result = report(news, response, fingerprinter, source)
+    if not hasattr(fingerprinter, "canonical_url"):  # a project's own fingerprinter: the crawl's URLs are ours
+        fingerprinter = CanonicalFingerprinter(FingerprintConfig.from_settings(with_addon(settings)))
+    node = with_addon(settings)
+    result = report(news, response, fingerprinter, source, index_reader(node, news, args.spider), node.get("BOT_NAME"))
     if args.json:
         print_json(result)
     else:

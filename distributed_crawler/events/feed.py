@@ -112,6 +112,7 @@ def build_event(
     }
     if include_text:
         fields["text"] = row.get("text") or ""
+        fields["data"] = row.get("data") or ""  # the item's other fields, a JSON object (docs/storage.md)
     return fields
 
 

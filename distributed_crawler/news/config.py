@@ -51,6 +51,8 @@ class NewsConfig:
     language_skipped_key: str = "{%(spider)s}:language:skipped"
     extraction_rules: Mapping[str, SiteRules] = field(default_factory=dict)
     extract_max_bytes: int = 2 * 1024 * 1024
+    robots_meta_obey: bool = True
+    robots_meta_skipped_key: str = "{%(spider)s}:robots:skipped"
 
     @classmethod
     def from_settings(cls, settings: Any) -> NewsConfig:
@@ -72,6 +74,8 @@ class NewsConfig:
             language_skipped_key=read.str("LANGUAGE_SKIPPED_KEY"),
             extraction_rules=parse_rules(read.raw("EXTRACTION_RULES")),
             extract_max_bytes=read.int("EXTRACT_MAX_BYTES", min=0, hint="bytes (0 = no limit)"),
+            robots_meta_obey=read.bool("ROBOTS_META_OBEY"),
+            robots_meta_skipped_key=read.str("ROBOTS_META_SKIPPED_KEY"),
         )
 
     def key(self, spider: str) -> str:
@@ -79,3 +83,6 @@ class NewsConfig:
 
     def skipped_hosts_key(self, spider: str) -> str:
         return self.language_skipped_key % {"spider": spider, "name": spider}
+
+    def robots_skipped_hosts_key(self, spider: str) -> str:
+        return self.robots_meta_skipped_key % {"spider": spider, "name": spider}

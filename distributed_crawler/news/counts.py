@@ -1,5 +1,6 @@
-"""Pages stored and not stored per page type (for whatever reason), and not stored per language,
-summed for the cluster in Redis.
+"""Pages stored and not stored per page type (for whatever reason), and not stored per language
+(or for the page's robots meta: a second instance, its own per-host zset), summed for the cluster
+in Redis.
 
 Each node counts in memory and adds its counts to `{spider}:stats` every few seconds and at close
 (lua/news_counts.lua, one round trip), so `dcrawl status` shows the cluster's figures. Pages not
@@ -43,13 +44,18 @@ class NewsCounts:
         self.fields[stored_field(page_type)] += 1
 
     def not_stored(self, page_type: str, why: tuple[str, str], host: str | None) -> None:
-        """A page of `page_type` left out for `why` (`("page_type", type)` or `("language", code)`)."""
+        """A page of `page_type` left out for `why` (`("page_type", type)`, `("language", code)` or
+        `("robots", "noindex")`); any reason but the page type is counted per host too."""
         self.fields[skipped_field("page_type", page_type)] += 1
         kind, value = why
-        if kind == "language":
-            self.fields[skipped_field("language", value)] += 1
-            if host and (host in self.hosts or len(self.hosts) < MAX_HOSTS):
-                self.hosts[host] += 1  # beyond MAX_HOSTS new hosts (Redis away for long): totals only
+        if kind != "page_type":
+            self.skipped(kind, value, host)
+
+    def skipped(self, kind: str, value: str, host: str | None) -> None:
+        """A page left out for `kind:value` (`language:fr`, `robots:noindex`), counted per host too."""
+        self.fields[skipped_field(kind, value)] += 1
+        if host and (host in self.hosts or len(self.hosts) < MAX_HOSTS):
+            self.hosts[host] += 1  # beyond MAX_HOSTS new hosts (Redis away for long): totals only
 
     async def flush(self) -> None:
         """Add the counts to the cluster's; on failure they stay here for the next flush."""

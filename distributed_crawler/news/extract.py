@@ -34,6 +34,7 @@ from trafilatura.utils import HTML_PARSER, load_html
 from distributed_crawler.news import dates, jsonld
 from distributed_crawler.news.authors import jsonld_authors, normalize
 from distributed_crawler.news.language import detect, html_lang
+from distributed_crawler.news.more_fields import more_fields
 from distributed_crawler.news.page_types import PageSignals, classify
 from distributed_crawler.news.paywall import paywalled
 from distributed_crawler.news.rules import SiteRules, remove_excluded, rule_date_values, rule_text, rules_for
@@ -48,6 +49,12 @@ LINK_TEXT = "//body//a//text()"
 # compiled once: an element's .xpath() compiles its expression again on every call
 _VISIBLE_TEXT = etree.XPath(VISIBLE_TEXT, smart_strings=False)
 _LINK_TEXT = etree.XPath(LINK_TEXT, smart_strings=False)
+_ARTICLES = etree.XPath("//article")
+_ARTICLE_TEXT = etree.XPath(
+    ".//text()[not(ancestor::script or ancestor::style or ancestor::noscript or ancestor::template)]",
+    smart_strings=False,
+)
+MAX_ARTICLES = 20  # <article> elements read for their text: a list of hundreds of teasers is a list anyway
 _METAS = etree.XPath("//meta[@content] | //*[@itemprop][@datetime]")
 MAX_FIELD = 1000  # title, description: longer is not metadata
 MAX_FILE_SIZE = DEFAULT_CONFIG.getint("DEFAULT", "MAX_FILE_SIZE")  # trafilatura's own input cap
@@ -79,6 +86,10 @@ class Article:
     truncated: bool = False  # the page was cut to the extraction cap before extraction
     signals: Mapping[str, str] = field(default_factory=dict)  # field -> where its value came from
     author_organizations: tuple[str, ...] = ()  # JSON-LD authors that are an Organization
+    image: str | None = None  # the top image's absolute URL
+    section: str | None = None
+    tags: tuple[str, ...] = ()
+    site_name: str | None = None
 
 
 def parse_html(html: str | bytes) -> lxml.html.HtmlElement | None:
@@ -176,6 +187,34 @@ def _link_density(root: lxml.html.HtmlElement, visible_nodes: list[str] | None =
     return min(1.0, links / visible) if visible else 1.0
 
 
+def _page_signals(
+    root: lxml.html.HtmlElement,
+    url: str,
+    nodes: list[dict[str, Any]],
+    article: dict[str, Any] | None,
+    metas: Mapping[str, str],
+    *,
+    listed: bool,
+    dated: bool,
+    main_text_chars: int,
+    visible: list[str] | None = None,
+) -> PageSignals:
+    """What news/page_types.py reads of a page; the link density is only computed when asked."""
+    elements = _ARTICLES(root)
+    return PageSignals(
+        url=url,
+        jsonld_types=frozenset(t for node in nodes for t in jsonld.types(node)),
+        jsonld_article=article is not None,
+        og_type=(metas.get("og:type") or "").strip().lower() or None,
+        listed=listed,
+        dated=dated,
+        main_text_chars=main_text_chars,
+        article_chars=max((sum(len(t.strip()) for t in _ARTICLE_TEXT(e)) for e in elements[:MAX_ARTICLES]), default=0),
+        articles=len(elements),
+        link_density=lambda: _link_density(root, visible),
+    )
+
+
 def _first(signals: list[tuple[str, Callable[[], str | None]]]) -> tuple[str | None, str | None]:
     """The first (value, source) whose getter gives a value: later getters never run."""
     for source, getter in signals:
@@ -213,8 +252,9 @@ def extract_article(
       ("visible").
     - lang: detected from `text` ("text"); `<html lang>` ("html-lang") when the text cannot say.
     - page_type: the order in news/page_types.py: "url", "json-ld-type", "listed",
-      "og-type", "text".
+      "og-type", "date", "text".
     - paywalled: "json-ld-haspart", "json-ld", "microdata"; None when the page does not say.
+    - image, section, tags, site_name: news/more_fields.py.
     """
     html, truncated = _cap(html)
     root = parse_html(html)
@@ -235,19 +275,22 @@ def extract_article(
     published, source, modified, modified_source = _dates(root, url, nodes, article, metas, doc, site_rules, now)
     authors, organisations, author_source = _authors(article, metas, doc)
     page_type, type_source = classify(
-        PageSignals(
-            url=url,
-            jsonld_types=frozenset(t for node in nodes for t in jsonld.types(node)),
-            og_type=(metas.get("og:type") or "").strip().lower() or None,
+        _page_signals(
+            root,
+            url,
+            nodes,
+            article,
+            metas,
             listed=listed,
-            dated=source in ("rule", "json-ld", "meta", "time", "url"),
+            dated=source in ("rule", "json-ld", "meta", "time", "url") or bool(dates.url_date(url, now)),
             main_text_chars=len(ruled or main),
-            link_density=lambda: _link_density(root),
         )
     )
     signals["page_type"] = type_source
     is_paywalled, paywall_source = paywalled(article, root)
     lang, lang_source = detect(text, html_lang(root))
+    more = more_fields(root, url, nodes, article, metas)
+    signals.update(more.signals)
     for name, value, origin in (
         ("published_at", published, source),
         ("modified_at", modified, modified_source),
@@ -271,6 +314,10 @@ def extract_article(
         truncated=truncated,
         signals=signals,
         author_organizations=organisations,
+        image=more.image,
+        section=more.section,
+        tags=more.tags,
+        site_name=more.site_name,
     )
 
 
@@ -350,23 +397,30 @@ def page_basics(html: str | bytes, url: str = "", *, listed: bool = False) -> Ar
     dated = bool(
         dates.first_date(_all(nodes, "datePublished"))
         or dates.first_date(metas.get(n) for n in dates.PUBLISHED_META)
+        or dates.time_element_date(root)
         or dates.url_date(url)
     )
     page_type, type_source = classify(
-        PageSignals(
-            url=url,
-            jsonld_types=frozenset(t for node in nodes for t in jsonld.types(node)),
-            og_type=(metas.get("og:type") or "").strip().lower() or None,
-            listed=listed,
-            dated=dated,
-            main_text_chars=len(text),
-            link_density=lambda: _link_density(root, visible),
+        _page_signals(
+            root, url, nodes, article, metas, listed=listed, dated=dated, main_text_chars=len(text), visible=visible
         )
     )
     is_paywalled, paywall_source = paywalled(article, root)
     signals = {"text": "visible", "page_type": type_source}
     signals.update({k: v for k, v in (("lang", lang_source), ("paywalled", paywall_source)) if v})
-    return Article(text=text, lang=lang, page_type=page_type, paywalled=is_paywalled, signals=signals)
+    more = more_fields(root, url, nodes, article, metas)
+    signals.update(more.signals)
+    return Article(
+        text=text,
+        lang=lang,
+        page_type=page_type,
+        paywalled=is_paywalled,
+        signals=signals,
+        image=more.image,
+        section=more.section,
+        tags=more.tags,
+        site_name=more.site_name,
+    )
 
 
 class OffReactor:

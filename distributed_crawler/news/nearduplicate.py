@@ -18,7 +18,7 @@ from typing import Any
 from simhash import Simhash
 
 from distributed_crawler.connection.untrusted import text as decoded
-from distributed_crawler.queue.enqueue import server_time
+from distributed_crawler.queue.enqueue import maybe_await, server_time
 from distributed_crawler.queue.scripts import lua_source
 
 BITS = 64
@@ -115,6 +115,30 @@ class NearDuplicateIndex:
         )
         original = decoded(original)
         return Match(original, int(dist)) if original else None
+
+    async def lookup(self, value: int, url: str, now: float | None = None) -> Match | None:
+        """What `check_add` would answer, writing nothing (dcrawl extract): the closest stored
+        article within the distance that is not `url`, read bucket by bucket (a sync or an asyncio
+        client). Not atomic: an article stored meanwhile may be missed, which a preview can afford."""
+        if now is None:
+            now = time.time() + await self._offset() if self.window > 0 else 0.0
+        prefixes, _ = self.generations(now)
+        keys = self.script_keys(value, prefixes)
+        per_generation = self.max_distance + 2
+        best: Match | None = None
+        for first in range(0, len(keys), per_generation):
+            urls, buckets = keys[first], keys[first + 1 : first + per_generation]
+            for bucket in buckets:
+                raw = await maybe_await(self._client.get(bucket))
+                raw = raw if isinstance(raw, bytes) else b""
+                for pos in range(0, len(raw) - 7, 8):
+                    entry = raw[pos : pos + 8]
+                    d = distance(int.from_bytes(entry, "big"), value)
+                    if d <= self.max_distance and (best is None or d < best.distance):
+                        original = decoded(await maybe_await(self._client.hget(urls, entry)))
+                        if original and original != url:
+                            best = Match(original, d)
+        return best
 
     async def _offset(self) -> float:
         if self._clock_offset is None:

@@ -1,16 +1,25 @@
 """Article, list (home, section, tag, archive, search) or other (about, contact, legal) page.
 
-Signals, strongest first (the first that decides names `signals["page_type"]`):
-1. URL shape of a non-article: the home page, `/tag/x`, `/category/x`, `/page/2`, `/search`,
-   `?s=` (list); `/about`, `/contact`, `/privacy`, `/terms`, `/impressum` (other). A CMS marks
-   these pages `og:type=article` too, so the URL wins over metadata.
-2. JSON-LD `@type` of the page's top-level nodes: NewsArticle, BlogPosting, ... (article);
-   CollectionPage, ItemList, SearchResultsPage (list); AboutPage, ContactPage (other).
-3. `listed`: the URL came from a news sitemap or a feed, which list stories.
-4. `og:type` article on a page that states its publication date (CMSs mark every page so).
-5. URL shape of an article: a dated path (`/2024/05/01/slug`) or a long hyphenated slug.
-6. Structure: links outweighing text, or little main text (list); else a dated page is an
-   article and an undated one (an about or history page) other.
+A lost story is the worst error (STORE_PAGE_TYPES=article stores only articles), a list page
+stored costs one row: so the URL decides alone only where it cannot name a story, every other
+page is judged by what it says about itself, and mixed evidence stores.
+
+1. URL alone ("url"), only where unambiguous: the home page or a folder's index page, pagination
+   (`/page/2`, `?page=2`), search (`/search`, `?q=`), a date archive (`/2024/05/`), a section hub
+   (`/news/`, `/blog/`), a tag / category / section / author index (`/tag/x`, `/category/x/y`)
+   whose name has no story id (a long number) and is no story slug (list); legal and service
+   pages (`/about`, `/contact`, `/privacy`, `/impressum`, ...) (other). `/news/5`,
+   `/archive/story-5.html`, `/blog/<slug>` are leaf pages: the page decides.
+2. The page says it is a story: JSON-LD NewsArticle, BlogPosting, ... ("json-ld-type"); the URL
+   came from a news sitemap or a feed ("listed"); `og:type=article` with a publication date
+   ("og-type"); a publication date in JSON-LD, meta or a marked `<time>` next to some main text
+   ("date").
+3. The page says it is something else: JSON-LD CollectionPage, ItemList, SearchResultsPage (list),
+   AboutPage, ContactPage, ... (other) ("json-ld-type").
+4. Structure ("text"): an `<article>` element holding a long text, or a long main text with few
+   links, is a story; several teaser `<article>`s, links outweighing text or little main text
+   make a list; a long undated text on a page that calls itself `og:type=website` is other;
+   anything left (mixed) is stored as an article.
 """
 
 from __future__ import annotations
@@ -20,14 +29,28 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
-from distributed_crawler.news.jsonld import ARTICLE_TYPES, LIST_TYPES, OTHER_TYPES
+from distributed_crawler.news.jsonld import LIST_TYPES, OTHER_TYPES
 
-_LISTING = re.compile(
-    r"^(?:/[a-z]{2}(?:-[a-z]{2})?)?/(?:tags?|category|categories|kategorie|rubrik|section|sections|topics?|themen?|"
-    r"authors?|autor|archives?|archiv|search|suche|page|latest|news|blog)(?:/[^/]+)?(?:/(?:page|seite)/\d+)?/?$"
+_LANG = r"(?:/[a-z]{2}(?:[-_][a-z]{2})?)?"
+_HOME = re.compile(_LANG + r"/?(?:(?:index|default|home|start)\.(?:html?|php|aspx?|jsp))?")
+_FOLDER_INDEX = re.compile(r"(?:/[^/]+)*/(?:index|default)\.(?:html?|php|aspx?|jsp)")
+_PAGE_N = re.compile(r"/(?:page|seite|pagina|strona)/\d+/?$|[?&](?:page|paged|pg|start|offset)=\d+")
+_SEARCH = re.compile(r"(?:^|/)(?:search|suche|recherche|busca|buscar|zoeken)(?:/|$|\.)|[?&](?:s|q|query|search)=")
+_DATE_ARCHIVE = re.compile(
+    _LANG + r"(?:/[a-z-]+)?/(?:19|20)\d\d(?:/(?:0?[1-9]|1[0-2]))?(?:/(?:0?[1-9]|[12]\d|3[01]))?/?"
 )
-_PAGE_N = re.compile(r"/(?:page|seite)/\d+/?$|[?&](?:page|paged)=\d+")
-_SEARCH = re.compile(r"[?&](?:s|q|query|search)=")
+_HUBS = (
+    "news|blog|blogs|latest|archive|archives|archiv|articles|stories|posts|nachrichten|aktuelles|"
+    "noticias|actualites|actualite|notizie|nieuws|uutiset|nyheter|nyheder|wiadomosci|novosti"
+)
+_HUB = re.compile(_LANG + rf"/(?:{_HUBS})/?")
+_TAXONOMIES = (
+    "tags?|category|categories|kategorie|kategorien|rubrik|rubriken|section|sections|topics?|themen?|"
+    "schlagwort|schlagworte|authors?|autor|autoren|author-archive|label|labels|categoria|categorie|"
+    "etiqueta|tema|temas"
+)
+_TAXONOMY = re.compile(_LANG + rf"/(?:{_TAXONOMIES})(?:/[^/.]+){{1,2}}/?")
+_STORY_ID = re.compile(r"\d{5,}")
 _OTHER = re.compile(
     r"/(?:about(?:-us)?|contact(?:-us)?|kontakt|impressum|imprint|legal|privacy(?:-policy)?|datenschutz|"
     r"terms(?:-of-(?:use|service))?|cookies?(?:-policy)?|agb|disclaimer|faq|help|jobs|careers|advertise|"
@@ -37,70 +60,95 @@ _DATED = re.compile(r"/(?:19|20)\d\d/(?:0?[1-9]|1[0-2])/(?:(?:0?[1-9]|[12]\d|3[0
 _SLUG_WORDS = re.compile(r"[^\W_]+(?:[-_][^\W_]+){3,}")
 LONG_TEXT = 1500  # characters of main text a story has and a teaser list rarely does
 SHORT_TEXT = 400
+TEASERS = 4  # <article> elements: a list of teasers (a story page has one, or one and a few related)
 
 
 @dataclass(frozen=True)
 class PageSignals:
-    """What the classifier reads of a page (filled by extract_article)."""
+    """What the classifier reads of a page (filled by extract_article and page_basics)."""
 
     url: str
     jsonld_types: frozenset[str] = frozenset()
+    jsonld_article: bool = False  # a JSON-LD node (or a node's mainEntity) of an article type
     og_type: str | None = None
     listed: bool = False
-    dated: bool = False  # the page states its publication date (JSON-LD, meta, <time>, URL)
+    dated: bool = False  # the page states its publication date (JSON-LD, meta, marked <time>, dated URL)
     main_text_chars: int = 0
+    article_chars: int = 0  # visible text of the page's longest <article> element
+    articles: int = 0  # <article> elements on the page
     link_density: Callable[[], float] = lambda: 0.0  # link text / visible text, computed when asked
 
 
 def url_kind(url: str) -> str | None:
-    """ "list" or "other" when the URL alone says so, else None."""
+    """ "list" or "other" when the URL alone says so (never for a page that may be a story), else None."""
     try:
         parts = urlsplit(url)
+        path = unquote(parts.path).lower()
     except ValueError:
         return None
-    path = parts.path.lower()
-    full = path + ("?" + parts.query.lower() if parts.query else "")
-    if (path in ("", "/") and not parts.query) or re.fullmatch(r"/(?:index\.\w+|[a-z]{2}(?:-[a-z]{2})?/?)", path):
-        return "list"
+    query = parts.query.lower()
     if _OTHER.search(path):
         return "other"
-    if _PAGE_N.search(full) or _SEARCH.search(full):
+    if _PAGE_N.search(path + ("?" + query if query else "")) or _SEARCH.search(path + ("?" + query if query else "")):
         return "list"
-    if _LISTING.match(path) and not article_url(url) and not re.search(r"\d{4,}", path):
+    if query:
+        return None  # `?p=123`, `?id=5`, `story.asp?guid=`: a story as often as not
+    if _HOME.fullmatch(path) or _FOLDER_INDEX.fullmatch(path) or _DATE_ARCHIVE.fullmatch(path) or _HUB.fullmatch(path):
+        return "list"
+    if _TAXONOMY.fullmatch(path) and not _STORY_ID.search(path) and not story_slug(path):
         return "list"
     return None
 
 
-def article_url(url: str) -> bool:
-    """A dated path or a slug of four or more words: how CMSs name stories."""
+def story_url(url: str) -> bool:
+    """A dated path, a story id (four or more digits) or a slug of four or more words: how CMSs
+    name stories. Weak: it only decides a page that says nothing else about itself."""
     try:
         path = unquote(urlsplit(url).path).lower()
     except ValueError:
         return False
+    return bool(_DATED.search(path) or _STORY_ID.search(path) or story_slug(path))
+
+
+def story_slug(path: str) -> bool:
+    """The last segment is a slug of four or more words."""
     last = path.rstrip("/").rsplit("/", 1)[-1]
-    return bool(_DATED.search(path) or _SLUG_WORDS.fullmatch(re.sub(r"\.\w{2,5}$", "", last)))
+    return bool(_SLUG_WORDS.fullmatch(re.sub(r"\.\w{2,5}$", "", last)))
 
 
 def classify(page: PageSignals) -> tuple[str, str]:
-    """(page type, the signal that decided it)."""
+    """(page type, the signal that decided it), in the module docstring's order."""
     kind = url_kind(page.url)
     if kind:
         return kind, "url"
-    if page.jsonld_types & ARTICLE_TYPES:
+    if page.jsonld_article:
         return "article", "json-ld-type"
-    if page.jsonld_types & LIST_TYPES:
-        return "list", "json-ld-type"
-    if page.jsonld_types & OTHER_TYPES:
-        return "other", "json-ld-type"
     if page.listed:
         return "article", "listed"
     if page.og_type == "article" and page.dated:
         return "article", "og-type"
-    if article_url(page.url):
-        return "article", "url"
-    density = page.link_density()
-    if page.main_text_chars >= LONG_TEXT and density < 0.3:
-        return ("article" if page.dated else "other"), "text"
-    if page.main_text_chars < SHORT_TEXT or density >= 0.5:
-        return "list", "text"
-    return ("article" if page.dated else "other"), "text"
+    if page.dated and page.main_text_chars >= SHORT_TEXT:
+        return "article", "date"
+    if page.jsonld_types & LIST_TYPES:
+        return "list", "json-ld-type"
+    if page.jsonld_types & OTHER_TYPES:
+        return "other", "json-ld-type"
+    return _structure(page), "text"
+
+
+def _structure(page: PageSignals) -> str:
+    """The page's own weaker evidence against its structure; mixed evidence stores."""
+    if page.article_chars >= LONG_TEXT:
+        return "article"
+    density = page.link_density() if page.main_text_chars else 0.0  # no text: no evidence either way
+    listing = (page.articles >= TEASERS) or density >= 0.5
+    if page.articles == 1 and page.article_chars >= 2 * SHORT_TEXT and not listing:
+        return "article"  # the page's one <article> holds a story-length text
+    teasers = page.articles >= TEASERS and page.main_text_chars < LONG_TEXT
+    if page.og_type == "article" or page.dated:
+        return "list" if teasers else "article"
+    if story_url(page.url) and not listing:
+        return "article"
+    if listing or page.main_text_chars < SHORT_TEXT:
+        return "list"
+    return "list" if density >= 0.3 else "other"

@@ -62,6 +62,7 @@ from distributed_crawler.news.counts import FLUSH_SECONDS, NewsCounts
 from distributed_crawler.news.documents import Document, DocumentError, feed_links, parse_feed, parse_sitemap, sniff
 from distributed_crawler.news.extract import Article, OffReactor, extract_article, page_basics
 from distributed_crawler.news.nearduplicate import Match, NearDuplicateIndex, fingerprint, without_title
+from distributed_crawler.news.robots_meta import RobotsMeta, header_values, robots_meta
 from distributed_crawler.news.storing import page_type_of
 from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
 from distributed_crawler.rendering.frames import frames_text, static_iframe_urls
@@ -102,6 +103,8 @@ class NewsSpider(RedisSpider):
         self._context: RedisContext | None = None
         self._news_errors = EpisodeLog(logger)
         self._counts = NewsCounts(None, self.keys.stats, self.news.skipped_hosts_key(self.name))
+        self._robots_counts = NewsCounts(None, self.keys.stats, self.news.robots_skipped_hosts_key(self.name))
+        self.bot_name = crawler.settings.get("BOT_NAME") or ""
         self._counts_task: asyncio.Task[None] | None = None
         crawler.signals.connect(self._news_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._news_closed, signal=signals.spider_closed)
@@ -109,7 +112,7 @@ class NewsSpider(RedisSpider):
 
     def _news_opened(self, spider: Any) -> None:
         self._context = RedisContext.of(self.crawler).acquire()
-        self._counts.client = self._context.client
+        self._counts.client = self._robots_counts.client = self._context.client
         self._counts_task = asyncio.get_running_loop().create_task(self._flush_counts(), name="dc-news-counts")
 
     async def _news_closed(self, spider: Any) -> None:
@@ -134,6 +137,7 @@ class NewsSpider(RedisSpider):
 
         async def flush() -> None:
             await asyncio.wait_for(self._counts.flush(), timeout)
+            await asyncio.wait_for(self._robots_counts.flush(), timeout)
 
         async def refused(exc: BaseException) -> None:  # a key of the wrong type or a bug: named once, retried
             self._news_errors.failed(
@@ -170,11 +174,32 @@ class NewsSpider(RedisSpider):
         if not isinstance(response, TextResponse):
             return
         response = bounded(response, self.news.extract_max_bytes, self.crawler.stats)
-        item = await self.page_item(response)
-        if item is not None:
-            yield item
+        asks = self.robots_meta(response)
+        if asks.noindex:
+            self.crawler.stats.inc_value("news/pages")
+            self.crawler.stats.inc_value("news/skipped/robots/noindex")
+            self._robots_counts.skipped("robots", "noindex", urlsplit(response.url).hostname)
+        else:
+            item = await self.page_item(response)
+            if item is not None:
+                yield item
+        if asks.nofollow:
+            self.crawler.stats.inc_value("news/robots/nofollow")
+            return
         for request in self.page_links(response):
             yield request
+
+    def robots_meta(self, response: TextResponse) -> RobotsMeta:
+        """What the page asks of robots (news/robots_meta.py); nothing when ROBOTS_META_OBEY is off.
+
+        Read here, not in a downloader middleware: storing a page and following its links are this
+        spider's decisions, made on the tree it parses anyway (a middleware would parse the page
+        a second time and could only flag it for the spider)."""
+        if not self.news.robots_meta_obey:
+            return RobotsMeta()
+        return robots_meta(
+            response.selector.root, header_values(response.headers.getlist("X-Robots-Tag")), self.bot_name
+        )
 
     async def page_item(self, response: TextResponse) -> Any:
         """The page's row (canonical url, main text and metadata, near-duplicate mark), or None when
@@ -522,6 +547,10 @@ def page_fields(article: Article, response: TextResponse) -> dict[str, Any]:
         "description": article.description,
         "page_type": article.page_type,
         "paywalled": article.paywalled,
+        "image": article.image,
+        "section": article.section,
+        "tags": list(article.tags),
+        "site_name": article.site_name,
     }
 
 

@@ -85,9 +85,17 @@ _PG_SET_CLAUSE = set_clause(
     lambda c: f"items.{c}", lambda c: f"excluded.{c}", lambda a, b: f"{a} IS NOT DISTINCT FROM {b}"
 )
 
-_CREATE_TABLE = "CREATE TABLE IF NOT EXISTS items ({})".format(
-    ", ".join(f"{c} {t} PRIMARY KEY NOT NULL" if c == "url" else f"{c} {t}" for c, t in COLUMN_TYPES.items())
-)
+#: Generic schema type -> the SQLite / PostgreSQL type (the others are the same in both).
+SQLITE_TYPES = {"JSON": "TEXT"}  # JSON text; SQLite's json_extract() reads it
+POSTGRES_TYPES = {"JSON": "JSONB"}
+
+
+def create_table_sql(types: dict[str, str]) -> str:
+    return "CREATE TABLE IF NOT EXISTS items ({})".format(
+        ", ".join(
+            f"{c} {t} PRIMARY KEY NOT NULL" if c == "url" else f"{c} {types.get(t, t)}" for c, t in COLUMN_TYPES.items()
+        )
+    )
 
 
 # --------------------------------------------------------------------------
@@ -137,7 +145,7 @@ class SQLiteStorage:
             try:
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 conn.execute("PRAGMA synchronous = NORMAL")
-                conn.execute(_CREATE_TABLE)
+                conn.execute(create_table_sql(SQLITE_TYPES))
                 self._migrate(conn)
                 break
             except sqlite3.OperationalError as exc:
@@ -158,7 +166,7 @@ class SQLiteStorage:
             # Read again under the lock: another process may have migrated meanwhile.
             added = missing_columns(r[1] for r in conn.execute("PRAGMA table_info(items)"))
             for column, sql_type in added:
-                conn.execute(f"ALTER TABLE items ADD COLUMN {column} {sql_type}")
+                conn.execute(f"ALTER TABLE items ADD COLUMN {column} {SQLITE_TYPES.get(sql_type, sql_type)}")
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -290,14 +298,16 @@ class PostgresStorage(OneConnection):
         try:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_KEY,))
-                conn.execute(_CREATE_TABLE)
+                conn.execute(create_table_sql(POSTGRES_TYPES))
                 existing = conn.execute(
                     "SELECT column_name FROM information_schema.columns "
                     "WHERE table_schema = current_schema() AND table_name = 'items'"
                 ).fetchall()
                 added = missing_columns(r[0] for r in existing)
                 for column, sql_type in added:
-                    conn.execute(f"ALTER TABLE items ADD COLUMN IF NOT EXISTS {column} {sql_type}")
+                    conn.execute(
+                        f"ALTER TABLE items ADD COLUMN IF NOT EXISTS {column} {POSTGRES_TYPES.get(sql_type, sql_type)}"
+                    )
         except psycopg.Error as exc:
             conn.close()
             raise StorageError(
@@ -347,7 +357,7 @@ class PostgresStorage(OneConnection):
         if not prepared:
             return []
         cols = ", ".join(COLUMNS)
-        params = ", ".join(f"%({c})s" for c in COLUMNS)
+        params = ", ".join(f"%({c})s::jsonb" if COLUMN_TYPES[c] == "JSON" else f"%({c})s" for c in COLUMNS)
         sql = f"INSERT INTO items ({cols}) VALUES ({params}) ON CONFLICT (url) DO UPDATE SET {_PG_SET_CLAUSE}"
         urls = [row["url"] for row in prepared]
         changes: list[RowChange] = []

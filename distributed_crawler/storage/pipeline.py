@@ -42,6 +42,7 @@ from distributed_crawler.internals import downloads_in_flight, spider_closing
 from distributed_crawler.redact import mask_url, safe_error_text
 from distributed_crawler.storage.backends import DEFAULT_STORAGE_URL, StorageBackend, StorageError, open_storage
 from distributed_crawler.storage.changes import AfterCommit, attached
+from distributed_crawler.storage.extra_fields import data_json
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -179,7 +180,8 @@ def _flag(value: Any) -> bool | None:
 
 
 def item_to_row(item: Any) -> dict[str, Any]:
-    """Map a dict or ``scrapy.Item`` to an ``items`` row; missing fields are None.
+    """Map a dict, ``scrapy.Item``, dataclass or attrs item to an ``items`` row; missing fields are
+    None, fields that are not columns go to ``data`` (storage/extra_fields.py).
 
     Raises ``DropItem`` for an item without ``url``: it has no key to be
     stored under, and letting it into a batch would make the batch fail.
@@ -206,7 +208,22 @@ def item_to_row(item: Any) -> dict[str, Any]:
         "truncated": _flag(adapter.get("truncated")),
         # from the text when the item has none; first_seen, last_changed, version: the upsert's
         "content_hash": _text(adapter.get("content_hash")),
+        "data": data_json((k, v) for k, v in adapter.items() if k not in ITEM_COLUMNS),
+        "image": _text(adapter.get("image")),
+        "section": _text(adapter.get("section")),
+        "tags": _json_list(adapter.get("tags")) if adapter.get("tags") else None,
+        "site_name": _text(adapter.get("site_name")),
     }
+
+
+#: The item fields item_to_row maps to columns; every other field goes to `data`.
+ITEM_COLUMNS = frozenset(
+    {
+        "url", "title", "text", "fetched_at", "status", "node", "authors", "published_at", "lang",
+        "description", "duplicate_of", "modified_at", "page_type", "paywalled", "truncated", "content_hash",
+        "image", "section", "tags", "site_name",
+    }
+)  # fmt: skip
 
 
 # --------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The ``items`` table every backend stores into: its columns, their types, row normalisation.
 
 The one place to add a column: each backend derives its DDL and its upsert from
-:data:`COLUMN_TYPES` (generic SQL types: ``TEXT``, ``INTEGER`` or ``BOOLEAN``), so SQLite, PostgreSQL and
+:data:`COLUMN_TYPES` (generic SQL types: ``TEXT``, ``INTEGER``, ``BOOLEAN`` or ``JSON``), so SQLite, PostgreSQL and
 MySQL/MariaDB stay alike. A table made by an older release is migrated when a backend opens it:
 every column it lacks is added (nullable, so existing rows read NULL there); nothing is ever
 dropped or retyped. Imports nothing of ours but storage/digest.py, so every backend module may use it.
@@ -41,6 +41,13 @@ COLUMN_TYPES: dict[str, str] = {
     "first_seen": "TEXT",  # ISO 8601 UTC of the first store of this URL: kept on update
     "last_changed": "TEXT",  # ISO 8601 UTC of the last store whose content_hash differed
     "version": "INTEGER",  # 1, +1 each time content_hash changes
+    # every other field of the item, as one JSON object (storage/extra_fields.py); NULL: none
+    "data": "JSON",
+    # news spiders (docs/news.md): top image URL, section, tags (a JSON array), the site's name
+    "image": "TEXT",
+    "section": "TEXT",
+    "tags": "TEXT",
+    "site_name": "TEXT",
 }
 
 #: Columns of the ``items`` table, in storage order.

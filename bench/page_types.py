@@ -1,0 +1,167 @@
+"""Page-type classification on real pages, split by site into a tuning half and a held-out half
+(docs/benchmarks.md "Page types on real pages").
+
+The pages are other people's content and are not in the repository. Bring them with `git archive`
+from three public repositories and pass the folders:
+
+    --fundus      flairNLP/fundus tests/resources/parser/test_data (one news article per publisher
+                  and date, `*.html.gz`, its URL in the folder's `meta.info`)
+    --mediacloud  adbar/htmldate tests (eval_mediacloud_2020.json and test_set/: stories that
+                  MediaCloud collected from news feeds in 2020)
+    --autopager   scrapinghub/autopager autopager/data (data.csv and html/: pages collected to
+                  train pagination detection, i.e. home, section, archive, search, forum and shop
+                  listings)
+
+Labelling rule (decided from where a page comes from, before any classifier ran):
+- fundus: article (the corpus is one article page per publisher);
+- mediacloud: article, except the pages bench/page_labels.json labels otherwise by hand (a home
+  page, a feed redirect, a video page) and those in MEDIACLOUD_NOT_ARTICLE, read one by one (title
+  and URL): tweets, wiki diffs, a forum thread, a Q&A page, a journal's landing page, a company
+  register entry, a radio programme, an image search result, a spam product page;
+- autopager: list, except the rows in AUTOPAGER_NOT_LIST, read one by one (title and URL): forum
+  threads, reviews, product and business pages are "other", the blog posts and news items are
+  "article".
+
+Split: by registered domain, the half is the parity of the first byte of the domain's SHA-1
+(never tuned on: "held-out"; the rules were tuned on "tuning" only). A page counts for:
+- article recall: labelled article and classified article (what STORE_PAGE_TYPES=article stores);
+- list recognised: labelled list and classified list or other (not stored by default), and the
+  stricter share classified exactly "list".
+
+    .venv/bin/python -m bench.page_types --fundus DIR --mediacloud DIR --autopager DIR [--show tuning]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import hashlib
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from distributed_crawler.core.traps import registered_domain
+from distributed_crawler.news.extract import extract_article
+
+LABELS = Path(__file__).with_name("page_labels.json")
+AUTOPAGER_NOT_LIST = {
+    **dict.fromkeys(("1", "2", "3", "38", "42", "62", "64"), "other"),  # forum threads
+    **dict.fromkeys(("4", "48", "135", "157"), "other"),  # a business, a player, a product, a comic strip
+    **dict.fromkeys(("54", "55", "56", "57", "58"), "other"),  # reviews of one restaurant, hotel, book
+    **dict.fromkeys(("83", "84", "132", "150", "155"), "article"),  # a feature (2 pages), a news item, 2 posts
+}
+
+MEDIACLOUD_NOT_ARTICLE = dict.fromkeys(
+    (
+        "https://twitter.com/Reuters/status/1281836879789404160/photo/1",
+        "https://wiki.d-addicts.com/index.php?title=Park_Ye_Jin&diff=591343&oldid=588001",
+        "https://bn.wikipedia.org/w/index.php?title=Jim_Higgs&diff=3986629&oldid=0",
+        "https://hypixel.net/threads/what-whered-it-go.2675645/",
+        "http://oshiete.goo.ne.jp/qa/11763760.html",
+        "https://www.jstor.org/stable/2669240?origin=crossref",
+        "https://www.dln.com/newcorporations/details/ref_index/438057",
+        "https://www.slobodnaevropa.org/a/30657941.html",
+    ),
+    "other",
+)
+
+
+@dataclass(frozen=True)
+class Page:
+    corpus: str
+    url: str
+    label: str
+    html: str | bytes
+
+    @property
+    def site(self) -> str:
+        return registered_domain(urlsplit(self.url).hostname or "")
+
+    @property
+    def half(self) -> str:
+        return "held-out" if hashlib.sha1(self.site.encode()).digest()[0] % 2 else "tuning"
+
+
+def fundus(root: Path) -> Iterator[Page]:
+    for meta in sorted(root.glob("*/meta.info")):
+        for name, info in json.loads(meta.read_text()).items():
+            path = meta.parent / name
+            if path.exists():
+                yield Page("fundus", info["url"], "article", gzip.decompress(path.read_bytes()))
+
+
+def mediacloud(root: Path) -> Iterator[Page]:
+    hand = {p["url"]: p["page_type"] for p in json.loads(LABELS.read_text())["pages"] if p["corpus"] == "mediacloud"}
+    for url, info in json.loads((root / "eval_mediacloud_2020.json").read_text()).items():
+        path = root / "test_set" / info["file"]
+        if path.exists():
+            label = hand.get(url) or MEDIACLOUD_NOT_ARTICLE.get(url) or _spam_or_image(url) or "article"
+            yield Page("mediacloud", url, label, path.read_bytes())
+
+
+def _spam_or_image(url: str) -> str | None:
+    """Mediacloud pages whose URLs are too long to list: an image search result, a spam page, and two
+    feed redirects saved as a bot wall (Incapsula) and as an empty response: no story in the HTML."""
+    prefixes = (
+        "https://www.google.com/imgres?",
+        "http://auto-door16814.ttblogs.com/",
+        "http://feeds.bizjournals.com/~r/industry_12/~3/_rJ5SC99V8E/",
+        "http://feeds.bizjournals.com/~r/industry_20/~3/Imon3NQaB8c/",
+    )
+    return "other" if url.startswith(prefixes) else None
+
+
+def autopager(root: Path) -> Iterator[Page]:
+    with (root / "data.csv").open(encoding="utf-8") as rows:
+        for row in csv.DictReader(rows):
+            path = root / "html" / f"{row['File Name']}.html"
+            if path.exists():
+                html = path.read_bytes().decode(row["Encoding"] or "utf-8", "replace")
+                yield Page("autopager", row["Page URL"], AUTOPAGER_NOT_LIST.get(row["File Name"], "list"), html)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--fundus", type=Path, required=True)
+    parser.add_argument("--mediacloud", type=Path, required=True)
+    parser.add_argument("--autopager", type=Path, required=True)
+    parser.add_argument("--show", choices=("tuning", "held-out"), help="list this half's misclassified pages")
+    args = parser.parse_args(argv)
+    pages = [*fundus(args.fundus), *mediacloud(args.mediacloud), *autopager(args.autopager)]
+    results: dict[str, Counter[tuple[str, str]]] = {"tuning": Counter(), "held-out": Counter()}
+    signals: Counter[tuple[str, str, str]] = Counter()
+    sites: dict[str, set[str]] = {"tuning": set(), "held-out": set()}
+    started = time.process_time()
+    for page in pages:
+        article = extract_article(page.html, page.url)
+        results[page.half][(page.label, article.page_type)] += 1
+        sites[page.half].add(page.site)
+        signals[(page.half, article.page_type, article.signals.get("page_type", ""))] += 1
+        wrong = (page.label == "article") != (article.page_type == "article")
+        if args.show == page.half and wrong:
+            print(f"  {page.label:8} -> {article.page_type:8} {article.signals.get('page_type')}  {page.url[:110]}")
+    print(f"{len(pages)} pages, {time.process_time() - started:.0f} s CPU")
+    for half, counts in results.items():
+        labels = Counter(label for label, _ in counts.elements())
+        kept = counts[("article", "article")]
+        lists_not_stored = labels["list"] - counts[("list", "article")]
+        others_not_stored = labels["other"] - counts[("other", "article")]
+        print(
+            f"{half}: {len(sites[half])} sites, {labels['article']} articles, {labels['list']} list, "
+            f"{labels['other']} other pages\n"
+            f"  article recall {kept}/{labels['article']} ({100 * kept / max(1, labels['article']):.1f} %)\n"
+            f"  list recognised (list or other) {lists_not_stored}/{labels['list']} "
+            f"({100 * lists_not_stored / max(1, labels['list']):.1f} %), exactly list {counts[('list', 'list')]}\n"
+            f"  other not stored {others_not_stored}/{labels['other']}\n"
+            f"  confusion (label -> type): {dict(sorted(counts.items()))}"
+        )
+    print("deciding signal (half, type, signal):", dict(sorted(signals.items())))
+
+
+if __name__ == "__main__":
+    main()
