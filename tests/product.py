@@ -336,12 +336,12 @@ class MariaDBStorage:
         self.url = server.url().rsplit("/", 1)[0] + f"/{self.name}"
 
     def rows(self) -> dict[str, int]:
+        import pymysql
+
         try:
             return {u: int(v or 1) for u, v in self.server.admin(f"SELECT url, version FROM `{self.name}`.items")}
-        except Exception as exc:  # noqa: BLE001 - pymysql's "table doesn't exist" before the first commit
-            if "doesn't exist" in str(exc):
-                return {}
-            raise
+        except pymysql.err.ProgrammingError:  # no table before the first commit
+            return {}
 
     def down(self, seconds: float) -> None:
         self.server.stop()
