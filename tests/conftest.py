@@ -78,13 +78,28 @@ class RedisServer:
             stderr=subprocess.DEVNULL,
         )
         client = redis.Redis.from_url(self.url)
-        for _ in range(200):
+        for _ in range(400):
+            if self.proc.poll() is not None:  # the port was taken meanwhile (another xdist worker's?)
+                break
             try:
                 client.ping()
-                return self
             except redis.ConnectionError:
                 time.sleep(0.025)
-        raise RuntimeError("redis-server did not start")
+                continue
+            if self._answered_by_ours(client):  # not by a server that had the port before
+                return self
+            time.sleep(0.025)
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    def _answered_by_ours(self, client: redis.Redis) -> bool:
+        assert self.proc is not None
+        try:
+            return bool(client.info("server")["process_id"] == self.proc.pid)
+        except redis.ResponseError:  # INFO not allowed (an ACL test): our process still runs
+            return self.proc.poll() is None
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
