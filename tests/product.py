@@ -536,8 +536,13 @@ def run_product(
 ) -> Outcome:
     """`workers` nodes crawl the web from its home pages; `fault` strikes once a quarter of the
     articles is stored; the nodes must then finish and exit by themselves."""
-    env = {**topology.env, "STORAGE_URL": storage.url, "MAX_IDLE_TIME_BEFORE_CLOSE": IDLE_CLOSE}
-    fleet = Fleet(tmp_path, env, {**LIFTED, "FRONTIER_SHARDS": str(topology.shards)})
+    env = {
+        **topology.env,
+        **project_settings(tmp_path, topology.shards),
+        "STORAGE_URL": storage.url,
+        "MAX_IDLE_TIME_BEFORE_CLOSE": IDLE_CLOSE,
+    }
+    fleet = Fleet(tmp_path, env, LIFTED)
     crawl = Crawl(topology, storage, fleet)
     try:
         with news_web() as sites:
@@ -567,7 +572,7 @@ def run_product(
             expected=expected,
             rows=storage.rows(),
             events=events,
-            status=status_json(topology),
+            status=status_json({**topology.env, **project_settings(tmp_path, topology.shards)}),
             codes=codes,
             killed=crawl.killed,
             logs={n: fleet.log(n) for n in fleet.procs},
@@ -597,13 +602,21 @@ def leftover_keys(client: Any) -> dict[str, int]:
     return found
 
 
-def status_json(topology: Topology) -> dict[str, Any]:
-    """`dcrawl status news --json`, as an operator runs it (FRONTIER_SHARDS from the project's
-    settings: here Scrapy's SCRAPY_<NAME> environment variable)."""
+def project_settings(tmp_path: Path, shards: int) -> dict[str, str]:
+    """The environment of a project whose settings (the demo's) set FRONTIER_SHARDS, as the
+    workers and `dcrawl` of one deployment share it."""
+    module = f"product_settings_{shards}"
+    (tmp_path / f"{module}.py").write_text(f"from demo.settings import *  # noqa: F403\nFRONTIER_SHARDS = {shards}\n")
+    path = os.pathsep.join(p for p in (str(tmp_path), str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    return {"SCRAPY_SETTINGS_MODULE": module, "PYTHONPATH": path}
+
+
+def status_json(env: dict[str, str]) -> dict[str, Any]:
+    """`dcrawl status news --json`, as an operator runs it."""
     proc = subprocess.run(
         [sys.executable, "-m", "distributed_crawler", "status", SPIDER, "--json"],
         cwd=ROOT,
-        env={**os.environ, **topology.env, "SCRAPY_FRONTIER_SHARDS": str(topology.shards)},
+        env={**os.environ, **env},
         capture_output=True,
         text=True,
         timeout=60,
