@@ -2,8 +2,8 @@
 Redis topology, into one storage, under one fault; `check_invariants` says, in one place, what must
 hold afterwards. tests/test_product.py picks the cases (CI's diagonal, `make test-matrix`'s whole).
 
-Defaults lifted, each for one reason (everything else is the default: change feed, politeness,
-page types, robots.txt, near-duplicates, dead letters, idle close only after the whole cluster):
+Every default is on (change feed, politeness, page types, robots.txt, near-duplicates, dead
+letters, Bloom dedup, per-host frontier) but those in LIFTED and IDLE_CLOSE, each with its reason.
 """
 
 from __future__ import annotations
