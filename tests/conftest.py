@@ -322,13 +322,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Product cases off CI's diagonal run only with --matrix. Under `-n N --dist loadgroup` each
+    """Product cases off CI's diagonal run only with --matrix (else deselected). Under `-n N --dist loadgroup` each
     test module stays on one xdist worker (its module fixtures: one MariaDB, one database) unless
     its tests name groups of their own (the product cases: one each, they start their own servers)."""
-    run_matrix = config.getoption("--matrix")
+    if not config.getoption("--matrix"):
+        off_diagonal = [item for item in items if item.get_closest_marker("matrix")]
+        if off_diagonal:
+            config.hook.pytest_deselected(items=off_diagonal)
+            items[:] = [item for item in items if not item.get_closest_marker("matrix")]
     for item in items:
-        if item.get_closest_marker("matrix") and not run_matrix:
-            item.add_marker(pytest.mark.skip(reason="off CI's diagonal: `make test-matrix` runs it"))
         if not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
