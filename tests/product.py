@@ -535,7 +535,7 @@ def run_product(
     tmp_path: Path, topology: Topology, storage: Storage, fault: str, workers: int = 3, timeout: float = 240
 ) -> Outcome:
     """`workers` nodes crawl the web from its home pages; `fault` strikes once a quarter of the
-    articles is stored; the nodes must then finish and exit by themselves."""
+    articles is stored (within 60 s); the nodes must then finish and exit by themselves."""
     env = {
         **topology.env,
         **project_settings(tmp_path, topology.shards),
@@ -553,7 +553,7 @@ def run_product(
             seed = topology.client()
             seed.lpush(f"{SPIDER}:start_urls", *(s.url + "/" for s in sites))
             seed.close()
-            deadline = time.monotonic() + timeout / 2
+            deadline = time.monotonic() + 60  # ~15 s on a quiet machine
             while len(storage.rows()) < len(expected) // 4:
                 if time.monotonic() > deadline or all(p.poll() is not None for p in fleet.procs.values()):
                     pytest.fail(f"a quarter of the articles not stored (of {len(expected)})\n{fleet.logs()}")
