@@ -12,8 +12,10 @@ from distributed_crawler.queue.keys import SpiderKeys
 
 def has_crawl(client: Any, settings: Any, keys: SpiderKeys) -> bool:
     """Any key a crawl of this spider leaves: seeds, queue counts, leases, dead letters, stats,
-    nodes (also ones gone), control (one EXISTS each: the keys live on different Cluster slots)."""
-    nodes_last = SettingsReader(settings).str("NODES_LAST_KEY") % {"spider": keys.spider}
+    nodes (also ones gone), control, its change feed (one EXISTS each: the keys live on different
+    Cluster slots)."""
+    read = SettingsReader(settings)
+    nodes_last, events = (read.str(name) % {"spider": keys.spider} for name in ("NODES_LAST_KEY", "EVENTS_KEY"))
     names = [
         keys.start_urls,
         keys.pending,
@@ -29,6 +31,7 @@ def has_crawl(client: Any, settings: Any, keys: SpiderKeys) -> bool:
         keys.paused,
         keys.audit,
         keys.recrawl,
+        events,
     ]
     return any(client.exists(name) for name in names if name)
 
