@@ -43,6 +43,9 @@ DEFAULTS: dict[str, Any] = {
     "AUDIT_KEY": "{%(spider)s}:audit",  # stream of control actions (capped)
     "SCHEDULER_PAUSED_KEY": "{%(spider)s}:paused",  # string: JSON {since, by, drain, source} while paused
     "AUDIT_MAXLEN": 10_000,  # entries kept in the audit stream (XADD MAXLEN ~)
+    # The source registry (docs/sources.md): `dcrawl sources SPIDER import FILE`, read by every node.
+    "SOURCE_REGISTRY_KEY": "{%(spider)s}:registry",  # hash: site -> the source's JSON (name, tags, scope rules)
+    "SOURCE_REGISTRY_VERSION_KEY": "{%(spider)s}:registry:version",  # string: +1 at each change; nodes poll it
     "SCHEDULER_DOORBELL_CHANNEL": "{%(spider)s}:doorbell",  # pub/sub: wakes idle nodes
     "SCHEDULER_HOST_QUEUE_KEY": "{%(spider)s}:q:%(host)s",  # zset: one host's pending requests (host mode)
     "SCHEDULER_READY_KEY": "{%(spider)s}:hosts",  # zset: host -> server time it may be served next

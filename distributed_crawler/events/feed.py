@@ -101,7 +101,8 @@ def build_event(
         "url": url,
         "canonical_url": canonical_url,
         "title": row.get("title") or "",
-        "source": source_of(url),
+        "source": row.get("source") or source_of(url),  # the registry's name (docs/sources.md)
+        "source_tags": row.get("source_tags") or "",  # JSON array, "" = none
         "host": urlsplit(url).hostname or "",
         "published_at": row.get("published_at") or "",
         "first_seen": change.first_seen or "",
@@ -197,7 +198,7 @@ class ChangeFeed:
                 build_event(kind, row, change, include_text=self.config.include_text, canonical=self._canonical)
             )
             if change.change == NEW and row.get("page_type") in ARTICLE_TYPES:  # list pages are not news
-                source = source_of(change.url)
+                source = row.get("source") or source_of(change.url)
                 new_count[source] += 1
                 lag = lag_seconds(row.get("published_at"), change.first_seen)
                 if lag is not None:

@@ -505,15 +505,40 @@ class Frontier:
         return self.keys.overrides
 
     def control_state(self) -> Any:
-        """(pause, {target: raw override}) in one round trip: what a node reads once a second."""
+        """(pause, {target: raw override}, registry version) in one round trip: what a node reads
+        every 1.5 s (the registry itself only when its version moved: `sources`)."""
         pipe = self.client.pipeline(transaction=False)
         pipe.get(self.keys.paused)
         pipe.hgetall(self.overrides_key())
-        return then(pipe.execute(), lambda r: (decode_pause(r[0]), r[1]))
+        pipe.get(self.keys.sources_version)
+        return then(pipe.execute(), lambda r: (decode_pause(r[0]), r[1], r[2]))
+
+    # -- the source registry (dcrawl sources SPIDER import / remove; docs/sources.md) -------------
+    def sources(self) -> Any:
+        """Every registered source: {site: raw JSON}."""
+        return self.client.hgetall(self.keys.sources)
+
+    def write_sources(self, put: dict[str, str], drop: Sequence[str] = ()) -> Any:
+        """Set and remove registry entries and move its version, in one transaction (nodes see all
+        of an import or none of it)."""
+        pipe = self.client.pipeline(transaction=True)
+        if put:
+            pipe.hset(self.keys.sources, mapping=put)
+        if drop:
+            pipe.hdel(self.keys.sources, *drop)
+        pipe.incr(self.keys.sources_version)
+        return pipe.execute()
 
     def audit(self, fields: dict[str, str], maxlen: int) -> Any:
         """Append one control action to the capped audit stream."""
         return self.client.xadd(self.keys.audit, fields, maxlen=maxlen, approximate=True)
+
+    def audit_many(self, entries: Sequence[dict[str, str]], maxlen: int) -> Any:
+        """Append many control actions (an import of a source registry) in one round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        for fields in entries:
+            pipe.xadd(self.keys.audit, fields, maxlen=maxlen, approximate=True)
+        return pipe.execute()
 
     def audit_entries(self, since: str = "-", count: int = 1000) -> Any:
         return self.client.xrange(self.keys.audit, min=since, count=count)
