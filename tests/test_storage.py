@@ -353,6 +353,26 @@ def test_table_of_the_release_before_data_gains_it_and_keeps_every_row(
     assert backend.count() == 51
 
 
+RELEASE_BEFORE_SOURCES = RELEASE_BEFORE_DATA.replace(
+    "truncated BOOLEAN)", "truncated BOOLEAN, data TEXT, image TEXT, section TEXT, tags TEXT, site_name TEXT)"
+)
+
+
+def test_table_of_the_release_before_sources_gains_source_and_source_tags(
+    storage_url: str, opened: Callable[[], StorageBackend], caplog: pytest.LogCaptureFixture
+) -> None:
+    _execute(
+        storage_url, RELEASE_BEFORE_SOURCES, "INSERT INTO items (url, version) VALUES ('https://example.com/old', 1)"
+    )
+    with caplog.at_level(logging.INFO, logger="distributed_crawler.storage.schema"):
+        backend = opened()
+    assert "added column(s) source, source_tags to table items" in caplog.text
+    backend.upsert_many([row("new", source="Le Monde", source_tags='["national"]')])
+    rows = {r["url"]: r for r in read_rows(storage_url)}
+    assert (rows["https://example.com/old"]["source"], rows["https://example.com/old"]["source_tags"]) == (None, None)
+    assert (rows[row("new")["url"]]["source"], rows[row("new")["url"]]["source_tags"]) == ("Le Monde", '["national"]')
+
+
 def _json(value: Any) -> Any:
     """A `data` value as read: PostgreSQL's jsonb comes back decoded, SQLite's is JSON text."""
     return value if isinstance(value, dict) else json.loads(value)
