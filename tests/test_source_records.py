@@ -226,3 +226,38 @@ def test_an_import_sorts_new_replaced_unchanged_and_refuses_a_taken_name() -> No
     moved = parse_record({"url": "https://example.com/", "name": "Le Monde"}, "r")
     renamed = parse_record({**LE_MONDE, "name": "Le Monde (FR)"}, "r")
     assert len(plan_import(registry, [moved, renamed]).replaced) == 2
+
+
+def test_a_sources_recrawl_rules_come_before_recrawl_rules_and_meta_before_both() -> None:
+    from scrapy.utils.test import get_crawler
+
+    from distributed_crawler.connection.policy import RedisPolicy
+    from distributed_crawler.recrawl.node import RecrawlNode
+    from distributed_crawler.recrawl.rules import RecrawlConfig
+
+    crawler = get_crawler()
+    node = RecrawlNode(crawler, RecrawlConfig.from_settings({"RECRAWL_RULES": {"/": 3600}}), RedisPolicy("redis://x"))
+    source = {"url": "https://www.lemonde.fr/", "recrawl": {"/live/": [60, 120], "/archive/": 0}}
+    SourceCache.of(crawler).table = _table(source)
+    assert node.interval_for(Request("https://www.lemonde.fr/live/a")) == (60.0, 120.0)
+    assert node.interval_for(Request("https://www.lemonde.fr/archive/a")) is None  # 0: never revisited
+    assert node.interval_for(Request("https://www.lemonde.fr/other")) == (3600.0, 3600.0)  # no rule of its own
+    assert node.interval_for(Request("https://elsewhere.org/live/a")) == (3600.0, 3600.0)
+    assert node.interval_for(Request("https://www.lemonde.fr/live/a", meta={"recrawl": 30})) == (30.0, 30.0)
+
+
+def test_a_sources_extraction_rule_is_used_for_its_pages_only() -> None:
+    from distributed_crawler.news.extract import extract_article
+    from distributed_crawler.news.rules import parse_rules
+
+    page = (
+        "<html><head><title>T</title></head><body><div class='x'><p>{}</p></div>"
+        "<article><p>{}</p></article></body></html>"
+    ).format("Wanted text of the story, " * 20, "Other text " * 40)
+    table = _table({"url": "https://www.lemonde.fr/", "extraction": {"text": "article p"}})
+    setting = parse_rules({"elsewhere.org": {"text": "div.x p"}})
+    rules = table.extraction_rules("https://www.lemonde.fr/a", setting)
+    assert set(rules) == {"elsewhere.org", "lemonde.fr"}
+    assert extract_article(page, "https://www.lemonde.fr/a", rules=rules).text.startswith("Other text")
+    assert extract_article(page, "https://www.lemonde.fr/a", rules=setting).text.startswith("Wanted text")
+    assert table.extraction_rules("https://other.org/a", setting) is setting

@@ -97,8 +97,8 @@ def test_registry_scope_and_source_columns(
         shown = json.loads(dcrawl(redis_url, "sources", "news", "show", "beta", "--json").stdout)
         assert shown["refused"] == {"source_allow": 3}  # stories 1, 3, 4
         tagged = json.loads(dcrawl(redis_url, "sources", "news", "--tag", "national", "--json").stdout)
-        assert [(s["source"], s["country"], s["tags"]) for s in tagged["sources"]] == [
-            ("Alpha", "FR", ["national", "daily"])
+        assert [(s["source"], s["country"], s["tags"], s["refused"]) for s in tagged["sources"]] == [
+            ("Alpha", "FR", ["national", "daily"], {"source_deny": 2})
         ]
         german = json.loads(dcrawl(redis_url, "sources", "news", "--country", "de", "--json").stdout)
         assert [s["source"] for s in german["sources"]] == ["Beta"]

@@ -141,13 +141,19 @@ def _show(args: argparse.Namespace, frontier: Any, registry: SourceTable) -> int
 
 def refusals_of(frontier: Any, registry: SourceTable, source: Source) -> dict[str, int]:
     """Requests refused on the source's hosts, by reason (`{spider}:refused`, every shard)."""
-    out: dict[str, int] = {}
+    return refusals_by_source(frontier, registry).get(source.name, {})
+
+
+def refusals_by_source(frontier: Any, registry: SourceTable) -> dict[str, dict[str, int]]:
+    """Source name -> {reason: requests refused} over the hosts of each registered source."""
+    out: dict[str, dict[str, int]] = {}
     for part in frontier.part_keys():
         for host, reasons in run_sync(read_refusals(frontier.client, part, Skips())).items():
-            found = registry.find(host)
-            if found is not None and found.source.site == source.site:
+            found = registry.find(host) if registry.sites else None
+            if found is not None:
+                counts = out.setdefault(found.source.name, {})
                 for reason, n in reasons.items():
-                    out[reason] = out.get(reason, 0) + n
+                    counts[reason] = counts.get(reason, 0) + n
     return out
 
 

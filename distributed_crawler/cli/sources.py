@@ -19,7 +19,7 @@ from rich.console import Console
 
 from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.cli.project import open_frontier
-from distributed_crawler.cli.source_registry import VERBS, cmd_registry
+from distributed_crawler.cli.source_registry import VERBS, cmd_registry, refusals_by_source
 from distributed_crawler.core.registry import SourceTable, table_of
 from distributed_crawler.events.sources import SORTS, SourcesConfig, read_sources, sort_sources, sparkline
 from distributed_crawler.monitoring.nodes import duration
@@ -41,13 +41,21 @@ def _seconds(value: float | None, over: bool = False) -> str:
     return "-" if value is None else duration(value)
 
 
-def with_registry(rows: list[dict[str, Any]], registry: SourceTable) -> list[dict[str, Any]]:
-    """Each row with its registered source's `country` and `tags` ("" and [] when not registered)."""
+def with_registry(
+    rows: list[dict[str, Any]], registry: SourceTable, refused: dict[str, dict[str, int]]
+) -> list[dict[str, Any]]:
+    """Each row with its registered source's `country`, `tags` and scope refusals by reason
+    ("", [] and {} when not registered)."""
     by_name = {s.source.name: s.source for s in registry.sites.values()}
     out = []
     for row in rows:
         source = by_name.get(row["source"]) or registry.by_name(row["source"])
-        out.append({**row, "country": source.country if source else "", "tags": list(source.tags) if source else []})
+        extra = {
+            "country": source.country if source else "",
+            "tags": list(source.tags) if source else [],
+            "refused": refused.get(source.name, {}) if source else {},
+        }
+        out.append({**row, **extra})
     return out
 
 
@@ -76,9 +84,9 @@ def cmd_sources(args: argparse.Namespace) -> int:
             f"cannot read {index} ({exc}); it should be a sorted set: check `redis-cli type {index}`, "
             f"delete it if it is not ours (the nodes rebuild it)"
         ) from None
-    rows = with_registry(
-        sort_sources(data["sources"], args.sort), table_of(open_frontier(settings, client, keys).sources())
-    )
+    frontier = open_frontier(settings, client, keys)
+    registry = table_of(frontier.sources())
+    rows = with_registry(sort_sources(data["sources"], args.sort), registry, refusals_by_source(frontier, registry))
     if args.silent:
         rows = [r for r in rows if r["silent"]]
     if args.tag or args.country:

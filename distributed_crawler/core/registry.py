@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -25,6 +25,7 @@ from distributed_crawler.core.checks import Check, Refusal
 from distributed_crawler.core.source_records import Source, decode_source
 from distributed_crawler.core.traps import registered_domain
 from distributed_crawler.meta import NEWS_SITE_META
+from distributed_crawler.news.rules import SiteRules, parse_rules
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -38,12 +39,14 @@ REASONS = ("source_deny", "source_subdomain", "source_depth", "source_allow")
 class ScopedSource:
     """A source with its regexes compiled once."""
 
-    __slots__ = ("allow", "deny", "source")
+    __slots__ = ("allow", "deny", "extraction", "recrawl", "source")
 
     def __init__(self, source: Source) -> None:
         self.source = source
         self.allow = re.compile("|".join(f"(?:{p})" for p in source.allow)) if source.allow else None
         self.deny = re.compile("|".join(f"(?:{p})" for p in source.deny)) if source.deny else None
+        self.recrawl = tuple((re.compile(p), interval_of(v)) for p, v in source.recrawl.items())
+        self.extraction = parse_rules({source.site: dict(source.extraction)}) if source.extraction else None
 
     def refusal(self, url: str, host: str, depth: int, listing: bool) -> Refusal | None:
         s = self.source
@@ -61,6 +64,12 @@ class ScopedSource:
         if self.allow is not None and not self.allow.search(url):
             return Refusal("source_allow", f"{url[:200]} matches no allow rule of source {s.name}")
         return None
+
+
+def interval_of(value: Any) -> tuple[float, float] | None:
+    """A checked `recrawl` value (seconds or [min, max]; 0 = never) as RECRAWL_RULES' interval."""
+    low, high = value if isinstance(value, list) else (value, value)
+    return None if not high else (float(low), float(high))
 
 
 class SourceTable:
@@ -88,6 +97,28 @@ class SourceTable:
         if found is not None and found.source.site in (wanted, wanted.removeprefix("www.")):
             return found.source
         return next((s.source for s in self.sites.values() if s.source.name.lower() == wanted), None)
+
+    def recrawl_rule(self, url: str) -> tuple[bool, tuple[float, float] | None]:
+        """(a rule of the URL's source matched, its interval: None = never revisited)."""
+        found = self._of_url(url)
+        for pattern, interval in found.recrawl if found is not None else ():
+            if pattern.search(url):
+                return True, interval
+        return False, None
+
+    def extraction_rules(self, url: str, rules: Mapping[str, SiteRules]) -> Mapping[str, SiteRules]:
+        """EXTRACTION_RULES with the URL's source's own `extraction` over its site's entry."""
+        found = self._of_url(url)
+        return {**rules, **found.extraction} if found is not None and found.extraction else rules
+
+    def _of_url(self, url: str) -> ScopedSource | None:
+        if not self.sites:
+            return None
+        try:
+            host = (urlsplit(url).hostname or "").lower()
+        except ValueError:
+            return None
+        return self.find(host) if host else None
 
     def label(self, url: str) -> tuple[str, str | None]:
         """(source, source_tags) of a stored row: the source's name and tags (a JSON array), else
