@@ -261,3 +261,14 @@ def test_a_sources_extraction_rule_is_used_for_its_pages_only() -> None:
     assert extract_article(page, "https://www.lemonde.fr/a", rules=rules).text.startswith("Other text")
     assert extract_article(page, "https://www.lemonde.fr/a", rules=setting).text.startswith("Wanted text")
     assert table.extraction_rules("https://other.org/a", setting) is setting
+
+
+def test_a_node_parses_only_the_entries_that_changed() -> None:
+    a = parse_record(LE_MONDE, "r").to_json()
+    b = parse_record({"url": "https://example.com/", "tags": ["x"]}, "r").to_json()
+    first = table_of({"lemonde.fr": a, "example.com": b})
+    b2 = parse_record({"url": "https://example.com/", "tags": ["y"]}, "r").to_json()
+    second = table_of({"lemonde.fr": a, "example.com": b2}, first)
+    assert second.sites["lemonde.fr"] is first.sites["lemonde.fr"]  # unchanged: kept, not parsed again
+    assert second.sites["example.com"].source.tags == ("y",)
+    assert list(table_of({"example.com": b2}, second).sites) == ["example.com"]  # removed: gone

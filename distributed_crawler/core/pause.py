@@ -104,7 +104,8 @@ class PauseWatch:
         raw = await self.policy.run(Purpose.CACHE, read, default=_UNKNOWN)
         if raw is _UNKNOWN or self.sources is None:
             return  # read again at the next refresh (the version still differs)
-        self.sources.update(version, raw)
+        # off the event loop: a first read of 100,000 sources takes seconds (docs/benchmarks.md)
+        await asyncio.to_thread(self.sources.update, version, raw)
         logger.info("Source registry: %d source(s) (version %s)", len(self.sources.table), version)
 
     async def run(self, stopped: Callable[[], bool]) -> None:

@@ -14,9 +14,11 @@ import io
 import json
 import math
 import re
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -52,11 +54,14 @@ _LANGUAGE = re.compile(r"^[a-z]{2,3}(?:-[A-Za-z0-9]{2,8})?$")
 _LABELS = re.compile(r"^(?:[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\.)*[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$")
 
 
+NOTHING: Mapping[str, Any] = MappingProxyType({})  # no recrawl / extraction rule: one shared empty mapping
+
+
 class RecordError(ValueError):
     """One bad record, or a file that cannot be read: one line that says where and what to fix."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Source:
     """One registered source: `site` (its URL's host without `www.`) is its key in the registry."""
 
@@ -71,8 +76,8 @@ class Source:
     subdomains: tuple[str, ...] = ()  # full host names; () = every host under `site`
     max_depth: int | None = None
     rate: float | None = None
-    recrawl: Mapping[str, Any] = field(default_factory=dict)
-    extraction: Mapping[str, Any] = field(default_factory=dict)
+    recrawl: Mapping[str, Any] = field(default_factory=lambda: NOTHING)
+    extraction: Mapping[str, Any] = field(default_factory=lambda: NOTHING)
 
     def as_record(self) -> dict[str, Any]:
         """The fields as a file record (what `export` writes and `import` reads back), unset ones left out."""
@@ -121,10 +126,11 @@ def parse_record(raw: Mapping[str, Any], where: str) -> Source:
     language = _text(raw.get("language"), "language", where)
     if language and not _LANGUAGE.match(language.lower()):
         raise RecordError(f"{where}: language ({language!r}) must be an ISO 639 code, e.g. fr or pt-br")
-    country, language = country.upper(), language.lower()
-    tags = tuple(_text(t, "tags", where) for t in _list(raw.get("tags"), "tags", where))
-    allow = tuple(_pattern(p, "allow", where) for p in _list(raw.get("allow"), "allow", where))
-    deny = tuple(_pattern(p, "deny", where) for p in _list(raw.get("deny"), "deny", where))
+    # values many sources share (country, tags, rules) are interned: one copy for 100,000 sources
+    country, language = sys.intern(country.upper()), sys.intern(language.lower())
+    tags = tuple(sys.intern(_text(t, "tags", where)) for t in _list(raw.get("tags"), "tags", where))
+    allow = tuple(sys.intern(_pattern(p, "allow", where)) for p in _list(raw.get("allow"), "allow", where))
+    deny = tuple(sys.intern(_pattern(p, "deny", where)) for p in _list(raw.get("deny"), "deny", where))
     subdomains = tuple(_subdomain(s, site, where) for s in _list(raw.get("subdomains"), "subdomains", where))
     return Source(
         site=site,
@@ -215,9 +221,9 @@ def _rate(value: Any, where: str) -> float | None:
     return rate
 
 
-def _json_object(value: Any, name: str, where: str) -> dict[str, Any]:
+def _json_object(value: Any, name: str, where: str) -> Mapping[str, Any]:
     if _empty(value):
-        return {}
+        return NOTHING
     if isinstance(value, str):
         try:
             value = json.loads(value)
@@ -228,7 +234,7 @@ def _json_object(value: Any, name: str, where: str) -> dict[str, Any]:
     return dict(value)
 
 
-def _recrawl(value: Any, where: str) -> dict[str, Any]:
+def _recrawl(value: Any, where: str) -> Mapping[str, Any]:
     """As RECRAWL_RULES: {"regex": seconds | [min_seconds, max_seconds]} (0 = never revisit)."""
     rules = _json_object(value, "recrawl", where)
     for pattern, interval in rules.items():
@@ -243,7 +249,7 @@ def _recrawl(value: Any, where: str) -> dict[str, Any]:
     return rules
 
 
-def _extraction(value: Any, site: str, where: str) -> dict[str, Any]:
+def _extraction(value: Any, site: str, where: str) -> Mapping[str, Any]:
     """As one site's EXTRACTION_RULES entry: {"text": css, "published_at": css|xpath, "exclude": [css]}."""
     rule = _json_object(value, "extraction", where)
     if rule:
