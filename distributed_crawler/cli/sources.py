@@ -122,7 +122,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
             _seconds(r["lag_p50_seconds"]),
             _seconds(r["lag_p95_seconds"], r["lag_over_max"]),
             f"{sum(r['errors_per_day']):,}",
-            "SILENT" if r["silent"] else "ok",
+            "SILENT" if r["silent"] else ("DRIFT " + ",".join(r["drift"]) if r["drift"] else "ok"),
         )
     console.print(table)
     return 0
