@@ -146,3 +146,47 @@ def test_a_node_applies_a_change_at_its_next_control_read_and_only_rereads_on_ch
 
     # hgetall calls per refresh (the overrides' one, plus the registry's when its version moved)
     assert asyncio.run(run()) == [(1, 0), (2, 2), (1, 2), (2, 1)]
+
+
+def test_garbage_in_the_registry_keys_is_one_line_and_changes_nothing(
+    redis_url: str, redis_client: redis.Redis, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    outlets = _write(tmp_path, "o.csv", OUTLETS)
+    redis_client.set("{news}:registry:version", "not a number")
+    assert _dcrawl(redis_url, "sources", "news", "import", outlets, "--no-seed") == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "{news}:registry:version is not a whole number" in err[0]
+    assert not redis_client.exists("{news}:registry")  # nothing half-written: the version did not move
+    redis_client.delete("{news}:registry:version")
+    redis_client.rpush("{news}:registry", "x")
+    for args in (("import", outlets), ("export",), ("show", "x"), ("remove", "x"), ()):
+        assert _dcrawl(redis_url, "sources", "news", *args) == 1, args
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "redis-cli type '{news}:registry'" in err[0], args
+
+
+def test_a_node_keeps_its_pause_and_overrides_and_logs_once_when_the_registry_is_garbage(
+    redis_url: str, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    keys = SpiderKeys.from_settings(Settings(), "news")
+    redis_client.rpush("{news}:registry", "x")  # a list where the hash should be
+    redis_client.set("{news}:registry:version", "3")
+    redis_client.hset("{news}:overrides", "example.com", json.dumps({"delay": 2}))
+
+    async def run() -> SourceCache:
+        client = aioredis.Redis.from_url(redis_url)
+        frontier = Frontier.open(client, keys, "host")
+        cache = SourceCache()
+        watch = PauseWatch(lambda: frontier, RedisPolicy("redis://test"), None, cache)
+        for _ in range(3):
+            await watch.refresh()
+        redis_client.delete("{news}:registry:version")
+        redis_client.hset("{news}:registry:version", "x", "y")  # garbage version: read as none
+        state = await frontier.control_state()
+        assert state[1] == {b"example.com": b'{"delay": 2}'} and state[2] is None
+        await client.aclose()
+        return cache
+
+    cache = asyncio.run(run())
+    assert len(cache.table) == 0 and cache.version is None
+    assert sum("Source registry {news}:registry not read" in r.message for r in caplog.records) == 1

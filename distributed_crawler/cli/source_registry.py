@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from distributed_crawler.addresses import SETTING as ALLOWED_SETTING
 from distributed_crawler.addresses import AddressRule
 from distributed_crawler.cli.control import BAD_INPUT, user
@@ -46,13 +48,29 @@ def _bad(message: str) -> int:
     return BAD_INPUT
 
 
+def read_registry(frontier: Any) -> SourceTable:
+    """The registry as the nodes read it; a key of another type is one line with the fix."""
+    try:
+        return table_of(frontier.sources())
+    except ResponseError as exc:
+        raise ValueError(wrong_registry(frontier, exc)) from None
+
+
+def wrong_registry(frontier: Any, exc: BaseException) -> str:
+    registry, version = frontier.registry_keys()
+    return (
+        f"cannot use the source registry ({exc}): `redis-cli type '{registry}'` must say hash and "
+        f"`redis-cli type '{version}'` string; delete the one that is not ours and import the sources again"
+    )
+
+
 def cmd_registry(args: argparse.Namespace) -> int:
     try:
         if args.action == "import":
             return _import(args)
         settings, client, keys = args.connect(args)
         frontier = open_frontier(settings, client, keys)
-        registry = table_of(frontier.sources())
+        registry = read_registry(frontier)
         if args.action == "export":
             return _export(args, registry)
         if args.action == "show":
@@ -76,9 +94,12 @@ def _import(args: argparse.Namespace) -> int:
         raise BadInput(f"{path} has no source: one record a source, with url")
     settings, client, keys = args.connect(args)
     frontier = open_frontier(settings, client, keys)
-    plan = plan_import(table_of(frontier.sources()), sources)
+    plan = plan_import(read_registry(frontier), sources)
     seeds = [] if args.no_seed else _site_seeds(settings, plan.new)  # checked before anything is written
-    apply_import(frontier, settings, plan, user(args), "cli")
+    try:
+        apply_import(frontier, settings, plan, user(args), "cli")
+    except ResponseError as exc:
+        raise ValueError(wrong_registry(frontier, exc)) from None
     if seeds:
         SeedPusher(client, SeedKey.from_settings(settings, keys.spider)).push(seeds, [0] * len(seeds))
     seeded = f" (seeded into {keys.start_urls})" if seeds else (" (not seeded: --no-seed)" if plan.new else "")
@@ -161,7 +182,10 @@ def _remove(args: argparse.Namespace, frontier: Any, settings: Any, registry: So
     if not args.targets:
         raise BadInput("remove takes one or more NAME or DOMAIN")
     sources = list({s.site: s for s in (_find(registry, t) for t in args.targets)}.values())
-    remove_sources(frontier, settings, sources, user(args), "cli")
+    try:
+        remove_sources(frontier, settings, sources, user(args), "cli")
+    except ResponseError as exc:
+        raise ValueError(wrong_registry(frontier, exc)) from None
     names = ", ".join(s.name for s in sources)
     print(f"removed {len(sources)} source(s): {names}; their pages stay queued (`dcrawl host SPIDER HOST purge`)")
     return 0

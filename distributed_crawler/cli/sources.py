@@ -19,8 +19,8 @@ from rich.console import Console
 
 from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.cli.project import open_frontier
-from distributed_crawler.cli.source_registry import VERBS, cmd_registry, refusals_by_source
-from distributed_crawler.core.registry import SourceTable, table_of
+from distributed_crawler.cli.source_registry import VERBS, cmd_registry, read_registry, refusals_by_source
+from distributed_crawler.core.registry import SourceTable
 from distributed_crawler.events.sources import SORTS, SourcesConfig, read_sources, sort_sources, sparkline
 from distributed_crawler.monitoring.nodes import duration
 from distributed_crawler.queue.enqueue import run_sync, server_time
@@ -85,7 +85,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
             f"delete it if it is not ours (the nodes rebuild it)"
         ) from None
     frontier = open_frontier(settings, client, keys)
-    registry = table_of(frontier.sources())
+    registry = read_registry(frontier)
     rows = with_registry(sort_sources(data["sources"], args.sort), registry, refusals_by_source(frontier, registry))
     if args.silent:
         rows = [r for r in rows if r["silent"]]

@@ -43,6 +43,7 @@ class PauseWatch:
         self.policy = policy
         self.overrides = overrides
         self.sources = sources
+        self._refused_version: Any = _UNKNOWN  # the registry version whose read Redis refused (logged once)
         self.state: dict[str, Any] | None = None
         self.changed = asyncio.Event()
         self.wake: list[asyncio.Event] = []  # set when the pause changes (the feeder's waits)
@@ -101,7 +102,19 @@ class PauseWatch:
         async def read() -> Any:
             return await self._frontier().sources()
 
-        raw = await self.policy.run(Purpose.CACHE, read, default=_UNKNOWN)
+        async def refused(exc: BaseException) -> None:
+            if version != self._refused_version:  # once per registry version, not every 1.5 s
+                self._refused_version = version
+                key = self._frontier().registry_keys()[0]
+                logger.error(
+                    "Source registry %s not read (%s): this node keeps its last copy; check it with "
+                    "`redis-cli type '%s'` (a hash) and import the sources again",
+                    key,
+                    exc,
+                    key,
+                )
+
+        raw = await self.policy.run(Purpose.CACHE, read, default=_UNKNOWN, on_error=refused)
         if raw is _UNKNOWN or self.sources is None:
             return  # read again at the next refresh (the version still differs)
         # off the event loop: a first read of 100,000 sources takes seconds (docs/benchmarks.md)
