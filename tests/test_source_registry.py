@@ -190,3 +190,11 @@ def test_a_node_keeps_its_pause_and_overrides_and_logs_once_when_the_registry_is
     cache = asyncio.run(run())
     assert len(cache.table) == 0 and cache.version is None
     assert sum("Source registry {news}:registry not read" in r.message for r in caplog.records) == 1
+
+
+def test_names_after_a_flag_join_the_verbs_list(
+    redis_url: str, redis_client: redis.Redis, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert _dcrawl(redis_url, "sources", "news", "import", _write(tmp_path, "o.csv", OUTLETS), "--no-seed") == 0
+    assert main(["sources", "news", "remove", "Example", "--by", "bob", "Le Monde", "--redis-url", redis_url]) == 0
+    assert "removed 2 source(s)" in capsys.readouterr().out and redis_client.hlen("{news}:registry") == 0
