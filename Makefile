@@ -3,14 +3,18 @@
 # `make test` = `make lint`, then `make test-fast`, then the tests marked e2e or slow: together the
 # full suite, each test run once (what CI runs). While editing: `make lint` (ruff, mypy) and
 # `make test-fast` (tests marked neither e2e nor slow); `make test-full` runs everything in one go.
+# The e2e/slow tests mostly wait (sleeps, idle closes, politeness), so they run on E2E_WORKERS
+# pytest-xdist workers; each test module stays on one worker (tests/conftest.py), the product cases
+# spread one by one. `make test-matrix` runs every case of the product harness (tests/test_product.py).
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # chromium: the browser Playwright renders with (it cannot download its own here).
 # mariadb-server: tests/test_storage_mysql.py starts its own mariadbd on a free port.
 APT_PACKAGES := redis-server chromium mariadb-server
+E2E_WORKERS ?= 3
 
-.PHONY: demo test test-fast test-slow test-full lint setup clean
+.PHONY: demo test test-fast test-slow test-full test-matrix lint setup clean
 
 setup: $(STAMP)
 
@@ -35,10 +39,13 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -m "not e2e and not slow"
 
 test-slow: $(STAMP)
-	$(PY) -m pytest -m "e2e or slow" --durations=15
+	$(PY) -m pytest -m "e2e or slow" -n $(E2E_WORKERS) --dist loadgroup --durations=15
 
 test-full: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(E2E_WORKERS) --dist loadgroup
+
+test-matrix: $(STAMP)
+	$(PY) -m pytest tests/test_product.py --matrix -n $(E2E_WORKERS) --dist loadgroup --durations=0
 
 test: $(STAMP)  # in this order even under make -j
 	$(MAKE) --no-print-directory lint

@@ -84,13 +84,28 @@ class RedisServer:
             stderr=subprocess.DEVNULL,
         )
         client = redis.Redis.from_url(self.url)
-        for _ in range(200):
+        for _ in range(400):
+            if self.proc.poll() is not None:  # the port was taken meanwhile (another xdist worker's?)
+                break
             try:
                 client.ping()
-                return self
             except redis.ConnectionError:
                 time.sleep(0.025)
-        raise RuntimeError("redis-server did not start")
+                continue
+            if self._answered_by_ours(client):  # not by a server that had the port before
+                return self
+            time.sleep(0.025)
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    def _answered_by_ours(self, client: redis.Redis) -> bool:
+        assert self.proc is not None
+        try:
+            return bool(client.info("server")["process_id"] == self.proc.pid)
+        except redis.ResponseError:  # INFO not allowed (an ACL test): our process still runs
+            return self.proc.poll() is None
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -304,3 +319,44 @@ def stored_rows(db: Path) -> dict[str, dict[str, Any]]:
             return {r["url"]: dict(r) for r in conn.execute("SELECT * FROM items")}
     except sqlite3.OperationalError:  # the table does not exist yet
         return {}
+
+
+# -- the product harness (tests/product.py) and parallel runs -----------------------------------
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--matrix", action="store_true", help="run every product-harness case (`make test-matrix`)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Product cases off CI's diagonal run only with --matrix (else deselected). Under `-n N --dist loadgroup` each
+    test module stays on one xdist worker (its module fixtures: one MariaDB, one database) unless
+    its tests name groups of their own (the product cases: one each, they start their own servers)."""
+    if not config.getoption("--matrix"):
+        off_diagonal = [item for item in items if item.get_closest_marker("matrix")]
+        if off_diagonal:
+            config.hook.pytest_deselected(items=off_diagonal)
+            items[:] = [item for item in items if not item.get_closest_marker("matrix")]
+    for item in items:
+        if not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+@pytest.fixture(scope="session")
+def pg_admin() -> str:
+    """A superuser DSN of the machine's PostgreSQL (127.0.0.1:5432, trust auth)."""
+    from tests.test_storage import _pg_admin_dsn
+
+    dsn = _pg_admin_dsn()
+    if dsn is None:
+        pytest.fail("no PostgreSQL at 127.0.0.1:5432 with trust auth (user postgres or root, database 'test')")
+    return dsn
+
+
+@pytest.fixture(scope="session")
+def mariadb_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """This session's (this xdist worker's) private mariadbd (tests/test_storage_mysql.py's)."""
+    from tests.test_storage_mysql import MariaDB
+
+    server = MariaDB(tmp_path_factory.mktemp("mariadb")).install()
+    yield server
+    server.stop()

@@ -114,6 +114,7 @@ def test_package_import_stays_light() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
+@pytest.mark.slow  # over 5 s
 @pytest.mark.e2e
 @pytest.mark.timeout(120)
 def test_plain_scrapy_project_with_the_addon_is_a_node(site, redis_url: str, tmp_path: Path) -> None:

@@ -42,6 +42,7 @@ def test_redis_max_connections_is_checked() -> None:
         RedisContext.of(get_crawler(settings_dict={"REDIS_MAX_CONNECTIONS": 0}))
 
 
+@pytest.mark.slow  # over 5 s
 @pytest.mark.e2e
 @pytest.mark.timeout(120)
 def test_a_busy_node_holds_at_most_four_connections(workers: Workers, redis_url: str, tmp_path: Path) -> None:

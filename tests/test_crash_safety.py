@@ -44,31 +44,6 @@ def assert_no_traceback(workers: Workers, *nodes: str) -> None:
         assert "Traceback" not in workers.log(node), workers.log(node)[-4000:]
 
 
-@pytest.mark.timeout(170)
-def test_kill9_repeatedly_loses_nothing_and_duplicates_nothing(
-    workers: Workers, redis_client: redis.Redis, tmp_path: Path
-) -> None:
-    db = tmp_path / "items.db"
-    with NewsSite(articles=400, per_page=20, delay=0.02) as site:
-        expected = site.expected_urls()
-        redis_client.lpush("news:start_urls", site.url + "/")
-        settings = [*FAST_LEASE, "MAX_IDLE_TIME_BEFORE_CLOSE=5", "CONCURRENT_REQUESTS=8"]
-        for node in ("n1", "n2", "n3"):
-            workers.start(node, *settings)
-        for kills, threshold in enumerate((0.15, 0.4, 0.65), start=1):
-            wait_until(lambda t=threshold: len(rows(db)) >= t * len(expected), 60, f"{threshold:.0%} stored")
-            workers.kill9("n3")
-            assert redis_client.zcard("{news}:processing") > 0 or kills > 1  # n3 died holding leases
-            workers.start("n3", *settings)
-        codes = workers.wait_all(timeout=90)
-        stored = rows(db)
-    assert codes == {"n1": 0, "n2": 0, "n3": 0}
-    assert len(stored) == len(set(stored)), "duplicate rows"
-    assert set(stored) == expected, f"lost: {sorted(expected - set(stored))[:10]}"
-    assert redis_client.zcard("{news}:processing") == 0 and redis_client.llen("{news}:failed") == 0
-    assert_no_traceback(workers, "n1", "n2")
-
-
 @pytest.mark.timeout(90)
 def test_slow_page_is_not_redelivered_while_its_node_lives(
     workers: Workers, redis_client: redis.Redis, tmp_path: Path

@@ -72,6 +72,7 @@ def test_posts_without_the_token_in_the_header_or_with_another_host_are_refused(
         read_only.server_close()
 
 
+@pytest.mark.slow  # over 5 s
 @pytest.mark.timeout(90)
 def test_buttons_work_in_chromium_with_the_token(
     dashboard: DashboardServer, redis_client: redis.Redis, redis_url: str

@@ -29,30 +29,6 @@ def assert_clean_logs(workers: Workers) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120)
-def test_two_workers_store_every_page_exactly_once(
-    site: NewsSite, workers: Workers, redis_client: redis.Redis, tmp_path: Path
-) -> None:
-    # 8 slots a node: the small site's frontier is larger than one node's share, as in real crawls.
-    workers.start("node-a", "CONCURRENT_REQUESTS=8")
-    workers.start("node-b", "CONCURRENT_REQUESTS=8")
-    workers.wait_ready("node-a", "node-b")
-    redis_client.lpush("news:start_urls", site.url + "/")
-    codes = workers.wait_all(timeout=90)
-    assert codes == {"node-a": 0, "node-b": 0}
-    rows = stored_rows(tmp_path / "items.db")
-    urls = [url for url, _ in rows]
-    assert len(urls) == len(set(urls))
-    assert set(urls) == site.expected_urls()
-    nodes = {node for _, node in rows}
-    assert nodes == {"node-a", "node-b"}, "both nodes must have stored pages"
-    assert site.hits("/private") == 0, "a path disallowed by robots.txt was requested"
-    assert redis_client.zcard("{news}:processing") == 0, "leases left behind"
-    assert redis_client.llen("{news}:failed") == 0
-    assert_clean_logs(workers)
-
-
-@pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_bad_seeds_and_foreign_payloads_are_dead_lettered_not_run(
     site: NewsSite, workers: Workers, redis_client: redis.Redis, tmp_path: Path

@@ -117,6 +117,7 @@ def test_failed_commit_writes_no_event(tmp_path: Path, redis_url: str, redis_cli
     assert redis_client.xlen(STREAM) == 0
 
 
+@pytest.mark.slow  # over 5 s
 def test_redis_outage_waits_then_publishes(tmp_path: Path, redis_url: str, redis_client: redis.Redis) -> None:
     """The items wait (no ack) while Redis is unreachable, and their events arrive once it is back."""
 
@@ -140,6 +141,7 @@ def test_redis_outage_waits_then_publishes(tmp_path: Path, redis_url: str, redis
     assert [e["event"] for e in events(redis_client)] == ["new"]
 
 
+@pytest.mark.slow  # over 5 s
 def test_outage_at_close_fails_the_items_not_silently(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("distributed_crawler.events.feed.CLOSE_RETRY_SECONDS", 0.5)
 
@@ -356,6 +358,7 @@ def test_cli_events_and_sources(redis_url: str, redis_client: redis.Redis) -> No
     assert "Traceback" not in refused.stderr
 
 
+@pytest.mark.slow  # over 5 s
 def test_killed_between_commit_and_event_publishes_on_redelivery(
     tmp_path: Path, redis_url: str, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -196,6 +196,7 @@ def _json(done: object) -> dict:
     return json.loads(done.stdout)  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow  # over 5 s
 @e2e
 @pytest.mark.timeout(120)
 def test_a_url_is_fetched_through_the_proxy_pool_without_touching_the_crawl(
@@ -219,6 +220,7 @@ def test_a_url_is_fetched_through_the_proxy_pool_without_touching_the_crawl(
         assert german["not_stored_because"] == "language en (English) is not in LANGUAGES (de)"
 
 
+@pytest.mark.slow  # over 5 s
 @e2e
 @pytest.mark.timeout(120)
 def test_an_unreachable_or_failing_url_is_one_line_exit_2(redis_url: str) -> None:

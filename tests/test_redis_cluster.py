@@ -5,10 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import sqlite3
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import astuple
 from pathlib import Path
 from typing import Any
@@ -393,11 +392,11 @@ def script_calls(ports: list[int]) -> dict[int, int]:
 
 
 class ShardedCrawl:
-    """A 3-master + 3-replica cluster, SHARDED_HOSTS sites, two workers; everything stopped on exit."""
+    """A 3-master cluster, SHARDED_HOSTS sites, two workers; everything stopped on exit."""
 
     def __init__(self, tmp_path: Path) -> None:
         self.tmp_path = tmp_path
-        self.nodes = RedisClusterNodes(tmp_path / "cluster", replicas=1)
+        self.nodes = RedisClusterNodes(tmp_path / "cluster")
         self.sites = [NewsSite(articles=6, per_page=20, delay=0.05) for _ in range(SHARDED_HOSTS)]
         self.workers: Workers | None = None
 
@@ -406,10 +405,8 @@ class ShardedCrawl:
             self.nodes.start()
             for site in self.sites:
                 site.start()
-            self.base_master = self.nodes.master_port_of("{news}:requests")
-            seed_port = next(p for p in self.nodes.ports if p != self.base_master)  # alive after the kill
             env = {
-                "REDIS_URL": f"redis://127.0.0.1:{seed_port}/0",
+                "REDIS_URL": self.nodes.url,
                 "REDIS_CLUSTER": "1",
                 "STORAGE_URL": f"sqlite:///{self.tmp_path / 'items.db'}",
                 "MAX_IDLE_TIME_BEFORE_CLOSE": "5",
@@ -443,17 +440,6 @@ class ShardedCrawl:
         found = [re.search(r"'item_scraped_count': (\d+)", self.workers.log(node)) for node in self.workers.procs]
         return sum(int(match.group(1)) for match in found if match)
 
-    def wait_stored(self, count: int, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                if len(self.stored()) >= count:
-                    return
-            except sqlite3.OperationalError:  # the table is not there yet
-                pass
-            time.sleep(0.05)
-        raise AssertionError(f"fewer than {count} pages stored after {timeout}s")
-
     def __exit__(self, *exc: object) -> None:
         if self.workers is not None:
             self.workers.stop_all()
@@ -483,43 +469,6 @@ def test_one_crawl_over_every_master_stores_every_page_once(tmp_path: Path) -> N
     share = {port: round(n / sum(calls.values()), 3) for port, n in calls.items()}
     print(f"FRONTIER_SHARDS={FRONTIER_SHARDS}: {len(expected)} pages, script calls per master {calls}, share {share}")
     assert min(share.values()) >= 0.1, share  # every master serves the crawl (24 hosts: ~1/3 each)
-
-
-@pytest.mark.timeout(200)
-def test_kill_9_of_a_master_mid_crawl_loses_no_page(
-    tmp_path: Path, record_property: Callable[[str, object], None]
-) -> None:
-    """kill -9 of the master holding {news} during a sharded crawl: its replica takes over, the
-    workers wait the failover out; 0 pages lost, 0 stored twice (the replica is in sync on one machine;
-    what asynchronous replication can lose in general: docs/high-availability.md)."""
-    with ShardedCrawl(tmp_path) as crawl:
-        assert crawl.workers is not None
-        expected = crawl.expected()
-        crawl.seed()
-        crawl.wait_stored(len(expected) // 4, timeout=60)
-        crawl.nodes.kill_node(crawl.base_master)
-        stored_at_kill = len(crawl.stored())
-        new_master = crawl.nodes.wait_slot_moved("{news}:requests", crawl.base_master, timeout=60)
-        codes = crawl.workers.wait_all(timeout=120)
-        paths = [p for site in crawl.sites for p in site.requested_paths()]
-    assert codes == {"node-a": 0, "node-b": 0}
-    urls = crawl.stored()
-    lost = sorted(expected - set(urls))
-    twice = crawl.items_scraped() - len(urls)
-    report = (
-        f"Cluster failover, FRONTIER_SHARDS={FRONTIER_SHARDS}, kill -9 of the {{news}} master mid-crawl: "
-        f"{len(expected)} pages, {stored_at_kill} stored at the kill, {len(set(urls))} stored, {len(lost)} lost "
-        f"{lost[:5]}, {twice} stored twice, {len(paths)} requests for {len(expected)} pages, new master :{new_master}"
-    )
-    print(report)
-    record_property("cluster_failover", report)
-    assert new_master != crawl.base_master
-    assert not lost and not twice, report
-    for node in crawl.workers.procs:
-        log = crawl.workers.log(node)
-        assert "Traceback" not in log, log[-4000:]
-        assert " unreachable since " in log and " back after " in log, log[-4000:]
-        assert log.count(" unreachable since ") <= 4, log[-4000:]  # once per outage for the node, not per call
 
 
 def test_a_connection_closed_under_a_command_is_a_connection_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -54,6 +54,7 @@ async def wait_for(condition: Any, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+@pytest.mark.slow  # over 5 s
 def test_each_purpose_through_a_real_outage(server: RedisServer, caplog: pytest.LogCaptureFixture) -> None:
     """During the outage: ACK/PUSH/DEADLETTER retry, LEASE/SEED/PERMIT wait, HEARTBEAT/STATS/CACHE
     skip their round (counts kept locally), READ stops with one line. One outage line and one

@@ -192,3 +192,31 @@ def test_drift_needs_enough_articles_and_a_usual_field() -> None:
     assert health(30, 0.0, 0.3).drifting(20, 0.5) == ()  # the source rarely dates its articles
     assert health(30, 0.5, 0.9).drifting(20, 0.5) == ()  # a dip, not a drop
     assert parse_source("s", history(0, {}, **{"q:date:fast": "x", "q:date:slow": 2}), NOW, 28).quality == {}
+
+
+def test_a_request_the_node_refused_is_not_an_error_of_its_source() -> None:
+    """robots.txt's IgnoreRequest reached the source-error count (issue 42: 59,944 errors at 10,000
+    hosts while the site served none); a real download failure still counts."""
+    import asyncio
+
+    from scrapy import Request
+    from scrapy.exceptions import IgnoreRequest
+    from twisted.internet.error import ConnectionRefusedError
+
+    from distributed_crawler.events.middleware import RemovedPageMiddleware
+
+    class Feed:
+        def __init__(self) -> None:
+            self.failures: list[tuple[str, str]] = []
+
+        async def record_failure(self, url: str, kind: str) -> None:
+            self.failures.append((url, kind))
+
+    feed = Feed()
+    middleware = RemovedPageMiddleware(feed, crawler=None)  # type: ignore[arg-type]
+    asyncio.run(
+        middleware.process_exception(Request("http://s.test/private"), IgnoreRequest("Forbidden by robots.txt"))
+    )
+    assert feed.failures == []
+    asyncio.run(middleware.process_exception(Request("http://s.test/a"), ConnectionRefusedError()))
+    assert feed.failures == [("http://s.test/a", "error")]

@@ -25,8 +25,7 @@ from distributed_crawler.storage.backends import COLUMNS, StorageBackend, Storag
 from distributed_crawler.storage.digest import content_digest
 from distributed_crawler.storage.mysql import MySQLStorage, connect_kwargs, create_table_sql, upsert_sql
 from distributed_crawler.storage.pipeline import StoragePipeline, item_to_row
-from tests.conftest import Workers, crawl_preflight, free_port, one_error_line
-from tests.site.server import NewsSite
+from tests.conftest import crawl_preflight, free_port, one_error_line
 from tests.storage_rows import (
     backends_on,
     check_close_is_idempotent,
@@ -578,32 +577,6 @@ def test_wrong_password_at_crawl_start_is_one_line_exit_2(mariadb: MariaDB, redi
     error = one_error_line(proc)
     assert "mysql://crawler:***@127.0.0.1" in error and "check the user and password" in error
     assert "Wr0ngPassw0rd" not in proc.stderr + proc.stdout
-
-
-@server
-@pytest.mark.slow
-@pytest.mark.timeout(150)
-def test_two_workers_store_every_page_once_in_mariadb(
-    site: NewsSite, redis_url: str, redis_client: Any, mariadb: MariaDB, mysql_url: str, tmp_path: Path
-) -> None:
-    workers = Workers(tmp_path, {"REDIS_URL": redis_url, "STORAGE_URL": mysql_url, "MAX_IDLE_TIME_BEFORE_CLOSE": "2"})
-    try:
-        workers.start("node-a", "CONCURRENT_REQUESTS=8")
-        workers.start("node-b", "CONCURRENT_REQUESTS=8")
-        workers.wait_ready("node-a", "node-b")
-        redis_client.lpush("news:start_urls", site.url + "/")
-        assert workers.wait_all(timeout=100) == {"node-a": 0, "node-b": 0}
-    finally:
-        workers.stop_all()
-    rows = mariadb.admin(f"SELECT url, node FROM `{DATABASE}`.items")
-    urls = [url for url, _ in rows]
-    assert len(urls) == len(set(urls))
-    assert set(urls) == site.expected_urls()
-    assert {node for _, node in rows} == {"node-a", "node-b"}
-    for node in workers.procs:
-        log = workers.log(node)
-        assert "Traceback" not in log and "ERROR" not in log, log[-4000:]
-        assert PASSWORD not in log and "mysql://crawler:***@127.0.0.1" in log
 
 
 def test_upsert_changes_reports_new_changed_unchanged(opened: Callable[[], StorageBackend]) -> None:

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from itemadapter import is_item
-from scrapy.exceptions import NotConfigured
+from scrapy.exceptions import IgnoreRequest, NotConfigured
 
 from distributed_crawler.events.extension import ChangeFeedExtension
 from distributed_crawler.meta import LEASE_META, RECRAWL_TICKET_META
@@ -103,5 +103,9 @@ class RemovedPageMiddleware:
         return response
 
     async def process_exception(self, request: Request, exception: Exception) -> None:
-        """A download that failed (timeout, DNS, connection refused): an error of its source."""
+        """A download that failed (timeout, DNS, connection refused): an error of its source. A
+        request this node refused itself (robots.txt, admission, a trap rule: IgnoreRequest) never
+        reached the site: not the source's error, and no Redis call."""
+        if isinstance(exception, IgnoreRequest):
+            return
         await self.feed.record_failure(request.url, "error")

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import argparse
 import html
+import json
 import logging
 import math
+import random
 import re
 import signal
 import socket
@@ -82,7 +84,12 @@ class NewsSite:
     """
 
     def __init__(
-        self, articles: int = 300, per_page: int = 20, delay: float = 0.0, crawl_delay: float | None = None
+        self,
+        articles: int = 300,
+        per_page: int = 20,
+        delay: float = 0.0,
+        crawl_delay: float | None = None,
+        news_articles: bool = False,
     ) -> None:
         if articles < 0:
             raise ValueError("articles must be >= 0")
@@ -92,6 +99,9 @@ class NewsSite:
         self.per_page = per_page
         self.delay = delay
         self.crawl_delay = crawl_delay  # robots.txt gets `Crawl-delay: N` when set
+        # articles a news spider recognises as such (NewsArticle JSON-LD, a body of 80 words unique
+        # to this site), so STORE_PAGE_TYPES' default stores them (tests/product.py)
+        self.news_articles = news_articles
         self.url: str = ""
         self._lock = threading.Lock()
         self._paths: list[str] = []
@@ -343,6 +353,15 @@ class NewsSite:
             words = [_WORDS[(article_id * 7 + n * 13 + k * 5) % len(_WORDS)] for k in range(12)]
             paragraphs.append(f"<p>{' '.join(words).capitalize()}.</p>")
         paragraphs.insert(1, f"<p>article-{article_id}-body</p>")
+        head, opening, closing = "", "", ""
+        if self.news_articles:
+            pick = random.Random(f"{self.url}/article/{article_id}")
+            words = " ".join(f"{pick.choice(_WORDS)}{pick.randrange(1000)}" for _ in range(80))
+            opening, closing = "<article>", "</article>"
+            paragraphs.append(f"<p>{words.capitalize()}. Reported from {html.escape(self.url)}.</p>")
+            data = {"@context": "https://schema.org", "@type": "NewsArticle", "headline": f"Article {article_id}"}
+            data["datePublished"] = f"2026-11-{1 + article_id % 28:02d}T08:00:00+00:00"
+            head = f'<script type="application/ld+json">{json.dumps(data)}</script>\n'
         nav = [_a("/", "Home"), _a("../about", "About")]
         if article_id < self.articles:
             nav.append(_a(f"/article/{article_id + 1}#top", "Next article"))
@@ -351,9 +370,9 @@ class NewsSite:
         page = self.list_page_of(article_id)
         nav.append(_a(self._list_href(page, article_id), "Back to list"))
         body = (
-            f'<h1 id="top">Article {article_id}</h1>\n'
+            f'{head}{opening}<h1 id="top">Article {article_id}</h1>\n'
             + "\n".join(paragraphs)
-            + f'\n<p class="nav">{" | ".join(nav)}</p>'
+            + f'{closing}\n<p class="nav">{" | ".join(nav)}</p>'
         )
         return _page(f"Article {article_id}", body)
 
