@@ -43,6 +43,9 @@ DEFAULTS: dict[str, Any] = {
     "AUDIT_KEY": "{%(spider)s}:audit",  # stream of control actions (capped)
     "SCHEDULER_PAUSED_KEY": "{%(spider)s}:paused",  # string: JSON {since, by, drain, source} while paused
     "AUDIT_MAXLEN": 10_000,  # entries kept in the audit stream (XADD MAXLEN ~)
+    # The source registry (docs/sources.md): `dcrawl sources SPIDER import FILE`, read by every node.
+    "SOURCE_REGISTRY_KEY": "{%(spider)s}:registry",  # hash: site -> the source's JSON (name, tags, scope rules)
+    "SOURCE_REGISTRY_VERSION_KEY": "{%(spider)s}:registry:version",  # string: +1 at each change; nodes poll it
     "SCHEDULER_DOORBELL_CHANNEL": "{%(spider)s}:doorbell",  # pub/sub: wakes idle nodes
     "SCHEDULER_HOST_QUEUE_KEY": "{%(spider)s}:q:%(host)s",  # zset: one host's pending requests (host mode)
     "SCHEDULER_READY_KEY": "{%(spider)s}:hosts",  # zset: host -> server time it may be served next
@@ -126,6 +129,10 @@ DEFAULTS: dict[str, Any] = {
     "SOURCE_DAYS": 28,  # days of per-day counts kept
     "SOURCE_SILENT_MIN_HOURS": 6.0,  # a source is never silent sooner than this
     "SOURCE_CHECK_SECONDS": 60.0,  # how often one node checks for silent sources
+    # extraction drift (docs/sources.md): a source's share of articles with a date / authors / normal text
+    "SOURCE_DRIFT_MIN_ARTICLES": 20,  # new articles a source needs before its extraction is judged
+    "SOURCE_DRIFT_DROP": 0.5,  # drift = a recent share below baseline x (1 - this)
+    "SOURCE_DRIFT_TEXT_CHARS": 500,  # main text this long or longer counts as of normal length
     "PROMETHEUS_PORT": 0,  # 0 = off; env var overrides
     "PROMETHEUS_HOST": "127.0.0.1",  # this host only unless the project opens it
     "DASHBOARD_ALLOWED_HOSTS": [],  # Host header names the dashboard answers besides its bind address

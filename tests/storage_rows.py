@@ -39,6 +39,8 @@ def row(i: int | str, **overrides: Any) -> dict[str, Any]:
         "section": "Politics",
         "tags": '["budget", "city"]',
         "site_name": "Example News",
+        "source": "Example News",  # the registry's name (docs/sources.md)
+        "source_tags": '["national", "en"]',
     }
     base.update(overrides)
     return base

@@ -305,7 +305,7 @@ def test_a_node_reads_the_pause_and_the_overrides_in_one_round_trip_a_second(
     assert watch.paused and watch.drain and watch.state["by"] == "ops"
     assert cache.get("news.example.com") == json.loads(redis_client.hget("{news}:overrides", "example.com"))
     assert cache.get("junk.org") is None and cache.get("other.org") is None
-    assert commands == 2  # one GET and one HGETALL, pipelined: one round trip
+    assert commands == 3  # GET pause, HGETALL overrides, GET registry version: pipelined, one round trip
 
 
 def test_purge_without_per_host_queues_says_so_in_one_line(redis_url: str, capsys: pytest.CaptureFixture) -> None:

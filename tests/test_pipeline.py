@@ -489,6 +489,8 @@ def test_item_to_row_accepts_dicts_and_items() -> None:
         "section": None,
         "tags": None,
         "site_name": None,
+        "source": None,
+        "source_tags": None,
     }
     row = item_to_row(Page(url="https://e/2", text="body\x00", extra="x"))
     assert row == {
@@ -513,6 +515,8 @@ def test_item_to_row_accepts_dicts_and_items() -> None:
         "section": None,
         "tags": None,
         "site_name": None,
+        "source": None,
+        "source_tags": None,
     }
     with pytest.raises(DropItem):
         item_to_row(Page(title="no url"))

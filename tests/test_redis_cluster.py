@@ -184,6 +184,8 @@ def test_every_key_of_a_spider_shares_one_slot() -> None:
             keys.nodes,
             keys.node("n1"),
             keys.doorbell,
+            keys.sources,  # the registry and its version: written in one transaction
+            keys.sources_version,
             f"{keys.dupefilter}:0:0",
             *node_keys.all(),
             *astuple(RecrawlKeys.from_settings(settings, spider)),
@@ -206,6 +208,22 @@ def test_revisit_scripts_run_on_the_cluster(
     assert schedule.client.zrange(keys.host_queue("a.test"), 0, -1) == [member.encode()]
     assert main(["schedule", "news", "--json"]) == 0  # dcrawl on the cluster (REDIS_CLUSTER=1 in env)
     assert json.loads(capsys.readouterr().out)["scheduled"] == 1
+
+
+def test_source_registry_import_and_node_read_run_on_the_cluster(
+    cluster: RedisClusterNodes, cluster_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """`dcrawl sources import` (one transaction over the registry and its version) and a node's
+    control read (pause, overrides, version in one pipeline) on a real cluster."""
+    outlets = tmp_path / "outlets.jsonl"
+    outlets.write_text(json.dumps({"url": "https://www.lemonde.fr/", "name": "Le Monde", "tags": ["fr"]}) + "\n")
+    assert "1 new (seeded into news:start_urls)" in dcrawl(capsys, "sources", "news", "import", str(outlets))
+    keys = SpiderKeys.from_settings(Settings(), "news")
+    client = cluster.client()
+    assert client.get(keys.sources_version) == b"1" and client.hkeys(keys.sources) == [b"lemonde.fr"]
+    pause, overrides, version = Frontier.open(client, keys, "host").control_state()
+    assert (pause, overrides, version) == (None, {}, b"1")
+    assert json.loads(dcrawl(capsys, "sources", "news", "show", "Le Monde", "--json"))["tags"] == ["fr"]
 
 
 @pytest.mark.parametrize("key", ["%(spider)s:start_urls", "{%(spider)s}:start_urls"])

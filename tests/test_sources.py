@@ -145,6 +145,55 @@ def test_only_articles_count_for_their_source(tmp_path: Path, redis_url: str) ->
     assert health.articles == 2  # the list page has its event, but is not news of the source
 
 
+def test_a_source_whose_dates_vanish_alerts_drift_once_and_recovery_once(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis
+) -> None:
+    from distributed_crawler.events.drift import EXTRACTION_DRIFT, check_drift
+
+    config = SourcesConfig(drift_min_articles=5)  # lifted from 20: a few articles make the test
+    alerts = Alerts()
+    text = "word " * 120  # 600 characters: of normal length (SOURCE_DRIFT_TEXT_CHARS 500)
+    good = {"published_at": "2026-12-01T10:00:00+00:00", "authors": ["Ann"]}
+
+    def other(i: int) -> dict[str, Any]:
+        return {"url": f"https://other.org/a/{i}", "title": "t", "text": text, "status": 200, **good}
+
+    async def scenario() -> list[list[tuple[str, str, str]]]:
+        client = aioredis.Redis.from_url(redis_url)
+        feed = make_feed(lambda: client)
+        seen = []
+        await store(tmp_path, feed, [article(i, text, **good) for i in range(20)] + [other(i) for i in range(20)])
+        seen.append(await check_drift(client, config, "news", alerts, NOW))
+        await store(tmp_path, feed, [article(i, text, authors=["Ann"]) for i in range(20, 26)])  # no date now
+        await store(tmp_path, feed, [other(i) for i in range(20, 26)])
+        seen.append(await check_drift(client, config, "news", alerts, NOW))
+        seen.append(await check_drift(client, config, "news", alerts, NOW))  # still drifting: no new alert
+        [health] = [h for h in await read_sources(client, config, "news", NOW) if h.source == "example.com"]
+        assert health.drift_flag == ("date",) and health.quality["authors"] == (1.0, 1.0)
+        await store(tmp_path, feed, [article(i, text, **good) for i in range(26, 40)])  # fixed
+        seen.append(await check_drift(client, config, "news", alerts, NOW))
+        await client.aclose()
+        return seen
+
+    assert run(scenario()) == [[], [("example.com", "date", "drift")], [], [("example.com", "date", "recovered")]]
+    assert [(k, d["source"], d["field"], d["state"]) for k, d in alerts.sent] == [
+        (EXTRACTION_DRIFT, "example.com", "date", "drift"),
+        (EXTRACTION_DRIFT, "example.com", "date", "recovered"),
+    ]
+
+
+def test_drift_needs_enough_articles_and_a_usual_field() -> None:
+    def health(n: int, recent: float, baseline: float) -> Any:
+        fields = history(0, {}, **{"q:n": n, "q:date:fast": recent, "q:date:slow": baseline})
+        return parse_source("s", fields, NOW, 28)
+
+    assert health(30, 0.1, 0.9).drifting(20, 0.5) == ("date",)
+    assert health(10, 0.1, 0.9).drifting(20, 0.5) == ()  # too few articles judged
+    assert health(30, 0.0, 0.3).drifting(20, 0.5) == ()  # the source rarely dates its articles
+    assert health(30, 0.5, 0.9).drifting(20, 0.5) == ()  # a dip, not a drop
+    assert parse_source("s", history(0, {}, **{"q:date:fast": "x", "q:date:slow": 2}), NOW, 28).quality == {}
+
+
 def test_a_request_the_node_refused_is_not_an_error_of_its_source() -> None:
     """robots.txt's IgnoreRequest reached the source-error count (issue 42: 59,944 errors at 10,000
     hosts while the site served none); a real download failure still counts."""

@@ -186,7 +186,7 @@ def test_table_of_an_older_release_gains_the_missing_columns(
     assert set(table_columns(storage_url)) == set(COLUMNS)
     assert (
         "added column(s) status, node, authors, published_at, lang, description, duplicate_of, modified_at, "
-        "page_type, paywalled, truncated, content_hash, first_seen, last_changed, version, data, image, section, tags, site_name to table items"
+        "page_type, paywalled, truncated, content_hash, first_seen, last_changed, version, data, image, section, tags, site_name, source, source_tags to table items"
     ) in caplog.text
     # The old row survives with NULL in the new columns; new rows fill them.
     backend.upsert_many([row("new")])
@@ -216,7 +216,7 @@ def test_table_of_the_release_before_news_gains_the_article_columns(
         backend = opened()
     assert (
         "added column(s) authors, published_at, lang, description, duplicate_of, modified_at, page_type, "
-        "paywalled, truncated, content_hash, first_seen, last_changed, version, data, image, section, tags, site_name to table items"
+        "paywalled, truncated, content_hash, first_seen, last_changed, version, data, image, section, tags, site_name, source, source_tags to table items"
     ) in caplog.text
     assert set(table_columns(storage_url)) == set(COLUMNS)
     backend.upsert_many([row("new", duplicate_of="https://example.com/old", text="")])
@@ -257,6 +257,8 @@ def test_table_of_the_release_before_page_types_gains_them_and_keeps_its_rows(
             "section",
             "tags",
             "site_name",
+            "source",
+            "source_tags",
         ):
             r.pop(column)
     _execute(storage_url, RELEASE_BEFORE_PAGE_TYPES)
@@ -271,7 +273,7 @@ def test_table_of_the_release_before_page_types_gains_them_and_keeps_its_rows(
     with caplog.at_level(logging.INFO, logger="distributed_crawler.storage.schema"):
         backend = opened()
     assert (
-        "added column(s) modified_at, page_type, paywalled, truncated, data, image, section, tags, site_name to table items"
+        "added column(s) modified_at, page_type, paywalled, truncated, data, image, section, tags, site_name, source, source_tags to table items"
         in caplog.text
     )
     assert set(table_columns(storage_url)) == set(COLUMNS)
@@ -343,12 +345,32 @@ def test_table_of_the_release_before_data_gains_it_and_keeps_every_row(
     )
     with caplog.at_level(logging.INFO, logger="distributed_crawler.storage.schema"):
         backend = opened()
-    assert "added column(s) data, image, section, tags, site_name to table items" in caplog.text
+    assert "added column(s) data, image, section, tags, site_name, source, source_tags to table items" in caplog.text
     assert backend.count() == 50 and all(r["data"] is None and r["title"] == "old" for r in read_rows(storage_url))
     backend.upsert_many([row("new", data=json.dumps({"price": 9.5, "headline": "Ünïcode"}))])
     new = {r["url"]: r for r in read_rows(storage_url)}[row("new")["url"]]
     assert _json(new["data"]) == {"price": 9.5, "headline": "Ünïcode"}
     assert backend.count() == 51
+
+
+RELEASE_BEFORE_SOURCES = RELEASE_BEFORE_DATA.replace(
+    "truncated BOOLEAN)", "truncated BOOLEAN, data TEXT, image TEXT, section TEXT, tags TEXT, site_name TEXT)"
+)
+
+
+def test_table_of_the_release_before_sources_gains_source_and_source_tags(
+    storage_url: str, opened: Callable[[], StorageBackend], caplog: pytest.LogCaptureFixture
+) -> None:
+    _execute(
+        storage_url, RELEASE_BEFORE_SOURCES, "INSERT INTO items (url, version) VALUES ('https://example.com/old', 1)"
+    )
+    with caplog.at_level(logging.INFO, logger="distributed_crawler.storage.schema"):
+        backend = opened()
+    assert "added column(s) source, source_tags to table items" in caplog.text
+    backend.upsert_many([row("new", source="Le Monde", source_tags='["national"]')])
+    rows = {r["url"]: r for r in read_rows(storage_url)}
+    assert (rows["https://example.com/old"]["source"], rows["https://example.com/old"]["source_tags"]) == (None, None)
+    assert (rows[row("new")["url"]]["source"], rows[row("new")["url"]]["source_tags"]) == ("Le Monde", '["national"]')
 
 
 def _json(value: Any) -> Any:
@@ -409,6 +431,8 @@ def test_missing_columns_are_null(storage_url: str, opened: Callable[[], Storage
         "section": None,
         "tags": None,
         "site_name": None,
+        "source": None,
+        "source_tags": None,
     }
 
 

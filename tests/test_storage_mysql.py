@@ -356,6 +356,26 @@ def test_table_of_the_release_before_data_gains_it_and_keeps_every_row(
     assert backend.count() == 51
 
 
+@server
+def test_table_of_the_release_before_sources_gains_source_and_source_tags(
+    mariadb: MariaDB, opened: Callable[[], StorageBackend], caplog: pytest.LogCaptureFixture
+) -> None:
+    old_ddl = create_table_sql().replace(", `source` LONGTEXT", "").replace(", `source_tags` LONGTEXT", "")
+    assert "`source" not in old_ddl
+    mariadb.admin(
+        f"USE `{DATABASE}`",
+        old_ddl,
+        "INSERT INTO `items` (`url`, `title`, `version`) VALUES ('https://example.com/old', 'old', 1)",
+    )
+    with caplog.at_level(logging.INFO, logger="distributed_crawler.storage.schema"):
+        backend = opened()
+    assert "added column(s) source, source_tags to table items" in caplog.text
+    backend.upsert_many([row("new")])
+    rows = {r["url"]: r for r in read_rows(mariadb)}
+    assert (rows["https://example.com/old"]["source"], rows["https://example.com/old"]["source_tags"]) == (None, None)
+    assert rows["https://example.com/new"] == stored(row("new"))  # source "Example News", its tags
+
+
 def test_reopen_keeps_rows(opened: Callable[[], StorageBackend]) -> None:
     opened().upsert_many([row(1)])
     assert opened().count() == 1

@@ -461,7 +461,7 @@ def read_policy(args: argparse.Namespace) -> RedisPolicy:
 
 
 # A command's trailing list of values (`seed SPIDER URL...`, `proxies add URL...`).
-TRAILING_LISTS = ("urls", "proxies")
+TRAILING_LISTS = ("urls", "proxies", "targets")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -1,8 +1,11 @@
-"""`dcrawl sources SPIDER [--json] [--silent] [--sort health|lag|articles|last] [--limit N]`.
+"""`dcrawl sources SPIDER [--json] [--silent] [--sort health|lag|articles|last] [--limit N] [--tag T] [--country C]`.
 
 One line per news source (docs/monitoring.md "Sources"): articles per day over the kept days
 (a sparkline), articles in that window, time since the last new article, publish-to-first-seen
-lag p50/p95 (bucket edges), errors, and whether it is silent.
+lag p50/p95 (bucket edges), errors, and whether it is silent. A source in the registry
+(docs/sources.md) is shown by its name, with its country and tags (`--tag`, `--country` keep those
+sources only); the verbs `import`, `export`, `show`, `remove` manage the registry
+(cli/source_registry.py).
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ from redis.exceptions import ResponseError
 from rich.console import Console
 
 from distributed_crawler.cli.output import listing_table, print_json
+from distributed_crawler.cli.project import open_frontier
+from distributed_crawler.cli.source_registry import VERBS, cmd_registry, read_registry, refusals_by_source
+from distributed_crawler.core.registry import SourceTable
 from distributed_crawler.events.sources import SORTS, SourcesConfig, read_sources, sort_sources, sparkline
 from distributed_crawler.monitoring.nodes import duration
 from distributed_crawler.queue.enqueue import run_sync, server_time
@@ -35,7 +41,37 @@ def _seconds(value: float | None, over: bool = False) -> str:
     return "-" if value is None else duration(value)
 
 
+def with_registry(
+    rows: list[dict[str, Any]], registry: SourceTable, refused: dict[str, dict[str, int]]
+) -> list[dict[str, Any]]:
+    """Each row with its registered source's `country`, `tags` and scope refusals by reason
+    ("", [] and {} when not registered)."""
+    by_name = {s.source.name: s.source for s in registry.sites.values()}
+    out = []
+    for row in rows:
+        source = by_name.get(row["source"]) or registry.by_name(row["source"])
+        extra = {
+            "country": source.country if source else "",
+            "tags": list(source.tags) if source else [],
+            "refused": refused.get(source.name, {}) if source else {},
+        }
+        out.append({**row, **extra})
+    return out
+
+
+def matches(row: dict[str, Any], tags: list[str], countries: list[str]) -> bool:
+    """Every `--tag` among the row's tags, and its country one of `--country` (when given)."""
+    wanted = {t.lower() for t in tags}
+    if wanted - {t.lower() for t in row["tags"]}:
+        return False
+    return not countries or row["country"] in {c.upper() for c in countries}
+
+
 def cmd_sources(args: argparse.Namespace) -> int:
+    if args.action is not None:
+        return cmd_registry(args)
+    if args.targets:
+        raise ValueError(f"unknown verb {args.targets[0]!r}: dcrawl sources SPIDER [{'|'.join(VERBS)}] ...")
     if args.limit < 1:
         raise ValueError(f"--limit ({args.limit}) must be at least 1")
     settings, client, keys = args.connect(args)
@@ -48,15 +84,23 @@ def cmd_sources(args: argparse.Namespace) -> int:
             f"cannot read {index} ({exc}); it should be a sorted set: check `redis-cli type {index}`, "
             f"delete it if it is not ours (the nodes rebuild it)"
         ) from None
-    rows = sort_sources(data["sources"], args.sort)
+    frontier = open_frontier(settings, client, keys)
+    registry = read_registry(frontier)
+    rows = with_registry(sort_sources(data["sources"], args.sort), registry, refusals_by_source(frontier, registry))
     if args.silent:
         rows = [r for r in rows if r["silent"]]
+    if args.tag or args.country:
+        rows = [r for r in rows if matches(r, args.tag, args.country)]
     data["sources"] = rows
     if args.json:
         print_json(data)
         return 0
     if not rows:
-        what = "silent source" if args.silent else "source"
+        what = (
+            ("silent " if args.silent else "")
+            + "source"
+            + (" with that tag or country" if args.tag or args.country else "")
+        )
         print(f"no {what} recorded for {keys.spider} in {config.index_key(keys.spider)}")
         return 0
     console = Console()
@@ -78,7 +122,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
             _seconds(r["lag_p50_seconds"]),
             _seconds(r["lag_p95_seconds"], r["lag_over_max"]),
             f"{sum(r['errors_per_day']):,}",
-            "SILENT" if r["silent"] else "ok",
+            "SILENT" if r["silent"] else ("DRIFT " + ",".join(r["drift"]) if r["drift"] else "ok"),
         )
     console.print(table)
     return 0
@@ -91,6 +135,14 @@ def add_parser(command: Any, connect: Callable[[argparse.Namespace], tuple[Any, 
     )
     p.set_defaults(connect=connect)
     p.add_argument("spider")
+    p.add_argument("action", nargs="?", choices=VERBS, help="manage the source registry (docs/sources.md)")
+    p.add_argument("targets", nargs="*", help="import: FILE; export: [FILE]; show: NAME|DOMAIN; remove: NAME|DOMAIN...")
+    p.add_argument("--no-seed", action="store_true", help="import: do not seed the new sources")
+    p.add_argument("--by", help="import / remove: the user named in the audit (default: $USER)")
+    p.add_argument(
+        "--tag", action="append", default=[], help="only the sources with this tag (repeatable: all of them)"
+    )
+    p.add_argument("--country", action="append", default=[], help="only the sources of this country (repeatable)")
     p.add_argument("--silent", action="store_true", help="only the silent sources")
     p.add_argument("--sort", choices=SORTS, default="health", help="health (default), lag, articles or last")
     p.add_argument("--limit", type=int, default=1000, help="most recently active sources read (default 1000)")

@@ -79,9 +79,13 @@ class Admission:
         self.checks = tuple(checks)
 
     @classmethod
-    def from_settings(cls, settings: BaseSettings, factories: Sequence[CheckFactory] = CHECKS) -> Admission:
+    def from_settings(
+        cls, settings: BaseSettings, factories: Sequence[CheckFactory] = CHECKS, extra: Sequence[Check] = ()
+    ) -> Admission:
+        """The checks of `factories`, then `extra` (checks built from the node's state, such as the
+        source registry's scope: core/registry.py)."""
         built = (factory(settings) for factory in factories)
-        return cls([check for check in built if check is not None])
+        return cls([*(check for check in built if check is not None), *extra])
 
     def check(self, request: Request) -> Refusal | None:
         for check in self.checks:

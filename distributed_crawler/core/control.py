@@ -133,11 +133,9 @@ def decode_override(raw: Any) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else {"garbage": True}
 
 
-def record(
-    frontier: Frontier, settings: Any, action: str, target: str, old: Any, new: Any, by: str, source: str
-) -> None:
-    """One audit entry (action, target, old and new value, user, time, source)."""
-    fields = {
+def audit_entry(action: str, target: str, old: Any, new: Any, by: str, source: str) -> dict[str, str]:
+    """The fields of one audit entry (action, target, old and new value, user, time, source)."""
+    return {
         "action": action,
         "target": target,
         "old": json.dumps(old, sort_keys=True),
@@ -146,6 +144,13 @@ def record(
         "time": f"{time.time():.3f}",
         "source": source,
     }
+
+
+def record(
+    frontier: Frontier, settings: Any, action: str, target: str, old: Any, new: Any, by: str, source: str
+) -> None:
+    """One audit entry (action, target, old and new value, user, time, source)."""
+    fields = audit_entry(action, target, old, new, by, source)
     frontier.audit(fields, SettingsReader(settings).int("AUDIT_MAXLEN", min=1))
 
 
@@ -226,6 +231,8 @@ def audit_words(action: str, raw: str) -> str:
         return f"{value['dropped']} pending dropped" + (" (dead-lettered)" if value.get("dead_letter") else "")
     if "since" in value:
         return f"paused by {value.get('by', '?')}" + (" (drain)" if value.get("drain") else "")
+    if "url" in value and "name" in value:  # a registered source (dcrawl sources SPIDER import)
+        return f"source {value['name']} ({value['url']})"
     return describe(value)
 
 

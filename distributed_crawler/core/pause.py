@@ -1,8 +1,10 @@
 """The crawl's pause and the operator's overrides as this node sees them (docs/operations.md).
 
 The pause lives in Redis (the frontier's pause key), so it reaches every node and survives their
-restarts. A node reads it, with the overrides hash, in one round trip every 1.5 s (REFRESH_SECONDS),
-never per page; the overrides go to the node's OverrideCache (core/overrides.py). While paused the feeder
+restarts. A node reads it, with the overrides hash and the source registry's version, in one round
+trip every 1.5 s (REFRESH_SECONDS), never per page; the overrides go to the node's OverrideCache
+(core/overrides.py), the registry (read again only when its version moved) to its SourceCache
+(core/registry.py). While paused the feeder
 leases nothing and, unless the pause says drain, gives back the requests it holds and has not
 started; downloads already running finish. Heartbeats go on, and the node does not idle-close.
 """
@@ -19,6 +21,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from distributed_crawler.connection.policy import Purpose, RedisPolicy
 from distributed_crawler.core.overrides import OverrideCache
+from distributed_crawler.core.registry import SourceCache
 from distributed_crawler.meta import HOST_SLOT_META, LEASE_META
 from distributed_crawler.queue.base import Frontier
 
@@ -30,11 +33,17 @@ _UNKNOWN = object()
 
 class PauseWatch:
     def __init__(
-        self, frontier: Callable[[], Frontier], policy: RedisPolicy, overrides: OverrideCache | None = None
+        self,
+        frontier: Callable[[], Frontier],
+        policy: RedisPolicy,
+        overrides: OverrideCache | None = None,
+        sources: SourceCache | None = None,
     ) -> None:
         self._frontier = frontier
         self.policy = policy
         self.overrides = overrides
+        self.sources = sources
+        self._refused_version: Any = _UNKNOWN  # the registry version whose read Redis refused (logged once)
         self.state: dict[str, Any] | None = None
         self.changed = asyncio.Event()
         self.wake: list[asyncio.Event] = []  # set when the pause changes (the feeder's waits)
@@ -66,9 +75,11 @@ class PauseWatch:
         read_back = await self.policy.run(Purpose.CACHE, read, default=_UNKNOWN)
         if read_back is _UNKNOWN:
             return
-        state, overrides = read_back
+        state, overrides, sources_version = read_back
         if self.overrides is not None:
             self.overrides.update(overrides)
+        if self.sources is not None and self.sources.stale(sources_version):
+            await self._read_sources(sources_version)
         if state == self.state:
             return
         was, self.state = self.state, state
@@ -86,6 +97,29 @@ class PauseWatch:
         self.changed.set()
         for event in self.wake:
             event.set()
+
+    async def _read_sources(self, version: Any) -> None:
+        async def read() -> Any:
+            return await self._frontier().sources()
+
+        async def refused(exc: BaseException) -> None:
+            if version != self._refused_version:  # once per registry version, not every 1.5 s
+                self._refused_version = version
+                key = self._frontier().registry_keys()[0]
+                logger.error(
+                    "Source registry %s not read (%s): this node keeps its last copy; check it with "
+                    "`redis-cli type '%s'` (a hash) and import the sources again",
+                    key,
+                    exc,
+                    key,
+                )
+
+        raw = await self.policy.run(Purpose.CACHE, read, default=_UNKNOWN, on_error=refused)
+        if raw is _UNKNOWN or self.sources is None:
+            return  # read again at the next refresh (the version still differs)
+        # off the event loop: a first read of 100,000 sources takes seconds (docs/benchmarks.md)
+        await asyncio.to_thread(self.sources.update, version, raw)
+        logger.info("Source registry: %d source(s) (version %s)", len(self.sources.table), version)
 
     async def run(self, stopped: Callable[[], bool]) -> None:
         while not stopped():

@@ -36,6 +36,7 @@ from distributed_crawler.core.overrides import OverrideCache
 from distributed_crawler.core.pause import PauseWatch
 from distributed_crawler.core.quarantine import Quarantine
 from distributed_crawler.core.refusals import RefusalLog
+from distributed_crawler.core.registry import SourceCache, source_scope_check
 from distributed_crawler.core.scheduler_config import SchedulerConfig, redis_dupefilter
 from distributed_crawler.core.shutdown import FORCED_STOP, SecondSignalGuard
 from distributed_crawler.core.tasks import BackgroundTasks
@@ -46,6 +47,7 @@ from distributed_crawler.dedup.recent import RecentFingerprints
 from distributed_crawler.internals import requests_in_progress, wake_engine
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import RequestCodec
+from distributed_crawler.storage.labels import attach_labels
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -100,7 +102,8 @@ class RedisScheduler:
         parts = (config, get, self.trouble, self.leases)
         release = lambda leases: self.keeper.release(leases)  # noqa: E731
         self.feeder = Feeder(*parts, self.buffer, self.recent, self.quarantine, crawler, release)
-        self.pause = self.feeder.pause = PauseWatch(get, self.context.policy, OverrideCache.of(crawler))
+        attach_labels(crawler, sources := SourceCache.of(crawler))  # rows get their source (storage/labels.py)
+        self.pause = self.feeder.pause = PauseWatch(get, self.context.policy, OverrideCache.of(crawler), sources)
         self.pause.wake += [self.feeder.want_more, self.feeder.new_work]
         engine = partial(requests_in_progress, crawler)
         self.keeper = LeaseKeeper(*parts, self.outbox, self.quarantine, self.feeder, self.stats, node_id, engine)
@@ -123,7 +126,7 @@ class RedisScheduler:
         context = RedisContext.of(crawler)
         config = SchedulerConfig.from_settings(settings)
         frontier = Frontier.from_settings(settings, crawler.spider.name, None, context.keys_for(crawler.spider.name))
-        admission = Admission.from_settings(settings)
+        admission = Admission.from_settings(settings, extra=(source_scope_check(SourceCache.of(crawler)),))
         return cls(crawler, config, context.config, frontier, dupefilter, context.node_id, context, admission)
 
     def open(self, spider: Spider) -> Deferred[None]:

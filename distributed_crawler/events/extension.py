@@ -20,7 +20,9 @@ from scrapy.exceptions import NotConfigured
 
 from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.core.context import RedisContext
+from distributed_crawler.core.registry import SourceCache
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.events.drift import check_drift
 from distributed_crawler.events.feed import ChangeFeed, EventsConfig
 from distributed_crawler.events.sources import SourceHealth, SourcesConfig, read_sources
 from distributed_crawler.internals import spider_closing
@@ -113,6 +115,7 @@ class ChangeFeedExtension:
             crawler.spider.name,
             context.policy,
             lambda: spider_closing(crawler),
+            source_name=lambda url: SourceCache.of(crawler).label(url)[0],
         )
         _FEEDS[crawler] = feed
         attach(crawler, feed)
@@ -155,7 +158,9 @@ class ChangeFeedExtension:
             client = self.context.client
             # one node per interval: the first to take the lock checks, the others skip
             if await client.set(lock, self.context.node_id, nx=True, px=max(1, int(interval * 900))):
-                await check_silence(client, self.sources, spider, self._alerter, await server_time(client))
+                now = await server_time(client)
+                await check_silence(client, self.sources, spider, self._alerter, now)
+                await check_drift(client, self.sources, spider, self._alerter, now)
 
         async def garbage(exc: BaseException) -> None:  # a bug or garbage: logged, the next interval tries again
             logger.error("Source check failed: %s", exc)

@@ -90,6 +90,18 @@ def source_of(url: str) -> str:
     return registered_domain(host) if host else ""
 
 
+def article_quality(row: Mapping[str, Any], text_chars: int) -> tuple[bool, bool, bool]:
+    """(has a date, has authors, has main text of normal length) of a new article: what a
+    changed template silently loses (docs/sources.md "Extraction drift")."""
+    authors = row.get("authors")
+    text = row.get("text")
+    return (
+        bool(row.get("published_at")),
+        bool(authors) and authors != "[]",
+        isinstance(text, str) and len(text) >= text_chars,
+    )
+
+
 def build_event(
     event: str, row: Mapping[str, Any], change: RowChange, *, include_text: bool, canonical: Callable[[str], str]
 ) -> dict[str, str]:
@@ -101,7 +113,8 @@ def build_event(
         "url": url,
         "canonical_url": canonical_url,
         "title": row.get("title") or "",
-        "source": source_of(url),
+        "source": row.get("source") or source_of(url),  # the registry's name (docs/sources.md)
+        "source_tags": row.get("source_tags") or "",  # JSON array, "" = none
         "host": urlsplit(url).hostname or "",
         "published_at": row.get("published_at") or "",
         "first_seen": change.first_seen or "",
@@ -144,8 +157,10 @@ class ChangeFeed:
         policy: RedisPolicy,
         closing: Callable[[], bool],
         canonical: Callable[[str], str] = canonicalize_url,
+        source_name: Callable[[str], str] = lambda url: source_of(url),
     ) -> None:
         self.config = config
+        self._source_name = source_name  # a URL's source: the registry's name (docs/sources.md), else its domain
         self.sources = sources
         self._client_of = client_of
         self.spider = spider
@@ -182,6 +197,7 @@ class ChangeFeed:
         events: list[dict[str, str]] = []
         new_by_source: dict[str, list[int]] = defaultdict(list)
         new_count: dict[str, int] = defaultdict(int)
+        quality: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # dated, authored, full text
         lags: list[float] = []
         for change in changes:
             row = by_url.get(change.url, {})
@@ -197,14 +213,18 @@ class ChangeFeed:
                 build_event(kind, row, change, include_text=self.config.include_text, canonical=self._canonical)
             )
             if change.change == NEW and row.get("page_type") in ARTICLE_TYPES:  # list pages are not news
-                source = source_of(change.url)
+                source = row.get("source") or source_of(change.url)
                 new_count[source] += 1
+                judged = quality[source]
+                for i, ok in enumerate(article_quality(row, self.sources.drift_text_chars)):
+                    judged[i] += ok
                 lag = lag_seconds(row.get("published_at"), change.first_seen)
                 if lag is not None:
                     new_by_source[source].append(lag_bucket(lag))
                     lags.append(lag)
         if events or new_count:
-            await self._write(events, {s: (n, new_by_source.get(s, [])) for s, n in new_count.items() if s})
+            counts = {s: (n, new_by_source.get(s, []), quality[s]) for s, n in new_count.items() if s}
+            await self._write(events, counts)
         for event in events:
             self.published_by_kind[event["event"]] += 1
         for lag in lags:
@@ -222,7 +242,7 @@ class ChangeFeed:
     async def record_failure(self, url: str, kind: str) -> None:
         """One error or refusal of a page of this source: counted in the background (one try; the
         page never waits for it, not even through a Redis outage)."""
-        source = source_of(url)
+        source = self._source_name(url)
         if not source or len(self._counting) >= MAX_COUNTING:
             return
         task = asyncio.ensure_future(self._count_failure(source, kind))
@@ -245,21 +265,23 @@ class ChangeFeed:
         return [self.sources.key_of(self.spider, source), self.sources.index_key(self.spider)]
 
     def _queue(self, batch: Batch, part: tuple[Any, ...]) -> None:
-        """One part of a batch's write: ("event", fields) or ("source", name, count, lags)."""
+        """One part of a batch's write: ("event", fields) or ("source", name, count, lags, quality)."""
         if part[0] == "event":
             if self.config.maxlen:
                 batch.commands.xadd(self.stream, part[1], maxlen=self.config.maxlen, approximate=True)
             else:
                 batch.commands.xadd(self.stream, part[1])
             return
-        _, source, count, lags = part
-        batch.script(
-            self._source_script(), self._source_keys(source), [source, "article", count, self.sources.days, *lags]
-        )
+        _, source, count, lags, quality = part
+        judged = ",".join(str(n) for n in quality)
+        args = [source, "article", count, self.sources.days, judged, *lags]
+        batch.script(self._source_script(), self._source_keys(source), args)
 
-    async def _write(self, events: list[dict[str, str]], sources: Mapping[str, tuple[int, list[int]]]) -> None:
+    async def _write(
+        self, events: list[dict[str, str]], sources: Mapping[str, tuple[int, list[int], list[int]]]
+    ) -> None:
         parts: list[tuple[Any, ...]] = [("event", fields) for fields in events]
-        parts += [("source", source, count, lags) for source, (count, lags) in sources.items()]
+        parts += [("source", source, *counts) for source, counts in sources.items()]
         what = f"Writing change events to {self.stream}"
 
         async def call() -> None:

@@ -8,6 +8,11 @@ are dropped by the periodic check). Everything here reads those keys or decides 
 
 Silent rule: a source that had articles is *silent* once nothing new arrived for
 max(3 x its median gap between arrivals, SOURCE_SILENT_MIN_HOURS).
+
+Drift rule (a changed template): for each of date, authors, main text of normal length, the share
+of the source's new articles that have it moves fast (recent articles) and slow (its baseline);
+a field *drifts* once the source has had SOURCE_DRIFT_MIN_ARTICLES articles, the field is usual
+for it (baseline >= 0.5) and the recent share fell below baseline x (1 - SOURCE_DRIFT_DROP).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,6 +32,8 @@ LAG_EDGES: tuple[int, ...] = (30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 2160
 #: Gap buckets are log2 of seconds: bucket i holds gaps in [2**i, 2**(i+1)).
 GAP_BUCKETS = 25
 SILENCE_FACTOR = 3
+QUALITY_FIELDS = ("date", "authors", "text")  # what an article's extraction is judged on
+USUAL_SHARE = 0.5  # a field counts for drift only when at least this share of the source's articles has it
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,9 @@ class SourcesConfig:
     max_sources: int = 10_000
     silent_min_hours: float = 6.0
     check_seconds: float = 60.0
+    drift_min_articles: int = 20
+    drift_drop: float = 0.5
+    drift_text_chars: int = 500
 
     @classmethod
     def from_settings(cls, settings: Any) -> SourcesConfig:
@@ -48,6 +58,9 @@ class SourcesConfig:
             max_sources=read.int("SOURCES_MAX", min=1),
             silent_min_hours=read.float("SOURCE_SILENT_MIN_HOURS", above=0, hint="hours"),
             check_seconds=read.float("SOURCE_CHECK_SECONDS", above=0, hint="seconds"),
+            drift_min_articles=read.int("SOURCE_DRIFT_MIN_ARTICLES", min=1),
+            drift_drop=read.float("SOURCE_DRIFT_DROP", above=0, max=1, hint="a share, e.g. 0.5"),
+            drift_text_chars=read.int("SOURCE_DRIFT_TEXT_CHARS", min=1),
         )
 
     def index_key(self, spider: str) -> str:
@@ -115,6 +128,19 @@ class SourceHealth:
     lag_counts: dict[int, int]
     median_gap: float | None
     silent_flag: bool
+    quality: dict[str, tuple[float, float]] = field(default_factory=dict)  # field -> (recent, baseline) share
+    judged: int = 0  # new articles whose extraction was judged
+    drift_flag: tuple[str, ...] = ()  # the fields the nodes' check alerted as drifting
+
+    def drifting(self, min_articles: int, drop: float) -> tuple[str, ...]:
+        """The fields whose recent share fell sharply below this source's own baseline."""
+        if self.judged < min_articles:
+            return ()
+        return tuple(
+            f
+            for f, (recent, baseline) in self.quality.items()
+            if baseline >= USUAL_SHARE and recent < baseline * (1 - drop)
+        )
 
     def silent_after(self, min_hours: float) -> float:
         """Seconds without a new article after which this source is silent."""
@@ -146,6 +172,8 @@ class SourceHealth:
             # (their setting) and no new article came since
             "silent": self.is_silent(now, min_hours) or self.silent_flag,
             "alerted": self.silent_flag,
+            "extraction": {f: {"recent": round(r, 3), "baseline": round(b, 3)} for f, (r, b) in self.quality.items()},
+            "drift": list(self.drift_flag),  # fields alerted as drifting by the nodes' check
         }
 
 
@@ -201,7 +229,22 @@ def parse_source(source: str, fields: Mapping[Any, Any], now: float, days: int) 
         lag_counts=lags,
         median_gap=median_gap(gaps),
         silent_flag=str(plain.get("silent", "0")) == "1",
+        quality=_quality(plain),
+        judged=_int(plain.get("q:n")) or 0,
+        drift_flag=tuple(f for f in str(plain.get("drift") or "").split(",") if f in QUALITY_FIELDS),
     )
+
+
+def _quality(plain: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
+    out = {}
+    for f in QUALITY_FIELDS:
+        try:
+            recent, baseline = float(plain[f"q:{f}:fast"]), float(plain[f"q:{f}:slow"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if 0 <= recent <= 1 and 0 <= baseline <= 1:
+            out[f] = (recent, baseline)
+    return out
 
 
 def sparkline(per_day: tuple[int, ...] | list[int]) -> str:

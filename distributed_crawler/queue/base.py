@@ -27,7 +27,7 @@ from distributed_crawler.queue.counts import CrawlCounts, crawl_counts
 from distributed_crawler.queue.deadletters import DeadLetters
 from distributed_crawler.queue.enqueue import Dedup, Enqueuer, Entry, maybe_await
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import Scripts, then
+from distributed_crawler.queue.scripts import Scripts, lua_source, then
 from distributed_crawler.queue.shards import check_shards, shard_tags
 
 if TYPE_CHECKING:
@@ -84,6 +84,17 @@ class Placement:
     interval: float | None = None
     budget: int | None = None
     in_flight: int | None = None
+
+
+def _control_reply(replies: list[Any]) -> tuple[Any, Any, Any]:
+    """(pause, overrides, registry version) of control_state's pipeline. A registry version that is
+    not a string (garbage in the key) reads as none: the pause and the overrides still come through;
+    `dcrawl sources SPIDER import` names the key to fix."""
+    for reply in replies[:2]:
+        if isinstance(reply, Exception):
+            raise reply
+    version = replies[2]
+    return decode_pause(replies[0]), replies[1], None if isinstance(version, Exception) else version
 
 
 class FrontierLayoutError(ValueError):
@@ -505,15 +516,42 @@ class Frontier:
         return self.keys.overrides
 
     def control_state(self) -> Any:
-        """(pause, {target: raw override}) in one round trip: what a node reads once a second."""
+        """(pause, {target: raw override}, registry version) in one round trip: what a node reads
+        every 1.5 s (the registry itself only when its version moved: `sources`)."""
         pipe = self.client.pipeline(transaction=False)
         pipe.get(self.keys.paused)
         pipe.hgetall(self.overrides_key())
-        return then(pipe.execute(), lambda r: (decode_pause(r[0]), r[1]))
+        pipe.get(self.keys.sources_version)
+        return then(pipe.execute(raise_on_error=False), _control_reply)
+
+    def registry_keys(self) -> tuple[str, str]:
+        """The source registry's hash and its version counter (what a wrong-type message names)."""
+        return self.keys.sources, self.keys.sources_version
+
+    # -- the source registry (dcrawl sources SPIDER import / remove; docs/sources.md) -------------
+    def sources(self) -> Any:
+        """Every registered source: {site: raw JSON}."""
+        return self.client.hgetall(self.keys.sources)
+
+    def write_sources(self, put: dict[str, str], drop: Sequence[str] = ()) -> Any:
+        """Set and remove registry entries and move its version, all or nothing (lua/registry_write.lua:
+        nodes see all of an import or none of it); returns the new version."""
+        script = self.client.register_script(lua_source("registry_write"))
+        args: list[str | int] = [len(put)]
+        for site, value in put.items():
+            args += [site, value]
+        return script(keys=[self.keys.sources, self.keys.sources_version], args=[*args, *drop])
 
     def audit(self, fields: dict[str, str], maxlen: int) -> Any:
         """Append one control action to the capped audit stream."""
         return self.client.xadd(self.keys.audit, fields, maxlen=maxlen, approximate=True)
+
+    def audit_many(self, entries: Sequence[dict[str, str]], maxlen: int) -> Any:
+        """Append many control actions (an import of a source registry) in one round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        for fields in entries:
+            pipe.xadd(self.keys.audit, fields, maxlen=maxlen, approximate=True)
+        return pipe.execute()
 
     def audit_entries(self, since: str = "-", count: int = 1000) -> Any:
         return self.client.xrange(self.keys.audit, min=since, count=count)

@@ -41,6 +41,8 @@ class SpiderKeys:
     paused: str = ""  # string: the crawl's pause (dcrawl pause), JSON {since, by, drain, source}
     recrawl: str = ""  # zset fingerprint -> due time: the revisit schedule of this shard's hosts (docs/recrawl.md)
     recrawl_state: str = ""  # hash fingerprint -> revisit state (interval, digest, validators, request)
+    sources: str = ""  # hash: site -> registered source (JSON), docs/sources.md (spider's tag)
+    sources_version: str = ""  # string: moved by each change of `sources`, polled by the nodes
 
     def __post_init__(self) -> None:
         fill = {"spider": self.tag or self.spider, "name": self.tag or self.spider}
@@ -61,6 +63,8 @@ class SpiderKeys:
             ("paused", "SCHEDULER_PAUSED_KEY", False),
             ("recrawl", "RECRAWL_KEY", False),
             ("recrawl_state", "RECRAWL_STATE_KEY", False),
+            ("sources", "SOURCE_REGISTRY_KEY", False),
+            ("sources_version", "SOURCE_REGISTRY_VERSION_KEY", False),
         ):
             if not getattr(self, name):
                 default = DEFAULTS[setting]
@@ -108,6 +112,8 @@ class SpiderKeys:
             paused=base("SCHEDULER_PAUSED_KEY"),
             recrawl=key("RECRAWL_KEY"),
             recrawl_state=key("RECRAWL_STATE_KEY"),
+            sources=base("SOURCE_REGISTRY_KEY"),
+            sources_version=base("SOURCE_REGISTRY_VERSION_KEY"),
         )
 
     def node(self, node_id: str) -> str:

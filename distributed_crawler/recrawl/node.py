@@ -17,7 +17,8 @@ from scrapy import signals
 
 from distributed_crawler.connection.policy import NodeStopping, Purpose, RedisPolicy
 from distributed_crawler.core.context import RedisContext
-from distributed_crawler.meta import DELIVERY_META, EXPIRES_AT_META
+from distributed_crawler.core.registry import SourceCache
+from distributed_crawler.meta import DELIVERY_META, EXPIRES_AT_META, RECRAWL_META
 from distributed_crawler.queue.codec import RequestCodec, UnserializableRequestError, allowed_classes
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.recrawl.rules import Interval, RecrawlConfig
@@ -170,7 +171,16 @@ class RecrawlNode:
         self.stats.inc_value(f"recrawl/recorded/{recorded.change}")
         return recorded
 
+    def interval_for(self, request: Request) -> Interval | None:
+        """`meta["recrawl"]`, else the first matching `recrawl` rule of the URL's registered source
+        (docs/sources.md), else RECRAWL_RULES."""
+        if RECRAWL_META not in request.meta:
+            matched, interval = SourceCache.of(self.crawler).table.recrawl_rule(request.url)
+            if matched:
+                return interval
+        return self.config.interval_for(request)
+
     def ticket(self, request: Request) -> RecrawlTicket | None:
         """A ticket (no validators sent yet) for a revisitable request; None = never revisited."""
-        interval = self.config.interval_for(request)
+        interval = self.interval_for(request)
         return None if interval is None else RecrawlTicket(self.fingerprint(request), interval, False)

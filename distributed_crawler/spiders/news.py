@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
@@ -40,6 +40,7 @@ from scrapy.utils.sitemap import sitemap_urls_from_robots
 from distributed_crawler.connection.policy import NodeStopping, Purpose, RedisPolicy
 from distributed_crawler.connection.untrusted import EpisodeLog
 from distributed_crawler.core.context import RedisContext
+from distributed_crawler.core.registry import SourceCache
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.downloadermiddlewares.robotstxt import cache_key, cached_robots_body
 from distributed_crawler.internals import node_stopping, scheduler_of
@@ -63,6 +64,7 @@ from distributed_crawler.news.documents import Document, DocumentError, feed_lin
 from distributed_crawler.news.extract import Article, OffReactor, extract_article, page_basics
 from distributed_crawler.news.nearduplicate import Match, NearDuplicateIndex, fingerprint, without_title
 from distributed_crawler.news.robots_meta import RobotsMeta, header_values, robots_meta
+from distributed_crawler.news.rules import SiteRules
 from distributed_crawler.news.storing import page_type_of
 from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
 from distributed_crawler.rendering.frames import frames_text, static_iframe_urls
@@ -205,10 +207,12 @@ class NewsSpider(RedisSpider):
         """The page's row (canonical url, main text and metadata, near-duplicate mark), or None when
         STORE_PAGE_TYPES / LANGUAGES leave the page out (its links are followed all the same)."""
         url = await self._canonical_url(response)
+        # the page's registered source's `extraction` over EXTRACTION_RULES (docs/sources.md)
+        rules = SourceCache.of(self.crawler).table.extraction_rules(response.url, self.news.extraction_rules)
         if not self.news.extract_main_text and len(response.body) <= INLINE_MAX_BYTES:
-            article = extract_page(self.news, response)
+            article = extract_page(self.news, response, rules)
         else:
-            article = await self.off_reactor.run(extract_page, self.news, response)
+            article = await self.off_reactor.run(extract_page, self.news, response, rules)
         self.crawler.stats.inc_value("news/pages")
         skip = self.news.store.skip_reason(article.page_type, article.lang)
         if skip is not None:
@@ -510,7 +514,7 @@ async def _not_cached(exc: BaseException) -> None:
         raise exc
 
 
-def extract_page(news: NewsConfig, response: TextResponse) -> Article:
+def extract_page(news: NewsConfig, response: TextResponse, rules: Mapping[str, SiteRules] | None = None) -> Article:
     """What the page says (blocking: the spider runs it off the reactor): main text and metadata,
     or with EXTRACT_MAIN_TEXT off the visible text and declared language; `truncated` when
     `bounded` cut the page."""
@@ -519,7 +523,7 @@ def extract_page(news: NewsConfig, response: TextResponse) -> Article:
             response.text,
             response.url,
             listed=bool(response.meta.get(LISTED_META)),
-            rules=news.extraction_rules,
+            rules=news.extraction_rules if rules is None else rules,
         )
     else:
         article = page_basics(response.text, response.url, listed=bool(response.meta.get(LISTED_META)))

@@ -43,6 +43,7 @@ from distributed_crawler.redact import mask_url, safe_error_text
 from distributed_crawler.storage.backends import DEFAULT_STORAGE_URL, StorageBackend, StorageError, open_storage
 from distributed_crawler.storage.changes import AfterCommit, attached
 from distributed_crawler.storage.extra_fields import data_json
+from distributed_crawler.storage.labels import attached_labels, label_row
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -213,6 +214,8 @@ def item_to_row(item: Any) -> dict[str, Any]:
         "section": _text(adapter.get("section")),
         "tags": _json_list(adapter.get("tags")) if adapter.get("tags") else None,
         "site_name": _text(adapter.get("site_name")),
+        "source": _text(adapter.get("source")),  # else the registry's (storage/labels.py)
+        "source_tags": _json_list(adapter.get("source_tags")) if adapter.get("source_tags") else None,
     }
 
 
@@ -221,7 +224,7 @@ ITEM_COLUMNS = frozenset(
     {
         "url", "title", "text", "fetched_at", "status", "node", "authors", "published_at", "lang",
         "description", "duplicate_of", "modified_at", "page_type", "paywalled", "truncated", "content_hash",
-        "image", "section", "tags", "site_name",
+        "image", "section", "tags", "site_name", "source", "source_tags",
     }
 )  # fmt: skip
 
@@ -376,6 +379,7 @@ class StoragePipeline:
     async def process_item(self, item: Any, spider: Spider | None = None) -> Any:
         """Add the item to the open batch and return it once that batch is committed."""
         row = item_to_row(item)
+        label_row(row, attached_labels(self.crawler))
         if self._backend is None or self._closed:
             raise StorageError(
                 f"StoragePipeline for {self.config.masked_url} is not open; item {row['url']} not stored"

@@ -50,6 +50,16 @@ COLUMN_TYPES: dict[str, str] = {
     "site_name": "TEXT",
 }
 
+
+def add_source_columns(columns: dict[str, str]) -> None:
+    """The source registry's columns (docs/sources.md): the source's name (the registered domain
+    when the site is not registered) and its tags (a JSON array); added last, migrated as any column."""
+    columns["source"] = "TEXT"
+    columns["source_tags"] = "TEXT"
+
+
+add_source_columns(COLUMN_TYPES)
+
 #: Columns of the ``items`` table, in storage order.
 COLUMNS: tuple[str, ...] = tuple(COLUMN_TYPES)
 

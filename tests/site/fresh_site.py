@@ -5,7 +5,8 @@ address is its own registered domain), on one port per source. `/` lists the sou
 newest first; `/story/<n>` is a NewsArticle (JSON-LD with `datePublished` to the second).
 `publish(i)` adds a story to source i, `edit(i, n)` changes a story's text, `remove(i, n)` makes
 it answer 410. `run_publisher(every)` publishes on every active source each `every` seconds;
-`silence(i)` stops source i from publishing (its pages still answer).
+`silence(i)` stops source i from publishing (its pages still answer); `restyle(i)` changes source
+i's template: stories it publishes from then on carry no publication date (extraction drift).
 
 Standard library only; bench/freshness.py uses it too.
 """
@@ -37,6 +38,7 @@ class FreshSite:
         self._lock = threading.Lock()
         self._stories: list[list[_Story]] = [[] for _ in range(sources)]
         self.silent: set[int] = set()
+        self.restyled: dict[int, int] = {}  # source -> its first story in the new template
         self.published_log: list[tuple[str, float]] = []  # (url, published at)
         self._servers: list[ThreadingHTTPServer] = []
         self.urls: list[str] = []
@@ -65,6 +67,10 @@ class FreshSite:
     def silence(self, source: int) -> None:
         with self._lock:
             self.silent.add(source)
+
+    def restyle(self, source: int) -> None:
+        with self._lock:
+            self.restyled[source] = len(self._stories[source]) + 1
 
     def story_urls(self, source: int | None = None) -> list[str]:
         with self._lock:
@@ -95,6 +101,8 @@ class FreshSite:
             when = datetime.fromtimestamp(story.published, tz=UTC).isoformat(timespec="seconds")
             title = f"Source {source} story {story.n}"
             data = {"@context": "https://schema.org", "@type": "NewsArticle", "headline": title, "datePublished": when}
+            if story.n >= self.restyled.get(source, story.n + 1):
+                del data["datePublished"]  # the new template no longer says when
             words = " ".join(f"word{(story.n * 7 + i) % 97}" for i in range(120))
             body = (
                 f'<script type="application/ld+json">{json.dumps(data)}</script>'
