@@ -81,6 +81,7 @@ DEFAULTS: dict[str, Any] = {
     "RECRAWL_PENDING_SECONDS": 3600,  # a moved revisit whose fetch never reports back is sent again after this
     "RECRAWL_MOVE_BATCH": 500,  # due revisits one move puts into the frontier
     "RECRAWL_POLL_SECONDS": 1.0,  # longest wait between two looks at the revisit schedule
+    "ARTICLE_REVISITS": [3600, 21600, 86400],  # seconds after an article's first fetch it is fetched again; [] = never
     # Spider.
     "REDIS_START_URLS_BATCH_SIZE": 0,  # 0 = CONCURRENT_REQUESTS
     "REDIS_START_URLS_AS_SET": False,

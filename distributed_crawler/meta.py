@@ -90,6 +90,10 @@ EXPIRES_AT_META = "expires_at"
 # Read by recrawl/rules.py: revisit interval of this URL, seconds or [min, max]; 0 = never (wins over
 # RECRAWL_RULES).
 RECRAWL_META = "recrawl"
+# Set by recrawl/spidermiddleware.py on the stored revisit of an article no rule matches (True); read
+# by recrawl/rules.py: the revisit follows ARTICLE_REVISITS, then leaves the schedule. Travels with
+# the request through Redis: untrusted when read (only `True` counts).
+ARTICLE_REVISIT_META = "article_revisit"
 
 # -- set by news spiders for themselves (spiders/news.py), shipped with the request -------------------
 # On sitemap and feed requests: the site (a URL) whose entries are followed (same registered domain).
