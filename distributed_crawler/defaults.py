@@ -211,6 +211,7 @@ DEFAULTS: dict[str, Any] = {
     "STORAGE_FLUSH_SECONDS": 1.0,  # longest an item waits while another commit runs
     "STORAGE_RETRY_MAX_SECONDS": 30.0,  # longest backoff between retries of a failed commit
     "STORAGE_CLOSE_RETRY_SECONDS": 60.0,  # failed commits are retried this long once closing
+    "ITEM_VERSIONS_KEEP": 0,  # replaced versions of a row kept in item_versions per URL; 0 = all
     # Bounds on what a hostile site can make a worker do (docs/security.md). Scrapy's own settings
     # with news-sized defaults (the project's value wins; 0 turns Scrapy's off), then ours.
     "DOWNLOAD_MAXSIZE": 8 * 1024 * 1024,  # bytes of a response, also once decompressed: over it, dead letter too_large

@@ -98,7 +98,7 @@ class FailingBackend(SQLiteStorage):
 
 def test_failed_commit_writes_no_event(tmp_path: Path, redis_url: str, redis_client: redis.Redis) -> None:
     class Pipeline(StoragePipeline):
-        backend_factory = staticmethod(lambda url: FailingBackend(":memory:"))  # type: ignore[assignment]
+        backend_factory = staticmethod(lambda url, **options: FailingBackend(":memory:"))  # type: ignore[assignment]
 
     async def scenario() -> None:
         client = aioredis.Redis.from_url(redis_url)

@@ -30,6 +30,7 @@ from tests.site.server import NewsSite
 from tests.storage_rows import (
     backends_on,
     check_close_is_idempotent,
+    check_item_versions,
     check_upsert_changes,
     row,
     stored,
@@ -168,6 +169,7 @@ def mysql_url(mariadb: MariaDB) -> str:
     if not mariadb.running:
         mariadb.start()
     mariadb.admin(f"DROP TABLE IF EXISTS `{DATABASE}`.`items`")
+    mariadb.admin(f"DROP TABLE IF EXISTS `{DATABASE}`.`item_versions`")
     return mariadb.url()
 
 
@@ -588,3 +590,7 @@ def test_two_workers_store_every_page_once_in_mariadb(
 
 def test_upsert_changes_reports_new_changed_unchanged(opened: Callable[[], StorageBackend]) -> None:
     check_upsert_changes(opened())
+
+
+def test_replaced_versions_are_kept_in_item_versions(mysql_url: str) -> None:
+    check_item_versions(mysql_url)

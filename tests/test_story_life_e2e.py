@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.conftest import Workers, stored_rows, wait_for
+from tests.conftest import Workers, dcrawl, stored_rows, wait_for
 from tests.site.revised_site import RevisedNewsSite
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
@@ -39,7 +39,7 @@ def cluster(tmp_path: Path, redis_url: str) -> Iterator[Workers]:
 
 
 def test_each_story_is_fetched_once_plus_its_revisits_then_never(
-    cluster: Workers, redis_client: redis.Redis, tmp_path: Path
+    cluster: Workers, redis_client: redis.Redis, redis_url: str, tmp_path: Path
 ) -> None:
     db = tmp_path / "items.db"
     redis_client.delete(*SCHEDULE)
@@ -52,9 +52,12 @@ def test_each_story_is_fetched_once_plus_its_revisits_then_never(
 
         def done() -> bool:
             scheduled = redis_client.zcard(SCHEDULE[0]) + redis_client.hlen(SCHEDULE[1])
-            return scheduled == 0 and all(site.hits(p) >= expected for p in stories)
+            rows = stored_rows(db)
+            # the commit of the last fetch may land just after its record in the schedule
+            committed = all(rows.get(site.url + p, {}).get("version") == expected for p in stories)
+            return scheduled == 0 and committed and all(site.hits(p) >= expected for p in stories)
 
-        wait_for("every story's last revisit and an empty schedule", done, 120, cluster)
+        wait_for("every story's last revisit stored and an empty schedule", done, 120, cluster)
         # the schedule is empty: nothing can bring a story back; the counts are final
         assert {p: site.hits(p) for p in stories} == {p: expected for p in stories}
         assert site.hits("/") == 1  # a list page: no rule, not an article, never revisited
@@ -63,3 +66,15 @@ def test_each_story_is_fetched_once_plus_its_revisits_then_never(
             row = rows[site.url + path]
             assert row["version"] == expected  # each revisit found an edited story
             assert row["title"].endswith("council confirms")
+
+        # every version is kept: the three a revisit replaced, then the current row
+        shown = dcrawl(redis_url, "versions", "news", site.url + stories[0], "--json", "--from", f"sqlite:///{db}")
+        assert shown.returncode == 0, shown.stderr
+        versions = json.loads(shown.stdout)["versions"]
+        assert [v["version"] for v in versions] == [1, 2, 3, 4]
+        assert [v["replaced_at"] is None for v in versions] == [False, False, False, True]
+        assert "Correction:" not in versions[0]["text"] and "Correction:" in versions[1]["text"]
+        assert [v["title"].endswith("council confirms") for v in versions] == [False, False, True, True]
+        assert all(v["replaced_at"] == later["fetched_at"] for v, later in zip(versions, versions[1:]))
+        table = dcrawl(redis_url, "versions", "news", site.url + stories[0], "--from", f"sqlite:///{db}")
+        assert table.returncode == 0 and "4 versions" in table.stdout and "current" in table.stdout, table.stdout
