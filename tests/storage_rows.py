@@ -116,6 +116,7 @@ def check_upsert_changes(backend: StorageBackend) -> None:
     ]
     again = sorted(backend.upsert_changes([row(1), row(2, text="text 2, corrected")]))
     assert [(c.change, c.version) for c in again] == [("unchanged", 1), ("changed", 2)]
+    assert [c.previous for c in again] == [None, ("title 2", "text 2")]  # what the event's diff compares
     assert again[0].first_seen == first[0].first_seen
     assert backend.upsert_changes([]) == []
 

@@ -78,3 +78,14 @@ def test_each_story_is_fetched_once_plus_its_revisits_then_never(
         assert all(v["replaced_at"] == later["fetched_at"] for v, later in zip(versions, versions[1:]))
         table = dcrawl(redis_url, "versions", "news", site.url + stories[0], "--from", f"sqlite:///{db}")
         assert table.returncode == 0 and "4 versions" in table.stdout and "current" in table.stdout, table.stdout
+
+        # each revisit's `changed` event says what changed: a correction, then a new headline
+        listed = dcrawl(redis_url, "events", "news", "--json", "--since", "0")
+        assert listed.returncode == 0, listed.stderr
+        entries = [json.loads(line) for line in listed.stdout.splitlines() if line.startswith("{")]
+        changes = [e for e in entries if e["url"] == site.url + stories[0] and e["event"] == "changed"]
+        diffs = {e["version"]: e["diff"] for e in changes}
+        assert sorted(diffs) == [2, 3, 4]
+        assert diffs[2]["correction"] and not diffs[2]["title_changed"] and diffs[2]["text_added"] > 0
+        assert diffs[3]["title_changed"] and not diffs[3]["correction"]
+        assert all(d["text_removed"] == 0 for d in diffs.values())  # the stories only grow

@@ -30,7 +30,7 @@ from urllib.parse import unquote
 
 from distributed_crawler.defaults import DEFAULTS
 from distributed_crawler.redact import mask_url, safe_error_text
-from distributed_crawler.storage.changes import RowChange, chunks, classify
+from distributed_crawler.storage.changes import RowChange, chunks, classify, with_previous
 from distributed_crawler.storage.schema import (
     COLUMN_TYPES,
     COLUMNS,
@@ -267,14 +267,15 @@ class SQLiteStorage:
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                before = dict(self._versions(conn, urls, "version")) if report else {}
+                stored = self._versions(conn, urls, "version, title, text") if report else []
+                before = {r[0]: r[1] for r in stored}
                 conn.executemany(_SQLITE_ARCHIVE, archive_params(prepared))
                 conn.executemany(sql, prepared)
                 if self.versions_keep:
                     conn.executemany(prune_versions_sql("?"), [(u, u, self.versions_keep) for u in urls])
                 if report:
                     after = {r[0]: r[1:] for r in self._versions(conn, urls, "version, first_seen, rowid")}
-                    changes = classify(urls, before, after)
+                    changes = with_previous(classify(urls, before, after), {r[0]: (r[2], r[3]) for r in stored})
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -452,14 +453,15 @@ class PostgresStorage(OneConnection):
         try:
             conn = self._connection()
             with conn.transaction(), conn.cursor() as cur:
-                before = dict(self._versions(cur, urls, "version", "FOR UPDATE")) if report else {}
+                stored = self._versions(cur, urls, "version, title, text", "FOR UPDATE") if report else []
+                before = {r[0]: r[1] for r in stored}
                 cur.executemany(_PG_ARCHIVE, archive_params(prepared))
                 cur.executemany(sql, prepared)
                 if self.versions_keep:
                     cur.executemany(prune_versions_sql("%s"), [(u, u, self.versions_keep) for u in urls])
                 if report:
                     after = {r[0]: (r[1], r[2], None) for r in self._versions(cur, urls, "version, first_seen")}
-                    changes = classify(urls, before, after)
+                    changes = with_previous(classify(urls, before, after), {r[0]: (r[2], r[3]) for r in stored})
         except psycopg.Error as exc:
             raise StorageError(f"PostgreSQL write to {self.masked} failed: {safe_error_text(exc, self.dsn)}") from None
         return changes

@@ -34,7 +34,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote
 
 from distributed_crawler.redact import mask_url, safe_error_text
-from distributed_crawler.storage.changes import RowChange, chunks, classify
+from distributed_crawler.storage.changes import RowChange, chunks, classify, with_previous
 from distributed_crawler.storage.schema import (
     COLUMN_TYPES,
     COLUMNS,
@@ -400,7 +400,8 @@ class MySQLStorage(OneConnection):
             try:
                 conn.begin()
                 with conn.cursor() as cur:
-                    before = dict(self._versions(cur, urls, "`version`", "FOR UPDATE")) if report else {}
+                    stored = self._versions(cur, urls, "`version`, `title`, `text`", "FOR UPDATE") if report else []
+                    before = {r[0]: r[1] for r in stored}
                     cur.executemany(
                         ARCHIVE_SQL, [(r["fetched_at"], url_hash(r["url"]), r["content_hash"]) for r in prepared]
                     )
@@ -414,7 +415,9 @@ class MySQLStorage(OneConnection):
                         else {}
                     )
                 conn.commit()
-                return classify(urls, before, after) if report else []
+                if not report:
+                    return []
+                return with_previous(classify(urls, before, after), {r[0]: (r[2], r[3]) for r in stored})
             except (pymysql.MySQLError, OSError) as exc:
                 lost = self._failed(exc)
                 if lost and stale_retry and not fresh:
