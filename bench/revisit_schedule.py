@@ -21,6 +21,7 @@ Printed per simulated month: URLs in the schedule (zset entries and states), fet
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -32,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from scrapy.settings import Settings
 
 from bench.harness import log, private_redis
+from distributed_crawler.connection.batch import Batch
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.queue.keys import SpiderKeys
@@ -88,7 +90,7 @@ class Simulation:
     def fetch(self, batch: list[tuple[str, str]], lose_every: int) -> None:
         """One fetch of each (fingerprint, URL or "" = the stored request), recorded as the nodes do
         (pipelined), but for the lost ones."""
-        pipe = self.client.pipeline(transaction=False)
+        calls = Batch(self.client)
         for fp, url in batch:
             self.fetches += 1
             self.article_fetches += fp.startswith("a")
@@ -97,8 +99,8 @@ class Simulation:
             interval, plan = self.revisit[fp]
             digest = fp  # the page never changes: an adaptive interval grows to its max
             m = member(url) if url else ""
-            self.schedule.record(fp, interval, 2.0, "body", digest=digest, member=m, plan=plan, pipeline=pipe)
-        self.ended += sum(recorded_from(reply).ended for reply in pipe.execute())
+            self.schedule.record(fp, interval, 2.0, "body", digest=digest, member=m, plan=plan, batch=calls)
+        self.ended += sum(recorded_from(reply).ended for reply in asyncio.run(calls.execute()))
 
     def hour(self, per_hour: int, lose_every: int) -> None:
         first: list[tuple[str, str]] = []

@@ -172,6 +172,11 @@ DOWNLOAD_STOP_AT_META = "download_stop_at"
 # Set by spiders/news.py on sitemap and feed requests; read (and popped) by Scrapy's DepthMiddleware:
 # the request gets depth 0, so the entries it lists start at depth 1 of DEPTH_LIMIT.
 DEPTH_RESET_META = "depth_reset"
+# Set by `dcrawl seed --site URL --since --until` on a site seed, and by spiders/news.py on the
+# robots.txt, sitemap, feed and story requests that follow from it: {"since": ISO, "until": ISO}, the
+# backfill window (news/backfill.py; untrusted when read). Listings take only entries dated in it;
+# the home page is not stored and no page's links are followed.
+BACKFILL_META = "backfill"
 # Set by spiders/news.py on the robots.txt request of a site seed when no node cached it yet.
 DONT_OBEY_ROBOTSTXT_META = "dont_obey_robotstxt"
 DONT_RETRY_META = "dont_retry"  # read by downloadermiddlewares/retry.py (Scrapy's meaning)

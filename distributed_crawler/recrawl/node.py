@@ -154,7 +154,9 @@ class RecrawlNode:
                     url=request.url,
                     horizon=revisit.horizon,
                     plan=revisit.plan if revisit.article else None,
-                    **fields,
+                    digest=fields.get("digest", ""),
+                    etag=fields.get("etag", ""),
+                    last_modified=fields.get("last_modified", ""),
                 )
             except ResponseError as exc:
                 logger.error(

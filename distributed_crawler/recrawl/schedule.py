@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from scrapy.settings import BaseSettings
 
+from distributed_crawler.connection.batch import Batch
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import payload_url
@@ -164,33 +165,33 @@ class RevisitSchedule:
         url: str = "",
         horizon: float = 0.0,
         plan: tuple[float, ...] | None = None,
-        pipeline: Any = None,
+        batch: Batch | None = None,
     ) -> Any:
         """Store a fetch's result and schedule the next visit (recrawl_record.lua) -> Recorded, on the
         shard of `url` (default: the member's URL), where the move pushes the member. `plan`: the
         seconds after the first fetch of each revisit (None: no plan, `()`: the plan ends now);
         `horizon`: seconds after the first fetch past which an adaptive schedule ends (0 = never).
-        With `pipeline` the call is queued there (None returned): `recorded_from` reads its reply."""
+        With `batch` the call is queued there (None returned): `recorded_from` reads its reply."""
         keys = self.keys_for(url or member_url(member))
         low, high = interval
-        result = self._record(
-            keys=[keys.schedule, keys.state],
-            args=[
-                fingerprint,
-                f"{low:.3f}",
-                f"{high:.3f}",
-                f"{factor:.6g}",
-                outcome,
-                digest,
-                etag,
-                last_modified,
-                member,
-                "" if plan is None else "plan:" + ",".join(f"{s:.3f}" for s in plan),
-                f"{horizon:.3f}",
-            ],
-            client=pipeline,
-        )
-        return None if pipeline is not None else then(result, recorded_from)
+        args = [
+            fingerprint,
+            f"{low:.3f}",
+            f"{high:.3f}",
+            f"{factor:.6g}",
+            outcome,
+            digest,
+            etag,
+            last_modified,
+            member,
+            "" if plan is None else "plan:" + ",".join(f"{s:.3f}" for s in plan),
+            f"{horizon:.3f}",
+        ]
+        if batch is not None:
+            batch.script(self._record, [keys.schedule, keys.state], args)
+            return None
+        result = self._record(keys=[keys.schedule, keys.state], args=args)
+        return then(result, recorded_from)
 
     def state(self, fingerprint: str, url: str = "") -> Any:
         """The revisit state of a URL (None: never fetched as revisitable, or garbage)."""
