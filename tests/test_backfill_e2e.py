@@ -26,7 +26,7 @@ def test_a_backfill_takes_the_window_and_nothing_outside_it(
 ) -> None:
     with ArchiveSite() as site:
         redis_client.lpush("news:start_urls", site_seed(site.url + "/", window_from_args("2026-09-01", "2026-09-30")))
-        workers.start("a", "ARTICLE_REVISITS=[]")  # a backfill of old stories; no revisit in this test
+        workers.start("a")
         codes = workers.wait_all(120)  # MAX_IDLE_TIME_BEFORE_CLOSE=2 (conftest): closes when done
         assert codes == {"a": 0}, workers.log("a")[-3000:]
         fetched = site.fetched()
@@ -41,5 +41,6 @@ def test_a_backfill_takes_the_window_and_nothing_outside_it(
     assert {"/robots.txt", "/sitemap_index.xml", "/sitemap-2026-09.xml", "/sitemap-pages.xml", "/feed.xml"} <= set(
         fetched
     )
+    assert redis_client.zcard("{news}:recrawl") == 0  # a backfill's stories are not revisited (ARTICLE_REVISITS)
     rows = stored_rows(tmp_path / "items.db")
     assert {u.removeprefix(site.url) for u in rows} == set(september)  # the home page is not stored either

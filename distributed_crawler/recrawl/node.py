@@ -19,6 +19,7 @@ from distributed_crawler.connection.policy import NodeStopping, Purpose, RedisPo
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.meta import (
     ARTICLE_REVISIT_META,
+    BACKFILL_META,
     DELIVERY_META,
     EXPIRES_AT_META,
     RECRAWL_META,
@@ -191,8 +192,8 @@ class RecrawlNode:
         return None if revisit is None else RecrawlTicket(self.fingerprint(request), revisit, False)
 
     def article_ticket(self, request: Request) -> RecrawlTicket | None:
-        """A first fetch found an article no rule covers: its ARTICLE_REVISITS ticket (None: `[]`, or
-        `meta["recrawl"]` = 0 says never)."""
-        if not self.config.article_revisits or RECRAWL_META in request.meta:
+        """A first fetch found an article no rule covers: its ARTICLE_REVISITS ticket (None: `[]`,
+        `meta["recrawl"]` = 0 says never, or a backfill's story: its editing days are long past)."""
+        if not self.config.article_revisits or RECRAWL_META in request.meta or BACKFILL_META in request.meta:
             return None
         return RecrawlTicket(self.fingerprint(request), self.config.article_revisit(), False)
