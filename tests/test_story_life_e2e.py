@@ -45,7 +45,7 @@ def test_each_story_is_fetched_once_plus_its_revisits_then_never(
     redis_client.delete(*SCHEDULE)
     with RevisedNewsSite(stories=3) as site:
         stories = site.story_paths()
-        cluster.start("a", *SETTINGS)
+        cluster.start("a", *SETTINGS, f"WARC_DIR={tmp_path / 'warc'}")  # every fetch archived: replayed below
         cluster.wait_ready("a")
         redis_client.lpush("news:start_urls", site.url + "/")
         expected = 1 + len(REVISITS)
@@ -89,3 +89,30 @@ def test_each_story_is_fetched_once_plus_its_revisits_then_never(
         assert diffs[2]["correction"] and not diffs[2]["title_changed"] and diffs[2]["text_added"] > 0
         assert diffs[3]["title_changed"] and not diffs[3]["correction"]
         assert all(d["text_removed"] == 0 for d in diffs.values())  # the stories only grow
+
+        # The crawl's WARC replayed into an empty database: the same rows and versions, never a fetch
+        cluster.stop_all()
+        hits = len(site._log)
+        files = sorted(str(p) for p in (tmp_path / "warc").glob("*.warc.gz"))
+        replayed = f"sqlite:///{tmp_path / 'replayed.db'}"
+        dry = dcrawl(redis_url, "replay", "news", *files, "--to", replayed, "--dry-run", "--json")
+        assert dry.returncode == 0, dry.stderr
+        assert json.loads(dry.stdout)["new"] == len(stories) * expected  # each archived story, no row yet
+        done = dcrawl(redis_url, "replay", "news", *files, "--to", replayed, "--json")
+        assert done.returncode == 0, done.stderr
+        counts = json.loads(done.stdout)
+        assert (counts["new"], counts["changed"], counts["unchanged"]) == (
+            len(stories),
+            len(stories) * len(REVISITS),
+            0,
+        )
+        assert counts["not_stored"] == 1  # the front page: a list page, not in the default STORE_PAGE_TYPES
+        again = json.loads(dcrawl(redis_url, "replay", "news", *files, "--to", replayed, "--json").stdout)
+        assert (again["new"], again["changed"]) == (0, 0)  # idempotent: no new row, no new version
+        assert (again["known"], again["unchanged"]) == (len(stories) * len(REVISITS), len(stories))
+        assert len(site._log) == hits  # 0 requests at the site
+        shown = dcrawl(redis_url, "versions", "news", site.url + stories[0], "--json", "--from", replayed)
+        replayed_versions = json.loads(shown.stdout)["versions"]
+        assert [(v["version"], v["title"], v["text"]) for v in replayed_versions] == [
+            (v["version"], v["title"], v["text"]) for v in versions
+        ]

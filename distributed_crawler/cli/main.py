@@ -26,6 +26,7 @@ from distributed_crawler.cli import (
     hosts,
     import_scrapy_redis,
     recrawl,
+    replay,
     seed,
     sources,
     versions,
@@ -450,6 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
     import_scrapy_redis.add_parser(command, connect)
     extract.add_parser(command)
     versions.add_parser(command)
+    replay.add_parser(command)
     control.add_parser(command, connect)
     p = command("reclaim", cmd_reclaim, "return expired leases to the queue now")
     p.add_argument("spider")
