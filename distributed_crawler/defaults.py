@@ -84,6 +84,7 @@ DEFAULTS: dict[str, Any] = {
     "RECRAWL_PENDING_SECONDS": 3600,  # a moved revisit whose fetch never reports back is sent again after this
     "RECRAWL_MOVE_BATCH": 500,  # due revisits one move puts into the frontier
     "RECRAWL_POLL_SECONDS": 1.0,  # longest wait between two looks at the revisit schedule
+    "ARTICLE_REVISITS": [3600, 21600, 86400],  # seconds after an article's first fetch it is fetched again; [] = never
     # Spider.
     "REDIS_START_URLS_BATCH_SIZE": 0,  # 0 = CONCURRENT_REQUESTS
     "REDIS_START_URLS_AS_SET": False,
@@ -217,6 +218,7 @@ DEFAULTS: dict[str, Any] = {
     "STORAGE_FLUSH_SECONDS": 1.0,  # longest an item waits while another commit runs
     "STORAGE_RETRY_MAX_SECONDS": 30.0,  # longest backoff between retries of a failed commit
     "STORAGE_CLOSE_RETRY_SECONDS": 60.0,  # failed commits are retried this long once closing
+    "ITEM_VERSIONS_KEEP": 0,  # replaced versions of a row kept in item_versions per URL; 0 = all
     # Bounds on what a hostile site can make a worker do (docs/security.md). Scrapy's own settings
     # with news-sized defaults (the project's value wins; 0 turns Scrapy's off), then ours.
     "DOWNLOAD_MAXSIZE": 8 * 1024 * 1024,  # bytes of a response, also once decompressed: over it, dead letter too_large

@@ -90,6 +90,10 @@ EXPIRES_AT_META = "expires_at"
 # Read by recrawl/rules.py: revisit interval of this URL, seconds or [min, max]; 0 = never (wins over
 # RECRAWL_RULES).
 RECRAWL_META = "recrawl"
+# Set by recrawl/spidermiddleware.py on the stored revisit of an article no rule matches (True); read
+# by recrawl/rules.py: the revisit follows ARTICLE_REVISITS, then leaves the schedule. Travels with
+# the request through Redis: untrusted when read (only `True` counts).
+ARTICLE_REVISIT_META = "article_revisit"
 
 # -- set by news spiders for themselves (spiders/news.py), shipped with the request -------------------
 # On sitemap and feed requests: the site (a URL) whose entries are followed (same registered domain).
@@ -168,6 +172,11 @@ DOWNLOAD_STOP_AT_META = "download_stop_at"
 # Set by spiders/news.py on sitemap and feed requests; read (and popped) by Scrapy's DepthMiddleware:
 # the request gets depth 0, so the entries it lists start at depth 1 of DEPTH_LIMIT.
 DEPTH_RESET_META = "depth_reset"
+# Set by `dcrawl seed --site URL --since --until` on a site seed, and by spiders/news.py on the
+# robots.txt, sitemap, feed and story requests that follow from it: {"since": ISO, "until": ISO}, the
+# backfill window (news/backfill.py; untrusted when read). Listings take only entries dated in it;
+# the home page is not stored and no page's links are followed.
+BACKFILL_META = "backfill"
 # Set by spiders/news.py on the robots.txt request of a site seed when no node cached it yet.
 DONT_OBEY_ROBOTSTXT_META = "dont_obey_robotstxt"
 DONT_RETRY_META = "dont_retry"  # read by downloadermiddlewares/retry.py (Scrapy's meaning)

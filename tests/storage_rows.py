@@ -7,6 +7,7 @@ is held to the same contract with the same data.
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -117,5 +118,46 @@ def check_upsert_changes(backend: StorageBackend) -> None:
     ]
     again = sorted(backend.upsert_changes([row(1), row(2, text="text 2, corrected")]))
     assert [(c.change, c.version) for c in again] == [("unchanged", 1), ("changed", 2)]
+    assert [c.previous for c in again] == [None, ("title 2", "text 2")]  # what the event's diff compares
     assert again[0].first_seen == first[0].first_seen
     assert backend.upsert_changes([]) == []
+
+
+def check_item_versions(url: str) -> None:
+    """item_versions (docs/storage.md): each store that changes a row's text keeps the replaced
+    row there, `items` keeps the current one; a replayed store adds nothing; ITEM_VERSIONS_KEEP."""
+    story = f"versions-{uuid.uuid4().hex[:8]}"
+    backend = open_storage(url)
+    try:
+        written = row(story, fetched_at="2026-12-01T08:00:00+00:00")
+        backend.upsert_many([written])
+        backend.upsert_many([{**written, "fetched_at": "2026-12-01T09:00:00+00:00"}])  # same text: no version
+        assert [(v["version"], v["replaced_at"]) for v in backend.versions(written["url"])] == [(1, None)]
+        edited = {**written, "text": "text, with a correction", "fetched_at": "2026-12-01T10:00:00+00:00"}
+        backend.upsert_changes([edited])
+        retitled = {
+            **edited,
+            "title": "a new headline",
+            "text": "text, updated",
+            "fetched_at": "2026-12-01T11:00:00+00:00",
+        }
+        backend.upsert_many([retitled])
+        backend.upsert_many([retitled])  # a redelivered store: the same text, nothing more kept
+        kept = backend.versions(written["url"])
+        assert [(v["version"], v["title"], v["text"], v["fetched_at"], v["replaced_at"]) for v in kept] == [
+            (1, written["title"], written["text"], "2026-12-01T09:00:00+00:00", "2026-12-01T10:00:00+00:00"),
+            (2, written["title"], "text, with a correction", "2026-12-01T10:00:00+00:00", "2026-12-01T11:00:00+00:00"),
+            (3, "a new headline", "text, updated", "2026-12-01T11:00:00+00:00", None),  # the current row
+        ]
+        assert kept[0]["content_hash"] == content_digest(written["text"]) and kept[0]["url"] == written["url"]
+        assert backend.versions("https://example.com/never-stored") == []
+    finally:
+        backend.close()
+    keeping = open_storage(url, versions_keep=1)
+    try:
+        keeping.upsert_many([{**retitled, "text": "text, updated twice", "fetched_at": "2026-12-01T12:00:00+00:00"}])
+        assert [v["version"] for v in keeping.versions(written["url"])] == [3, 4]  # the newest replaced one, current
+    finally:
+        keeping.close()
+    with pytest.raises(StorageError, match="ITEM_VERSIONS_KEEP"):
+        open_storage(url, versions_keep=-1)

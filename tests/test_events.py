@@ -78,6 +78,27 @@ def test_new_changed_unchanged_and_redelivered(tmp_path: Path, redis_url: str, r
     assert "text" not in first
 
 
+def test_a_changed_event_carries_its_diff(tmp_path: Path, redis_url: str, redis_client: redis.Redis) -> None:
+    async def scenario() -> None:
+        client = aioredis.Redis.from_url(redis_url)
+        feed = make_feed(lambda: client)
+        await store(tmp_path, feed, [article(1, "First paragraph.\nSecond paragraph.")])
+        edited = "First paragraph.\nSecond paragraph, fixed.\nCorrection: an earlier version misnamed the mayor."
+        await store(tmp_path, feed, [article(1, edited, title="t1, updated")])
+        await store(tmp_path, feed, [article(1, edited, title="t1, updated")], redelivered=True)
+        await client.aclose()
+
+    run(scenario())
+    new, changed, redelivered = events(redis_client)
+    assert "diff" not in new and "diff" not in redelivered  # nothing was replaced for either
+    added = len(", fixed") + len("\nCorrection: an earlier version misnamed the mayor.")
+    assert changed["diff"] == {"title_changed": True, "text_added": added, "text_removed": 0, "correction": True}
+    from distributed_crawler.cli.events import plain_line
+
+    assert plain_line(changed).endswith(f"[+{added} -0 chars, title changed, correction]")
+    assert parse_entry("1-0", {"diff": "not json"})["diff"] == "not json"  # untrusted: left as text
+
+
 def test_include_text(tmp_path: Path, redis_url: str, redis_client: redis.Redis) -> None:
     async def scenario() -> None:
         client = aioredis.Redis.from_url(redis_url)
@@ -98,7 +119,7 @@ class FailingBackend(SQLiteStorage):
 
 def test_failed_commit_writes_no_event(tmp_path: Path, redis_url: str, redis_client: redis.Redis) -> None:
     class Pipeline(StoragePipeline):
-        backend_factory = staticmethod(lambda url: FailingBackend(":memory:"))  # type: ignore[assignment]
+        backend_factory = staticmethod(lambda url, **options: FailingBackend(":memory:"))  # type: ignore[assignment]
 
     async def scenario() -> None:
         client = aioredis.Redis.from_url(redis_url)

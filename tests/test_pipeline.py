@@ -103,8 +103,8 @@ def flaky_pipeline_cls(tmp_path: Path, **flaky: Any) -> tuple[type[StoragePipeli
     """
     made: list[FlakyBackend] = []
 
-    def factory(url: str) -> StorageBackend:
-        backend = FlakyBackend(open_storage(db_url(tmp_path)), **flaky)
+    def factory(url: str, **options: Any) -> StorageBackend:
+        backend = FlakyBackend(open_storage(db_url(tmp_path), **options), **flaky)
         made.append(backend)
         return backend
 
@@ -170,7 +170,7 @@ def first_commit_held() -> tuple[type[StoragePipeline], threading.Event]:
             super().upsert_many(rows)
 
     class Pipeline(StoragePipeline):
-        backend_factory = staticmethod(lambda url: Slow(open_storage(url)))
+        backend_factory = staticmethod(lambda url, **options: Slow(open_storage(url, **options)))
 
     return Pipeline, release
 
@@ -662,7 +662,7 @@ _CRAWL_SCRIPT = textwrap.dedent(
             self.inner.close()
 
     class FlakyPipeline(StoragePipeline):
-        backend_factory = staticmethod(lambda url: Flaky(open_storage(url)))
+        backend_factory = staticmethod(lambda url, **options: Flaky(open_storage(url, **options)))
 
     class ItemsSpider(scrapy.Spider):
         # Items come from responses of data: URIs (no network), or from start().

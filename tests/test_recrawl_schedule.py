@@ -160,14 +160,19 @@ def test_rules_first_match_wins_and_meta_overrides() -> None:
     config = RecrawlConfig.from_settings(
         {"RECRAWL_RULES": json.dumps({r"/feed": 300, r"/(section|$)": [600, 3600], r"/article/": [60, 120]})}
     )
-    assert config.interval_for(Request("http://s.test/feed.xml")) == (300, 300)
-    assert config.interval_for(Request("http://s.test/section/2")) == (600, 3600)
-    assert config.interval_for(Request("http://s.test/")) == (600, 3600)
-    assert config.interval_for(Request("http://s.test/other")) is None  # no rule: never
-    assert config.interval_for(Request("http://s.test/other", meta={"recrawl": 30})) == (30, 30)
-    assert config.interval_for(Request("http://s.test/feed", meta={"recrawl": 0})) is None
-    assert config.interval_for(Request("http://s.test/x", meta={"recrawl": [5, 50]})) == (5, 50)
-    assert config.interval_for(Request("http://s.test/feed", meta={"recrawl": "junk"})) == (300, 300)
+
+    def interval(request: Request) -> tuple[float, float] | None:
+        revisit = config.revisit_for(request)
+        return None if revisit is None else revisit.interval
+
+    assert interval(Request("http://s.test/feed.xml")) == (300, 300)
+    assert interval(Request("http://s.test/section/2")) == (600, 3600)
+    assert interval(Request("http://s.test/")) == (600, 3600)
+    assert interval(Request("http://s.test/other")) is None  # no rule: never
+    assert interval(Request("http://s.test/other", meta={"recrawl": 30})) == (30, 30)
+    assert interval(Request("http://s.test/feed", meta={"recrawl": 0})) is None
+    assert interval(Request("http://s.test/x", meta={"recrawl": [5, 50]})) == (5, 50)
+    assert interval(Request("http://s.test/feed", meta={"recrawl": "junk"})) == (300, 300)
 
 
 @pytest.mark.parametrize(

@@ -239,11 +239,16 @@ def test_a_sources_recrawl_rules_come_before_recrawl_rules_and_meta_before_both(
     node = RecrawlNode(crawler, RecrawlConfig.from_settings({"RECRAWL_RULES": {"/": 3600}}), RedisPolicy("redis://x"))
     source = {"url": "https://www.lemonde.fr/", "recrawl": {"/live/": [60, 120], "/archive/": 0}}
     SourceCache.of(crawler).table = _table(source)
-    assert node.interval_for(Request("https://www.lemonde.fr/live/a")) == (60.0, 120.0)
-    assert node.interval_for(Request("https://www.lemonde.fr/archive/a")) is None  # 0: never revisited
-    assert node.interval_for(Request("https://www.lemonde.fr/other")) == (3600.0, 3600.0)  # no rule of its own
-    assert node.interval_for(Request("https://elsewhere.org/live/a")) == (3600.0, 3600.0)
-    assert node.interval_for(Request("https://www.lemonde.fr/live/a", meta={"recrawl": 30})) == (30.0, 30.0)
+
+    def interval(url: str, **meta: object) -> object:
+        revisit = node.revisit_for(Request(url, meta=meta))
+        return None if revisit is None else revisit.interval
+
+    assert interval("https://www.lemonde.fr/live/a") == (60.0, 120.0)
+    assert interval("https://www.lemonde.fr/archive/a") is None  # 0: never revisited
+    assert interval("https://www.lemonde.fr/other") == (3600.0, 3600.0)  # no rule of its own
+    assert interval("https://elsewhere.org/live/a") == (3600.0, 3600.0)
+    assert interval("https://www.lemonde.fr/live/a", recrawl=30) == (30.0, 30.0)
 
 
 def test_a_sources_extraction_rule_is_used_for_its_pages_only() -> None:

@@ -36,6 +36,7 @@ from tests.conftest import ROOT
 from tests.storage_rows import (
     backends_on,
     check_close_is_idempotent,
+    check_item_versions,
     check_upsert_changes,
     row,
     stored,
@@ -99,6 +100,7 @@ def storage_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("DROP TABLE IF EXISTS items")
+        conn.execute("DROP TABLE IF EXISTS item_versions")
     return url
 
 
@@ -713,3 +715,39 @@ def test_rows_of_an_older_release_start_their_history_on_next_store(
 
 def test_upsert_changes_reports_new_changed_unchanged(opened: Callable[[], StorageBackend]) -> None:
     check_upsert_changes(opened())
+
+
+def test_replaced_versions_are_kept_in_item_versions(storage_url: str) -> None:
+    check_item_versions(storage_url)
+
+
+def test_item_versions_of_an_older_release_gains_the_missing_columns(tmp_path: Path) -> None:
+    db = tmp_path / "items.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "CREATE TABLE item_versions (url TEXT NOT NULL, version INTEGER NOT NULL, PRIMARY KEY (url, version))"
+        )
+        conn.execute("INSERT INTO item_versions VALUES ('https://example.com/old', 1)")
+    open_storage(f"sqlite:///{db}").close()
+    with sqlite3.connect(db) as conn:
+        columns = [r[1] for r in conn.execute("PRAGMA table_info(item_versions)")]
+        kept = conn.execute("SELECT url, version, text FROM item_versions").fetchall()
+    assert columns[:2] == ["url", "version"] and {"text", "content_hash", "replaced_at"} <= set(columns)
+    assert kept == [("https://example.com/old", 1, None)]
+
+
+def test_dcrawl_versions_of_a_url_not_stored_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from distributed_crawler.cli.main import parse_args
+
+    url = f"sqlite:///{tmp_path / 'items.db'}"
+    open_storage(url).close()
+    args = parse_args(["versions", "news", "https://example.com/nothing#frag", "--from", url])
+    assert args.func(args) == 1
+    assert "is not stored" in capsys.readouterr().out
+    backend = open_storage(url)
+    backend.upsert_many([row("canonical")])
+    backend.close()
+    args = parse_args(["versions", "news", "https://example.com/canonical#comments", "--from", url, "--json"])
+    assert args.func(args) == 0  # found in its canonical form
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["url"] == "https://example.com/canonical" and [v["version"] for v in shown["versions"]] == [1]

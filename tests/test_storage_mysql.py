@@ -29,6 +29,7 @@ from tests.conftest import crawl_preflight, free_port, one_error_line
 from tests.storage_rows import (
     backends_on,
     check_close_is_idempotent,
+    check_item_versions,
     check_upsert_changes,
     row,
     stored,
@@ -167,6 +168,7 @@ def mysql_url(mariadb: MariaDB) -> str:
     if not mariadb.running:
         mariadb.start()
     mariadb.admin(f"DROP TABLE IF EXISTS `{DATABASE}`.`items`")
+    mariadb.admin(f"DROP TABLE IF EXISTS `{DATABASE}`.`item_versions`")
     return mariadb.url()
 
 
@@ -581,3 +583,7 @@ def test_wrong_password_at_crawl_start_is_one_line_exit_2(mariadb: MariaDB, redi
 
 def test_upsert_changes_reports_new_changed_unchanged(opened: Callable[[], StorageBackend]) -> None:
     check_upsert_changes(opened())
+
+
+def test_replaced_versions_are_kept_in_item_versions(mysql_url: str) -> None:
+    check_item_versions(mysql_url)

@@ -55,7 +55,19 @@ def since_to_id(since: str | None, now: float) -> str:
 
 def plain_line(entry: dict[str, Any]) -> str:
     when = entry.get("first_seen") or ""
-    return f"{entry['id']}  {entry.get('event', '?'):<8} v{entry.get('version', '?')}  {when}  {entry.get('url', '')}  {entry.get('title', '')}"
+    line = f"{entry['id']}  {entry.get('event', '?'):<8} v{entry.get('version', '?')}  {when}  {entry.get('url', '')}  {entry.get('title', '')}"
+    diff = entry.get("diff")
+    return f"{line}  [{diff_summary(diff)}]" if isinstance(diff, dict) else line
+
+
+def diff_summary(diff: dict[str, Any]) -> str:
+    """`+120 -8 chars, title changed, correction` (a changed event's diff, docs/events.md)."""
+    parts = [f"+{diff.get('text_added', 0)} -{diff.get('text_removed', 0)} chars"]
+    if diff.get("title_changed") is True:
+        parts.append("title changed")
+    if diff.get("correction") is True:
+        parts.append("correction")
+    return ", ".join(parts)
 
 
 def cmd_events(args: argparse.Namespace) -> int:

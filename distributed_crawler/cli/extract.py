@@ -81,7 +81,7 @@ class PageUnavailable(Exception):
     """The page could not be fetched or read: one line, exit 2."""
 
 
-def _settings(args: argparse.Namespace) -> Any:
+def command_settings(args: argparse.Namespace) -> Any:
     """The project's settings (Scrapy's defaults outside a project) with our add-on listed, so the
     page is fetched and read by the components a node runs; `-s` and `--redis-url` on top."""
     settings = get_project_settings()
@@ -260,7 +260,7 @@ def print_report(result: dict[str, Any]) -> None:
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
-    settings = _settings(args)
+    settings = command_settings(args)
     news = NewsConfig.from_settings(with_addon(settings))  # a bad setting fails before any fetch
     meta = {LISTED_META: True} if args.listed else {}
     try:

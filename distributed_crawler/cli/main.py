@@ -19,7 +19,18 @@ from redis.exceptions import ResponseError
 from rich.console import Console
 from scrapy import Request
 
-from distributed_crawler.cli import control, events, extract, hosts, import_scrapy_redis, recrawl, seed, sources
+from distributed_crawler.cli import (
+    control,
+    events,
+    extract,
+    hosts,
+    import_scrapy_redis,
+    recrawl,
+    replay,
+    seed,
+    sources,
+    versions,
+)
 from distributed_crawler.cli.known import unknown_spider
 from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.cli.project import (
@@ -439,6 +450,8 @@ def build_parser() -> argparse.ArgumentParser:
     recrawl.add_parser(command, connect)
     import_scrapy_redis.add_parser(command, connect)
     extract.add_parser(command)
+    versions.add_parser(command)
+    replay.add_parser(command)
     control.add_parser(command, connect)
     p = command("reclaim", cmd_reclaim, "return expired leases to the queue now")
     p.add_argument("spider")

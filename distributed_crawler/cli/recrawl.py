@@ -52,6 +52,8 @@ def gather_schedule(schedule: RevisitSchedule, spider: str, limit: int) -> dict[
                 "interval": state.interval,
                 "etag": state.etag or None,
                 "last_modified": state.last_modified or None,
+                "revisits": state.step,  # made since the first fetch
+                "ends_in": round(state.ends - now, 1) if state.ends else None,  # None: never leaves
                 "fingerprint": fp,
             }
         )

@@ -1,7 +1,9 @@
 """`dcrawl seed SPIDER URL... | --site URL | --file FILE|-`: validate seeds as the nodes do, push them in batches.
 
 `--site URL` seeds a whole site for a news spider: `{"url": home page, "callback": "parse_site"}`;
-the node that takes it discovers the site's sitemaps and feeds (spiders/news.py).
+the node that takes it discovers the site's sitemaps and feeds (spiders/news.py). With `--since DATE
+[--until DATE]` it is a backfill: the seed carries the window (`meta["backfill"]`, news/backfill.py)
+and only the stories the sitemaps and feeds date in it are fetched.
 
 Every line goes through `parse_seed`, the function the nodes run on what they pop, so a line that
 is pushed is a line a node accepts (only a JSON seed's `callback` name is checked on the node,
@@ -42,6 +44,8 @@ from distributed_crawler.cli.project import CliError, connect, open_dupefilter, 
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.untrusted import text, wrong_type_message
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.meta import BACKFILL_META
+from distributed_crawler.news.backfill import Window, WindowError, window_from_args
 from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.seedkey import SeedKey
 from distributed_crawler.queue.seeds import SeedError, parse_seed
@@ -425,6 +429,12 @@ def add_parser(command: Any) -> None:
         help="a whole site (repeatable): a node reads its home page's feed links and its robots.txt "
         "sitemaps (else /sitemap.xml); for spiders built on distributed_crawler.spiders.news.NewsSpider",
     )
+    p.add_argument(
+        "--since",
+        metavar="DATE",
+        help="with --site: a backfill of the stories the sitemaps and feeds date from DATE (YYYY-MM-DD or ISO time)",
+    )
+    p.add_argument("--until", metavar="DATE", help="with --since: the window's last day (default: now)")
     p.add_argument("--new", action="store_true", help="a new crawl: no warning that the spider has none on this Redis")
     p.add_argument("--dedup", action="store_true", help="skip seeds already seen by the cluster or earlier in the file")
     where = p.add_mutually_exclusive_group()
@@ -444,8 +454,9 @@ def _resume_command(args: argparse.Namespace, line: int) -> str:
 SITE_CALLBACK = "parse_site"  # spiders/news.py NewsSpider.parse_site
 
 
-def site_seed(url: str) -> str:
-    """The seed of `--site URL`: the site's home page, read by the spider's `parse_site`."""
+def site_seed(url: str, window: Window | None = None) -> str:
+    """The seed of `--site URL`: the site's home page, read by the spider's `parse_site` (with the
+    backfill window of `--since` / `--until`)."""
     try:
         parts = urlsplit(url.strip())
         ok = parts.scheme in ("http", "https") and bool(parts.hostname)
@@ -454,7 +465,10 @@ def site_seed(url: str) -> str:
     if not ok:
         raise SeedError("bad_url", f"--site {url[:80]!r} is not an http(s) URL with a host (e.g. https://example.com)")
     home = urlunsplit((parts.scheme, parts.netloc, parts.path or "/", parts.query, ""))
-    return json.dumps({"url": home, "callback": SITE_CALLBACK}, separators=(",", ":"))
+    seed: dict[str, Any] = {"url": home, "callback": SITE_CALLBACK}
+    if window is not None:
+        seed["meta"] = {BACKFILL_META: window.as_meta()}
+    return json.dumps(seed, separators=(",", ":"))
 
 
 def warn_new_crawl(missing: str | None) -> None:
@@ -468,8 +482,16 @@ def cmd_seed(args: argparse.Namespace) -> int:
         raise CliError("give seeds as arguments (URLs, --site) or --file FILE, not both")
     if args.file is None and not args.urls and not args.site:
         raise CliError("no seeds: give URLs, --site URL, or --file FILE (- for stdin)")
+    window = None
+    if args.since or args.until:
+        if not args.site:
+            raise CliError("--since and --until backfill a site: give --site URL")
+        try:
+            window = window_from_args(args.since, args.until)
+        except WindowError as exc:
+            raise CliError(f"not seeded: {exc}") from None
     try:
-        args.urls = [*args.urls, *(site_seed(url) for url in args.site)]
+        args.urls = [*args.urls, *(site_seed(url, window) for url in args.site)]
     except SeedError as exc:
         raise CliError(f"not seeded: {exc.reason}") from None
     skip = args.skip if args.from_line is None else args.from_line - 1
@@ -501,6 +523,11 @@ def cmd_seed(args: argparse.Namespace) -> int:
                 f"site {url}: a node reads its home page's feed links and the Sitemap: lines of its robots.txt "
                 f"(else /sitemap.xml); `dcrawl failed {args.spider}` lists sitemaps or feeds it could not read"
             )
+            if window is not None:
+                print(
+                    f"backfill {window.since.isoformat()} .. {window.until.isoformat()}: only the stories its "
+                    "sitemaps and feeds date in that window (undated ones are left out)"
+                )
         return 0
     dedup = None
     if args.dedup:

@@ -31,6 +31,7 @@ from distributed_crawler.connection.untrusted import EpisodeLog, is_wrong_type
 from distributed_crawler.core.traps import registered_domain
 from distributed_crawler.dedup.fingerprint import canonicalize_url
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.events.diff import story_diff
 from distributed_crawler.events.sources import LAG_EDGES, SourcesConfig, lag_bucket, lag_seconds
 from distributed_crawler.queue.scripts import lua_source
 from distributed_crawler.storage.changes import CHANGED, NEW, UNCHANGED, RowChange
@@ -123,6 +124,10 @@ def build_event(
         "key": idempotency_key(canonical_url, change.version, event),
         "time": f"{time.time():.3f}",
     }
+    if event == CHANGED_EVENT and change.previous is not None:  # a redelivered unchanged row has none
+        old_title, old_text = change.previous
+        diff = story_diff(old_title, old_text, row.get("title"), row.get("text"))
+        fields["diff"] = json.dumps(diff, separators=(",", ":"))
     if include_text:
         fields["text"] = row.get("text") or ""
         fields["data"] = row.get("data") or ""  # the item's other fields, a JSON object (docs/storage.md)
@@ -349,6 +354,13 @@ def parse_entry(entry_id: Any, fields: Mapping[Any, Any]) -> dict[str, Any]:
         out[text(name)] = text(value)
     if out.get("version", "").isdigit():
         out["version"] = int(out["version"])
+    if "diff" in out:  # a JSON object in the stream (untrusted: anything else stays text)
+        try:
+            diff = json.loads(out["diff"])
+        except ValueError:
+            diff = None
+        if isinstance(diff, dict):
+            out["diff"] = diff
     return out
 
 

@@ -14,8 +14,10 @@
 -- ARGV[4] doorbell channel ("" = none), PUBLISHed to when something was pushed
 -- ARGV[5] host queue key prefix, ARGV[6] host hash key prefix (host mode: prefix .. host = the key,
 --   undeclared keys on the same Cluster slot, see lib/host.lua)
--- Returns {moved, dropped, next_due}: next_due = seconds until the next URL is due as a string
---   ("-1": the schedule is empty).
+-- Returns {moved, dropped, next_due, ended}: next_due = seconds until the next URL is due as a string
+--   ("-1": the schedule is empty); ended = URLs whose schedule ended (lib/recrawl.lua `ends`) more
+--   than twice the pending seconds ago, removed instead of moved: their last visit never reported
+--   back even after one more try, so a URL with an end never outlives it by more than that.
 -- Guarantees: each due URL's stored member is pushed to its host's queue (behind its priority, like
 --   a fresh push; it bypasses the seen-filter on purpose) and its due time pushed back in the same
 --   atomic step: a revisit is in the schedule exactly once, never lost, never moved by two nodes.
@@ -30,7 +32,7 @@
 local qtype, limit, pending, doorbell = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local t = redis.call("TIME")
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local moved, dropped = 0, 0
+local moved, dropped, ended = 0, 0, 0
 if qtype == "host" then pending_open(KEYS[6], KEYS[7], KEYS[3], KEYS[5], ARGV[5])
 else pending_open(KEYS[6], KEYS[3]) end
 local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, limit)
@@ -40,6 +42,10 @@ for _, fp in ipairs(due) do
     redis.call("ZREM", KEYS[1], fp)
     redis.call("HDEL", KEYS[2], fp)
     dropped = dropped + 1
+  elseif state.ends > 0 and now > state.ends + 2 * pending then
+    redis.call("ZREM", KEYS[1], fp)
+    redis.call("HDEL", KEYS[2], fp)
+    ended = ended + 1
   else
     local member = state.member
     if qtype == "host" then
@@ -59,4 +65,4 @@ if moved > 0 and doorbell ~= "" then redis.call("PUBLISH", doorbell, moved) end
 local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
 local next_due = "-1"
 if #first > 0 then next_due = string.format("%.3f", math.max(0, tonumber(first[2]) - now)) end
-return {moved, dropped, next_due}
+return {moved, dropped, next_due, ended}

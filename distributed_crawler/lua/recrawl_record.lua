@@ -9,10 +9,18 @@
 -- ARGV[6] content digest ("body" only)
 -- ARGV[7] ETag, ARGV[8] Last-Modified of the response ("" = none sent)
 -- ARGV[9] queue member the next revisit pushes ("[0:<priority>:]<payload>", queue/envelope.py; "" = keep the stored one)
--- Returns {interval as a string, change}: change 1 = changed, 0 = unchanged (or 304), -1 = first
---   visit, -2 = an error status; {"0", -3}: nothing stored (no member given and none stored).
+-- ARGV[10] plan: "" = none (the interval rules below), or "plan:<s1>,<s2>,..." (ARTICLE_REVISITS:
+--   the next visit is due at first fetch + s(k+1) after k revisits; after the last one the URL
+--   leaves the schedule; "plan:" alone ends it at this record)
+-- ARGV[11] horizon seconds ("0" = none): a visit whose next due time would fall later than first
+--   fetch + horizon is the last one (the URL leaves the schedule)
+-- Returns {interval as a string, change, ended}: change 1 = changed, 0 = unchanged (or 304), -1 = first
+--   visit, -2 = an error status; ended 1 = the URL left the schedule (state and due time removed);
+--   {"0", -3, 0}: nothing stored (no member given and none stored).
 -- Intervals (docs/recrawl.md): first visit min; changed max(min, iv / factor); unchanged or 304
 --   min(max, iv * factor); error: iv kept within [min, max]. Next due = server now + interval.
+--   With a plan, the next due time is the plan's (iv = the time until then, at least 1 ms). A state
+--   older than the first-fetch time (an older release's) counts its next record as its first fetch.
 -- Validators: a 2xx stores the ETag / Last-Modified it sent (none = forgotten); a 304 or an error
 --   keeps the stored ones unless the response sent new ones.
 -- Guarantees: the state and the due time are written together (one ZADD: a URL is in the schedule
@@ -20,11 +28,12 @@
 -- uses: recrawl (lib/recrawl.lua: parse_state, format_state)
 local fp, low, high, factor = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local outcome, digest, etag, lastmod, member = ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
+local plan, horizon = ARGV[10] or "", tonumber(ARGV[11] or "0") or 0
 local t = redis.call("TIME")
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local old = parse_state(redis.call("HGET", KEYS[2], fp))
 if member == "" then
-  if not old then return {"0", -3} end
+  if not old then return {"0", -3, 0} end
   member = old.member
 end
 local iv, change
@@ -38,7 +47,26 @@ else
   iv, change = old.iv, -2
 end
 iv = math.min(high, math.max(low, iv))
-local state = {iv = iv, digest = "", etag = etag, lastmod = lastmod, member = member}
+local born, step, ends = now, 0, 0
+if old and old.born then born, step = old.born, old.step + 1 end
+local due = now + iv
+if string.sub(plan, 1, 5) == "plan:" then
+  local offsets = {}
+  for n in string.gmatch(string.sub(plan, 6), "[^,]+") do offsets[#offsets + 1] = tonumber(n) end
+  if step >= #offsets then due = nil else
+    due, ends = born + offsets[step + 1], born + offsets[#offsets]
+    iv = math.max(0.001, due - now)
+  end
+elseif horizon > 0 then
+  ends = born + horizon
+  if due > ends then due = nil end
+end
+if not due then
+  redis.call("HDEL", KEYS[2], fp)
+  redis.call("ZREM", KEYS[1], fp)
+  return {string.format("%.3f", iv), change, 1}
+end
+local state = {iv = iv, born = born, step = step, ends = ends, digest = "", etag = etag, lastmod = lastmod, member = member}
 if outcome == "body" then
   state.digest = digest
 elseif old then
@@ -47,5 +75,5 @@ elseif old then
   if lastmod == "" then state.lastmod = old.lastmod end
 end
 redis.call("HSET", KEYS[2], fp, format_state(state))
-redis.call("ZADD", KEYS[1], now + iv, fp)
-return {string.format("%.3f", iv), change}
+redis.call("ZADD", KEYS[1], due, fp)
+return {string.format("%.3f", iv), change, 0}

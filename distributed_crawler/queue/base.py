@@ -468,7 +468,7 @@ class Frontier:
 
     def recrawl_move(self, script: Any, limit: int, pending_seconds: float) -> Any:
         """recrawl_move.lua: push up to `limit` due revisits of this frontier's schedule into it ->
-        [moved, dropped, seconds until the next is due ("-1": none scheduled)]."""
+        [moved, dropped, seconds until the next is due ("-1": none scheduled), ended]."""
         k = self.keys
         return script(
             keys=[k.recrawl, k.recrawl_state, self.index_key, k.seq, k.over_budget, k.pending, k.requests],

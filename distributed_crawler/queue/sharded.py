@@ -325,6 +325,7 @@ class ShardedFrontier(Frontier):
                 sum(int(reply[0]) for reply in replies),
                 sum(int(reply[1]) for reply in replies),
                 f"{min(dues):.3f}" if dues else "-1",
+                sum(int(reply[3]) for reply in replies),
             ]
 
         return self._go(move())

@@ -80,6 +80,8 @@ class RecrawlMover:
             moved = await self.node.policy.run(Purpose.PUSH, move, on_error=self._refused, on_ok=self._moved_ok)
             if moved.moved:
                 stats.inc_value("recrawl/moved", moved.moved)
+            if moved.ended:
+                stats.inc_value("recrawl/ended", moved.ended)
             if moved.dropped:
                 stats.inc_value("recrawl/dropped", moved.dropped)
                 logger.warning("Dropped %d unreadable revisit states from %s", moved.dropped, schedule.where)

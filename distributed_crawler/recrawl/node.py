@@ -18,10 +18,16 @@ from scrapy import signals
 from distributed_crawler.connection.policy import NodeStopping, Purpose, RedisPolicy
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.registry import SourceCache
-from distributed_crawler.meta import DELIVERY_META, EXPIRES_AT_META, RECRAWL_META
+from distributed_crawler.meta import (
+    ARTICLE_REVISIT_META,
+    BACKFILL_META,
+    DELIVERY_META,
+    EXPIRES_AT_META,
+    RECRAWL_META,
+)
 from distributed_crawler.queue.codec import RequestCodec, UnserializableRequestError, allowed_classes
 from distributed_crawler.queue.envelope import make_member
-from distributed_crawler.recrawl.rules import Interval, RecrawlConfig
+from distributed_crawler.recrawl.rules import RecrawlConfig, Revisit
 from distributed_crawler.recrawl.schedule import FINGERPRINT_CHARS, Recorded, RevisitSchedule
 
 if TYPE_CHECKING:
@@ -48,7 +54,7 @@ class RecrawlTicket(NamedTuple):
     """What recrawl/middleware.py notes on a revisitable request (meta RECRAWL_TICKET_META)."""
 
     fingerprint: str
-    interval: Interval
+    revisit: Revisit
     conditional: bool  # validators were sent: a 304 is ours to handle
 
 
@@ -100,11 +106,12 @@ class RecrawlNode:
         """The URL's name in the schedule: the first 64 bits of its request fingerprint (hex)."""
         return self.crawler.request_fingerprinter.fingerprint(request).hex()[:FINGERPRINT_CHARS]
 
-    def member(self, request: Request) -> str:
+    def member(self, request: Request, article: bool = False) -> str:
         """The queue member the next revisit pushes: this request without one delivery's leftovers.
 
         In a per-host frontier it carries its slot and `again` (a revisit is not a new page for the host's
-        budget). "" when the request cannot travel as JSON (then the stored one is kept).
+        budget); `article`: marked to follow ARTICLE_REVISITS. "" when the request cannot travel as JSON
+        (then the stored one is kept).
         """
         if self._codec is None:
             self._codec = RequestCodec(self._spider(), allowed_classes(self.crawler.settings))
@@ -113,6 +120,8 @@ class RecrawlNode:
             headers.pop(name, None)
         # a revisit is a new life of the URL: the expiry of its first enqueue does not carry over
         meta = {k: v for k, v in request.meta.items() if k not in DELIVERY_META and k != EXPIRES_AT_META}
+        if article:
+            meta[ARTICLE_REVISIT_META] = True
         clean = request.replace(headers=headers, meta=meta, dont_filter=False)
         slot = self.schedule.frontier.placement(clean.url).slot
         try:
@@ -131,20 +140,25 @@ class RecrawlNode:
         due time (RECRAWL_PENDING_SECONDS after its move), a first visit is not scheduled; one
         ERROR line says which.
         """
-        member = self.member(request)
+        member = self.member(request, article=ticket.revisit.article)
         if fields.get("etag"):  # If-None-Match is evaluated first and wins (RFC 9110 13.2.2): one validator is enough
             fields["last_modified"] = ""
 
         async def write() -> Recorded | None:
             try:
+                revisit = ticket.revisit
                 return await self.schedule.record(
                     ticket.fingerprint,
-                    ticket.interval,
+                    revisit.interval,
                     self.config.factor,
                     outcome,
                     member=member,
                     url=request.url,
-                    **fields,
+                    horizon=revisit.horizon,
+                    plan=revisit.plan if revisit.article else None,
+                    digest=fields.get("digest", ""),
+                    etag=fields.get("etag", ""),
+                    last_modified=fields.get("last_modified", ""),
                 )
             except ResponseError as exc:
                 logger.error(
@@ -169,18 +183,27 @@ class RecrawlNode:
             return None
         self.recorded.set()
         self.stats.inc_value(f"recrawl/recorded/{recorded.change}")
+        if recorded.ended:
+            self.stats.inc_value("recrawl/ended")
         return recorded
 
-    def interval_for(self, request: Request) -> Interval | None:
+    def revisit_for(self, request: Request) -> Revisit | None:
         """`meta["recrawl"]`, else the first matching `recrawl` rule of the URL's registered source
-        (docs/sources.md), else RECRAWL_RULES."""
+        (docs/sources.md), else RECRAWL_RULES, else the article plan (ARTICLE_REVISITS)."""
         if RECRAWL_META not in request.meta:
             matched, interval = SourceCache.of(self.crawler).table.recrawl_rule(request.url)
             if matched:
-                return interval
-        return self.config.interval_for(request)
+                return None if interval is None else Revisit(interval)
+        return self.config.revisit_for(request)
 
     def ticket(self, request: Request) -> RecrawlTicket | None:
         """A ticket (no validators sent yet) for a revisitable request; None = never revisited."""
-        interval = self.interval_for(request)
-        return None if interval is None else RecrawlTicket(self.fingerprint(request), interval, False)
+        revisit = self.revisit_for(request)
+        return None if revisit is None else RecrawlTicket(self.fingerprint(request), revisit, False)
+
+    def article_ticket(self, request: Request) -> RecrawlTicket | None:
+        """A first fetch found an article no rule covers: its ARTICLE_REVISITS ticket (None: `[]`,
+        `meta["recrawl"]` = 0 says never, or a backfill's story: its editing days are long past)."""
+        if not self.config.article_revisits or RECRAWL_META in request.meta or BACKFILL_META in request.meta:
+            return None
+        return RecrawlTicket(self.fingerprint(request), self.config.article_revisit(), False)

@@ -2,13 +2,15 @@
 
 Two keys per frontier shard, on the shard's hash tag (one shard: the spider's): `{spider}:recrawl`
 (zset fingerprint -> due time, server clock) and `{spider}:recrawl:state` (hash fingerprint ->
-"interval\\ndigest\\netag\\nlast-modified\\nmember", lua/lib/recrawl.lua). Writes go through two scripts: recrawl_move.lua (due URLs into the
+"timing\\ndigest\\netag\\nlast-modified\\nmember", lua/lib/recrawl.lua; timing = "interval" or
+"interval;first fetch;revisits;end"). Writes go through two scripts: recrawl_move.lua (due URLs into the
 frontier) and recrawl_record.lua (a fetch's result: next interval and due time). Methods return
 values with a sync client and awaitables with an asyncio client.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -16,6 +18,7 @@ from typing import Any, NamedTuple
 
 from scrapy.settings import BaseSettings
 
+from distributed_crawler.connection.batch import Batch
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import payload_url
@@ -64,6 +67,9 @@ class RevisitState(NamedTuple):
     etag: str
     last_modified: str
     member: str
+    born: float | None = None  # server time of the first fetch (None: written by an older release)
+    step: int = 0  # revisits recorded since the first fetch
+    ends: float = 0.0  # server time after which the URL leaves the schedule (0 = never)
 
     @property
     def url(self) -> str | None:
@@ -81,25 +87,33 @@ def parse_state(value: bytes | str | None) -> RevisitState | None:
     parts = reply_text(value).split("\n", 4)
     if len(parts) != 5:
         return None
+    timing = parts[0].split(";")
+    if len(timing) not in (1, 4):
+        return None
     try:
-        interval = float(parts[0])
+        interval = float(timing[0])
+        born, step, ends = (
+            (float(timing[1]), int(float(timing[2])), float(timing[3])) if len(timing) == 4 else (None, 0, 0.0)
+        )
         split_member(parts[4])
     except ValueError:
         return None
-    if not (0 < interval <= 1e12):
+    if not (0 < interval <= 1e12) or not all(math.isfinite(v) for v in (born or 0.0, ends)):
         return None
-    return RevisitState(interval, parts[1], parts[2], parts[3], parts[4])
+    return RevisitState(interval, parts[1], parts[2], parts[3], parts[4], born, step, ends)
 
 
 class Moved(NamedTuple):
     moved: int
     dropped: int  # unreadable states removed
     next_due: float | None  # seconds until the next URL is due; None = the schedule is empty
+    ended: int = 0  # URLs past their end whose last visit never reported back, removed
 
 
 class Recorded(NamedTuple):
     interval: float
     change: str  # changed | unchanged | first | error | not_stored
+    ended: bool = False  # that was the URL's last visit: it left the schedule
 
 
 class RevisitSchedule:
@@ -134,7 +148,7 @@ class RevisitSchedule:
 
         def convert(reply: list[Any]) -> Moved:
             due = float(reply[2])
-            return Moved(int(reply[0]), int(reply[1]), None if due < 0 else due)
+            return Moved(int(reply[0]), int(reply[1]), None if due < 0 else due, int(reply[3]))
 
         return then(result, convert)
 
@@ -149,26 +163,35 @@ class RevisitSchedule:
         last_modified: str = "",
         member: str = "",
         url: str = "",
+        horizon: float = 0.0,
+        plan: tuple[float, ...] | None = None,
+        batch: Batch | None = None,
     ) -> Any:
         """Store a fetch's result and schedule the next visit (recrawl_record.lua) -> Recorded, on the
-        shard of `url` (default: the member's URL), where the move pushes the member."""
+        shard of `url` (default: the member's URL), where the move pushes the member. `plan`: the
+        seconds after the first fetch of each revisit (None: no plan, `()`: the plan ends now);
+        `horizon`: seconds after the first fetch past which an adaptive schedule ends (0 = never).
+        With `batch` the call is queued there (None returned): `recorded_from` reads its reply."""
         keys = self.keys_for(url or member_url(member))
         low, high = interval
-        result = self._record(
-            keys=[keys.schedule, keys.state],
-            args=[
-                fingerprint,
-                f"{low:.3f}",
-                f"{high:.3f}",
-                f"{factor:.6g}",
-                outcome,
-                digest,
-                etag,
-                last_modified,
-                member,
-            ],
-        )
-        return then(result, lambda reply: Recorded(float(reply[0]), CHANGE_NAMES.get(int(reply[1]), "?")))
+        args = [
+            fingerprint,
+            f"{low:.3f}",
+            f"{high:.3f}",
+            f"{factor:.6g}",
+            outcome,
+            digest,
+            etag,
+            last_modified,
+            member,
+            "" if plan is None else "plan:" + ",".join(f"{s:.3f}" for s in plan),
+            f"{horizon:.3f}",
+        ]
+        if batch is not None:
+            batch.script(self._record, [keys.schedule, keys.state], args)
+            return None
+        result = self._record(keys=[keys.schedule, keys.state], args=args)
+        return then(result, recorded_from)
 
     def state(self, fingerprint: str, url: str = "") -> Any:
         """The revisit state of a URL (None: never fetched as revisitable, or garbage)."""
@@ -223,6 +246,11 @@ class RevisitSchedule:
         for url, fingerprint in zip(urls, fingerprints):
             pipe.hexists(self.keys_for(url).state, fingerprint)
         return [bool(found) for found in pipe.execute()]
+
+
+def recorded_from(reply: list[Any]) -> Recorded:
+    """recrawl_record.lua's reply as a Recorded."""
+    return Recorded(float(reply[0]), CHANGE_NAMES.get(int(reply[1]), "?"), bool(int(reply[2])))
 
 
 def member_url(member: str) -> str:

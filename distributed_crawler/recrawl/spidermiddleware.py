@@ -4,6 +4,8 @@ Items pass through untouched but for `content_hash` (the digest of their `text`,
 set when the item has such a field. Once the callback's output is exhausted, which is before the
 request is acked, the response is recorded: its digest (the items' texts, or the body when no
 item had a `text`) against the stored one decides the next interval (lua/recrawl_record.lua).
+A first fetch no rule covers whose items include an article (`page_type` "article") enters the
+schedule on ARTICLE_REVISITS.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from scrapy.http import Response
 
 logger = logging.getLogger(__name__)
+ARTICLE = "article"  # the page type news/page_types.py gives a story
 
 
 def stamp_content_hash(item: Any) -> str | None:
@@ -49,15 +52,20 @@ class RecrawlSpiderMiddleware:
 
     async def process_spider_output(self, response: Response, result: AsyncIterator[Any]) -> AsyncIterator[Any]:
         request = response.request
-        ticket = request.meta.get(RECRAWL_TICKET_META) if request and 200 <= response.status < 300 else None
+        ok = request is not None and 200 <= response.status < 300
+        ticket = request.meta.get(RECRAWL_TICKET_META) if ok and request is not None else None
         texts: list[str] = []
+        article = False
         async for output in result:
             # a page's links: is_item (~5 us, it asks every adapter) would say no to each of them
             if not isinstance(output, Request) and is_item(output):
                 text = stamp_content_hash(output)
-                if text is not None and ticket is not None:
+                if text is not None:
                     texts.append(text)
+                article = article or ItemAdapter(output).get("page_type") == ARTICLE
             yield output
+        if ticket is None and article and ok and request is not None:
+            ticket = self.node.article_ticket(request)
         if ticket is None or request is None:
             return
         digest = content_digest("\n".join(texts)) if texts else body_digest(response.body)

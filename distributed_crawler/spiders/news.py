@@ -45,6 +45,7 @@ from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.downloadermiddlewares.robotstxt import cache_key, cached_robots_body
 from distributed_crawler.internals import node_stopping, scheduler_of
 from distributed_crawler.meta import (
+    BACKFILL_META,
     DEPTH_RESET_META,
     DONT_OBEY_ROBOTSTXT_META,
     DONT_RENDER_META,
@@ -57,6 +58,7 @@ from distributed_crawler.meta import (
     SITEMAP_DEPTH_META,
     SITEMAP_GUESSED_META,
 )
+from distributed_crawler.news.backfill import Window, window_from_meta
 from distributed_crawler.news.canonical import canonical_link, same_site
 from distributed_crawler.news.config import NewsConfig
 from distributed_crawler.news.counts import FLUSH_SECONDS, NewsCounts
@@ -81,6 +83,13 @@ INLINE_MAX_BYTES = 16 * 1024
 # what parsel's `a::attr(href)` and `title::text` translate to, compiled once (not per page)
 _HREFS = etree.XPath("descendant-or-self::a/@href", smart_strings=False)
 _TITLE = etree.XPath("descendant-or-self::title/text()", smart_strings=False)
+
+
+def with_window(meta: dict[str, Any], window: Window | None) -> dict[str, Any]:
+    """A listing request's meta, with the backfill window when there is one."""
+    if window is not None:
+        meta[BACKFILL_META] = window.as_meta()
+    return meta
 
 
 class NewsSpider(RedisSpider):
@@ -187,6 +196,8 @@ class NewsSpider(RedisSpider):
                 yield item
         if asks.nofollow:
             self.crawler.stats.inc_value("news/robots/nofollow")
+            return
+        if BACKFILL_META in response.meta:  # a backfill takes the listed stories of its window, no more
             return
         for request in self.page_links(response):
             yield request
@@ -319,12 +330,14 @@ class NewsSpider(RedisSpider):
 
     # -- discovery --------------------------------------------------------------------------
     async def parse_site(self, response: Response, **kwargs: Any) -> AsyncIterator[Any]:
-        """A site's home page: its feeds, its robots.txt sitemaps, then the page itself."""
+        """A site's home page: its feeds, its robots.txt sitemaps, then the page itself (not in a
+        backfill: only the window's stories, news/backfill.py)."""
         site = response.url
+        window = window_from_meta(response.meta.get(BACKFILL_META))
         if isinstance(response, TextResponse) and not sniff(response.body):
             for url in feed_links(response.selector.root, response.url):
                 if self._on_site(url, site, "feed_link"):
-                    yield self.feed_request(url, site)
+                    yield self.feed_request(url, site, window)
         parts = urlsplit(site)
         robots_url = f"{parts.scheme}://{parts.netloc}/robots.txt"
         body = None
@@ -342,36 +355,46 @@ class NewsSpider(RedisSpider):
                 callback=self.parse_robots,
                 dont_filter=True,
                 priority=DISCOVERY_PRIORITY,
-                meta={NEWS_SITE_META: site, DONT_OBEY_ROBOTSTXT_META: True},
+                meta={
+                    NEWS_SITE_META: site,
+                    DONT_OBEY_ROBOTSTXT_META: True,
+                    **({BACKFILL_META: window.as_meta()} if window else {}),
+                },
             )
         else:
-            for request in self.robots_requests(body, robots_url, site):
+            for request in self.robots_requests(body, robots_url, site, window):
                 yield request
+        if window is not None:
+            return
         async for out in self.parse(response):
             yield out
 
     async def parse_robots(self, response: Response, **kwargs: Any) -> AsyncIterator[Request]:
         site = response.meta.get(NEWS_SITE_META) or response.urljoin("/")
-        for request in self.robots_requests(response.body, response.url, site):
+        window = window_from_meta(response.meta.get(BACKFILL_META))
+        for request in self.robots_requests(response.body, response.url, site, window):
             yield request
 
-    def robots_requests(self, body: bytes, robots_url: str, site: str) -> Iterator[Request]:
+    def robots_requests(
+        self, body: bytes, robots_url: str, site: str, window: Window | None = None
+    ) -> Iterator[Request]:
         """Its `Sitemap:` lines, else the conventional /sitemap.xml."""
         urls = [url for url in sitemap_urls_from_robots(body[: 512 * 1024], base_url=robots_url)][:50]
         urls = [url for url in urls if urlsplit(url).scheme in ("http", "https")]
         urls = [url for url in urls if self._on_site(url, robots_url, "robots_sitemap")]
         for url in urls:
-            yield self.sitemap_request(url, site, 0)
+            yield self.sitemap_request(url, site, 0, window)
         if not urls:
-            guess = self.sitemap_request(robots_url.rsplit("/", 1)[0] + "/sitemap.xml", site, 0)
+            guess = self.sitemap_request(robots_url.rsplit("/", 1)[0] + "/sitemap.xml", site, 0, window)
             guess.meta[SITEMAP_GUESSED_META] = True
             yield guess
 
-    def sitemap_request(self, url: str, site: str, depth: int) -> Request:
-        return self._listing_request(url, self.parse_sitemap, {NEWS_SITE_META: site, SITEMAP_DEPTH_META: depth})
+    def sitemap_request(self, url: str, site: str, depth: int, window: Window | None = None) -> Request:
+        meta = {NEWS_SITE_META: site, SITEMAP_DEPTH_META: depth}
+        return self._listing_request(url, self.parse_sitemap, with_window(meta, window))
 
-    def feed_request(self, url: str, site: str) -> Request:
-        return self._listing_request(url, self.parse_feed, {NEWS_SITE_META: site})
+    def feed_request(self, url: str, site: str, window: Window | None = None) -> Request:
+        return self._listing_request(url, self.parse_feed, with_window({NEWS_SITE_META: site}, window))
 
     def _listing_request(self, url: str, callback: Callable[..., Any], meta: dict[str, Any]) -> Request:
         """A sitemap or feed: fetched whenever listed, ahead of articles, at most SITEMAP_MAX_BYTES;
@@ -419,14 +442,18 @@ class NewsSpider(RedisSpider):
             self._skip(f"sitemap index {response.url} is {depth + 1} indexes deep (SITEMAP_MAX_DEPTH)")
             return
         what = "sitemap_index_entry" if doc.kind == "sitemapindex" else f"{kind}_entry"
-        for entry in self._recent(doc):
+        window = window_from_meta(response.meta.get(BACKFILL_META))
+        for entry in self._recent(doc) if window is None else self._in_window(doc, window):
             # sitemaps.org: a sitemap lists its own site's URLs; so does an index (and the site we came for)
             if not (self._on_site(entry.url, response.url, what) and self._on_site(entry.url, site, what)):
                 continue
             if doc.kind == "sitemapindex":
-                yield self.sitemap_request(entry.url, site, depth + 1)
+                yield self.sitemap_request(entry.url, site, depth + 1, window)
             else:
-                yield self.entry_request(entry.url, entry.date, entry.title, entry.story)
+                request = self.entry_request(entry.url, entry.date, entry.title, entry.story)
+                if window is not None:
+                    request.meta[BACKFILL_META] = window.as_meta()
+                yield request
 
     def _on_site(self, url: str, of: str, what: str) -> bool:
         """`url` is on the registered domain of `of`; else it is dropped and counted
@@ -480,6 +507,15 @@ class NewsSpider(RedisSpider):
                 self.crawler.stats.inc_value("news/entries_too_old")
                 continue
             yield entry
+
+    def _in_window(self, doc: Document, window: Window) -> Iterator[Any]:
+        """A backfill's entries: stories dated in the window; an index's sitemaps that may list some."""
+        for entry in doc.entries:
+            keep = window.may_list(entry.url, entry.date) if doc.kind == "sitemapindex" else window.contains(entry.date)
+            if keep:
+                yield entry
+            else:
+                self.crawler.stats.inc_value("news/backfill/outside")
 
     def _skip(self, why: str) -> None:
         self.crawler.stats.inc_value("news/documents_cut")

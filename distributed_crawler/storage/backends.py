@@ -30,7 +30,7 @@ from urllib.parse import unquote
 
 from distributed_crawler.defaults import DEFAULTS
 from distributed_crawler.redact import mask_url, safe_error_text
-from distributed_crawler.storage.changes import RowChange, chunks, classify
+from distributed_crawler.storage.changes import RowChange, chunks, classify, with_previous
 from distributed_crawler.storage.schema import (
     COLUMN_TYPES,
     COLUMNS,
@@ -41,6 +41,16 @@ from distributed_crawler.storage.schema import (
 )
 from distributed_crawler.storage.schema import prepare_rows as _prepare
 from distributed_crawler.storage.server import OneConnection
+from distributed_crawler.storage.versions import (
+    VERSION_COLUMN_TYPES,
+    archive_columns,
+    archive_params,
+    archive_select,
+    current_select,
+    history_columns,
+    missing_version_columns,
+    versions_keep_error,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +85,10 @@ class StorageBackend(Protocol):
     def iter_urls(self, batch: int = 1000) -> Iterator[list[str]]:
         """Every stored url, in batches (for `dcrawl dedup rebuild`)."""
 
+    def versions(self, url: str) -> list[dict[str, Any]]:
+        """Every version of *url*, oldest first: the replaced ones (table item_versions), then the
+        current row of ``items`` (``replaced_at`` None); [] when the URL was never stored."""
+
     def close(self) -> None:
         """Release the connection; safe to call twice."""
 
@@ -85,9 +99,45 @@ _PG_SET_CLAUSE = set_clause(
     lambda c: f"items.{c}", lambda c: f"excluded.{c}", lambda a, b: f"{a} IS NOT DISTINCT FROM {b}"
 )
 
+_SQLITE_ARCHIVE = f"INSERT OR IGNORE INTO item_versions ({archive_columns()}) " + archive_select(
+    lambda i: "?", lambda a, b: f"{a} IS {b}"
+)
+_PG_ARCHIVE = (
+    f"INSERT INTO item_versions ({archive_columns()}) "
+    + archive_select(lambda i: "%s::text", lambda a, b: f"{a} IS NOT DISTINCT FROM {b}")
+    + " ON CONFLICT DO NOTHING"
+)
+_HISTORY = history_columns()
+_VERSIONS_READ = f"SELECT {', '.join(_HISTORY)} FROM item_versions WHERE url = %s ORDER BY version"
+_CURRENT_READ = current_select("%s")
+
 #: Generic schema type -> the SQLite / PostgreSQL type (the others are the same in both).
 SQLITE_TYPES = {"JSON": "TEXT"}  # JSON text; SQLite's json_extract() reads it
 POSTGRES_TYPES = {"JSON": "JSONB"}
+
+
+def create_versions_sql(types: dict[str, str]) -> str:
+    """``CREATE TABLE IF NOT EXISTS item_versions``, keyed by (url, version) (SQLite, PostgreSQL)."""
+    columns = ", ".join(
+        f"{c} {types.get(t, t)}{' NOT NULL' if c in ('url', 'version') else ''}"
+        for c, t in VERSION_COLUMN_TYPES.items()
+    )
+    return f"CREATE TABLE IF NOT EXISTS item_versions ({columns}, PRIMARY KEY (url, version))"
+
+
+def prune_versions_sql(mark: str) -> str:
+    """Delete a URL's replaced versions but the newest N (params: url, url, N)."""
+    return (
+        f"DELETE FROM item_versions WHERE url = {mark} AND version <= "
+        f"(SELECT COALESCE(version, 1) FROM items WHERE url = {mark}) - 1 - {mark}"
+    )
+
+
+def checked_keep(keep: int) -> int:
+    error = versions_keep_error(keep)
+    if error:
+        raise StorageError(error)
+    return keep
 
 
 def create_table_sql(types: dict[str, str]) -> str:
@@ -112,8 +162,11 @@ class SQLiteStorage:
     wait is honoured (a deferred transaction upgrading its lock fails at once).
     """
 
-    def __init__(self, path: str | Path, *, busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS) -> None:
+    def __init__(
+        self, path: str | Path, *, busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS, versions_keep: int = 0
+    ) -> None:
         self.path = str(path)
+        self.versions_keep = checked_keep(versions_keep)
         self.url = f"sqlite:///{self.path}"
         if self.path != ":memory:":
             try:
@@ -147,6 +200,7 @@ class SQLiteStorage:
                 conn.execute("PRAGMA synchronous = NORMAL")
                 conn.execute(create_table_sql(SQLITE_TYPES))
                 self._migrate(conn)
+                self._ensure_versions(conn)
                 break
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) and "busy" not in str(exc):
@@ -173,6 +227,12 @@ class SQLiteStorage:
                 conn.execute("ROLLBACK")
             raise
         log_migration(self.url, added)
+
+    def _ensure_versions(self, conn: sqlite3.Connection) -> None:
+        """Make item_versions (storage/versions.py), or add the columns an older one lacks."""
+        conn.execute(create_versions_sql(SQLITE_TYPES))
+        for column, sql_type in missing_version_columns(r[1] for r in conn.execute("PRAGMA table_info(item_versions)")):
+            conn.execute(f"ALTER TABLE item_versions ADD COLUMN {column} {SQLITE_TYPES.get(sql_type, sql_type)}")
 
     def _require(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -207,11 +267,15 @@ class SQLiteStorage:
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                before = dict(self._versions(conn, urls, "version")) if report else {}
+                stored = self._versions(conn, urls, "version, title, text") if report else []
+                before = {r[0]: r[1] for r in stored}
+                conn.executemany(_SQLITE_ARCHIVE, archive_params(prepared))
                 conn.executemany(sql, prepared)
+                if self.versions_keep:
+                    conn.executemany(prune_versions_sql("?"), [(u, u, self.versions_keep) for u in urls])
                 if report:
                     after = {r[0]: r[1:] for r in self._versions(conn, urls, "version, first_seen, rowid")}
-                    changes = classify(urls, before, after)
+                    changes = with_previous(classify(urls, before, after), {r[0]: (r[2], r[3]) for r in stored})
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -232,6 +296,15 @@ class SQLiteStorage:
         cursor = self._require().execute("SELECT url FROM items")
         while rows := cursor.fetchmany(batch):
             yield [r[0] for r in rows]
+
+    def versions(self, url: str) -> list[dict[str, Any]]:
+        try:
+            conn = self._require()
+            found = conn.execute(_VERSIONS_READ.replace("%s", "?"), (url,)).fetchall()
+            found += conn.execute(_CURRENT_READ.replace("%s", "?"), (url,)).fetchall()
+        except sqlite3.Error as exc:
+            raise StorageError(f"SQLite read of {self.url} failed: {safe_error_text(exc, self.url)}") from None
+        return [dict(zip(_HISTORY, r)) for r in found]
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -264,8 +337,9 @@ class PostgresStorage(OneConnection):
 
     KIND = "PostgreSQL"
 
-    def __init__(self, dsn: str, *, connect_timeout: int = POSTGRES_CONNECT_TIMEOUT) -> None:
+    def __init__(self, dsn: str, *, connect_timeout: int = POSTGRES_CONNECT_TIMEOUT, versions_keep: int = 0) -> None:
         self.dsn = dsn
+        self.versions_keep = checked_keep(versions_keep)
         self.masked = mask_url(dsn)
         self._connect_timeout = connect_timeout
         self._conn: Any = None
@@ -308,6 +382,7 @@ class PostgresStorage(OneConnection):
                     conn.execute(
                         f"ALTER TABLE items ADD COLUMN IF NOT EXISTS {column} {POSTGRES_TYPES.get(sql_type, sql_type)}"
                     )
+                self._ensure_versions(conn)
         except psycopg.Error as exc:
             conn.close()
             raise StorageError(
@@ -317,6 +392,20 @@ class PostgresStorage(OneConnection):
         log_migration(self.masked, added)
         self._conn = conn
         return conn
+
+    @staticmethod
+    def _ensure_versions(conn: Any) -> None:
+        """Make item_versions (storage/versions.py), or add the columns an older one lacks (under
+        the schema lock of `_connect`)."""
+        conn.execute(create_versions_sql(POSTGRES_TYPES))
+        existing = conn.execute(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND table_name = 'item_versions'"
+        ).fetchall()
+        for column, sql_type in missing_version_columns(r[0] for r in existing):
+            conn.execute(
+                f"ALTER TABLE item_versions ADD COLUMN IF NOT EXISTS {column} {POSTGRES_TYPES.get(sql_type, sql_type)}"
+            )
 
     def _connection(self) -> Any:
         if self._closed:
@@ -364,11 +453,15 @@ class PostgresStorage(OneConnection):
         try:
             conn = self._connection()
             with conn.transaction(), conn.cursor() as cur:
-                before = dict(self._versions(cur, urls, "version", "FOR UPDATE")) if report else {}
+                stored = self._versions(cur, urls, "version, title, text", "FOR UPDATE") if report else []
+                before = {r[0]: r[1] for r in stored}
+                cur.executemany(_PG_ARCHIVE, archive_params(prepared))
                 cur.executemany(sql, prepared)
+                if self.versions_keep:
+                    cur.executemany(prune_versions_sql("%s"), [(u, u, self.versions_keep) for u in urls])
                 if report:
                     after = {r[0]: (r[1], r[2], None) for r in self._versions(cur, urls, "version, first_seen")}
-                    changes = classify(urls, before, after)
+                    changes = with_previous(classify(urls, before, after), {r[0]: (r[2], r[3]) for r in stored})
         except psycopg.Error as exc:
             raise StorageError(f"PostgreSQL write to {self.masked} failed: {safe_error_text(exc, self.dsn)}") from None
         return changes
@@ -379,6 +472,18 @@ class PostgresStorage(OneConnection):
             cur.execute("SELECT url FROM items")
             while rows := cur.fetchmany(batch):
                 yield [r[0] for r in rows]
+
+    def versions(self, url: str) -> list[dict[str, Any]]:
+        import psycopg
+
+        try:
+            conn = self._connection()
+            with conn.transaction():
+                found = conn.execute(_VERSIONS_READ, (url,)).fetchall()
+                found += conn.execute(_CURRENT_READ, (url,)).fetchall()
+        except psycopg.Error as exc:
+            raise StorageError(f"PostgreSQL read of {self.masked} failed: {safe_error_text(exc, self.dsn)}") from None
+        return [dict(zip(_HISTORY, r)) for r in found]
 
     def count(self) -> int:
         """Number of rows in ``items``."""
@@ -411,22 +516,23 @@ def sqlite_path_from_url(url: str) -> str:
     return str(Path(path).expanduser().absolute())
 
 
-def open_storage(url: str) -> StorageBackend:
+def open_storage(url: str, *, versions_keep: int = 0) -> StorageBackend:
     """Open the backend named by *url*; raise :class:`StorageError` if impossible.
 
-    The error is one line naming the (masked) URL and what to do about it.
+    The error is one line naming the (masked) URL and what to do about it. *versions_keep*:
+    ITEM_VERSIONS_KEEP (replaced versions kept per URL in item_versions; 0 = all).
     """
     if not url or "://" not in url:
         raise StorageError(f"Invalid STORAGE_URL {mask_url(url)!r}: {_SUPPORTED_HINT}")
     scheme = url.split("://", 1)[0].lower()
     base_scheme = scheme.split("+", 1)[0]  # tolerate SQLAlchemy-style postgresql+psycopg://
     if base_scheme == "sqlite":
-        return SQLiteStorage(sqlite_path_from_url("sqlite://" + url.split("://", 1)[1]))
+        return SQLiteStorage(sqlite_path_from_url("sqlite://" + url.split("://", 1)[1]), versions_keep=versions_keep)
     if base_scheme in ("postgresql", "postgres"):
         dsn = url if scheme == base_scheme else "postgresql://" + url.split("://", 1)[1]
-        return PostgresStorage(dsn)
+        return PostgresStorage(dsn, versions_keep=versions_keep)
     if base_scheme in ("mysql", "mariadb"):
         from distributed_crawler.storage.mysql import MySQLStorage  # PyMySQL only when used
 
-        return MySQLStorage(url)
+        return MySQLStorage(url, versions_keep=versions_keep)
     raise StorageError(f"Unsupported STORAGE_URL scheme {scheme!r} in {mask_url(url)}: {_SUPPORTED_HINT}")

@@ -27,6 +27,7 @@ class RowChange(NamedTuple):
     version: int
     first_seen: str | None
     row_id: str | None  # SQLite rowid, MySQL id; None on PostgreSQL (its table is keyed by url)
+    previous: tuple[Any, Any] | None = None  # CHANGED: the replaced version's (title, text)
 
 
 def chunks(urls: list[str], size: int = LOOKUP_CHUNK) -> Iterable[list[str]]:
@@ -55,6 +56,12 @@ def classify(
             change = UNCHANGED
         changes.append(RowChange(url, change, version, first_seen, None if row_id is None else str(row_id)))
     return changes
+
+
+def with_previous(changes: list[RowChange], stored: Mapping[str, tuple[Any, Any]]) -> list[RowChange]:
+    """*changes* with each CHANGED row's replaced (title, text) from *stored* (url -> read before
+    the upsert, in its transaction): what the change feed's `diff` compares."""
+    return [c._replace(previous=stored.get(c.url)) if c.change == CHANGED else c for c in changes]
 
 
 class AfterCommit(Protocol):

@@ -34,7 +34,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote
 
 from distributed_crawler.redact import mask_url, safe_error_text
-from distributed_crawler.storage.changes import RowChange, chunks, classify
+from distributed_crawler.storage.changes import RowChange, chunks, classify, with_previous
 from distributed_crawler.storage.schema import (
     COLUMN_TYPES,
     COLUMNS,
@@ -45,6 +45,15 @@ from distributed_crawler.storage.schema import (
     set_clause,
 )
 from distributed_crawler.storage.server import OneConnection
+from distributed_crawler.storage.versions import (
+    VERSION_COLUMN_TYPES,
+    archive_columns,
+    archive_select,
+    current_select,
+    history_columns,
+    missing_version_columns,
+    versions_keep_error,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +100,37 @@ def create_table_sql() -> str:
         "CREATE TABLE IF NOT EXISTS `items` (" + ", ".join(columns) + ") "
         "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci"
     )
+
+
+def create_versions_sql() -> str:
+    """``CREATE TABLE IF NOT EXISTS item_versions`` (storage/versions.py), unique on (url_hash, version)
+    (a generated column cannot be in a primary key, as for ``items``)."""
+    columns = ["`id` BIGINT UNSIGNED NOT NULL AUTO_INCREMENT"]
+    for name, generic in VERSION_COLUMN_TYPES.items():
+        if name == "url":
+            columns.append("`url` LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL")
+        else:
+            columns.append(f"{_q(name)} {MYSQL_TYPES[generic]}{' NOT NULL' if name == 'version' else ''}")
+    columns += [
+        "`url_hash` BINARY(32) AS (UNHEX(SHA2(`url`, 256))) STORED",
+        "PRIMARY KEY (`id`)",
+        "UNIQUE KEY `item_versions_url_version` (`url_hash`, `version`)",
+    ]
+    return (
+        "CREATE TABLE IF NOT EXISTS `item_versions` (" + ", ".join(columns) + ") "
+        "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci"
+    )
+
+
+#: Copy the rows an upsert replaces into item_versions (params: replaced_at, url_hash, new hash).
+ARCHIVE_SQL = f"INSERT IGNORE INTO `item_versions` ({archive_columns(_q)}) " + archive_select(
+    lambda i: "%s", lambda a, b: f"{a} <=> {b}", _q, key="url_hash"
+)
+#: Keep a URL's newest N replaced versions (params: url_hash, url_hash, N).
+PRUNE_SQL = (
+    "DELETE FROM `item_versions` WHERE `url_hash` = %s AND `version` <= "
+    "(SELECT COALESCE(`version`, 1) FROM `items` WHERE `url_hash` = %s) - 1 - %s"
+)
 
 
 def upsert_sql() -> str:
@@ -185,8 +225,17 @@ class MySQLStorage(OneConnection):
     KIND = "MySQL"
 
     def __init__(
-        self, url: str, *, connect_timeout: int = MYSQL_CONNECT_TIMEOUT, io_timeout: int = MYSQL_IO_TIMEOUT
+        self,
+        url: str,
+        *,
+        connect_timeout: int = MYSQL_CONNECT_TIMEOUT,
+        io_timeout: int = MYSQL_IO_TIMEOUT,
+        versions_keep: int = 0,
     ) -> None:
+        error = versions_keep_error(versions_keep)
+        if error:
+            raise StorageError(error)
+        self.versions_keep = versions_keep
         self.url = url
         self.masked = mask_url(url)
         self._kwargs = connect_kwargs(url)
@@ -257,6 +306,7 @@ class MySQLStorage(OneConnection):
                     "AND table_name = 'items' AND non_unique = 0 AND column_name IN ('url_hash', 'url')"
                 )
                 row = cur.fetchone()
+                self._ensure_versions(cur)
             finally:
                 cur.execute("SELECT RELEASE_LOCK(%s)", (lock,))
         log_migration(self.masked, added)
@@ -265,6 +315,17 @@ class MySQLStorage(OneConnection):
                 f"Table items in MySQL storage {self.masked} has no unique key on url (created by hand?); "
                 "rename or drop it so the crawler creates its own"
             )
+
+    @staticmethod
+    def _ensure_versions(cur: Any) -> None:
+        """Make item_versions, or add the columns an older one lacks (under `_init_schema`'s lock)."""
+        cur.execute(create_versions_sql())
+        cur.execute(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = DATABASE() AND table_name = 'item_versions'"
+        )
+        for column, generic in missing_version_columns(r[0] for r in cur.fetchall()):
+            cur.execute(f"ALTER TABLE `item_versions` ADD COLUMN {_q(column)} {MYSQL_TYPES[generic]}")
 
     def _connection(self) -> Any:
         if self._closed:
@@ -339,15 +400,24 @@ class MySQLStorage(OneConnection):
             try:
                 conn.begin()
                 with conn.cursor() as cur:
-                    before = dict(self._versions(cur, urls, "`version`", "FOR UPDATE")) if report else {}
+                    stored = self._versions(cur, urls, "`version`, `title`, `text`", "FOR UPDATE") if report else []
+                    before = {r[0]: r[1] for r in stored}
+                    cur.executemany(
+                        ARCHIVE_SQL, [(r["fetched_at"], url_hash(r["url"]), r["content_hash"]) for r in prepared]
+                    )
                     cur.executemany(sql, params)
+                    if self.versions_keep:
+                        hashes = [url_hash(u) for u in urls]
+                        cur.executemany(PRUNE_SQL, [(h, h, self.versions_keep) for h in hashes])
                     after = (
                         {r[0]: r[1:] for r in self._versions(cur, urls, "`version`, `first_seen`, `id`")}
                         if report
                         else {}
                     )
                 conn.commit()
-                return classify(urls, before, after) if report else []
+                if not report:
+                    return []
+                return with_previous(classify(urls, before, after), {r[0]: (r[2], r[3]) for r in stored})
             except (pymysql.MySQLError, OSError) as exc:
                 lost = self._failed(exc)
                 if lost and stale_retry and not fresh:
@@ -362,6 +432,17 @@ class MySQLStorage(OneConnection):
     def count(self) -> int:
         """Number of rows in ``items``."""
         return int(self._query("SELECT COUNT(*) FROM `items`")[0][0])
+
+    def versions(self, url: str) -> list[dict[str, Any]]:
+        """Every version of *url*, oldest first: item_versions, then the current row of ``items``."""
+        history = history_columns()
+        columns = ", ".join(_q(c) for c in history)
+        key = (url_hash(url),)
+        found = list(
+            self._query(f"SELECT {columns} FROM `item_versions` WHERE `url_hash` = %s ORDER BY `version`", key)
+        )
+        found += self._query(current_select("%s", _q, key="url_hash"), key)
+        return [dict(zip(history, r)) for r in found]
 
     def iter_urls(self, batch: int = 1000) -> Iterator[list[str]]:
         """Every stored url, in batches, by primary key (no long-running cursor)."""

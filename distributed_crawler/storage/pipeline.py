@@ -79,6 +79,7 @@ class StorageConfig:
     flush_seconds: float = 1.0
     retry_seconds_max: float = 30.0
     close_retry_seconds: float = 60.0
+    versions_keep: int = 0  # ITEM_VERSIONS_KEEP: replaced versions kept per URL in item_versions (0 = all)
 
     def __post_init__(self) -> None:
         if not isinstance(self.url, str) or not self.url.strip():
@@ -88,6 +89,7 @@ class StorageConfig:
             ("STORAGE_FLUSH_SECONDS", self.flush_seconds, self.flush_seconds >= 0, ">= 0"),
             ("STORAGE_RETRY_MAX_SECONDS", self.retry_seconds_max, self.retry_seconds_max > 0, "> 0"),
             ("STORAGE_CLOSE_RETRY_SECONDS", self.close_retry_seconds, self.close_retry_seconds >= 0, ">= 0"),
+            ("ITEM_VERSIONS_KEEP", self.versions_keep, self.versions_keep >= 0, ">= 0 (0 = keep every version)"),
         ]
         for name, value, ok, rule in checks:
             if not ok or not math.isfinite(value):
@@ -109,6 +111,7 @@ class StorageConfig:
             flush_seconds=read.float("STORAGE_FLUSH_SECONDS"),
             retry_seconds_max=read.float("STORAGE_RETRY_MAX_SECONDS"),
             close_retry_seconds=read.float("STORAGE_CLOSE_RETRY_SECONDS"),
+            versions_keep=read.int("ITEM_VERSIONS_KEEP", min=0, hint="(0 = keep every version)"),
         )
 
     @property
@@ -283,7 +286,7 @@ class StoragePipeline:
     """
 
     #: Opens the backend in the worker thread; tests substitute their own.
-    backend_factory: Callable[[str], StorageBackend] = staticmethod(open_storage)
+    backend_factory: Callable[..., StorageBackend] = staticmethod(open_storage)
 
     def __init__(
         self, config: StorageConfig, crawler: Crawler | None = None, after_commit: AfterCommit | None = None
@@ -329,7 +332,7 @@ class StoragePipeline:
         return await self._loop.run_in_executor(self._executor, fn, *args)
 
     def _open_backend(self) -> StorageBackend:
-        return self.backend_factory(self.config.url)
+        return self.backend_factory(self.config.url, versions_keep=self.config.versions_keep)
 
     def _is_closing(self) -> bool:
         """True once the spider has started closing.
