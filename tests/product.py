@@ -660,7 +660,10 @@ def check_invariants(out: Outcome) -> None:
     assert not out.keys, f"keys still holding work: {out.keys}"
 
     # exact counts in `dcrawl status --json`
-    assert status["page_types"]["article"]["stored"] == len(stored), status["page_types"]
+    # The page-type count is exact only where no committed work is redone (docs/delivery.md "Not yet
+    # holding": a redelivered page counts twice, a killed node's last counts are lost): issue 38 open.
+    if out.fault not in FEED_REPEATS_SAME_KEY:
+        assert status["page_types"]["article"]["stored"] == len(stored), status["page_types"]
     assert status["events"]["length"] == len(out.events)
     assert status["recrawl"]["scheduled"] == len(HOSTS), status["recrawl"]  # the home pages' revisits
     dead = {n["id"] for n in status["nodes"] if n["state"] == "dead"}
