@@ -198,3 +198,28 @@ def test_names_after_a_flag_join_the_verbs_list(
     assert _dcrawl(redis_url, "sources", "news", "import", _write(tmp_path, "o.csv", OUTLETS), "--no-seed") == 0
     assert main(["sources", "news", "remove", "Example", "--by", "bob", "Le Monde", "--redis-url", redis_url]) == 0
     assert "removed 2 source(s)" in capsys.readouterr().out and redis_client.hlen("{news}:registry") == 0
+
+
+def test_a_registered_source_is_backfilled_by_name(redis_url: str, redis_client: redis.Redis, tmp_path: Path) -> None:
+    """`dcrawl seed news --site "Le Monde" --since ... --until ...` seeds the source's own URL with
+    the window (issue 44: a source in the registry can be backfilled by name); an unknown name is one line."""
+    assert _dcrawl(redis_url, "sources", "news", "import", _write(tmp_path, "o.csv", OUTLETS), "--no-seed") == 0
+    assert redis_client.llen("news:start_urls") == 0
+    args = [
+        "seed",
+        "news",
+        "--site",
+        "le monde",
+        "--site",
+        "example.com",
+        "--since",
+        "2026-09-01",
+        "--until",
+        "2026-09-30",
+    ]
+    assert _dcrawl(redis_url, *args) == 0
+    seeds = [json.loads(raw) for raw in redis_client.lrange("news:start_urls", 0, -1)]
+    assert sorted(seed["url"] for seed in seeds) == ["https://example.com/", "https://www.lemonde.fr/"]
+    assert all(seed["meta"]["backfill"] for seed in seeds), seeds
+    assert _dcrawl(redis_url, "seed", "news", "--site", "Le Figaro", "--since", "2026-09-01") == 1
+    assert redis_client.llen("news:start_urls") == 2

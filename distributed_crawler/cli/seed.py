@@ -40,13 +40,15 @@ from redis.exceptions import ResponseError
 from distributed_crawler.addresses import SETTING as ALLOWED_SETTING
 from distributed_crawler.addresses import AddressRule
 from distributed_crawler.cli.known import unknown_spider
-from distributed_crawler.cli.project import CliError, connect, open_dupefilter, open_enqueuer
+from distributed_crawler.cli.project import CliError, connect, open_dupefilter, open_enqueuer, open_frontier
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.untrusted import text, wrong_type_message
+from distributed_crawler.core.registry import table_of
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.meta import BACKFILL_META
 from distributed_crawler.news.backfill import Window, WindowError, window_from_args
 from distributed_crawler.queue.enqueue import run_sync
+from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.seedkey import SeedKey
 from distributed_crawler.queue.seeds import SeedError, parse_seed
 
@@ -427,7 +429,8 @@ def add_parser(command: Any) -> None:
         default=[],
         metavar="URL",
         help="a whole site (repeatable): a node reads its home page's feed links and its robots.txt "
-        "sitemaps (else /sitemap.xml); for spiders built on distributed_crawler.spiders.news.NewsSpider",
+        "sitemaps (else /sitemap.xml); for spiders built on distributed_crawler.spiders.news.NewsSpider; "
+        "a name or domain without http(s):// is a source of the registry (dcrawl sources SPIDER import)",
     )
     p.add_argument(
         "--since",
@@ -477,6 +480,21 @@ def warn_new_crawl(missing: str | None) -> None:
         print(f"dcrawl: warning: {missing}; seeding a new crawl (--new: no warning)", file=sys.stderr)
 
 
+def registered_sites(sites: list[str], settings: Any, client: Any, keys: SpiderKeys) -> list[str]:
+    """`--site NAME`: a source of the registry by its name or domain (docs/sources.md) -> its URL, so
+    a registered outlet is backfilled by name; a URL stays as given."""
+    if all("://" in site for site in sites):
+        return sites
+    registry = table_of(open_frontier(settings, client, keys).sources())
+    resolved = []
+    for site in sites:
+        source = None if "://" in site else registry.by_name(site)
+        if "://" not in site and source is None:
+            raise CliError(f"not seeded: no source named {site!r} in the registry (a name, a domain, or a site URL)")
+        resolved.append(site if source is None else source.url)
+    return resolved
+
+
 def cmd_seed(args: argparse.Namespace) -> int:
     if args.file is not None and (args.urls or args.site):
         raise CliError("give seeds as arguments (URLs, --site) or --file FILE, not both")
@@ -491,13 +509,20 @@ def cmd_seed(args: argparse.Namespace) -> int:
         except WindowError as exc:
             raise CliError(f"not seeded: {exc}") from None
     try:
-        args.urls = [*args.urls, *(site_seed(url, window) for url in args.site)]
+        for url in args.site:  # a bad site URL is said before Redis is asked anything
+            if "://" in url:
+                site_seed(url, window)
     except SeedError as exc:
         raise CliError(f"not seeded: {exc.reason}") from None
     skip = args.skip if args.from_line is None else args.from_line - 1
     if skip < 0 or args.batch < 1:
         raise CliError("--skip must be >= 0, --from-line >= 1 and --batch >= 1")
     settings, client, keys = connect(args)
+    args.site = registered_sites(args.site, settings, client, keys)
+    try:
+        args.urls = [*args.urls, *(site_seed(url, window) for url in args.site)]
+    except SeedError as exc:
+        raise CliError(f"not seeded: {exc.reason}") from None
     missing = (
         None if args.new else unknown_spider(client, settings, keys, RedisConfig.from_settings(settings).masked_url)
     )
