@@ -484,3 +484,36 @@ def test_the_webhook_program_block_parses_when_included(tmp_path: Path) -> None:
     commands = {p.name: p.command for g in options.process_group_configs for p in g.process_configs}
     assert commands["news-webhook"].startswith(f"{tmp_path}/deploy/../.venv/bin/dcrawl events news --webhook")
     assert "news-0" in commands
+
+
+def test_stored_counts_one_per_row_in_the_events_write(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis
+) -> None:
+    """`dcrawl status` stored: a row counted when its insert commits, in its event's write; a changed
+    row, an unchanged one and a redelivered one (announced again) add nothing; a garbage field is reset."""
+    redis_client.hset("{news}:stats", "page_type:list:stored", "garbage")
+
+    async def scenario() -> None:
+        client = aioredis.Redis.from_url(redis_url)
+        feed = ChangeFeed(
+            EventsConfig(),
+            SourcesConfig(),
+            lambda: client,
+            "news",
+            RedisPolicy("redis://test"),
+            lambda: False,
+            counts_keys=("{news}:stats", "{news}:language:skipped"),
+        )
+        await store(
+            tmp_path,
+            feed,
+            [article(1, page_type="article"), article(2, page_type="article"), article(3, page_type="list")],
+        )
+        await store(tmp_path, feed, [article(1, "edited", page_type="article"), article(2, page_type="article")])
+        await store(tmp_path, feed, [article(2, page_type="article")], redelivered=True)
+        await client.aclose()
+
+    run(scenario())
+    assert [e["event"] for e in events(redis_client)] == ["new", "new", "new", "changed", "new"]
+    stats = redis_client.hgetall("{news}:stats")
+    assert stats[b"page_type:article:stored"] == b"2" and stats[b"page_type:list:stored"] == b"1", stats

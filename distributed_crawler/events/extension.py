@@ -108,6 +108,8 @@ class ChangeFeedExtension:
             raise NotConfigured("no spider: the change feed needs the spider's name")
         sources = SourcesConfig.from_settings(crawler.settings)
         context = RedisContext.of(crawler)
+        name = {"spider": crawler.spider.name, "name": crawler.spider.name}
+        skipped_hosts = SettingsReader(crawler.settings).str("LANGUAGE_SKIPPED_KEY") % name
         feed = ChangeFeed(
             config,
             sources,
@@ -116,6 +118,7 @@ class ChangeFeedExtension:
             context.policy,
             lambda: spider_closing(crawler),
             source_name=lambda url: SourceCache.of(crawler).label(url)[0],
+            counts_keys=(context.keys.stats, skipped_hosts),
         )
         _FEEDS[crawler] = feed
         attach(crawler, feed)

@@ -19,7 +19,7 @@ import asyncio
 import json
 import logging
 import time
-from collections import OrderedDict, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +33,8 @@ from distributed_crawler.dedup.fingerprint import canonicalize_url
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.events.diff import story_diff
 from distributed_crawler.events.sources import LAG_EDGES, SourcesConfig, lag_bucket, lag_seconds
+from distributed_crawler.news.counts import MAX_HOSTS, stored_field
+from distributed_crawler.news.storing import page_type_of
 from distributed_crawler.queue.scripts import lua_source
 from distributed_crawler.storage.changes import CHANGED, NEW, UNCHANGED, RowChange
 
@@ -163,8 +165,13 @@ class ChangeFeed:
         closing: Callable[[], bool],
         canonical: Callable[[str], str] = canonicalize_url,
         source_name: Callable[[str], str] = lambda url: source_of(url),
+        counts_keys: tuple[str, str] | None = None,
     ) -> None:
         self.config = config
+        # news_counts.lua's KEYS (the cluster's stats hash, its per-host zset): rows created per page
+        # type are counted there in the events' own write (`dcrawl status` stored: one per row)
+        self.counts_keys = counts_keys
+        self._counts_script: Any = None
         self._source_name = source_name  # a URL's source: the registry's name (docs/sources.md), else its domain
         self.sources = sources
         self._client_of = client_of
@@ -202,10 +209,13 @@ class ChangeFeed:
         events: list[dict[str, str]] = []
         new_by_source: dict[str, list[int]] = defaultdict(list)
         new_count: dict[str, int] = defaultdict(int)
+        created: Counter[str] = Counter()  # rows this commit created, per page type (`dcrawl status` stored)
         quality: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # dated, authored, full text
         lags: list[float] = []
         for change in changes:
             row = by_url.get(change.url, {})
+            if change.change == NEW and self.counts_keys and row.get("page_type") is not None:
+                created[stored_field(page_type_of(row["page_type"]))] += 1
             if change.change == NEW or (
                 change.change == UNCHANGED and change.url in redelivered and change.version == 1
             ):
@@ -227,9 +237,9 @@ class ChangeFeed:
                 if lag is not None:
                     new_by_source[source].append(lag_bucket(lag))
                     lags.append(lag)
-        if events or new_count:
+        if events or new_count or created:
             counts = {s: (n, new_by_source.get(s, []), quality[s]) for s, n in new_count.items() if s}
-            await self._write(events, counts)
+            await self._write(events, counts, created)
         for event in events:
             self.published_by_kind[event["event"]] += 1
         for lag in lags:
@@ -261,6 +271,11 @@ class ChangeFeed:
             logger.debug("Source %s %s not counted: %r", source, kind, exc)
 
     # -- writing ---------------------------------------------------------------------------------
+    def _stored_script(self) -> Any:
+        if self._counts_script is None:
+            self._counts_script = self._client_of().register_script(lua_source("news_counts"))
+        return self._counts_script
+
     def _source_script(self) -> Any:
         if self._script is None:
             self._script = self._client_of().register_script(lua_source("source_record"))
@@ -270,12 +285,17 @@ class ChangeFeed:
         return [self.sources.key_of(self.spider, source), self.sources.index_key(self.spider)]
 
     def _queue(self, batch: Batch, part: tuple[Any, ...]) -> None:
-        """One part of a batch's write: ("event", fields) or ("source", name, count, lags, quality)."""
+        """One part of a batch's write: ("event", fields), ("source", name, count, lags, quality) or
+        ("stored", {field: rows created}) (news_counts.lua: a garbage field is reset, never a refused write)."""
         if part[0] == "event":
             if self.config.maxlen:
                 batch.commands.xadd(self.stream, part[1], maxlen=self.config.maxlen, approximate=True)
             else:
                 batch.commands.xadd(self.stream, part[1])
+            return
+        if part[0] == "stored":
+            pairs = [value for pair in part[1].items() for value in pair]
+            batch.script(self._stored_script(), list(self.counts_keys or ()), [MAX_HOSTS, len(part[1]), *pairs])
             return
         _, source, count, lags, quality = part
         judged = ",".join(str(n) for n in quality)
@@ -283,10 +303,15 @@ class ChangeFeed:
         batch.script(self._source_script(), self._source_keys(source), args)
 
     async def _write(
-        self, events: list[dict[str, str]], sources: Mapping[str, tuple[int, list[int], list[int]]]
+        self,
+        events: list[dict[str, str]],
+        sources: Mapping[str, tuple[int, list[int], list[int]]],
+        created: Mapping[str, int] | None = None,
     ) -> None:
         parts: list[tuple[Any, ...]] = [("event", fields) for fields in events]
         parts += [("source", source, *counts) for source, counts in sources.items()]
+        if created:
+            parts.append(("stored", dict(created)))
         what = f"Writing change events to {self.stream}"
 
         async def call() -> None:

@@ -43,6 +43,7 @@ from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.registry import SourceCache
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.downloadermiddlewares.robotstxt import cache_key, cached_robots_body
+from distributed_crawler.events.extension import ChangeFeedExtension
 from distributed_crawler.internals import node_stopping, scheduler_of
 from distributed_crawler.meta import (
     BACKFILL_META,
@@ -250,12 +251,16 @@ class NewsSpider(RedisSpider):
         self._counts.not_stored(page_type, why, urlsplit(url).hostname)
 
     def _item_stored(self, item: Any, response: Any, spider: Any) -> None:
-        """item_scraped: the item is committed (the storage pipeline returns it only then)."""
+        """item_scraped: the item is committed (the storage pipeline returns it only then). The
+        cluster's count of stored rows is the change feed's (a row counted once, when its insert
+        commits, in its event's write: a redelivered page is not counted twice); without the feed,
+        this node counts each commit."""
         page_type = ItemAdapter(item).get("page_type") if is_item(item) else None
         if spider is self and page_type is not None:
             kind = page_type_of(page_type)
             self.crawler.stats.inc_value(f"news/stored/page_type/{kind}")
-            self._counts.stored(kind)
+            if ChangeFeedExtension.feed_of(self.crawler) is None:
+                self._counts.stored(kind)
 
     def page_links(self, response: TextResponse) -> Iterator[Request]:
         """Same-host links (and, unrendered, same-site static iframes with IFRAME_FOLLOW_STATIC)."""
