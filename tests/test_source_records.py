@@ -249,6 +249,9 @@ def test_a_sources_recrawl_rules_come_before_recrawl_rules_and_meta_before_both(
     assert interval("https://www.lemonde.fr/other") == (3600.0, 3600.0)  # no rule of its own
     assert interval("https://elsewhere.org/live/a") == (3600.0, 3600.0)
     assert interval("https://www.lemonde.fr/live/a", recrawl=30) == (30.0, 30.0)
+    # an article its source says never to revisit does not get ARTICLE_REVISITS' plan either
+    assert node.article_ticket(Request("https://www.lemonde.fr/archive/a")) is None
+    assert node.article_ticket(Request("https://www.lemonde.fr/other")) is not None
 
 
 def test_a_sources_extraction_rule_is_used_for_its_pages_only() -> None:

@@ -203,7 +203,10 @@ class RecrawlNode:
 
     def article_ticket(self, request: Request) -> RecrawlTicket | None:
         """A first fetch found an article no rule covers: its ARTICLE_REVISITS ticket (None: `[]`,
-        `meta["recrawl"]` = 0 says never, or a backfill's story: its editing days are long past)."""
+        `meta["recrawl"]` = 0 or its registered source's rule says never, or a backfill's story: its
+        editing days are long past)."""
         if not self.config.article_revisits or RECRAWL_META in request.meta or BACKFILL_META in request.meta:
             return None
+        if SourceCache.of(self.crawler).table.recrawl_rule(request.url)[0]:
+            return None  # its source's own rule decided (a `0` there: never revisited)
         return RecrawlTicket(self.fingerprint(request), self.config.article_revisit(), False)
