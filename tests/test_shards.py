@@ -161,3 +161,8 @@ def test_status_and_hosts_sum_over_the_shards(redis_client: redis.Redis) -> None
     assert status["hosts"]["top"][0]["pending"] == 3
     hosts = run_sync(gather_hosts(redis_client, sharded.keys, 100, 50, sharded.part_keys()))
     assert hosts["count"] == 10 and sorted(r["pending"] for r in hosts["hosts"]) == [3] * 10
+    # a status read without the crawl's FRONTIER_SHARDS (an operator's shell) counts what Redis says
+    # the frontier was written with, not one shard
+    run_sync(sharded.check_layout())  # records 4 in {news}:shards, as a node does
+    unset = run_sync(gather_status(redis_client, Settings({"DOMAIN_RATE_LIMIT": 0}), "news"))
+    assert unset["pending"] == 30 and unset["hosts"]["count"] == 10 and unset["dedup"]["count"] == 30

@@ -12,6 +12,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
+from redis.exceptions import ResponseError
 from rich import box
 from rich.columns import Columns
 from rich.console import Console, Group
@@ -45,6 +46,7 @@ from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.enqueue import maybe_await, run_sync
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.seedkey import SeedKey
+from distributed_crawler.queue.shards import check_shards
 from distributed_crawler.recrawl.schedule import RevisitSchedule
 
 RECENT = 20  # alerts and failures listed
@@ -157,6 +159,25 @@ async def _page_counts(client: Any, stats_key: str, hosts_key: str, wrong: set[s
     }
 
 
+async def with_written_shards(client: Any, settings: BaseSettings, keys: SpiderKeys) -> BaseSettings:
+    """The settings with the FRONTIER_SHARDS the frontier in Redis was written with (`{spider}:shards`)
+    when it differs from this project's: a status read without the crawl's settings still counts every
+    shard (it counted one before, silently). Garbage in the key is ignored (untrusted)."""
+    try:
+        raw = await maybe_await(client.get(keys.shards))
+    except ResponseError:  # a key of another type: the layout check names it when a node starts
+        return settings
+    try:
+        written = check_shards(raw.decode(errors="replace") if isinstance(raw, bytes) else raw)
+    except ValueError:  # none written yet, or garbage
+        return settings
+    if written == check_shards(settings.get("FRONTIER_SHARDS", 1)):
+        return settings
+    copy = settings.copy()
+    copy.set("FRONTIER_SHARDS", written, priority="cmdline")
+    return copy
+
+
 async def gather_status(client: Any, settings: BaseSettings, spider: str, recent: int = RECENT) -> dict[str, Any]:
     """Queues, nodes, dedup, totals, last hour's history, recent alerts and failures of `spider`.
 
@@ -165,6 +186,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
     caught them or the read did (a key replaced in between: `Skips.read`).
     """
     keys = SpiderKeys.from_settings(settings, spider)
+    settings = await with_written_shards(client, settings, keys)
     frontier = Frontier.from_settings(settings, spider, client, keys)
     seed_key = SeedKey.from_settings(settings, spider)  # both AS_SET and AS_ZSET: ValueError, one line
     node_keys = NodeKeys.from_settings(settings, spider, keys)
