@@ -13,8 +13,9 @@ Standard library only.
 from __future__ import annotations
 
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from http.server import BaseHTTPRequestHandler
+
+from tests.site.local import LocalSite
 
 MONTHS = ("08", "09", "10")
 
@@ -27,11 +28,10 @@ LATE_AUGUST = "/2026/08/story-late"  # published 2026-08-31, listed in September
 FEED_ONLY = "/2026/09/story-feed"  # published 2026-09-20, only in the feed
 
 
-class ArchiveSite:
+class ArchiveSite(LocalSite):
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._log: list[str] = []
-        self._server: ThreadingHTTPServer | None = None
         self.url = ""
 
     def fetched(self) -> list[str]:
@@ -133,26 +133,5 @@ class ArchiveSite:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        class Server(ThreadingHTTPServer):
-            request_queue_size = 128
-            daemon_threads = True
-
-        self._server = Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self.url = self.serve(Handler)
         return self.url
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> ArchiveSite:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()

@@ -18,8 +18,9 @@ import json
 import random
 import re
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from http.server import BaseHTTPRequestHandler
+
+from tests.site.local import LocalSite
 
 _STORY = re.compile(r"^/story/([1-9][0-9]{0,5})$")
 WORDS = (
@@ -30,13 +31,12 @@ WORDS = (
 CORRECTION = "Correction: an earlier version of this story misstated the number of new routes."
 
 
-class RevisedNewsSite:
+class RevisedNewsSite(LocalSite):
     def __init__(self, stories: int = 3) -> None:
         self.stories = stories
         self._lock = threading.Lock()
         self._served: dict[int, int] = {}  # story -> full answers so far (= its next revision)
         self._log: list[tuple[str, int]] = []
-        self._server: ThreadingHTTPServer | None = None
         self.url = ""
 
     def story_paths(self) -> list[str]:
@@ -127,26 +127,5 @@ class RevisedNewsSite:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        class Server(ThreadingHTTPServer):
-            request_queue_size = 128
-            daemon_threads = True
-
-        self._server = Server(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self.url = self.serve(Handler)
         return self.url
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> RevisedNewsSite:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()

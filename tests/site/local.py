@@ -1,0 +1,43 @@
+"""A small local site's server: loopback, a free port, a listen backlog for crawler connect bursts,
+a daemon thread; stopped by `stop()` or by leaving its `with` block."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Self
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128  # a class attribute: set on an instance it does nothing
+    daemon_threads = True
+
+
+class LocalSite:
+    """Base of a test site: `serve(Handler)` starts it and returns its URL."""
+
+    _server: ThreadingHTTPServer | None = None
+
+    def serve(self, handler: type[BaseHTTPRequestHandler]) -> str:
+        self._server = _Server(("127.0.0.1", 0), handler)
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> str:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
