@@ -52,6 +52,7 @@ from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.guard import AddressRefused
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.downloadermiddlewares.retry import RetryLater, slot_of_request
+from distributed_crawler.keyspace import fill
 from distributed_crawler.meta import DOWNLOAD_STOP_AT_META, LEASE_META, PROXY_BAN_META, RETRY_DELAY_META
 from distributed_crawler.queue.base import Frontier, HostControl
 
@@ -104,7 +105,7 @@ def entry_of(response: Response | None, error: str = "") -> dict[str, Any]:
 def cache_key(template: str, tag: str, netloc: str) -> str:
     """ROBOTS_CACHE_KEY of a host (`netloc`: host[:port], lower case); `tag`: the host's shard tag
     (`Frontier.host_tag`), the spider's name with one shard."""
-    return template % {"spider": tag, "name": tag, "host": netloc.lower()}
+    return fill(template, tag, host=netloc.lower())
 
 
 async def cached_robots_body(client: Any, key: str) -> bytes | None:

@@ -26,6 +26,7 @@ from distributed_crawler.events.drift import check_drift
 from distributed_crawler.events.feed import ChangeFeed, EventsConfig
 from distributed_crawler.events.sources import SourceHealth, SourcesConfig, read_sources
 from distributed_crawler.internals import spider_closing
+from distributed_crawler.keyspace import fill
 from distributed_crawler.monitoring.alerts import AlertConfig, Alerter
 from distributed_crawler.queue.enqueue import server_time
 from distributed_crawler.storage.changes import attach
@@ -136,7 +137,7 @@ class ChangeFeedExtension:
         self._alerter = Alerter(
             self.alert_config,
             self.context.client,
-            self.alerts_key % {"spider": spider.name, "name": spider.name},
+            fill(self.alerts_key, spider.name),
             spider.name,
             self.context.node_id,
             self.context.policy,

@@ -33,6 +33,7 @@ from distributed_crawler.dedup.fingerprint import canonicalize_url
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.events.diff import story_diff
 from distributed_crawler.events.sources import LAG_EDGES, SourcesConfig, lag_bucket, lag_seconds
+from distributed_crawler.keyspace import default, fill
 from distributed_crawler.news.counts import MAX_HOSTS, stored_field
 from distributed_crawler.news.storing import page_type_of
 from distributed_crawler.queue.scripts import lua_source
@@ -61,7 +62,7 @@ class EventsNotPublished(Exception):
 @dataclass(frozen=True)
 class EventsConfig:
     enabled: bool = True
-    key: str = "{%(spider)s}:events"
+    key: str = default("EVENTS_KEY")
     maxlen: int = 1_000_000
     include_text: bool = False
     batch_seconds: float = 0.25
@@ -78,7 +79,7 @@ class EventsConfig:
         )
 
     def stream(self, spider: str) -> str:
-        return self.key % {"spider": spider, "name": spider}
+        return fill(self.key, spider)
 
 
 def idempotency_key(canonical_url: str, version: int, event: str = NEW_EVENT) -> str:
