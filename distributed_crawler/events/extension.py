@@ -155,7 +155,7 @@ class ChangeFeedExtension:
         await self.context.release()
 
     async def _check_loop(self, spider: str) -> None:
-        lock = self.sources.index_key(spider) + ":check"
+        lock = self.sources.check_lock(spider)
         interval = self.sources.check_seconds
 
         async def check() -> None:

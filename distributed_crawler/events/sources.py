@@ -70,6 +70,10 @@ class SourcesConfig:
     def key_of(self, spider: str, source: str) -> str:
         return fill(self.source_key, spider, source=source)
 
+    def check_lock(self, spider: str) -> str:
+        """The lock one node takes per SOURCE_CHECK_SECONDS to check sources for silence."""
+        return self.index_key(spider) + ":check"
+
 
 def lag_bucket(seconds: float) -> int:
     """Index of the lag bucket holding *seconds* (negative lags, clock skew, count as 0)."""
