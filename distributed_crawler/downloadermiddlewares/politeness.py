@@ -57,6 +57,7 @@ from distributed_crawler.meta import (
 )
 from distributed_crawler.queue.frontier import closest, per_host_count
 from distributed_crawler.queue.scripts import lua_source
+from distributed_crawler.urlhost import normalize_host
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -242,7 +243,7 @@ class DomainRateLimitMiddleware:
         if request.meta.get(DONT_RATE_LIMIT_META) or self.script is None:
             return None
         url = urlparse_cached(request)
-        host = url.hostname
+        host = normalize_host(url.hostname or "")
         if not host:
             return None
         override = self.overrides.get(url.netloc.rsplit("@", 1)[-1]) if self.overrides is not None else None

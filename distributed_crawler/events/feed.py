@@ -23,7 +23,6 @@ from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from distributed_crawler.connection.batch import Batch
 from distributed_crawler.connection.policy import Purpose, RedisPolicy
@@ -38,6 +37,7 @@ from distributed_crawler.news.counts import MAX_HOSTS, stored_field
 from distributed_crawler.news.storing import page_type_of
 from distributed_crawler.queue.scripts import lua_source
 from distributed_crawler.storage.changes import CHANGED, NEW, UNCHANGED, RowChange
+from distributed_crawler.urlhost import url_host
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def idempotency_key(canonical_url: str, version: int, event: str = NEW_EVENT) ->
 
 def source_of(url: str) -> str:
     """The news source of an article: the registered domain of its host."""
-    host = urlsplit(url).hostname or ""
+    host = url_host(url)
     return registered_domain(host) if host else ""
 
 
@@ -119,7 +119,7 @@ def build_event(
         "title": row.get("title") or "",
         "source": row.get("source") or source_of(url),  # the registry's name (docs/sources.md)
         "source_tags": row.get("source_tags") or "",  # JSON array, "" = none
-        "host": urlsplit(url).hostname or "",
+        "host": url_host(url),
         "published_at": row.get("published_at") or "",
         "first_seen": change.first_seen or "",
         "version": str(change.version),
