@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from distributed_crawler.queue.base import Frontier, HostControl, Lease, Leased, Placement
 from distributed_crawler.queue.enqueue import Entry, maybe_await
 from distributed_crawler.queue.frontier import FrontierConfig, slot_of
+from distributed_crawler.queue.hoststate import read_hosts
 from distributed_crawler.queue.scripts import reply_text, then
 
 if TYPE_CHECKING:
@@ -67,12 +68,11 @@ class HostFrontier(Frontier):
         if len(names) < limit:  # hosts over budget keep requests too (not served)
             over = await maybe_await(self.client.zrange(k.over_budget, 0, limit - 1 - len(names)))
             names += [reply_text(h) for h in over]
-        if not names:
-            return {}
-        pipe = self.client.pipeline(transaction=False)
-        for name in names:
-            pipe.zcard(k.host_queue(name))
-        return dict(zip(names, (int(n) for n in await maybe_await(pipe.execute()))))
+        sizes = [size for size, _ in await read_hosts(self.client, k, names, fields=())]
+        for size in sizes:
+            if isinstance(size, Exception):
+                raise size
+        return dict(zip(names, (int(n) for n in sizes)))
 
     def _prefixes(self) -> list[str]:
         """Host queue and host hash key prefixes (the templates end with %(host)s: FrontierConfig)."""
