@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from distributed_crawler.queue.base import Frontier, HostControl, Lease, Leased, Placement
-from distributed_crawler.queue.enqueue import Entry, maybe_await
+from distributed_crawler.queue.enqueue import Entry, maybe_await, push_entry
 from distributed_crawler.queue.frontier import FrontierConfig, slot_of
 from distributed_crawler.queue.hoststate import read_hosts
 from distributed_crawler.queue.scripts import reply_text, then
@@ -81,12 +81,10 @@ class HostFrontier(Frontier):
     def _push_call(self, entries: Sequence[Entry], dedup_key: str) -> tuple[list[str], list[Any]]:
         k = self.keys
         argv: list[Any] = self._prefixes()
-        for entry in entries:
-            delay = entry[3] if len(entry) > 3 else 0
-            argv += [entry[0], "1" if entry[1] else "0", f"{delay:.3f}" if delay > 0 else "0", entry[2]]
-            slot, interval, budget, cap = (*entry[4:8], None, None, None, None)[:4]  # missing: leave as stored
-            argv += [slot or "", "" if interval is None else f"{interval:.6g}"]
-            argv += ["" if n is None else n for n in (budget, cap)]
+        for e in map(push_entry, entries):
+            argv += [e.fingerprint, "1" if e.dont_filter else "0", f"{e.delay:.3f}" if e.delay > 0 else "0", e.member]
+            argv += [e.slot or "", "" if e.interval is None else f"{e.interval:.6g}"]
+            argv += ["" if n is None else n for n in (e.budget, e.in_flight)]  # None: leave as stored
         return [k.ready, k.seq, k.processing, k.delayed, dedup_key, k.over_budget, k.pending, k.requests], argv
 
     def lease(self, count: int, lease_seconds: float, due_batch: int = 100) -> Any:
