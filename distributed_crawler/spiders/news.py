@@ -80,7 +80,7 @@ DISCOVERY_PRIORITY = 10  # robots.txt, sitemaps and feeds before the pages they 
 CLOSE_FLUSH_SECONDS = 5.0  # longest wait for one flush of the page counts
 TRUNCATED_FLAG = "truncated"  # response flag: the body was cut to EXTRACT_MAX_BYTES (bounded)
 # EXTRACT_MAIN_TEXT off: a page up to this size is read on the reactor thread, where its parse costs
-# less than the handoff to an extraction thread and back (docs/benchmarks.md, issue 27)
+# less than the handoff to an extraction thread and back (measured: docs/benchmarks.md)
 INLINE_MAX_BYTES = 16 * 1024
 # what parsel's `a::attr(href)` and `title::text` translate to, compiled once (not per page)
 _HREFS = etree.XPath("descendant-or-self::a/@href", smart_strings=False)

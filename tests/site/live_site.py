@@ -1,4 +1,4 @@
-"""A local news site that changes while it is crawled (issue 15: revisits, 304s, recrawls).
+"""A local news site that changes while it is crawled (revisits, 304s, recrawls).
 
 `/` links to the sections `/section/<s>`; a section lists the articles published in it so far
 (`/article/<n>`), newest first. `publish(k)` adds k articles, spread over the sections. Every page
