@@ -23,6 +23,7 @@ from distributed_crawler.cli import project as cli_project
 from distributed_crawler.cli.main import main
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisConfig, subscribe
 from distributed_crawler.connection.cluster_client import AsyncClusterClient
+from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.monitoring.dashboard import discover_spiders
 from distributed_crawler.monitoring.nodes import NodeKeys
@@ -221,7 +222,7 @@ def test_source_registry_import_and_node_read_run_on_the_cluster(
     keys = SpiderKeys.from_settings(Settings(), "news")
     client = cluster.client()
     assert client.get(keys.sources_version) == b"1" and client.hkeys(keys.sources) == [b"lemonde.fr"]
-    pause, overrides, version = Frontier.open(client, keys, "host").control_state()
+    pause, overrides, version = CrawlControl.of(Frontier.open(client, keys, "host")).control_state()
     assert (pause, overrides, version) == (None, {}, b"1")
     assert json.loads(dcrawl(capsys, "sources", "news", "show", "Le Monde", "--json"))["tags"] == ["fr"]
 

@@ -14,6 +14,7 @@ from scrapy.settings import Settings
 
 from distributed_crawler.cli.main import main
 from distributed_crawler.connection.policy import RedisPolicy
+from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.core.pause import PauseWatch
 from distributed_crawler.core.registry import SourceCache
 from distributed_crawler.queue.base import Frontier
@@ -182,7 +183,7 @@ def test_a_node_keeps_its_pause_and_overrides_and_logs_once_when_the_registry_is
             await watch.refresh()
         redis_client.delete("{news}:registry:version")
         redis_client.hset("{news}:registry:version", "x", "y")  # garbage version: read as none
-        state = await frontier.control_state()
+        state = await CrawlControl.of(frontier).control_state()
         assert state[1] == {b"example.com": b'{"delay": 2}'} and state[2] is None
         await client.aclose()
         return cache

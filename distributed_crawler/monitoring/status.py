@@ -22,6 +22,7 @@ from rich.text import Text
 from scrapy.settings import BaseSettings
 
 from distributed_crawler.connection.policy import Purpose, RedisPolicy, RedisUnreachable, is_transient
+from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.dedup.dupefilter import describe_dedup
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.events.summary import events_line, events_summary
@@ -265,7 +266,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
         0 if dead_key in wrong else int(await skips.read(dead_key, "hash", 0, lambda: client.hlen(dead_key)))
     )
     hosts = await sharded_summary(client, frontier.part_keys(), now, skips, wrong)
-    control = await control_summary(frontier, now)
+    control = await control_summary(CrawlControl.of(frontier), now)
     no_recrawl = {"scheduled": 0, "due_now": 0, "due_next_hour": 0}
     recrawl = await revisits.summary(
         now, skip=wrong, read=lambda key, call: skips.read(key, "zset", dict(no_recrawl), call)

@@ -30,6 +30,7 @@ from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
 from distributed_crawler.connection.untrusted import preview as raw_preview
 from distributed_crawler.core.context import RedisContext
+from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.core.node import node_id_from_settings
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.internals import scheduler_of, wake_engine
@@ -300,7 +301,7 @@ class RedisMixin:
                     await dead_letters.push(rejects)
                 frontier = self._frontier(client)
                 busy = bool(raws) or self.max_idle_time == 0 or (await frontier.counts(seeds=True)).busy
-                busy = busy or await frontier.pause_state() is not None  # paused: no idle close
+                busy = busy or await CrawlControl.of(frontier).pause_state() is not None  # paused: no idle close
             except BaseException:
                 self._let_go(taken)
                 raise
