@@ -13,6 +13,7 @@ from scrapy.settings import Settings
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.queue.base import Frontier, Placement
 from distributed_crawler.queue.codec import payload_url
+from distributed_crawler.queue.doorbell import Ring
 from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
 from distributed_crawler.queue.keys import SpiderKeys
@@ -227,11 +228,12 @@ def test_a_doorbell_ring_for_a_push_the_last_lease_saw_is_stale(client: redis.Re
     frontier = Frontier.from_settings(settings, "rings", client)
     push(frontier, ["http://a.test/1"])
     assert len(frontier.lease(10, 60).leases) == 1
-    seen = frontier.seen  # type: ignore[attr-defined]
+    seen = frontier.pushes_seen.seq  # type: ignore[attr-defined]
     assert seen is not None and seen >= 1
-    assert frontier.stale_ring(f"1 rings {seen}".encode())
-    assert not frontier.stale_ring(f"1 rings {seen + 1}".encode())  # a push after the lease
-    assert not frontier.stale_ring(b"1")  # another ring (a host unblocked): always heard
+    assert frontier.stale_ring(Ring.parse(f"1 rings {seen}".encode()))
+    assert not frontier.stale_ring(Ring.parse(f"1 rings {seen + 1}".encode()))  # a push after the lease
+    assert not frontier.stale_ring(Ring.parse(b"1 rings -1"))  # no push (a host unblocked): always heard
+    assert not frontier.stale_ring(Ring.parse(b"1"))  # an older node's ring: always heard
 
 
 def test_a_sharded_frontier_wakes_only_the_rung_shard(client: redis.Redis) -> None:
@@ -245,11 +247,11 @@ def test_a_sharded_frontier_wakes_only_the_rung_shard(client: redis.Redis) -> No
     assert sorted(calls) == [0, 1, 2, 3]
     calls.clear()
     tag = sharded.parts[2].keys.processing.partition("{")[2].partition("}")[0]  # type: ignore[attr-defined]
-    sharded.woken(f"1 {tag} 5".encode())
+    sharded.woken(Ring.parse(f"1 {tag} 5".encode()))
     sharded.lease(10, 60)
     assert calls == [2]  # the other shards stay skipped until rung or the recheck
     calls.clear()
-    sharded.woken(b"1")  # a ring naming no shard: every shard is asked again
+    sharded.woken(Ring.parse(b"1"))  # a ring naming no shard (an older node's): every shard is asked again
     sharded.lease(10, 60)
     assert sorted(calls) == [0, 1, 2, 3]
 
@@ -264,14 +266,14 @@ def test_a_lease_that_drains_the_queue_tells_the_other_nodes(client: redis.Redis
     pubsub.get_message(timeout=1)
     push(mine, ["http://a.test/1", "http://a.test/2"])
     ring = pubsub.get_message(timeout=2)
-    assert ring is not None and not other.stale_ring(ring["data"])
+    assert ring is not None and not other.stale_ring(Ring.parse(ring["data"]))
     assert len(mine.lease(1, 60).leases) == 1  # one left: not drained, nothing published
     assert pubsub.get_message(timeout=0.3) is None
     assert len(mine.lease(10, 60).leases) == 1
     drained = pubsub.get_message(timeout=2)
     assert drained is not None and drained["data"].startswith(b"0 drain ")
-    assert other.saw(drained["data"]) and other.stale_ring(ring["data"])
-    assert not other.saw(ring["data"])  # a ring is not a notice
+    assert other.saw(Ring.parse(drained["data"])) and other.stale_ring(Ring.parse(ring["data"]))
+    assert not other.saw(Ring.parse(ring["data"]))  # a ring is not a notice
     pubsub.close()
 
 

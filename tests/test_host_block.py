@@ -96,7 +96,8 @@ def test_unblock_lifts_only_a_block_of_its_own_reason(scripts: Frontier, redis_c
     doorbell.subscribe(KEYS.doorbell)
     assert doorbell.get_message(timeout=1)["type"] == "subscribe"
     assert scripts.unblock_host(HOST, "robots.txt pending") == b"1"
-    assert doorbell.get_message(timeout=1)["data"] == b"1"  # idle nodes wake and pop the host now
+    # idle nodes wake and pop the host now: a ring on the host's shard that names no push
+    assert doorbell.get_message(timeout=1)["data"] == b"1 g -1"
     doorbell.close()
     assert float(redis_client.hget(HASH, "until") or 1) == 0
     assert redis_client.zscore(KEYS.ready, HOST) == pytest.approx(now(redis_client), abs=0.5)  # due now

@@ -13,7 +13,6 @@ With a sync client the script methods return values; with an asyncio client, awa
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -25,9 +24,10 @@ from scrapy.utils.misc import load_object
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.queue.counts import CrawlCounts, crawl_counts
 from distributed_crawler.queue.deadletters import DeadLetters
+from distributed_crawler.queue.doorbell import PushesSeen, Ring
 from distributed_crawler.queue.enqueue import Dedup, Enqueuer, Entry, maybe_await
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import Scripts, lua_source, then
+from distributed_crawler.queue.scripts import Scripts, then
 from distributed_crawler.queue.shards import check_shards, shard_tags
 
 if TYPE_CHECKING:
@@ -59,15 +59,6 @@ class Lease(NamedTuple):
     backoff: int = 0
 
 
-def ring_part(message: bytes | str | None, n: int) -> str | None:
-    """Field `n` of a doorbell message ("<queued> <hash tag> <sequence>"), None if it has none."""
-    text = message.decode("utf-8", "replace") if isinstance(message, bytes) else message
-    if not isinstance(text, str):
-        return None  # not a doorbell message (a subscription's confirmation carries a number)
-    parts = text.split(" ")
-    return parts[n] if len(parts) > n else None
-
-
 class Leased(NamedTuple):
     leases: list[Lease]
     next_due: float | None = None  # seconds until the next host is due; None = none waits (or no hosts)
@@ -86,38 +77,8 @@ class Placement:
     in_flight: int | None = None
 
 
-def _control_reply(replies: list[Any]) -> tuple[Any, Any, Any]:
-    """(pause, overrides, registry version) of control_state's pipeline. A registry version that is
-    not a string (garbage in the key) reads as none: the pause and the overrides still come through;
-    `dcrawl sources SPIDER import` names the key to fix."""
-    for reply in replies[:2]:
-        if isinstance(reply, Exception):
-            raise reply
-    version = replies[2]
-    return decode_pause(replies[0]), replies[1], None if isinstance(version, Exception) else version
-
-
 class FrontierLayoutError(ValueError):
     """FRONTIER_SHARDS differs from the layout the frontier in Redis was written with."""
-
-
-def decode_pause(raw: Any) -> dict[str, Any] | None:
-    """A pause as stored; garbage still means paused (someone set the key), by an unknown user."""
-    if raw is None:
-        return None
-    try:
-        value = json.loads(raw)
-    except (TypeError, ValueError):
-        value = None
-    if not isinstance(value, dict):
-        return {"since": 0.0, "by": "unknown", "drain": False, "source": "unknown"}
-    since = value.get("since")
-    return {
-        "since": float(since) if isinstance(since, (int, float)) else 0.0,
-        "by": str(value.get("by", "unknown"))[:100],
-        "drain": value.get("drain") is True,
-        "source": str(value.get("source", "unknown"))[:20],
-    }
 
 
 class HostControl(Protocol):
@@ -152,7 +113,6 @@ class Frontier:
 
     per_host: ClassVar[bool] = False  # keeps per-host state (host hash, blocks, politeness at lease)
     default_order: ClassVar[str] = ""
-    seen: int | None = None  # host mode: the push sequence the last lease (or a "drained" notice) saw
 
     def __init__(
         self, client: Any, keys: SpiderKeys, order: str, scripts: Scripts | None = None, **options: Any
@@ -162,6 +122,7 @@ class Frontier:
         self.order = order  # what the scripts call the queue type (ARGV "qtype")
         self._scripts = scripts
         self.options = options
+        self.pushes_seen = PushesSeen()  # host mode: the push sequence its leases (or "drained" notices) saw
 
     @property
     def scripts(self) -> Scripts:
@@ -231,25 +192,18 @@ class Frontier:
         """The dedup filter's keys the frontier's scripts use (one per shard)."""
         return [self.keys.dupefilter]
 
-    def stale_ring(self, message: bytes | str | None) -> bool:
-        """A doorbell ring ("<queued> <tag> <sequence>", enqueue.lua) for a push that a lease
-        (this node's last one, or one that drained the queue) already saw: no lease for it."""
-        seq = ring_part(message, 2)
-        seen = self.seen
-        return seen is not None and seq is not None and seq.isdigit() and int(seq) <= seen
+    def stale_ring(self, ring: Ring) -> bool:
+        """A ring for a push a lease of this frontier already saw (this node's last lease, or one
+        that drained the queue): no lease for it."""
+        return self.pushes_seen.stale(ring)
 
-    def saw(self, message: bytes | str | None) -> bool:
-        """A "drained" notice ("0 <tag> <sequence>", host_pop.lua): a lease left no due work after
-        the pushes up to that sequence; True if `message` is one (then remembered, not a ring)."""
-        seq = ring_part(message, 2)
-        if ring_part(message, 0) != "0" or seq is None or not seq.isdigit():
-            return False
-        self.seen = max(int(seq), self.seen or 0)
-        return True
+    def saw(self, ring: Ring) -> bool:
+        """A "drained" notice (host_pop.lua) remembered; False if `ring` is none (a ring)."""
+        return self.pushes_seen.drained(ring)
 
-    def woken(self, message: bytes | str | None = None) -> None:
-        """The doorbell rang with `message` (enqueue.lua: "<queued> <hash tag>"): work was pushed
-        somewhere (a sharded frontier asks that shard again, or every shard for another message)."""
+    def woken(self, ring: Ring | None = None) -> None:
+        """The doorbell rang: work was pushed somewhere (a sharded frontier asks the rung shard
+        again, or every shard for a ring that names none)."""
 
     def with_mode(self, mode: str) -> Frontier:
         """Another mode on the same client and keys, reusing the registered scripts."""
@@ -475,20 +429,7 @@ class Frontier:
             args=[self.order, limit, f"{pending_seconds:.3f}", k.doorbell, k.host_queue(""), k.host("")],
         )
 
-    # -- live control (dcrawl host / overrides / audit; docs/operations.md) ----------------------
-    def overrides(self) -> Any:
-        """Every override: {host or domain: raw JSON} (the lease reads the same hash in host mode)."""
-        return self.client.hgetall(self.keys.overrides)
-
-    def override(self, target: str) -> Any:
-        return self.client.hget(self.keys.overrides, target)
-
-    def write_override(self, target: str, value: str | None) -> Any:
-        """Set (JSON) or drop (None) the override of a host or a registered domain."""
-        if value is None:
-            return self.client.hdel(self.keys.overrides, target)
-        return self.client.hset(self.keys.overrides, target, value)
-
+    # -- per-host actions of an operator (dcrawl host purge / unblock; core/control.py) ---------
     def purge(self, target: str, scope: str, dead_letter: bool, failed_cap: int, node: str, now: float) -> Any:
         """Drop a host's pending requests: the per-host frontier's (one queue per host) only."""
         raise ValueError(f"purge needs the per-host frontier (SCHEDULER_QUEUE_CLASS=host); this crawl uses {self.mode}")
@@ -497,64 +438,6 @@ class Frontier:
         """After an override that held a host back is lifted (unblock, unset): its hosts due now.
         Only the per-host frontier keeps a ready index; the single-queue modes have nothing to do."""
         return 0
-
-    def pause(self, by: str, drain: bool, source: str, now: float) -> Any:
-        """Pause the crawl for every node (they lease nothing until `resume`); survives restarts."""
-        value = json.dumps({"since": round(now, 3), "by": by, "drain": drain, "source": source})
-        return self.client.set(self.keys.paused, value)
-
-    def resume(self) -> Any:
-        """Lift the pause; returns how many keys were removed (0: it was not paused)."""
-        return self.client.delete(self.keys.paused)
-
-    def pause_state(self) -> Any:
-        """The pause as a dict ({since, by, drain, source}), or None when the crawl runs."""
-        return then(self.client.get(self.keys.paused), decode_pause)
-
-    def overrides_key(self) -> str:
-        """The overrides hash the nodes read (a sharded frontier: its first shard's copy)."""
-        return self.keys.overrides
-
-    def control_state(self) -> Any:
-        """(pause, {target: raw override}, registry version) in one round trip: what a node reads
-        every 1.5 s (the registry itself only when its version moved: `sources`)."""
-        pipe = self.client.pipeline(transaction=False)
-        pipe.get(self.keys.paused)
-        pipe.hgetall(self.overrides_key())
-        pipe.get(self.keys.sources_version)
-        return then(pipe.execute(raise_on_error=False), _control_reply)
-
-    def registry_keys(self) -> tuple[str, str]:
-        """The source registry's hash and its version counter (what a wrong-type message names)."""
-        return self.keys.sources, self.keys.sources_version
-
-    # -- the source registry (dcrawl sources SPIDER import / remove; docs/sources.md) -------------
-    def sources(self) -> Any:
-        """Every registered source: {site: raw JSON}."""
-        return self.client.hgetall(self.keys.sources)
-
-    def write_sources(self, put: dict[str, str], drop: Sequence[str] = ()) -> Any:
-        """Set and remove registry entries and move its version, all or nothing (lua/registry_write.lua:
-        nodes see all of an import or none of it); returns the new version."""
-        script = self.client.register_script(lua_source("registry_write"))
-        args: list[str | int] = [len(put)]
-        for site, value in put.items():
-            args += [site, value]
-        return script(keys=[self.keys.sources, self.keys.sources_version], args=[*args, *drop])
-
-    def audit(self, fields: dict[str, str], maxlen: int) -> Any:
-        """Append one control action to the capped audit stream."""
-        return self.client.xadd(self.keys.audit, fields, maxlen=maxlen, approximate=True)
-
-    def audit_many(self, entries: Sequence[dict[str, str]], maxlen: int) -> Any:
-        """Append many control actions (an import of a source registry) in one round trip."""
-        pipe = self.client.pipeline(transaction=False)
-        for fields in entries:
-            pipe.xadd(self.keys.audit, fields, maxlen=maxlen, approximate=True)
-        return pipe.execute()
-
-    def audit_entries(self, since: str = "-", count: int = 1000) -> Any:
-        return self.client.xrange(self.keys.audit, min=since, count=count)
 
     # -- quarantine (a redelivered request run alone, reclaim.lua's killed_worker) --------------
     def mark_solo(self, lease: bytes, node_id: str) -> Any:

@@ -111,8 +111,7 @@ class HostFrontier(Frontier):
 
     def _saw(self, reply: list[Any]) -> Leased:
         leased = _leased(reply)
-        if leased.seen is not None:
-            self.seen = max(leased.seen, self.seen or 0)
+        self.pushes_seen.leased(leased.seen)
         return leased
 
     def _reclaim_call(self) -> tuple[list[str], list[str]]:

@@ -24,10 +24,11 @@ from urllib.parse import urlsplit
 from redis.exceptions import RedisError
 
 from distributed_crawler.connection.batch import run_scripts
-from distributed_crawler.queue.base import Frontier, HostControl, Lease, Leased, Placement, ring_part
+from distributed_crawler.queue.base import Frontier, HostControl, Lease, Leased, Placement
 from distributed_crawler.queue.codec import payload_slot, payload_url
 from distributed_crawler.queue.counts import CrawlCounts, shard_counts
 from distributed_crawler.queue.deadletters import DeadLetters
+from distributed_crawler.queue.doorbell import Ring
 from distributed_crawler.queue.enqueue import Dedup, Enqueuer, Entry, maybe_await, run_sync
 from distributed_crawler.queue.envelope import split_member
 from distributed_crawler.queue.scripts import is_cluster
@@ -174,22 +175,21 @@ class ShardedFrontier(Frontier):
     def dupefilter_keys(self) -> list[str]:
         return [part.keys.dupefilter for part in self.parts]
 
-    def _rung(self, message: bytes | str | None) -> int | None:
-        tag = ring_part(message, 1)
-        return None if tag is None else self._tags.get(tag)
+    def _rung(self, ring: Ring) -> int | None:
+        return None if ring.tag is None else self._tags.get(ring.tag)
 
-    def stale_ring(self, message: bytes | str | None) -> bool:
-        shard = self._rung(message)
-        return shard is not None and self.parts[shard].stale_ring(message)
+    def stale_ring(self, ring: Ring) -> bool:
+        shard = self._rung(ring)
+        return shard is not None and self.parts[shard].stale_ring(ring)
 
-    def saw(self, message: bytes | str | None) -> bool:
-        if ring_part(message, 0) != "0":
+    def saw(self, ring: Ring) -> bool:
+        if ring.queued != 0:
             return False
-        shard = self._rung(message)
-        return shard is None or self.parts[shard].saw(message)
+        shard = self._rung(ring)
+        return shard is None or self.parts[shard].saw(ring)
 
-    def woken(self, message: bytes | str | None = None) -> None:
-        shard = self._rung(message)
+    def woken(self, ring: Ring | None = None) -> None:
+        shard = None if ring is None else self._rung(ring)
         for i in range(len(self.parts)) if shard is None else (shard,):
             self.pushed_to(i)
 
@@ -373,24 +373,7 @@ class ShardedFrontier(Frontier):
             await part.flush()
         await super().flush()
 
-    # -- live control: an override is written to every shard (a domain's hosts are on any of them;
-    # each shard's lease reads its own copy), a purge runs on each; pause and audit are the spider's
-    def overrides(self) -> Any:
-        return self.parts[0].overrides()
-
-    def overrides_key(self) -> str:
-        return self.parts[0].overrides_key()
-
-    def override(self, target: str) -> Any:
-        return self.parts[0].override(target)
-
-    def write_override(self, target: str, value: str | None) -> Any:
-        async def write() -> None:
-            for part in self.parts:
-                await maybe_await(part.write_override(target, value))
-
-        return self._go(write())
-
+    # -- an operator's actions on a host: on every shard (a domain's hosts are on any of them)
     def make_due(self, target: str, scope: str) -> Any:
         async def due() -> int:
             return sum([int(await maybe_await(part.make_due(target, scope))) for part in self.parts])
