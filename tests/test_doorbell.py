@@ -6,8 +6,8 @@ from __future__ import annotations
 import redis
 from scrapy.settings import Settings
 
-from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.doorbell import PushesSeen, Ring
+from distributed_crawler.queue.factory import frontier_from_settings
 
 
 def test_every_format_parses_into_one_shape() -> None:
@@ -32,7 +32,7 @@ def test_a_ring_is_stale_only_for_a_push_a_lease_saw() -> None:
 def test_an_unblock_rings_only_the_hosts_shard(redis_client: redis.Redis) -> None:
     """host_block.lua's ring names its shard (it used to publish a bare "1": every shard asked again)."""
     settings = Settings({"FRONTIER_SHARDS": 4, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
-    sharded = Frontier.from_settings(settings, "bell", redis_client)
+    sharded = frontier_from_settings(settings, "bell", redis_client)
     hosts = sharded.host_control()
     assert hosts is not None
     pubsub = redis_client.pubsub(ignore_subscribe_messages=True)

@@ -11,11 +11,12 @@ import redis
 from scrapy.settings import Settings
 
 from distributed_crawler.dedup.dupefilter import SetDedup
-from distributed_crawler.queue.base import Frontier, Placement
+from distributed_crawler.queue.base import Frontier, Placement, push_entry
 from distributed_crawler.queue.codec import payload_url
 from distributed_crawler.queue.doorbell import Ring
 from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
+from distributed_crawler.queue.factory import frontier_from_settings
 from distributed_crawler.queue.keys import SpiderKeys
 
 MODES = ["host", "priority", "fifo", "lifo"]
@@ -28,7 +29,7 @@ def frontier(request: pytest.FixtureRequest, client: redis.Redis) -> Frontier:
     settings = Settings(
         {"SCHEDULER_QUEUE_CLASS": mode, "FRONTIER_SHARDS": shards, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0}
     )
-    return Frontier.from_settings(settings, "contract", client)
+    return frontier_from_settings(settings, "contract", client)
 
 
 async def plain(key: str) -> SetDedup:
@@ -41,7 +42,7 @@ def push(frontier: Frontier, urls: list[str], expires_at: int = 0) -> int:
         placement = frontier.placement(url)
         payload = json.dumps({"url": url, **({"slot": placement.slot} if placement.slot else {})})
         member = make_member(payload, 0, expires_at=expires_at)
-        entries.append(Frontier.entry(url, False, member, 0.0, placement))
+        entries.append(push_entry(url, False, member, 0.0, placement))
     return sum(run_sync(run_sync(frontier.open_enqueuer(plain)).run("push", entries)))
 
 
@@ -68,7 +69,7 @@ def test_lease_then_ack_empties_the_frontier(frontier: Frontier, client: redis.R
     assert sorted(urls_of([x.lease for x in leased])) == sorted(URLS)
     assert size(frontier) == 0
     assert run_sync(frontier.counts()).leased == 9
-    assert all(bool(x.slot) == frontier.per_host for x in leased)
+    assert all(bool(x.slot) == (frontier.host_control() is not None) for x in leased)
     frontier.ack([x.lease for x in leased])
     assert frontier.lease(100, 60).leases == []  # finds nothing (a per-host one drops its drained hosts)
     counts = run_sync(frontier.counts())
@@ -118,7 +119,7 @@ def test_hosts_name_the_hosts_with_work(frontier: Frontier) -> None:
     push(frontier, URLS)
     hosts = run_sync(frontier.hosts())
     counts = run_sync(frontier.counts())
-    if frontier.per_host:
+    if frontier.host_control() is not None:
         assert hosts == {"h0.test": 3, "h1.test": 3, "h2.test": 3}
         assert counts.hosts == 3
     else:
@@ -156,7 +157,7 @@ def test_the_pending_count_stays_exact_through_every_operation(frontier: Frontie
 
 def test_placement_is_the_frontiers_own(frontier: Frontier) -> None:
     placement = frontier.placement("http://Example.COM:8080/a")
-    if frontier.per_host:
+    if frontier.host_control() is not None:
         assert placement.slot == "example.com:8080"
         control = frontier.host_control()
         assert control is not None
@@ -170,7 +171,7 @@ def test_placement_is_the_frontiers_own(frontier: Frontier) -> None:
 
 def test_a_sharded_frontier_spreads_hosts_over_its_shards(client: redis.Redis) -> None:
     settings = Settings({"FRONTIER_SHARDS": 4, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
-    sharded = Frontier.from_settings(settings, "contract", client)
+    sharded = frontier_from_settings(settings, "contract", client)
     urls = [f"http://h{i}.test/{i}" for i in range(40)]
     assert push(sharded, urls) == 40
     tags = {k.split(b"}")[0] for k in client.keys("{contract~*:pending")}
@@ -185,7 +186,7 @@ def test_a_sharded_lease_needs_one_round_trip_per_batch_while_shards_have_work(c
     settings = Settings(
         {"FRONTIER_SHARDS": 4, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0, "SCHEDULER_QUEUE_CLASS": "priority"}
     )
-    sharded = Frontier.from_settings(settings, "contract", client)
+    sharded = frontier_from_settings(settings, "contract", client)
     push(sharded, [f"http://h{i}.test/{i}" for i in range(400)])
     calls = []
     for part in sharded.parts:  # type: ignore[attr-defined]
@@ -213,7 +214,7 @@ def test_a_successor_push_removes_its_predecessors_lease(frontier: Frontier) -> 
     url = "http://elsewhere.test/b"
     placement = frontier.placement(url)
     payload = json.dumps({"url": url, **({"slot": placement.slot} if placement.slot else {})})
-    entry = Frontier.entry(url, False, make_member(payload, 0), 0.0, placement)
+    entry = push_entry(url, False, make_member(payload, 0), 0.0, placement)
     enqueuer = run_sync(frontier.open_enqueuer(plain))
     assert run_sync(enqueuer.run("push", [entry], [lease])) == [1]
     counts = run_sync(frontier.counts())
@@ -225,7 +226,7 @@ def test_a_doorbell_ring_for_a_push_the_last_lease_saw_is_stale(client: redis.Re
     """enqueue.lua rings "<queued> <tag> <sequence>"; a lease that read the sequence at or past it
     took that push into account: the feeder does not lease again for the ring."""
     settings = Settings({"DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
-    frontier = Frontier.from_settings(settings, "rings", client)
+    frontier = frontier_from_settings(settings, "rings", client)
     push(frontier, ["http://a.test/1"])
     assert len(frontier.lease(10, 60).leases) == 1
     seen = frontier.pushes_seen.seq  # type: ignore[attr-defined]
@@ -238,7 +239,7 @@ def test_a_doorbell_ring_for_a_push_the_last_lease_saw_is_stale(client: redis.Re
 
 def test_a_sharded_frontier_wakes_only_the_rung_shard(client: redis.Redis) -> None:
     settings = Settings({"FRONTIER_SHARDS": 4, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
-    sharded = Frontier.from_settings(settings, "rung", client)
+    sharded = frontier_from_settings(settings, "rung", client)
     calls: list[int] = []
     for i, part in enumerate(sharded.parts):  # type: ignore[attr-defined]
         lease = part.lease
@@ -260,7 +261,7 @@ def test_a_lease_that_drains_the_queue_tells_the_other_nodes(client: redis.Redis
     """host_pop.lua publishes "0 <tag> <sequence>" when it left no due host: another node's rings
     up to that sequence are then stale (it does not lease for work already taken)."""
     settings = Settings({"DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
-    mine, other = (Frontier.from_settings(settings, "drain", client) for _ in range(2))
+    mine, other = (frontier_from_settings(settings, "drain", client) for _ in range(2))
     pubsub = client.pubsub(ignore_subscribe_messages=True)
     pubsub.subscribe(mine.doorbell)
     pubsub.get_message(timeout=1)
@@ -281,7 +282,7 @@ def test_the_shards_are_counted_in_one_pipelined_round_trip(client: redis.Redis)
     """counts.lua of every shard in one pipeline (the heartbeat and the idle count run it each
     second): exact sums, and a server that lost its script cache is answered after one reload."""
     settings = Settings({"FRONTIER_SHARDS": 4, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
-    sharded = Frontier.from_settings(settings, "tally", client)
+    sharded = frontier_from_settings(settings, "tally", client)
     push(sharded, [f"http://h{i}.test/{i}" for i in range(40)])
     sent: list[int] = []
     execute = redis.client.Pipeline.execute

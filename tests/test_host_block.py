@@ -12,6 +12,7 @@ import redis
 from scrapy.settings import Settings
 
 from distributed_crawler.queue.base import Frontier
+from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import lua_source
 
@@ -28,7 +29,7 @@ def now(client: redis.Redis) -> float:
 
 @pytest.fixture
 def scripts(redis_client: redis.Redis) -> Frontier:
-    return Frontier.open(redis_client, KEYS, "host")
+    return frontier_for_mode(redis_client, KEYS, "host")
 
 
 def block(scripts: Frontier, seconds: float | None = None, rand: float = 0.5, cap: float = 60.0) -> float:

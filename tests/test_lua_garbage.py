@@ -21,6 +21,7 @@ from distributed_crawler.dedup.bloom import layer_plan, piece_key
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import payload_url
 from distributed_crawler.queue.envelope import MAX_PRIORITY, split_member
+from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import lua_source
 
@@ -72,7 +73,7 @@ def script(client: redis.Redis, name: str) -> Any:
 
 
 def queue(client: redis.Redis, qtype: str = "priority") -> Frontier:
-    return Frontier.open(client, KEYS_G, qtype)
+    return frontier_for_mode(client, KEYS_G, qtype)
 
 
 def server_now(client: redis.Redis) -> float:

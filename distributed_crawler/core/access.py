@@ -21,8 +21,8 @@ from redis.connection import parse_url
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.permissions import AccessNeeds, PermissionDenied, check_access
 from distributed_crawler.defaults import DEFAULTS, SettingsReader
-from distributed_crawler.queue.base import mode_class
 from distributed_crawler.queue.enqueue import run_sync
+from distributed_crawler.queue.factory import mode_class
 from distributed_crawler.queue.seedkey import taken_key
 from distributed_crawler.queue.shards import check_shards, shard_tags
 

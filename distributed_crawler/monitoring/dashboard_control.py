@@ -15,7 +15,7 @@ from typing import Any
 
 from distributed_crawler.core.control import OVERRIDE_FIELDS, HostChange, host_action, pause_action
 from distributed_crawler.core.crawl_control import CrawlControl
-from distributed_crawler.queue.base import Frontier
+from distributed_crawler.queue.factory import frontier_from_settings
 
 MAX_BODY = 4096
 AUDIT_SHOWN = 50
@@ -23,7 +23,7 @@ READ_ONLY = "the dashboard is read-only: start it with DASHBOARD_TOKEN=<secret> 
 
 
 def _control(server: Any, spider: str) -> CrawlControl:
-    return CrawlControl.of(Frontier.from_settings(server.settings, spider, server.client))
+    return CrawlControl.of(frontier_from_settings(server.settings, spider, server.client))
 
 
 def post(server: Any, spider: str, raw: bytes) -> tuple[int, dict[str, Any]]:

@@ -43,8 +43,8 @@ from distributed_crawler.monitoring.nodes import (
 )
 from distributed_crawler.news.counts import read_page_counts
 from distributed_crawler.news.storing import PAGE_TYPES
-from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.enqueue import maybe_await, run_sync
+from distributed_crawler.queue.factory import frontier_from_settings
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.seedkey import SeedKey
 from distributed_crawler.queue.shards import check_shards
@@ -188,7 +188,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
     """
     keys = SpiderKeys.from_settings(settings, spider)
     settings = await with_written_shards(client, settings, keys)
-    frontier = Frontier.from_settings(settings, spider, client, keys)
+    frontier = frontier_from_settings(settings, spider, client, keys)
     seed_key = SeedKey.from_settings(settings, spider)  # both AS_SET and AS_ZSET: ValueError, one line
     node_keys = NodeKeys.from_settings(settings, spider, keys)
     read = SettingsReader(settings)

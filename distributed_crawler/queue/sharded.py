@@ -26,13 +26,16 @@ from redis.exceptions import RedisError
 from distributed_crawler.connection.batch import run_scripts
 from distributed_crawler.queue.base import Frontier, HostControl, Lease, Leased, Placement
 from distributed_crawler.queue.codec import payload_slot, payload_url
-from distributed_crawler.queue.counts import CrawlCounts, shard_counts
+from distributed_crawler.queue.counts import CrawlCounts, crawl_counts, shard_counts
 from distributed_crawler.queue.deadletters import DeadLetters
 from distributed_crawler.queue.doorbell import Ring
 from distributed_crawler.queue.enqueue import Dedup, Enqueuer, Entry, maybe_await, run_sync
 from distributed_crawler.queue.envelope import split_member
+from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.queue.layout import check_layout
 from distributed_crawler.queue.scripts import is_cluster
-from distributed_crawler.queue.shards import shard_of
+from distributed_crawler.queue.shards import shard_of, shard_tags
+from distributed_crawler.queue.unsharded import UnshardedFrontier, flush_keys
 
 RECHECK_SECONDS = 10.0  # an empty shard not rung is asked again after this (a safety net: pushes ring it)
 HOME_MAX = 100_000  # leases remembered with their shard (a node holds a few hundred; beyond: read from the payload)
@@ -76,39 +79,94 @@ async def _all_settled(calls: Sequence[Awaitable[Any]], concurrent: bool) -> lis
     return replies
 
 
-class ShardedFrontier(Frontier):
-    def __init__(self, client: Any, keys: Any, order: str, scripts: Any = None, **options: Any) -> None:
-        super().__init__(client, keys, order, scripts, **options)
-        self.parts: list[Frontier] = options["parts"]
-        self._home: dict[bytes, int] = options["home"]
+class LeaseHomes:
+    """Which shard each of this node's leases came from (remembered at lease, bounded), so acks,
+    renewals and releases go straight to it; a lease not remembered is routed by its payload.
+    Shared by the bound copies of one frontier (the node's asyncio client and its sync one)."""
+
+    def __init__(self) -> None:
+        self._home: dict[bytes, int] = {}
+
+    def remember(self, lease: bytes, shard: int) -> None:
+        if len(self._home) < HOME_MAX:
+            self._home[lease] = shard
+
+    def get(self, lease: bytes | str) -> int | None:
+        return self._home.get(lease.encode() if isinstance(lease, str) else lease)
+
+    def forget(self, leases: Sequence[bytes | str]) -> None:
+        for lease in leases:
+            self._home.pop(lease.encode() if isinstance(lease, str) else lease, None)
+
+
+class ShardedFrontier:
+    """The `Frontier` of FRONTIER_SHARDS > 1: one UnshardedFrontier per shard (`parts`) and the
+    lease-home map; the spider's own keys (`keys`) only for what is the spider's: its dead letters,
+    seeds, doorbell and the FRONTIER_SHARDS record."""
+
+    def __init__(
+        self,
+        client: Any,
+        keys: SpiderKeys,
+        parts: Sequence[UnshardedFrontier],
+        layout: Callable[[str], SpiderKeys],
+        homes: LeaseHomes,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.parts = list(parts)
+        self.layout = layout
+        self.homes = homes
         self._empty_until = [0.0] * len(self.parts)
         self._rings = [0] * len(self.parts)  # doorbell rings per shard: a ring during a lease wins
         self._tags = {_tag(part.keys.processing): i for i, part in enumerate(self.parts)}
         self._next = 0
 
-    def bind(self, client: Any) -> Frontier:
+    def bind(self, client: Any) -> ShardedFrontier:
         parts = [part.bind(client) for part in self.parts]
-        return ShardedFrontier(client, self.keys, self.order, None, **{**self.options, "parts": parts})
+        return ShardedFrontier(client, self.keys, parts, self.layout, self.homes)
 
     def _go(self, coro: Awaitable[Any]) -> Any:
         """An awaitable with an asyncio client, the value with a sync one (as the other frontiers)."""
         return coro if _is_async(self.client) else run_sync(coro)  # type: ignore[arg-type]
 
-    # -- routing ---------------------------------------------------------------------------------
     @property
-    def per_host(self) -> bool:  # type: ignore[override]
-        return self.parts[0].per_host
+    def mode(self) -> str:
+        return self.parts[0].mode
 
+    @property
+    def spider(self) -> str:
+        return self.keys.spider
+
+    @property
+    def shards(self) -> int:
+        return len(self.parts)
+
+    @property
+    def doorbell(self) -> str:
+        return self.keys.doorbell  # one channel for every shard: the ring names the shard
+
+    @property
+    def refused_key(self) -> str:
+        return self.parts[0].refused_key
+
+    async def check_layout(self) -> None:
+        await check_layout(self)
+
+    def layout_keys(self, shards: int) -> list[SpiderKeys]:
+        return [self.layout(tag if shards > 1 else "") for tag in shard_tags(self.spider, shards)]
+
+    # -- routing ---------------------------------------------------------------------------------
     def shard_of_url(self, url: str) -> int:
         slot = self.parts[0].placement(url).slot
         return shard_of(slot if slot is not None else _host(url), len(self.parts))
 
     def shard_of_member(self, member: bytes | str) -> int:
         """A member's shard: where this node leased it, else from its payload's slot or URL."""
-        raw = member.encode() if isinstance(member, str) else member
-        home = self._home.get(raw)
+        home = self.homes.get(member)
         if home is not None:
             return home
+        raw = member.encode() if isinstance(member, str) else member
         try:
             payload = split_member(raw).payload  # either format (queue/codec.py)
         except ValueError:
@@ -119,15 +177,12 @@ class ShardedFrontier(Frontier):
         # a compact payload names no slot when it is its URL's host: placed as the push placed it
         return self.shard_of_url(url) if url is not None else 0
 
-    def _by_shard(self, leases: Sequence[bytes | str]) -> dict[int, list[bytes | str]]:
+    def by_shard(self, leases: Sequence[bytes | str]) -> dict[int, list[bytes | str]]:
+        """`leases` grouped by their shard."""
         groups: dict[int, list[bytes | str]] = {}
         for lease in leases:
             groups.setdefault(self.shard_of_member(lease), []).append(lease)
         return groups
-
-    def _forget(self, leases: Sequence[bytes | str]) -> None:
-        for lease in leases:
-            self._home.pop(lease.encode() if isinstance(lease, str) else lease, None)
 
     # -- what callers may ask ---------------------------------------------------------------------
     @property
@@ -203,9 +258,6 @@ class ShardedFrontier(Frontier):
         enqueuers = [Enqueuer(part, await make_dedup(part.keys.dupefilter), self.doorbell) for part in self.parts]
         return ShardedEnqueuer(self, enqueuers)
 
-    def push(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError("a sharded frontier pushes through its open_enqueuer(): each shard has its dedup slice")
-
     def lease(self, count: int, lease_seconds: float, due_batch: int = 100) -> Any:
         return self._go(self._lease(count, lease_seconds, due_batch))
 
@@ -223,8 +275,7 @@ class ShardedFrontier(Frontier):
             rings = self._rings[i]
             got = await maybe_await(self.parts[i].lease(count - len(leases), lease_seconds, due_batch))
             for lease in got.leases:
-                if len(self._home) < HOME_MAX:
-                    self._home[lease.lease] = i
+                self.homes.remember(lease.lease, i)
             leases += got.leases
             broken += got.broken
             expired += got.expired
@@ -243,34 +294,32 @@ class ShardedFrontier(Frontier):
 
     def renew(self, leases: Sequence[bytes | str], lease_seconds: float) -> Any:
         async def renew() -> int:
-            groups = self._by_shard(leases).items()
+            groups = self.by_shard(leases).items()
             return sum([int(await maybe_await(self.parts[i].renew(group, lease_seconds))) for i, group in groups])
 
         return self._go(renew())
 
     def ack(self, leases: Sequence[bytes | str]) -> Any:
         async def ack() -> int:
-            done = sum(
-                [int(await maybe_await(self.parts[i].ack(group))) for i, group in self._by_shard(leases).items()]
-            )
-            self._forget(leases)
+            done = sum([int(await maybe_await(self.parts[i].ack(group))) for i, group in self.by_shard(leases).items()])
+            self.homes.forget(leases)
             return done
 
         return self._go(ack())
 
     def expire(self, leases: Sequence[bytes | str]) -> Any:
         async def expire() -> None:
-            for i, group in self._by_shard(leases).items():
+            for i, group in self.by_shard(leases).items():
                 await maybe_await(self.parts[i].expire(group))
-            self._forget(leases)  # the reclaim round hands them back to their shard's queue
+            self.homes.forget(leases)  # the reclaim round hands them back to their shard's queue
 
         return self._go(expire())
 
     def release(self, leases: Sequence[bytes | str]) -> Any:
         async def release() -> int:
-            groups = self._by_shard(leases).items()
+            groups = self.by_shard(leases).items()
             done = sum([int(await maybe_await(self.parts[i].release(group))) for i, group in groups])
-            self._forget(leases)
+            self.homes.forget(leases)
             return done
 
         return self._go(release())
@@ -312,7 +361,7 @@ class ShardedFrontier(Frontier):
         error is raised once they have moved theirs."""
 
         async def move() -> list[Any]:
-            async def one(part: Frontier) -> Any:
+            async def one(part: UnshardedFrontier) -> Any:
                 return await maybe_await(part.recrawl_move(script, limit, pending_seconds))
 
             calls = [one(part) for part in self.parts]
@@ -336,7 +385,7 @@ class ShardedFrontier(Frontier):
     def unmark_solo(self, leases: Sequence[bytes], deaths: Sequence[str] = ()) -> Any:
         async def unmark() -> None:
             paired = dict(zip(leases, deaths))
-            for i, group in self._by_shard(leases).items():
+            for i, group in self.by_shard(leases).items():
                 chosen = [lease for lease in group if isinstance(lease, bytes)]
                 gone = [paired[lease] for lease in chosen if lease in paired]
                 await maybe_await(self.parts[i].unmark_solo(chosen, gone))
@@ -349,7 +398,7 @@ class ShardedFrontier(Frontier):
     # -- figures ----------------------------------------------------------------------------------
     async def counts(self, seeds: bool = False, client: Any = None) -> CrawlCounts:
         each = await shard_counts(client or self.client, [part.keys for part in self.parts])
-        base = await super().counts(seeds=seeds, client=client)  # seeds and the spider's failed list
+        base = await crawl_counts(client or self.client, self.keys, seeds=seeds)  # seeds, the spider's failed list
         pending = [c.pending for c in each]
         return CrawlCounts(
             seeds=base.seeds,
@@ -362,6 +411,9 @@ class ShardedFrontier(Frontier):
             seeds_taken=base.seeds_taken,
         )
 
+    async def size(self) -> int | None:
+        return (await self.counts()).pending
+
     async def hosts(self, limit: int = 100) -> dict[str, int]:
         found: dict[str, int] = {}
         for part in self.parts:
@@ -371,7 +423,7 @@ class ShardedFrontier(Frontier):
     async def flush(self) -> None:
         for part in self.parts:
             await part.flush()
-        await super().flush()
+        await flush_keys(self.client, self.keys)  # what an unsharded layout left on the spider's tag
 
     # -- an operator's actions on a host: on every shard (a domain's hosts are on any of them)
     def make_due(self, target: str, scope: str) -> Any:
@@ -411,7 +463,7 @@ class ShardedEnqueuer:
                 raise ValueError("a sharded frontier routes an entry without a member by its URL: pass urls")
             groups.setdefault(shard, []).append(n)
         handed = {
-            i: [x for x in group if isinstance(x, bytes)] for i, group in self.frontier._by_shard(handovers).items()
+            i: [x for x in group if isinstance(x, bytes)] for i, group in self.frontier.by_shard(handovers).items()
         }
         results = [0] * len(entries)
         calls = [  # a successor on its predecessor's shard: one atomic step; the shards in parallel
@@ -426,7 +478,7 @@ class ShardedEnqueuer:
                 self.frontier.pushed_to(shard)
         for shard, leases in handed.items():  # on another shard: removed once the successors are stored
             await self.enqueuers[shard].run(action, [], leases)
-        self.frontier._forget(handovers)  # gone from processing with the pushes above
+        self.frontier.homes.forget(handovers)  # gone from processing with the pushes above
         return results
 
 
@@ -442,19 +494,19 @@ class ShardedDeadLetters(DeadLetters):
         if not leases:
             await self.push(entries)
             return
-        groups = self.frontier._by_shard(leases)
+        groups = self.frontier.by_shard(leases)
         for n, (i, group) in enumerate(groups.items()):
             part = self.frontier.parts[i]
             letters = DeadLetters(self.client, part.keys.failed, self.node_id, self.cap, part.keys.processing)
             await letters.take(entries if n == 0 else [], [lease for lease in group if isinstance(lease, bytes)])
-        self.frontier._forget(leases)
+        self.frontier.homes.forget(leases)
 
     async def undecodable(self, bad: list[tuple[bytes, str]], processing_key: str = "", source: str = "queue") -> None:
-        for i, group in self.frontier._by_shard([lease for lease, _ in bad]).items():
+        for i, group in self.frontier.by_shard([lease for lease, _ in bad]).items():
             part = self.frontier.parts[i]
             letters = DeadLetters(self.client, part.keys.failed, self.node_id, self.cap, part.keys.processing)
             await letters.undecodable([(lease, why) for lease, why in bad if lease in group], "", source)
-        self.frontier._forget([lease for lease, _ in bad])
+        self.frontier.homes.forget([lease for lease, _ in bad])
 
 
 class ShardedHosts:

@@ -36,6 +36,7 @@ from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.internals import scheduler_of, wake_engine
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
+from distributed_crawler.queue.factory import frontier_from_settings
 from distributed_crawler.queue.seedkey import SeedKey, Taken
 from distributed_crawler.queue.seeds import SeedError, parse_seed, preview
 
@@ -163,7 +164,7 @@ class RedisMixin:
 
     def _frontier(self, client: Any) -> Frontier:
         """The spider's frontier on `client` (its counts say whether the crawl has work)."""
-        return Frontier.from_settings(self.crawler.settings, self.name, client, self.keys)
+        return frontier_from_settings(self.crawler.settings, self.name, client, self.keys)
 
     def _let_go(self, taken: Taken | None) -> None:
         """A batch whose handling failed after the take (its dead letters or the counts): no longer
