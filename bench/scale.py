@@ -70,6 +70,7 @@ from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.keys import SpiderKeys
+from tests.frontiers import pop
 
 ROOT = Path(__file__).resolve().parent.parent
 SPIDER = "sim"
@@ -342,7 +343,7 @@ class SimNode:
             if want <= 0:
                 await asyncio.sleep(0.05)
                 continue
-            got = await self.timed("pop", self.scripts.pop(want, self.w.lease, DUE_BATCH))
+            got = await self.timed("pop", pop(self.scripts, want, self.w.lease, DUE_BATCH))
             self.buffer.extend(got)
             if not got:
                 await asyncio.sleep(0.05)
