@@ -299,3 +299,15 @@ def test_the_shards_are_counted_in_one_pipelined_round_trip(client: redis.Redis)
         redis.client.Pipeline.execute = execute  # type: ignore[method-assign]
     assert counts.pending == 40 and counts.hosts == 40
     assert sent == [4, 4]  # refused once (NOSCRIPT), loaded, then one pipeline of the 4 shards
+
+
+def test_the_sharded_frontier_composes_its_parts_and_inherits_nothing() -> None:
+    """A method added to the Frontier Protocol must be written for the sharded frontier too: it
+    cannot fall through to a base class running against the spider's unsharded keys."""
+    from distributed_crawler.queue.sharded import ShardedFrontier
+    from distributed_crawler.queue.unsharded import UnshardedFrontier
+
+    assert ShardedFrontier.__mro__ == (ShardedFrontier, object)
+    members = {name for name in vars(Frontier) if not name.startswith("_")} | set(Frontier.__annotations__)
+    assert members - {"client", "keys"} <= set(vars(ShardedFrontier)), "a Protocol member the sharded frontier lacks"
+    assert members - {"client", "keys"} <= set(dir(UnshardedFrontier))

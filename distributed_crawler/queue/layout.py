@@ -1,5 +1,8 @@
-"""FRONTIER_SHARDS as written in Redis (`{spider}:shards`): a node or `dcrawl` refuses to run on a
-frontier written with another count, whose requests would sit on hash tags no node reads.
+"""The frontier's layout in Redis: FRONTIER_SHARDS as written (`{spider}:shards`), checked at start,
+and the keys of one hash tag's frontier, deleted by a flush.
+
+A node or `dcrawl` refuses to run on a frontier written with another count, whose requests would
+sit on hash tags no node reads.
 
 Resharding is not supported: the check records the count when the frontier is empty and names
 the fix (the count it was written with, or drain / flush first) in one line otherwise.
@@ -7,9 +10,12 @@ the fix (the count it was written with, or drain / flush first) in one line othe
 
 from __future__ import annotations
 
+from typing import Any
+
 from distributed_crawler.queue.base import Frontier, FrontierLayoutError
 from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.enqueue import maybe_await
+from distributed_crawler.queue.keys import SpiderKeys
 
 
 async def check_layout(frontier: Frontier) -> None:
@@ -62,3 +68,15 @@ async def _revisits_kept(frontier: Frontier, shards: int) -> str:
     if shards == 1:
         return f"redis-cli del '{found[0].recrawl}' '{found[0].recrawl_state}'"
     return f"redis-cli --scan --pattern '{{{frontier.spider}~*}}:recrawl*' | xargs redis-cli del"
+
+
+async def flush_keys(client: Any, keys: SpiderKeys) -> None:
+    """Delete the frontier keys of one tag: queue(s), leases, retries, counts, per-host state (seeds,
+    dead letters and the dupefilter are not the frontier's: dedup.flush_crawl resets the filter)."""
+    k = keys
+    await maybe_await(client.delete(*k.crawl_state(), k.ready, k.over_budget, k.refused, k.solo, k.deaths))
+    for pattern in (k.host_queue("*"), k.host("*"), k.host_in_flight("*"), k.domain_hosts("*")):
+        found = client.scan_iter(match=pattern, count=1000)
+        batch = [key async for key in found] if hasattr(found, "__aiter__") else list(found)
+        for i in range(0, len(batch), 1000):
+            await maybe_await(client.delete(*batch[i : i + 1000]))

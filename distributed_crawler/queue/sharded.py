@@ -32,10 +32,10 @@ from distributed_crawler.queue.doorbell import Ring
 from distributed_crawler.queue.enqueue import Dedup, Enqueuer, Entry, maybe_await, run_sync
 from distributed_crawler.queue.envelope import split_member
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.layout import check_layout
+from distributed_crawler.queue.layout import check_layout, flush_keys
 from distributed_crawler.queue.scripts import is_cluster
 from distributed_crawler.queue.shards import shard_of, shard_tags
-from distributed_crawler.queue.unsharded import UnshardedFrontier, flush_keys
+from distributed_crawler.queue.unsharded import UnshardedFrontier
 
 RECHECK_SECONDS = 10.0  # an empty shard not rung is asked again after this (a safety net: pushes ring it)
 HOME_MAX = 100_000  # leases remembered with their shard (a node holds a few hundred; beyond: read from the payload)

@@ -18,26 +18,14 @@ from distributed_crawler.queue.base import Frontier, HostControl, Placement
 from distributed_crawler.queue.counts import CrawlCounts, crawl_counts
 from distributed_crawler.queue.deadletters import DeadLetters
 from distributed_crawler.queue.doorbell import PushesSeen, Ring
-from distributed_crawler.queue.enqueue import Dedup, Enqueuer, Entry, maybe_await
+from distributed_crawler.queue.enqueue import Dedup, Enqueuer, Entry
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.layout import check_layout
+from distributed_crawler.queue.layout import check_layout, flush_keys
 from distributed_crawler.queue.scripts import Scripts, then
 from distributed_crawler.queue.shards import shard_tags
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
-
-
-async def flush_keys(client: Any, keys: SpiderKeys) -> None:
-    """Delete the frontier keys of one tag: queue(s), leases, retries, counts, per-host state (seeds,
-    dead letters and the dupefilter are not the frontier's: dedup.flush_crawl resets the filter)."""
-    k = keys
-    await maybe_await(client.delete(*k.crawl_state(), k.ready, k.over_budget, k.refused, k.solo, k.deaths))
-    for pattern in (k.host_queue("*"), k.host("*"), k.host_in_flight("*"), k.domain_hosts("*")):
-        found = client.scan_iter(match=pattern, count=1000)
-        batch = [key async for key in found] if hasattr(found, "__aiter__") else list(found)
-        for i in range(0, len(batch), 1000):
-            await maybe_await(client.delete(*batch[i : i + 1000]))
 
 
 class UnshardedFrontier:
