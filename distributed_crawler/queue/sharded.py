@@ -1,5 +1,6 @@
 """FRONTIER_SHARDS > 1: one frontier of the queue mode per shard, each on its own hash tag
-(queue/shards.py), behind the one Frontier API.
+(queue/shards.py), composed into one that implements the Frontier Protocol (it subclasses none of
+them: every member is written here, so none can run against the spider's unsharded keys).
 
 A request goes to the shard of its host (its slot), with its dedup check+add, in one script on one
 node. Leases remember their shard (this node leased them), so acks, renewals and releases go
@@ -224,7 +225,7 @@ class ShardedFrontier:
     def shard_for(self, url: str) -> Frontier:
         return self.parts[self.shard_of_url(url)]
 
-    def part_keys(self) -> list[Any]:
+    def part_keys(self) -> list[SpiderKeys]:
         return [part.keys for part in self.parts]
 
     def dupefilter_keys(self) -> list[str]:
