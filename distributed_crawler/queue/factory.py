@@ -11,7 +11,8 @@ from scrapy.utils.misc import load_object
 
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.sharded import LeaseHomes, ShardedFrontier
+from distributed_crawler.queue.shard_parts import LeaseHomes
+from distributed_crawler.queue.sharded import ShardedFrontier
 from distributed_crawler.queue.shards import check_shards, shard_tags
 from distributed_crawler.queue.unsharded import UnshardedFrontier
 
