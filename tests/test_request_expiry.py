@@ -23,6 +23,7 @@ from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import Envelope, make_member, split_member
 from distributed_crawler.queue.keys import SpiderKeys
 from tests.conftest import Workers
+from tests.scheduler_parts import parts_without_redis
 from tests.site.server import NewsSite
 
 KEYS = SpiderKeys.from_settings(Settings(), "exp")
@@ -124,15 +125,13 @@ def scheduler(**settings: object) -> RedisScheduler:
     )
     crawler.spider = _Spider.from_crawler(crawler)
     node = RedisScheduler.from_crawler(crawler)
-    node.intake.codec = node.feeder.codec = RequestCodec(
-        crawler.spider
-    )  # what open() sets; nothing here talks to Redis
+    parts_without_redis(node)  # what open() builds; nothing here talks to Redis
     return node
 
 
 def enqueued(node: RedisScheduler, request: Request) -> Envelope:
     assert node.enqueue_request(request)
-    return split_member(node.outbox.entries[-1][1].member)
+    return split_member(node.parts.outbox.entries[-1][1].member)
 
 
 def test_request_ttl_and_meta_expires_at_in_the_member() -> None:
