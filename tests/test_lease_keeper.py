@@ -44,7 +44,7 @@ def make_keeper(lifecycle: Lifecycle | None = None) -> LeaseKeeper:
     trouble = fakes.trouble(frontier, lifecycle, stats)
     quarantine = Quarantine(frontier, trouble, leases, held.buffer, fakes.crawler(stats), "n1")  # type: ignore[arg-type]
     return LeaseKeeper(
-        SchedulerConfig(lease_seconds=1.5),  # renewed every 0.5 s (the shortest interval),
+        SchedulerConfig(lease_seconds=1.5),  # renewed every 0.5 s (the shortest interval)
         frontier,  # type: ignore[arg-type]
         trouble,
         leases,

@@ -102,7 +102,7 @@ class RedisScheduler:
         self.admission = admission or Admission.from_settings(crawler.settings)
         self.client: Any = None  # set by open(): Scrapy uses a scheduler only once it is open
         self._frontier = frontier  # unbound until open
-        # what the node keeps from before open to after close, whatever the parts
+        # shared by the parts, and read before open or after close (leases_held, the heartbeat's)
         self.lifecycle = Lifecycle()
         self.leases = LeaseTracker()
         self.recent = RecentFingerprints(config.recent_fingerprints)
@@ -136,6 +136,7 @@ class RedisScheduler:
         dead_letters = frontier.dead_letters(node_id, config.failed_max)
         quarantine = Quarantine(frontier, trouble, self.leases, held.buffer, crawler, node_id)
 
+        # the counts and the outbox need each other: each reads the other only once their tasks run
         def holds_work() -> bool:
             return bool(held.buffer or outbox.entries or quarantine.request)
 
@@ -380,8 +381,10 @@ class RedisScheduler:
         retries included; the pending counter, exact in every queue mode), plus what this node
         holds but has not handed to the engine. One blocking round trip, like scrapy-redis's."""
         parts = self.parts
-        local = len(parts.held.buffer) + len(parts.outbox) if parts is not None else 0
-        if self.client is None:  # not open
+        if parts is None:  # not open: holds nothing
+            return 0
+        local = len(parts.held.buffer) + len(parts.outbox)
+        if self.client is None:  # parts built without a client (a unit test): what this node holds
             return local
         if self._len_client is None:
             self._len_client = self.redis_config.sync_client()
