@@ -346,6 +346,8 @@ class Feeder:
                     break
                 await asyncio.sleep(1.0)
 
-        stopped = lambda: self.lifecycle.stopped  # noqa: E731
+        def stopped() -> bool:
+            return self.lifecycle.stopped
+
         while not stopped():
             await self.trouble.policy.run(Purpose.LEASE, listen, stopped=stopped, on_error=unavailable)
