@@ -13,13 +13,16 @@ page is judged by what it says about itself, and mixed evidence stores.
 2. The page says it is a story: JSON-LD NewsArticle, BlogPosting, ... ("json-ld-type"); the URL
    came from a news sitemap or a feed ("listed"); `og:type=article` with a publication date
    ("og-type"); a publication date in JSON-LD, meta or a marked `<time>` next to some main text
-   ("date").
+   ("date"); one microdata Article item (and no microdata list item) next to some main text
+   ("microdata-type").
 3. The page says it is something else: JSON-LD CollectionPage, ItemList, SearchResultsPage (list),
    AboutPage, ContactPage, ... (other) ("json-ld-type").
 4. Structure ("text"): an `<article>` element holding a long text, or a long main text with few
    links, is a story; several teaser `<article>`s, links outweighing text or little main text
-   make a list; a long undated text on a page that calls itself `og:type=website` is other;
-   anything left (mixed) is stored as an article.
+   make a list, unless the page calls itself `og:type=article` (or is dated) and its URL names a
+   story (an id, a dated path, a long slug): a story page with a rail of related teasers; a long
+   undated text on a page that calls itself `og:type=website` is other; anything left (mixed) is
+   stored as an article.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ class PageSignals:
     url: str
     jsonld_types: frozenset[str] = frozenset()
     jsonld_article: bool = False  # a JSON-LD node (or a node's mainEntity) of an article type
+    microdata_article: bool = False  # exactly one microdata item of an article type, no list item
     og_type: str | None = None
     listed: bool = False
     dated: bool = False  # the page states its publication date (JSON-LD, meta, marked <time>, dated URL)
@@ -129,6 +133,8 @@ def classify(page: PageSignals) -> tuple[str, str]:
         return "article", "og-type"
     if page.dated and page.main_text_chars >= SHORT_TEXT:
         return "article", "date"
+    if page.microdata_article and page.main_text_chars >= SHORT_TEXT:
+        return "article", "microdata-type"
     if page.jsonld_types & LIST_TYPES:
         return "list", "json-ld-type"
     if page.jsonld_types & OTHER_TYPES:
@@ -146,7 +152,7 @@ def _structure(page: PageSignals) -> str:
         return "article"  # the page's one <article> holds a story-length text
     teasers = page.articles >= TEASERS and page.main_text_chars < LONG_TEXT
     if page.og_type == "article" or page.dated:
-        return "list" if teasers else "article"
+        return "list" if teasers and not story_url(page.url) else "article"
     if story_url(page.url) and not listing:
         return "article"
     if listing or page.main_text_chars < SHORT_TEXT:
