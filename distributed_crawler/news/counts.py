@@ -99,3 +99,20 @@ def read_page_counts(raw: dict[Any, Any]) -> tuple[dict[str, dict[str, int]], di
         elif kind == "language" and what == "skipped" and name.isalpha() and len(name) <= 3:
             languages[name] = count
     return page_types, languages
+
+
+def read_robots_counts(raw: dict[Any, Any]) -> dict[str, int]:
+    """From `{spider}:stats` as HGETALL gives it: pages not stored for what their robots meta asked
+    (`{"noindex": 12}`). Fields that do not read as counts are left out (untrusted data)."""
+    found: dict[str, int] = {}
+    for key, value in raw.items():
+        parts = decoded(key).split(":")
+        try:
+            count = int(decoded(value))
+        except ValueError:
+            continue
+        if len(parts) == 3 and parts[0] == "robots" and parts[2] == "skipped" and count >= 0:
+            name = parts[1]
+            if name.isalpha() and len(name) <= 20:
+                found[name] = count
+    return found
