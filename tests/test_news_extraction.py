@@ -371,6 +371,22 @@ def test_page_types(url: str, head: str, body: str, listed: bool, expected: tupl
 
 
 @pytest.mark.parametrize(
+    ("url", "story", "expected"),
+    [
+        (STORY_ID_URL, STORY * 2, "article"),
+        ("https://news.example/dettaglio.php?id=58354", STORY * 2, "article"),  # the story id in the query
+        ("https://news.example/dettaglio.php?id=58", STORY * 2, "list"),  # no story id
+        ("https://news.example/world/harbour-bridge", STORY * 2, "list"),  # no story id, a short slug
+        (STORY_ID_URL, STORY, "list"),  # a short text among the links
+    ],
+)
+def test_a_long_text_under_a_story_url_outweighs_a_rail_of_links(url: str, story: str, expected: str) -> None:
+    html = f"<html><head><title>Bridge</title></head><body><div class='story'>{story}</div>{LINKS * 2}</body></html>"
+    article = extract(html, url)
+    assert (article.page_type, article.signals["page_type"]) == (expected, "text")
+
+
+@pytest.mark.parametrize(
     ("url", "kind"),
     [
         ("https://news.example/", "list"),
@@ -395,6 +411,9 @@ def test_page_types(url: str, head: str, body: str, listed: bool, expected: tupl
         ("https://news.example/tag/story-123456", None),
         ("https://news.example/?p=123", None),
         ("https://news.example/news/story.asp?guid=7", None),
+        ("https://news.example/news/index.html", "list"),
+        ("https://news.example/society/we-are-off-and-this-title-goes-too/index.html", None),  # a story's folder
+        ("https://news.example/2018/123456/index.html", None),
     ],
 )
 def test_the_url_decides_alone_only_where_it_cannot_name_a_story(url: str, kind: str | None) -> None:
