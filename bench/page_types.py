@@ -13,8 +13,9 @@ into one folder (`--corpus DIR`); or pass the three folders:
                   train pagination detection, i.e. home, section, archive, search, forum and shop
                   listings)
     --trafilatura adbar/trafilatura tests (evaldata.json and eval/: pages its extraction is scored
-                  on; optional): the "fresh" check, 159 pages of other sites sampled and labelled
-                  after the rules were last changed (bench/page_labels_trafilatura.json says how)
+                  on; optional): the "fresh" checks, two samples of 159 and 160 pages of other
+                  sites, each labelled before the rules ran on it; the rules changed after the
+                  first ("fresh-1"), not after the second ("fresh-2") (bench/page_labels_trafilatura.json)
 
 Labelling rule (decided from where a page comes from, before any classifier ran):
 - fundus: article (the corpus is one article page per publisher);
@@ -28,7 +29,7 @@ Labelling rule (decided from where a page comes from, before any classifier ran)
 
 Split: by registered domain, the half is the parity of the first byte of the domain's SHA-1
 (never tuned on: "held-out"; the rules were tuned on "tuning" only); the trafilatura pages are
-their own group, "fresh". A page counts for:
+their own groups, "fresh-1" and "fresh-2". A page counts for:
 - article recall: labelled article and classified article (what STORE_PAGE_TYPES=article stores);
 - list recognised: labelled list and classified list or other (not stored by default), and the
   stricter share classified exactly "list".
@@ -59,7 +60,7 @@ from distributed_crawler.news.extract import extract_article
 
 LABELS = Path(__file__).with_name("page_labels.json")
 FRESH_LABELS = Path(__file__).with_name("page_labels_trafilatura.json")
-GROUPS = ("tuning", "held-out", "fresh")
+GROUPS = ("tuning", "held-out", "fresh-1", "fresh-2")
 AUTOPAGER_NOT_LIST = {
     **dict.fromkeys(("1", "2", "3", "38", "42", "62", "64"), "other"),  # forum threads
     **dict.fromkeys(("4", "48", "135", "157"), "other"),  # a business, a player, a product, a comic strip
@@ -95,8 +96,8 @@ class Page:
 
     @property
     def half(self) -> str:
-        if self.corpus == "trafilatura":
-            return "fresh"
+        if self.corpus.startswith("trafilatura"):
+            return "fresh-" + self.corpus.rsplit("-", 1)[-1]
         return "held-out" if hashlib.sha1(self.site.encode()).digest()[0] % 2 else "tuning"
 
 
@@ -145,7 +146,7 @@ def trafilatura(root: Path) -> Iterator[Page]:
         info = evaldata.get(entry["url"])
         path = root / "eval" / info["file"] if info else None
         if entry["label"] != "unsure" and path is not None and path.exists():
-            yield Page("trafilatura", entry["url"].strip(), entry["label"], path.read_bytes())
+            yield Page(f"trafilatura-{entry['round']}", entry["url"].strip(), entry["label"], path.read_bytes())
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,4 +1,4 @@
-"""Builds bench/page_types.py's corpus (661 real pages, and 159 more for its "fresh" check) from four
+"""Builds bench/page_types.py's corpus (661 real pages, and 319 more for its "fresh" checks) from four
 public repositories, at the commits its figures were taken on (docs/benchmarks.md "Page types on real pages").
 
 The pages are other people's content: they are not in this repository and are not committed.
