@@ -264,7 +264,7 @@ def extract_article(
       ("visible").
     - lang: detected from `text` ("text"); `<html lang>` ("html-lang") when the text cannot say.
     - page_type: the order in news/page_types.py: "url", "json-ld-type", "listed",
-      "og-type", "date", "text".
+      "og-type", "date", "microdata-type", "text".
     - paywalled: "json-ld-haspart", "json-ld", "microdata"; None when the page does not say.
     - image, section, tags, site_name: news/more_fields.py.
     """
