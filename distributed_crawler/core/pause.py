@@ -15,6 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from functools import cached_property
 from typing import Any
 
 from scrapy.utils.httpobj import urlparse_cached
@@ -52,7 +53,11 @@ class PauseWatch:
         self.changed = asyncio.Event()
         self.wake = tuple(wake)  # set when the pause changes (the feeder's waits)
         self.lifecycle = lifecycle or Lifecycle()
-        self.control = CrawlControl.of(frontier)  # the crawl's pause, overrides and registry
+
+    @cached_property
+    def control(self) -> CrawlControl:
+        """The crawl's pause, overrides and registry, on the frontier's client."""
+        return CrawlControl.of(self.frontier)
 
     @property
     def paused(self) -> bool:
