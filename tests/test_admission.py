@@ -59,6 +59,7 @@ async def _drain(scheduler: RedisScheduler) -> None:
                 break
             await asyncio.sleep(0.01)
         assert not scheduler.outbox.entries
+        await scheduler.outbox.push_refusal_counts()  # the lease task's (at most every FLUSH_SECONDS)
     finally:
         scheduler._stopped = True
         task.cancel()

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from distributed_crawler.connection.clients import subscribe
 from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import preview
+from distributed_crawler.core.held import HeldRequests
 from distributed_crawler.core.leases import LeaseTracker
 from distributed_crawler.core.pause import PauseWatch, give_back_buffer
 from distributed_crawler.core.quarantine import Quarantine
@@ -78,6 +79,7 @@ class Feeder:
         self.trouble = trouble
         self.leases = leases
         self.buffer = buffer
+        self.held = HeldRequests(buffer, lambda: wake_engine(crawler))  # served before the buffer when due
         self.recent = recent
         self.quarantine = quarantine
         self.crawler = crawler

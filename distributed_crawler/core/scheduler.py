@@ -35,7 +35,7 @@ from distributed_crawler.core.outbox import Outbox
 from distributed_crawler.core.overrides import OverrideCache
 from distributed_crawler.core.pause import PauseWatch
 from distributed_crawler.core.quarantine import Quarantine
-from distributed_crawler.core.refusals import RefusalLog
+from distributed_crawler.core.refusals import RefusalLog, SourceCounts
 from distributed_crawler.core.registry import SourceCache, source_scope_check
 from distributed_crawler.core.scheduler_config import SchedulerConfig, redis_dupefilter
 from distributed_crawler.core.shutdown import FORCED_STOP, SecondSignalGuard
@@ -95,20 +95,24 @@ class RedisScheduler:
         stopped = lambda: self._stopped  # noqa: E731
         self.trouble = RedisTrouble(get, dupefilter, self.context.policy, self.recent, stopped)
         self.work = ClusterWork(get, self.trouble)
-        self.refusals = refusals = RefusalLog(crawler.stats, node_id)
+        sources = SourceCache.of(crawler)
+        counted = SourceCounts.from_settings(crawler.settings, frontier.spider, lambda url: sources.label(url)[0])
+        self.refusals = refusals = RefusalLog(crawler.stats, node_id, sources=counted, spider=frontier.spider)
         domain_hosts = DomainHosts(frontier.domain_hosts_key, config.domain_max_hosts)
         self.outbox = Outbox(get, self.trouble, self.stats, refusals, domain_hosts, self._pushed, self.leases)
         self.quarantine = Quarantine(get, self.trouble, self.leases, self.buffer, crawler, node_id)
         parts = (config, get, self.trouble, self.leases)
         release = lambda leases: self.keeper.release(leases)  # noqa: E731
         self.feeder = Feeder(*parts, self.buffer, self.recent, self.quarantine, crawler, release)
-        attach_labels(crawler, sources := SourceCache.of(crawler))  # rows get their source (storage/labels.py)
+        attach_labels(crawler, sources)  # rows get their source (storage/labels.py)
         self.pause = self.feeder.pause = PauseWatch(get, self.context.policy, OverrideCache.of(crawler), sources)
         self.pause.wake += [self.feeder.want_more, self.feeder.new_work]
         engine = partial(requests_in_progress, crawler)
         self.keeper = LeaseKeeper(*parts, self.outbox, self.quarantine, self.feeder, self.stats, node_id, engine)
         admission = admission or Admission.from_settings(crawler.settings)
-        self.intake = Intake(*parts, self.outbox, self.recent, dupefilter, admission, refusals, self.stats)
+        self.intake = Intake(
+            *parts, self.outbox, self.recent, dupefilter, admission, refusals, self.stats, self.feeder.held
+        )
         self.already_sent = self.intake.already_sent  # the news spider asks before it yields a link
 
     @property
@@ -153,7 +157,9 @@ class RedisScheduler:
         self.keeper.watch_scrapes(self.crawler)
         await self.pause.refresh()  # a crawl paused before this node started: it leases nothing either
         stopped, closing = (lambda: self._stopped), (lambda: self._closing)
-        holds_work = lambda: bool(self.buffer or self.outbox.entries or self.quarantine.request)  # noqa: E731
+        holds_work = lambda: bool(  # noqa: E731
+            self.buffer or self.outbox.entries or self.feeder.held or self.quarantine.request
+        )
         pubsub, url = (lambda: self.context.pubsub_client), self.redis_config.masked_url
         self.tasks.start(
             {
@@ -241,7 +247,7 @@ class RedisScheduler:
     def has_pending_requests(self) -> bool:
         """Work this node holds, work on its way to Redis, or work anywhere in the cluster (as last
         counted): a node closes only when the whole crawl has nothing left for it."""
-        busy = bool(self.buffer or self.outbox.entries) or self.quarantine.request is not None
+        busy = bool(self.buffer or self.outbox.entries or self.feeder.held) or self.quarantine.request is not None
         return busy or self.work.busy or self.pause.paused  # paused: waits, never idle-closes
 
     def outbox_mark(self) -> int:
