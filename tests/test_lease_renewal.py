@@ -20,6 +20,7 @@ from scrapy.utils.test import get_crawler
 
 from distributed_crawler.connection.policy import RedisPolicy
 from distributed_crawler.core import lease_keeper
+from distributed_crawler.core.held import HeldRequests
 from distributed_crawler.core.lease_keeper import LeaseKeeper
 from distributed_crawler.core.leases import LeaseTracker
 from distributed_crawler.core.quarantine import Quarantine
@@ -91,7 +92,9 @@ def make_keeper(frontier: Frontier, leases: LeaseTracker, buffer: deque[Request]
     )
     outbox = SimpleNamespace(flushed_seq=0, entries=[], handovers=lambda: [])
     quarantine = SimpleNamespace(request=None, lease=None)
-    feeder = SimpleNamespace(buffer=buffer, arriving=[], new_work=asyncio.Event())
+    feeder = SimpleNamespace(
+        buffer=buffer, arriving=[], new_work=asyncio.Event(), held=HeldRequests(buffer, lambda: None)
+    )
     config = SchedulerConfig.from_settings(Settings({"SCHEDULER_LEASE_SECONDS": 30}))
     return LeaseKeeper(config, lambda: frontier, trouble, leases, outbox, quarantine, feeder, stats, "n1", list)  # type: ignore[arg-type]
 

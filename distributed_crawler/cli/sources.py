@@ -110,11 +110,11 @@ def cmd_sources(args: argparse.Namespace) -> int:
     days = max(7, min(config.days, console.width - SOURCES_FIXED_WIDTH))
     table = listing_table(
         f"{keys.spider}: news sources, sorted by {args.sort} (articles per day)",
-        ("source", f"last {days}d", f"{config.days}d", "since new", "lag p50", "lag p95", "errors", "refused", "state"),
-        right=(f"{config.days}d", "since new", "lag p50", "lag p95", "errors", "refused"),
+        ("source", f"last {days}d", f"{config.days}d", "since new", "lag p50", "lag p95", "errors refused", "state"),
+        right=(f"{config.days}d", "since new", "lag p50", "lag p95", "errors refused"),
     )
-    table.columns[1].no_wrap = table.columns[8].no_wrap = True
-    table.columns[0].min_width, table.columns[8].min_width = 12, 6
+    table.columns[1].no_wrap = table.columns[7].no_wrap = True
+    table.columns[0].min_width, table.columns[7].min_width = 10, 6
     for r in rows:
         table.add_row(
             r["source"],
@@ -123,8 +123,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
             _seconds(r["since_last_seconds"]),
             _seconds(r["lag_p50_seconds"]),
             _seconds(r["lag_p95_seconds"], r["lag_over_max"]),
-            f"{sum(r['errors_per_day']):,}",
-            f"{sum(r['refused'].values()):,}",
+            f"{sum(r['errors_per_day']):,} {sum(r['refused'].values()):,}",
             "SILENT" if r["silent"] else ("DRIFT " + ",".join(r["drift"]) if r["drift"] else "ok"),
         )
     console.print(table)

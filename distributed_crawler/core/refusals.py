@@ -26,6 +26,7 @@ from redis.exceptions import ResponseError
 
 from distributed_crawler.connection.batch import Batch
 from distributed_crawler.core.admission import Refusal, host_of
+from distributed_crawler.core.registry import SourceCache
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.keyspace import fill
 from distributed_crawler.queue.deadletters import failure_entry
@@ -98,6 +99,14 @@ class RefusalLog:
         self._script: Any = None
         self._source_script: Any = None
         self._flushed = clock()
+
+    @classmethod
+    def of_node(cls, crawler: Any, node_id: str, spider: str) -> RefusalLog:
+        """The scheduler's: counted per source as the storage labels rows (core/registry.py
+        SourceCache: the registry's name, else the registered domain)."""
+        sources = SourceCache.of(crawler)
+        counts = SourceCounts.from_settings(crawler.settings, spider, lambda url: sources.label(url)[0])
+        return cls(crawler.stats, node_id, sources=counts, spider=spider)
 
     def count(self, url: str, reason: str) -> None:
         """Count one refusal that has no dead letter (robots.txt: Scrapy drops the request)."""

@@ -35,7 +35,7 @@ from distributed_crawler.core.outbox import Outbox
 from distributed_crawler.core.overrides import OverrideCache
 from distributed_crawler.core.pause import PauseWatch
 from distributed_crawler.core.quarantine import Quarantine
-from distributed_crawler.core.refusals import RefusalLog, SourceCounts
+from distributed_crawler.core.refusals import RefusalLog
 from distributed_crawler.core.registry import SourceCache, source_scope_check
 from distributed_crawler.core.scheduler_config import SchedulerConfig, redis_dupefilter
 from distributed_crawler.core.shutdown import FORCED_STOP, SecondSignalGuard
@@ -95,16 +95,14 @@ class RedisScheduler:
         stopped = lambda: self._stopped  # noqa: E731
         self.trouble = RedisTrouble(get, dupefilter, self.context.policy, self.recent, stopped)
         self.work = ClusterWork(get, self.trouble)
-        sources = SourceCache.of(crawler)
-        counted = SourceCounts.from_settings(crawler.settings, frontier.spider, lambda url: sources.label(url)[0])
-        self.refusals = refusals = RefusalLog(crawler.stats, node_id, sources=counted, spider=frontier.spider)
+        self.refusals = refusals = RefusalLog.of_node(crawler, node_id, frontier.spider)
         domain_hosts = DomainHosts(frontier.domain_hosts_key, config.domain_max_hosts)
         self.outbox = Outbox(get, self.trouble, self.stats, refusals, domain_hosts, self._pushed, self.leases)
         self.quarantine = Quarantine(get, self.trouble, self.leases, self.buffer, crawler, node_id)
         parts = (config, get, self.trouble, self.leases)
         release = lambda leases: self.keeper.release(leases)  # noqa: E731
         self.feeder = Feeder(*parts, self.buffer, self.recent, self.quarantine, crawler, release)
-        attach_labels(crawler, sources)  # rows get their source (storage/labels.py)
+        attach_labels(crawler, sources := SourceCache.of(crawler))  # rows get their source (storage/labels.py)
         self.pause = self.feeder.pause = PauseWatch(get, self.context.policy, OverrideCache.of(crawler), sources)
         self.pause.wake += [self.feeder.want_more, self.feeder.new_work]
         engine = partial(requests_in_progress, crawler)
@@ -157,9 +155,7 @@ class RedisScheduler:
         self.keeper.watch_scrapes(self.crawler)
         await self.pause.refresh()  # a crawl paused before this node started: it leases nothing either
         stopped, closing = (lambda: self._stopped), (lambda: self._closing)
-        holds_work = lambda: bool(  # noqa: E731
-            self.buffer or self.outbox.entries or self.feeder.held or self.quarantine.request
-        )
+        holds_work = lambda: bool(self.buffer or self.outbox.entries or self.feeder.held or self.quarantine.request)  # noqa: E731
         pubsub, url = (lambda: self.context.pubsub_client), self.redis_config.masked_url
         self.tasks.start(
             {
@@ -281,10 +277,9 @@ class RedisScheduler:
         return request
 
     def __len__(self) -> int:
-        """The shared queue, as in scrapy-redis: requests waiting in Redis (any node's, delayed
-        retries included; the pending counter, exact in every queue mode), plus what this node
-        holds but has not handed to the engine. One blocking round trip, like scrapy-redis's."""
-        local = len(self.buffer) + len(self.outbox)
+        """As scrapy-redis's: requests waiting in Redis (any node's, delayed included: the exact pending
+        counter) plus what this node holds and has not started; one blocking round trip."""
+        local = len(self.buffer) + len(self.feeder.held) + len(self.outbox)
         if self.client is None:  # not open
             return local
         if self._len_client is None:
@@ -298,9 +293,8 @@ class RedisScheduler:
 
     @property
     def stalled_seconds(self) -> float:
-        """How long this node has held leases with nothing in flight, once longer than a lease (else 0).
-        Looked at now too (on the reactor's thread; Prometheus reads from its own), so a lease task
-        stuck in a retry cannot hide a stall from the heartbeat."""
+        """How long this node has held leases with nothing in flight, once longer than a lease (else 0);
+        looked at now too (reactor thread), so a lease task stuck in a retry cannot hide a stall."""
         if threading.current_thread() is threading.main_thread():
             self.keeper.watch_stall()
         return self.keeper.stall.seconds(time.monotonic())
