@@ -11,7 +11,8 @@ alternately (`ours` = this working tree, `ref` = a `git archive` snapshot of `--
 Measured per run, from the seed to the last page stored (every page: hosts x (1 + links)): pages/s,
 Redis round trips per page (socket writes of redis-py in the workers, bench/probe.py) and the
 kinds that cost the most, robots.txt fetches and requests for disallowed paths (the site's counts),
-and the `dc/refused/robots_txt` stat.
+politeness as the site saw it (shortest gap between two requests of one host, robots.txt included;
+gaps under 0.9 s; most requests of one host in flight), and the `dc/refused/robots_txt` stat.
 
 Usage: .venv/bin/python bench/new_hosts.py --hosts 500 --runs 2 --ref main --json
 Serve mode (the site process): python bench/new_hosts.py --serve --links 5 --private 2 --delay-ms 50
@@ -63,7 +64,10 @@ class Site(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), Handler)
         self.links, self.private, self.delay = links, private, delay
         self.lock = threading.Lock()
-        self.hits: Counter[str] = Counter()  # pages, robots, private
+        self.hits: Counter[str] = Counter()  # pages, robots, private; short_gaps, max_in_flight
+        self.last: dict[str, float] = {}  # host -> arrival of its last request (monotonic)
+        self.in_flight: Counter[str] = Counter()
+        self.min_gap = float("inf")
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -76,15 +80,31 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         host = self.headers.get("Host", "unknown")
         path = self.path.split("?", 1)[0]
+        site = self.server
         if path == CONTROL:
-            with self.server.lock:
-                body = json.dumps(dict(self.server.hits)).encode()
-            self._send(200, "application/json", body)
+            with site.lock:
+                state = {**site.hits, "min_gap_s": round(site.min_gap, 3) if site.last else None}
+            self._send(200, "application/json", json.dumps(state).encode())
             return
-        time.sleep(self.server.delay)
         kind = "robots" if path == "/robots.txt" else "private" if path.startswith("/private/") else "pages"
-        with self.server.lock:
-            self.server.hits[kind] += 1
+        with site.lock:  # politeness as the site sees it: gaps between arrivals per host (robots.txt too)
+            now = time.monotonic()
+            site.hits[kind] += 1
+            if host in site.last:
+                gap = now - site.last[host]
+                site.min_gap = min(site.min_gap, gap)
+                site.hits["gaps_under_0.9s"] += gap < 0.9
+            site.last[host] = now
+            site.in_flight[host] += 1
+            site.hits["max_in_flight"] = max(site.hits["max_in_flight"], site.in_flight[host])
+        try:
+            self._answer(host, path)
+        finally:
+            with site.lock:
+                site.in_flight[host] -= 1
+
+    def _answer(self, host: str, path: str) -> None:
+        time.sleep(self.server.delay)
         if path == "/robots.txt":
             self._send(200, "text/plain", ROBOTS)
         elif path == "/":
@@ -214,6 +234,12 @@ def run_once(children: Children, side: str, code_root: Path, args: argparse.Name
         "round_trips_by_kind_per_page": {k: round(v / stored, 3) for k, v in kinds.most_common(10)} if stored else {},
         "robots_fetches": hits.get("robots", 0),
         "disallowed_fetched": hits.get("private", 0),
+        # politeness at the site: the shortest gap between two requests of one host (robots.txt
+        # included), how many were under 0.9 s (1 request/s, less one node's pop-to-send latency),
+        # the most requests of one host in flight at once
+        "min_gap_s": hits.get("min_gap_s"),
+        "gaps_under_0.9s": hits.get("gaps_under_0.9s", 0),
+        "max_in_flight_per_host": hits.get("max_in_flight", 0),
         "refused_robots_txt": refused,
     }
 

@@ -182,6 +182,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         # netloc -> (parser, expiry, usable, why not)
         self._cached: dict[str, tuple[RobotParser, float, bool, str]] = {}
         self._fetching: dict[str, asyncio.Task[RobotParser]] = {}
+        self._holding: set[str] = set()  # netlocs whose first request this node holds
         self._due: dict[str, float] = {}  # netloc -> when the request held for it may go (monotonic)
         self._errors = EpisodeLog(logger)
 
@@ -318,6 +319,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         robots.txt is cached and one interval of its host passed (HOLD_META): no trip through Redis.
         A scheduler that cannot hold it hands it back as any other (RETRY_DELAY_META)."""
         again = self._hand_back(request, 0.0 if self.hosts is not None else self.wait_seconds, counted=False)
+        self._holding.add(netloc)
         again.meta[HOLD_META] = asyncio.ensure_future(self._held_until_due(netloc, fetch))
         self.crawler.stats.inc_value("robotstxt/held")
         return again
@@ -325,11 +327,14 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
     async def _held_until_due(self, netloc: str, fetch: asyncio.Task[RobotParser]) -> None:
         try:
             await asyncio.shield(fetch)
+            due = self._due.pop(netloc, None)
+            if due is not None:
+                await asyncio.sleep(max(0.0, due - time.monotonic()))
         except Exception:  # noqa: BLE001 - the fetch logged it; the request then meets what was remembered
             return
-        due = self._due.pop(netloc, None)
-        if due is not None:
-            await asyncio.sleep(max(0.0, due - time.monotonic()))
+        finally:  # nothing kept per host once the request goes (or is dropped)
+            self._holding.discard(netloc)
+            self._due.pop(netloc, None)
 
     def _hand_back(self, request: Request, wait: float, counted: bool = True) -> Request:
         again = request.copy()  # keeps the lease: the scheduler hands it over (queue or delayed)
@@ -382,7 +387,8 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
                 self.error_seconds,
             )
         parser = self._remember(netloc, entry)
-        holds = holding and ok and self._allows(parser, request)  # the held request goes one interval later
+        # the held request (if the scheduler holds it) goes one interval after robots.txt
+        holds = holding and netloc in self._holding and ok and self._allows(parser, request)
         delay = self._crawl_delay(parser, request)
         if self.cache is None:  # not opened (a unit test of the fetch alone): nothing to share
             return parser
