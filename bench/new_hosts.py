@@ -11,7 +11,7 @@ alternately (`ours` = this working tree, `ref` = a `git archive` snapshot of `--
 Measured per run, from the seed to the last page stored (every page: hosts x (1 + links)): pages/s,
 Redis round trips per page (socket writes of redis-py in the workers, bench/probe.py) and the
 kinds that cost the most, robots.txt fetches and requests for disallowed paths (the site's counts),
-politeness as the site saw it (shortest gap between two requests of one host, robots.txt included;
+politeness as the site saw it (shortest gap between two requests of one host, robots.txt included,
 gaps under 0.9 s; most requests of one host in flight), and the `dc/refused/robots_txt` stat.
 
 Usage: .venv/bin/python bench/new_hosts.py --hosts 500 --runs 2 --ref main --json
@@ -68,6 +68,8 @@ class Site(ThreadingHTTPServer):
         self.last: dict[str, float] = {}  # host -> arrival of its last request (monotonic)
         self.in_flight: Counter[str] = Counter()
         self.min_gap = float("inf")
+        self.short: list[Any] = []
+        self.last_path: dict[str, str] = {}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -83,7 +85,7 @@ class Handler(BaseHTTPRequestHandler):
         site = self.server
         if path == CONTROL:
             with site.lock:
-                state = {**site.hits, "min_gap_s": round(site.min_gap, 3) if site.last else None}
+                state = {**site.hits, "min_gap_s": round(site.min_gap, 3) if site.last else None, "short": site.short}
             self._send(200, "application/json", json.dumps(state).encode())
             return
         kind = "robots" if path == "/robots.txt" else "private" if path.startswith("/private/") else "pages"
@@ -92,9 +94,12 @@ class Handler(BaseHTTPRequestHandler):
             site.hits[kind] += 1
             if host in site.last:
                 gap = now - site.last[host]
+                if gap < 0.9 and len(site.short) < 50:
+                    site.short.append((host, site.last_path.get(host, ""), path, round(gap, 3)))
                 site.min_gap = min(site.min_gap, gap)
                 site.hits["gaps_under_0.9s"] += gap < 0.9
             site.last[host] = now
+            site.last_path[host] = path
             site.in_flight[host] += 1
             site.hits["max_in_flight"] = max(site.hits["max_in_flight"], site.in_flight[host])
         try:
@@ -240,6 +245,7 @@ def run_once(children: Children, side: str, code_root: Path, args: argparse.Name
         "min_gap_s": hits.get("min_gap_s"),
         "gaps_under_0.9s": hits.get("gaps_under_0.9s", 0),
         "max_in_flight_per_host": hits.get("max_in_flight", 0),
+        "short_gaps": hits.get("short", [])[:20],
         "refused_robots_txt": refused,
     }
 
