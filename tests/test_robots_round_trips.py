@@ -27,9 +27,10 @@ from distributed_crawler.core.scheduler import RedisScheduler
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.downloadermiddlewares.robotstxt import ROBOTS_PENDING, RobotsTxtMiddleware
 from distributed_crawler.meta import HOLD_META, HOST_SLOT_META, LEASE_META
-from distributed_crawler.queue.base import Frontier
+from distributed_crawler.queue.base import Frontier, placed_entry
 from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.envelope import make_member
+from distributed_crawler.queue.factory import frontier_from_settings
 from tests.redis_topologies import RedisClusterNodes
 
 pytestmark = pytest.mark.timeout(120)
@@ -93,7 +94,7 @@ def _leased(frontier: Frontier, url: str) -> Request:
     """Push `url` and lease it (sync client): a request as the scheduler hands it to the engine."""
     placement = frontier.placement(url)
     member = make_member(json.dumps({"url": url, "slot": placement.slot}), 0)
-    run_sync(run_sync(frontier.open_enqueuer(_plain)).run("push", [Frontier.entry("", True, member, 0.0, placement)]))
+    run_sync(run_sync(frontier.open_enqueuer(_plain)).run("push", [placed_entry("", True, member, 0.0, placement)]))
     for _ in range(50):  # bounded: a cluster that just formed may answer a lease empty at first
         frontier.woken()  # as the doorbell would (a sharded frontier skips the shards it found empty)
         leases = frontier.lease(1, 60).leases
@@ -125,7 +126,7 @@ async def _first_request(mw: RobotsTxtMiddleware, request: Request) -> Request:
 
 def _new_host_costs(settings: dict[str, Any], client: Any, round_trips: RoundTrips) -> None:
     settings = {"DOMAIN_RATE_LIMIT": 1 / INTERVAL, "DOMAIN_MAX_IN_FLIGHT": 0, **settings}
-    frontier = Frontier.from_settings(Settings(settings), "rt", client)
+    frontier = frontier_from_settings(Settings(settings), "rt", client)
     downloads: list[str] = []
     (c1, node1), (c2, node2) = _node(settings, downloads), _node(settings, downloads)
 
