@@ -48,6 +48,7 @@ from twisted.internet.defer import Deferred
 
 from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import EpisodeLog, finite, text
+from distributed_crawler.core.checks import ForbiddenByRobots
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.guard import AddressRefused
 from distributed_crawler.defaults import SettingsReader
@@ -230,6 +231,15 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
                 return self._hand_back(request, 0.0 if blocked else self.wait_seconds)
         self.process_request_2(parser, request)
         return None
+
+    def process_request_2(self, rp: Any, request: Request) -> None:
+        """Scrapy's check, its refusal raised as ForbiddenByRobots (coverage tells it from other drops)."""
+        try:
+            super().process_request_2(rp, request)
+        except ForbiddenByRobots:
+            raise
+        except IgnoreRequest as exc:
+            raise ForbiddenByRobots(*exc.args) from None
 
     def _local(self, netloc: str) -> RobotParser | None:
         cached = self._cached.get(netloc)

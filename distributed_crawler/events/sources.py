@@ -41,12 +41,18 @@ class SourcesConfig:
     key: str = "{%(spider)s}:sources"
     source_key: str = "{%(spider)s}:source:%(source)s"
     days: int = 28
-    max_sources: int = 10_000
+    max_sources: int = 100_000
     silent_min_hours: float = 6.0
     check_seconds: float = 60.0
     drift_min_articles: int = 20
     drift_drop: float = 0.5
     drift_text_chars: int = 500
+    coverage_key: str = "{%(spider)s}:coverage:%(source)s"
+    coverage_min: float = 0.9
+    coverage_window: float = 86400.0
+    coverage_grace: float = 3600.0
+    coverage_min_listed: int = 10
+    coverage_max_urls: int = 1000
 
     @classmethod
     def from_settings(cls, settings: Any) -> SourcesConfig:
@@ -61,6 +67,12 @@ class SourcesConfig:
             drift_min_articles=read.int("SOURCE_DRIFT_MIN_ARTICLES", min=1),
             drift_drop=read.float("SOURCE_DRIFT_DROP", above=0, max=1, hint="a share, e.g. 0.5"),
             drift_text_chars=read.int("SOURCE_DRIFT_TEXT_CHARS", min=1),
+            coverage_key=read.str("SOURCE_COVERAGE_KEY"),
+            coverage_min=read.float("SOURCE_COVERAGE_MIN", min=0, max=1, hint="a share, e.g. 0.9"),
+            coverage_window=read.float("SOURCE_COVERAGE_WINDOW", above=0, hint="seconds"),
+            coverage_grace=read.float("SOURCE_COVERAGE_GRACE", min=0, hint="seconds"),
+            coverage_min_listed=read.int("SOURCE_COVERAGE_MIN_LISTED", min=1),
+            coverage_max_urls=read.int("SOURCE_COVERAGE_MAX_URLS", min=1),
         )
 
     def index_key(self, spider: str) -> str:
@@ -68,6 +80,9 @@ class SourcesConfig:
 
     def key_of(self, spider: str, source: str) -> str:
         return self.source_key % {"spider": spider, "name": spider, "source": source}
+
+    def coverage_key_of(self, spider: str, source: str) -> str:
+        return self.coverage_key % {"spider": spider, "name": spider, "source": source}
 
 
 def lag_bucket(seconds: float) -> int:
