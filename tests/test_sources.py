@@ -205,9 +205,12 @@ def test_a_request_the_node_refused_is_not_an_error_of_its_source() -> None:
 
     from distributed_crawler.events.middleware import RemovedPageMiddleware
 
+    from distributed_crawler.events.coverage import CoverageLog
+
     class Feed:
         def __init__(self) -> None:
             self.failures: list[tuple[str, str]] = []
+            self.coverage = CoverageLog(SourcesConfig(), "news")
 
         async def record_failure(self, url: str, kind: str) -> None:
             self.failures.append((url, kind))

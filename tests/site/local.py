@@ -19,10 +19,11 @@ class LocalSite:
 
     _server: ThreadingHTTPServer | None = None
 
-    def serve(self, handler: type[BaseHTTPRequestHandler]) -> str:
-        self._server = _Server(("127.0.0.1", 0), handler)
+    def serve(self, handler: type[BaseHTTPRequestHandler], host: str = "127.0.0.1") -> str:
+        """Serve on *host* (another loopback address, 127.0.0.x, is another news source)."""
+        self._server = _Server((host, 0), handler)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"http://{host}:{self._server.server_address[1]}"
 
     def start(self) -> str:
         raise NotImplementedError
