@@ -65,7 +65,9 @@ def test_coverage_shows_what_a_sitemap_listed_and_why_pages_are_missing(
         rows = wait_for("every listed URL fetched", settled, 120, workers)
 
         def alerts() -> list[dict[str, Any]]:
-            return [a for a in map(json.loads, redis_client.lrange("{news}:alerts", 0, -1)) if a["kind"] == "coverage_low"]
+            return [
+                a for a in map(json.loads, redis_client.lrange("{news}:alerts", 0, -1)) if a["kind"] == "coverage_low"
+            ]
 
         low = wait_for("the coverage_low alert", alerts, 60, workers)
         text = dcrawl(redis_url, "sources", "news", "--coverage")

@@ -40,9 +40,13 @@ class CoverageSite(LocalSite):
         if path == "/sitemap.xml":
             now = datetime.now(UTC).isoformat(timespec="seconds")
             entries = "".join(
-                f"<url><loc>{self.url}{p}</loc><lastmod>{now}</lastmod></url>" for k in self.counts for p in self.paths(k)
+                f"<url><loc>{self.url}{p}</loc><lastmod>{now}</lastmod></url>"
+                for k in self.counts
+                for p in self.paths(k)
             )
-            body = f'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{entries}</urlset>'
+            body = (
+                f'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{entries}</urlset>'
+            )
             return 200, "application/xml", body.encode()
         if path == "/":
             links = "".join(f'<li><a href="{p}">Story {p}</a></li>' for p in self.paths("story"))
