@@ -20,6 +20,7 @@ SOURCE_COVERAGE_GRACE ago or already fetched: a URL listed a minute ago is not m
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -30,6 +31,7 @@ from distributed_crawler.dedup.fingerprint import canonicalize_url
 from distributed_crawler.events.sources import SourcesConfig
 from distributed_crawler.meta import COVERAGE_URL_META
 from distributed_crawler.queue.enqueue import maybe_await
+from distributed_crawler.queue.scripts import lua_source
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +52,7 @@ WORDS = {
 #: What a node keeps for the next write at most; beyond it (a long Redis outage) new ones are dropped.
 MAX_PENDING = 20_000
 FLUSH_SECONDS = 2.0
+CHUNK = 1000  # sources per coverage_counts.lua call
 MAX_URL_CHARS = 2048  # a longer URL is not tracked (URLLENGTH_LIMIT's order of size)
 
 
@@ -119,81 +122,58 @@ def score_range(state: int, since: float, listed: bool = True) -> tuple[str, str
     return f"{code * SCORE_BASE + max(0, int(since))}", f"({(code + 1) * SCORE_BASE}"
 
 
-def queue_reads(pipe: Any, key: str, now: float, config: SourcesConfig, missing: int) -> int:
-    """Queue one source's reads on *pipe*; returns how many replies they give (see `parse_reads`)."""
-    since = now - config.coverage_window
-    for state in range(7):
-        pipe.zcount(key, *score_range(state, since))
-    pipe.zcount(key, *score_range(NOT_FETCHED, now - config.coverage_grace))
-    queued = 8
-    if missing:
-        for state in range(len(REASONS)):
-            low, high = score_range(state, since)
-            pipe.zrangebyscore(key, low, high, start=0, num=missing, withscores=True)
-        queued += len(REASONS)
-    return queued
+def parse_counts(source: str, numbers: Sequence[Any]) -> Coverage:
+    """A `Coverage` from coverage_counts.lua's 10 integers for one source (garbage counts as 0)."""
+
+    def count(value: Any) -> int:
+        return value if isinstance(value, int) and value >= 0 else 0
+
+    values = [count(v) for v in numbers] + [0] * (10 - len(numbers))
+    return Coverage(source, tuple(values[:7]), fresh=values[7], evicted=values[8], low_flag=values[9] == 1)
 
 
-def parse_reads(source: str, replies: Sequence[Any], hash_fields: Mapping[str, Any]) -> Coverage:
-    """A `Coverage` from `queue_reads`' replies and the source hash's `cov_evicted` / `coverage_low`
-    (an error or garbage reply counts as nothing: never fatal)."""
-
-    def count(reply: Any) -> int:
-        return reply if isinstance(reply, int) and reply >= 0 else 0
-
-    counts = tuple(count(r) for r in replies[:7])
+def parse_missing(replies: Sequence[Any]) -> tuple[tuple[str, str, float], ...]:
+    """(url, reason, listed at) from one ZRANGEBYSCORE ... WITHSCORES reply per reason, oldest first."""
     missing: list[tuple[str, str, float]] = []
-    for state, reply in enumerate(replies[8:]):
+    for state, reply in enumerate(replies):
         if not isinstance(reply, list):
             continue
         for member, score in reply:
             url = member.decode("utf-8", "replace") if isinstance(member, bytes) else str(member)
             missing.append((url, REASONS[state], float(score) - (LISTED + state) * SCORE_BASE))
-    missing.sort(key=lambda m: m[2])
-    return Coverage(
-        source=source,
-        counts=counts if len(counts) == 7 else (0,) * 7,
-        fresh=count(replies[7]) if len(replies) > 7 else 0,
-        evicted=_int(hash_fields.get("cov_evicted")),
-        low_flag=str(_text(hash_fields.get("coverage_low")) or "0") == "1",
-        missing_urls=tuple(missing),
-    )
+    return tuple(sorted(missing, key=lambda m: m[2]))
 
 
 async def read_coverage(
     client: Any, config: SourcesConfig, spider: str, sources: Iterable[str], now: float, missing: int = 0
 ) -> dict[str, Coverage]:
-    """Each source's coverage (a sync or asyncio client), in pipelines of 1,000 sources; up to
-    *missing* URLs per reason when asked."""
+    """Each source's coverage (a sync or asyncio client): one coverage_counts.lua call per 1,000
+    sources; with *missing*, up to that many missing URLs per reason (one pipeline)."""
+    script = client.register_script(lua_source("coverage_counts"))
     out: dict[str, Coverage] = {}
     names = list(sources)
-    for start in range(0, len(names), 1000):
-        chunk = names[start : start + 1000]
+    for start in range(0, len(names), CHUNK):
+        chunk = names[start : start + CHUNK]
+        keys = [k for s in chunk for k in (config.coverage_key_of(spider, s), config.key_of(spider, s))]
+        args = [f"{now:.0f}", config.coverage_window, config.coverage_grace]
+        numbers = list(await maybe_await(script(keys=keys, args=args)))
+        for i, source in enumerate(chunk):
+            out[source] = parse_counts(source, numbers[10 * i : 10 * i + 10])
+    short = [s for s in names if out[s].missing] if missing else []
+    if short:
+        since = now - config.coverage_window
         pipe = client.pipeline(transaction=False)
-        sizes = []
-        for source in chunk:
-            sizes.append(queue_reads(pipe, config.coverage_key_of(spider, source), now, config, missing))
-            pipe.hmget(config.key_of(spider, source), "cov_evicted", "coverage_low")
+        for source in short:
+            for state in range(len(REASONS)):
+                low, high = score_range(state, since)
+                pipe.zrangebyscore(
+                    config.coverage_key_of(spider, source), low, high, start=0, num=missing, withscores=True
+                )
         replies = await maybe_await(pipe.execute(raise_on_error=False))
-        at = 0
-        for source, size in zip(chunk, sizes, strict=True):
-            reads, flags = replies[at : at + size], replies[at + size]
-            at += size + 1
-            fields = dict(zip(("cov_evicted", "coverage_low"), flags)) if isinstance(flags, list) else {}
-            out[source] = parse_reads(source, reads, fields)
+        for i, source in enumerate(short):
+            urls = parse_missing(replies[i * len(REASONS) : (i + 1) * len(REASONS)])
+            out[source] = dataclasses.replace(out[source], missing_urls=urls)
     return out
-
-
-def _text(value: Any) -> str | None:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-
-
-def _int(value: Any) -> int:
-    try:
-        number = int(_text(value) or 0)
-    except (TypeError, ValueError):
-        return 0
-    return max(0, number)
 
 
 def listed_url(meta: Mapping[str, Any]) -> str | None:
