@@ -66,6 +66,7 @@ def test_the_alert_leaves_out_urls_within_their_grace_and_needs_enough_of_them()
     assert cov.judged == 3 and cov.judged_ratio() == pytest.approx(2 / 3)
     assert cov.is_low(0.9, min_listed=3) is True
     assert cov.is_low(0.9, min_listed=4) is None  # too few judged: no verdict
+    assert cov.judged_by_reason()["not_fetched"] == 1
     assert Coverage("s", counts(stored=19, failed=1)).is_low(0.9, 10) is False  # 95 %
     assert Coverage("s", counts(stored=17, refused=3)).is_low(0.9, 10) is True  # 85 %
 

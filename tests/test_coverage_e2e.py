@@ -72,6 +72,7 @@ def test_coverage_shows_what_a_sitemap_listed_and_why_pages_are_missing(
         low = wait_for("the coverage_low alert", alerts, 60, workers)
         text = dcrawl(redis_url, "sources", "news", "--coverage")
         assert text.returncode == 0, text.stderr
+        status = json.loads(dcrawl(redis_url, "status", "news", "--json").stdout)
     bad_row, good_row = rows["Bad"], rows["Good"]
     assert (good_row["listed"], good_row["stored"], good_row["missing"], good_row["coverage"]) == (12, 12, 0, 1.0)
     assert (bad_row["listed"], bad_row["stored"], bad_row["missing"]) == (13, 6, 7)
@@ -89,9 +90,13 @@ def test_coverage_shows_what_a_sitemap_listed_and_why_pages_are_missing(
         **dict.fromkeys(bad.urls("gallery"), "not_article"),
         **dict.fromkeys(bad.urls("private"), "refused"),
     }
-    assert [(a["source"], a["state"], a["listed"], a["stored"]) for a in low] == [("Bad", "low", 13, 6)]
-    assert "missing: failed 4, refused 1, not an article 2" in low[0]["message"]
+    # raised as soon as the judged URLs showed it (how many were judged then depends on the pace)
+    assert [(a["source"], a["state"]) for a in low] == [("Bad", "low")]
+    assert low[0]["stored"] < 0.9 * low[0]["listed"] and low[0]["missing"]["failed"] >= 1
+    assert low[0]["stored"] + sum(low[0]["missing"].values()) == low[0]["listed"]
     assert not good_row["coverage_low"]
+    panel = {s["source"]: s["coverage_low"] for s in status["events"]["top_sources"]}  # the dashboard's
+    assert panel == {"Bad": True, "Good": False}
     out = " ".join(text.stdout.split())
     assert f"failed {bad.urls('broken')[0]}" in out and f"not an article {bad.urls('gallery')[0]}" in out
     assert "Bad: 7 missing" in out

@@ -203,9 +203,8 @@ def test_a_request_the_node_refused_is_not_an_error_of_its_source() -> None:
     from scrapy.exceptions import IgnoreRequest
     from twisted.internet.error import ConnectionRefusedError
 
-    from distributed_crawler.events.middleware import RemovedPageMiddleware
-
     from distributed_crawler.events.coverage import CoverageLog
+    from distributed_crawler.events.middleware import RemovedPageMiddleware
 
     class Feed:
         def __init__(self) -> None:

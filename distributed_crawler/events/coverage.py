@@ -101,6 +101,10 @@ class Coverage:
     def by_reason(self) -> dict[str, int]:
         return {reason: self.counts[state] for state, reason in enumerate(REASONS)}
 
+    def judged_by_reason(self) -> dict[str, int]:
+        """Missing URLs by reason among those the alert judges (not those within their grace)."""
+        return {**self.by_reason(), "not_fetched": max(0, self.counts[NOT_FETCHED] - self.fresh)}
+
     def as_dict(self) -> dict[str, Any]:
         ratio = self.ratio
         return {

@@ -22,7 +22,7 @@ def message(cov: Coverage, low: bool, minimum: float) -> str:
     ratio = cov.judged_ratio() or 0.0
     if not low:
         return f"source {cov.source}: coverage back to {ratio:.0%} of {cov.judged} listed URLs"
-    reasons = ", ".join(f"{WORDS[r]} {n}" for r, n in cov.by_reason().items() if n)
+    reasons = ", ".join(f"{WORDS[r]} {n}" for r, n in cov.judged_by_reason().items() if n)
     return (
         f"source {cov.source}: only {cov.stored} of {cov.judged} URLs its sitemaps and feeds listed were "
         f"stored ({ratio:.0%}, under SOURCE_COVERAGE_MIN {minimum:.0%}); missing: {reasons}; "
@@ -48,7 +48,7 @@ async def check_coverage(
             "listed": cov.judged,
             "stored": cov.stored,
             "coverage": round(cov.judged_ratio() or 0.0, 3),
-            "missing": cov.by_reason(),
+            "missing": cov.judged_by_reason(),
         }
         await alerter.alert(COVERAGE_LOW, "-", message(cov, low, config.coverage_min), now, **details)
         changed.append((source, low))

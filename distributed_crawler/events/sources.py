@@ -146,6 +146,7 @@ class SourceHealth:
     quality: dict[str, tuple[float, float]] = field(default_factory=dict)  # field -> (recent, baseline) share
     judged: int = 0  # new articles whose extraction was judged
     drift_flag: tuple[str, ...] = ()  # the fields the nodes' check alerted as drifting
+    coverage_flag: bool = False  # the nodes' check alerted coverage_low (events/coverage_alert.py)
 
     def drifting(self, min_articles: int, drop: float) -> tuple[str, ...]:
         """The fields whose recent share fell sharply below this source's own baseline."""
@@ -189,6 +190,7 @@ class SourceHealth:
             "alerted": self.silent_flag,
             "extraction": {f: {"recent": round(r, 3), "baseline": round(b, 3)} for f, (r, b) in self.quality.items()},
             "drift": list(self.drift_flag),  # fields alerted as drifting by the nodes' check
+            "coverage_low": self.coverage_flag,
         }
 
 
@@ -247,6 +249,7 @@ def parse_source(source: str, fields: Mapping[Any, Any], now: float, days: int) 
         quality=_quality(plain),
         judged=_int(plain.get("q:n")) or 0,
         drift_flag=tuple(f for f in str(plain.get("drift") or "").split(",") if f in QUALITY_FIELDS),
+        coverage_flag=str(plain.get("coverage_low", "0")) == "1",
     )
 
 
