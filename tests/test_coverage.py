@@ -84,9 +84,13 @@ def test_the_log_keeps_canonical_urls_by_source_and_is_bounded() -> None:
     assert pairs[0] == ("https://news.example.com/a?a=1&b=2", "L")
     assert sorted(pairs[1:]) == [(f"{SITE}/a?a=1&b=2", str(STORED)), (f"{SITE}/b", str(STORED))]
     assert log.take() == []
-    for i in range(MAX_PENDING + 5):
+    for i in range(1005):
         log.listed(f"{SITE}/{i}")
-    assert log.size == MAX_PENDING and log.dropped == 5
+    assert log.size == 1000 and log.dropped == 5  # SOURCE_COVERAGE_MAX_URLS per source and write
+    log.take()
+    for i in range(MAX_PENDING + 5):
+        log.listed(f"https://s{i}.example/")
+    assert log.size == MAX_PENDING and log.dropped == 10
 
 
 def test_listed_url_meta_from_redis_is_untrusted() -> None:

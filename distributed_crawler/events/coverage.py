@@ -240,10 +240,12 @@ class CoverageLog:
         source = self._source_of(url)
         if not source:
             return
-        if self.size >= MAX_PENDING:
+        pairs = self.pending.setdefault(source, [])
+        # a source keeps SOURCE_COVERAGE_MAX_URLS at most: more in one write would only be evicted
+        if self.size >= MAX_PENDING or len(pairs) >= 2 * self.config.coverage_max_urls:
             self.dropped += 1
             return
-        self.pending.setdefault(source, []).extend((url, what))
+        pairs.extend((url, what))
         self.size += 1
 
     def take(self) -> list[tuple[list[str], list[Any]]]:
