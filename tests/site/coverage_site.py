@@ -92,7 +92,7 @@ class CoverageSite(LocalSite):
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        self.url = self.serve(Handler, self.host)
+        self.url = self.serve(Handler, host=self.host)
         return self.url
 
 
