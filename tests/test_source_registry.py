@@ -247,6 +247,8 @@ def test_an_operators_delay_wins_over_the_registrys_rate(
     assert json.loads(redis_client.hget("{news}:overrides", "lemonde.fr"))["concurrency"] == 1
     assert _dcrawl(redis_url, "sources", "news", "import", _write(tmp_path, "o3.csv", OUTLETS), "--no-seed") == 0
     assert delay() == 0.5  # the registry's delay follows the registry
+    assert _dcrawl(redis_url, "host", "news", "lemonde.fr", "show") == 0
+    assert "delay 0.5 (its source's rate)" in capsys.readouterr().out
     assert _dcrawl(redis_url, "host", "news", "lemonde.fr", "set", "--delay", "3") == 0
     assert _dcrawl(redis_url, "sources", "news", "remove", "Le Monde") == 0
     assert delay() == 3.0  # a remove leaves the operator's delay alone

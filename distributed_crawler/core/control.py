@@ -258,6 +258,8 @@ def describe(o: dict[str, Any] | None) -> str:
     if not o:
         return "none"
     parts = [f"{k} {o[k]}" for k in ("delay", "concurrency", "max_pages", "render") if k in o]
+    if "delay" in o and o.get("delay_from") == FROM_REGISTRY:
+        parts[0] += " (its source's rate)"
     if "until" in o:
         try:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(o["until"])))
