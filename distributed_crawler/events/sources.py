@@ -48,7 +48,7 @@ class SourcesConfig:
     drift_min_articles: int = 20
     drift_drop: float = 0.5
     drift_text_chars: int = 500
-    coverage_key: str = "{%(spider)s}:coverage:%(source)s"
+    coverage_key: str = default("SOURCE_COVERAGE_KEY")
     coverage_min: float = 0.9
     coverage_window: float = 86400.0
     coverage_grace: float = 3600.0
@@ -87,7 +87,8 @@ class SourcesConfig:
         return self.index_key(spider) + ":check"
 
     def coverage_key_of(self, spider: str, source: str) -> str:
-        return self.coverage_key % {"spider": spider, "name": spider, "source": source}
+        """One source's coverage set (events/coverage.py)."""
+        return fill(self.coverage_key, spider, source=source)
 
 
 def lag_bucket(seconds: float) -> int:
