@@ -113,6 +113,10 @@ ENTRY_DATE_META = "entry_date"
 ENTRY_TITLE_META = "entry_title"
 # On article requests from a feed item or a news sitemap entry: True (a page-type signal: they list stories).
 LISTED_META = "listed"
+# On article requests from a sitemap or feed entry: the entry's canonical URL, under which the
+# page's outcome counts for its source's coverage (events/coverage.py; a redirect keeps it).
+# Read from Redis: only a string that looks like a URL counts.
+COVERAGE_URL_META = "listed_url"
 
 # -- set for the spider -------------------------------------------------------------------------
 # Set by rendering/handler.py after a render (every frame of the page); read by spiders through

@@ -45,6 +45,7 @@ def built_keys() -> set[str]:
     names |= set(nodes.all()) | {nodes.node(NODE)}
     sources = SourcesConfig.from_settings(settings)
     names |= {sources.index_key(SPIDER), sources.key_of(SPIDER, SOURCE), sources.check_lock(SPIDER)}
+    names.add(sources.coverage_key_of(SPIDER, SOURCE))
     names.add(EventsConfig.from_settings(settings).stream(SPIDER))
     names.add(fill(WebhookConfig(url="http://sink.example", secret="s").stats_key, SPIDER))
     news = NewsConfig.from_settings(settings)

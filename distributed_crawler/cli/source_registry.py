@@ -98,7 +98,7 @@ def _import(args: argparse.Namespace) -> int:
     plan = plan_import(read_registry(control), sources)
     seeds = [] if args.no_seed else _site_seeds(settings, plan.new)  # checked before anything is written
     try:
-        apply_import(control, settings, plan, user(args), "cli")
+        kept = apply_import(control, settings, plan, user(args), "cli")
     except ResponseError as exc:
         raise ValueError(wrong_registry(control, exc)) from None
     if seeds:
@@ -108,6 +108,11 @@ def _import(args: argparse.Namespace) -> int:
         f"imported {len(sources)} source(s) from {path} into {keys.sources}: {len(plan.new)} new{seeded}, "
         f"{len(plan.replaced)} replaced, {len(plan.unchanged)} unchanged; every node applies them within 2 s"
     )
+    for site in kept:
+        print(
+            f"note: {site} keeps its operator's delay (`dcrawl host {keys.spider} {site} show`); its source's rate "
+            f"applies once that is removed: dcrawl host {keys.spider} {site} unset --delay"
+        )
     return 0
 
 

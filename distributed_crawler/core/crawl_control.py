@@ -138,6 +138,10 @@ class CrawlControl:
         """Every registered source: {site: raw JSON}."""
         return self.client.hgetall(self.keys.sources)
 
+    def source(self, site: str) -> Any:
+        """One registered source's raw JSON (None: not registered)."""
+        return self.client.hget(self.keys.sources, site)
+
     def write_sources(self, put: dict[str, str], drop: Sequence[str] = ()) -> Any:
         """Set and remove registry entries and move its version, all or nothing (lua/registry_write.lua:
         nodes see all of an import or none of it); returns the new version."""

@@ -55,6 +55,7 @@ from twisted.internet.defer import Deferred
 
 from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import EpisodeLog, finite, text
+from distributed_crawler.core.checks import ForbiddenByRobots
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.guard import AddressRefused
 from distributed_crawler.core.refusals import RefusalLog
@@ -274,11 +275,13 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         counted here, written with the node's next refusal counts, never a round trip of its own)."""
         try:
             super().process_request_2(rp, request)
-        except IgnoreRequest:
+        except IgnoreRequest as exc:
             refusals = getattr(scheduler_of(self.crawler), "refusals", None)
             if isinstance(refusals, RefusalLog):
                 refusals.count(request.url, ROBOTS_REFUSAL)
-            raise
+            if isinstance(exc, ForbiddenByRobots):  # coverage tells it from other drops
+                raise
+            raise ForbiddenByRobots(*exc.args) from None
 
     def _allows(self, parser: RobotParser, request: Request) -> bool:
         """`request` may go under `parser` (Scrapy's check, nothing counted)."""

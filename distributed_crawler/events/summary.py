@@ -51,7 +51,16 @@ async def events_summary(client: Any, settings: Any, spider: str) -> dict[str, A
     top = [
         {
             k: r[k]
-            for k in ("source", "articles_per_day", "articles_28d", "since_last_seconds", "lag_p95_seconds", "silent")
+            for k in (
+                "source",
+                "articles_per_day",
+                "articles_28d",
+                "since_last_seconds",
+                "lag_p95_seconds",
+                "silent",
+                "drift",
+                "coverage_low",
+            )
         }
         for r in rows[:TOP_SHOWN]
     ]
