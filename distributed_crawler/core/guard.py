@@ -183,7 +183,8 @@ def guarded_agent(
 ) -> Agent | None:
     """The agent of one plain download: guarded unless it goes through the operator's proxy.
     Scrapy's connection pool is kept bounded on the way (docs/settings.md, per-host state)."""
-    bound_connection_pool(pool, POOL_IDLE_SECONDS)
+    if pool is not None:
+        bound_connection_pool(pool, POOL_IDLE_SECONDS)
     rule = rule_of(crawler)
     if rule is None or request.meta.get("proxy"):
         return None  # Scrapy's own agent
