@@ -22,8 +22,8 @@ Measured per run, from the seed to the last page stored (or to `--timeout`, page
 pages/s; worker CPU ms per page (/proc); Redis round trips per page (socket writes of redis-py in
 the workers, bench/probe.py; ours only); Redis CPU per page (the redis-server process's CPU, ours
 only: plain Scrapy reads its seeds from Redis and nothing else); peak RSS per worker (VmHWM from
-/proc just before the workers are stopped) and RSS samples along the crawl; robots.txt fetches per
-host (the site's counts).
+/proc just before the workers are stopped) and RSS samples along the crawl; the leases the workers
+hold (`{news}:processing`) along the crawl; robots.txt fetches per host (the site's counts).
 
 Usage: .venv/bin/python bench/wide.py --hosts 2000 --runs 2 --json
        .venv/bin/python bench/wide.py --hosts 10000 --timeout 420
@@ -70,6 +70,7 @@ SIDES = ("ours", "plain")
 STALL_SECONDS = 30.0  # no new row for this long: the crawl is over (pages lost or refused)
 RSS_EVERY = 2.0  # seconds between two RSS samples of each worker
 CONCURRENT_PER_WORKER = 32
+LEASES_KEY = "{news}:processing"
 
 
 def proc_memory(pid: int) -> dict[str, int]:
@@ -131,6 +132,7 @@ def run_once(children: Children, side: str, args: argparse.Namespace, run_no: in
     expected = args.hosts * args.pages_per_host
     rss: dict[str, list[tuple[float, int, int]]] = {}
     peak: dict[str, int] = {}
+    leased: list[tuple[float, int, int]] = []
     try:
         nodes = [f"w{i}" for i in range(1, (1 if side == "plain" else args.workers) + 1)]
         for node in nodes:
@@ -156,6 +158,8 @@ def run_once(children: Children, side: str, args: argparse.Namespace, run_no: in
                 cpu_after = cpu_snapshot(procs)
             if now >= next_rss:
                 next_rss = now + RSS_EVERY
+                if side == "ours":  # leases held: work the workers took and have not finished
+                    leased.append((round(now - t0, 1), n, int(client.zcard(LEASES_KEY))))
                 for node, proc in workers.procs.items():
                     mem = proc_memory(proc.pid)
                     if mem:
@@ -217,6 +221,8 @@ def run_once(children: Children, side: str, args: argparse.Namespace, run_no: in
         "peak_rss_mb_per_worker": {n: round(kb / 1024, 1) for n, kb in sorted(peak.items())},
         "max_peak_rss_mb": round(max(peak.values()) / 1024, 1) if peak else None,
         "rss_samples": {n: s[:: max(1, len(s) // 40)] + s[-1:] for n, s in rss.items()},  # (s, pages, kB)
+        "leases_samples": leased[:: max(1, len(leased) // 40)] + leased[-1:],  # (s, pages, leases held)
+        "max_leases_held": max((x[2] for x in leased), default=None),
         "robots_fetches": state.get("robots"),
         "hosts_with_robots_fetched": state.get("robots_hosts"),
         "site_pages_served": state.get("pages"),
