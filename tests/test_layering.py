@@ -74,6 +74,7 @@ FORBIDDEN = {
     "meta": {"*"},
     "internals": {"*"},
     "addresses": {"*"},
+    "bounded": {"*"},
 }
 
 

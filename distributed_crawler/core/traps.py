@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
 REPEAT_SCAN_SEGMENTS = 64  # segments looked at for repeats when URL_MAX_SEGMENTS is off (0)
-KNOWN_HOSTS_MAX = 100_000  # host answers a node remembers (least recently used forgotten first)
+KNOWN_HOSTS_MAX = 10_000  # host answers a node remembers (least recently used forgotten first: asked again)
 
 
 def path_segments(url: str) -> list[str]:

@@ -53,6 +53,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.misc import build_from_crawler
 from twisted.internet.defer import Deferred
 
+from distributed_crawler.bounded import BoundedDict
 from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import EpisodeLog, finite, text
 from distributed_crawler.core.checks import ForbiddenByRobots
@@ -84,6 +85,7 @@ ALLOW_ALL = b""
 DISALLOW_ALL = b"User-agent: *\nDisallow: /\n"
 MAX_BODY = 512 * 1024  # RFC 9309: parse at least 500 KiB
 LOCAL_SECONDS = 300.0  # a node re-reads the cache at least this often (another node may refresh it)
+PARSERS_MAX = 1000  # hosts whose parsed robots.txt a node keeps (least recently used forgotten: read again)
 #: Reason of the host block set while robots.txt is fetched; only a block with this reason is lifted.
 ROBOTS_PENDING = "robots.txt pending"
 #: The reason a request robots.txt disallows is counted under (`dcrawl hosts`, `dcrawl sources`).
@@ -180,8 +182,9 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         self.frontier: Frontier | None = None  # the spider's: where a host's robots.txt entry lives
         self.hosts: HostControl | None = None  # the frontier's per-host state, if it keeps one
         self.spider_name = ""
-        # netloc -> (parser, expiry, usable, why not)
-        self._cached: dict[str, tuple[RobotParser, float, bool, str]] = {}
+        # netloc -> (parser, expiry, usable, why not); Scrapy's own `_parsers` stays empty once the
+        # spider is open (process_request falls back to it only before)
+        self._cached: BoundedDict[str, tuple[RobotParser, float, bool, str]] = BoundedDict(PARSERS_MAX, LOCAL_SECONDS)
         self._fetching: dict[str, asyncio.Task[RobotParser]] = {}
         self._holding: set[str] = set()  # netlocs whose first request this node holds
         self._due: dict[str, float] = {}  # netloc -> when the request held for it may go (monotonic)
