@@ -35,6 +35,7 @@ import redis.asyncio as aioredis
 from scrapy import Request
 
 from distributed_crawler.connection.batch import Batch
+from distributed_crawler.connection.lua import lua_source
 from distributed_crawler.core.registry import SourceCache, source_scope_check, table_of
 from distributed_crawler.core.source_records import load_sources, read_records
 from distributed_crawler.events.coverage import FAILED, STORED, CoverageLog
@@ -42,7 +43,6 @@ from distributed_crawler.events.coverage_alert import check_coverage
 from distributed_crawler.events.drift import check_drift
 from distributed_crawler.events.extension import check_silence
 from distributed_crawler.events.sources import SourcesConfig, read_sources
-from distributed_crawler.queue.scripts import lua_source
 
 COUNTRIES = ("FR", "DE", "GB", "US", "ES", "IT", "BR", "IN")
 

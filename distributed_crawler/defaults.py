@@ -69,7 +69,7 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULER_FLUSH_ON_START": False,
     "SCHEDULER_QUEUE_CLASS": "host",  # per-host frontier (fair); priority / fifo / lifo: one queue
     "SCHEDULER_LEASE_SECONDS": 60,
-    "FRONTIER_SHARDS": 1,  # frontier shards, each on its own hash tag (queue/shards.py); 1 = one tag {spider}
+    "FRONTIER_SHARDS": 1,  # frontier shards, each on its own hash tag (frontier/shards.py); 1 = one tag {spider}
     "REQUEST_TTL": 0,  # seconds a pending request may wait before it is dropped at lease; 0 = never
     "SCHEDULER_MAX_DELIVERIES": 5,
     "SCHEDULER_PREFETCH": 0,  # 0 = derived from CONCURRENT_REQUESTS

@@ -107,7 +107,7 @@ def write(client: redis.Redis, config: SourcesConfig, log: CoverageLog) -> None:
 
 
 def open_script() -> str:
-    from distributed_crawler.queue.scripts import lua_source
+    from distributed_crawler.connection.lua import lua_source
 
     return lua_source("coverage_record")
 

@@ -17,8 +17,8 @@ from distributed_crawler.connection.policy import RedisPolicy
 from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.core.pause import PauseWatch
 from distributed_crawler.core.registry import SourceCache
-from distributed_crawler.queue.factory import frontier_for_mode
-from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.frontier.factory import frontier_for_mode
+from distributed_crawler.frontier.keys import SpiderKeys
 
 OUTLETS = (
     "url,name,country,language,tags,deny,rate\n"

@@ -22,11 +22,11 @@ from rich.console import Console
 from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.cli.project import open_control
 from distributed_crawler.cli.source_registry import VERBS, cmd_registry, read_registry, refusals_by_source
+from distributed_crawler.connection.calls import run_sync, server_time
 from distributed_crawler.core.registry import SourceTable
 from distributed_crawler.events.coverage import REASONS, WORDS, read_coverage
 from distributed_crawler.events.sources import SORTS, SourcesConfig, read_sources, sort_sources, sparkline
 from distributed_crawler.monitoring.nodes import duration
-from distributed_crawler.queue.enqueue import run_sync, server_time
 
 # what the table needs besides the sparkline: borders, a 12-wide source, the figures, the state
 SOURCES_FIXED_WIDTH = 81

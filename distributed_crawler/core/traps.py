@@ -26,9 +26,9 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from distributed_crawler.connection.lua import lua_source
 from distributed_crawler.core.checks import Check, Refusal
 from distributed_crawler.defaults import SettingsReader
-from distributed_crawler.queue.scripts import lua_source
 
 if TYPE_CHECKING:
     from scrapy import Request

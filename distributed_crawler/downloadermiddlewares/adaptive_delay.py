@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from scrapy.settings import BaseSettings
 
-    from distributed_crawler.queue.base import HostControl
+    from distributed_crawler.frontier.base import HostControl
 
 logger = logging.getLogger(__name__)
 

@@ -53,6 +53,9 @@ from distributed_crawler.connection.policy import NodeStopping, Purpose
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, finite, is_wrong_type
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.frontier.base import HostControl
+from distributed_crawler.frontier.codec import RequestCodec, allowed_classes
+from distributed_crawler.frontier.deadletters import DeadLetters, failure_entry
 from distributed_crawler.internals import node_stopping
 from distributed_crawler.meta import (
     AUTH_PROXY_META,
@@ -77,9 +80,6 @@ from distributed_crawler.proxies.retries import (
     proxy_failures,
     proxy_retry_times,
 )
-from distributed_crawler.queue.base import HostControl
-from distributed_crawler.queue.codec import RequestCodec, allowed_classes
-from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
 from distributed_crawler.redact import mask_url
 from distributed_crawler.urlhost import normalize_host
 

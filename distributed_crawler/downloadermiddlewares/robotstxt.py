@@ -63,6 +63,7 @@ from distributed_crawler.core.refusals import RefusalLog
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.downloadermiddlewares.retry import RetryLater, slot_of_request
 from distributed_crawler.downloadermiddlewares.robots_cache import CLAIMED, Claim, RobotsCache, cache_key, lock_key
+from distributed_crawler.frontier.base import Frontier, HostControl
 from distributed_crawler.internals import scheduler_of
 from distributed_crawler.meta import (
     DOWNLOAD_STOP_AT_META,
@@ -71,7 +72,6 @@ from distributed_crawler.meta import (
     PROXY_BAN_META,
     RETRY_DELAY_META,
 )
-from distributed_crawler.queue.base import Frontier, HostControl
 
 if TYPE_CHECKING:
     from scrapy import Spider

@@ -27,11 +27,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from distributed_crawler.connection.calls import maybe_await
+from distributed_crawler.connection.lua import lua_source
 from distributed_crawler.dedup.fingerprint import canonicalize_url
 from distributed_crawler.events.sources import SourcesConfig
 from distributed_crawler.meta import COVERAGE_URL_META
-from distributed_crawler.queue.enqueue import maybe_await
-from distributed_crawler.queue.scripts import lua_source
 
 logger = logging.getLogger(__name__)
 

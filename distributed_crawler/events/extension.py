@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
+from distributed_crawler.connection.calls import server_time
 from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.registry import SourceCache
@@ -34,7 +35,6 @@ from distributed_crawler.internals import spider_closing
 from distributed_crawler.keyspace import fill
 from distributed_crawler.keyspace import key as spider_key
 from distributed_crawler.monitoring.alerts import AlertConfig, Alerter
-from distributed_crawler.queue.enqueue import server_time
 from distributed_crawler.storage.changes import attach
 
 if TYPE_CHECKING:

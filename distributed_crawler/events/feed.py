@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from distributed_crawler.connection.batch import Batch
+from distributed_crawler.connection.lua import lua_source
 from distributed_crawler.connection.policy import Purpose, RedisPolicy
 from distributed_crawler.connection.untrusted import EpisodeLog, is_wrong_type
 from distributed_crawler.core.traps import registered_domain
@@ -36,7 +37,6 @@ from distributed_crawler.events.sources import LAG_EDGES, SourcesConfig, lag_buc
 from distributed_crawler.keyspace import default, fill
 from distributed_crawler.news.counts import MAX_HOSTS, stored_field
 from distributed_crawler.news.storing import page_type_of
-from distributed_crawler.queue.scripts import lua_source
 from distributed_crawler.storage.changes import CHANGED, NEW, UNCHANGED, RowChange
 from distributed_crawler.urlhost import url_host
 

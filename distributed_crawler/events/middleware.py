@@ -1,7 +1,7 @@
 """The two places the change feed looks at a request: its items' delivery, and a vanished page.
 
 `RedeliveredItemsMiddleware` (spider middleware) marks the items of a request delivered before
-(the queue member's delivery count, queue/envelope.py): the storage publishes their events even
+(the queue member's delivery count, frontier/envelope.py): the storage publishes their events even
 when their rows did not change, since the node that stored them may have died before publishing.
 `RemovedPageMiddleware` (downloader middleware) turns a 404 or 410 on a revisit of a page the
 recrawl schedule has fetched before into a `removed` event (the row itself is kept), and counts
@@ -20,8 +20,8 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from distributed_crawler.core.checks import ForbiddenByRobots
 from distributed_crawler.events.coverage import FAILED, REFUSED
 from distributed_crawler.events.extension import ChangeFeedExtension
+from distributed_crawler.frontier.envelope import split_member
 from distributed_crawler.meta import LEASE_META, NEWS_SITE_META, RECRAWL_TICKET_META
-from distributed_crawler.queue.envelope import split_member
 from distributed_crawler.recrawl.node import RecrawlNode
 
 if TYPE_CHECKING:

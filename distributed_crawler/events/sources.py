@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from distributed_crawler.connection.calls import maybe_await
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.keyspace import default, fill
-from distributed_crawler.queue.enqueue import maybe_await
 
 #: Upper edges (seconds) of the publish-to-first-seen lag buckets; the last bucket is open.
 LAG_EDGES: tuple[int, ...] = (30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400, 172800, 604800)

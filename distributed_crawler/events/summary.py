@@ -8,10 +8,10 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
+from distributed_crawler.connection.calls import maybe_await
 from distributed_crawler.events.feed import EventsConfig
 from distributed_crawler.events.sources import SourcesConfig, read_sources, sort_sources
 from distributed_crawler.keyspace import key as spider_key
-from distributed_crawler.queue.enqueue import maybe_await
 
 logger = logging.getLogger(__name__)
 

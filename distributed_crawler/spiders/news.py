@@ -46,6 +46,7 @@ from distributed_crawler.downloadermiddlewares.robotstxt import cache_key, cache
 from distributed_crawler.events.coverage import NEAR_DUPLICATE, NOT_ARTICLE, SKIPPED, STORED, CoverageLog
 from distributed_crawler.events.extension import ChangeFeedExtension
 from distributed_crawler.events.feed import ARTICLE_TYPES
+from distributed_crawler.frontier.deadletters import DeadLetters, failure_entry
 from distributed_crawler.internals import node_stopping, scheduler_of
 from distributed_crawler.meta import (
     BACKFILL_META,
@@ -72,7 +73,6 @@ from distributed_crawler.news.nearduplicate import Match, NearDuplicateIndex, fi
 from distributed_crawler.news.robots_meta import RobotsMeta, header_values, robots_meta
 from distributed_crawler.news.rules import SiteRules
 from distributed_crawler.news.storing import page_type_of
-from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
 from distributed_crawler.rendering.frames import frames_text, static_iframe_urls
 from distributed_crawler.spiders.redis_spider import RedisSpider
 from distributed_crawler.urlhost import url_host
