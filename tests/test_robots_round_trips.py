@@ -74,7 +74,15 @@ def round_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[RoundTrips]:
 
 
 def _node(settings: dict[str, Any], downloads: list[str]) -> tuple[Any, RobotsTxtMiddleware]:
-    crawler = get_crawler(_Spider, settings_dict={"NODE_ID": "n1", "ROBOTSTXT_OBEY": True, **settings})
+    crawler = get_crawler(
+        _Spider,
+        settings_dict={
+            "NODE_ID": "n1",
+            "ROBOTSTXT_OBEY": True,
+            "SCHEDULER": "distributed_crawler.scheduler.RedisScheduler",
+            **settings,
+        },
+    )
     crawler.spider = _Spider.from_crawler(crawler)
     crawler.stats.open_spider()
 

@@ -50,7 +50,7 @@ from scrapy.http import Request
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
-from scrapy.utils.misc import build_from_crawler
+from scrapy.utils.misc import build_from_crawler, load_object
 from twisted.internet.defer import Deferred
 
 from distributed_crawler.bounded import BoundedDict
@@ -203,7 +203,9 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         self.client = context.acquire().client
         self.spider_name = spider.name
         self.frontier = context.frontier_for(spider.name)
-        self.hosts = self.frontier.host_control()
+        # the host is blocked while its robots.txt is fetched only where our scheduler leases from the
+        # host frontier; elsewhere (`dcrawl extract`, Scrapy's scheduler) the crawl's hosts are not ours
+        self.hosts = self.frontier.host_control() if self._leases_from_frontier() else None
         self.cache = RobotsCache(
             self.client,
             self.key_template,
@@ -214,6 +216,16 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
             self.wait_seconds,
             ROBOTS_PENDING,
         )
+
+    def _leases_from_frontier(self) -> bool:
+        from distributed_crawler.core.scheduler import RedisScheduler  # the scheduler imports the node's parts
+
+        scheduler = self.crawler.settings.get("SCHEDULER")
+        try:
+            cls = load_object(scheduler) if isinstance(scheduler, str) else scheduler
+        except (ImportError, ValueError, NameError):
+            return False
+        return isinstance(cls, type) and issubclass(cls, RedisScheduler)
 
     async def spider_closed(self, spider: Spider) -> None:
         for task in list(self._fetching.values()):
