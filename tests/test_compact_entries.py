@@ -6,6 +6,7 @@ the previous release (envelope + full JSON) keep working in every script."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import redis
@@ -56,6 +57,16 @@ def push(scripts: Frontier, members: list[tuple[str, str]], delay: float = 0.0) 
     run_sync(Enqueuer(scripts, SetDedup(KEYS.dupefilter)).run("push", entries))
 
 
+def queued(client: redis.Redis, host: str) -> list[bytes]:
+    """A host's members in its order: its queue zset's priorities >= 0, its list, the zset's rest
+    (lua/lib/host.lua host_peek)."""
+    zset = client.zrange(KEYS.host_queue(host), 0, -1)
+    envelope = [re.match(rb"\d+:(-?\d+):", m) for m in zset]
+    ahead = [m for m, e in zip(zset, envelope) if not e or int(e.group(1)) >= 0]
+    behind = [m for m in zset if m not in ahead]
+    return ahead + client.lrange(KEYS.host_list(host), 0, -1) + behind
+
+
 def link(codec: RequestCodec, url: str, **kwargs: object) -> str:
     request = Request(url, callback=codec.spider.parse, meta={"depth": 2}, **kwargs)  # type: ignore[union-attr]
     return make_member(codec.encode(request, slot=HOST), request.priority)
@@ -93,9 +104,9 @@ def test_a_host_queue_stores_the_path_and_the_lease_holds_the_whole_url(
     member = link(codec, ARTICLE)
     assert member == f'{ARTICLE} {{"d":2}}'  # no envelope: 0 deliveries, priority 0, no expiry
     push(scripts, [(HOST, member)])
-    (stored,) = redis_client.zrange(KEYS.host_queue(HOST), 0, -1)
+    (stored,) = redis_client.lrange(KEYS.host_list(HOST), 0, -1)  # priority 0, in arrival order: the list
     assert stored == b'/2026/05/04/world/article-headline-a1b2c3d4e5.html {"d":2}'
-    assert redis_client.object("encoding", KEYS.host_queue(HOST)) == b"listpack"  # <= 64 bytes
+    assert not redis_client.exists(KEYS.host_queue(HOST))  # no zset for it
     popped = scripts.lease(5, 60)
     (lease,) = [h.lease for h in popped.leases]
     assert lease == f"1:0:{member}".encode()
@@ -106,8 +117,8 @@ def test_a_host_queue_stores_the_path_and_the_lease_holds_the_whole_url(
 def test_urls_the_queue_key_does_not_name_stay_whole(
     scripts: Frontier, redis_client: redis.Redis, codec: RequestCodec
 ) -> None:
-    """http, another host of the slot (DOMAIN_RATE_LIMITS domain), user info: stored as given; a
-    non-default port is part of the host queue's name: stored as the path."""
+    """Another host of the slot (DOMAIN_RATE_LIMITS domain), user info: stored as given; http of the
+    host: "~" and its path; a non-default port is part of the host queue's name: stored as the path."""
     members = [
         ("www.news.example", link(codec, "http://www.news.example/a")),
         ("news.example", make_member(codec.encode(Request("https://www.news.example/b"), slot="news.example"), 0)),
@@ -118,8 +129,8 @@ def test_urls_the_queue_key_does_not_name_stay_whole(
         ("www.news.example", link(codec, "https://user@www.news.example/d")),
     ]
     push(scripts, members)
-    stored = {m for slot, _ in members for m in redis_client.zrange(KEYS.host_queue(slot), 0, -1)}
-    assert stored == {b'/c {"callback":null}'} | {m.encode() for slot, m in members if slot != "news.example:8443"}
+    stored = {m for slot, _ in members for m in queued(redis_client, slot)}
+    assert stored == {b'/c {"callback":null}', b'~/a {"d":2}'} | {m.encode() for _, m in members[1::2]}
     leases = scripts.lease(10, 60).leases
     assert sorted(split_member(h.lease).payload for h in leases) == sorted(m for _, m in members)
 
@@ -131,12 +142,12 @@ def test_reclaim_and_release_put_the_compact_entry_back(
     push(scripts, [(HOST, member)])
     (lease,) = [h.lease for h in scripts.lease(1, 60).leases]
     assert scripts.release([lease]) == 1  # no delivery counted: back without an envelope, page given back
-    assert redis_client.zrange(KEYS.host_queue(HOST), 0, -1) == [member.removeprefix(f"https://{HOST}").encode()]
+    assert queued(redis_client, HOST) == [member.removeprefix(f"https://{HOST}").encode()]  # front: the zset
     assert redis_client.hget(KEYS.host(HOST), "pages") == b"0"
     (lease,) = [h.lease for h in scripts.lease(1, 60).leases]
     redis_client.zadd(KEYS.processing, {lease: 1})  # expired
     assert scripts.reclaim(5, limit=10, failed_cap=10, node_id="t") == (1, 0)
-    (stored,) = redis_client.zrange(KEYS.host_queue(HOST), 0, -1)
+    (stored,) = queued(redis_client, HOST)
     assert stored == b"1:0:" + member.removeprefix(f"https://{HOST}").encode()  # one delivery counted
     (lease,) = [h.lease for h in scripts.lease(1, 60).leases]
     assert lease == f"2:0:{member}".encode()
@@ -183,7 +194,7 @@ def test_a_frontier_written_by_the_previous_release_keeps_working(
     assert all(r.callback == codec.spider.parse for r in requests)  # type: ignore[union-attr]
     assert [split_member(x).deliveries for x in leases].count(2) == 2  # the reclaimed and the retry
     assert redis_client.hget(KEYS.host(HOST), "pages") == b"8"  # 4 + three old new pages + the new link
-    assert redis_client.zcard(KEYS.host_queue(HOST)) == 0 and redis_client.zcard(KEYS.processing) == 6
+    assert queued(redis_client, HOST) == [] and redis_client.zcard(KEYS.processing) == 6
 
 
 def test_a_revisit_waiting_in_its_host_queue_is_not_queued_twice(
@@ -199,7 +210,7 @@ def test_a_revisit_waiting_in_its_host_queue_is_not_queued_twice(
     for _ in range(2):
         redis_client.zadd(recrawl_keys.schedule, {"fp": 0})
         assert schedule.move_due(10, 60).moved == 1
-    assert redis_client.zcard(KEYS.host_queue(HOST)) == 1
+    assert len(queued(redis_client, HOST)) == 1
 
 
 def test_an_envelope_less_member_that_is_not_ours_is_leased_for_the_dead_letters(

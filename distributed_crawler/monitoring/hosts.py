@@ -111,20 +111,26 @@ async def read_rows(
     over: set[str],
     skips: Skips,
 ) -> list[HostRow]:
-    """One row per host (ready score given for hosts in the ready index); two commands a host."""
+    """One row per host (ready score given for hosts in the ready index); three commands a host
+    (its queue zset, its list: lua/lib/host.lua host_list, its state hash)."""
     hosts = sorted(set(ready) | over)
     calls: list[tuple[str, tuple[Any, ...]]] = []
     for host in hosts:
         calls.append(("zcard", (keys.host_queue(host),)))
+        calls.append(("llen", (keys.host_list(host),)))
         calls.append(("hmget", (keys.host(host), *HOST_FIELDS)))
     replies = await _pipelined(client, calls)
     rows = []
     queue_pattern, state_pattern = keys.host_queue("<host>"), keys.host("<host>")
     for i, host in enumerate(hosts):
-        size, fields = replies[2 * i], replies[2 * i + 1]
+        size, listed, fields = replies[3 * i], replies[3 * i + 1], replies[3 * i + 2]
         if _is_error(size):
             skips.add(queue_pattern)
             size = 0
+        if _is_error(listed):
+            skips.add(keys.host_list("<host>"))
+            listed = 0
+        size = int(size) + int(listed)
         if _is_error(fields) or not isinstance(fields, list) or len(fields) != len(HOST_FIELDS):
             skips.add(state_pattern)
             fields = [None] * len(HOST_FIELDS)

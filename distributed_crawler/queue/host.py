@@ -72,7 +72,9 @@ class HostFrontier(Frontier):
         pipe = self.client.pipeline(transaction=False)
         for name in names:
             pipe.zcard(k.host_queue(name))
-        return dict(zip(names, (int(n) for n in await maybe_await(pipe.execute()))))
+            pipe.llen(k.host_list(name))  # lua/lib/host.lua host_list: its requests of priority 0
+        sizes = [int(n) for n in await maybe_await(pipe.execute())]
+        return dict(zip(names, (z + n for z, n in zip(sizes[::2], sizes[1::2]))))
 
     def _prefixes(self) -> list[str]:
         """Host queue and host hash key prefixes (the templates end with %(host)s: FrontierConfig)."""

@@ -127,6 +127,11 @@ class SpiderKeys:
             "host": host,
         }
 
+    def host_list(self, host: str) -> str:
+        """One host's list (host mode): its requests of priority 0 in arrival order, beside its
+        queue zset (lua/lib/host.lua host_list: the queue key and "/", which no host holds)."""
+        return self.host_queue(host) + "/"
+
     def host(self, host: str) -> str:
         """One host's state hash (host mode)."""
         return self.host_template % {"spider": self.tag or self.spider, "name": self.tag or self.spider, "host": host}
