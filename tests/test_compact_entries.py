@@ -242,3 +242,81 @@ def test_a_sharded_frontier_routes_a_compact_lease_to_its_hosts_shard(redis_clie
     assert '"slot":"h1.example"' in named
     assert sharded.shard_of_member(named) == sharded.shard_of_url("https://h1.example/")  # type: ignore[attr-defined]
     assert sharded.shard_of_member("garbage") == 0  # type: ignore[attr-defined]
+
+
+def start_request(url: str, **kwargs: object) -> Request:
+    """A start request as a node makes it of a `dcrawl seed` line, with Scrapy's start meta."""
+    return Request(url, dont_filter=True, meta={"is_start_request": True}, **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_start_requests_defaults_cost_one_mark(codec: RequestCodec) -> None:
+    """Scrapy's defaults of a start request (no callback, dont_filter, meta is_start_request) are
+    the mark "S"; a field off those defaults is still written, and every form reads back."""
+    plain = codec.encode(start_request(ARTICLE), slot=HOST)
+    assert plain == f"{ARTICLE} S"
+    back = codec.decode(plain)
+    assert (back.callback, back.dont_filter, back.meta) == (None, True, {"is_start_request": True})
+    odd = start_request(ARTICLE, callback=codec.spider.parse, priority=3)  # type: ignore[union-attr]
+    odd.meta["k"] = 1
+    odd.dont_filter = False
+    payload = codec.encode(odd, slot=HOST)
+    assert payload == f'{ARTICLE} S{{"callback":"parse","priority":3,"dont_filter":false,"meta":{{"k":1}}}}'
+    back = codec.decode(payload)
+    assert (back.callback, back.dont_filter, back.priority) == (codec.spider.parse, False, 3)  # type: ignore[union-attr]
+    assert back.meta == {"is_start_request": True, "k": 1}
+    # another priority goes to a zset, where an id keeps two equal requests apart; so does a retry
+    assert '"id":' in codec.encode(start_request(ARTICLE, priority=3), slot=HOST)
+    assert codec.encode(start_request(ARTICLE), slot=HOST, again=True).startswith(f'{ARTICLE} S{{"id":')
+    assert '"id":' in codec.encode(start_request(ARTICLE))  # the single queue (no slot): a zset
+
+
+def test_equal_start_requests_stay_two_requests_with_two_leases(
+    scripts: Frontier, redis_client: redis.Redis, codec: RequestCodec
+) -> None:
+    """Seeding a URL twice means fetching it twice: both wait in the host's list, and their leases
+    differ (host_pop.lua lease_apart), so each is acked, released or reclaimed on its own."""
+    member = make_member(codec.encode(start_request(ARTICLE), slot=HOST), 0)
+    push(scripts, [(HOST, member), (HOST, member)])
+    assert redis_client.lrange(KEYS.host_list(HOST), 0, -1) == [f"{member.removeprefix('https://' + HOST)}".encode()] * 2
+    leases = [h.lease for h in scripts.lease(5, 60).leases]
+    assert leases == [f"1:0:{ARTICLE} S".encode(), f'1:0:{ARTICLE} S{{"id":"1"}}'.encode()]
+    assert redis_client.zcard(KEYS.processing) == 2
+    assert [codec.decode(split_member(lease).payload).meta for lease in leases] == [{"is_start_request": True}] * 2
+    redis_client.zrem(KEYS.processing, leases[0])  # one acked: the other lease still stands
+    assert redis_client.zrange(KEYS.processing, 0, -1) == [leases[1]]
+
+
+def test_a_hosts_order_across_its_queue_and_its_list(
+    scripts: Frontier, redis_client: redis.Redis, codec: RequestCodec
+) -> None:
+    """Priority first, FIFO among equals, whichever key holds them: the zset's priorities >= 0
+    (the previous release's entries of priority 0 included), the list, the lower priorities."""
+    redis_client.zadd(KEYS.host_queue(HOST), {old_member(f"https://{HOST}/old", HOST): 1})  # previous release
+    redis_client.zadd(KEYS.ready, {HOST: 0})
+    members = [
+        (HOST, link(codec, f"https://{HOST}/a")),
+        (HOST, link(codec, f"https://{HOST}/low", priority=-1)),
+        (HOST, link(codec, f"https://{HOST}/b")),
+        (HOST, link(codec, f"https://{HOST}/high", priority=5)),
+    ]
+    push(scripts, members)
+    leases = [h.lease for h in scripts.lease(2, 60).leases]
+    assert [payload_url(split_member(x).payload) for x in leases] == [f"https://{HOST}/high", f"https://{HOST}/old"]
+    assert scripts.release(leases[1:]) == 1  # back to the front of priority 0: before the list
+    got = [h.lease for h in scripts.lease(10, 60).leases]
+    assert [payload_url(split_member(x).payload) for x in got] == [f"https://{HOST}/{p}" for p in ("old", "a", "b", "low")]
+    assert not redis_client.exists(KEYS.host_queue(HOST), KEYS.host_list(HOST))
+
+
+def test_http_urls_of_the_host_are_stored_as_a_marked_path(
+    scripts: Frontier, redis_client: redis.Redis, codec: RequestCodec
+) -> None:
+    url = f"http://{HOST}/2026/05/04/a.html"
+    request = Request(url, callback=codec.spider.parse, headers={"Referer": f"http://{HOST}/world/"}, meta={"depth": 1})  # type: ignore[union-attr]
+    member = make_member(codec.encode(request, slot=HOST), 0)
+    push(scripts, [(HOST, member)])
+    assert redis_client.lrange(KEYS.host_list(HOST), 0, -1) == [b'~/2026/05/04/a.html {"r":"/world/","d":1}']
+    (lease,) = [h.lease for h in scripts.lease(1, 60).leases]
+    assert lease == f"1:0:{member}".encode()
+    back = codec.decode(split_member(lease).payload)
+    assert (back.url, back.headers.get("Referer")) == (url, f"http://{HOST}/world/".encode())

@@ -68,12 +68,17 @@ def test_a_slow_host_never_starves_a_fast_one(workers: Workers, redis_client: re
         workers.wait_ready("node-a")
         redis_client.lpush("news:start_urls", slow.url + "/")
         slow_queue = "{news}:q:127.0.0.2"  # the DOMAIN_RATE_LIMITS domain is the slot
-        wait_for(lambda: redis_client.zcard(slow_queue) >= 5, 30, "the slow site's links to be queued")
+        # its queue zset and its list (`<queue key>/`)
+        wait_for(
+            lambda: redis_client.zcard(slow_queue) + redis_client.llen(slow_queue + "/") >= 5,
+            30,
+            "the slow site's links to be queued",
+        )
         redis_client.lpush("news:start_urls", fast.url + "/")
         fast_expected = fast.expected_urls()
         wait_for(lambda: fast_expected <= set(stored(tmp_path / "items.db")), 40, "the fast site to be fully stored")
         fast_done = time.monotonic()
-        slow_pending = redis_client.zcard(slow_queue)
+        slow_pending = redis_client.zcard(slow_queue) + redis_client.llen(slow_queue + "/")
         codes = workers.wait_all(timeout=60)
         slow_log = [t for t, path in slow.request_log() if not path.startswith("/robots.txt")]
     assert codes == {"node-a": 0}
