@@ -183,7 +183,9 @@ class Node:
         return self.scripts.pop_hosts(1, 600).leases[0].lease
 
 
-def measure(hosts: int, per_host: int, referer: bool, rounds: int, kind: str = "links", scheme: str = "https") -> dict[str, Any]:
+def measure(
+    hosts: int, per_host: int, referer: bool, rounds: int, kind: str = "links", scheme: str = "https"
+) -> dict[str, Any]:
     """This tree's frontier memory and codec CPU for the workload (runs in the side's process)."""
     import redis
     from scrapy.utils.test import get_crawler

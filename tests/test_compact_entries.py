@@ -277,7 +277,9 @@ def test_equal_start_requests_stay_two_requests_with_two_leases(
     differ (host_pop.lua lease_apart), so each is acked, released or reclaimed on its own."""
     member = make_member(codec.encode(start_request(ARTICLE), slot=HOST), 0)
     push(scripts, [(HOST, member), (HOST, member)])
-    assert redis_client.lrange(KEYS.host_list(HOST), 0, -1) == [f"{member.removeprefix('https://' + HOST)}".encode()] * 2
+    assert (
+        redis_client.lrange(KEYS.host_list(HOST), 0, -1) == [f"{member.removeprefix('https://' + HOST)}".encode()] * 2
+    )
     leases = [h.lease for h in scripts.lease(5, 60).leases]
     assert leases == [f"1:0:{ARTICLE} S".encode(), f'1:0:{ARTICLE} S{{"id":"1"}}'.encode()]
     assert redis_client.zcard(KEYS.processing) == 2
@@ -304,7 +306,9 @@ def test_a_hosts_order_across_its_queue_and_its_list(
     assert [payload_url(split_member(x).payload) for x in leases] == [f"https://{HOST}/high", f"https://{HOST}/old"]
     assert scripts.release(leases[1:]) == 1  # back to the front of priority 0: before the list
     got = [h.lease for h in scripts.lease(10, 60).leases]
-    assert [payload_url(split_member(x).payload) for x in got] == [f"https://{HOST}/{p}" for p in ("old", "a", "b", "low")]
+    assert [payload_url(split_member(x).payload) for x in got] == [
+        f"https://{HOST}/{p}" for p in ("old", "a", "b", "low")
+    ]
     assert not redis_client.exists(KEYS.host_queue(HOST), KEYS.host_list(HOST))
 
 

@@ -198,7 +198,9 @@ def test_a_page_that_always_fails_is_dead_lettered_then_requeued(
             m
             for key in redis_client.scan_iter(KEYS.host_queue("*"))
             for m in (
-                redis_client.lrange(key, 0, -1) if redis_client.type(key) == b"list" else redis_client.zrange(key, 0, -1)
+                redis_client.lrange(key, 0, -1)
+                if redis_client.type(key) == b"list"
+                else redis_client.zrange(key, 0, -1)
             )
         ]
         assert len(members) == 2 and {split_member(m).deliveries for m in members} == {0}

@@ -2,7 +2,7 @@
 
 Keys read (host mode, docs/frontier.md): `{spider}:hosts` (ready zset: host -> server time it may
 be served next), `{spider}:hosts:over` (over-budget zset: host -> pending when it went over),
-`{spider}:q:<host>` (one host's queue, zset), `{spider}:host:<host>` (its state hash: `iv`,
+`{spider}:q:<host>` and `{spider}:q:<host>/` (one host's queue zset and list), `{spider}:host:<host>` (its state hash: `iv`,
 `cd`, `bo`, `until`, `why`, `pages`, `max`) and `{spider}:refused` (hash "<reason> <host>" -> requests
 refused at enqueue or connect time, core/refusals.py; bounded, so read whole).
 

@@ -7,20 +7,27 @@ raises `PayloadError` (the scheduler dead-letters it). Both errors carry a `kind
 `callback`, `value`, `format`, `field`) so a node logs each kind of refusal once.
 
 Two payload formats (docs/frontier.md "Entry format"); both are read, the compact one is written:
-* compact: `<url>` alone, or `<url> <json object>` holding only the fields that differ from their
-  default, under the JSON format's names except `d` (meta "depth", which nearly every link has)
-  and `r` (a Referer header of the request's own origin, as its path: RefererMiddleware puts the
-  page a link was found on there, nearly always a page of the same site).
+* compact: `<url>` alone, or `<url> [S][<json object>]` holding only the fields that differ from
+  their default, under the JSON format's names except `d` (meta "depth", which nearly every link
+  has) and `r` (a Referer header of the request's own origin, as its path: RefererMiddleware puts
+  the page a link was found on there, nearly always a page of the same site).
   Defaults: class Request, method GET, callback "parse" (`"callback":null` = none), errback none,
   no headers / body / cookies / meta / flags / cb_kwargs, encoding utf-8, priority 0, dont_filter
-  false. `id` (8 hex) only with dont_filter: two equal requests must stay two queue members, while
-  two equal filtered requests cannot both be queued. `slot` only when it is not the URL's host, and
+  false. The mark `S` (a start request: meta `is_start_request` true, which Scrapy's
+  StartSpiderMiddleware adds to every seed) switches three defaults to Scrapy's for a seed: no
+  callback, dont_filter true, meta {"is_start_request": true}; a seed is `<url> S`.
+  `id` (8 hex) only with dont_filter, and only where the entry can meet an equal one in a zset (the
+  single queue, a host's queue of another priority than 0, delayed: a retry or hand-back): two
+  equal requests must stay two members there. A new request of priority 0 in host mode waits in
+  its host's list, where two equal ones are two entries, and host_pop.lua gives a lease an id
+  only when an equal lease is held (lease_apart). `slot` only when it is not the URL's host, and
   `again` (a retry or hand-back, lua/host_pop.lua) always last. A Scrapy URL never holds a space
   (it is percent-escaped); one that does, or one that is not http(s), is written as JSON.
 * JSON (every entry written before the compact format, FORMAT_VERSION 1): one object with every
   field, starting with "{".
-Python always writes absolute URLs; Lua's host queues store an https URL of the queue's own host
-as its path (lua/lib/host.lua), and give it back whole at lease.
+Python always writes absolute URLs; Lua's host queues and lists store a URL of their own host
+without its origin (https: its path; http: "~" and its path; lua/lib/host.lua), and give it back
+whole at lease.
 """
 
 from __future__ import annotations
@@ -329,8 +336,8 @@ def write_payload(d: dict[str, Any], slot: str | None = None, again: bool = Fals
     ):
         return _json_payload(d, slot, again)
     get = d.get
-    meta = get("meta")
-    start = bool(meta) and meta.get(START_META) is True
+    meta: Any = get("meta")
+    start = isinstance(meta, dict) and meta.get(START_META) is True
     fields: dict[str, Any] = {}
     for name, default in _COMPACT_HEAD:
         value = get(name, default)

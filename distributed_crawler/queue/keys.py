@@ -26,7 +26,7 @@ class SpiderKeys:
     # Host mode (docs/frontier.md); "" = the default of defaults.py for this spider.
     ready: str = ""  # zset host -> server time it may be served next
     over_budget: str = ""  # zset host -> pending when it went over budget
-    host_queue_template: str = ""  # %(host)s: one host's pending requests (zset)
+    host_queue_template: str = ""  # %(host)s: one host's pending requests (zset; its list: + "/")
     host_template: str = ""  # %(host)s: one host's state (hash)
     host_in_flight_template: str = ""  # %(host)s: the leases of a host with an in-flight cap (set)
     refused: str = ""  # hash "<reason> <host>" -> requests refused (core/admission.py, bounded)
