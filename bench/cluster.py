@@ -1,4 +1,4 @@
-"""One crawl over every Redis Cluster master (issue 27): command share and CPU per master, pages/s.
+"""One crawl over every Redis Cluster master: command share and CPU per master, pages/s.
 
 Why: with one hash tag per spider, a crawl lives on one master however many the cluster has.
 `FRONTIER_SHARDS` spreads the frontier over the masters by host; this bench measures how evenly

@@ -55,7 +55,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "fast": {"fast": True},
 }
 SAME_LANGUAGE = {"nb": "no", "nn": "no"}
-BEFORE = "before: lxml.html.fromstring"  # how the project parsed pages before issue 26 (comments kept)
+BEFORE = "before: lxml.html.fromstring"  # the plain lxml parse trafilatura is compared with (comments kept)
 
 
 def _before(html: bytes, url: str) -> str | None:

@@ -1,4 +1,4 @@
-"""The per-host frontier under load: a slow site beside a fast one, and many hosts vs one (issue 14).
+"""The per-host frontier under load: a slow site beside a fast one, and many hosts vs one.
 
 Two cases, each run alternately (A B A B ...) in one invocation, every run on a fresh private
 redis-server, fresh site process(es) bound on loopback addresses (127.0.0.x, never 0.0.0.0) and

@@ -1,4 +1,4 @@
-"""The `news` spider's parse before article extraction (issue 16): visible text, same-host links.
+"""The `news` spider's parse before article extraction: visible text, same-host links.
 
 The scrapy-redis and plain-Scrapy baselines of bench/e2e.py crawl with it, and our side runs with
 EXTRACT_MAIN_TEXT=False and NEAR_DUPLICATES=False (harness.WorkerSpec), so every side does the

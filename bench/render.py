@@ -1,4 +1,4 @@
-"""Rendered pages per second per node, and node memory while rendering (issue 6).
+"""Rendered pages per second per node, and node memory while rendering.
 
     .venv/bin/python bench/render.py --bare          # 500 pages at 1, 4 and 8 concurrent pages
     .venv/bin/python bench/render.py --pages 200 --concurrency 8
@@ -21,7 +21,7 @@ does (reused pages, same launch flags, a route handler, goto, content): the ceil
   them once per process. "After warm-up" = samples between the 100th and the last page; the trend
   is the least-squares slope over those samples.
 
-Issue 18 comparisons (`--compare`), every side in the same run, at `--concurrency` (8 by default):
+Comparisons (`--compare`), every side in the same run, at `--concurrency` (8 by default):
 
     .venv/bin/python bench/render.py --compare settle --ref main --pages 200
     .venv/bin/python bench/render.py --compare auto --pages 200
@@ -294,7 +294,7 @@ def render_stats(log_text: str) -> dict[str, int]:
     return {k: int(v) for k, v in re.findall(r"'(render/[\w/.-]+)': (\d+)", log_text)}
 
 
-# Issue 18: (label, settings, page kind) per side.
+# (label, settings, page kind) per side.
 SCENARIOS: dict[str, list[tuple[str, tuple[str, ...], str]]] = {
     "settle": [
         ("settle off (load only)", ("PLAYWRIGHT_URL_PATTERNS=/r/page/", "PLAYWRIGHT_SETTLE_MS=0"), "js"),
@@ -391,7 +391,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pages", type=int, default=500)
     parser.add_argument("--concurrency", type=int, nargs="+", default=None, help="default 1 4 8 (--compare: 8)")
-    parser.add_argument("--compare", choices=sorted(SCENARIOS), help="issue 18 sides, in one run")
+    parser.add_argument("--compare", choices=sorted(SCENARIOS), help="sides to compare, in one run")
     parser.add_argument("--ref", help="--compare settle: also run the node of this git ref (e.g. main)")
     parser.add_argument("--bare", action="store_true", help="also measure bare Playwright")
     parser.add_argument("--bare-only", action="store_true", help="only bare Playwright")

@@ -1,4 +1,4 @@
-"""Capacity simulation (issue 8): many simulated nodes drive the real Lua scripts on one Redis.
+"""Capacity simulation: many simulated nodes drive the real Lua scripts on one Redis.
 
     .venv/bin/python bench/scale.py --json              # 100 nodes x 10 pages/s, 40 s measured
     .venv/bin/python bench/scale.py --model-only        # the model of docs/scaling.md, no Redis

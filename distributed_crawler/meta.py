@@ -47,8 +47,8 @@ PROXY_RETRY_TIMES_META = "proxy_retry_times"
 # dead letter. Travels like PROXY_RETRY_TIMES_META; untrusted when read.
 PROXY_FAILURES_META = "proxy_failures"
 MAX_PROXY_FAILURES = 10
-# Host mode (issue 14). Added by F2 (politeness inputs) for F1 (the host-mode scheduler), which sets
-# them on each request it leases from the per-host frontier: the lease's slot (queue/frontier.py
+# Host mode: the scheduler sets these on each request it leases from the per-host frontier, so the
+# middlewares feed politeness back to the slot the request was served from: the lease's slot (queue/frontier.py
 # slot_of: the host it was queued under) and the host's backoff level `bo` when leased (int, 0 =
 # none). Read by downloadermiddlewares/retry.py: a 429/503/Retry-After blocks that slot for every
 # node (lua/host_block.lua), and a success from a slot leased with bo > 0 resets it to 0.
@@ -66,7 +66,7 @@ BROWSER_PROXY_META = "_dc_browser_proxy"
 # Set by rendering/middleware.py on a request PLAYWRIGHT_AUTO re-fetched in the browser (why its
 # plain page looked script-built); read by spiders and tests.
 AUTO_RENDER_META = "_dc_auto_render"
-# Recrawl (issue 15). Set by recrawl/middleware.py on a request that is revisitable (a RECRAWL_RULES
+# Recrawl. Set by recrawl/middleware.py on a request that is revisitable (a RECRAWL_RULES
 # match or meta["recrawl"]): RecrawlTicket (its schedule fingerprint, interval, whether validators
 # were sent); read by recrawl/middleware.py (a 304) and recrawl/spidermiddleware.py (the digest).
 RECRAWL_TICKET_META = "_dc_recrawl"

@@ -1,5 +1,5 @@
 """Test scheduler with a bug in its feeder: the one way left to kill a scheduler task (bad data in
-Redis no longer does: the node waits for it to be fixed, issue 12)."""
+Redis no longer does: the node waits for it to be fixed)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Garbage for every Redis key the crawler reads: what a stray `redis-cli`, an old version or a
-scrapy-redis pickle could leave there (issue 12). Shared by the CLI tests and the chaos test.
+scrapy-redis pickle could leave there. Shared by the CLI tests and the chaos test.
 
 - `garbage_values(kind)` yields malformed values of one kind (bytes), `KINDS` lists the kinds;
 - `queue_members(token)` yields malformed queue members, each carrying `token` in its first bytes

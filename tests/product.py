@@ -428,8 +428,22 @@ class Fleet:
                 pass
         running = [n for n, p in self.procs.items() if p.poll() is None]
         if running:
-            pytest.fail(f"workers {running} did not exit by themselves within {timeout} s\n{self.logs()}")
+            stacks = "\n".join(self.stacks(n) for n in running)
+            pytest.fail(f"workers {running} did not exit by themselves within {timeout} s\n{self.logs()}\n{stacks}")
         return {n: p.returncode for n, p in self.procs.items()}
+
+    def stacks(self, node: str) -> str:
+        """Every thread's Python stack of a lingering worker (py-spy), to say what it waits on."""
+        spy = Path(sys.executable).with_name("py-spy")
+        if not spy.exists():
+            return f"--- {node}: no stacks (py-spy not installed)"
+        try:
+            done = subprocess.run(
+                [str(spy), "dump", "--pid", str(self.procs[node].pid)], capture_output=True, text=True, timeout=30
+            )
+        except subprocess.TimeoutExpired:
+            return f"--- {node}: py-spy dump timed out"
+        return f"--- {node} stacks\n{done.stdout}{done.stderr}"
 
     def stop(self) -> None:
         for proc in self.procs.values():

@@ -1,4 +1,4 @@
-"""`ADDONS = {"distributed_crawler.Addon": 0}` alone makes a plain Scrapy project a node (issue 13)."""
+"""`ADDONS = {"distributed_crawler.Addon": 0}` alone makes a plain Scrapy project a node."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 44 end to end: `dcrawl seed --site URL --since --until` backfills one month of a site whose
+"""End to end: `dcrawl seed --site URL --since --until` backfills one month of a site whose
 sitemap index spans three (tests/site/archive_site.py), and nothing outside it.
 
 Relies on the loopback-site settings of conftest (ALLOWED_PRIVATE_NETWORKS, no rate limits,

@@ -1,4 +1,4 @@
-"""One Redis face per node (issue 13): every component shares one small pool, whatever the concurrency."""
+"""One Redis face per node: every component shares one small pool, whatever the concurrency."""
 
 from __future__ import annotations
 

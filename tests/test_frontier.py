@@ -1,4 +1,4 @@
-"""The per-host frontier end to end (issue 14): real workers, real redis-server, sites on their own
+"""The per-host frontier end to end: real workers, real redis-server, sites on their own
 loopback addresses (127.0.0.x all reach a server bound there, so each site is a host of its own)."""
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def wait_for(check: object, timeout: float, what: str) -> None:
 def test_a_slow_host_never_starves_a_fast_one(workers: Workers, redis_client: redis.Redis, tmp_path: Path) -> None:
     """Slow site at 2 req/s with its links queued first, fast site beside it, one worker with 8 slots:
     the fast site is fully stored long before the slow one is done, and the slow one keeps its rate
-    (on main before issue 14 the fast site got 0 pages in 90 s: every slot slept on the slow site)."""
+    (one shared queue gave the fast site 0 pages in 90 s: every slot slept on the slow site)."""
     with sites(("127.0.0.2", 25), ("127.0.0.3", 60)) as (slow, fast):
         workers.start(
             "node-a",

@@ -1,4 +1,4 @@
-"""The host-mode frontier scripts against a real redis-server (issue 14): enqueue into per-host
+"""The host-mode frontier scripts against a real redis-server: enqueue into per-host
 queues, pop from due hosts with their interval and budget, reclaim / release back to the host,
 due retries from delayed, and garbage in every new key (style of test_lua_garbage.py)."""
 

@@ -1,4 +1,4 @@
-"""Chaos (issue 12): three workers crawl while a fuzzer writes garbage into every key and one worker is
+"""Chaos: three workers crawl while a fuzzer writes garbage into every key and one worker is
 killed -9 and restarted. Nothing a node reads from Redis can stop it: every page is stored exactly
 once, nothing from the fuzzer is ever run or fetched, garbage queue entries end as dead letters.
 """

@@ -150,7 +150,7 @@ QUEUE_MODE_MODULES = {
 
 
 def _frontier_clients(graph: dict[str, set[str]]) -> list[str]:
-    """The Scrapy glue, the CLI and the dashboard: they talk to the Frontier only (issue 27)."""
+    """The Scrapy glue, the CLI and the dashboard: they talk to the Frontier only."""
     return sorted(
         m
         for m in graph

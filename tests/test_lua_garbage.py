@@ -1,4 +1,4 @@
-"""Every Lua script against garbage in every key it reads, on a real redis-server (issue 12).
+"""Every Lua script against garbage in every key it reads, on a real redis-server.
 
 Anyone can write to Redis (a manual `redis-cli`, an older version, scrapy-redis's pickles): a
 script must return normally whatever a value holds, and put the garbage where its header says

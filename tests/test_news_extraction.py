@@ -304,7 +304,7 @@ LINKS = "<ul>" + "".join(f"<li><a href='/story-{i}'>Story number {i} of the day<
             False,
             ("list", "text"),
         ),
-        # issue 39's lost stories: a leaf URL never decides against what the page says
+        # stories at list-like URLs: a leaf URL never decides against what the page says
         ("https://news.example/news/5", PUBLISHED, STORY, False, ("article", "date")),
         ("https://news.example/archive/story-5.html", OG_ARTICLE, STORY, False, ("article", "text")),
         ("https://news.example/archive/story-5.html", OG_ARTICLE + PUBLISHED, STORY, False, ("article", "og-type")),

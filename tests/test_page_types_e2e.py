@@ -1,6 +1,6 @@
 """End to end: a `news` worker crawls a site whose stories live at URLs that look like list pages
 (tests/site/leaf_stories.py: `/news/<n>`, `/archive/story-<n>.html`, `/blog/<slug>`) next to real
-list pages; with the default STORE_PAGE_TYPES every story is stored and no list page (issue 39)."""
+list pages; with the default STORE_PAGE_TYPES every story is stored and no list page."""
 
 from __future__ import annotations
 

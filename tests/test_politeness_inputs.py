@@ -1,4 +1,4 @@
-"""Politeness inputs, cluster-wide on Redis server time (issue 14): host blocks on 429/503/Retry-After,
+"""Politeness inputs, cluster-wide on Redis server time: host blocks on 429/503/Retry-After,
 robots.txt once per cluster (never a proxy's ban answer), Crawl-delay across nodes."""
 
 from __future__ import annotations

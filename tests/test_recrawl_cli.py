@@ -1,4 +1,4 @@
-"""`dcrawl schedule` and `dcrawl recrawl` against a real redis-server and a SQLite items table (issue 15)."""
+"""`dcrawl schedule` and `dcrawl recrawl` against a real redis-server and a SQLite items table."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 15 end to end: a 2-worker cluster keeps a changing news site fresh.
+"""End to end: a 2-worker cluster keeps a changing news site fresh.
 
 The local site (tests/site/live_site.py) publishes new articles into its section pages while the
 cluster runs; sections and the front page are revisited (RECRAWL_RULES, seconds), articles never.

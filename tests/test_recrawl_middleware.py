@@ -1,4 +1,4 @@
-"""The recrawl middlewares against a real redis-server (issue 15), without a crawl: conditional
+"""The recrawl middlewares against a real redis-server, without a crawl: conditional
 headers from the stored validators, a 304 dropped before the spider and recorded as unchanged,
 the digest of the items' text deciding "changed", the compact request stored for the revisit."""
 

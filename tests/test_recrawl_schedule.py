@@ -1,4 +1,4 @@
-"""The revisit schedule (issue 15) against a real redis-server: recrawl_record.lua's adaptive
+"""The revisit schedule against a real redis-server: recrawl_record.lua's adaptive
 interval and validators, recrawl_move.lua's atomic move into the frontier (host mode and the single
 queue), garbage in the new keys, and RECRAWL_RULES parsing."""
 

@@ -196,7 +196,7 @@ def test_every_key_of_a_spider_shares_one_slot() -> None:
 def test_revisit_scripts_run_on_the_cluster(
     cluster: RedisClusterNodes, cluster_env: dict[str, str], capsys: pytest.CaptureFixture
 ) -> None:
-    """recrawl_record.lua and recrawl_move.lua (issue 15) on the spider's slot, host queues included."""
+    """recrawl_record.lua and recrawl_move.lua on the spider's slot, host queues included."""
     settings = Settings()
     keys = SpiderKeys.from_settings(settings, "news")
     client = cluster.client()
@@ -363,7 +363,7 @@ def test_without_pub_sub_nodes_poll_and_the_crawl_completes(site: NewsSite, tmp_
     assert "Traceback" not in log
 
 
-# One crawl over every master (issue 27): FRONTIER_SHARDS hash tags spread over the cluster's slots,
+# One crawl over every master: FRONTIER_SHARDS hash tags spread over the cluster's slots,
 # each host's frontier on its shard. 24 hosts (one NewsSite per port: a host is host:port) so that
 # every master holds some; 11 pages each. Politeness off (explicit: the defaults may change) so that
 # the crawl is short; the loopback settings come from tests/conftest.py (LOOPBACK_SITE_SETTINGS).

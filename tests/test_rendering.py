@@ -1,5 +1,5 @@
 """Rendering without a crawl: settings, which requests are rendered, PageMethod through the codec,
-frames in the news spider's items, and frame extraction against a real Chromium (issue 6)."""
+frames in the news spider's items, and frame extraction against a real Chromium."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 18 end to end: settling after load, automatic rendering, rendered pages through the proxy
+"""End to end: settling after load, automatic rendering, rendered pages through the proxy
 pool. Real worker processes, real Chromium, real redis-server, the local render site."""
 
 from __future__ import annotations

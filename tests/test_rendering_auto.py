@@ -1,4 +1,4 @@
-"""Issue 18 without a browser: the settle settings, the auto-rendering heuristics (script-built?
+"""Rendering without a browser: the settle settings, the auto-rendering heuristics (script-built?
 URL shape, text gain), the verdicts in Redis (untrusted values, bounded hash) and the per-proxy
 browser context."""
 

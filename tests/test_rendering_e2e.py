@@ -1,4 +1,4 @@
-"""Rendering end to end (issue 6): real worker processes, real Chromium, real redis-server, the
+"""Rendering end to end: real worker processes, real Chromium, real redis-server, the
 local render site (tests/site/render_site.py) on two ports."""
 
 from __future__ import annotations

@@ -202,7 +202,7 @@ def test_names_after_a_flag_join_the_verbs_list(
 
 def test_a_registered_source_is_backfilled_by_name(redis_url: str, redis_client: redis.Redis, tmp_path: Path) -> None:
     """`dcrawl seed news --site "Le Monde" --since ... --until ...` seeds the source's own URL with
-    the window (issue 44: a source in the registry can be backfilled by name); an unknown name is one line."""
+    the window (a source in the registry can be backfilled by name); an unknown name is one line."""
     assert _dcrawl(redis_url, "sources", "news", "import", _write(tmp_path, "o.csv", OUTLETS), "--no-seed") == 0
     assert redis_client.llen("news:start_urls") == 0
     args = [

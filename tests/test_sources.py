@@ -195,7 +195,7 @@ def test_drift_needs_enough_articles_and_a_usual_field() -> None:
 
 
 def test_a_request_the_node_refused_is_not_an_error_of_its_source() -> None:
-    """robots.txt's IgnoreRequest reached the source-error count (issue 42: 59,944 errors at 10,000
+    """robots.txt's IgnoreRequest reached the source-error count (59,944 errors at 10,000
     hosts while the site served none); a real download failure still counts."""
     import asyncio
 

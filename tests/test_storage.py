@@ -206,7 +206,7 @@ def test_table_of_an_older_release_gains_the_missing_columns(
 def test_table_of_the_release_before_news_gains_the_article_columns(
     storage_url: str, opened: Callable[[], StorageBackend], caplog: pytest.LogCaptureFixture
 ) -> None:
-    # The table as it was before the news spider (issue 16): six columns, a stored row.
+    # The table as it was before the news spider: six columns, a stored row.
     _execute(
         storage_url,
         "CREATE TABLE items (url TEXT PRIMARY KEY NOT NULL, title TEXT, text TEXT, fetched_at TEXT, "
@@ -670,7 +670,7 @@ def test_unreachable_postgres_is_storage_error() -> None:
 def test_change_tracking_first_seen_version_last_changed(
     storage_url: str, opened: Callable[[], StorageBackend]
 ) -> None:
-    """Issue 15: first_seen is kept, version and last_changed move only when content_hash changes."""
+    """first_seen is kept, version and last_changed move only when content_hash changes."""
     backend = opened()
     t = [f"2024-01-0{d}T00:00:00+00:00" for d in range(1, 6)]
 

@@ -399,7 +399,7 @@ def test_upsert_updates_instead_of_duplicating(mariadb: MariaDB, opened: Callabl
 def test_change_tracking_first_seen_version_last_changed(
     mariadb: MariaDB, opened: Callable[[], StorageBackend]
 ) -> None:
-    """Issue 15: ON DUPLICATE KEY UPDATE reads the stored content_hash before overwriting it."""
+    """ON DUPLICATE KEY UPDATE reads the stored content_hash before overwriting it."""
     backend = opened()
     t = [f"2024-01-0{d}T00:00:00+00:00" for d in range(1, 5)]
     backend.upsert_many([row(1, text="a", fetched_at=t[0])])

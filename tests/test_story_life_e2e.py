@@ -1,4 +1,4 @@
-"""Issue 44 end to end: stories edited after their first fetch are revisited on ARTICLE_REVISITS,
+"""End to end: stories edited after their first fetch are revisited on ARTICLE_REVISITS,
 then leave the schedule; every fetch is counted at the site (tests/site/revised_site.py).
 
 Relies on the loopback-site settings of conftest (ALLOWED_PRIVATE_NETWORKS, no rate limits,

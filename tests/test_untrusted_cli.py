@@ -1,4 +1,4 @@
-"""Operator commands on a Redis full of garbage (issue 12): they show what they can, exit 0, say what they skipped.
+"""Operator commands on a Redis full of garbage: they show what they can, exit 0, say what they skipped.
 
 `tests/garbage.py` writes every kind of garbage (pickle, invalid UTF-8, binary, truncated and
 non-object JSON, members without or with a broken envelope, 1 MB members, NaN/±inf/huge numbers,

@@ -1,4 +1,4 @@
-"""Issue 12, node side: nothing a node reads from Redis can stop it.
+"""Node side: nothing a node reads from Redis can stop it.
 
 Garbage (pickle, invalid UTF-8, binary, broken or non-object JSON, fields of the wrong JSON type,
 1 MB members, NaN/inf) is quarantined with a reason or skipped; a key of the wrong Redis type is

@@ -17,8 +17,10 @@ from scrapy.settings import Settings
 
 from distributed_crawler.cli import main as cli_main
 from distributed_crawler.cli.hosts import gather_hosts
-from distributed_crawler.monitoring.nodes import PROXY_POOL_KEY, NodeKeys, beat, heartbeat_script
+from distributed_crawler.defaults import DEFAULTS
+from distributed_crawler.monitoring.nodes import NodeKeys, beat, heartbeat_script
 from distributed_crawler.monitoring.status import gather_status
+from distributed_crawler.proxies.pool import ProxyPool
 from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.recrawl.schedule import RecrawlKeys
@@ -28,7 +30,8 @@ KEYS = SpiderKeys.from_settings(SETTINGS, "news")
 NODE_KEYS = NodeKeys.from_settings(SETTINGS, "news", KEYS)
 SCHEDULE = RecrawlKeys.from_settings(SETTINGS, "news").schedule
 LANGUAGE = "{news}:language:skipped"
-DEAD = "dc:proxies:dead"
+PROXY_POOL_KEY = DEFAULTS["PROXY_POOL_KEY"]
+DEAD = DEFAULTS["PROXY_DEAD_KEY"]
 
 
 def _name(value: Any) -> str:
@@ -191,7 +194,7 @@ def test_proxy_list_survives_a_key_replaced_after_its_type_check(
 ) -> None:
     fill(redis_client)
     client = racing(redis_url, key, command)
-    entries, notes = cli_main._proxy_entries(client, PROXY_POOL_KEY, DEAD)
+    entries, notes = cli_main._proxy_entries(ProxyPool(client, PROXY_POOL_KEY, DEAD))
     assert client.race.swapped
     assert [n for n in notes if key in n and "redis-cli del" in n]
     assert len(entries) == 1  # the other key is still listed

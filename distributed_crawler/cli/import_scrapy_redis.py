@@ -35,6 +35,7 @@ from distributed_crawler.cli.project import open_frontier
 from distributed_crawler.core.scheduler import SchedulerConfig
 from distributed_crawler.dedup.dupefilter import BloomConfig, choose_dedup
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
+from distributed_crawler.keyspace import fill
 from distributed_crawler.queue.codec import RequestCodec, UnserializableRequestError
 from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.envelope import MAX_PRIORITY, make_member
@@ -193,9 +194,8 @@ def _convert(
 def run_import(client: Any, settings: Any, args: argparse.Namespace, warn: Callable[[str], None]) -> Report:
     keys = SpiderKeys.from_settings(settings, args.spider)
     seed_key = SeedKey.from_settings(settings, args.spider)  # both AS_SET and AS_ZSET: ValueError before any change
-    fill = {"spider": args.spider, "name": args.spider}
-    old_queue = (args.old_queue_key or OLD_QUEUE_KEY) % fill
-    old_df = (args.old_dupefilter_key or OLD_DUPEFILTER_KEY) % fill
+    old_queue = fill(args.old_queue_key or OLD_QUEUE_KEY, args.spider)
+    old_df = fill(args.old_dupefilter_key or OLD_DUPEFILTER_KEY, args.spider)
     ours = {*open_frontier(settings, client, keys).status_types(), keys.dupefilter}
     clash = {old_queue, old_df} & ours
     if clash:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.keyspace import key as spider_key
 from distributed_crawler.monitoring.dashboard import discover_spiders
 from distributed_crawler.queue.keys import SpiderKeys
 
@@ -14,8 +14,7 @@ def has_crawl(client: Any, settings: Any, keys: SpiderKeys) -> bool:
     """Any key a crawl of this spider leaves: seeds, queue counts, leases, dead letters, stats,
     nodes (also ones gone), control, its change feed (one EXISTS each: the keys live on different
     Cluster slots)."""
-    read = SettingsReader(settings)
-    nodes_last, events = (read.str(name) % {"spider": keys.spider} for name in ("NODES_LAST_KEY", "EVENTS_KEY"))
+    nodes_last, events = (spider_key(settings, name, keys.spider) for name in ("NODES_LAST_KEY", "EVENTS_KEY"))
     names = [
         keys.start_urls,
         keys.pending,

@@ -304,7 +304,7 @@ def cmd_proxies(args: argparse.Namespace) -> int:
         added = run_sync(pool.add(proxies))
         print(f"added {added} of {len(proxies)} to {config.pool_key} ({len(proxies) - added} already there)")
         return 0
-    entries, notes = _proxy_entries(pool.client, config.pool_key, config.dead_key)
+    entries, notes = _proxy_entries(pool)
     for note in notes:
         print(f"dcrawl: {note}", file=sys.stderr)
     if args.action == "list":
@@ -347,68 +347,19 @@ def cmd_proxies(args: argparse.Namespace) -> int:
     return 0
 
 
-def _proxy_entries(client: Any, pool_key: str, dead_key: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """The pool as ProxyPool.entries() lists it, read defensively: (entries, lines about what was skipped).
-
-    A member that is not UTF-8 text, a score that is not finite and a dead entry that is not a JSON
-    object are skipped or shown without the bad field; a key of the wrong type is named with its fix.
-    """
-    notes: list[str] = []
-    out: list[dict[str, Any]] = []
-    skipped = {pool_key: 0, dead_key: 0}
-
-    def member_url(raw: Any) -> str | None:
-        try:
-            url = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
-        except UnicodeDecodeError:
-            return None
-        return url if url.isprintable() and len(url) <= 2048 else None
-
-    for key, expected in ((pool_key, "zset"), (dead_key, "hash")):
-        kind = text(client.type(key)) or "none"
-        if kind not in (expected, "none"):
-            notes.append(wrong_type_message(key, kind, expected))
-    late = Skips()  # keys replaced by another type after TYPE answered
-    if not any(pool_key in n for n in notes):
-        pool = run_sync(late.read(pool_key, "zset", [], lambda: client.zrevrange(pool_key, 0, -1, withscores=True)))
-        for raw, score in pool:
-            url = member_url(raw)
-            if url is None:
-                skipped[pool_key] += 1
-                continue
-            finite_score = score if math.isfinite(score) else None
-            out.append(
-                {
-                    "url": url,
-                    "state": "healthy" if score > 0 else "failing",
-                    "score": finite_score,
-                    "error": None,
-                    "since": None,
-                }
-            )
-    if not any(dead_key in n for n in notes):
-        for raw, value in sorted(run_sync(late.read(dead_key, "hash", {}, lambda: client.hgetall(dead_key))).items()):
-            url = member_url(raw)
-            if url is None:
-                skipped[dead_key] += 1
-                continue
-            info, _ = read_dead_letter(value)
-            score, since, error = info.get("score"), info.get("since"), info.get("error")
-            out.append(
-                {
-                    "url": url,
-                    "state": "dead",
-                    "score": score if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
-                    "error": error[:500] if isinstance(error, str) else None,
-                    "since": since
-                    if isinstance(since, (int, float)) and not isinstance(since, bool) and 0 < since < 1e11
-                    else None,
-                }
-            )
-    for key, n in skipped.items():
+def _proxy_entries(pool: Any) -> tuple[list[dict[str, Any]], list[str]]:
+    """The pool's readable entries, and one line per key of a wrong type or with unreadable members."""
+    listing = run_sync(pool.listing())
+    notes = [wrong_type_message(key, kind, expected) for key, kind, expected in _wrong_pool_keys(pool, listing)]
+    for key, n in listing.skipped.items():
         if n:
             notes.append(f"skipped {n} unreadable {'entry' if n == 1 else 'entries'} in {key}")
-    return out, notes + late.lines()
+    return listing.entries, notes
+
+
+def _wrong_pool_keys(pool: Any, listing: Any) -> list[tuple[str, str, str]]:
+    expected = {pool.pool_key: "zset", pool.dead_key: "hash"}
+    return [(key, kind, expected[key]) for key, kind in listing.wrong.items()]
 
 
 def build_parser() -> argparse.ArgumentParser:

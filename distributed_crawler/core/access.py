@@ -21,6 +21,8 @@ from redis.connection import parse_url
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.permissions import AccessNeeds, PermissionDenied, check_access
 from distributed_crawler.defaults import DEFAULTS, SettingsReader
+from distributed_crawler.keyspace import fill
+from distributed_crawler.keyspace import key as spider_key
 from distributed_crawler.queue.base import mode_class
 from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.seedkey import taken_key
@@ -51,7 +53,7 @@ def script_commands() -> tuple[str, ...]:
 
 def _pattern(template: str, tag: str) -> tuple[str, str]:
     """(a key the template names for `tag`, the ACL pattern that grants all of its keys)."""
-    glob = _PLACEHOLDER_RE.sub("*", template) % {"spider": tag, "name": tag}
+    glob = fill(_PLACEHOLDER_RE.sub("*", template), tag)
     sample = glob.replace("*", "x")
     if glob.startswith("{") and "}" in glob:
         return sample, glob[: glob.index("}") + 1] + "*"  # everything on this hash tag
@@ -63,7 +65,7 @@ def node_needs(settings: Any, spider: str) -> AccessNeeds:
     read = SettingsReader(settings)
     tags = shard_tags(spider, check_shards(read.raw("FRONTIER_SHARDS")))
     single_queue = not mode_class(str(read.raw("SCHEDULER_QUEUE_CLASS")))[0].per_host
-    seeds = read.str("REDIS_START_URLS_KEY") % {"spider": spider, "name": spider}
+    seeds = spider_key(settings, "REDIS_START_URLS_KEY", spider)
     keys = [_pattern(seeds.replace("%", "%%"), spider), _pattern(taken_key(seeds).replace("%", "%%"), spider)]
     for name, default in DEFAULTS.items():
         if not name.endswith("_KEY") or not isinstance(default, str):
@@ -76,9 +78,7 @@ def node_needs(settings: Any, spider: str) -> AccessNeeds:
             keys.extend(_pattern(template, tag) for tag in tags if tag != spider)
     # the spider's own tag first, its shards' next, then the rest (seeds, the proxy pool) as found
     keys.sort(key=lambda each: (not each[1].startswith(f"{{{spider}}}"), not each[1].startswith(f"{{{spider}~")))
-    channels = tuple(
-        read.str(name) % {"spider": spider, "name": spider} for name in DEFAULTS if name.endswith("_CHANNEL")
-    )
+    channels = tuple(spider_key(settings, name, spider) for name in DEFAULTS if name.endswith("_CHANNEL"))
     return AccessNeeds(
         who=f"a node of spider '{spider}'",
         keys=tuple(dict.fromkeys(keys)),

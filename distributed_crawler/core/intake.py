@@ -9,7 +9,6 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import finite
@@ -23,6 +22,7 @@ from distributed_crawler.meta import EXPIRES_AT_META, LEASE_META, RETRY_DELAY_ME
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import RequestCodec, UnserializableRequestError
 from distributed_crawler.queue.envelope import make_member
+from distributed_crawler.urlhost import url_host
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -69,7 +69,7 @@ class Intake:
             self.stats.inc_value("dupefilter/filtered_locally")
             return False
         domain_hosts = self.outbox.domain_hosts
-        host = _hostname(request.url) if self.config.domain_max_hosts else ""
+        host = url_host(request.url) if self.config.domain_max_hosts else ""
         refusal = self.admission.check(request)
         if refusal is None and host and not domain_hosts.allowed(host):  # Redis said so for an earlier request
             refusal = domain_hosts.refusal(host)
@@ -185,10 +185,3 @@ class Intake:
                 exc,
                 kind,
             )
-
-
-def _hostname(url: str) -> str:
-    try:
-        return (urlsplit(url).hostname or "").lower()
-    except ValueError:
-        return ""

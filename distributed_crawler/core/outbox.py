@@ -28,7 +28,7 @@ from distributed_crawler.core.traps import DomainHosts
 from distributed_crawler.core.trouble import RedisTrouble, logger
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import payload_url
-from distributed_crawler.queue.enqueue import Enqueuer
+from distributed_crawler.queue.enqueue import Enqueuer, PushEntry
 from distributed_crawler.queue.envelope import split_member
 
 OUTBOX_BATCH = 500
@@ -111,8 +111,8 @@ class Outbox:
             if refused:
                 await self._write_refused(refused)
             pushes = [e for _, e in batch if not e.refused]
-            entries: list[Any] = [
-                (e.fingerprint, e.dont_filter, e.member, e.delay, e.slot, e.interval, e.budget, e.in_flight)
+            entries = [
+                PushEntry(e.fingerprint, e.dont_filter, e.member, e.delay, e.slot, e.interval, e.budget, e.in_flight)
                 for e in pushes
             ]
             handovers = [e.handover for e in pushes if e.handover]
@@ -191,7 +191,7 @@ class Outbox:
         links = [e for e in refused if e.fingerprint]
         fresh = [e for e in refused if not e.fingerprint]
         if links:
-            added = [(e.fingerprint, False, "") for e in links]
+            added = [PushEntry(e.fingerprint, False, "") for e in links]
             urls = [str(json.loads(e.refused).get("url", "")) for e in links]  # what routes them to their shard
             add = partial(self.enqueuer.run, "add", added, (), urls)
             new = await self.trouble.run(Purpose.PUSH, "dedup add", add)

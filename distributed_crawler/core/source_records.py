@@ -26,6 +26,7 @@ import yaml
 
 from distributed_crawler.core.traps import registered_domain
 from distributed_crawler.news.rules import parse_rules
+from distributed_crawler.urlhost import url_host
 
 FIELDS = (
     "url",
@@ -97,7 +98,7 @@ class Source:
 
 def site_of(url: str) -> str:
     """The registry key of a source URL: its host, lowercased, without a leading `www.`."""
-    host = (urlsplit(url).hostname or "").lower().rstrip(".")
+    host = url_host(url)
     return host[4:] if host.startswith("www.") and host.count(".") > 1 else host
 
 

@@ -30,6 +30,7 @@ from distributed_crawler.queue.enqueue import (
     DedupDataError,
     DedupError,
     Enqueuer,
+    PushEntry,
     corrupt_message,
     maybe_await,
     run_sync,
@@ -418,7 +419,7 @@ class RedisDupeFilter(BaseDupeFilter):
             dedup = run_sync(self.make_dedup(client, keys.dupefilter))
             run_sync(dedup.prepare(client))
             enqueuer = self._enqueuers[keys.dupefilter] = Enqueuer(Frontier.for_dedup(client, keys), dedup)
-        (new,) = run_sync(enqueuer.run("add", [(self.fingerprint_hex(request), False, "")]))
+        (new,) = run_sync(enqueuer.run("add", [PushEntry(self.fingerprint_hex(request), False, "")]))
         return not new
 
     def log(self, request: Request, spider: Spider) -> None:

@@ -1,8 +1,8 @@
 """Fingerprints this node sent to the shared filter lately: a duplicate link stops here.
 
 A news page links its home, sections and neighbours again and again: ~5 of every 6 requests a
-node schedules are duplicates (bench/e2e.py: 26,250 filtered for 5,279 enqueued). Every one of
-them used to be encoded to JSON, queued in the outbox and checked by enqueue.lua. A fingerprint
+node schedules are duplicates (bench/e2e.py: 26,250 filtered for 5,279 enqueued), and sending
+each one to Redis costs a JSON encoding, an outbox slot and an enqueue.lua check. A fingerprint
 this node already sent is in the cluster filter (enqueue.lua marks it seen once its request is
 stored, or it was seen before), so the node can drop the request at once, as plain Scrapy's
 in-memory filter does. The shared filter stays the authority: a fingerprint not found here goes

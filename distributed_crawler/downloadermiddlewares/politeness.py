@@ -46,6 +46,7 @@ from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.overrides import OverrideCache
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.internals import node_stopping
+from distributed_crawler.keyspace import default
 from distributed_crawler.meta import (
     DONT_RATE_LIMIT_META,
     IN_FLIGHT_TOKEN_META,
@@ -56,6 +57,7 @@ from distributed_crawler.meta import (
 )
 from distributed_crawler.queue.frontier import closest, per_host_count
 from distributed_crawler.queue.scripts import lua_source
+from distributed_crawler.urlhost import normalize_host
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -86,10 +88,10 @@ class PolitenessConfig:
     rate: float = 0.0  # requests per second per domain, 0 = no limit
     overrides: dict[str, float] = field(default_factory=dict)  # domain -> rate (0 = no limit)
     per_proxy: bool = False
-    key_template: str = "dc:rate:%(domain)s"
+    key_template: str = default("DOMAIN_RATE_KEY")
     max_in_flight: int = 0  # DOMAIN_MAX_IN_FLIGHT as an int (0 = no cap)
     max_in_flight_by_domain: dict[str, int] = field(default_factory=dict)  # ... as a dict
-    in_flight_template: str = "dc:inflight:%(domain)s"
+    in_flight_template: str = default("DOMAIN_IN_FLIGHT_KEY")
     delay_factor: float = 0.0  # DOMAIN_DELAY_FACTOR: the middleware is needed for the adaptive delay too
     token_seconds: float = 300.0  # an in-flight token outlives the slowest download (DOWNLOAD_TIMEOUT)
 
@@ -241,7 +243,7 @@ class DomainRateLimitMiddleware:
         if request.meta.get(DONT_RATE_LIMIT_META) or self.script is None:
             return None
         url = urlparse_cached(request)
-        host = url.hostname
+        host = normalize_host(url.hostname or "")
         if not host:
             return None
         override = self.overrides.get(url.netloc.rsplit("@", 1)[-1]) if self.overrides is not None else None

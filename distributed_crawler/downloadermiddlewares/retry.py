@@ -80,6 +80,7 @@ from distributed_crawler.queue.base import HostControl
 from distributed_crawler.queue.codec import RequestCodec, allowed_classes
 from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
 from distributed_crawler.redact import mask_url
+from distributed_crawler.urlhost import normalize_host
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -162,7 +163,7 @@ def slot_of_request(request: Request) -> str:
     if isinstance(slot, str) and slot:
         return slot
     url = urlparse_cached(request)
-    host = (url.hostname or "").lower()
+    host = normalize_host(url.hostname or "")
     try:
         port = url.port
     except ValueError:

@@ -52,6 +52,7 @@ from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.guard import AddressRefused
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.downloadermiddlewares.retry import RetryLater, slot_of_request
+from distributed_crawler.keyspace import fill
 from distributed_crawler.meta import DOWNLOAD_STOP_AT_META, LEASE_META, PROXY_BAN_META, RETRY_DELAY_META
 from distributed_crawler.queue.base import Frontier, HostControl
 
@@ -104,7 +105,12 @@ def entry_of(response: Response | None, error: str = "") -> dict[str, Any]:
 def cache_key(template: str, tag: str, netloc: str) -> str:
     """ROBOTS_CACHE_KEY of a host (`netloc`: host[:port], lower case); `tag`: the host's shard tag
     (`Frontier.host_tag`), the spider's name with one shard."""
-    return template % {"spider": tag, "name": tag, "host": netloc.lower()}
+    return fill(template, tag, host=netloc.lower())
+
+
+def lock_key(cache: str) -> str:
+    """The lock the node fetching a host's robots.txt holds (`SET NX EX`), beside its cache key."""
+    return f"{cache}:lock"
 
 
 async def cached_robots_body(client: Any, key: str) -> bytes | None:
@@ -269,7 +275,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         in host mode block the host until the fetching node lifts it. True: the host is blocked."""
         if netloc in self._fetching:
             return self.hosts is not None  # we fetch it, and blocked the host when we started
-        lock = partial(self.client.set, f"{self.cache_key(netloc)}:lock", "1", nx=True, ex=self.lock_seconds)
+        lock = partial(self.client.set, lock_key(self.cache_key(netloc)), "1", nx=True, ex=self.lock_seconds)
         # Redis away or refusing: fetch here rather than never
         won = await self.policy.run(Purpose.CACHE, lock, default=True, on_error=_ignored)
         if won:
@@ -330,7 +336,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         async def share() -> None:
             ttl = self.cache_seconds if entry_ok(entry) else self.error_seconds
             await self.client.set(key, json.dumps(entry), ex=ttl)
-            await self.client.delete(f"{key}:lock")
+            await self.client.delete(lock_key(key))
             await self._crawl_delay(parser, request)
             if self.hosts is not None and entry_ok(entry):
                 await self.hosts.unblock_host(slot_of_request(request), ROBOTS_PENDING)
@@ -351,7 +357,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         await self.policy.run(Purpose.CACHE, unblock, on_error=_ignored)
 
     async def _unlock(self, netloc: str) -> None:
-        unlock = partial(self.client.delete, f"{self.cache_key(netloc)}:lock")
+        unlock = partial(self.client.delete, lock_key(self.cache_key(netloc)))
         # not done: it expires after ROBOTS_LOCK_SECONDS
         await self.policy.run(Purpose.CACHE, unlock, on_error=_ignored)
 

@@ -26,6 +26,8 @@ from distributed_crawler.events.drift import check_drift
 from distributed_crawler.events.feed import ChangeFeed, EventsConfig
 from distributed_crawler.events.sources import SourceHealth, SourcesConfig, read_sources
 from distributed_crawler.internals import spider_closing
+from distributed_crawler.keyspace import fill
+from distributed_crawler.keyspace import key as spider_key
 from distributed_crawler.monitoring.alerts import AlertConfig, Alerter
 from distributed_crawler.queue.enqueue import server_time
 from distributed_crawler.storage.changes import attach
@@ -108,8 +110,7 @@ class ChangeFeedExtension:
             raise NotConfigured("no spider: the change feed needs the spider's name")
         sources = SourcesConfig.from_settings(crawler.settings)
         context = RedisContext.of(crawler)
-        name = {"spider": crawler.spider.name, "name": crawler.spider.name}
-        skipped_hosts = SettingsReader(crawler.settings).str("LANGUAGE_SKIPPED_KEY") % name
+        skipped_hosts = spider_key(crawler.settings, "LANGUAGE_SKIPPED_KEY", crawler.spider.name)
         feed = ChangeFeed(
             config,
             sources,
@@ -136,7 +137,7 @@ class ChangeFeedExtension:
         self._alerter = Alerter(
             self.alert_config,
             self.context.client,
-            self.alerts_key % {"spider": spider.name, "name": spider.name},
+            fill(self.alerts_key, spider.name),
             spider.name,
             self.context.node_id,
             self.context.policy,
@@ -154,7 +155,7 @@ class ChangeFeedExtension:
         await self.context.release()
 
     async def _check_loop(self, spider: str) -> None:
-        lock = self.sources.index_key(spider) + ":check"
+        lock = self.sources.check_lock(spider)
         interval = self.sources.check_seconds
 
         async def check() -> None:

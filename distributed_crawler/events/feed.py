@@ -23,7 +23,6 @@ from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from distributed_crawler.connection.batch import Batch
 from distributed_crawler.connection.policy import Purpose, RedisPolicy
@@ -33,10 +32,12 @@ from distributed_crawler.dedup.fingerprint import canonicalize_url
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.events.diff import story_diff
 from distributed_crawler.events.sources import LAG_EDGES, SourcesConfig, lag_bucket, lag_seconds
+from distributed_crawler.keyspace import default, fill
 from distributed_crawler.news.counts import MAX_HOSTS, stored_field
 from distributed_crawler.news.storing import page_type_of
 from distributed_crawler.queue.scripts import lua_source
 from distributed_crawler.storage.changes import CHANGED, NEW, UNCHANGED, RowChange
+from distributed_crawler.urlhost import url_host
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ class EventsNotPublished(Exception):
 @dataclass(frozen=True)
 class EventsConfig:
     enabled: bool = True
-    key: str = "{%(spider)s}:events"
+    key: str = default("EVENTS_KEY")
     maxlen: int = 1_000_000
     include_text: bool = False
     batch_seconds: float = 0.25
@@ -78,7 +79,7 @@ class EventsConfig:
         )
 
     def stream(self, spider: str) -> str:
-        return self.key % {"spider": spider, "name": spider}
+        return fill(self.key, spider)
 
 
 def idempotency_key(canonical_url: str, version: int, event: str = NEW_EVENT) -> str:
@@ -89,7 +90,7 @@ def idempotency_key(canonical_url: str, version: int, event: str = NEW_EVENT) ->
 
 def source_of(url: str) -> str:
     """The news source of an article: the registered domain of its host."""
-    host = urlsplit(url).hostname or ""
+    host = url_host(url)
     return registered_domain(host) if host else ""
 
 
@@ -118,7 +119,7 @@ def build_event(
         "title": row.get("title") or "",
         "source": row.get("source") or source_of(url),  # the registry's name (docs/sources.md)
         "source_tags": row.get("source_tags") or "",  # JSON array, "" = none
-        "host": urlsplit(url).hostname or "",
+        "host": url_host(url),
         "published_at": row.get("published_at") or "",
         "first_seen": change.first_seen or "",
         "version": str(change.version),

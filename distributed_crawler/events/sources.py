@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.keyspace import default, fill
 from distributed_crawler.queue.enqueue import maybe_await
 
 #: Upper edges (seconds) of the publish-to-first-seen lag buckets; the last bucket is open.
@@ -38,8 +39,8 @@ USUAL_SHARE = 0.5  # a field counts for drift only when at least this share of t
 
 @dataclass(frozen=True)
 class SourcesConfig:
-    key: str = "{%(spider)s}:sources"
-    source_key: str = "{%(spider)s}:source:%(source)s"
+    key: str = default("SOURCES_KEY")
+    source_key: str = default("SOURCE_KEY")
     days: int = 28
     max_sources: int = 10_000
     silent_min_hours: float = 6.0
@@ -64,10 +65,14 @@ class SourcesConfig:
         )
 
     def index_key(self, spider: str) -> str:
-        return self.key % {"spider": spider, "name": spider}
+        return fill(self.key, spider)
 
     def key_of(self, spider: str, source: str) -> str:
-        return self.source_key % {"spider": spider, "name": spider, "source": source}
+        return fill(self.source_key, spider, source=source)
+
+    def check_lock(self, spider: str) -> str:
+        """The lock one node takes per SOURCE_CHECK_SECONDS to check sources for silence."""
+        return self.index_key(spider) + ":check"
 
 
 def lag_bucket(seconds: float) -> int:

@@ -10,6 +10,7 @@ from redis.exceptions import ResponseError
 
 from distributed_crawler.events.feed import EventsConfig
 from distributed_crawler.events.sources import SourcesConfig, read_sources, sort_sources
+from distributed_crawler.keyspace import key as spider_key
 from distributed_crawler.queue.enqueue import maybe_await
 
 logger = logging.getLogger(__name__)
@@ -23,10 +24,7 @@ async def events_summary(client: Any, settings: Any, spider: str) -> dict[str, A
     """`{"stream", "length", "webhook": {delivered, failed_attempts, pending, lag, ...} | None, "sources"}`."""
     config = EventsConfig.from_settings(settings)
     stream = config.stream(spider)
-    hook_key = str(settings.get("EVENTS_WEBHOOK_STATS_KEY") or "{%(spider)s}:events:webhook") % {
-        "spider": spider,
-        "name": spider,
-    }
+    hook_key = spider_key(settings, "EVENTS_WEBHOOK_STATS_KEY", spider)
     sources = SourcesConfig.from_settings(settings)
     pipe = client.pipeline(transaction=False)
     pipe.xlen(stream)

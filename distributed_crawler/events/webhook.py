@@ -31,6 +31,7 @@ from distributed_crawler.connection.policy import Purpose, RedisPolicy, is_trans
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.events.feed import EventsConfig, dumps
 from distributed_crawler.events.reading import ensure_group, read_group
+from distributed_crawler.keyspace import default, fill
 from distributed_crawler.monitoring.alerts import safe_url
 
 logger = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ class WebhookConfig:
     group: str = "webhook"
     timeout: float = 10.0
     max_backoff: float = 300.0
-    stats_key: str = "{%(spider)s}:events:webhook"
+    stats_key: str = default("EVENTS_WEBHOOK_STATS_KEY")
 
     @classmethod
     def from_settings(cls, settings: Any) -> WebhookConfig:
@@ -104,7 +105,7 @@ class WebhookSink:
         self.spider = spider
         self.consumer = consumer
         self.stream = stream
-        self.stats_key = config.stats_key % {"spider": spider, "name": spider}
+        self.stats_key = fill(config.stats_key, spider)
         self.stopping = False
         self.post: Callable[[WebhookConfig, dict[str, Any]], int] = post_event
 

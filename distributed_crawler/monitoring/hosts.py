@@ -2,8 +2,9 @@
 
 Keys read (host mode, docs/frontier.md): `{spider}:hosts` (ready zset: host -> server time it may
 be served next), `{spider}:hosts:over` (over-budget zset: host -> pending when it went over),
-`{spider}:q:<host>` and `{spider}:q:<host>/` (one host's queue zset and list), `{spider}:host:<host>` (its state hash: `iv`,
-`cd`, `bo`, `until`, `why`, `pages`, `max`) and `{spider}:refused` (hash "<reason> <host>" -> requests
+`{spider}:q:<host>` and `{spider}:q:<host>/` (one host's queue zset and list) and
+`{spider}:host:<host>` (its state hash), all
+read through their owner queue/hoststate.py, and `{spider}:refused` (hash "<reason> <host>" -> requests
 refused at enqueue or connect time, core/refusals.py; bounded, so read whole).
 
 Bounded on a million hosts: the counts are ZCARD/ZCOUNT (O(log n)); per-host figures are read for
@@ -24,6 +25,7 @@ from typing import Any
 from distributed_crawler.connection.untrusted import finite, text
 from distributed_crawler.monitoring.nodes import Skips
 from distributed_crawler.queue.enqueue import maybe_await
+from distributed_crawler.queue.hoststate import SHOWN, read_hosts
 from distributed_crawler.queue.keys import SpiderKeys
 
 CHUNK = 1000  # commands per pipeline round trip
@@ -36,7 +38,7 @@ MAX_COUNT = 2**53
 MAX_BLOCK_SECONDS = 365 * 86400  # lib/host.lua reads a longer block as garbage too
 MAX_INTERVAL = 86400  # lib/host.lua: an iv / cd above a day reads as 0
 MAX_BACKOFF = 64
-HOST_FIELDS = ("iv", "cd", "bo", "until", "why", "pages", "max", "cap")
+HOST_FIELDS = SHOWN  # the host hash's fields a row shows (queue/hoststate.py names them all)
 
 
 def host_name(raw: Any) -> str | None:
@@ -111,26 +113,14 @@ async def read_rows(
     over: set[str],
     skips: Skips,
 ) -> list[HostRow]:
-    """One row per host (ready score given for hosts in the ready index); three commands a host
-    (its queue zset, its list: lua/lib/host.lua host_list, its state hash)."""
+    """One row per host (ready score given for hosts in the ready index); two commands a host."""
     hosts = sorted(set(ready) | over)
-    calls: list[tuple[str, tuple[Any, ...]]] = []
-    for host in hosts:
-        calls.append(("zcard", (keys.host_queue(host),)))
-        calls.append(("llen", (keys.host_list(host),)))
-        calls.append(("hmget", (keys.host(host), *HOST_FIELDS)))
-    replies = await _pipelined(client, calls)
     rows = []
     queue_pattern, state_pattern = keys.host_queue("<host>"), keys.host("<host>")
-    for i, host in enumerate(hosts):
-        size, listed, fields = replies[3 * i], replies[3 * i + 1], replies[3 * i + 2]
+    for host, (size, fields) in zip(hosts, await read_hosts(client, keys, hosts, HOST_FIELDS)):
         if _is_error(size):
             skips.add(queue_pattern)
             size = 0
-        if _is_error(listed):
-            skips.add(keys.host_list("<host>"))
-            listed = 0
-        size = int(size) + int(listed)
         if _is_error(fields) or not isinstance(fields, list) or len(fields) != len(HOST_FIELDS):
             skips.add(state_pattern)
             fields = [None] * len(HOST_FIELDS)

@@ -38,7 +38,7 @@ from distributed_crawler.events.extension import ChangeFeedExtension
 from distributed_crawler.events.metrics import feed_metrics
 from distributed_crawler.monitoring.control import control_summary
 from distributed_crawler.monitoring.heartbeat import sample_node
-from distributed_crawler.monitoring.nodes import PROXY_POOL_KEY, proxy_health
+from distributed_crawler.proxies.pool import ProxyPool, pool_keys
 from distributed_crawler.queue.keys import SpiderKeys
 
 if TYPE_CHECKING:
@@ -134,7 +134,7 @@ class PrometheusMetrics:
     async def _refresh(self, keys: SpiderKeys) -> None:
         context = RedisContext.of(self.crawler).acquire()
         client = context.client
-        proxy_key = SettingsReader(self.crawler.settings).str("PROXY_POOL_KEY") or PROXY_POOL_KEY
+        pool = ProxyPool(client, *pool_keys(self.crawler.settings))
         try:
             while True:
 
@@ -150,7 +150,7 @@ class PrometheusMetrics:
                         "seeds": counts.seeds,
                         "seeds_taken": counts.seeds_taken,
                     }
-                    self.proxies = await proxy_health(client, proxy_key)
+                    self.proxies = await pool.health()
 
                 async def refused(exc: BaseException) -> None:
                     if not isinstance(exc, ResponseError):  # a bug

@@ -28,7 +28,8 @@ from redis.exceptions import ResponseError
 from scrapy.settings import BaseSettings
 
 from distributed_crawler.connection.untrusted import is_wrong_type
-from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.keyspace import fill
+from distributed_crawler.keyspace import key as spider_key
 from distributed_crawler.queue.enqueue import maybe_await, server_time
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import lua_source
@@ -38,7 +39,6 @@ FORGET_SECONDS = 24 * 3600  # dead and closed nodes are listed this long after t
 HISTORY_MINUTES = 60
 HISTORY_TTL = 2 * 3600  # the per-minute counters vanish this long after the last heartbeat
 DEFAULT_INTERVAL = 10.0
-PROXY_POOL_KEY = "dc:proxies"  # docs/architecture.md §4: zset, score = health
 
 # Node hash fields and how to read them back.
 FLOAT_FIELDS = ("started", "last_seen", "interval", "rate")
@@ -61,10 +61,8 @@ class NodeKeys:
     def from_settings(cls, settings: BaseSettings, spider: str, spider_keys: SpiderKeys | None = None) -> NodeKeys:
         keys = spider_keys or SpiderKeys.from_settings(settings, spider)
 
-        read = SettingsReader(settings)
-
         def key(name: str) -> str:
-            return read.str(name) % {"spider": spider, "name": spider}
+            return spider_key(settings, name, spider)
 
         return cls(
             spider=spider,
@@ -78,7 +76,7 @@ class NodeKeys:
         )
 
     def node(self, node_id: str) -> str:
-        return self.node_template % {"spider": self.spider, "name": self.spider, "node": node_id}
+        return fill(self.node_template, self.spider, node=node_id)
 
     def all(self) -> list[str]:
         """Every monitoring key except the per-node hashes (what a reset deletes)."""
@@ -394,15 +392,6 @@ async def read_history(client: Any, keys: NodeKeys, now: float, minutes: int = H
         }
         for m in range(current - minutes + 1, current + 1)
     ]
-
-
-async def proxy_health(client: Any, key: str = PROXY_POOL_KEY) -> dict[str, int]:
-    """Proxies in the shared pool, and how many have a positive health score."""
-    pipe = client.pipeline(transaction=False)
-    pipe.zcard(key)
-    pipe.zcount(key, "(0", "+inf")
-    total, healthy = await maybe_await(pipe.execute())
-    return {"total": int(total), "healthy": int(healthy)}
 
 
 def duration(seconds: float | None) -> str:

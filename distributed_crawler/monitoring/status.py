@@ -25,16 +25,15 @@ from distributed_crawler.connection.policy import Purpose, RedisPolicy, RedisUnr
 from distributed_crawler.dedup.dupefilter import describe_dedup
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.events.summary import events_line, events_summary
+from distributed_crawler.keyspace import key as spider_key
 from distributed_crawler.monitoring.control import control_summary
 from distributed_crawler.monitoring.hosts import sharded_summary
 from distributed_crawler.monitoring.nodes import (
     MAX_COUNT,
-    PROXY_POOL_KEY,
     NodeKeys,
     Skips,
     clean_json,
     duration,
-    proxy_health,
     read_history,
     read_nodes,
     read_totals,
@@ -42,6 +41,7 @@ from distributed_crawler.monitoring.nodes import (
 )
 from distributed_crawler.news.counts import read_page_counts
 from distributed_crawler.news.storing import PAGE_TYPES
+from distributed_crawler.proxies.pool import ProxyPool, pool_keys
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.enqueue import maybe_await, run_sync
 from distributed_crawler.queue.keys import SpiderKeys
@@ -191,10 +191,10 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
     seed_key = SeedKey.from_settings(settings, spider)  # both AS_SET and AS_ZSET: ValueError, one line
     node_keys = NodeKeys.from_settings(settings, spider, keys)
     read = SettingsReader(settings)
-    proxy_key = read.str("PROXY_POOL_KEY") or PROXY_POOL_KEY
-    dead_key = read.str("PROXY_DEAD_KEY")
+    pool = ProxyPool(client, *pool_keys(settings))
+    proxy_key, dead_key = pool.pool_key, pool.dead_key
     revisits = RevisitSchedule(client, frontier)
-    language_key = read.str("LANGUAGE_SKIPPED_KEY") % {"spider": spider, "name": spider}
+    language_key = spider_key(settings, "LANGUAGE_SKIPPED_KEY", spider)
     skips = Skips()
     now = await server_time(client)
     wrong = await _check_types(
@@ -259,11 +259,9 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
     proxies = (
         {"total": 0, "healthy": 0}
         if proxy_key in wrong
-        else await skips.read(proxy_key, "zset", {"total": 0, "healthy": 0}, lambda: proxy_health(client, proxy_key))
+        else await skips.read(proxy_key, "zset", {"total": 0, "healthy": 0}, pool.health)
     )
-    proxies["dead"] = (
-        0 if dead_key in wrong else int(await skips.read(dead_key, "hash", 0, lambda: client.hlen(dead_key)))
-    )
+    proxies["dead"] = 0 if dead_key in wrong else int(await skips.read(dead_key, "hash", 0, pool.dead_count))
     hosts = await sharded_summary(client, frontier.part_keys(), now, skips, wrong)
     control = await control_summary(frontier, now)
     no_recrawl = {"scheduled": 0, "due_now": 0, "due_next_hour": 0}

@@ -13,6 +13,8 @@ from lxml import etree
 from scrapy.http import TextResponse
 from tld import get_fld
 
+from distributed_crawler.urlhost import url_host
+
 CANONICAL_XPATH = (
     "//link[contains(concat(' ', normalize-space(translate(@rel, 'CANONICAL', 'canonical')), ' '), ' canonical ')]"
     "/@href"
@@ -20,17 +22,10 @@ CANONICAL_XPATH = (
 _CANONICAL = etree.XPath(CANONICAL_XPATH, smart_strings=False)  # compiled once, run on the page's parsed tree
 
 
-def _host(url: str) -> str:
-    try:
-        return (urlsplit(url).hostname or "").rstrip(".")
-    except ValueError:
-        return ""
-
-
 def site_of(url: str) -> str:
     """The registered domain of a URL's host (`amp.example.co.uk` -> `example.co.uk`); an IP
     address or a name without a public suffix (localhost) is its own site."""
-    host = _host(url)
+    host = url_host(url)
     try:
         ipaddress.ip_address(host.strip("[]"))
         return host

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.keyspace import default, fill
 from distributed_crawler.news.nearduplicate import MAX_DISTANCE
 from distributed_crawler.news.rules import SiteRules, parse_rules
 from distributed_crawler.news.storing import StorePolicy
@@ -41,18 +42,18 @@ class NewsConfig:
     near_duplicate_distance: int = 3
     near_duplicate_min_words: int = 50
     near_duplicate_keep_text: bool = False
-    near_duplicate_key: str = "{%(spider)s}:simhash"
+    near_duplicate_key: str = default("NEAR_DUPLICATE_KEY")
     near_duplicate_window: float = 14 * 86400.0
     sitemap_since: float = 0.0
     sitemap_max_bytes: int = 50 * 1024 * 1024
     sitemap_max_entries: int = 50_000
     sitemap_max_depth: int = 3
     store: StorePolicy = StorePolicy()  # STORE_PAGE_TYPES, LANGUAGES
-    language_skipped_key: str = "{%(spider)s}:language:skipped"
+    language_skipped_key: str = default("LANGUAGE_SKIPPED_KEY")
     extraction_rules: Mapping[str, SiteRules] = field(default_factory=dict)
     extract_max_bytes: int = 2 * 1024 * 1024
     robots_meta_obey: bool = True
-    robots_meta_skipped_key: str = "{%(spider)s}:robots:skipped"
+    robots_meta_skipped_key: str = default("ROBOTS_META_SKIPPED_KEY")
 
     @classmethod
     def from_settings(cls, settings: Any) -> NewsConfig:
@@ -79,10 +80,10 @@ class NewsConfig:
         )
 
     def key(self, spider: str) -> str:
-        return self.near_duplicate_key % {"spider": spider, "name": spider}
+        return fill(self.near_duplicate_key, spider)
 
     def skipped_hosts_key(self, spider: str) -> str:
-        return self.language_skipped_key % {"spider": spider, "name": spider}
+        return fill(self.language_skipped_key, spider)
 
     def robots_skipped_hosts_key(self, spider: str) -> str:
-        return self.robots_meta_skipped_key % {"spider": spider, "name": spider}
+        return fill(self.robots_meta_skipped_key, spider)

@@ -17,11 +17,12 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from cssselect import SelectorError
 from lxml.cssselect import CSSSelector
 from lxml.etree import XPath, XPathError
+
+from distributed_crawler.urlhost import url_host
 
 KEYS = ("text", "published_at", "exclude")
 HINT = 'e.g. {"example.com": {"text": "article p", "published_at": "//time/@datetime", "exclude": [".ad"]}}'
@@ -99,10 +100,7 @@ def parse_rules(value: Any) -> dict[str, SiteRules]:
 def rules_for(rules: Mapping[str, SiteRules], url: str) -> SiteRules | None:
     """The rules of the URL's host or of the nearest parent domain named (`www.example.co.uk` takes
     `example.co.uk`'s)."""
-    try:
-        host = (urlsplit(url).hostname or "").rstrip(".")
-    except ValueError:
-        return None
+    host = url_host(url)
     labels = host.split(".")
     for i in range(len(labels)):
         found = rules.get(".".join(labels[i:]))

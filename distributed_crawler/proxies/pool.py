@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 import re
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from scrapy.settings import BaseSettings
 
 from distributed_crawler.connection.clients import parse_bool
 from distributed_crawler.defaults import SettingsReader, set_above_addon
+from distributed_crawler.keyspace import default
 from distributed_crawler.proxies.retries import parse_retry_times
 from distributed_crawler.queue.enqueue import maybe_await
 from distributed_crawler.queue.scripts import lua_source
@@ -124,14 +126,32 @@ def cluster_dead_key(pool_key: str) -> str:
     return f"{pool_key}:dead" if "{" in pool_key else f"{{{pool_key}}}:dead"
 
 
+def pool_keys(settings: BaseSettings) -> tuple[str, str]:
+    """(PROXY_POOL_KEY, PROXY_DEAD_KEY) as the pool uses them: under REDIS_CLUSTER an unset dead
+    key moves to the pool key's hash slot (the scripts touch both); a project's own dead key on
+    another slot is a ValueError naming the fix."""
+    read = SettingsReader(settings)
+    pool_key = read.str("PROXY_POOL_KEY")
+    dead_key = read.str("PROXY_DEAD_KEY")
+    if read.bool("REDIS_CLUSTER") and key_slot(pool_key.encode()) != key_slot(dead_key.encode()):
+        if set_above_addon(settings, "PROXY_DEAD_KEY"):  # the project's own key, not the default
+            raise ValueError(
+                f"PROXY_POOL_KEY ({pool_key}) and PROXY_DEAD_KEY ({dead_key}) are in different Redis "
+                "Cluster hash slots; set them to {dc}:proxies and {dc}:proxies:dead, or leave "
+                "PROXY_DEAD_KEY unset"
+            )
+        dead_key = cluster_dead_key(pool_key)
+    return pool_key, dead_key
+
+
 @dataclass(frozen=True)
 class ProxyConfig:
     """The PROXY_* settings, read once and checked together."""
 
     proxies: tuple[str, ...] = ()
     enabled: bool | None = None  # None = auto: on when proxies are configured or the pool has any
-    pool_key: str = "dc:proxies"
-    dead_key: str = "dc:proxies:dead"
+    pool_key: str = default("PROXY_POOL_KEY")
+    dead_key: str = default("PROXY_DEAD_KEY")
     ban_statuses: frozenset[int] = frozenset({403, 429})
     ban_body_regex: re.Pattern[str] | None = None
     min_score: float = 0.0
@@ -146,17 +166,7 @@ class ProxyConfig:
         listed = parse_proxies(read.list("PROXY_LIST"), "PROXY_LIST")
         path = read.str("PROXY_FILE")
         filed = parse_proxies(read_proxy_file(path), f"PROXY_FILE ({path})") if path else ()
-        pool_key = read.str("PROXY_POOL_KEY")
-        dead_key = read.str("PROXY_DEAD_KEY")
-        cluster = read.bool("REDIS_CLUSTER")
-        if cluster and key_slot(pool_key.encode()) != key_slot(dead_key.encode()):
-            if set_above_addon(settings, "PROXY_DEAD_KEY"):  # the project's own key, not the default
-                raise ValueError(
-                    f"PROXY_POOL_KEY ({pool_key}) and PROXY_DEAD_KEY ({dead_key}) are in different Redis "
-                    "Cluster hash slots; set them to {dc}:proxies and {dc}:proxies:dead, or leave "
-                    "PROXY_DEAD_KEY unset"
-                )
-            dead_key = cluster_dead_key(pool_key)
+        pool_key, dead_key = pool_keys(settings)
         try:
             statuses = frozenset(int(s) for s in read.list("PROXY_BAN_STATUSES"))
         except ValueError:
@@ -212,7 +222,11 @@ class ProxyPool:
     """The pool's Redis operations on one client (sync or asyncio)."""
 
     def __init__(
-        self, client: Any, pool_key: str = "dc:proxies", dead_key: str = "dc:proxies:dead", min_score: float = 0.0
+        self,
+        client: Any,
+        pool_key: str = default("PROXY_POOL_KEY"),
+        dead_key: str = default("PROXY_DEAD_KEY"),
+        min_score: float = 0.0,
     ) -> None:
         self.client = client
         self.pool_key = pool_key
@@ -308,33 +322,106 @@ class ProxyPool:
         pooled, dead = await maybe_await(pipe.execute())
         return int(pooled), int(dead)
 
-    async def entries(self) -> list[dict[str, Any]]:
-        """Every proxy, pooled (healthiest first) then dead: url, state, score, error, since."""
+    async def health(self) -> dict[str, int]:
+        """Proxies in the pool, and how many have a positive health score (status, Prometheus)."""
         pipe = self.client.pipeline(transaction=False)
+        pipe.zcard(self.pool_key)
+        pipe.zcount(self.pool_key, "(0", "+inf")
+        total, healthy = await maybe_await(pipe.execute())
+        return {"total": int(total), "healthy": int(healthy)}
+
+    async def dead_count(self) -> int:
+        """Evicted proxies."""
+        return int(await maybe_await(self.client.hlen(self.dead_key)))
+
+    async def entries(self) -> list[dict[str, Any]]:
+        """Every readable proxy, pooled (healthiest first) then dead (see `listing`)."""
+        return (await self.listing()).entries
+
+    async def listing(self) -> Listing:
+        """Every proxy, pooled (healthiest first) then dead: url, state, score, error, since; one
+        round trip. What the pool holds is untrusted: a member that is not short printable UTF-8, a
+        score that is not finite and a dead entry that is not a JSON object are skipped or shown
+        without the bad field, and counted; a key of another type is named, not read."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.type(self.pool_key)
+        pipe.type(self.dead_key)
         pipe.zrevrange(self.pool_key, 0, -1, withscores=True)
         pipe.hgetall(self.dead_key)
-        pooled, dead = await maybe_await(pipe.execute())
-        out: list[dict[str, Any]] = [
-            {"url": _text(m), "state": "healthy" if s > 0 else "failing", "score": s, "error": None, "since": None}
-            for m, s in pooled
-        ]
-        for member, raw in sorted(dead.items()):
-            try:
-                info = json.loads(raw)
-            except ValueError:
-                info = {}
-            if not isinstance(info, dict):
-                info = {}
-            out.append(
-                {
-                    "url": _text(member),
-                    "state": "dead",
-                    "score": info.get("score"),
-                    "error": info.get("error"),
-                    "since": info.get("since"),
-                }
-            )
-        return out
+        pool_type, dead_type, pooled, dead = await maybe_await(pipe.execute(raise_on_error=False))
+        listing = Listing([], {self.pool_key: 0, self.dead_key: 0}, {})
+        for key, kind, reply, expected in (
+            (self.pool_key, pool_type, pooled, "zset"),
+            (self.dead_key, dead_type, dead, "hash"),
+        ):
+            found = "?" if isinstance(kind, Exception) else _text(kind)
+            if found not in (expected, "none") or isinstance(reply, Exception):
+                listing.wrong[key] = found if found not in (expected, "none") else "another type"
+        if self.pool_key not in listing.wrong:
+            for raw, score in pooled:
+                url = _member_url(raw)
+                if url is None:
+                    listing.skipped[self.pool_key] += 1
+                    continue
+                state = "healthy" if score > 0 else "failing"
+                listing.entries.append(
+                    {"url": url, "state": state, "score": _number(score), "error": None, "since": None}
+                )
+        if self.dead_key not in listing.wrong:
+            for raw, value in sorted(dead.items()):
+                url = _member_url(raw)
+                if url is None:
+                    listing.skipped[self.dead_key] += 1
+                    continue
+                info = _dead_info(value)
+                since = _number(info.get("since"))
+                error = info.get("error")
+                listing.entries.append(
+                    {
+                        "url": url,
+                        "state": "dead",
+                        "score": _number(info.get("score")),
+                        "error": error[:500] if isinstance(error, str) else None,
+                        "since": since if since is not None and 0 < since < 1e11 else None,
+                    }
+                )
+        return listing
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What `ProxyPool.listing` read: the entries, members skipped per key, keys of a wrong type."""
+
+    entries: list[dict[str, Any]]
+    skipped: dict[str, int]  # key -> unreadable members skipped
+    wrong: dict[str, str]  # key -> the Redis type it holds instead
+
+
+MAX_MEMBER_CHARS = 2048
+
+
+def _member_url(raw: Any) -> str | None:
+    """A pool member as text, or None when it is not short printable UTF-8."""
+    try:
+        url = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+    except UnicodeDecodeError:
+        return None
+    return url if url.isprintable() and len(url) <= MAX_MEMBER_CHARS else None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _dead_info(raw: Any) -> dict[str, Any]:
+    """A dead entry's JSON `{error, since, score}`, or {} when it is not a JSON object."""
+    try:
+        info = json.loads(raw)
+    except (ValueError, TypeError, RecursionError):
+        return {}
+    return info if isinstance(info, dict) else {}
 
 
 def match_proxies(wanted: list[str], known: list[str]) -> tuple[list[str], list[str]]:

@@ -25,7 +25,7 @@ from scrapy.utils.misc import load_object
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.queue.counts import CrawlCounts, crawl_counts
 from distributed_crawler.queue.deadletters import DeadLetters
-from distributed_crawler.queue.enqueue import Dedup, Enqueuer, Entry, maybe_await
+from distributed_crawler.queue.enqueue import Dedup, Enqueuer, Entry, PushEntry, maybe_await
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import Scripts, lua_source, then
 from distributed_crawler.queue.shards import check_shards, shard_tags
@@ -360,9 +360,7 @@ class Frontier:
     def entry(fingerprint: str, dont_filter: bool, member: str, delay: float, placement: Placement) -> Entry:
         """A push entry for `push` (the placement's slot and limits travel with it when it has one)."""
         p = placement
-        if p.slot is None:
-            return (fingerprint, dont_filter, member, delay)
-        return (fingerprint, dont_filter, member, delay, p.slot, p.interval, p.budget, p.in_flight)
+        return PushEntry(fingerprint, dont_filter, member, delay, p.slot, p.interval, p.budget, p.in_flight)
 
     def host_queue_key(self, slot: str) -> str:
         """The queue key of one slot (named when it holds the wrong type)."""

@@ -8,22 +8,37 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Coroutine, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from redis.exceptions import ResponseError
 
 from distributed_crawler.connection.policy import is_transient
 from distributed_crawler.connection.untrusted import is_wrong_type
 
-__all__ = ["Entry", "Enqueuer", "maybe_await", "run_sync"]
-# fingerprint hex ("" = no dedup), dont_filter, queue member[, delay in seconds: > 0 = to delayed
-# [, per-host frontiers: slot ("" = from the payload), interval s, page budget and in-flight cap (None =
-# leave as stored, -1 = none)]]
-Entry = (
-    tuple[str, bool, str]
-    | tuple[str, bool, str, float]
-    | tuple[str, bool, str, float, str, float | None, int | None, int | None]
-)
+__all__ = ["Entry", "Enqueuer", "PushEntry", "maybe_await", "push_entry", "run_sync"]
+
+
+class PushEntry(NamedTuple):
+    """One request for enqueue.lua; the per-host fields travel only to a per-host frontier."""
+
+    fingerprint: str  # hex; "" = no dedup
+    dont_filter: bool
+    member: str  # the queue member (queue/envelope.py)
+    delay: float = 0.0  # seconds; > 0 = parked in delayed (a retry with backoff)
+    slot: str | None = None  # per-host: the politeness slot (None or "" = read from the payload)
+    interval: float | None = None  # per-host: seconds between two requests of the slot (None = as stored)
+    budget: int | None = None  # per-host: DOMAIN_MAX_PAGES of the slot (None = as stored, -1 = none)
+    in_flight: int | None = None  # per-host: DOMAIN_MAX_IN_FLIGHT of the slot (None = as stored, -1 = none)
+
+
+Entry = PushEntry
+
+
+def push_entry(entry: Sequence[Any]) -> PushEntry:
+    """`entry` as a PushEntry (a plain tuple in its field order is accepted: scripts and tests)."""
+    return entry if isinstance(entry, PushEntry) else PushEntry(*entry)
+
+
 MAX_FIXES = 20  # layer additions / layout refreshes in one call before giving up (never expected)
 CODE_CORRUPT = 3  # enqueue.lua: the dupefilter's meta hash is not a layout it can use
 

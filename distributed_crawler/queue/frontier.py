@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.urlhost import normalize_host
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -172,9 +173,9 @@ def slot_of(url: str, config: FrontierConfig) -> str:
         port = parts.port
     except ValueError:  # a port that is not a number
         return ""
+    host = normalize_host(host)
     if not host:
         return ""
-    host = host.rstrip(".")
     domain = closest(host, config.rates)
     if domain is not None:
         return domain

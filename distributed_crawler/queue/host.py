@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from distributed_crawler.queue.base import Frontier, HostControl, Lease, Leased, Placement
-from distributed_crawler.queue.enqueue import Entry, maybe_await
+from distributed_crawler.queue.enqueue import Entry, maybe_await, push_entry
 from distributed_crawler.queue.frontier import FrontierConfig, slot_of
+from distributed_crawler.queue.hoststate import read_hosts
 from distributed_crawler.queue.scripts import reply_text, then
 
 if TYPE_CHECKING:
@@ -68,14 +69,11 @@ class HostFrontier(Frontier):
         if len(names) < limit:  # hosts over budget keep requests too (not served)
             over = await maybe_await(self.client.zrange(k.over_budget, 0, limit - 1 - len(names)))
             names += [reply_text(h) for h in over]
-        if not names:
-            return {}
-        pipe = self.client.pipeline(transaction=False)
-        for name in names:
-            pipe.zcard(k.host_queue(name))
-            pipe.llen(k.host_list(name))  # lua/lib/host.lua host_list: its requests of priority 0
-        sizes = [int(n) for n in await maybe_await(pipe.execute())]
-        return dict(zip(names, (z + n for z, n in zip(sizes[::2], sizes[1::2]))))
+        sizes = [size for size, _ in await read_hosts(self.client, k, names, fields=())]
+        for size in sizes:
+            if isinstance(size, Exception):
+                raise size
+        return dict(zip(names, (int(n) for n in sizes)))
 
     def _prefixes(self) -> list[str]:
         """Host queue and host hash key prefixes (the templates end with %(host)s: FrontierConfig)."""
@@ -84,12 +82,10 @@ class HostFrontier(Frontier):
     def _push_call(self, entries: Sequence[Entry], dedup_key: str) -> tuple[list[str], list[Any]]:
         k = self.keys
         argv: list[Any] = self._prefixes()
-        for entry in entries:
-            delay = entry[3] if len(entry) > 3 else 0
-            argv += [entry[0], "1" if entry[1] else "0", f"{delay:.3f}" if delay > 0 else "0", entry[2]]
-            slot, interval, budget, cap = (*entry[4:8], None, None, None, None)[:4]  # missing: leave as stored
-            argv += [slot or "", "" if interval is None else f"{interval:.6g}"]
-            argv += ["" if n is None else n for n in (budget, cap)]
+        for e in map(push_entry, entries):
+            argv += [e.fingerprint, "1" if e.dont_filter else "0", f"{e.delay:.3f}" if e.delay > 0 else "0", e.member]
+            argv += [e.slot or "", "" if e.interval is None else f"{e.interval:.6g}"]
+            argv += ["" if n is None else n for n in (e.budget, e.in_flight)]  # None: leave as stored
         return [k.ready, k.seq, k.processing, k.delayed, dedup_key, k.over_budget, k.pending, k.requests], argv
 
     def lease(self, count: int, lease_seconds: float, due_batch: int = 100) -> Any:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from scrapy.settings import BaseSettings
 
 from distributed_crawler.defaults import DEFAULTS, SettingsReader
+from distributed_crawler.keyspace import fill
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,6 @@ class SpiderKeys:
     sources_version: str = ""  # string: moved by each change of `sources`, polled by the nodes
 
     def __post_init__(self) -> None:
-        fill = {"spider": self.tag or self.spider, "name": self.tag or self.spider}
         for name, setting, template in (
             ("ready", "SCHEDULER_READY_KEY", False),
             ("over_budget", "SCHEDULER_OVER_BUDGET_KEY", False),
@@ -68,7 +68,7 @@ class SpiderKeys:
         ):
             if not getattr(self, name):
                 default = DEFAULTS[setting]
-                object.__setattr__(self, name, default if template else default % fill)
+                object.__setattr__(self, name, default if template else fill(default, self.tag or self.spider))
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, spider: str, tag: str = "") -> SpiderKeys:
@@ -77,10 +77,10 @@ class SpiderKeys:
         read = SettingsReader(settings)
 
         def base(name: str) -> str:
-            return read.str(name) % {"spider": spider, "name": spider}
+            return fill(read.str(name), spider)
 
         def key(name: str) -> str:
-            return read.str(name) % {"spider": tag or spider, "name": tag or spider}
+            return fill(read.str(name), tag or spider)
 
         return cls(
             spider=spider,
@@ -117,15 +117,11 @@ class SpiderKeys:
         )
 
     def node(self, node_id: str) -> str:
-        return self.node_template % {"spider": self.spider, "name": self.spider, "node": node_id}
+        return fill(self.node_template, self.spider, node=node_id)
 
     def host_queue(self, host: str) -> str:
         """One host's queue key (host mode); Lua derives the same name from `host_queue_template`."""
-        return self.host_queue_template % {
-            "spider": self.tag or self.spider,
-            "name": self.tag or self.spider,
-            "host": host,
-        }
+        return fill(self.host_queue_template, self.tag or self.spider, host=host)
 
     def host_list(self, host: str) -> str:
         """One host's list (host mode): its requests of priority 0 in arrival order, beside its
@@ -134,18 +130,16 @@ class SpiderKeys:
 
     def host(self, host: str) -> str:
         """One host's state hash (host mode)."""
-        return self.host_template % {"spider": self.tag or self.spider, "name": self.tag or self.spider, "host": host}
+        return fill(self.host_template, self.tag or self.spider, host=host)
 
     def host_in_flight(self, host: str) -> str:
         """The leases of a host with an in-flight cap (host mode, host_pop.lua)."""
-        fill = {"spider": self.tag or self.spider, "name": self.tag or self.spider, "host": host}
-        return self.host_in_flight_template % fill
+        return fill(self.host_in_flight_template, self.tag or self.spider, host=host)
 
     def domain_hosts(self, domain: str) -> str:
         """The set of hosts a registered domain was allowed (core/traps.py, lua/domain_hosts.lua), on
         this layout's tag (a shard's: the domain's shard, queue/sharded.py)."""
-        fill = {"spider": self.tag or self.spider, "name": self.tag or self.spider, "domain": domain}
-        return self.domain_hosts_template % fill
+        return fill(self.domain_hosts_template, self.tag or self.spider, domain=domain)
 
     def crawl_state(self) -> list[str]:
         """Keys that make up one crawl's state (what a flush deletes; seeds are kept)."""

@@ -19,6 +19,7 @@ from redis.crc import key_slot
 from scrapy.settings import BaseSettings
 
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.keyspace import key as spider_key
 from distributed_crawler.queue.enqueue import maybe_await, server_time
 from distributed_crawler.queue.scripts import lua_source
 
@@ -79,7 +80,7 @@ class SeedKey:
     def from_settings(cls, settings: BaseSettings, spider: str, key: str | None = None) -> SeedKey:
         """The seed key of `spider` (`key`: a spider's own `redis_key`, already filled in)."""
         read = SettingsReader(settings)
-        name = key if key is not None else read.str("REDIS_START_URLS_KEY") % {"spider": spider, "name": spider}
+        name = key if key is not None else spider_key(settings, "REDIS_START_URLS_KEY", spider)
         if not name.strip():
             raise ValueError("REDIS_START_URLS_KEY ('') must not be empty; set it to e.g. %(spider)s:start_urls")
         # 0: the request lease's length; a live node renews its holds, so only a dead node's wait it out

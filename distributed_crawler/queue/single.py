@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from distributed_crawler.queue.base import Frontier, Lease, Leased
-from distributed_crawler.queue.enqueue import Entry
+from distributed_crawler.queue.enqueue import Entry, push_entry
 from distributed_crawler.queue.scripts import then
 
 
@@ -28,9 +28,8 @@ class SingleQueueFrontier(Frontier):
     def _push_call(self, entries: Sequence[Entry], dedup_key: str) -> tuple[list[str], list[Any]]:
         k = self.keys
         argv: list[Any] = []
-        for entry in entries:
-            delay = entry[3] if len(entry) > 3 else 0
-            argv += [entry[0], "1" if entry[1] else "0", f"{delay:.3f}" if delay > 0 else "0", entry[2]]
+        for e in map(push_entry, entries):
+            argv += [e.fingerprint, "1" if e.dont_filter else "0", f"{e.delay:.3f}" if e.delay > 0 else "0", e.member]
         return [k.requests, k.seq, k.processing, k.delayed, dedup_key, k.pending], argv
 
     def lease(self, count: int, lease_seconds: float, due_batch: int = 100) -> Any:

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from scrapy.settings import BaseSettings
 
 from distributed_crawler.connection.batch import Batch
-from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.keyspace import key as spider_key
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import payload_url
 from distributed_crawler.queue.enqueue import maybe_await
@@ -51,9 +51,7 @@ class RecrawlKeys:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings | dict[str, Any], spider: str) -> RecrawlKeys:
-        read = SettingsReader(settings)
-        fill = {"spider": spider, "name": spider}
-        return cls(read.str("RECRAWL_KEY") % fill, read.str("RECRAWL_STATE_KEY") % fill)
+        return cls(spider_key(settings, "RECRAWL_KEY", spider), spider_key(settings, "RECRAWL_STATE_KEY", spider))
 
     @classmethod
     def of(cls, keys: SpiderKeys) -> RecrawlKeys:

@@ -21,6 +21,7 @@ from scrapy.http import TextResponse
 
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.internals import node_stopping
+from distributed_crawler.keyspace import fill
 from distributed_crawler.meta import AUTO_RENDER_META, BROWSER_PROXY_META, FRAMES_META, PLAYWRIGHT_META, PROXY_META
 from distributed_crawler.rendering.auto import adds_content, host_of, looks_script_built, url_shape, visible_text
 from distributed_crawler.rendering.config import SHARED_HANDLER_ATTR, RenderConfig, RenderInterruptedError
@@ -64,7 +65,7 @@ class AutoRenderMiddleware:
 
     async def spider_opened(self, spider: Spider) -> None:
         context = RedisContext.of(self.crawler).acquire()
-        key = self.config.auto_key % {"spider": spider.name}
+        key = fill(self.config.auto_key, spider.name)
         self.verdicts = VerdictStore(context.client, key, self.stats, context.policy)
         logger.info(
             "Auto rendering on: plain pages that look script-built are rendered until %d samples of "

@@ -16,6 +16,7 @@ from scrapy.exceptions import DownloadFailedError, DownloadTimeoutError
 from scrapy.http.request import NO_CALLBACK
 
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.keyspace import check_template, default
 from distributed_crawler.meta import (
     DONT_RENDER_META,
     PLAYWRIGHT_META,
@@ -102,7 +103,7 @@ class RenderConfig:
     settle_max_ms: int = 5000
     auto: bool = False
     auto_samples: int = 3
-    auto_key: str = "{%(spider)s}:render:verdicts"
+    auto_key: str = default("PLAYWRIGHT_AUTO_KEY")
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> RenderConfig:
@@ -144,12 +145,7 @@ class RenderConfig:
         auto = read.bool("PLAYWRIGHT_AUTO")
         auto_samples = read.int("PLAYWRIGHT_AUTO_SAMPLES", min=1, hint="pages")
         auto_key = read.str("PLAYWRIGHT_AUTO_KEY")
-        try:
-            auto_key % {"spider": "news"}
-        except (KeyError, ValueError, TypeError):
-            raise ValueError(
-                f"PLAYWRIGHT_AUTO_KEY ({auto_key!r}) must be a key name with at most %(spider)s in it"
-            ) from None
+        check_template("PLAYWRIGHT_AUTO_KEY", auto_key)
 
         launch = dict(settings.getdict("PLAYWRIGHT_LAUNCH_OPTIONS") or {})
         remote = bool(settings.get("PLAYWRIGHT_CDP_URL") or settings.get("PLAYWRIGHT_CONNECT_URL"))

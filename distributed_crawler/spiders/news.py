@@ -72,6 +72,7 @@ from distributed_crawler.news.storing import page_type_of
 from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
 from distributed_crawler.rendering.frames import frames_text, static_iframe_urls
 from distributed_crawler.spiders.redis_spider import RedisSpider
+from distributed_crawler.urlhost import url_host
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ DISCOVERY_PRIORITY = 10  # robots.txt, sitemaps and feeds before the pages they 
 CLOSE_FLUSH_SECONDS = 5.0  # longest wait for one flush of the page counts
 TRUNCATED_FLAG = "truncated"  # response flag: the body was cut to EXTRACT_MAX_BYTES (bounded)
 # EXTRACT_MAIN_TEXT off: a page up to this size is read on the reactor thread, where its parse costs
-# less than the handoff to an extraction thread and back (docs/benchmarks.md, issue 27)
+# less than the handoff to an extraction thread and back (measured: docs/benchmarks.md)
 INLINE_MAX_BYTES = 16 * 1024
 # what parsel's `a::attr(href)` and `title::text` translate to, compiled once (not per page)
 _HREFS = etree.XPath("descendant-or-self::a/@href", smart_strings=False)
@@ -190,7 +191,7 @@ class NewsSpider(RedisSpider):
         if asks.noindex:
             self.crawler.stats.inc_value("news/pages")
             self.crawler.stats.inc_value("news/skipped/robots/noindex")
-            self._robots_counts.skipped("robots", "noindex", urlsplit(response.url).hostname)
+            self._robots_counts.skipped("robots", "noindex", url_host(response.url))
         else:
             item = await self.page_item(response)
             if item is not None:
@@ -248,7 +249,7 @@ class NewsSpider(RedisSpider):
     def _not_stored(self, page_type: str, why: tuple[str, str], url: str) -> None:
         kind, value = why
         self.crawler.stats.inc_value(f"news/skipped/{kind}/{value}")
-        self._counts.not_stored(page_type, why, urlsplit(url).hostname)
+        self._counts.not_stored(page_type, why, url_host(url))
 
     def _item_stored(self, item: Any, response: Any, spider: Any) -> None:
         """item_scraped: the item is committed (the storage pipeline returns it only then). The

@@ -33,6 +33,7 @@ from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.node import node_id_from_settings
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.internals import scheduler_of, wake_engine
+from distributed_crawler.keyspace import fill
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
 from distributed_crawler.queue.seedkey import SeedKey, Taken
@@ -84,7 +85,7 @@ class RedisMixin:
         settings = crawler.settings
         self.keys = RedisContext.of(crawler).keys_for(self.name)  # the node's one copy
         if self.redis_key is not None:
-            start_urls = str(self.redis_key) % {"name": self.name, "spider": self.name}
+            start_urls = fill(str(self.redis_key), self.name)
             if not start_urls.strip():
                 raise ValueError("redis_key must not be empty")
             self.keys = dataclasses.replace(self.keys, start_urls=start_urls)

@@ -1,4 +1,4 @@
-"""A local news site with three months of archives (issue 44: backfill a window of a site's past).
+"""A local news site with three months of archives (backfill a window of a site's past).
 
 robots.txt names `/sitemap_index.xml`: one date-partitioned sitemap a month (`/sitemap-2026-08.xml`,
 `-09`, `-10`, each with its `lastmod`) and `/sitemap-pages.xml` (no period, undated entries). Each

@@ -1,4 +1,4 @@
-"""A local multi-source news site for the change feed and source health (issue 29).
+"""A local multi-source news site for the change feed and source health.
 
 Source i is served on its own loopback address 127.0.0.(10 + i) (so each is its own source: an IP
 address is its own registered domain), on one port per source. `/` lists the source's stories,

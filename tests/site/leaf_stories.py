@@ -1,4 +1,4 @@
-"""A local site whose stories live at URLs that look like list pages (issue 39), for the page-type
+"""A local site whose stories live at URLs that look like list pages, for the page-type
 end-to-end test.
 
 One threaded HTTP host on 127.0.0.1 (port 0). Stories, linked from the list pages:

@@ -1,4 +1,4 @@
-"""A local news site that changes while it is crawled (issue 15: revisits, 304s, recrawls).
+"""A local news site that changes while it is crawled (revisits, 304s, recrawls).
 
 `/` links to the sections `/section/<s>`; a section lists the articles published in it so far
 (`/article/<n>`), newest first. `publish(k)` adds k articles, spread over the sections. Every page
@@ -19,14 +19,15 @@ import re
 import threading
 import time
 from email.utils import formatdate, parsedate_to_datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from http.server import BaseHTTPRequestHandler
+
+from tests.site.local import LocalSite
 
 _ARTICLE = re.compile(r"^/article/([1-9][0-9]{0,6})$")
 _SECTION = re.compile(r"^/section/([a-z]{1,20})$")
 
 
-class LiveNewsSite:
+class LiveNewsSite(LocalSite):
     def __init__(
         self, sections: tuple[str, ...] = ("world", "city"), articles: int = 4, section_delay: float = 0.0
     ) -> None:
@@ -38,7 +39,6 @@ class LiveNewsSite:
         self._published: list[tuple[int, str, float]] = []  # (id, section, published at, epoch s)
         self._changed: dict[str, float] = {"/": time.time()}  # path -> last change (epoch s)
         self._log: list[tuple[str, int]] = []
-        self._server: ThreadingHTTPServer | None = None
         self.port = 0  # 0 = any free port (tests); set before start() to pick one
         self.url = ""
         self.publish(articles)
@@ -132,10 +132,7 @@ class LiveNewsSite:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self.url = self.serve(Handler, self.port)
         return self.url
 
     def respond(self, path: str, if_none_match: str | None, if_modified_since: str | None) -> tuple[int, bytes, list]:
@@ -162,21 +159,6 @@ class LiveNewsSite:
             if since is not None and int(changed) <= since:
                 return 304, b"", headers[1:]
         return 200, body, headers
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> LiveNewsSite:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
 
 def _html(title: str, body: str) -> bytes:

@@ -19,8 +19,9 @@ class LocalSite:
 
     _server: ThreadingHTTPServer | None = None
 
-    def serve(self, handler: type[BaseHTTPRequestHandler]) -> str:
-        self._server = _Server(("127.0.0.1", 0), handler)
+    def serve(self, handler: type[BaseHTTPRequestHandler], port: int = 0) -> str:
+        """Start answering with `handler` on `port` (0: a free one); returns the site's URL."""
+        self._server = _Server(("127.0.0.1", port), handler)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 

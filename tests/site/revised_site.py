@@ -1,4 +1,4 @@
-"""A local news site whose stories are edited after they are first read (issue 44: the life of a story).
+"""A local news site whose stories are edited after they are first read (the life of a story).
 
 `/` links to `/story/<n>` for n in 1..stories. Each story is a dated news article (JSON-LD
 NewsArticle, og:type article). The site edits a story each time it serves it in full: the k-th
