@@ -32,9 +32,9 @@ from scrapy import Request
 from scrapy.settings import Settings
 
 from bench.harness import log, private_redis
-from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import RequestCodec
 from distributed_crawler.queue.envelope import make_member
+from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.frontier import FrontierConfig, slot_of
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.recrawl.schedule import RecrawlKeys, RevisitSchedule
@@ -71,7 +71,7 @@ def used(client: redis.Redis) -> int:
 def ours(client: redis.Redis, all_urls: list[str]) -> dict:
     spider_keys = SpiderKeys.from_settings(Settings(), "bench")
     keys = RecrawlKeys.from_settings(Settings(), "bench")
-    schedule = RevisitSchedule(client, Frontier.open(client, spider_keys, "host"))
+    schedule = RevisitSchedule(client, frontier_for_mode(client, spider_keys, "host"))
     before = used(client)
     recorded = 0.0
     sample_member = ""

@@ -34,8 +34,8 @@ from scrapy.settings import Settings
 
 from bench.harness import log, private_redis
 from distributed_crawler.connection.batch import Batch
-from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.envelope import make_member
+from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.recrawl.schedule import RecrawlKeys, RevisitSchedule, recorded_from
 
@@ -77,7 +77,7 @@ class Simulation:
         self.client = client
         self.keys = RecrawlKeys.from_settings(settings, spider)
         self.spider_keys = SpiderKeys.from_settings(settings, spider)
-        self.schedule = RevisitSchedule(client, Frontier.open(client, self.spider_keys, "host"))
+        self.schedule = RevisitSchedule(client, frontier_for_mode(client, self.spider_keys, "host"))
         self.shift = client.register_script(SHIFT)
         self.articles_on_plan = articles_on_plan
         self.plan = plan

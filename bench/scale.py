@@ -68,7 +68,9 @@ from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member
+from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.keys import SpiderKeys
+from tests.frontiers import pop
 
 ROOT = Path(__file__).resolve().parent.parent
 SPIDER = "sim"
@@ -278,7 +280,7 @@ class SimNode:
         self.client = redis.asyncio.Redis.from_url(url, socket_timeout=30, decode_responses=False)
         self.keys = SpiderKeys.from_settings(_settings(), SPIDER)
         self.node_keys = NodeKeys.from_settings(_settings(), SPIDER, self.keys)
-        self.scripts = Frontier.open(self.client, self.keys, "priority")
+        self.scripts = frontier_for_mode(self.client, self.keys, "priority")
         self.beat_script = heartbeat_script(self.client)
         self.members = members
         self.rnd = random.Random(index)
@@ -341,7 +343,7 @@ class SimNode:
             if want <= 0:
                 await asyncio.sleep(0.05)
                 continue
-            got = await self.timed("pop", self.scripts.pop(want, self.w.lease, DUE_BATCH))
+            got = await self.timed("pop", pop(self.scripts, want, self.w.lease, DUE_BATCH))
             self.buffer.extend(got)
             if not got:
                 await asyncio.sleep(0.05)
@@ -565,7 +567,7 @@ def prepare(client: redis.Redis, w: Workload, members: list[str], prefill: int) 
     keys = SpiderKeys.from_settings(_settings(), SPIDER)
     dedup = run_sync(choose_dedup(client, keys.dupefilter, BloomConfig("bitmap", w.capacity, w.error_rate)))
     run_sync(dedup.prepare(client))
-    enqueuer = Enqueuer(Frontier.open(client, keys, "priority"), dedup, doorbell="")
+    enqueuer = Enqueuer(frontier_for_mode(client, keys, "priority"), dedup, doorbell="")
     rnd = random.Random(2)
     before = client.info("memory")["used_memory"]
     for start in range(0, prefill, 500):
@@ -794,7 +796,7 @@ def frontier_scale(
             client.config_set("zset-max-listpack-value", listpack_value)
         out["zset_max_listpack_value"] = int(client.config_get("zset-max-listpack-value")["zset-max-listpack-value"])
         keys = SpiderKeys.from_settings(_settings(), SPIDER)
-        scripts = Frontier.open(client, keys, "host")
+        scripts = frontier_for_mode(client, keys, "host")
         enqueuer = Enqueuer(scripts, SetDedup(keys.dupefilter))
         for n in sizes:
             client.flushall()

@@ -19,9 +19,9 @@ from distributed_crawler.core.admission import CHECKS, Admission, Refusal
 from distributed_crawler.core.refusals import RefusalLog
 from distributed_crawler.core.scheduler import RedisScheduler
 from distributed_crawler.meta import LEASE_META
-from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import RequestCodec, payload_url
 from distributed_crawler.queue.enqueue import Enqueuer
+from distributed_crawler.queue.factory import frontier_from_settings
 
 
 class _Spider(Spider):
@@ -46,7 +46,7 @@ def _scheduler(redis_url: str, **settings: object) -> RedisScheduler:
 async def _drain(scheduler: RedisScheduler) -> None:
     """What open() sets up for the outbox, then the outbox task until everything is written."""
     scheduler.client = scheduler.context.acquire().client
-    scheduler._frontier = Frontier.from_settings(
+    scheduler._frontier = frontier_from_settings(
         scheduler.crawler.settings, "adm", scheduler.client, scheduler.frontier.keys
     )
     dedup = await scheduler.df.open_dedup(scheduler.client)

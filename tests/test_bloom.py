@@ -26,8 +26,8 @@ from distributed_crawler.dedup.dupefilter import (
     choose_dedup,
     describe_dedup,
 )
-from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
+from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.keys import SpiderKeys
 from tests.conftest import Workers, crawl_preflight, one_error_line
 from tests.site.server import NewsSite
@@ -74,7 +74,7 @@ def open_enqueuer(client: redis.Redis, mode: str, capacity: int, error_rate: flo
     dedup = run_sync(choose_dedup(client, KEYS.dupefilter, BloomConfig(mode, capacity, error_rate)))
     run_sync(dedup.prepare(client))
     assert dedup.mode == mode
-    return Enqueuer(Frontier.open(client, KEYS, "fifo"), dedup)
+    return Enqueuer(frontier_for_mode(client, KEYS, "fifo"), dedup)
 
 
 def add(enqueuer: Enqueuer, fingerprints: list[str], action: str = "add") -> list[int]:

@@ -12,11 +12,12 @@ from scrapy.settings import Settings
 
 from distributed_crawler.cli.main import main
 from distributed_crawler.dedup.dupefilter import SetDedup
-from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member
+from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.keys import SpiderKeys
 from tests.conftest import ROOT, free_port
+from tests.frontiers import pop
 
 KEYS = SpiderKeys.from_settings(Settings(), "news")
 
@@ -28,13 +29,13 @@ def run(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str]:
 
 def push(client: redis.Redis, *urls: str, qtype: str = "priority") -> None:
     keys = SpiderKeys.from_settings(Settings(), "news")
-    enqueuer = Enqueuer(Frontier.open(client, keys, qtype), SetDedup(keys.dupefilter))
+    enqueuer = Enqueuer(frontier_for_mode(client, keys, qtype), SetDedup(keys.dupefilter))
     run_sync(enqueuer.run("push", [(url, False, make_member(json.dumps({"url": url}), 0)) for url in urls]))
 
 
 def test_status_json_counts(redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture) -> None:
     push(redis_client, "http://e.com/1", "http://e.com/2", "http://e.com/3")
-    Frontier.open(redis_client, KEYS, "priority").pop(1, 60)
+    pop(frontier_for_mode(redis_client, KEYS, "priority"), 1, 60)
     redis_client.lpush("{news}:failed", json.dumps({"url": "x", "reason": "r"}))
     redis_client.lpush("news:start_urls", "http://e.com/")
     code, out = run(capsys, "status", "news", "--redis-url", redis_url, "--json")
@@ -47,8 +48,8 @@ def test_status_json_counts(redis_url: str, redis_client: redis.Redis, capsys: p
 
 def test_reclaim_and_failed_requeue(redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture) -> None:
     push(redis_client, "http://e.com/a", "http://e.com/b", qtype="host")  # the default queue type
-    scripts = Frontier.open(redis_client, KEYS, "host")
-    scripts.pop(2, 60)
+    scripts = frontier_for_mode(redis_client, KEYS, "host")
+    pop(scripts, 2, 60)
     code, out = run(capsys, "reclaim", "news", "--redis-url", redis_url)
     assert code == 0 and "requeued 0" in out  # not expired yet
     for member in redis_client.zrange("{news}:processing", 0, -1):
@@ -58,7 +59,7 @@ def test_reclaim_and_failed_requeue(redis_url: str, redis_client: redis.Redis, c
 
     # Deliver both up to SCHEDULER_MAX_DELIVERIES (5): they become dead letters.
     for _ in range(4):
-        scripts.pop(2, 60)
+        pop(scripts, 2, 60)
         for member in redis_client.zrange("{news}:processing", 0, -1):
             redis_client.zadd("{news}:processing", {member: 1})
         run(capsys, "reclaim", "news", "--redis-url", redis_url)
@@ -71,7 +72,7 @@ def test_reclaim_and_failed_requeue(redis_url: str, redis_client: redis.Redis, c
     code, out = run(capsys, "failed", "news", "--redis-url", redis_url, "--requeue")
     assert code == 0 and "requeued 2" in out and "kept 1" in out
     assert redis_client.llen("{news}:q:e.com/") == 2 and redis_client.llen("{news}:failed") == 1  # priority 0: the list
-    popped = scripts.pop(2, 60)
+    popped = pop(scripts, 2, 60)
     assert all(m.startswith(b"1:") for m in popped)  # a fresh delivery count
 
 

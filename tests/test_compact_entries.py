@@ -17,6 +17,7 @@ from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import RequestCodec, payload_url
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
+from distributed_crawler.queue.factory import frontier_for_mode, frontier_from_settings
 from distributed_crawler.queue.keys import SpiderKeys
 
 KEYS = SpiderKeys(
@@ -48,7 +49,7 @@ def codec() -> RequestCodec:
 
 @pytest.fixture
 def scripts(redis_client: redis.Redis) -> Frontier:
-    return Frontier.open(redis_client, KEYS, "host")
+    return frontier_for_mode(redis_client, KEYS, "host")
 
 
 def push(scripts: Frontier, members: list[tuple[str, str]], delay: float = 0.0) -> None:
@@ -232,7 +233,7 @@ def test_a_sharded_frontier_routes_a_compact_lease_to_its_hosts_shard(redis_clie
 
     from distributed_crawler.queue.codec import RequestCodec as Codec
 
-    sharded = Frontier.from_settings(Settings({"FRONTIER_SHARDS": 4}), "c", redis_client)
+    sharded = frontier_from_settings(Settings({"FRONTIER_SHARDS": 4}), "c", redis_client)
     codec = Codec(None)
     for i in range(20):
         url = f"https://h{i}.example/a"

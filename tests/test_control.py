@@ -11,7 +11,8 @@ from scrapy.settings import Settings
 
 from distributed_crawler.cli.main import main
 from distributed_crawler.core.control import BadInput, parse_duration, parse_host
-from distributed_crawler.queue.base import Frontier
+from distributed_crawler.core.crawl_control import CrawlControl
+from distributed_crawler.queue.factory import frontier_for_mode, frontier_from_settings
 from distributed_crawler.queue.keys import SpiderKeys
 from tests.test_frontier_lua import KEYS_H, READY, pop, push
 
@@ -77,15 +78,16 @@ def test_set_block_unblock_overrides_and_audit(
 
 
 def test_the_lease_honours_overrides_of_a_host_and_of_its_domain(redis_client: redis.Redis) -> None:
-    frontier = Frontier.open(redis_client, KEYS_H, "host")
+    frontier = frontier_for_mode(redis_client, KEYS_H, "host")
+    control = CrawlControl.of(frontier)
     push(frontier, [(f"http://a.example.com/{i}", "a.example.com") for i in range(6)], interval=0.0)
-    frontier.write_override("example.com", json.dumps({"until": 4e9, "reason": "x"}))  # the domain blocked
+    control.write_override("example.com", json.dumps({"until": 4e9, "reason": "x"}))  # the domain blocked
     assert pop(frontier, 5).leases == []
-    frontier.write_override("example.com", None)
-    frontier.write_override("a.example.com", json.dumps({"concurrency": 2}))  # the host's own entry wins
+    control.write_override("example.com", None)
+    control.write_override("a.example.com", json.dumps({"concurrency": 2}))  # the host's own entry wins
     redis_client.zadd(READY, {"a.example.com": 0})
     assert len(pop(frontier, 5).leases) == 2  # capped at 2 in flight
-    frontier.write_override("a.example.com", json.dumps({"delay": 30, "concurrency": 5}))
+    control.write_override("a.example.com", json.dumps({"delay": 30, "concurrency": 5}))
     redis_client.delete(KEYS_H.processing)  # the two leases ended
     redis_client.zadd(READY, {"a.example.com": 0})
     assert len(pop(frontier, 5).leases) == 1  # a delay: one per pop, due again 30 s later
@@ -95,7 +97,7 @@ def test_the_lease_honours_overrides_of_a_host_and_of_its_domain(redis_client: r
 def test_purge_drops_pending_counted_and_dead_letters(
     redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture
 ) -> None:
-    frontier = Frontier.open(redis_client, KEYS_H, "host")
+    frontier = frontier_for_mode(redis_client, KEYS_H, "host")
     push(frontier, [(f"http://a.example.com/{i}", "a.example.com") for i in range(4)], interval=0.0)
     push(frontier, [(f"http://b.example.com/{i}", "b.example.com") for i in range(3)], interval=0.0)
     push(frontier, [(f"http://other.org/{i}", "other.org") for i in range(2)], interval=0.0)
@@ -106,7 +108,7 @@ def test_purge_drops_pending_counted_and_dead_letters(
     assert len(failed) == 7 and {f["reason"] for f in failed} == {"purged"}
     assert redis_client.zscore(READY, "a.example.com") is None and redis_client.zscore(READY, "other.org") is not None
     # the command on the spider `news`, without dead letters
-    news = Frontier.open(redis_client, SpiderKeys.from_settings(Settings(), "news"), "host")
+    news = frontier_for_mode(redis_client, SpiderKeys.from_settings(Settings(), "news"), "host")
     push(news, [(f"http://c.org/{i}", "c.org") for i in range(3)], interval=0.0)
     assert _dcrawl(redis_url, "host", "news", "c.org", "purge") == 0
     assert "purged 3 pending request(s)" in capsys.readouterr().out
@@ -142,16 +144,16 @@ def test_pause_resume_status_and_audit(
 
 
 def test_the_audit_stream_is_capped(redis_client: redis.Redis) -> None:
-    frontier = Frontier.open(redis_client, SpiderKeys.from_settings(Settings(), "news"), "host")
+    control = CrawlControl.of(frontier_for_mode(redis_client, SpiderKeys.from_settings(Settings(), "news"), "host"))
     for i in range(300):
-        frontier.audit({"action": "set", "target": f"h{i}"}, 100)
+        control.audit({"action": "set", "target": f"h{i}"}, 100)
     assert redis_client.xlen("{news}:audit") < 200  # MAXLEN ~ 100: trimmed by whole nodes
 
 
 def test_a_sharded_frontier_keeps_overrides_on_every_shard_and_purges_each(redis_client: redis.Redis) -> None:
     settings = Settings({"FRONTIER_SHARDS": 4, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
-    frontier = Frontier.from_settings(settings, "news", redis_client)
-    frontier.write_override("example.com", json.dumps({"until": 4e9}))
+    frontier = frontier_from_settings(settings, "news", redis_client)
+    CrawlControl.of(frontier).write_override("example.com", json.dumps({"until": 4e9}))
     assert all(redis_client.hget(k.overrides, "example.com") for k in frontier.part_keys())
     urls = [f"http://h{i}.example.com/{j}" for i in range(8) for j in range(2)]
     for url in urls:
@@ -176,16 +178,16 @@ def test_prometheus_shows_the_pause_and_counts_of_overrides_not_a_label_per_host
     from distributed_crawler.monitoring.control import control_summary
     from distributed_crawler.monitoring.metrics import MetricsConfig, PrometheusMetrics
 
-    frontier = Frontier.open(redis_client, SpiderKeys.from_settings(Settings(), "news"), "host")
-    frontier.pause("ops", False, "cli", time.time())
+    control = CrawlControl.of(frontier_for_mode(redis_client, SpiderKeys.from_settings(Settings(), "news"), "host"))
+    control.pause("ops", False, "cli", time.time())
     for i in range(30):
-        frontier.write_override(f"h{i}.org", json.dumps({"delay": 2}))
-    frontier.write_override("x.org", json.dumps({"until": time.time() + 60, "reason": "r"}))
+        control.write_override(f"h{i}.org", json.dumps({"delay": 2}))
+    control.write_override("x.org", json.dumps({"until": time.time() + 60, "reason": "r"}))
     node = SimpleNamespace(pages=0, items=0, errors=0, leases=0, in_flight=0, rss=0, browser_pages=0)
     monkeypatch.setattr("distributed_crawler.monitoring.metrics.sample_node", lambda crawler: node)
     metrics = PrometheusMetrics(get_crawler(Spider), MetricsConfig(), RedisConfig.from_settings(Settings()), "n1")
     metrics.spider = "news"
-    metrics.control = asyncio.run(control_summary(frontier, time.time()))
+    metrics.control = asyncio.run(control_summary(control, time.time()))
     families = {f.name: f for f in metrics.collect()}
     assert [s.value for s in families["dcrawl_paused"].samples] == [1]
     assert [(s.labels, s.value) for s in families["dcrawl_host_overrides"].samples] == [({"spider": "news"}, 31)]
@@ -286,13 +288,14 @@ def test_a_node_reads_the_pause_and_the_overrides_in_one_round_trip_a_second(
     from distributed_crawler.core.pause import PauseWatch
 
     keys = SpiderKeys.from_settings(Settings(), "news")
-    Frontier.open(redis_client, keys, "host").write_override("example.com", json.dumps({"render": "off"}))
-    Frontier.open(redis_client, keys, "host").pause("ops", True, "cli", time.time())
+    control = CrawlControl.of(frontier_for_mode(redis_client, keys, "host"))
+    control.write_override("example.com", json.dumps({"render": "off"}))
+    control.pause("ops", True, "cli", time.time())
     redis_client.hset("{news}:overrides", "junk.org", "not json")
 
     async def run() -> tuple[PauseWatch, OverrideCache, int]:
         client = aioredis.Redis.from_url(redis_url)
-        frontier = Frontier.open(client, keys, "host")
+        frontier = frontier_for_mode(client, keys, "host")
         cache = OverrideCache()
         watch = PauseWatch(lambda: frontier, RedisPolicy("redis://test"), cache)
         redis_client.config_resetstat()
@@ -314,7 +317,7 @@ def test_purge_without_per_host_queues_says_so_in_one_line(redis_url: str, capsy
     code = dcrawl_main(["host", "news", "x.org", "purge", "--redis-url", redis_url])
     assert code == 0  # host mode by default: nothing pending, 0 purged
     capsys.readouterr()
-    frontier = Frontier.open(redis.Redis.from_url(redis_url), SpiderKeys.from_settings(Settings(), "news"), "fifo")
+    frontier = frontier_for_mode(redis.Redis.from_url(redis_url), SpiderKeys.from_settings(Settings(), "news"), "fifo")
     with pytest.raises(ValueError, match="purge needs the per-host frontier"):
         frontier.purge("x.org", "host", False, 10, "t", 0)
 
@@ -370,7 +373,7 @@ def test_host_show_speaks_words(redis_url: str, redis_client: redis.Redis, capsy
 def test_unblock_and_unset_make_the_host_due_now_not_when_the_old_block_would_end(
     redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture
 ) -> None:
-    news = Frontier.open(redis_client, SpiderKeys.from_settings(Settings(), "news"), "host")
+    news = frontier_for_mode(redis_client, SpiderKeys.from_settings(Settings(), "news"), "host")
     ready = news.keys.ready
     for host in ("a.example.com", "b.example.com", "other.org"):
         push(news, [(f"http://{host}/{i}", host) for i in range(2)], interval=0.0)

@@ -17,7 +17,7 @@ import redis
 from scrapy.settings import Settings
 
 from distributed_crawler.monitoring.dashboard import DashboardServer
-from distributed_crawler.queue.base import Frontier
+from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.rendering.config import CHROMIUM_ARGS
 from tests.test_frontier_lua import push
@@ -81,7 +81,7 @@ def test_buttons_work_in_chromium_with_the_token(
         pytest.fail(f"{CHROMIUM} is missing: run `make test`, which installs Debian's chromium")
     from playwright.sync_api import sync_playwright
 
-    frontier = Frontier.open(redis_client, SpiderKeys.from_settings(Settings(), "news"), "host")
+    frontier = frontier_for_mode(redis_client, SpiderKeys.from_settings(Settings(), "news"), "host")
     push(frontier, [(f"http://old.example.org/{i}", "old.example.org") for i in range(3)], interval=0.0)
     read_only, _ = _serve(redis_url, "")
     try:

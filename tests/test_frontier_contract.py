@@ -11,10 +11,12 @@ import redis
 from scrapy.settings import Settings
 
 from distributed_crawler.dedup.dupefilter import SetDedup
-from distributed_crawler.queue.base import Frontier, Placement
+from distributed_crawler.queue.base import Frontier, Placement, placed_entry
 from distributed_crawler.queue.codec import payload_url
+from distributed_crawler.queue.doorbell import Ring
 from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
+from distributed_crawler.queue.factory import frontier_from_settings
 from distributed_crawler.queue.keys import SpiderKeys
 
 MODES = ["host", "priority", "fifo", "lifo"]
@@ -27,7 +29,7 @@ def frontier(request: pytest.FixtureRequest, client: redis.Redis) -> Frontier:
     settings = Settings(
         {"SCHEDULER_QUEUE_CLASS": mode, "FRONTIER_SHARDS": shards, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0}
     )
-    return Frontier.from_settings(settings, "contract", client)
+    return frontier_from_settings(settings, "contract", client)
 
 
 async def plain(key: str) -> SetDedup:
@@ -40,7 +42,7 @@ def push(frontier: Frontier, urls: list[str], expires_at: int = 0) -> int:
         placement = frontier.placement(url)
         payload = json.dumps({"url": url, **({"slot": placement.slot} if placement.slot else {})})
         member = make_member(payload, 0, expires_at=expires_at)
-        entries.append(Frontier.entry(url, False, member, 0.0, placement))
+        entries.append(placed_entry(url, False, member, 0.0, placement))
     return sum(run_sync(run_sync(frontier.open_enqueuer(plain)).run("push", entries)))
 
 
@@ -67,7 +69,7 @@ def test_lease_then_ack_empties_the_frontier(frontier: Frontier, client: redis.R
     assert sorted(urls_of([x.lease for x in leased])) == sorted(URLS)
     assert size(frontier) == 0
     assert run_sync(frontier.counts()).leased == 9
-    assert all(bool(x.slot) == frontier.per_host for x in leased)
+    assert all(bool(x.slot) == (frontier.host_control() is not None) for x in leased)
     frontier.ack([x.lease for x in leased])
     assert frontier.lease(100, 60).leases == []  # finds nothing (a per-host one drops its drained hosts)
     counts = run_sync(frontier.counts())
@@ -117,7 +119,7 @@ def test_hosts_name_the_hosts_with_work(frontier: Frontier) -> None:
     push(frontier, URLS)
     hosts = run_sync(frontier.hosts())
     counts = run_sync(frontier.counts())
-    if frontier.per_host:
+    if frontier.host_control() is not None:
         assert hosts == {"h0.test": 3, "h1.test": 3, "h2.test": 3}
         assert counts.hosts == 3
     else:
@@ -155,7 +157,7 @@ def test_the_pending_count_stays_exact_through_every_operation(frontier: Frontie
 
 def test_placement_is_the_frontiers_own(frontier: Frontier) -> None:
     placement = frontier.placement("http://Example.COM:8080/a")
-    if frontier.per_host:
+    if frontier.host_control() is not None:
         assert placement.slot == "example.com:8080"
         control = frontier.host_control()
         assert control is not None
@@ -169,7 +171,7 @@ def test_placement_is_the_frontiers_own(frontier: Frontier) -> None:
 
 def test_a_sharded_frontier_spreads_hosts_over_its_shards(client: redis.Redis) -> None:
     settings = Settings({"FRONTIER_SHARDS": 4, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
-    sharded = Frontier.from_settings(settings, "contract", client)
+    sharded = frontier_from_settings(settings, "contract", client)
     urls = [f"http://h{i}.test/{i}" for i in range(40)]
     assert push(sharded, urls) == 40
     tags = {k.split(b"}")[0] for k in client.keys("{contract~*:pending")}
@@ -186,7 +188,7 @@ def test_a_sharded_lease_needs_one_round_trip_per_batch_while_shards_have_work(c
     settings = Settings(
         {"FRONTIER_SHARDS": 4, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0, "SCHEDULER_QUEUE_CLASS": "priority"}
     )
-    sharded = Frontier.from_settings(settings, "contract", client)
+    sharded = frontier_from_settings(settings, "contract", client)
     push(sharded, [f"http://h{i}.test/{i}" for i in range(400)])
     calls = []
     for part in sharded.parts:  # type: ignore[attr-defined]
@@ -214,7 +216,7 @@ def test_a_successor_push_removes_its_predecessors_lease(frontier: Frontier) -> 
     url = "http://elsewhere.test/b"
     placement = frontier.placement(url)
     payload = json.dumps({"url": url, **({"slot": placement.slot} if placement.slot else {})})
-    entry = Frontier.entry(url, False, make_member(payload, 0), 0.0, placement)
+    entry = placed_entry(url, False, make_member(payload, 0), 0.0, placement)
     enqueuer = run_sync(frontier.open_enqueuer(plain))
     assert run_sync(enqueuer.run("push", [entry], [lease])) == [1]
     counts = run_sync(frontier.counts())
@@ -226,19 +228,20 @@ def test_a_doorbell_ring_for_a_push_the_last_lease_saw_is_stale(client: redis.Re
     """enqueue.lua rings "<queued> <tag> <sequence>"; a lease that read the sequence at or past it
     took that push into account: the feeder does not lease again for the ring."""
     settings = Settings({"DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
-    frontier = Frontier.from_settings(settings, "rings", client)
+    frontier = frontier_from_settings(settings, "rings", client)
     push(frontier, ["http://a.test/1"])
     assert len(frontier.lease(10, 60).leases) == 1
-    seen = frontier.seen  # type: ignore[attr-defined]
+    seen = frontier.pushes_seen.seq  # type: ignore[attr-defined]
     assert seen is not None and seen >= 1
-    assert frontier.stale_ring(f"1 rings {seen}".encode())
-    assert not frontier.stale_ring(f"1 rings {seen + 1}".encode())  # a push after the lease
-    assert not frontier.stale_ring(b"1")  # another ring (a host unblocked): always heard
+    assert frontier.stale_ring(Ring.parse(f"1 rings {seen}".encode()))
+    assert not frontier.stale_ring(Ring.parse(f"1 rings {seen + 1}".encode()))  # a push after the lease
+    assert not frontier.stale_ring(Ring.parse(b"1 rings -1"))  # no push (a host unblocked): always heard
+    assert not frontier.stale_ring(Ring.parse(b"1"))  # an older node's ring: always heard
 
 
 def test_a_sharded_frontier_wakes_only_the_rung_shard(client: redis.Redis) -> None:
     settings = Settings({"FRONTIER_SHARDS": 4, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
-    sharded = Frontier.from_settings(settings, "rung", client)
+    sharded = frontier_from_settings(settings, "rung", client)
     calls: list[int] = []
     for i, part in enumerate(sharded.parts):  # type: ignore[attr-defined]
         lease = part.lease
@@ -247,11 +250,11 @@ def test_a_sharded_frontier_wakes_only_the_rung_shard(client: redis.Redis) -> No
     assert sorted(calls) == [0, 1, 2, 3]
     calls.clear()
     tag = sharded.parts[2].keys.processing.partition("{")[2].partition("}")[0]  # type: ignore[attr-defined]
-    sharded.woken(f"1 {tag} 5".encode())
+    sharded.woken(Ring.parse(f"1 {tag} 5".encode()))
     sharded.lease(10, 60)
     assert calls == [2]  # the other shards stay skipped until rung or the recheck
     calls.clear()
-    sharded.woken(b"1")  # a ring naming no shard: every shard is asked again
+    sharded.woken(Ring.parse(b"1"))  # a ring naming no shard (an older node's): every shard is asked again
     sharded.lease(10, 60)
     assert sorted(calls) == [0, 1, 2, 3]
 
@@ -260,20 +263,20 @@ def test_a_lease_that_drains_the_queue_tells_the_other_nodes(client: redis.Redis
     """host_pop.lua publishes "0 <tag> <sequence>" when it left no due host: another node's rings
     up to that sequence are then stale (it does not lease for work already taken)."""
     settings = Settings({"DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
-    mine, other = (Frontier.from_settings(settings, "drain", client) for _ in range(2))
+    mine, other = (frontier_from_settings(settings, "drain", client) for _ in range(2))
     pubsub = client.pubsub(ignore_subscribe_messages=True)
     pubsub.subscribe(mine.doorbell)
     pubsub.get_message(timeout=1)
     push(mine, ["http://a.test/1", "http://a.test/2"])
     ring = pubsub.get_message(timeout=2)
-    assert ring is not None and not other.stale_ring(ring["data"])
+    assert ring is not None and not other.stale_ring(Ring.parse(ring["data"]))
     assert len(mine.lease(1, 60).leases) == 1  # one left: not drained, nothing published
     assert pubsub.get_message(timeout=0.3) is None
     assert len(mine.lease(10, 60).leases) == 1
     drained = pubsub.get_message(timeout=2)
     assert drained is not None and drained["data"].startswith(b"0 drain ")
-    assert other.saw(drained["data"]) and other.stale_ring(ring["data"])
-    assert not other.saw(ring["data"])  # a ring is not a notice
+    assert other.saw(Ring.parse(drained["data"])) and other.stale_ring(Ring.parse(ring["data"]))
+    assert not other.saw(Ring.parse(ring["data"]))  # a ring is not a notice
     pubsub.close()
 
 
@@ -281,7 +284,7 @@ def test_the_shards_are_counted_in_one_pipelined_round_trip(client: redis.Redis)
     """counts.lua of every shard in one pipeline (the heartbeat and the idle count run it each
     second): exact sums, and a server that lost its script cache is answered after one reload."""
     settings = Settings({"FRONTIER_SHARDS": 4, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
-    sharded = Frontier.from_settings(settings, "tally", client)
+    sharded = frontier_from_settings(settings, "tally", client)
     push(sharded, [f"http://h{i}.test/{i}" for i in range(40)])
     sent: list[int] = []
     execute = redis.client.Pipeline.execute
@@ -298,3 +301,15 @@ def test_the_shards_are_counted_in_one_pipelined_round_trip(client: redis.Redis)
         redis.client.Pipeline.execute = execute  # type: ignore[method-assign]
     assert counts.pending == 40 and counts.hosts == 40
     assert sent == [4, 4]  # refused once (NOSCRIPT), loaded, then one pipeline of the 4 shards
+
+
+def test_the_sharded_frontier_composes_its_parts_and_inherits_nothing() -> None:
+    """A method added to the Frontier Protocol must be written for the sharded frontier too: it
+    cannot fall through to a base class running against the spider's unsharded keys."""
+    from distributed_crawler.queue.sharded import ShardedFrontier
+    from distributed_crawler.queue.unsharded import UnshardedFrontier
+
+    assert ShardedFrontier.__mro__ == (ShardedFrontier, object)
+    members = {name for name in vars(Frontier) if not name.startswith("_")} | set(Frontier.__annotations__)
+    assert members - {"client", "keys"} <= set(vars(ShardedFrontier)), "a Protocol member the sharded frontier lacks"
+    assert members - {"client", "keys"} <= set(dir(UnshardedFrontier))

@@ -15,6 +15,7 @@ from distributed_crawler.queue.base import Frontier, Leased
 from distributed_crawler.queue.codec import payload_url
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
+from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.frontier import FrontierConfig, slot_of
 from distributed_crawler.queue.keys import SpiderKeys
 
@@ -38,7 +39,7 @@ GARBAGE = [b"nan", b"inf", b"-inf", b"abc", b"", b"\xff\xfe", b"1e308", b"999999
 
 @pytest.fixture
 def scripts(redis_client: redis.Redis) -> Frontier:
-    return Frontier.open(redis_client, KEYS_H, "host")
+    return frontier_for_mode(redis_client, KEYS_H, "host")
 
 
 def member(url: str, priority: int = 0, slot: str | None = None, deliveries: int = 0) -> str:

@@ -12,6 +12,7 @@ import redis
 from scrapy.settings import Settings
 
 from distributed_crawler.queue.base import Frontier
+from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import lua_source
 
@@ -28,7 +29,7 @@ def now(client: redis.Redis) -> float:
 
 @pytest.fixture
 def scripts(redis_client: redis.Redis) -> Frontier:
-    return Frontier.open(redis_client, KEYS, "host")
+    return frontier_for_mode(redis_client, KEYS, "host")
 
 
 def block(scripts: Frontier, seconds: float | None = None, rand: float = 0.5, cap: float = 60.0) -> float:
@@ -96,7 +97,8 @@ def test_unblock_lifts_only_a_block_of_its_own_reason(scripts: Frontier, redis_c
     doorbell.subscribe(KEYS.doorbell)
     assert doorbell.get_message(timeout=1)["type"] == "subscribe"
     assert scripts.unblock_host(HOST, "robots.txt pending") == b"1"
-    assert doorbell.get_message(timeout=1)["data"] == b"1"  # idle nodes wake and pop the host now
+    # idle nodes wake and pop the host now: a ring on the host's shard that names no push
+    assert doorbell.get_message(timeout=1)["data"] == b"1 g -1"
     doorbell.close()
     assert float(redis_client.hget(HASH, "until") or 1) == 0
     assert redis_client.zscore(KEYS.ready, HOST) == pytest.approx(now(redis_client), abs=0.5)  # due now

@@ -19,6 +19,7 @@ from distributed_crawler.monitoring.hosts import host_name, host_summary
 from distributed_crawler.monitoring.nodes import Skips
 from distributed_crawler.monitoring.status import render_status, status_now
 from distributed_crawler.queue.enqueue import run_sync, server_time
+from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.keys import SpiderKeys
 
 KEYS = SpiderKeys.from_settings(Settings(), "news")
@@ -192,10 +193,9 @@ def test_hosts_reads_what_the_host_mode_scripts_write(
     redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture
 ) -> None:
     from distributed_crawler.dedup.dupefilter import SetDedup
-    from distributed_crawler.queue.base import Frontier
     from distributed_crawler.queue.enqueue import Enqueuer
 
-    scripts = Frontier.open(redis_client, KEYS, "host")
+    scripts = frontier_for_mode(redis_client, KEYS, "host")
     enqueuer = Enqueuer(scripts, SetDedup(KEYS.dupefilter))
     entries = [
         ("", True, f'0:0:{{"url": "http://{host}/{i}", "slot": "{host}"}}', 0.0, host, interval, budget)

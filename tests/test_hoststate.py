@@ -45,10 +45,10 @@ def test_read_hosts_gives_sizes_and_fields_with_errors_in_place(redis_client: re
 
 
 def test_a_push_entry_is_one_type_and_a_plain_tuple_reads_as_one() -> None:
-    from distributed_crawler.queue.base import Frontier, Placement
+    from distributed_crawler.queue.base import Placement, placed_entry
     from distributed_crawler.queue.enqueue import PushEntry, push_entry
 
     assert push_entry(("fp", False, "m")) == PushEntry("fp", False, "m", 0.0, None, None, None, None)
-    placed = Frontier.entry("fp", True, "m", 2.0, Placement("a.com", 1.0, -1, 3))
+    placed = placed_entry("fp", True, "m", 2.0, Placement("a.com", 1.0, -1, 3))
     assert placed == PushEntry("fp", True, "m", 2.0, "a.com", 1.0, -1, 3) and placed.slot == "a.com"
-    assert Frontier.entry("fp", True, "m", 0.0, Placement()).slot is None
+    assert placed_entry("fp", True, "m", 0.0, Placement()).slot is None

@@ -32,6 +32,7 @@ from distributed_crawler.meta import LEASE_META
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import RequestCodec
 from distributed_crawler.queue.envelope import make_member
+from distributed_crawler.queue.factory import frontier_for_mode
 from tests.test_queue_scripts import KEYS_T, PROC, Q, enqueue, pop, scripts  # noqa: F401 - scripts is a fixture
 
 
@@ -110,7 +111,7 @@ def test_renew_extends_the_leases_of_work_only(
     leases.buffered(kept)
     leases.buffered(lost)
     buffer = deque([Request("http://a.test/0", meta={LEASE_META: kept})])  # `lost`'s request is gone
-    frontier = Frontier.open(aclient, KEYS_T, "priority")
+    frontier = frontier_for_mode(aclient, KEYS_T, "priority")
     keeper = make_keeper(frontier, leases, buffer)
     redis_client.zadd(PROC, {kept: 1, lost: 1}, xx=True)  # old deadlines: renewal is what moves them
 
@@ -136,7 +137,7 @@ def test_a_refused_release_is_retried_and_never_renewed_meanwhile(
     (lease,) = leased(scripts, 1)
     leases = LeaseTracker()
     leases.buffered(lease)
-    frontier = Frontier.open(aclient, KEYS_T, "priority")
+    frontier = frontier_for_mode(aclient, KEYS_T, "priority")
     keeper = make_keeper(frontier, leases, deque())
     redis_client.zadd(PROC, {lease: 1}, xx=True)
 

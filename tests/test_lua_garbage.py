@@ -21,8 +21,10 @@ from distributed_crawler.dedup.bloom import layer_plan, piece_key
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import payload_url
 from distributed_crawler.queue.envelope import MAX_PRIORITY, split_member
+from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import lua_source
+from tests.frontiers import pop as lease_flat
 
 Q, PROC, DELAYED, SEQ, FAILED = "{g}:requests", "{g}:processing", "{g}:delayed", "{g}:seq", "{g}:failed"
 META = "{g}:dupefilter"
@@ -72,7 +74,7 @@ def script(client: redis.Redis, name: str) -> Any:
 
 
 def queue(client: redis.Redis, qtype: str = "priority") -> Frontier:
-    return Frontier.open(client, KEYS_G, qtype)
+    return frontier_for_mode(client, KEYS_G, qtype)
 
 
 def server_now(client: redis.Redis) -> float:
@@ -257,7 +259,7 @@ def test_reclaim_raises_wrongtype_for_a_key_of_another_type(redis_client: redis.
 
 
 def pop(client: redis.Redis, qtype: str, n: int, lease: float = 60) -> list[bytes]:
-    return queue(client, qtype).pop(n, lease, due_batch=100)
+    return lease_flat(queue(client, qtype), n, lease, due_batch=100)
 
 
 def push_raw(client: redis.Redis, qtype: str, members: list[bytes]) -> None:

@@ -10,8 +10,8 @@ import redis
 from scrapy.extensions.memusage import MemoryUsage
 
 from distributed_crawler.core.scheduler import MEMUSAGE_CLOSE
-from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.envelope import make_member
+from distributed_crawler.queue.factory import frontier_for_mode
 from tests.conftest import queued_members
 from tests.test_admission import _scheduler
 
@@ -27,7 +27,7 @@ def test_running_requests_come_back_counted_buffered_ones_free(redis_url: str, r
 
     async def close() -> list[bytes]:
         scheduler.client = scheduler.context.acquire().client
-        scheduler._frontier = Frontier.open(scheduler.client, scheduler.frontier.keys, "priority")
+        scheduler._frontier = frontier_for_mode(scheduler.client, scheduler.frontier.keys, "priority")
         try:
             return await scheduler.keeper.expire_running([running, buffered])
         finally:

@@ -11,11 +11,12 @@ from scrapy.settings import Settings
 
 from distributed_crawler.dedup.dupefilter import SetDedup, flush_crawl
 from distributed_crawler.monitoring.status import status_now
-from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member
+from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.keys import SpiderKeys
+from tests.frontiers import pop
 
 SPIDER = "pc"
 KEYS = SpiderKeys.from_settings(Settings(), SPIDER)
@@ -35,7 +36,7 @@ def counted(client: redis.Redis) -> int | None:
 
 
 def push(client: redis.Redis, mode: str, urls: list[str], dont_filter: bool = False) -> int:
-    scripts = Frontier.open(client, KEYS, mode)
+    scripts = frontier_for_mode(client, KEYS, mode)
     entries = []
     for url in urls:
         host = url.split("/")[2]
@@ -53,7 +54,7 @@ def expire_leases(client: redis.Redis) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_pending_is_exact_after_every_step(redis_client: redis.Redis, mode: str) -> None:
-    scripts = Frontier.open(redis_client, KEYS, mode)
+    scripts = frontier_for_mode(redis_client, KEYS, mode)
     steps: list[str] = []
 
     def check(step: str) -> None:
@@ -65,7 +66,7 @@ def test_pending_is_exact_after_every_step(redis_client: redis.Redis, mode: str)
     check("push")
     push(redis_client, mode, [f"http://h{i % 5}.example/{i}" for i in range(10)])  # all seen: nothing pushed
     check("push duplicates")
-    leases = scripts.pop(7, 60)
+    leases = pop(scripts, 7, 60)
     assert leases
     check("lease")
     redis_client.zrem(KEYS.processing, leases[0])  # ack
@@ -78,11 +79,11 @@ def test_pending_is_exact_after_every_step(redis_client: redis.Redis, mode: str)
     check("reclaim")
     push(redis_client, mode, ["http://h1.example/0"], dont_filter=True)  # what `dcrawl failed --requeue` pushes
     check("requeue")
-    while scripts.pop(50, 60):
+    while pop(scripts, 50, 60):
         check("drain")
     assert counted(redis_client) == 0
     push(redis_client, mode, [f"http://x{i}.example/" for i in range(5)])
-    run_sync(flush_crawl(Frontier.open(redis_client, KEYS, "host"), KEYS.dupefilter))
+    run_sync(flush_crawl(frontier_for_mode(redis_client, KEYS, "host"), KEYS.dupefilter))
     check("flush")
     assert counted(redis_client) == 0
     push(redis_client, mode, ["http://after.example/1"])
@@ -96,7 +97,7 @@ def test_a_frontier_written_without_the_counter_is_rebuilt_by_the_next_script(re
     assert counted(redis_client) == 12  # a read counts the entries itself, without writing
     assert not redis_client.exists(KEYS.pending)
     assert run_sync(crawl_counts(redis_client, KEYS)).busy
-    Frontier.open(redis_client, KEYS, "host").pop(2, 60)
+    pop(frontier_for_mode(redis_client, KEYS, "host"), 2, 60)
     assert redis_client.get(KEYS.pending) == b"10"  # the next script wrote it
     assert counted(redis_client) == real_pending(redis_client) == 10
 

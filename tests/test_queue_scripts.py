@@ -13,7 +13,10 @@ from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import payload_url
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
+from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.keys import SpiderKeys
+from tests.frontiers import pop as lease_flat
+from tests.frontiers import with_mode
 
 Q, DF, SEQ, PROC, FAILED = "{t}:requests", "{t}:dupefilter", "{t}:seq", "{t}:processing", "{t}:failed"
 KEYS_T = SpiderKeys(
@@ -34,7 +37,7 @@ KEYS_T = SpiderKeys(
 
 @pytest.fixture
 def scripts(redis_client: redis.Redis) -> Frontier:
-    return Frontier.open(redis_client, KEYS_T, "priority")
+    return frontier_for_mode(redis_client, KEYS_T, "priority")
 
 
 def payload(url: str) -> str:
@@ -45,12 +48,12 @@ def enqueue(
     scripts: Frontier, qtype: str, items: list[tuple[str, int]], dont_filter: bool = False, handover: list[str] = ()
 ) -> list[int]:
     entries = [(url, dont_filter, make_member(payload(url), prio)) for url, prio in items]
-    enqueuer = Enqueuer(scripts.with_mode(qtype), SetDedup(DF))
+    enqueuer = Enqueuer(with_mode(scripts, qtype), SetDedup(DF))
     return run_sync(enqueuer.run("push", entries, list(handover)))
 
 
 def pop(scripts: Frontier, qtype: str, n: int, lease: float = 60) -> list[str]:
-    return [m.decode() for m in scripts.with_mode(qtype).pop(n, lease)]
+    return [m.decode() for m in lease_flat(with_mode(scripts, qtype), n, lease)]
 
 
 def urls(members: list[str]) -> list[str]:
@@ -113,7 +116,7 @@ def expire(redis_client: redis.Redis) -> None:
 
 
 def reclaim(scripts: Frontier, qtype: str = "priority", max_deliveries: int = 5) -> tuple[int, int]:
-    return scripts.with_mode(qtype).reclaim(max_deliveries, limit=1000, failed_cap=1000, node_id="test")
+    return with_mode(scripts, qtype).reclaim(max_deliveries, limit=1000, failed_cap=1000, node_id="test")
 
 
 def test_reclaim_returns_expired_to_the_front_of_their_priority(scripts: Frontier, redis_client: redis.Redis) -> None:
@@ -138,7 +141,7 @@ def test_reclaim_twice_concurrently_moves_each_lease_once(
 
     def run() -> None:
         client = redis.Redis.from_url(redis_url)
-        s = Frontier.open(client, KEYS_T, "fifo")
+        s = frontier_for_mode(client, KEYS_T, "fifo")
         for _ in range(10):
             results.append(s.reclaim(max_deliveries=5, limit=150, failed_cap=1000, node_id="t")[0])
 
@@ -169,7 +172,7 @@ def test_poison_request_goes_to_failed_after_max_deliveries(scripts: Frontier, r
 def test_release_gives_back_without_counting_a_delivery(scripts: Frontier, redis_client: redis.Redis) -> None:
     enqueue(scripts, "lifo", [("a", 0), ("b", 0)])
     (b,) = pop(scripts, "lifo", 1)
-    released = scripts.with_mode("lifo").release([b, "0:0:gone"])
+    released = with_mode(scripts, "lifo").release([b, "0:0:gone"])
     assert released == 1
     (again,) = pop(scripts, "lifo", 1)
     assert urls([again]) == ["b"] and split_member(again).deliveries == 1
@@ -177,7 +180,7 @@ def test_release_gives_back_without_counting_a_delivery(scripts: Frontier, redis
 
 def test_foreign_member_is_leased_for_dead_lettering(scripts: Frontier, redis_client: redis.Redis) -> None:
     redis_client.lpush(Q, b"\x80\x04garbage")
-    (lease,) = scripts.with_mode("fifo").pop(1, 60)
+    (lease,) = lease_flat(with_mode(scripts, "fifo"), 1, 60)
     assert lease.startswith(b"1:0:") and redis_client.zcard(PROC) == 1
 
 
@@ -187,7 +190,7 @@ def test_enqueue_rings_the_doorbell_only_when_it_pushed(scripts: Frontier, redis
     pubsub.get_message(timeout=1)  # subscription confirmation
 
     def ring(url: str) -> None:
-        enqueuer = Enqueuer(Frontier.open(redis_client, KEYS_T, "fifo"), SetDedup(DF), "{t}:doorbell")
+        enqueuer = Enqueuer(frontier_for_mode(redis_client, KEYS_T, "fifo"), SetDedup(DF), "{t}:doorbell")
         run_sync(enqueuer.run("push", [(url, False, make_member(payload(url), 0))]))
 
     ring("a")

@@ -12,9 +12,9 @@ from scrapy.settings import Settings
 
 from distributed_crawler.cli.main import main
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
-from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import RequestCodec, payload_url
 from distributed_crawler.queue.envelope import make_member, split_member
+from distributed_crawler.queue.factory import frontier_from_settings
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.recrawl.schedule import FINGERPRINT_CHARS, RecrawlKeys, RevisitSchedule
 from distributed_crawler.storage.backends import open_storage
@@ -37,7 +37,7 @@ def fingerprint(url: str) -> str:
 @pytest.fixture
 def crawled(redis_client: redis.Redis, tmp_path: Path) -> str:
     """A crawl as the nodes leave it: sections scheduled (due in an hour), every page stored."""
-    schedule = RevisitSchedule(redis_client, Frontier.from_settings(Settings(), "news", redis_client))
+    schedule = RevisitSchedule(redis_client, frontier_from_settings(Settings(), "news", redis_client))
     codec = RequestCodec(None)
     for url in SECTIONS:
         member = make_member(codec.encode(Request(url), slot=url.split("/")[2], again=True), 0)

@@ -10,12 +10,13 @@ import pytest
 import redis
 from scrapy import Request
 
-from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.envelope import make_member, split_member
+from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.recrawl.rules import RecrawlConfig, parse_interval
 from distributed_crawler.recrawl.schedule import RecrawlKeys, RevisitSchedule, iter_states, parse_state
 from distributed_crawler.storage.digest import content_digest
+from tests.frontiers import with_mode
 
 SPIDER_KEYS = SpiderKeys(
     "r",
@@ -36,11 +37,11 @@ KEYS = RecrawlKeys("{r}:recrawl", "{r}:recrawl:state")
 
 @pytest.fixture
 def schedule(redis_client: redis.Redis) -> RevisitSchedule:
-    return RevisitSchedule(redis_client, Frontier.open(redis_client, SPIDER_KEYS, "host"))
+    return RevisitSchedule(redis_client, frontier_for_mode(redis_client, SPIDER_KEYS, "host"))
 
 
 def in_mode(schedule: RevisitSchedule, mode: str) -> RevisitSchedule:
-    return RevisitSchedule(schedule.client, schedule.frontier.with_mode(mode))
+    return RevisitSchedule(schedule.client, with_mode(schedule.frontier, mode))
 
 
 def member(url: str, slot: str = "site.test") -> str:
@@ -112,7 +113,7 @@ def test_move_pushes_due_urls_into_their_host_queue_once(schedule: RevisitSchedu
     assert schedule.move_due(100, 3600).moved == 1
     assert redis_client.llen(SPIDER_KEYS.host_list("site.test")) == 1  # same member: not duplicated
     # the frontier serves it like any request (its payload says "again": no budget page counted)
-    scripts = Frontier.open(redis_client, SPIDER_KEYS, "host")
+    scripts = frontier_for_mode(redis_client, SPIDER_KEYS, "host")
     popped = scripts.lease(10, 60)
     assert [split_member(h.lease).payload for h in popped.leases] == [split_member(m).payload]
     assert redis_client.hget(SPIDER_KEYS.host("site.test"), "pages") is None

@@ -20,10 +20,11 @@ from distributed_crawler.cli import project as cli_project
 from distributed_crawler.cli.main import main
 from distributed_crawler.dedup.dupefilter import RedisSetDupeFilter, SetDedup
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
-from distributed_crawler.queue.base import Frontier, FrontierLayoutError
+from distributed_crawler.queue.base import Frontier, FrontierLayoutError, placed_entry
 from distributed_crawler.queue.codec import RequestCodec, payload_url
 from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
+from distributed_crawler.queue.factory import frontier_from_settings
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.recrawl.schedule import FINGERPRINT_CHARS, RecrawlKeys, RevisitSchedule
 from distributed_crawler.storage.backends import open_storage
@@ -43,7 +44,7 @@ def settings_of(shards: int, mode: str = "host") -> Settings:
 @pytest.fixture(params=[(mode, shards) for mode in ("host", "priority") for shards in (1, 4)], ids=str)
 def schedule(request: pytest.FixtureRequest, client: redis.Redis) -> RevisitSchedule:
     mode, shards = request.param
-    return RevisitSchedule(client, Frontier.from_settings(settings_of(shards, mode), "news", client))
+    return RevisitSchedule(client, frontier_from_settings(settings_of(shards, mode), "news", client))
 
 
 def member_of(frontier: Frontier, url: str) -> str:
@@ -174,7 +175,7 @@ def shards(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> i
 def test_dcrawl_schedule_and_recrawl_all_act_on_every_shard(
     shards: int, redis_url: str, redis_client: redis.Redis, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    frontier = Frontier.from_settings(settings_of(shards), "news", redis_client)
+    frontier = frontier_from_settings(settings_of(shards), "news", redis_client)
     schedule = RevisitSchedule(redis_client, frontier)
     codec = RequestCodec(None)
     sections = URLS[:6]
@@ -214,7 +215,7 @@ def test_request_seen_uses_the_slice_of_the_requests_host_shard(redis_client: re
     crawler = get_crawler(Spider, values)
     crawler.spider = Spider("news")
     df = RedisSetDupeFilter.from_crawler(crawler)
-    frontier = Frontier.from_settings(settings, "news", redis_client)
+    frontier = frontier_from_settings(settings, "news", redis_client)
     try:
         assert df.request_seen(Request(URLS[0])) is False
         assert df.request_seen(Request(URLS[0])) is True
@@ -231,7 +232,7 @@ def test_request_seen_uses_the_slice_of_the_requests_host_shard(redis_client: re
         def push(url: str) -> int:
             placement = frontier.placement(url)
             member = make_member(json.dumps({"url": url, "slot": placement.slot}), 0)
-            entry = Frontier.entry(df.fingerprint_hex(Request(url)), False, member, 0.0, placement)
+            entry = placed_entry(df.fingerprint_hex(Request(url)), False, member, 0.0, placement)
             return int(sum(run_sync(enqueuer.run("push", [entry]))))
 
         assert push(URLS[0]) == 0  # the scheduler's push sees what request_seen added...
@@ -248,10 +249,10 @@ def test_another_shard_count_is_refused_while_revisits_are_scheduled(
     client: redis.Redis, before: int, after: int
 ) -> None:
     """A drained frontier may change its count, but its revisit schedule lives on the old tags."""
-    old = Frontier.from_settings(settings_of(before), "news", client)
+    old = frontier_from_settings(settings_of(before), "news", client)
     run_sync(old.check_layout())
     record_all(RevisitSchedule(client, old))
-    new = Frontier.from_settings(settings_of(after), "news", client)
+    new = frontier_from_settings(settings_of(after), "news", client)
     with pytest.raises(
         FrontierLayoutError, match=f"start with FRONTIER_SHARDS={before}, or delete the revisit"
     ) as info:

@@ -16,6 +16,7 @@ from scrapy.settings import Settings
 
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.enqueue import run_sync
+from distributed_crawler.queue.factory import frontier_from_settings
 from distributed_crawler.recrawl.schedule import RecrawlKeys, RevisitSchedule
 from tests.conftest import Workers, stored_rows, wait_for
 from tests.site.live_site import LiveNewsSite
@@ -33,7 +34,7 @@ SETTINGS = (
 
 @pytest.fixture
 def frontier(redis_client: redis.Redis) -> Frontier:
-    return Frontier.from_settings(Settings({"FRONTIER_SHARDS": SHARDS}), "news", redis_client)
+    return frontier_from_settings(Settings({"FRONTIER_SHARDS": SHARDS}), "news", redis_client)
 
 
 @pytest.fixture

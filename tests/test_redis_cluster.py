@@ -23,12 +23,14 @@ from distributed_crawler.cli import project as cli_project
 from distributed_crawler.cli.main import main
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisConfig, subscribe
 from distributed_crawler.connection.cluster_client import AsyncClusterClient
+from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.monitoring.dashboard import discover_spiders
 from distributed_crawler.monitoring.nodes import NodeKeys
-from distributed_crawler.queue.base import Frontier
+from distributed_crawler.queue.base import placed_entry
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member
+from distributed_crawler.queue.factory import frontier_for_mode, frontier_from_settings
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.seedkey import SeedKey
 from distributed_crawler.queue.shards import shard_tags
@@ -200,7 +202,7 @@ def test_revisit_scripts_run_on_the_cluster(
     settings = Settings()
     keys = SpiderKeys.from_settings(settings, "news")
     client = cluster.client()
-    schedule = RevisitSchedule(client, Frontier.open(client, keys, "host"))
+    schedule = RevisitSchedule(client, frontier_for_mode(client, keys, "host"))
     member = make_member(json.dumps({"v": 1, "url": "http://a.test/section", "slot": "a.test"}), 0)
     assert schedule.record("fp", (1, 4), 2.0, "body", digest="d", member=member).change == "first"
     schedule.client.zadd(RecrawlKeys.from_settings(settings, "news").schedule, {"fp": 0})
@@ -221,7 +223,7 @@ def test_source_registry_import_and_node_read_run_on_the_cluster(
     keys = SpiderKeys.from_settings(Settings(), "news")
     client = cluster.client()
     assert client.get(keys.sources_version) == b"1" and client.hkeys(keys.sources) == [b"lemonde.fr"]
-    pause, overrides, version = Frontier.open(client, keys, "host").control_state()
+    pause, overrides, version = CrawlControl.of(frontier_for_mode(client, keys, "host")).control_state()
     assert (pause, overrides, version) == (None, {}, b"1")
     assert json.loads(dcrawl(capsys, "sources", "news", "show", "Le Monde", "--json"))["tags"] == ["fr"]
 
@@ -282,7 +284,7 @@ def test_doorbell_rings_across_cluster_nodes(cluster: RedisClusterNodes, cluster
         client = config.async_client()  # fresh: subscribe() must work before any other command
         try:
             pubsub = await subscribe(client, keys.doorbell)
-            enqueuer = Enqueuer(Frontier.open(client, keys, "priority"), SetDedup(keys.dupefilter), keys.doorbell)
+            enqueuer = Enqueuer(frontier_for_mode(client, keys, "priority"), SetDedup(keys.dupefilter), keys.doorbell)
             await enqueuer.run("push", [("ab" * 16, False, make_member('{"url": "http://e.com/"}', 0))])
             messages = []
             for _ in range(10):
@@ -501,7 +503,7 @@ def test_a_six_shard_frontier_runs_on_every_master(cluster: RedisClusterNodes) -
     client = cluster.client()
     try:
         settings = Settings({"FRONTIER_SHARDS": 6, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
-        frontier = Frontier.from_settings(settings, "sharded", client)  # a spider of its own: the cluster is shared
+        frontier = frontier_from_settings(settings, "sharded", client)  # a spider of its own: the cluster is shared
         run_sync(frontier.check_layout())
 
         async def plain(key: str) -> SetDedup:
@@ -513,7 +515,7 @@ def test_a_six_shard_frontier_runs_on_every_master(cluster: RedisClusterNodes) -
             url = f"http://h{i % 30}.test/{i}"
             placement = frontier.placement(url)
             member = make_member(json.dumps({"url": url, "slot": placement.slot}), 0)
-            entries.append(Frontier.entry(url, False, member, 0.0, placement))
+            entries.append(placed_entry(url, False, member, 0.0, placement))
         assert sum(run_sync(enqueuer.run("push", entries))) == 120
         assert sum(run_sync(enqueuer.run("push", entries[:10]))) == 0  # each host's dedup slice on its shard
         assert run_sync(frontier.size()) == 120
@@ -540,7 +542,7 @@ def test_revisits_of_a_six_shard_frontier_run_on_every_master(cluster: RedisClus
     script on one slot (no CROSSSLOT), the schedule is spread like the frontier, figures are sums."""
     client = cluster.client()
     try:
-        frontier = Frontier.from_settings(Settings({"FRONTIER_SHARDS": 6, "DOMAIN_RATE_LIMIT": 0}), "revisits", client)
+        frontier = frontier_from_settings(Settings({"FRONTIER_SHARDS": 6, "DOMAIN_RATE_LIMIT": 0}), "revisits", client)
         schedule = RevisitSchedule(client, frontier)
         urls = [f"http://h{i}.test/section" for i in range(30)]
         for n, url in enumerate(urls):

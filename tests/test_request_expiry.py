@@ -16,13 +16,14 @@ from distributed_crawler.core.scheduler import RedisScheduler, SchedulerConfig
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.monitoring.hosts import read_refusals
 from distributed_crawler.monitoring.status import Skips
-from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import RequestCodec, payload_url
 from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import Envelope, make_member, split_member
+from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.keys import SpiderKeys
 from tests.conftest import Workers
+from tests.frontiers import pop
 from tests.site.server import NewsSite
 
 KEYS = SpiderKeys.from_settings(Settings(), "exp")
@@ -34,7 +35,7 @@ def server_now(client: redis.Redis) -> int:
 
 def push(client: redis.Redis, mode: str, members: list[tuple[str, str]]) -> None:
     """(url, member) pairs, pushed as the scheduler does."""
-    scripts = Frontier.open(client, KEYS, mode)
+    scripts = frontier_for_mode(client, KEYS, mode)
     entries = []
     for url, member in members:
         entry: tuple = (url, False, member, 0.0)
@@ -60,7 +61,7 @@ def test_expired_requests_are_dropped_at_lease_and_counted_per_host(redis_client
             ("http://legacy.example/1", f"0:0:{payload('http://legacy.example/1')}"),  # written by older code
         ],
     )
-    leases = Frontier.open(redis_client, KEYS, mode).pop(10, 60)
+    leases = pop(frontier_for_mode(redis_client, KEYS, mode), 10, 60)
     leased = sorted(payload_url(split_member(lease).payload) for lease in leases if lease)
     assert leased == ["http://legacy.example/1", "http://old.example/fresh"]
     assert leases.count(b"") == 1  # what the node counts as scheduler/expired
@@ -74,20 +75,20 @@ def test_host_pop_reports_expired_per_host(redis_client: redis.Redis) -> None:
     now = server_now(redis_client)
     urls = [f"http://a.example/{i}" for i in range(3)]
     push(redis_client, "host", [(u, make_member(payload(u), 0, expires_at=now - 1)) for u in urls])
-    popped = Frontier.open(redis_client, KEYS, "host").lease(10, 60)
+    popped = frontier_for_mode(redis_client, KEYS, "host").lease(10, 60)
     assert popped.leases == [] and popped.expired == 3 and popped.broken == []
     assert redis_client.hget(KEYS.refused, "expired a.example") == b"3"
 
 
 def test_the_expiry_survives_reclaim_and_release(redis_client: redis.Redis) -> None:
-    scripts = Frontier.open(redis_client, KEYS, "priority")
+    scripts = frontier_for_mode(redis_client, KEYS, "priority")
     at = server_now(redis_client) + 3600
     push(
         redis_client, "priority", [("http://r.example/1", make_member(payload("http://r.example/1"), 0, expires_at=at))]
     )
-    (lease,) = scripts.pop(1, 60)
+    (lease,) = pop(scripts, 1, 60)
     assert scripts.release([lease]) == 1
-    (lease,) = scripts.pop(1, 60)
+    (lease,) = pop(scripts, 1, 60)
     redis_client.zadd(KEYS.processing, {lease: 1})  # expired lease
     assert scripts.reclaim(5, limit=10, failed_cap=10, node_id="t") == (1, 0)
     (member,) = redis_client.zrange(KEYS.requests, 0, -1)
@@ -174,7 +175,7 @@ def test_a_worker_never_fetches_an_expired_request(workers: Workers, redis_clien
                 codec.encode(Request(url, dont_filter=True, meta={"depth": 1}), slot=host), 0, expires_at=at
             )
             entries.append(("", True, member, 0.0, host, 0.0, -1))  # no fingerprint: the filter stays untouched
-        scripts = Frontier.open(redis_client, keys, "host")
+        scripts = frontier_for_mode(redis_client, keys, "host")
         run_sync(Enqueuer(scripts, SetDedup(keys.dupefilter)).run("push", entries))
         assert run_sync(crawl_counts(redis_client, keys)).pending == 6
         workers.start("w1", "DEPTH_LIMIT=1", "MAX_IDLE_TIME_BEFORE_CLOSE=2")

@@ -21,12 +21,13 @@ from distributed_crawler.downloadermiddlewares.retry import (
     parse_retry_after,
     retry_delay,
 )
-from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import payload_url, read_payload
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
+from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.keys import SpiderKeys
 from tests.conftest import ROOT, Workers, free_port
+from tests.frontiers import pop as lease_flat
 from tests.site.server import FLAKY_FAILURES, FLAKY_OK_TEXT, NewsSite
 
 KEYS = SpiderKeys.from_settings(Settings(), "news")
@@ -80,13 +81,13 @@ def test_bad_retry_settings_are_rejected_with_the_value(settings: dict, message:
 
 # -- the delayed hand-over, in Lua ----------------------------------------------------------
 def push(client: redis.Redis, qtype: str, url: str, delay: float = 0, handover: list[bytes] = ()) -> list[int]:
-    enqueuer = Enqueuer(Frontier.open(client, KEYS, qtype), SetDedup(KEYS.dupefilter))
+    enqueuer = Enqueuer(frontier_for_mode(client, KEYS, qtype), SetDedup(KEYS.dupefilter))
     member = make_member(json.dumps({"url": url}), 0)
     return run_sync(enqueuer.run("push", [(url, True, member, delay)], list(handover)))
 
 
 def pop(client: redis.Redis, qtype: str, n: int = 10) -> list[bytes]:
-    return Frontier.open(client, KEYS, qtype).pop(n, 60, due_batch=100)
+    return lease_flat(frontier_for_mode(client, KEYS, qtype), n, 60, due_batch=100)
 
 
 @pytest.mark.parametrize("qtype", ["priority", "fifo", "lifo"])
@@ -120,7 +121,7 @@ def test_delayed_push_does_not_ring_the_doorbell(redis_client: redis.Redis) -> N
     pubsub = redis_client.pubsub(ignore_subscribe_messages=True)
     pubsub.subscribe(KEYS.doorbell)
     pubsub.get_message(timeout=1)
-    enqueuer = Enqueuer(Frontier.open(redis_client, KEYS, "priority"), SetDedup(KEYS.dupefilter), KEYS.doorbell)
+    enqueuer = Enqueuer(frontier_for_mode(redis_client, KEYS, "priority"), SetDedup(KEYS.dupefilter), KEYS.doorbell)
     run_sync(enqueuer.run("push", [("", True, make_member("{}", 0), 10.0)]))
     assert pubsub.get_message(timeout=0.3) is None
     run_sync(enqueuer.run("push", [("", True, make_member("{}", 0))]))

@@ -10,7 +10,7 @@ import pytest
 import redis
 from scrapy import Request
 
-from distributed_crawler.queue.base import Frontier
+from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.recrawl.rules import RecrawlConfig, Revisit, parse_article_revisits
 from distributed_crawler.recrawl.schedule import RevisitSchedule, parse_state
 from tests.test_recrawl_schedule import KEYS, SPIDER_KEYS, member
@@ -21,7 +21,7 @@ PLAN = (10.0, 20.0, 30.0)
 @pytest.fixture
 def schedule(redis_client: redis.Redis) -> RevisitSchedule:
     redis_client.delete(KEYS.schedule, KEYS.state)
-    return RevisitSchedule(redis_client, Frontier.open(redis_client, SPIDER_KEYS, "host"))
+    return RevisitSchedule(redis_client, frontier_for_mode(redis_client, SPIDER_KEYS, "host"))
 
 
 def state_of(schedule: RevisitSchedule, fp: str):  # type: ignore[no-untyped-def]

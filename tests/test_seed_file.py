@@ -22,8 +22,8 @@ from distributed_crawler.addon import with_addon
 from distributed_crawler.cli.main import main
 from distributed_crawler.cli.project import open_dupefilter
 from distributed_crawler.cli.seed import SeedLoader, SeedPusher
-from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
+from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.seedkey import SeedKey, taken_key
 from distributed_crawler.queue.seeds import parse_seed
@@ -119,7 +119,7 @@ def test_dedup_skips_seen_and_in_file_duplicates(
     keys = SpiderKeys.from_settings(settings, "news")
     df, backend = open_dupefilter(settings, redis_client, keys)  # the node's filter: the crawl saw /seen
     run_sync(
-        Enqueuer(Frontier.open(redis_client, keys, "fifo"), backend).run(
+        Enqueuer(frontier_for_mode(redis_client, keys, "fifo"), backend).run(
             "add", [(df.fingerprint_hex(Request(SEEN)), False, "")]
         )
     )

@@ -23,7 +23,7 @@ from distributed_crawler.connection.clients import (
     RedisUnavailable,
     parse_sentinels,
 )
-from distributed_crawler.queue.base import Frontier
+from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import lua_source
 from tests.conftest import RedisServer, Workers, crawl_preflight, free_port, one_error_line
@@ -174,7 +174,7 @@ def test_failover_and_replica_errors_count_as_transient(tmp_path: Path) -> None:
         assert isinstance(caught.value, NoReplicasError)
         with pytest.raises(NoReplicasError):  # inside a script too
             keys = SpiderKeys.from_settings(Settings(), "news")
-            Frontier.open(client, keys, "priority").renew(["lease"], 60)
+            frontier_for_mode(client, keys, "priority").renew(["lease"], 60)
         client.config_set("min-replicas-to-write", 0)
         client.zrem("{news}:processing", "lease")
     finally:

@@ -15,10 +15,11 @@ from scrapy.settings import Settings
 from distributed_crawler.cli.hosts import gather_hosts
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.monitoring.status import gather_status
-from distributed_crawler.queue.base import Frontier, FrontierLayoutError
+from distributed_crawler.queue.base import Frontier, FrontierLayoutError, placed_entry
 from distributed_crawler.queue.codec import payload_url
 from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.envelope import make_member, split_member
+from distributed_crawler.queue.factory import frontier_from_settings
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.shards import check_shards, shard_of, shard_tags, slot_of_tag
 from tests.conftest import Workers, crawl_preflight, dcrawl, one_error_line
@@ -64,7 +65,7 @@ def test_shard_keys_carry_the_shard_tag_and_keep_the_spiders_own() -> None:
 
 
 def frontier(client: redis.Redis, **settings: object) -> Frontier:
-    return Frontier.from_settings(Settings({"FRONTIER_SHARDS": 1, **settings}), "news", client)
+    return frontier_from_settings(Settings({"FRONTIER_SHARDS": 1, **settings}), "news", client)
 
 
 def test_the_layout_is_recorded_then_accepted(redis_client: redis.Redis) -> None:
@@ -95,7 +96,7 @@ def test_a_frontier_written_the_current_way_is_read_with_default_settings(redis_
     single = json.dumps({"url": "http://b.test/2"})
     redis_client.zadd("{news}:requests", {f"0:0:{single}": 2})  # a single-queue entry left by a mode switch
     redis_client.set("{news}:pending", 2)
-    ours = Frontier.from_settings(Settings(), "news", redis_client)
+    ours = frontier_from_settings(Settings(), "news", redis_client)
     run_sync(ours.check_layout())  # one shard, as written: accepted
     assert run_sync(ours.size()) == 2
     leased = []
@@ -143,7 +144,7 @@ def test_two_workers_on_four_shards_store_every_page_once(
 def test_status_and_hosts_sum_over_the_shards(redis_client: redis.Redis) -> None:
     """`dcrawl status` and `dcrawl hosts` figures of a four-shard frontier: sums over the shards."""
     settings = Settings({"FRONTIER_SHARDS": 4, "DOMAIN_RATE_LIMIT": 0})
-    sharded = Frontier.from_settings(settings, "news", redis_client)
+    sharded = frontier_from_settings(settings, "news", redis_client)
 
     async def plain(key: str) -> SetDedup:
         return SetDedup(key)
@@ -153,7 +154,7 @@ def test_status_and_hosts_sum_over_the_shards(redis_client: redis.Redis) -> None
         url = f"http://h{i % 10}.test/{i}"
         placement = sharded.placement(url)
         member = make_member(json.dumps({"url": url, "slot": placement.slot}), 0)
-        entries.append(Frontier.entry(url, False, member, 0.0, placement))
+        entries.append(placed_entry(url, False, member, 0.0, placement))
     assert sum(run_sync(run_sync(sharded.open_enqueuer(plain)).run("push", entries))) == 30
     status = run_sync(gather_status(redis_client, settings, "news"))
     assert status["pending"] == 30 and status["hosts"]["count"] == 10

@@ -14,9 +14,10 @@ from scrapy.settings import Settings
 
 from distributed_crawler.cli.main import main
 from distributed_crawler.connection.policy import RedisPolicy
+from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.core.pause import PauseWatch
 from distributed_crawler.core.registry import SourceCache
-from distributed_crawler.queue.base import Frontier
+from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.keys import SpiderKeys
 
 OUTLETS = (
@@ -126,7 +127,7 @@ def test_a_node_applies_a_change_at_its_next_control_read_and_only_rereads_on_ch
 
     async def run() -> list[tuple[int, int]]:
         client = aioredis.Redis.from_url(redis_url)
-        frontier = Frontier.open(client, keys, "host")
+        frontier = frontier_for_mode(client, keys, "host")
         cache = SourceCache()
         watch = PauseWatch(lambda: frontier, RedisPolicy("redis://test"), None, cache)
         seen = [(await refresh(watch), len(cache.table))]
@@ -175,14 +176,14 @@ def test_a_node_keeps_its_pause_and_overrides_and_logs_once_when_the_registry_is
 
     async def run() -> SourceCache:
         client = aioredis.Redis.from_url(redis_url)
-        frontier = Frontier.open(client, keys, "host")
+        frontier = frontier_for_mode(client, keys, "host")
         cache = SourceCache()
         watch = PauseWatch(lambda: frontier, RedisPolicy("redis://test"), None, cache)
         for _ in range(3):
             await watch.refresh()
         redis_client.delete("{news}:registry:version")
         redis_client.hset("{news}:registry:version", "x", "y")  # garbage version: read as none
-        state = await frontier.control_state()
+        state = await CrawlControl.of(frontier).control_state()
         assert state[1] == {b"example.com": b'{"delay": 2}'} and state[2] is None
         await client.aclose()
         return cache

@@ -22,8 +22,8 @@ from distributed_crawler.core.traps import (
 from distributed_crawler.dedup.dupefilter import flush_crawl
 from distributed_crawler.defaults import DEFAULTS
 from distributed_crawler.meta import LEASE_META
-from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import payload_url
+from distributed_crawler.queue.factory import frontier_for_mode, frontier_from_settings
 from distributed_crawler.queue.scripts import lua_source
 from distributed_crawler.queue.shards import shard_of, shard_tags
 from tests.test_admission import _drain, _letters, _scheduler
@@ -118,7 +118,7 @@ def test_hosts_per_domain_are_capped_for_the_whole_cluster(redis_url: str, redis
     assert second.stats.get_value("scheduler/enqueued/redis") == 1
     assert redis_client.hget(first.frontier.keys.refused, "domain_max_hosts h9.example.com") == b"1"
     asyncio.run(
-        flush_crawl(Frontier.open(redis_client, first.frontier.keys, "host"), first.frontier.keys.dupefilter)
+        flush_crawl(frontier_for_mode(redis_client, first.frontier.keys, "host"), first.frontier.keys.dupefilter)
     )  # a new crawl starts with no host counted
     assert redis_client.keys("{adm}:domain:*") == []
 
@@ -149,7 +149,7 @@ def test_no_cap_asks_nothing(redis_url: str, redis_client: redis.Redis) -> None:
 
 
 def test_with_shards_each_domains_set_is_on_its_shard(redis_url: str, redis_client: redis.Redis) -> None:
-    frontier = Frontier.from_settings(_settings(FRONTIER_SHARDS=6), "adm", redis_client)
+    frontier = frontier_from_settings(_settings(FRONTIER_SHARDS=6), "adm", redis_client)
     domains = [f"example{i}.com" for i in range(8)]
     hosts = DomainHosts(frontier.domain_hosts_key, 2)
 
@@ -169,7 +169,7 @@ def test_with_shards_each_domains_set_is_on_its_shard(redis_url: str, redis_clie
         assert redis_client.scard(key) == 2  # the cap held, on the domain's shard
         assert [hosts.allowed(f"h{i}.{domain}") for i in range(3)] == [True, True, False]
     assert redis_client.keys("{adm}:domain:*") == []  # nothing on the spider's own tag
-    one = Frontier.from_settings(_settings(FRONTIER_SHARDS=1), "adm", redis_client)
+    one = frontier_from_settings(_settings(FRONTIER_SHARDS=1), "adm", redis_client)
     assert one.domain_hosts_key("example0.com") == "{adm}:domain:example0.com"  # one shard: today's key
 
 

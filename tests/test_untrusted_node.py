@@ -31,10 +31,10 @@ from distributed_crawler.dedup.dupefilter import (
     choose_dedup,
     reset_dedup,
 )
-from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import PayloadError, RequestCodec
 from distributed_crawler.queue.deadletters import DeadLetters
 from distributed_crawler.queue.enqueue import Enqueuer
+from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.seeds import SeedError, parse_seed
 from tests.conftest import Workers
@@ -214,7 +214,7 @@ def test_dedup_data_errors_at_open_and_mid_crawl(redis_client: redis.Redis, redi
         await client.delete(KEYS.dupefilter)
         dedup = BitmapDedup(KEYS.dupefilter, BloomConfig(backend="bitmap", capacity=1000))
         await dedup.prepare(client)
-        enqueuer = Enqueuer(Frontier.open(client, KEYS, "priority"), dedup)
+        enqueuer = Enqueuer(frontier_for_mode(client, KEYS, "priority"), dedup)
         assert await enqueuer.run("add", [("ab" * 20, False, "")]) == [1]
         await client.hset(KEYS.dupefilter, "L0:m", "garbage")  # corrupted mid-crawl
         with pytest.raises(DedupDataError, match="corrupt"):

@@ -18,7 +18,7 @@ from typing import Any
 from rich.console import Console
 
 from distributed_crawler.cli.output import listing_table, print_json
-from distributed_crawler.cli.project import open_frontier
+from distributed_crawler.cli.project import open_control
 from distributed_crawler.core.control import (
     RENDER,
     BadInput,
@@ -32,6 +32,7 @@ from distributed_crawler.core.control import (
     parse_host,
     pause_action,
 )
+from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.queue.keys import SpiderKeys
 
 BAD_INPUT = 2  # exit code of a refused argument
@@ -62,12 +63,12 @@ def cmd_host(args: argparse.Namespace, connect: Connect) -> int:
     except BadInput as exc:
         return _refused(exc)
     settings, client, keys = connect(args)
-    frontier = open_frontier(settings, client, keys)
+    control = open_control(settings, client, keys)
     if args.action == "show":
-        return _show(args, frontier, host, scope)
+        return _show(args, control, host, scope)
     if args.action == "purge":
         change = HostChange({"dead_letter": args.dead_letter})
-    _, now, dropped = host_action(frontier, settings, host, args.action, change, user(args), "cli")
+    _, now, dropped = host_action(control, settings, host, args.action, change, user(args), "cli")
     if dropped is not None:
         where = " (dead-lettered as purged)" if args.dead_letter else ""
         print(f"purged {dropped} pending request(s) of {scope} {host}{where}")
@@ -76,14 +77,15 @@ def cmd_host(args: argparse.Namespace, connect: Connect) -> int:
         removed = ", ".join(change.cleared) if change.cleared else "every override"
         print(f"unset {scope} {host}: {removed} removed; now {describe(now) if now else 'no override left'}")
         return 0
-    if scope == "host" and not known_host(frontier, host):
+    if scope == "host" and not known_host(control, host):
         print(f"note: no request of {host} is known yet; the override applies once one comes")
     print(f"{args.action} {scope} {host}: {describe(now) if now else 'no override left'}")
     return 0
 
 
-def _show(args: argparse.Namespace, frontier: Any, host: str, scope: str) -> int:
-    override = decode_override(frontier.override(host))
+def _show(args: argparse.Namespace, control: CrawlControl, host: str, scope: str) -> int:
+    override = decode_override(control.override(host))
+    frontier = control.frontier
     hosts = frontier.host_control()
     state: dict[str, str] = {}
     pending = None
@@ -148,9 +150,8 @@ def host_state_words(state: dict[str, str], now: float) -> list[str]:
 
 def cmd_overrides(args: argparse.Namespace, connect: Connect) -> int:
     settings, client, keys = connect(args)
-    frontier = open_frontier(settings, client, keys)
     rows = []
-    for target, raw in sorted(frontier.overrides().items()):
+    for target, raw in sorted(open_control(settings, client, keys).overrides().items()):
         rows.append({"target": target.decode("utf-8", "replace"), **(decode_override(raw) or {})})
     if args.json:
         print_json(rows)
@@ -182,8 +183,8 @@ def cmd_pause(args: argparse.Namespace, connect: Connect) -> int:
         print("no spider found in Redis")
     drain = bool(getattr(args, "drain", False))
     for name in names:
-        frontier = open_frontier(settings, client, SpiderKeys.from_settings(settings, name))
-        old = pause_action(frontier, settings, args.command, drain, user(args), "cli")
+        control = open_control(settings, client, SpiderKeys.from_settings(settings, name))
+        old = pause_action(control, settings, args.command, drain, user(args), "cli")
         if args.command == "pause":
             how = "workers finish what they hold" if drain else "workers give back what they have not started"
             print(f"paused {name}: nothing more is leased; {how}; `dcrawl resume {name}` to go on")
@@ -200,9 +201,8 @@ def cmd_audit(args: argparse.Namespace, connect: Connect) -> int:
         except BadInput as exc:
             return _refused(exc)
     settings, client, keys = connect(args)
-    frontier = open_frontier(settings, client, keys)
     entries = []
-    for entry_id, fields in frontier.audit_entries(since):
+    for entry_id, fields in open_control(settings, client, keys).audit_entries(since):
         row = {k.decode(): v.decode("utf-8", "replace") for k, v in fields.items()}
         row["id"] = entry_id.decode()
         entries.append(row)

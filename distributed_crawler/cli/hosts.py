@@ -21,6 +21,7 @@ from rich.table import Table
 from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.cli.project import open_frontier
 from distributed_crawler.core.control import decode_override, describe
+from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.monitoring.control import control_summary
 from distributed_crawler.monitoring.hosts import (
     by_pending,
@@ -102,11 +103,11 @@ def render_hosts(data: dict[str, Any]) -> Table:
     return table
 
 
-def override_rows(frontier: Any, limit: int) -> list[dict[str, Any]]:
+def override_rows(control: CrawlControl, limit: int) -> list[dict[str, Any]]:
     """The operator's overrides (dcrawl host ... set/block), at most `limit`, blocks first."""
     rows = [
         {"target": target.decode("utf-8", "replace"), **(decode_override(raw) or {})}
-        for target, raw in frontier.overrides().items()
+        for target, raw in control.overrides().items()
     ]
     return sorted(rows, key=lambda r: (not r.get("until"), r["target"]))[:limit]
 
@@ -141,8 +142,9 @@ def cmd_hosts(args: argparse.Namespace) -> int:
     frontier = open_frontier(settings, client, keys)
     parts = frontier.part_keys()
     data = run_sync(gather_hosts(client, keys, args.scan, args.limit, parts))
-    data["control"] = run_sync(control_summary(frontier, data["time"]))  # pause, overrides, operator blocks
-    data["overrides"] = override_rows(frontier, args.limit)
+    control = CrawlControl.of(frontier)
+    data["control"] = run_sync(control_summary(control, data["time"]))  # pause, overrides, operator blocks
+    data["overrides"] = override_rows(control, args.limit)
     if args.json:
         print_json(data)
         return 0

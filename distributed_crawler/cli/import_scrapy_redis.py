@@ -36,6 +36,7 @@ from distributed_crawler.core.scheduler import SchedulerConfig
 from distributed_crawler.dedup.dupefilter import BloomConfig, choose_dedup
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
 from distributed_crawler.keyspace import fill
+from distributed_crawler.queue.base import placed_entry
 from distributed_crawler.queue.codec import RequestCodec, UnserializableRequestError
 from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.queue.envelope import MAX_PRIORITY, make_member
@@ -185,7 +186,7 @@ def _convert(
             continue
         priority = max(-MAX_PRIORITY, min(MAX_PRIORITY, request.priority if request.priority else priority))
         fingerprint = fingerprinter.fingerprint(request).hex()
-        batch.append(frontier.entry(fingerprint, request.dont_filter, make_member(payload, priority), 0.0, placement))
+        batch.append(placed_entry(fingerprint, request.dont_filter, make_member(payload, priority), 0.0, placement))
         if len(batch) >= BATCH:
             push()
     push()

@@ -18,10 +18,12 @@ from distributed_crawler.addon import with_addon
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.permissions import PermissionDenied
 from distributed_crawler.core.access import check_node_access
+from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.enqueue import run_sync
+from distributed_crawler.queue.factory import frontier_from_settings
 from distributed_crawler.queue.keys import SpiderKeys
 
 
@@ -46,9 +48,14 @@ def connect(args: argparse.Namespace) -> tuple[Any, Any, SpiderKeys]:
 def open_frontier(settings: Any, client: Any, keys: SpiderKeys) -> Frontier:
     """The spider's frontier (SCHEDULER_QUEUE_CLASS, FRONTIER_SHARDS) on the CLI's sync client;
     a FRONTIER_SHARDS that differs from the frontier's in Redis is refused (ValueError, one line)."""
-    frontier = Frontier.from_settings(settings, keys.spider, client, keys)
+    frontier = frontier_from_settings(settings, keys.spider, client, keys)
     run_sync(frontier.check_layout())
     return frontier
+
+
+def open_control(settings: Any, client: Any, keys: SpiderKeys) -> CrawlControl:
+    """The spider's CrawlControl (pause, overrides, registry, audit) on the CLI's sync client."""
+    return CrawlControl.of(open_frontier(settings, client, keys))
 
 
 def open_enqueuer(settings: Any, client: Any, keys: SpiderKeys, dupefilter: Any = None) -> Any:

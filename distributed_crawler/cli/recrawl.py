@@ -24,6 +24,7 @@ from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.cli.project import open_enqueuer, open_frontier
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
 from distributed_crawler.monitoring.nodes import duration
+from distributed_crawler.queue.base import placed_entry
 from distributed_crawler.queue.codec import RequestCodec, allowed_classes
 from distributed_crawler.queue.enqueue import run_sync, server_time
 from distributed_crawler.queue.envelope import make_member
@@ -157,7 +158,7 @@ def queue_stored(
                 continue
             placement = frontier.placement(request.url)
             member = make_member(codec.encode(request, slot=placement.slot), request.priority)
-            entries.append(frontier.entry("", True, member, 0.0, placement))
+            entries.append(placed_entry("", True, member, 0.0, placement))
         if entries:
             run_sync(enqueuer.run("push", entries))
             queued += len(entries)

@@ -40,7 +40,13 @@ from redis.exceptions import ResponseError
 from distributed_crawler.addresses import SETTING as ALLOWED_SETTING
 from distributed_crawler.addresses import AddressRule
 from distributed_crawler.cli.known import unknown_spider
-from distributed_crawler.cli.project import CliError, connect, open_dupefilter, open_enqueuer, open_frontier
+from distributed_crawler.cli.project import (
+    CliError,
+    connect,
+    open_control,
+    open_dupefilter,
+    open_enqueuer,
+)
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.untrusted import text, wrong_type_message
 from distributed_crawler.core.registry import table_of
@@ -485,7 +491,7 @@ def registered_sites(sites: list[str], settings: Any, client: Any, keys: SpiderK
     a registered outlet is backfilled by name; a URL stays as given."""
     if all("://" in site for site in sites):
         return sites
-    registry = table_of(open_frontier(settings, client, keys).sources())
+    registry = table_of(open_control(settings, client, keys).sources())
     resolved = []
     for site in sites:
         source = None if "://" in site else registry.by_name(site)

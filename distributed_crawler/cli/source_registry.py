@@ -19,9 +19,10 @@ from distributed_crawler.addresses import SETTING as ALLOWED_SETTING
 from distributed_crawler.addresses import AddressRule
 from distributed_crawler.cli.control import BAD_INPUT, user
 from distributed_crawler.cli.output import print_json
-from distributed_crawler.cli.project import open_frontier
+from distributed_crawler.cli.project import open_control
 from distributed_crawler.cli.seed import SeedPusher, site_seed
 from distributed_crawler.core.control import BadInput
+from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.core.registry import SourceTable, table_of
 from distributed_crawler.core.source_changes import apply_import, plan_import, remove_sources
 from distributed_crawler.core.source_records import (
@@ -48,16 +49,16 @@ def _bad(message: str) -> int:
     return BAD_INPUT
 
 
-def read_registry(frontier: Any) -> SourceTable:
+def read_registry(control: CrawlControl) -> SourceTable:
     """The registry as the nodes read it; a key of another type is one line with the fix."""
     try:
-        return table_of(frontier.sources())
+        return table_of(control.sources())
     except ResponseError as exc:
-        raise ValueError(wrong_registry(frontier, exc)) from None
+        raise ValueError(wrong_registry(control, exc)) from None
 
 
-def wrong_registry(frontier: Any, exc: BaseException) -> str:
-    registry, version = frontier.registry_keys()
+def wrong_registry(control: CrawlControl, exc: BaseException) -> str:
+    registry, version = control.registry_keys()
     return (
         f"cannot use the source registry ({exc}): `redis-cli type '{registry}'` must say hash and "
         f"`redis-cli type '{version}'` string; delete the one that is not ours and import the sources again"
@@ -69,13 +70,13 @@ def cmd_registry(args: argparse.Namespace) -> int:
         if args.action == "import":
             return _import(args)
         settings, client, keys = args.connect(args)
-        frontier = open_frontier(settings, client, keys)
-        registry = read_registry(frontier)
+        control = open_control(settings, client, keys)
+        registry = read_registry(control)
         if args.action == "export":
             return _export(args, registry)
         if args.action == "show":
-            return _show(args, frontier, registry)
-        return _remove(args, frontier, settings, registry)
+            return _show(args, control, registry)
+        return _remove(args, control, settings, registry)
     except (BadInput, RecordError) as exc:
         return _bad(str(exc))
 
@@ -93,13 +94,13 @@ def _import(args: argparse.Namespace) -> int:
     if not sources:
         raise BadInput(f"{path} has no source: one record a source, with url")
     settings, client, keys = args.connect(args)
-    frontier = open_frontier(settings, client, keys)
-    plan = plan_import(read_registry(frontier), sources)
+    control = open_control(settings, client, keys)
+    plan = plan_import(read_registry(control), sources)
     seeds = [] if args.no_seed else _site_seeds(settings, plan.new)  # checked before anything is written
     try:
-        apply_import(frontier, settings, plan, user(args), "cli")
+        apply_import(control, settings, plan, user(args), "cli")
     except ResponseError as exc:
-        raise ValueError(wrong_registry(frontier, exc)) from None
+        raise ValueError(wrong_registry(control, exc)) from None
     if seeds:
         SeedPusher(client, SeedKey.from_settings(settings, keys.spider)).push(seeds, [0] * len(seeds))
     seeded = f" (seeded into {keys.start_urls})" if seeds else (" (not seeded: --no-seed)" if plan.new else "")
@@ -143,11 +144,11 @@ def _find(registry: SourceTable, wanted: str) -> Source:
     return source
 
 
-def _show(args: argparse.Namespace, frontier: Any, registry: SourceTable) -> int:
+def _show(args: argparse.Namespace, control: CrawlControl, registry: SourceTable) -> int:
     if len(args.targets) != 1:
         raise BadInput("show takes one NAME or DOMAIN")
     source = _find(registry, args.targets[0])
-    refused = refusals_of(frontier, registry, source)
+    refused = refusals_of(control.frontier, registry, source)
     if args.json:
         print_json({"site": source.site, **source.as_record(), "refused": refused})
         return 0
@@ -178,14 +179,14 @@ def refusals_by_source(frontier: Any, registry: SourceTable) -> dict[str, dict[s
     return out
 
 
-def _remove(args: argparse.Namespace, frontier: Any, settings: Any, registry: SourceTable) -> int:
+def _remove(args: argparse.Namespace, control: CrawlControl, settings: Any, registry: SourceTable) -> int:
     if not args.targets:
         raise BadInput("remove takes one or more NAME or DOMAIN")
     sources = list({s.site: s for s in (_find(registry, t) for t in args.targets)}.values())
     try:
-        remove_sources(frontier, settings, sources, user(args), "cli")
+        remove_sources(control, settings, sources, user(args), "cli")
     except ResponseError as exc:
-        raise ValueError(wrong_registry(frontier, exc)) from None
+        raise ValueError(wrong_registry(control, exc)) from None
     names = ", ".join(s.name for s in sources)
     print(f"removed {len(sources)} source(s): {names}; their pages stay queued (`dcrawl host SPIDER HOST purge`)")
     return 0

@@ -18,7 +18,7 @@ from redis.exceptions import ResponseError
 from rich.console import Console
 
 from distributed_crawler.cli.output import listing_table, print_json
-from distributed_crawler.cli.project import open_frontier
+from distributed_crawler.cli.project import open_control
 from distributed_crawler.cli.source_registry import VERBS, cmd_registry, read_registry, refusals_by_source
 from distributed_crawler.core.registry import SourceTable
 from distributed_crawler.events.sources import SORTS, SourcesConfig, read_sources, sort_sources, sparkline
@@ -84,9 +84,10 @@ def cmd_sources(args: argparse.Namespace) -> int:
             f"cannot read {index} ({exc}); it should be a sorted set: check `redis-cli type {index}`, "
             f"delete it if it is not ours (the nodes rebuild it)"
         ) from None
-    frontier = open_frontier(settings, client, keys)
-    registry = read_registry(frontier)
-    rows = with_registry(sort_sources(data["sources"], args.sort), registry, refusals_by_source(frontier, registry))
+    control = open_control(settings, client, keys)
+    registry = read_registry(control)
+    refused = refusals_by_source(control.frontier, registry)
+    rows = with_registry(sort_sources(data["sources"], args.sort), registry, refused)
     if args.silent:
         rows = [r for r in rows if r["silent"]]
     if args.tag or args.country:

@@ -31,8 +31,8 @@ from distributed_crawler.downloadermiddlewares.proxy import ProxyPoolMiddleware
 from distributed_crawler.downloadermiddlewares.retry import DistributedRetryMiddleware, RetryConfig
 from distributed_crawler.internals import command_crawler
 from distributed_crawler.proxies.pool import ProxyConfig
-from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.enqueue import DedupDataError, run_sync
+from distributed_crawler.queue.factory import frontier_from_settings
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.seedkey import SeedKey
 from distributed_crawler.rendering.config import RenderConfig
@@ -147,7 +147,7 @@ def check_frontier(settings: Any, redis_config: RedisConfig, spider: str) -> Non
     that still holds work: fail now (ValueError, one line)."""
     client = redis_config.sync_client()
     try:
-        run_sync(Frontier.from_settings(settings, spider, client).check_layout())
+        run_sync(frontier_from_settings(settings, spider, client).check_layout())
     finally:
         client.close()
 

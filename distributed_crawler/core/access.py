@@ -23,8 +23,8 @@ from distributed_crawler.connection.permissions import AccessNeeds, PermissionDe
 from distributed_crawler.defaults import DEFAULTS, SettingsReader
 from distributed_crawler.keyspace import fill
 from distributed_crawler.keyspace import key as spider_key
-from distributed_crawler.queue.base import mode_class
 from distributed_crawler.queue.enqueue import run_sync
+from distributed_crawler.queue.factory import mode_class
 from distributed_crawler.queue.seedkey import taken_key
 from distributed_crawler.queue.shards import check_shards, shard_tags
 

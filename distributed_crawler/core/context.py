@@ -26,8 +26,10 @@ from distributed_crawler.connection.policy import RedisPolicy
 from distributed_crawler.core.access import node_needs, url_user
 from distributed_crawler.core.node import node_id_from_settings
 from distributed_crawler.defaults import get_setting
-from distributed_crawler.queue.base import Frontier, mode_class
+from distributed_crawler.queue.base import Frontier
+from distributed_crawler.queue.factory import frontier_from_settings, mode_class
 from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.queue.unsharded import UnshardedFrontier
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -128,16 +130,20 @@ class RedisContext:
         return keys
 
     @property
-    def frontier_class(self) -> type[Frontier]:
+    def frontier_class(self) -> type[UnshardedFrontier]:
         """The Frontier class SCHEDULER_QUEUE_CLASS picks (its capabilities, before any client exists)."""
         return mode_class(str(get_setting(self.settings, "SCHEDULER_QUEUE_CLASS")))[0]
+
+    def new_frontier(self, spider_name: str) -> Frontier:
+        """The spider's frontier on no client yet (the scheduler binds it at open)."""
+        return frontier_from_settings(self.settings, spider_name, None, self.keys_for(spider_name))
 
     def frontier_for(self, spider_name: str) -> Frontier:
         """The spider's frontier on the node's client: one object, its scripts registered once."""
         frontier = self._frontiers.get(spider_name)
         if frontier is None or frontier.client is not self.client:
             keys = self.keys_for(spider_name)
-            frontier = self._frontiers[spider_name] = Frontier.from_settings(
+            frontier = self._frontiers[spider_name] = frontier_from_settings(
                 self.settings, spider_name, self.client, keys
             )
         return frontier

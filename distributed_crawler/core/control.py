@@ -1,8 +1,8 @@
 """Control actions on a running crawl, shared by `dcrawl` (cli/control.py) and the dashboard.
 
-Each action goes through the spider's Frontier (its overrides hash, purge script, pause key) and
-appends one entry to the capped audit stream: action, target, old and new value, user, time and
-source (cli / dashboard). Input is checked here, so both faces refuse the same things with the
+Each action goes through the spider's CrawlControl (core/crawl_control.py: its overrides, its
+pause; the frontier's purge script for a purge) and appends one entry to the capped audit stream:
+action, target, old and new value, user, time and source (cli / dashboard). Input is checked here, so both faces refuse the same things with the
 same one line (`BadInput`).
 """
 
@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.core.traps import registered_domain
 from distributed_crawler.defaults import SettingsReader
-from distributed_crawler.queue.base import Frontier
 
 _LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
 _HOST = re.compile(rf"^(?:{_LABEL}\.)*{_LABEL}(?::\d{{1,5}})?$")
@@ -147,24 +147,24 @@ def audit_entry(action: str, target: str, old: Any, new: Any, by: str, source: s
 
 
 def record(
-    frontier: Frontier, settings: Any, action: str, target: str, old: Any, new: Any, by: str, source: str
+    control: CrawlControl, settings: Any, action: str, target: str, old: Any, new: Any, by: str, source: str
 ) -> None:
     """One audit entry (action, target, old and new value, user, time, source)."""
     fields = audit_entry(action, target, old, new, by, source)
-    frontier.audit(fields, SettingsReader(settings).int("AUDIT_MAXLEN", min=1))
+    control.audit(fields, SettingsReader(settings).int("AUDIT_MAXLEN", min=1))
 
 
 def host_action(
-    frontier: Frontier, settings: Any, raw_host: str, action: str, change: HostChange, by: str, source: str
+    control: CrawlControl, settings: Any, raw_host: str, action: str, change: HostChange, by: str, source: str
 ) -> tuple[str, dict[str, Any] | None, int | None]:
     """Apply set / block / unblock / purge to a host or domain: (host, the override now, purged count)."""
     host, scope = parse_host(raw_host)
-    old = decode_override(frontier.override(host))
+    old = decode_override(control.override(host))
     if action == "purge":
         cap = SettingsReader(settings).int("SCHEDULER_FAILED_MAX", min=1)
         dead = bool(change.values.get("dead_letter"))
-        dropped = int(frontier.purge(host, scope, dead, cap, f"{source}:{by}", time.time()))
-        record(frontier, settings, "purge", host, None, {"dropped": dropped, "dead_letter": dead}, by, source)
+        dropped = int(control.frontier.purge(host, scope, dead, cap, f"{source}:{by}", time.time()))
+        record(control, settings, "purge", host, None, {"dropped": dropped, "dead_letter": dead}, by, source)
         return host, old, dropped
     new = {k: v for k, v in (old or {}).items() if k != "garbage"}
     if action == "set":
@@ -182,34 +182,35 @@ def host_action(
         new.pop("reason", None)
     if any(k not in META_FIELDS for k in new):
         new.update({"scope": scope, "by": by, "at": round(time.time(), 3), "source": source})
-        frontier.write_override(host, json.dumps(new, sort_keys=True))
+        control.write_override(host, json.dumps(new, sort_keys=True))
         now: dict[str, Any] | None = new
     else:
-        frontier.write_override(host, None)
+        control.write_override(host, None)
         now = None
     if action in ("unset", "unblock") and old and any(k in old for k in ("until", "delay")):
-        frontier.make_due(host, scope)  # else it sleeps until the lifted block or delay would have ended
-    record(frontier, settings, action, host, old, now, by, source)
+        control.frontier.make_due(host, scope)  # else it sleeps until the lifted block or delay would have ended
+    record(control, settings, action, host, old, now, by, source)
     return host, now, None
 
 
-def pause_action(frontier: Frontier, settings: Any, action: str, drain: bool, by: str, source: str) -> Any:
+def pause_action(control: CrawlControl, settings: Any, action: str, drain: bool, by: str, source: str) -> Any:
     """pause / resume one spider; returns the pause state before."""
-    old = frontier.pause_state()
+    old = control.pause_state()
     if action == "pause":
-        frontier.pause(by, drain, source, time.time())
-        new = frontier.pause_state()
+        control.pause(by, drain, source, time.time())
+        new = control.pause_state()
     elif action == "resume":
-        frontier.resume()
+        control.resume()
         new = None
     else:
         raise BadInput(f"action ({action}) must be pause or resume")
-    record(frontier, settings, action, frontier.spider, old, new, by, source)
+    record(control, settings, action, control.spider, old, new, by, source)
     return old
 
 
-def known_host(frontier: Frontier, host: str) -> bool:
+def known_host(control: CrawlControl, host: str) -> bool:
     """Whether the frontier has any state of the host (an override of an unknown one gets a note)."""
+    frontier = control.frontier
     hosts = frontier.host_control()
     if hosts is None:
         return True

@@ -26,6 +26,7 @@ from distributed_crawler.internals import downloads_in_flight, wake_engine
 from distributed_crawler.meta import HOST_BACKOFF_META, HOST_SLOT_META, LEASE_META
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import PayloadError, RequestCodec
+from distributed_crawler.queue.doorbell import Ring
 from distributed_crawler.queue.envelope import split_member
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ class Feeder:
         self.arriving: list[Request] = []  # leased, being decoded and admitted: their leases are work
         self.want_more = asyncio.Event()
         self.new_work = Wake()
-        self._rings: list[bytes] = []  # doorbell messages that woke the idle feeder since its last lease
+        self._rings: list[Ring] = []  # doorbell messages that woke the idle feeder since its last lease
         self.codec: RequestCodec  # set at open (it needs the spider)
         self.dead_letters: Any = None  # set at open
         self._undecodable: Counter[str] = Counter()  # leased payloads that did not decode, by kind
@@ -268,17 +269,17 @@ class Feeder:
             )
 
     def _heard(self, data: bytes | None) -> None:
-        """A doorbell message: a lease's "drained" notice (queue/base.py saw), a ring for work a
+        """A doorbell message (queue/doorbell.py): a lease's "drained" notice, a ring for work a
         lease already took (dropped), or a ring that wakes the feeder."""
-        frontier = self._frontier()
-        if frontier.saw(data):
+        frontier, ring = self._frontier(), Ring.parse(data)
+        if frontier.saw(ring):
             return
-        if frontier.stale_ring(data):
+        if frontier.stale_ring(ring):
             self.stats.inc_value("scheduler/doorbell_stale")
             return
-        frontier.woken(data)
+        frontier.woken(ring)
         if data is not None:
-            self._rings.append(data)
+            self._rings.append(ring)
         self.new_work.ring()
 
     async def run_doorbell(

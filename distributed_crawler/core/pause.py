@@ -1,6 +1,6 @@
 """The crawl's pause and the operator's overrides as this node sees them (docs/operations.md).
 
-The pause lives in Redis (the frontier's pause key), so it reaches every node and survives their
+The pause lives in Redis (the crawl's CrawlControl, core/crawl_control.py), so it reaches every node and survives their
 restarts. A node reads it, with the overrides hash and the source registry's version, in one round
 trip every 1.5 s (REFRESH_SECONDS), never per page; the overrides go to the node's OverrideCache
 (core/overrides.py), the registry (read again only when its version moved) to its SourceCache
@@ -20,6 +20,7 @@ from typing import Any
 from scrapy.utils.httpobj import urlparse_cached
 
 from distributed_crawler.connection.policy import Purpose, RedisPolicy
+from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.core.overrides import OverrideCache
 from distributed_crawler.core.registry import SourceCache
 from distributed_crawler.meta import HOST_SLOT_META, LEASE_META
@@ -48,6 +49,10 @@ class PauseWatch:
         self.changed = asyncio.Event()
         self.wake: list[asyncio.Event] = []  # set when the pause changes (the feeder's waits)
 
+    def _control(self) -> CrawlControl:
+        """The crawl's control on the frontier's client as it is now (bound at open)."""
+        return CrawlControl.of(self._frontier())
+
     @property
     def paused(self) -> bool:
         return self.state is not None
@@ -69,7 +74,7 @@ class PauseWatch:
 
     async def refresh(self) -> None:
         async def read() -> Any:
-            return await self._frontier().control_state()
+            return await self._control().control_state()
 
         # a hint the node keeps while Redis is away (it cannot lease then anyway)
         read_back = await self.policy.run(Purpose.CACHE, read, default=_UNKNOWN)
@@ -90,7 +95,7 @@ class PauseWatch:
                 since,
                 state["by"],
                 " (drain: finishing what this node holds)" if state["drain"] else "",
-                self._frontier().spider,
+                self._control().spider,
             )
         elif was is not None:
             logger.info("Crawl resumed: leasing again")
@@ -100,12 +105,12 @@ class PauseWatch:
 
     async def _read_sources(self, version: Any) -> None:
         async def read() -> Any:
-            return await self._frontier().sources()
+            return await self._control().sources()
 
         async def refused(exc: BaseException) -> None:
             if version != self._refused_version:  # once per registry version, not every 1.5 s
                 self._refused_version = version
-                key = self._frontier().registry_keys()[0]
+                key = self._control().registry_keys()[0]
                 logger.error(
                     "Source registry %s not read (%s): this node keeps its last copy; check it with "
                     "`redis-cli type '%s'` (a hash) and import the sources again",

@@ -125,7 +125,7 @@ class RedisScheduler:
         dupefilter = redis_dupefilter(build_from_crawler(load_object(settings["DUPEFILTER_CLASS"]), crawler), settings)
         context = RedisContext.of(crawler)
         config = SchedulerConfig.from_settings(settings)
-        frontier = Frontier.from_settings(settings, crawler.spider.name, None, context.keys_for(crawler.spider.name))
+        frontier = context.new_frontier(crawler.spider.name)  # bound to the node's client at open
         admission = Admission.from_settings(settings, extra=(source_scope_check(SourceCache.of(crawler)),))
         return cls(crawler, config, context.config, frontier, dupefilter, context.node_id, context, admission)
 

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from distributed_crawler.core.traps import DomainHosts
 from distributed_crawler.defaults import SettingsReader
-from distributed_crawler.queue.base import mode_class
 from distributed_crawler.queue.codec import allowed_classes
+from distributed_crawler.queue.factory import mode_class
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distributed_crawler.core.control import BadInput, HostChange, audit_entry, host_action
+from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.core.registry import SourceTable
 from distributed_crawler.core.source_records import Source
 from distributed_crawler.defaults import SettingsReader
-from distributed_crawler.queue.base import Frontier
 
 
 @dataclass
@@ -55,38 +55,38 @@ def plan_import(registry: SourceTable, sources: list[Source]) -> ImportPlan:
     return plan
 
 
-def apply_import(frontier: Frontier, settings: Any, plan: ImportPlan, by: str, origin: str) -> None:
+def apply_import(control: CrawlControl, settings: Any, plan: ImportPlan, by: str, origin: str) -> None:
     changed = plan.changed
     if not changed:
         return
-    frontier.write_sources({new.site: new.to_json() for _, new in changed})
+    control.write_sources({new.site: new.to_json() for _, new in changed})
     entries = [
         audit_entry("source_import", new.site, old.as_record() if old else None, new.as_record(), by, origin)
         for old, new in changed
     ]
     maxlen = SettingsReader(settings).int("AUDIT_MAXLEN", min=1)
     for start in range(0, len(entries), 1000):
-        frontier.audit_many(entries[start : start + 1000], maxlen)
+        control.audit_many(entries[start : start + 1000], maxlen)
     for old, new in changed:
         if (old.rate if old else None) != new.rate:
-            apply_rate(frontier, settings, new.site, new.rate, by, origin)
+            apply_rate(control, settings, new.site, new.rate, by, origin)
 
 
-def remove_sources(frontier: Frontier, settings: Any, sources: list[Source], by: str, origin: str) -> None:
+def remove_sources(control: CrawlControl, settings: Any, sources: list[Source], by: str, origin: str) -> None:
     if not sources:
         return
-    frontier.write_sources({}, [s.site for s in sources])
+    control.write_sources({}, [s.site for s in sources])
     entries = [audit_entry("source_remove", s.site, s.as_record(), None, by, origin) for s in sources]
-    frontier.audit_many(entries, SettingsReader(settings).int("AUDIT_MAXLEN", min=1))
+    control.audit_many(entries, SettingsReader(settings).int("AUDIT_MAXLEN", min=1))
     for s in sources:
         if s.rate is not None:
-            apply_rate(frontier, settings, s.site, None, by, origin)
+            apply_rate(control, settings, s.site, None, by, origin)
 
 
-def apply_rate(frontier: Frontier, settings: Any, site: str, rate: float | None, by: str, origin: str) -> None:
+def apply_rate(control: CrawlControl, settings: Any, site: str, rate: float | None, by: str, origin: str) -> None:
     """A source's rate as its site's override delay (None: the delay removed)."""
     if rate is None:
-        host_action(frontier, settings, site, "unset", HostChange(cleared=("delay",)), by, origin)
+        host_action(control, settings, site, "unset", HostChange(cleared=("delay",)), by, origin)
     else:
         change = HostChange({"delay": round(1.0 / rate, 3)})
-        host_action(frontier, settings, site, "set", change, by, origin)
+        host_action(control, settings, site, "set", change, by, origin)

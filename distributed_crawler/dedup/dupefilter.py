@@ -35,6 +35,7 @@ from distributed_crawler.queue.enqueue import (
     maybe_await,
     run_sync,
 )
+from distributed_crawler.queue.factory import frontier_for_dedup, frontier_from_settings
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.scripts import lua_source
 
@@ -351,7 +352,7 @@ class RedisDupeFilter(BaseDupeFilter):
             crawler.request_fingerprinter,
             debug=crawler.settings.getbool("DUPEFILTER_DEBUG"),
             persist=SettingsReader(crawler.settings).bool("SCHEDULER_PERSIST"),
-            frontier=Frontier.from_settings(crawler.settings, crawler.spider.name, None, keys),
+            frontier=frontier_from_settings(crawler.settings, crawler.spider.name, None, keys),
             **cls.options(crawler.settings),
         )
 
@@ -418,7 +419,7 @@ class RedisDupeFilter(BaseDupeFilter):
             client = self._sync_client()
             dedup = run_sync(self.make_dedup(client, keys.dupefilter))
             run_sync(dedup.prepare(client))
-            enqueuer = self._enqueuers[keys.dupefilter] = Enqueuer(Frontier.for_dedup(client, keys), dedup)
+            enqueuer = self._enqueuers[keys.dupefilter] = Enqueuer(frontier_for_dedup(client, keys), dedup)
         (new,) = run_sync(enqueuer.run("add", [PushEntry(self.fingerprint_hex(request), False, "")]))
         return not new
 

@@ -49,6 +49,7 @@
 --   they change.
 -- uses: queue (lib/queue.lua: member_priority, member_payload, queue_push)
 -- uses: host (lib/host.lua: host_of, host_push, num)
+-- uses: doorbell (lib/doorbell.lua: doorbell_ring)
 local qtype, n, doorbell, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local action = ARGV[6]
 local host_mode = qtype == "host"
@@ -151,10 +152,9 @@ end
 
 local function finish(code, result)
   if added > 0 then redis.call("HSET", KEYS[5], "L" .. cur .. ":n", cur_n) end
-  if queued > 0 and doorbell ~= "" then -- "<queued> <hash tag> <sequence>" (queue/base.py stale_ring)
+  if queued > 0 and doorbell ~= "" then
     local ok, seq = pcall(redis.call, "GET", KEYS[2])
-    local tag = string.match(KEYS[3], "{([^}]*)}") or ""
-    redis.call("PUBLISH", doorbell, queued .. " " .. tag .. " " .. (ok and tonumber(seq) or -1))
+    doorbell_ring(doorbell, queued, KEYS[3], ok and seq or -1)
   end
   table.insert(result, 1, code)
   return result

@@ -18,7 +18,7 @@
 --   are served after one interval instead of after the block's length); until = 0 and the host's
 --   ready score set to now + its interval (max of iv, cd, ad: the robots.txt request counts as one
 --   of the host's requests), or lowered to now when it has none, if it is in the ready zset. A block for another reason (a 429 that
---   came meanwhile) stands. ARGV[4] doorbell channel ("" = none): PUBLISHed to when lifted, so
+--   came meanwhile) stands. ARGV[4] doorbell channel ("" = none): rung (lib/doorbell.lua) when lifted, so
 --   idle nodes (asleep until the block's end) pop the host's requests now. Returns "1" when
 --   lifted, else "0".
 -- Any other mode does nothing and returns "0".
@@ -28,6 +28,7 @@
 --   lies more than max(cap, 3600) s ahead counts as 0 (no block); ARGV that are not finite numbers
 --   take defaults (seconds -> adaptive, base 1, cap 60, random 0.5). A key of the wrong Redis type
 --   raises WRONGTYPE. Both keys are in KEYS (one spider's hash tag: one Cluster slot).
+-- uses: doorbell (lib/doorbell.lua: doorbell_ring)
 local MAX_LEVEL = 64
 local function number(raw, default)
   if type(raw) ~= "string" or #raw > 32 or not string.match(raw, "^%-?%d+%.?%d*$") then return default end
@@ -59,7 +60,7 @@ elseif mode == "unblock" then
   else
     redis.call("ZADD", ready, "XX", "LT", string.format("%.6f", now), ARGV[2] or "")
   end
-  if ARGV[4] and ARGV[4] ~= "" then redis.call("PUBLISH", ARGV[4], "1") end
+  doorbell_ring(ARGV[4], 1, KEYS[1], -1)
   return "1"
 elseif mode ~= "block" then
   return "0" -- an unknown mode does nothing

@@ -10,6 +10,7 @@
 --   lowered to now, server time); hosts without pending work are not added. Domain scope reads the
 --   hosts due later than now, at most 100,000 of them (an operator action; the rest wake at their
 --   own time). The ready zset is in KEYS; the doorbell is a channel, not a key.
+-- uses: doorbell (lib/doorbell.lua: doorbell_ring)
 local ready, target, scope = KEYS[1], ARGV[1] or "", ARGV[2]
 local t = redis.call("TIME")
 local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
@@ -38,5 +39,5 @@ else
     made = 1
   end
 end
-if made > 0 and ARGV[3] and ARGV[3] ~= "" then redis.call("PUBLISH", ARGV[3], "1") end
+if made > 0 then doorbell_ring(ARGV[3], made, KEYS[1], -1) end
 return made

@@ -67,6 +67,7 @@
 -- uses: queue (lib/queue.lua: MAX_PRIORITY, member_priority, queue_push, expired, count_expired)
 -- uses: host (lib/host.lua: host_of, host_push, host_state, over_budget, member_global, member_again,
 --   host_peek, host_take_done, host_size)
+-- uses: doorbell (lib/doorbell.lua: doorbell_ring)
 local count = tonumber(ARGV[1])
 local t = redis.call("TIME")
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -320,6 +321,6 @@ out[#out + 1] = seq -- the pushes this lease saw (a doorbell ring up to it is st
 if count > 0 and wanted > 0 and seq >= 0 and ARGV[7] and ARGV[7] ~= ""
   and #redis.call("ZRANGEBYSCORE", ready, "-inf", now, "LIMIT", 0, 1) == 0 then
   -- drained: no due host left after the pushes up to seq; other nodes need not lease for their rings
-  redis.call("PUBLISH", ARGV[7], "0 " .. (string.match(KEYS[2], "{([^}]*)}") or "") .. " " .. seq)
+  doorbell_ring(ARGV[7], 0, KEYS[2], seq)
 end
 return out

@@ -29,6 +29,7 @@
 -- uses: queue (lib/queue.lua: member_priority, queue_push)
 -- uses: host (lib/host.lua: host_of, host_push)
 -- uses: recrawl (lib/recrawl.lua: parse_state)
+-- uses: doorbell (lib/doorbell.lua: doorbell_ring)
 local qtype, limit, pending, doorbell = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local t = redis.call("TIME")
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -65,7 +66,7 @@ for _, fp in ipairs(due) do
     moved = moved + 1
   end
 end
-if moved > 0 and doorbell ~= "" then redis.call("PUBLISH", doorbell, moved) end
+if moved > 0 then doorbell_ring(doorbell, moved, KEYS[1], -1) end
 local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
 local next_due = "-1"
 if #first > 0 then next_due = string.format("%.3f", math.max(0, tonumber(first[2]) - now)) end

@@ -1,6 +1,6 @@
 """The live control state of a crawl for `dcrawl status`, `dcrawl hosts`, the dashboard and
 Prometheus: the pause (since, by, drain) and the operator's per-host overrides (a count, and the
-blocks with their expiry). Read through the spider's Frontier; garbage in Redis is skipped."""
+blocks with their expiry). Read through the spider's CrawlControl; garbage in Redis is skipped."""
 
 from __future__ import annotations
 
@@ -9,24 +9,24 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from distributed_crawler.queue.base import Frontier
+from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.queue.enqueue import maybe_await
 
 BLOCKS_SHOWN = 20  # blocks listed by status; the count covers all
 SCAN_MAX = 10_000  # overrides looked at for their blocks (the count is HLEN: exact)
 
 
-async def control_summary(frontier: Frontier, now: float) -> dict[str, Any]:
+async def control_summary(control: CrawlControl, now: float) -> dict[str, Any]:
     """{"paused": {since, by, drain, source} | None, "overrides": n, "blocked": n, "blocks": [...]}."""
     try:
-        paused = await maybe_await(frontier.pause_state())
+        paused = await maybe_await(control.pause_state())
     except ResponseError:  # the pause key of another type: it still says someone paused
         paused = {"since": 0.0, "by": "unknown", "drain": False, "source": "unknown"}
     count = 0
     blocks: list[dict[str, Any]] = []
     try:
-        count = int(await maybe_await(frontier.client.hlen(frontier.keys.overrides)))
-        raw = await maybe_await(frontier.overrides()) if count <= SCAN_MAX else {}
+        count = int(await maybe_await(control.override_count()))
+        raw = await maybe_await(control.overrides()) if count <= SCAN_MAX else {}
     except ResponseError:
         raw = {}
     for target, value in raw.items():

@@ -14,15 +14,16 @@ import json
 from typing import Any
 
 from distributed_crawler.core.control import OVERRIDE_FIELDS, HostChange, host_action, pause_action
-from distributed_crawler.queue.base import Frontier
+from distributed_crawler.core.crawl_control import CrawlControl
+from distributed_crawler.queue.factory import frontier_from_settings
 
 MAX_BODY = 4096
 AUDIT_SHOWN = 50
 READ_ONLY = "the dashboard is read-only: start it with DASHBOARD_TOKEN=<secret> to control the crawl from here"
 
 
-def _frontier(server: Any, spider: str) -> Frontier:
-    return Frontier.from_settings(server.settings, spider, server.client)
+def _control(server: Any, spider: str) -> CrawlControl:
+    return CrawlControl.of(frontier_from_settings(server.settings, spider, server.client))
 
 
 def post(server: Any, spider: str, raw: bytes) -> tuple[int, dict[str, Any]]:
@@ -37,10 +38,10 @@ def post(server: Any, spider: str, raw: bytes) -> tuple[int, dict[str, Any]]:
         return 400, {"error": "the body must be a JSON object and the path name a spider"}
     by = str(body.get("by") or "dashboard")[:100]
     action = str(body.get("action", ""))
-    frontier = _frontier(server, spider)
+    control = _control(server, spider)
     try:
         if action in ("pause", "resume"):
-            pause_action(frontier, server.settings, action, body.get("drain") is True, by, "dashboard")
+            pause_action(control, server.settings, action, body.get("drain") is True, by, "dashboard")
             return 200, {"ok": True, "action": action, "spider": spider}
         if action == "purge":
             change = HostChange({"dead_letter": body.get("dead_letter") is True})
@@ -59,7 +60,7 @@ def post(server: Any, spider: str, raw: bytes) -> tuple[int, dict[str, Any]]:
                 names: list[Any] = fields if isinstance(fields, list) else []
                 change = HostChange.of("unset", *(True if n in names else None for n in OVERRIDE_FIELDS))
         host, now, dropped = host_action(
-            frontier, server.settings, str(body.get("host", "")), action, change, by, "dashboard"
+            control, server.settings, str(body.get("host", "")), action, change, by, "dashboard"
         )
     except ValueError as exc:  # BadInput, or what the frontier cannot do (purge without per-host queues)
         return 400, {"error": str(exc)}
@@ -68,7 +69,7 @@ def post(server: Any, spider: str, raw: bytes) -> tuple[int, dict[str, Any]]:
 
 def audit(server: Any, spider: str) -> list[dict[str, str]]:
     """The latest control actions of a spider, newest first."""
-    entries = server.client.xrevrange(_frontier(server, spider).keys.audit, count=AUDIT_SHOWN)
+    entries = _control(server, spider).latest_audit(AUDIT_SHOWN)
     out = []
     for entry_id, fields in entries:
         row = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in fields.items()}

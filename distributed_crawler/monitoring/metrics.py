@@ -33,6 +33,7 @@ from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import OnceLog, is_wrong_type
 from distributed_crawler.core.context import RedisContext
+from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.events.extension import ChangeFeedExtension
 from distributed_crawler.events.metrics import feed_metrics
@@ -141,7 +142,7 @@ class PrometheusMetrics:
                 async def refresh() -> None:
                     frontier = context.frontier_for(keys.spider)
                     counts = await frontier.counts(seeds=True)
-                    self.control = await control_summary(frontier, time.time())
+                    self.control = await control_summary(CrawlControl.of(frontier), time.time())
                     self.queues = {
                         "pending": counts.pending,
                         "leased": counts.leased,

@@ -22,6 +22,7 @@ from rich.text import Text
 from scrapy.settings import BaseSettings
 
 from distributed_crawler.connection.policy import Purpose, RedisPolicy, RedisUnreachable, is_transient
+from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.dedup.dupefilter import describe_dedup
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.events.summary import events_line, events_summary
@@ -42,8 +43,8 @@ from distributed_crawler.monitoring.nodes import (
 from distributed_crawler.news.counts import read_page_counts
 from distributed_crawler.news.storing import PAGE_TYPES
 from distributed_crawler.proxies.pool import ProxyPool, pool_keys
-from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.enqueue import maybe_await, run_sync
+from distributed_crawler.queue.factory import frontier_from_settings
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.seedkey import SeedKey
 from distributed_crawler.queue.shards import check_shards
@@ -187,7 +188,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
     """
     keys = SpiderKeys.from_settings(settings, spider)
     settings = await with_written_shards(client, settings, keys)
-    frontier = Frontier.from_settings(settings, spider, client, keys)
+    frontier = frontier_from_settings(settings, spider, client, keys)
     seed_key = SeedKey.from_settings(settings, spider)  # both AS_SET and AS_ZSET: ValueError, one line
     node_keys = NodeKeys.from_settings(settings, spider, keys)
     read = SettingsReader(settings)
@@ -263,7 +264,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
     )
     proxies["dead"] = 0 if dead_key in wrong else int(await skips.read(dead_key, "hash", 0, pool.dead_count))
     hosts = await sharded_summary(client, frontier.part_keys(), now, skips, wrong)
-    control = await control_summary(frontier, now)
+    control = await control_summary(CrawlControl.of(frontier), now)
     no_recrawl = {"scheduled": 0, "due_now": 0, "due_next_hour": 0}
     recrawl = await revisits.summary(
         now, skip=wrong, read=lambda key, call: skips.read(key, "zset", dict(no_recrawl), call)

@@ -58,8 +58,9 @@ class Dedup(Protocol):
     async def stats(self, client: Any) -> dict[str, Any]: ...
 
 
-class Frontier(Protocol):
-    """What an Enqueuer needs of a frontier (queue/base.py): its client and its enqueue script."""
+class PushTarget(Protocol):
+    """What an Enqueuer needs of a frontier on one tag (queue/unsharded.py): its client and its
+    enqueue script."""
 
     client: Any
 
@@ -106,7 +107,7 @@ def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
 class Enqueuer:
     """Drives the frontier's enqueue script for a batch, growing or rereading the dedup filter as asked."""
 
-    def __init__(self, frontier: Frontier, dedup: Dedup, doorbell: str | None = None) -> None:
+    def __init__(self, frontier: PushTarget, dedup: Dedup, doorbell: str | None = None) -> None:
         """`doorbell`: "" = ring none (the CLI's pushes, a check), None = the frontier's channel."""
         self.frontier = frontier
         self.client = frontier.client

@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from distributed_crawler.queue.base import Frontier, HostControl, Lease, Leased, Placement
+from distributed_crawler.queue.base import HostControl, Lease, Leased, Placement
 from distributed_crawler.queue.enqueue import Entry, maybe_await, push_entry
 from distributed_crawler.queue.frontier import FrontierConfig, slot_of
 from distributed_crawler.queue.hoststate import read_hosts
 from distributed_crawler.queue.scripts import reply_text, then
+from distributed_crawler.queue.unsharded import UnshardedFrontier
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -32,7 +33,7 @@ def _leased(reply: list[Any]) -> Leased:
     return Leased(leases, None if wait < 0 else wait, broken, expired, None if int(seq) < 0 else int(seq))
 
 
-class HostFrontier(Frontier):
+class HostFrontier(UnshardedFrontier):
     per_host: ClassVar[bool] = True
     default_order: ClassVar[str] = "host"
 
@@ -110,8 +111,7 @@ class HostFrontier(Frontier):
 
     def _saw(self, reply: list[Any]) -> Leased:
         leased = _leased(reply)
-        if leased.seen is not None:
-            self.seen = max(leased.seen, self.seen or 0)
+        self.pushes_seen.leased(leased.seen)
         return leased
 
     def _reclaim_call(self) -> tuple[list[str], list[str]]:

@@ -1,5 +1,6 @@
 """FRONTIER_SHARDS > 1: one frontier of the queue mode per shard, each on its own hash tag
-(queue/shards.py), behind the one Frontier API.
+(queue/shards.py), composed into one that implements the Frontier Protocol (it subclasses none of
+them: every member is written here, so none can run against the spider's unsharded keys).
 
 A request goes to the shard of its host (its slot), with its dedup check+add, in one script on one
 node. Leases remember their shard (this node leased them), so acks, renewals and releases go
@@ -19,30 +20,27 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 from redis.exceptions import RedisError
 
 from distributed_crawler.connection.batch import run_scripts
-from distributed_crawler.queue.base import Frontier, HostControl, Lease, Leased, Placement, ring_part
+from distributed_crawler.queue.base import Frontier, HostControl, Lease, Leased, Placement
 from distributed_crawler.queue.codec import payload_slot, payload_url
-from distributed_crawler.queue.counts import CrawlCounts, shard_counts
+from distributed_crawler.queue.counts import CrawlCounts, crawl_counts, shard_counts
 from distributed_crawler.queue.deadletters import DeadLetters
-from distributed_crawler.queue.enqueue import Dedup, Enqueuer, Entry, maybe_await, run_sync
+from distributed_crawler.queue.doorbell import Ring
+from distributed_crawler.queue.enqueue import Dedup, Enqueuer, maybe_await, run_sync
 from distributed_crawler.queue.envelope import split_member
+from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.queue.layout import check_layout, flush_keys
 from distributed_crawler.queue.scripts import is_cluster
-from distributed_crawler.queue.shards import shard_of
+from distributed_crawler.queue.shard_parts import LeaseHomes, ShardedDeadLetters, ShardedEnqueuer, ShardedHosts
+from distributed_crawler.queue.shards import shard_of, shard_tags
+from distributed_crawler.queue.unsharded import UnshardedFrontier
+from distributed_crawler.urlhost import url_host
 
 RECHECK_SECONDS = 10.0  # an empty shard not rung is asked again after this (a safety net: pushes ring it)
-HOME_MAX = 100_000  # leases remembered with their shard (a node holds a few hundred; beyond: read from the payload)
 MOVE_BATCH = 500  # dead letters moved from a shard to the spider's failed list per reclaim round
-
-
-def _host(url: str) -> str:
-    try:
-        return (urlsplit(url).hostname or "").lower()
-    except ValueError:
-        return ""
 
 
 def _tag(key: str) -> str:
@@ -50,16 +48,8 @@ def _tag(key: str) -> str:
     return key.partition("{")[2].partition("}")[0]
 
 
-def _is_async(client: Any) -> bool:
+def is_async(client: Any) -> bool:
     return inspect.iscoroutinefunction(getattr(client, "execute_command", None))
-
-
-async def _all(calls: Sequence[Awaitable[Any]], concurrent: bool) -> list[Any]:
-    """Await `calls` together on an asyncio client (one round trip of latency for all shards);
-    one by one on a sync client (they never suspend)."""
-    if concurrent:
-        return list(await asyncio.gather(*calls))
-    return [await call for call in calls]
 
 
 async def _all_settled(calls: Sequence[Awaitable[Any]], concurrent: bool) -> list[Any]:
@@ -75,39 +65,74 @@ async def _all_settled(calls: Sequence[Awaitable[Any]], concurrent: bool) -> lis
     return replies
 
 
-class ShardedFrontier(Frontier):
-    def __init__(self, client: Any, keys: Any, order: str, scripts: Any = None, **options: Any) -> None:
-        super().__init__(client, keys, order, scripts, **options)
-        self.parts: list[Frontier] = options["parts"]
-        self._home: dict[bytes, int] = options["home"]
+class ShardedFrontier:
+    """The `Frontier` of FRONTIER_SHARDS > 1: one UnshardedFrontier per shard (`parts`) and the
+    lease-home map; the spider's own keys (`keys`) only for what is the spider's: its dead letters,
+    seeds, doorbell and the FRONTIER_SHARDS record."""
+
+    def __init__(
+        self,
+        client: Any,
+        keys: SpiderKeys,
+        parts: Sequence[UnshardedFrontier],
+        layout: Callable[[str], SpiderKeys],
+        homes: LeaseHomes,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.parts = list(parts)
+        self.layout = layout
+        self.homes = homes
         self._empty_until = [0.0] * len(self.parts)
         self._rings = [0] * len(self.parts)  # doorbell rings per shard: a ring during a lease wins
         self._tags = {_tag(part.keys.processing): i for i, part in enumerate(self.parts)}
         self._next = 0
 
-    def bind(self, client: Any) -> Frontier:
+    def bind(self, client: Any) -> ShardedFrontier:
         parts = [part.bind(client) for part in self.parts]
-        return ShardedFrontier(client, self.keys, self.order, None, **{**self.options, "parts": parts})
+        return ShardedFrontier(client, self.keys, parts, self.layout, self.homes)
 
     def _go(self, coro: Awaitable[Any]) -> Any:
         """An awaitable with an asyncio client, the value with a sync one (as the other frontiers)."""
-        return coro if _is_async(self.client) else run_sync(coro)  # type: ignore[arg-type]
+        return coro if is_async(self.client) else run_sync(coro)  # type: ignore[arg-type]
+
+    @property
+    def mode(self) -> str:
+        return self.parts[0].mode
+
+    @property
+    def spider(self) -> str:
+        return self.keys.spider
+
+    @property
+    def shards(self) -> int:
+        return len(self.parts)
+
+    @property
+    def doorbell(self) -> str:
+        return self.keys.doorbell  # one channel for every shard: the ring names the shard
+
+    @property
+    def refused_key(self) -> str:
+        return self.parts[0].refused_key
+
+    async def check_layout(self) -> None:
+        await check_layout(self)
+
+    def layout_keys(self, shards: int) -> list[SpiderKeys]:
+        return [self.layout(tag if shards > 1 else "") for tag in shard_tags(self.spider, shards)]
 
     # -- routing ---------------------------------------------------------------------------------
-    @property
-    def per_host(self) -> bool:  # type: ignore[override]
-        return self.parts[0].per_host
-
     def shard_of_url(self, url: str) -> int:
         slot = self.parts[0].placement(url).slot
-        return shard_of(slot if slot is not None else _host(url), len(self.parts))
+        return shard_of(slot if slot is not None else url_host(url), len(self.parts))
 
     def shard_of_member(self, member: bytes | str) -> int:
         """A member's shard: where this node leased it, else from its payload's slot or URL."""
-        raw = member.encode() if isinstance(member, str) else member
-        home = self._home.get(raw)
+        home = self.homes.get(member)
         if home is not None:
             return home
+        raw = member.encode() if isinstance(member, str) else member
         try:
             payload = split_member(raw).payload  # either format (queue/codec.py)
         except ValueError:
@@ -118,15 +143,12 @@ class ShardedFrontier(Frontier):
         # a compact payload names no slot when it is its URL's host: placed as the push placed it
         return self.shard_of_url(url) if url is not None else 0
 
-    def _by_shard(self, leases: Sequence[bytes | str]) -> dict[int, list[bytes | str]]:
+    def by_shard(self, leases: Sequence[bytes | str]) -> dict[int, list[bytes | str]]:
+        """`leases` grouped by their shard."""
         groups: dict[int, list[bytes | str]] = {}
         for lease in leases:
             groups.setdefault(self.shard_of_member(lease), []).append(lease)
         return groups
-
-    def _forget(self, leases: Sequence[bytes | str]) -> None:
-        for lease in leases:
-            self._home.pop(lease.encode() if isinstance(lease, str) else lease, None)
 
     # -- what callers may ask ---------------------------------------------------------------------
     @property
@@ -168,28 +190,27 @@ class ShardedFrontier(Frontier):
     def shard_for(self, url: str) -> Frontier:
         return self.parts[self.shard_of_url(url)]
 
-    def part_keys(self) -> list[Any]:
+    def part_keys(self) -> list[SpiderKeys]:
         return [part.keys for part in self.parts]
 
     def dupefilter_keys(self) -> list[str]:
         return [part.keys.dupefilter for part in self.parts]
 
-    def _rung(self, message: bytes | str | None) -> int | None:
-        tag = ring_part(message, 1)
-        return None if tag is None else self._tags.get(tag)
+    def _rung(self, ring: Ring) -> int | None:
+        return None if ring.tag is None else self._tags.get(ring.tag)
 
-    def stale_ring(self, message: bytes | str | None) -> bool:
-        shard = self._rung(message)
-        return shard is not None and self.parts[shard].stale_ring(message)
+    def stale_ring(self, ring: Ring) -> bool:
+        shard = self._rung(ring)
+        return shard is not None and self.parts[shard].stale_ring(ring)
 
-    def saw(self, message: bytes | str | None) -> bool:
-        if ring_part(message, 0) != "0":
+    def saw(self, ring: Ring) -> bool:
+        if ring.queued != 0:
             return False
-        shard = self._rung(message)
-        return shard is None or self.parts[shard].saw(message)
+        shard = self._rung(ring)
+        return shard is None or self.parts[shard].saw(ring)
 
-    def woken(self, message: bytes | str | None = None) -> None:
-        shard = self._rung(message)
+    def woken(self, ring: Ring | None = None) -> None:
+        shard = None if ring is None else self._rung(ring)
         for i in range(len(self.parts)) if shard is None else (shard,):
             self.pushed_to(i)
 
@@ -202,9 +223,6 @@ class ShardedFrontier(Frontier):
     async def open_enqueuer(self, make_dedup: Callable[[str], Awaitable[Dedup]]) -> Any:
         enqueuers = [Enqueuer(part, await make_dedup(part.keys.dupefilter), self.doorbell) for part in self.parts]
         return ShardedEnqueuer(self, enqueuers)
-
-    def push(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError("a sharded frontier pushes through its open_enqueuer(): each shard has its dedup slice")
 
     def lease(self, count: int, lease_seconds: float, due_batch: int = 100) -> Any:
         return self._go(self._lease(count, lease_seconds, due_batch))
@@ -223,8 +241,7 @@ class ShardedFrontier(Frontier):
             rings = self._rings[i]
             got = await maybe_await(self.parts[i].lease(count - len(leases), lease_seconds, due_batch))
             for lease in got.leases:
-                if len(self._home) < HOME_MAX:
-                    self._home[lease.lease] = i
+                self.homes.remember(lease.lease, i)
             leases += got.leases
             broken += got.broken
             expired += got.expired
@@ -243,34 +260,32 @@ class ShardedFrontier(Frontier):
 
     def renew(self, leases: Sequence[bytes | str], lease_seconds: float) -> Any:
         async def renew() -> int:
-            groups = self._by_shard(leases).items()
+            groups = self.by_shard(leases).items()
             return sum([int(await maybe_await(self.parts[i].renew(group, lease_seconds))) for i, group in groups])
 
         return self._go(renew())
 
     def ack(self, leases: Sequence[bytes | str]) -> Any:
         async def ack() -> int:
-            done = sum(
-                [int(await maybe_await(self.parts[i].ack(group))) for i, group in self._by_shard(leases).items()]
-            )
-            self._forget(leases)
+            done = sum([int(await maybe_await(self.parts[i].ack(group))) for i, group in self.by_shard(leases).items()])
+            self.homes.forget(leases)
             return done
 
         return self._go(ack())
 
     def expire(self, leases: Sequence[bytes | str]) -> Any:
         async def expire() -> None:
-            for i, group in self._by_shard(leases).items():
+            for i, group in self.by_shard(leases).items():
                 await maybe_await(self.parts[i].expire(group))
-            self._forget(leases)  # the reclaim round hands them back to their shard's queue
+            self.homes.forget(leases)  # the reclaim round hands them back to their shard's queue
 
         return self._go(expire())
 
     def release(self, leases: Sequence[bytes | str]) -> Any:
         async def release() -> int:
-            groups = self._by_shard(leases).items()
+            groups = self.by_shard(leases).items()
             done = sum([int(await maybe_await(self.parts[i].release(group))) for i, group in groups])
-            self._forget(leases)
+            self.homes.forget(leases)
             return done
 
         return self._go(release())
@@ -312,11 +327,11 @@ class ShardedFrontier(Frontier):
         error is raised once they have moved theirs."""
 
         async def move() -> list[Any]:
-            async def one(part: Frontier) -> Any:
+            async def one(part: UnshardedFrontier) -> Any:
                 return await maybe_await(part.recrawl_move(script, limit, pending_seconds))
 
             calls = [one(part) for part in self.parts]
-            replies = await _all_settled(calls, _is_async(self.client))
+            replies = await _all_settled(calls, is_async(self.client))
             refused = [reply for reply in replies if isinstance(reply, Exception)]
             if refused:
                 raise refused[0]
@@ -336,7 +351,7 @@ class ShardedFrontier(Frontier):
     def unmark_solo(self, leases: Sequence[bytes], deaths: Sequence[str] = ()) -> Any:
         async def unmark() -> None:
             paired = dict(zip(leases, deaths))
-            for i, group in self._by_shard(leases).items():
+            for i, group in self.by_shard(leases).items():
                 chosen = [lease for lease in group if isinstance(lease, bytes)]
                 gone = [paired[lease] for lease in chosen if lease in paired]
                 await maybe_await(self.parts[i].unmark_solo(chosen, gone))
@@ -349,7 +364,7 @@ class ShardedFrontier(Frontier):
     # -- figures ----------------------------------------------------------------------------------
     async def counts(self, seeds: bool = False, client: Any = None) -> CrawlCounts:
         each = await shard_counts(client or self.client, [part.keys for part in self.parts])
-        base = await super().counts(seeds=seeds, client=client)  # seeds and the spider's failed list
+        base = await crawl_counts(client or self.client, self.keys, seeds=seeds)  # seeds, the spider's failed list
         pending = [c.pending for c in each]
         return CrawlCounts(
             seeds=base.seeds,
@@ -362,6 +377,9 @@ class ShardedFrontier(Frontier):
             seeds_taken=base.seeds_taken,
         )
 
+    async def size(self) -> int | None:
+        return (await self.counts()).pending
+
     async def hosts(self, limit: int = 100) -> dict[str, int]:
         found: dict[str, int] = {}
         for part in self.parts:
@@ -371,26 +389,9 @@ class ShardedFrontier(Frontier):
     async def flush(self) -> None:
         for part in self.parts:
             await part.flush()
-        await super().flush()
+        await flush_keys(self.client, self.keys)  # what an unsharded layout left on the spider's tag
 
-    # -- live control: an override is written to every shard (a domain's hosts are on any of them;
-    # each shard's lease reads its own copy), a purge runs on each; pause and audit are the spider's
-    def overrides(self) -> Any:
-        return self.parts[0].overrides()
-
-    def overrides_key(self) -> str:
-        return self.parts[0].overrides_key()
-
-    def override(self, target: str) -> Any:
-        return self.parts[0].override(target)
-
-    def write_override(self, target: str, value: str | None) -> Any:
-        async def write() -> None:
-            for part in self.parts:
-                await maybe_await(part.write_override(target, value))
-
-        return self._go(write())
-
+    # -- an operator's actions on a host: on every shard (a domain's hosts are on any of them)
     def make_due(self, target: str, scope: str) -> Any:
         async def due() -> int:
             return sum([int(await maybe_await(part.make_due(target, scope))) for part in self.parts])
@@ -403,99 +404,3 @@ class ShardedFrontier(Frontier):
             return sum([int(await maybe_await(part.purge(*args))) for part in self.parts])
 
         return self._go(purge())
-
-
-class ShardedEnqueuer:
-    """Enqueuer for a sharded frontier: each entry to its shard's enqueue script (with that shard's
-    dedup slice); leases handed over are removed on their own shard after the successors are in."""
-
-    def __init__(self, frontier: ShardedFrontier, enqueuers: list[Enqueuer]) -> None:
-        self.frontier = frontier
-        self.enqueuers = enqueuers
-        self.client = frontier.client
-
-    async def run(
-        self, action: str, entries: Sequence[Entry], handovers: Sequence[bytes] = (), urls: Sequence[str] = ()
-    ) -> list[int]:
-        """As Enqueuer.run; `urls`: an entry without a member (add / check) goes to its URL's shard."""
-        groups: dict[int, list[int]] = {}
-        for n, entry in enumerate(entries):
-            if entry[2]:
-                shard = self.frontier.shard_of_member(entry[2])
-            elif n < len(urls):
-                shard = self.frontier.shard_of_url(urls[n])
-            else:
-                raise ValueError("a sharded frontier routes an entry without a member by its URL: pass urls")
-            groups.setdefault(shard, []).append(n)
-        handed = {
-            i: [x for x in group if isinstance(x, bytes)] for i, group in self.frontier._by_shard(handovers).items()
-        }
-        results = [0] * len(entries)
-        calls = [  # a successor on its predecessor's shard: one atomic step; the shards in parallel
-            self.enqueuers[shard].run(action, [entries[n] for n in indices], handed.pop(shard, []))
-            for shard, indices in groups.items()
-        ]
-        done_by_shard = await _all(calls, _is_async(self.client))
-        for shard, indices, done in zip(groups, groups.values(), done_by_shard):
-            for n, result in zip(indices, done):
-                results[n] = result
-            if any(done):
-                self.frontier.pushed_to(shard)
-        for shard, leases in handed.items():  # on another shard: removed once the successors are stored
-            await self.enqueuers[shard].run(action, [], leases)
-        self.frontier._forget(handovers)  # gone from processing with the pushes above
-        return results
-
-
-class ShardedDeadLetters(DeadLetters):
-    """Dead letters that replace leases go to the leases' shard (one transaction on one node) and
-    are moved to the spider's list by the reclaim round; the others go straight to the spider's."""
-
-    def __init__(self, frontier: ShardedFrontier, node_id: str, cap: int) -> None:
-        super().__init__(frontier.client, frontier.keys.failed, node_id, cap, frontier.keys.processing)
-        self.frontier = frontier
-
-    async def take(self, entries: list[str], leases: list[bytes]) -> None:
-        if not leases:
-            await self.push(entries)
-            return
-        groups = self.frontier._by_shard(leases)
-        for n, (i, group) in enumerate(groups.items()):
-            part = self.frontier.parts[i]
-            letters = DeadLetters(self.client, part.keys.failed, self.node_id, self.cap, part.keys.processing)
-            await letters.take(entries if n == 0 else [], [lease for lease in group if isinstance(lease, bytes)])
-        self.frontier._forget(leases)
-
-    async def undecodable(self, bad: list[tuple[bytes, str]], processing_key: str = "", source: str = "queue") -> None:
-        for i, group in self.frontier._by_shard([lease for lease, _ in bad]).items():
-            part = self.frontier.parts[i]
-            letters = DeadLetters(self.client, part.keys.failed, self.node_id, self.cap, part.keys.processing)
-            await letters.undecodable([(lease, why) for lease, why in bad if lease in group], "", source)
-        self.frontier._forget([lease for lease, _ in bad])
-
-
-class ShardedHosts:
-    """Blocks and backoff of a host, on its shard."""
-
-    def __init__(self, frontier: ShardedFrontier) -> None:
-        self.frontier = frontier
-
-    def _on(self, host: str) -> HostControl:
-        control = self.frontier.parts[shard_of(host, len(self.frontier.parts))].host_control()
-        assert control is not None
-        return control
-
-    def block_host(self, host: str, seconds: float | None, reason: str, base: float, cap: float, rand: float) -> Any:
-        return self._on(host).block_host(host, seconds, reason, base, cap, rand)
-
-    def unblock_host(self, host: str, reason: str) -> Any:
-        return self._on(host).unblock_host(host, reason)
-
-    def reset_host_backoff(self, host: str) -> Any:
-        return self._on(host).reset_host_backoff(host)
-
-    def host_state_key(self, slot: str) -> str:
-        return self._on(slot).host_state_key(slot)
-
-    def set_adaptive_delay(self, host: str, seconds: float) -> Any:
-        return self._on(host).set_adaptive_delay(host, seconds)

@@ -9,16 +9,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from distributed_crawler.queue.base import Frontier, Lease, Leased
+from distributed_crawler.queue.base import Lease, Leased
 from distributed_crawler.queue.enqueue import Entry, push_entry
 from distributed_crawler.queue.scripts import then
+from distributed_crawler.queue.unsharded import UnshardedFrontier
 
 
 def _leased(members: list[bytes]) -> Leased:
     return Leased([Lease(m) for m in members if m], None, [], sum(1 for m in members if not m))
 
 
-class SingleQueueFrontier(Frontier):
+class SingleQueueFrontier(UnshardedFrontier):
     default_order: ClassVar[str] = "priority"
 
     def expected_types(self) -> dict[str, tuple[str, ...]]:

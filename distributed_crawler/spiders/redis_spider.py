@@ -30,12 +30,14 @@ from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
 from distributed_crawler.connection.untrusted import preview as raw_preview
 from distributed_crawler.core.context import RedisContext
+from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.core.node import node_id_from_settings
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.internals import scheduler_of, wake_engine
 from distributed_crawler.keyspace import fill
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
+from distributed_crawler.queue.factory import frontier_from_settings
 from distributed_crawler.queue.seedkey import SeedKey, Taken
 from distributed_crawler.queue.seeds import SeedError, parse_seed, preview
 
@@ -163,7 +165,7 @@ class RedisMixin:
 
     def _frontier(self, client: Any) -> Frontier:
         """The spider's frontier on `client` (its counts say whether the crawl has work)."""
-        return Frontier.from_settings(self.crawler.settings, self.name, client, self.keys)
+        return frontier_from_settings(self.crawler.settings, self.name, client, self.keys)
 
     def _let_go(self, taken: Taken | None) -> None:
         """A batch whose handling failed after the take (its dead letters or the counts): no longer
@@ -301,7 +303,7 @@ class RedisMixin:
                     await dead_letters.push(rejects)
                 frontier = self._frontier(client)
                 busy = bool(raws) or self.max_idle_time == 0 or (await frontier.counts(seeds=True)).busy
-                busy = busy or await frontier.pause_state() is not None  # paused: no idle close
+                busy = busy or await CrawlControl.of(frontier).pause_state() is not None  # paused: no idle close
             except BaseException:
                 self._let_go(taken)
                 raise

@@ -10,17 +10,18 @@ import redis
 from scrapy.settings import Settings
 
 from distributed_crawler.dedup.dupefilter import SetDedup
-from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.counts import crawl_counts
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
 from distributed_crawler.queue.envelope import make_member
+from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.keys import SpiderKeys
+from tests.frontiers import pop
 
 KEYS = SpiderKeys.from_settings(Settings(), "sz")
 
 
 def _push(client: redis.Redis, mode: str, urls: list[str], delay: float = 0.0) -> None:
-    scripts = Frontier.open(client, KEYS, mode)
+    scripts = frontier_for_mode(client, KEYS, mode)
     entries = []
     for url in urls:
         host = url.split("/")[2]
@@ -40,7 +41,7 @@ def test_counts_queued_delayed_and_leased_in_every_mode(redis_client: redis.Redi
     size = run_sync(crawl_counts(redis_client, KEYS, seeds=False))
     assert (size.pending, size.delayed, size.leased, size.scheduled) == (7, 1, 0, 8)
     assert size.frontier_busy
-    Frontier.open(redis_client, KEYS, mode).pop(2, 60)
+    pop(frontier_for_mode(redis_client, KEYS, mode), 2, 60)
     size = run_sync(crawl_counts(redis_client, KEYS, seeds=False))
     assert (size.pending, size.leased, size.scheduled) == (5, 2, 6)
 
@@ -48,7 +49,7 @@ def test_counts_queued_delayed_and_leased_in_every_mode(redis_client: redis.Redi
 def test_a_leased_request_alone_is_pending_work(redis_client: redis.Redis) -> None:
     """A node still crawling may push children: the others must not close meanwhile."""
     _push(redis_client, "priority", ["http://e.example/1"])
-    Frontier.open(redis_client, KEYS, "priority").pop(1, 60)
+    pop(frontier_for_mode(redis_client, KEYS, "priority"), 1, 60)
     size = run_sync(crawl_counts(redis_client, KEYS, seeds=False))
     assert size.scheduled == 0 and size.frontier_busy
 

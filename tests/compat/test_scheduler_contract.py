@@ -19,8 +19,8 @@ from distributed_crawler.core.outbox import OutboxEntry
 from distributed_crawler.core.scheduler import RedisScheduler, SchedulerConfig
 from distributed_crawler.dedup.dupefilter import BloomDupeFilter
 from distributed_crawler.meta import LEASE_META
-from distributed_crawler.queue.base import Frontier, mode_class
 from distributed_crawler.queue.codec import RequestCodec
+from distributed_crawler.queue.factory import frontier_for_mode, mode_class
 from distributed_crawler.queue.keys import SpiderKeys
 
 
@@ -46,7 +46,7 @@ def _scheduler(redis_url: str) -> tuple[RedisScheduler, RulesSpider]:
         crawler,
         SchedulerConfig(),
         RedisConfig(url=redis_url),
-        Frontier.open(None, keys, "host"),
+        frontier_for_mode(None, keys, "host"),
         dupefilter,
         "n1",
         context,

@@ -1,0 +1,20 @@
+"""Frontier helpers only tests need (the package's Frontier has no test-only methods)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from distributed_crawler.queue.factory import frontier_for_mode
+from distributed_crawler.queue.scripts import then
+from distributed_crawler.queue.unsharded import UnshardedFrontier
+
+
+def pop(frontier: Any, count: int, lease_seconds: float, due_batch: int = 100) -> Any:
+    """`lease` as a flat list: the leased members, then b"" for each expired request dropped."""
+    leased = frontier.lease(count, lease_seconds, due_batch)
+    return then(leased, lambda p: [x.lease for x in p.leases] + [b""] * p.expired)
+
+
+def with_mode(frontier: UnshardedFrontier, mode: str) -> UnshardedFrontier:
+    """Another mode on the same client and keys, reusing the registered scripts."""
+    return frontier_for_mode(frontier.client, frontier.keys, mode, frontier._scripts, **frontier.options)
