@@ -15,9 +15,9 @@ from scrapy import Request, Spider
 from scrapy.settings import Settings
 
 from distributed_crawler.dedup.dupefilter import SetDedup
-from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import RequestCodec
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
+from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.seeds import parse_seed
@@ -80,7 +80,7 @@ def frontier_bytes(client: redis.Redis) -> int:
 def test_a_pending_request_costs_at_most_150_bytes(
     redis_client: redis.Redis, kind: str, scheme: str, hosts: int, per_host: int
 ) -> None:
-    frontier = Frontier.open(redis_client, KEYS, "host")
+    frontier = frontier_for_mode(redis_client, KEYS, "host")
     codec = RequestCodec(_Spider())
     # as the scheduler pushes with the default politeness (DOMAIN_RATE_LIMIT 1, DOMAIN_MAX_IN_FLIGHT 2)
     entries = [("", True, m, 0.0, host, 1.0, -1, 2) for host, m in requests(codec, kind, scheme, hosts, per_host)]
