@@ -17,8 +17,8 @@ from scrapy.settings import Settings
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.queue.codec import RequestCodec
 from distributed_crawler.queue.enqueue import Enqueuer, run_sync
-from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.envelope import make_member
+from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.queue.seeds import parse_seed
 
