@@ -155,7 +155,17 @@ class Node:
         from distributed_crawler.queue.enqueue import Enqueuer
 
         self.node = node
-        if hasattr(node, "intake"):  # the Frontier object
+        if hasattr(node, "build_parts"):  # parts built once at open
+            from distributed_crawler.core.trouble import RedisTrouble
+
+            node.client = client
+            self.frontier = node.frontier.bind(client)
+            self.enqueuer = Enqueuer(self.frontier, SetDedup(keys.dupefilter))
+            trouble = RedisTrouble(self.frontier, node.df, node.context.policy, node.recent, node.lifecycle)
+            self.codec = RequestCodec(spider, node.config.allowed_classes)
+            node.parts = node.build_parts(self.frontier, trouble, self.enqueuer, self.codec)  # what open() does
+            self.outbox = node.parts.outbox.entries
+        elif hasattr(node, "intake"):  # the Frontier object, parts wired by setters
             node.client = client  # what open() sets: node.frontier is bound to it
             self.frontier = node.frontier
             self.codec = node.intake.codec = node.feeder.codec = RequestCodec(spider, node.config.allowed_classes)

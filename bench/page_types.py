@@ -1,8 +1,9 @@
 """Page-type classification on real pages, split by site into a tuning half and a held-out half
 (docs/benchmarks.md "Page types on real pages").
 
-The pages are other people's content and are not in the repository. Bring them with `git archive`
-from three public repositories and pass the folders:
+The pages are other people's content and are not in the repository. bench/page_types_corpus.py
+takes them out of clones of three public repositories, at the commits the figures were taken on,
+into one folder (`--corpus DIR`); or pass the three folders:
 
     --fundus      flairNLP/fundus tests/resources/parser/test_data (one news article per publisher
                   and date, `*.html.gz`, its URL in the folder's `meta.info`)
@@ -11,6 +12,10 @@ from three public repositories and pass the folders:
     --autopager   scrapinghub/autopager autopager/data (data.csv and html/: pages collected to
                   train pagination detection, i.e. home, section, archive, search, forum and shop
                   listings)
+    --trafilatura adbar/trafilatura tests (evaldata.json and eval/: pages its extraction is scored
+                  on; optional): the "fresh" checks, two samples of 159 and 160 pages of other
+                  sites, each labelled before the rules ran on it; the rules changed after the
+                  first ("fresh-1"), not after the second ("fresh-2") (bench/page_labels_trafilatura.json)
 
 Labelling rule (decided from where a page comes from, before any classifier ran):
 - fundus: article (the corpus is one article page per publisher);
@@ -23,12 +28,16 @@ Labelling rule (decided from where a page comes from, before any classifier ran)
   "article".
 
 Split: by registered domain, the half is the parity of the first byte of the domain's SHA-1
-(never tuned on: "held-out"; the rules were tuned on "tuning" only). A page counts for:
+(never tuned on: "held-out"; the rules were tuned on "tuning" only); the trafilatura pages are
+their own groups, "fresh-1" and "fresh-2". A page counts for:
 - article recall: labelled article and classified article (what STORE_PAGE_TYPES=article stores);
 - list recognised: labelled list and classified list or other (not stored by default), and the
   stricter share classified exactly "list".
 
-    .venv/bin/python -m bench.page_types --fundus DIR --mediacloud DIR --autopager DIR [--show tuning]
+    .venv/bin/python -m bench.page_types_corpus /tmp/articles_pages --fundus GIT --htmldate GIT --autopager GIT \
+        --trafilatura GIT
+    .venv/bin/python -m bench.page_types --corpus /tmp/articles_pages [--show tuning]
+    .venv/bin/python -m bench.page_types --fundus DIR --mediacloud DIR --autopager DIR
 """
 
 from __future__ import annotations
@@ -45,10 +54,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from bench.page_types_corpus import folders
 from distributed_crawler.core.traps import registered_domain
 from distributed_crawler.news.extract import extract_article
 
 LABELS = Path(__file__).with_name("page_labels.json")
+FRESH_LABELS = Path(__file__).with_name("page_labels_trafilatura.json")
+GROUPS = ("tuning", "held-out", "fresh-1", "fresh-2")
 AUTOPAGER_NOT_LIST = {
     **dict.fromkeys(("1", "2", "3", "38", "42", "62", "64"), "other"),  # forum threads
     **dict.fromkeys(("4", "48", "135", "157"), "other"),  # a business, a player, a product, a comic strip
@@ -84,6 +96,8 @@ class Page:
 
     @property
     def half(self) -> str:
+        if self.corpus.startswith("trafilatura"):
+            return "fresh-" + self.corpus.rsplit("-", 1)[-1]
         return "held-out" if hashlib.sha1(self.site.encode()).digest()[0] % 2 else "tuning"
 
 
@@ -125,17 +139,38 @@ def autopager(root: Path) -> Iterator[Page]:
                 yield Page("autopager", row["Page URL"], AUTOPAGER_NOT_LIST.get(row["File Name"], "list"), html)
 
 
+def trafilatura(root: Path) -> Iterator[Page]:
+    """The pages of bench/page_labels_trafilatura.json but those labelled "unsure"."""
+    evaldata = json.loads((root / "evaldata.json").read_text())
+    for entry in json.loads(FRESH_LABELS.read_text())["pages"]:
+        info = evaldata.get(entry["url"])
+        path = root / "eval" / info["file"] if info else None
+        if entry["label"] != "unsure" and path is not None and path.exists():
+            yield Page(f"trafilatura-{entry['round']}", entry["url"].strip(), entry["label"], path.read_bytes())
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--fundus", type=Path, required=True)
-    parser.add_argument("--mediacloud", type=Path, required=True)
-    parser.add_argument("--autopager", type=Path, required=True)
-    parser.add_argument("--show", choices=("tuning", "held-out"), help="list this half's misclassified pages")
+    parser.add_argument("--corpus", type=Path, help="a folder bench/page_types_corpus.py built")
+    parser.add_argument("--fundus", type=Path, help="fundus' tests/resources/parser/test_data")
+    parser.add_argument("--mediacloud", type=Path, help="htmldate's tests")
+    parser.add_argument("--autopager", type=Path, help="autopager's autopager/data")
+    parser.add_argument("--trafilatura", type=Path, help="trafilatura's tests (optional: the fresh check)")
+    parser.add_argument("--show", choices=GROUPS, help="list this group's misclassified pages")
     args = parser.parse_args(argv)
+    if args.corpus:
+        built = folders(args.corpus)
+        args.fundus, args.mediacloud, args.autopager = built["fundus"], built["htmldate"], built["autopager"]
+        args.trafilatura = args.trafilatura or (built["trafilatura"] if built["trafilatura"].exists() else None)
+    if not (args.fundus and args.mediacloud and args.autopager):
+        parser.error(
+            "pass --corpus DIR (bench/page_types_corpus.py builds it), or --fundus, --mediacloud and --autopager"
+        )
     pages = [*fundus(args.fundus), *mediacloud(args.mediacloud), *autopager(args.autopager)]
-    results: dict[str, Counter[tuple[str, str]]] = {"tuning": Counter(), "held-out": Counter()}
+    pages += [*trafilatura(args.trafilatura)] if args.trafilatura else []
+    results: dict[str, Counter[tuple[str, str]]] = {g: Counter() for g in GROUPS}
     signals: Counter[tuple[str, str, str]] = Counter()
-    sites: dict[str, set[str]] = {"tuning": set(), "held-out": set()}
+    sites: dict[str, set[str]] = {g: set() for g in GROUPS}
     started = time.process_time()
     for page in pages:
         article = extract_article(page.html, page.url)
@@ -147,6 +182,8 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  {page.label:8} -> {article.page_type:8} {article.signals.get('page_type')}  {page.url[:110]}")
     print(f"{len(pages)} pages, {time.process_time() - started:.0f} s CPU")
     for half, counts in results.items():
+        if not counts:
+            continue
         labels = Counter(label for label, _ in counts.elements())
         kept = counts[("article", "article")]
         lists_not_stored = labels["list"] - counts[("list", "article")]

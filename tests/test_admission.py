@@ -19,9 +19,7 @@ from distributed_crawler.core.admission import CHECKS, Admission, Refusal
 from distributed_crawler.core.refusals import RefusalLog
 from distributed_crawler.core.scheduler import RedisScheduler
 from distributed_crawler.meta import LEASE_META
-from distributed_crawler.queue.codec import RequestCodec, payload_url
-from distributed_crawler.queue.enqueue import Enqueuer
-from distributed_crawler.queue.factory import frontier_from_settings
+from distributed_crawler.queue.codec import payload_url
 
 
 class _Spider(Spider):
@@ -32,6 +30,8 @@ class _Spider(Spider):
 
 
 def _scheduler(redis_url: str, **settings: object) -> RedisScheduler:
+    """A node's scheduler with its parts open on a real client (no background task), on an event
+    loop of its own kept until `_drain(scheduler)` (or `_close`): `scheduler.runner.run(coro)`."""
     crawler = get_crawler(
         _Spider,
         settings_dict={"ADDONS": {"distributed_crawler.Addon": 0}, "NODE_ID": "n1", "REDIS_URL": redis_url, **settings},
@@ -39,31 +39,35 @@ def _scheduler(redis_url: str, **settings: object) -> RedisScheduler:
     crawler.spider = _Spider.from_crawler(crawler)
     crawler.stats.open_spider()
     scheduler = RedisScheduler.from_crawler(crawler)
-    scheduler.intake.codec = scheduler.feeder.codec = RequestCodec(crawler.spider)
+    scheduler.runner = asyncio.Runner()  # type: ignore[attr-defined]
+    scheduler.runner.run(scheduler.open_parts(crawler.spider))  # type: ignore[attr-defined]
     return scheduler
 
 
-async def _drain(scheduler: RedisScheduler) -> None:
-    """What open() sets up for the outbox, then the outbox task until everything is written."""
-    scheduler.client = scheduler.context.acquire().client
-    scheduler._frontier = frontier_from_settings(
-        scheduler.crawler.settings, "adm", scheduler.client, scheduler.frontier.keys
-    )
-    dedup = await scheduler.df.open_dedup(scheduler.client)
-    scheduler.outbox.enqueuer = Enqueuer(scheduler.frontier, dedup)
-    scheduler.outbox.dead_letters = scheduler.feeder.dead_letters = scheduler.frontier.dead_letters("n1", 100)
-    task = asyncio.create_task(scheduler.outbox.run(lambda: scheduler._stopped))
-    try:
-        for _ in range(200):
-            if not scheduler.outbox.entries:
-                break
-            await asyncio.sleep(0.01)
-        assert not scheduler.outbox.entries
-    finally:
-        scheduler._stopped = True
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await scheduler.context.release()
+def _drain(scheduler: RedisScheduler, close: bool = True) -> None:
+    """The outbox task until everything enqueued is written; then (`close`) the node's client released."""
+
+    async def drain() -> None:
+        outbox = scheduler.parts.outbox
+        task = asyncio.create_task(outbox.run())
+        try:
+            for _ in range(200):
+                if not outbox.entries:
+                    break
+                await asyncio.sleep(0.01)
+            assert not outbox.entries
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    scheduler.runner.run(drain())  # type: ignore[attr-defined]
+    if close:
+        _close(scheduler)
+
+
+def _close(scheduler: RedisScheduler) -> None:
+    scheduler.runner.run(scheduler.context.release())  # type: ignore[attr-defined]
+    scheduler.runner.close()  # type: ignore[attr-defined]
 
 
 def _letters(client: redis.Redis, scheduler: RedisScheduler) -> list[dict]:
@@ -85,7 +89,7 @@ def test_refused_links_are_dead_lettered_once_counted_and_never_queued(
             assert not scheduler.enqueue_request(Request("http://2130706433/secret"))
         assert not scheduler.enqueue_request(Request("http://0x7f.1/other"))
         assert not scheduler.enqueue_request(Request("file:///etc/passwd"))
-        asyncio.run(_drain(scheduler))
+        _drain(scheduler)
     letters = _letters(redis_client, scheduler)
     assert sorted((x["url"], x["reason"]) for x in letters) == [
         ("file:///etc/passwd", "scheme"),
@@ -126,7 +130,7 @@ def test_a_refused_link_is_one_dead_letter_across_nodes(redis_url: str, redis_cl
     for _ in range(2):  # two nodes: each refuses it, the shared filter lets one dead letter through
         scheduler = _scheduler(redis_url)
         assert not scheduler.enqueue_request(Request("http://127.0.0.1/x"))
-        asyncio.run(_drain(scheduler))
+        _drain(scheduler)
     assert len(_letters(redis_client, scheduler)) == 1
     assert redis_client.hget(scheduler.frontier.keys.refused, "private_address 127.0.0.1") == b"2"
 
@@ -140,7 +144,7 @@ def test_a_redirect_to_a_refused_address_finishes_its_lease(redis_url: str, redi
     successor = Request("http://[::ffff:127.0.0.1]/admin", meta={LEASE_META: lease})
     assert not scheduler.enqueue_request(successor)
     assert len(scheduler.leases) == 0
-    asyncio.run(_drain(scheduler))
+    _drain(scheduler)
     assert not redis_client.zscore(scheduler.frontier.keys.processing, lease)  # removed with the dead letter
     (letter,) = _letters(redis_client, scheduler)
     assert letter["reason"] == "private_address" and "carries 127.0.0.1" in letter["detail"]
@@ -151,6 +155,7 @@ def test_allowed_networks_let_the_site_through(redis_url: str) -> None:
     assert scheduler.enqueue_request(Request("http://127.0.0.1:8000/"))
     assert scheduler.enqueue_request(Request("http://[::1]:8000/"))
     assert not scheduler.enqueue_request(Request("http://10.0.0.1/"))
+    _close(scheduler)
 
 
 def test_a_bad_cidr_fails_at_start_with_one_line() -> None:

@@ -297,7 +297,7 @@ def test_a_node_reads_the_pause_and_the_overrides_in_one_round_trip_a_second(
         client = aioredis.Redis.from_url(redis_url)
         frontier = frontier_for_mode(client, keys, "host")
         cache = OverrideCache()
-        watch = PauseWatch(lambda: frontier, RedisPolicy("redis://test"), cache)
+        watch = PauseWatch(frontier, RedisPolicy("redis://test"), cache)
         redis_client.config_resetstat()
         await watch.refresh()
         stats = redis_client.info("commandstats")

@@ -20,8 +20,10 @@ from scrapy.utils.test import get_crawler
 
 from distributed_crawler.connection.policy import RedisPolicy
 from distributed_crawler.core import lease_keeper
+from distributed_crawler.core.feeder import Held
 from distributed_crawler.core.lease_keeper import LeaseKeeper
 from distributed_crawler.core.leases import LeaseTracker
+from distributed_crawler.core.lifecycle import Lifecycle
 from distributed_crawler.core.quarantine import Quarantine
 from distributed_crawler.core.scheduler import RedisScheduler
 from distributed_crawler.core.scheduler_config import SchedulerConfig
@@ -30,9 +32,9 @@ from distributed_crawler.core.trouble import RedisTrouble
 from distributed_crawler.dedup.recent import RecentFingerprints
 from distributed_crawler.meta import LEASE_META
 from distributed_crawler.queue.base import Frontier
-from distributed_crawler.queue.codec import RequestCodec
 from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.queue.factory import frontier_for_mode
+from tests.scheduler_parts import parts_without_redis
 from tests.test_queue_scripts import KEYS_T, PROC, Q, enqueue, pop, scripts  # noqa: F401 - scripts is a fixture
 
 
@@ -85,15 +87,13 @@ def aclient(redis_url: str) -> Iterator[Any]:
 def make_keeper(frontier: Frontier, leases: LeaseTracker, buffer: deque[Request]) -> LeaseKeeper:
     stats = MemoryStatsCollector(get_crawler())
     policy = RedisPolicy("redis://test", stats, first_delay=0.01, max_delay=0.05, grace=0)
-    stopped = lambda: False  # noqa: E731
-    trouble = RedisTrouble(
-        lambda: frontier, SimpleNamespace(key="{t}:dupefilter"), policy, RecentFingerprints(10), stopped
-    )
+    lifecycle = Lifecycle()
+    trouble = RedisTrouble(frontier, SimpleNamespace(key="{t}:dupefilter"), policy, RecentFingerprints(10), lifecycle)
     outbox = SimpleNamespace(flushed_seq=0, entries=[], handovers=lambda: [])
     quarantine = SimpleNamespace(request=None, lease=None)
-    feeder = SimpleNamespace(buffer=buffer, arriving=[], new_work=asyncio.Event())
     config = SchedulerConfig.from_settings(Settings({"SCHEDULER_LEASE_SECONDS": 30}))
-    return LeaseKeeper(config, lambda: frontier, trouble, leases, outbox, quarantine, feeder, stats, "n1", list)  # type: ignore[arg-type]
+    held = Held(buffer=buffer)
+    return LeaseKeeper(config, frontier, trouble, leases, outbox, quarantine, held, list, stats, "n1", lifecycle)  # type: ignore[arg-type]
 
 
 def leased(scripts: Frontier, n: int) -> list[bytes]:  # noqa: F811
@@ -168,7 +168,7 @@ def test_a_node_giving_leases_back_counts_as_empty_for_the_quarantine() -> None:
     more after a full Redis when they did)."""
     leases = LeaseTracker()
     buffer: deque[Request] = deque()
-    quarantine = Quarantine(lambda: None, None, leases, buffer, get_crawler(), "n1")  # type: ignore[arg-type]
+    quarantine = Quarantine(None, None, leases, buffer, get_crawler(), "n1")  # type: ignore[arg-type]
     leases.buffered(b"suspect")
     assert not quarantine.node_empty()
     leases.give_back([b"suspect"])  # its release was refused: retried by the lease task
@@ -192,7 +192,7 @@ def test_a_busy_node_whose_release_redis_refuses_keeps_crawling_and_renews_no_st
     crawler = get_crawler(_Spider, settings_dict={"ADDONS": {"distributed_crawler.Addon": 0}, "NODE_ID": "n1"})
     crawler.spider = _Spider.from_crawler(crawler)
     node = RedisScheduler.from_crawler(crawler)
-    node.intake.codec = node.feeder.codec = RequestCodec(crawler.spider)  # what open() sets
+    parts = parts_without_redis(node)  # what open() builds
     released: list[bytes] = []
 
     async def full(leases: list[bytes]) -> int:
@@ -204,27 +204,27 @@ def test_a_busy_node_whose_release_redis_refuses_keeps_crawling_and_renews_no_st
 
     node.frontier.renew = AsyncMock(return_value=1)  # type: ignore[method-assign]
     node.frontier.release = full  # type: ignore[method-assign]
-    busy = make_member(node.intake.codec.encode(Request("http://site.test/busy")), 0, 1).encode()
-    suspect = make_member(node.intake.codec.encode(Request("http://site.test/again")), 0, 2).encode()
+    busy = make_member(parts.intake.codec.encode(Request("http://site.test/busy")), 0, 1).encode()
+    suspect = make_member(parts.intake.codec.encode(Request("http://site.test/again")), 0, 2).encode()
 
     async def main() -> None:
-        await node.feeder.accept([busy])
+        await parts.feeder.accept([busy])
         work = node.next_request()  # the engine takes it: the node is busy
         assert work is not None and work.meta[LEASE_META] == busy
-        node.keeper.in_engine = lambda: [work]  # what internals.requests_in_progress sees in a crawl
-        await node.feeder.accept([suspect])  # redelivered: given back, the node drains first
-        assert node.quarantine.draining and node.leases.returning() == [suspect]
-        await node.keeper.renew()
+        parts.keeper.in_engine = lambda: [work]  # what internals.requests_in_progress sees in a crawl
+        await parts.feeder.accept([suspect])  # redelivered: given back, the node drains first
+        assert parts.quarantine.draining and node.leases.returning() == [suspect]
+        await parts.keeper.renew()
         renewed = node.frontier.renew.await_args.args[0]  # type: ignore[attr-defined]
         assert renewed == [busy], "only work is renewed, never a lease being given back"
-        node.keeper.in_engine = list  # its response scraped, its lease acked
+        parts.keeper.in_engine = list  # its response scraped, its lease acked
         node.leases.finished(busy, 0)
-        assert node.leases.take_ackable(node.outbox.flushed_seq) == [busy]
+        assert node.leases.take_ackable(parts.outbox.flushed_seq) == [busy]
         node.leases.forget([busy])
-        await node.quarantine.step()
-        assert not node.quarantine.draining, "the node waits for good on a lease it gives back"
+        await parts.quarantine.step()
+        assert not parts.quarantine.draining, "the node waits for good on a lease it gives back"
         node.frontier.release = room
-        assert await node.keeper.give_back(0.0)  # the lease task's next round
+        assert await parts.keeper.give_back(0.0)  # the lease task's next round
         assert released == [suspect] and node.leases_held == 0
 
     asyncio.run(main())

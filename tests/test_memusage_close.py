@@ -3,7 +3,6 @@ may be what filled its memory), and the ones it never started back for free."""
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 
 import redis
@@ -11,9 +10,8 @@ from scrapy.extensions.memusage import MemoryUsage
 
 from distributed_crawler.core.scheduler import MEMUSAGE_CLOSE
 from distributed_crawler.queue.envelope import make_member
-from distributed_crawler.queue.factory import frontier_for_mode
 from tests.conftest import queued_members
-from tests.test_admission import _scheduler
+from tests.test_admission import _close, _scheduler
 
 
 def test_running_requests_come_back_counted_buffered_ones_free(redis_url: str, redis_client: redis.Redis) -> None:
@@ -25,15 +23,11 @@ def test_running_requests_come_back_counted_buffered_ones_free(redis_url: str, r
         scheduler.leases.buffered(lease)
     scheduler.leases.started(running)
 
-    async def close() -> list[bytes]:
-        scheduler.client = scheduler.context.acquire().client
-        scheduler._frontier = frontier_for_mode(scheduler.client, scheduler.frontier.keys, "priority")
-        try:
-            return await scheduler.keeper.expire_running([running, buffered])
-        finally:
-            await scheduler.context.release()
-
-    assert asyncio.run(close()) == [buffered]  # released by the caller, as at any close
+    try:
+        kept = scheduler.runner.run(scheduler.parts.keeper.expire_running([running, buffered]))  # type: ignore[attr-defined]
+    finally:
+        _close(scheduler)
+    assert kept == [buffered]  # released by the caller, as at any close
     assert redis_client.zrange(scheduler.frontier.keys.processing, 0, -1) == [buffered]
     assert queued_members(redis_client, "adm") == [running]  # reclaimed: its next pop counts delivery 2
 

@@ -290,3 +290,33 @@ def test_status_counts_pages_per_type_and_language_for_the_cluster(redis_client:
     status = status_now(redis_client, Settings(), "news")
     assert status["languages"]["top_hosts"] == [] and status["page_types"]["article"]["stored"] == 6
     assert [w["key"] for w in status["wrong_type"]] == ["{news}:language:skipped"]
+
+
+def test_status_shows_pages_not_stored_for_their_robots_meta_per_host(redis_client: redis.Redis) -> None:
+    assert status_now(redis_client, Settings(), "news")["robots_meta"] == {"skipped": {}, "top_hosts": []}
+    for node in range(2):  # what the news spider counts for a noindex page, on two nodes
+        counts = NewsCounts(redis_client, "{news}:stats", "{news}:robots:skipped")
+        counts.skipped("robots", "noindex", "a.example")
+        counts.skipped("robots", "noindex", f"h{node}.example")
+        run_sync(counts.flush())
+    status = status_now(redis_client, Settings(), "news")
+    assert status["robots_meta"] == {
+        "skipped": {"noindex": 4},
+        "top_hosts": [
+            {"host": "a.example", "skipped": 2, "reason": "noindex"},
+            {"host": "h1.example", "skipped": 1, "reason": "noindex"},
+            {"host": "h0.example", "skipped": 1, "reason": "noindex"},
+        ],
+    }
+    assert status["page_types"]["article"] == {"stored": 0, "skipped": 0}  # not a page type's count
+    console = Console(record=True, width=200)
+    console.print(render_status(status, "news @ test"))
+    assert "not stored for robots meta noindex 4 (a.example 2, h1.example 1, h0.example 1)" in console.export_text()
+    redis_client.hset("{news}:stats", mapping={"robots:x y:skipped": 5, "robots:nofollow:skipped": "many"})
+    assert status_now(redis_client, Settings(), "news")["robots_meta"]["skipped"] == {"noindex": 4}  # garbage left out
+    redis_client.delete("{news}:robots:skipped")
+    redis_client.set("{news}:robots:skipped", "garbage")
+    status = status_now(redis_client, Settings(), "news")
+    assert status["robots_meta"]["top_hosts"] == [] and [w["key"] for w in status["wrong_type"]] == [
+        "{news}:robots:skipped"
+    ]

@@ -13,8 +13,9 @@ from scrapy.settings import Settings
 from distributed_crawler.news.authors import normalize
 from distributed_crawler.news.config import NewsConfig
 from distributed_crawler.news.dates import parse_date, url_date
-from distributed_crawler.news.extract import MAX_FILE_SIZE, extract_article
+from distributed_crawler.news.extract import MAX_FILE_SIZE, extract_article, parse_html
 from distributed_crawler.news.language import _case_folded
+from distributed_crawler.news.microdata import item_types, one_article
 from distributed_crawler.news.page_types import url_kind
 from distributed_crawler.news.rules import parse_rules
 
@@ -237,6 +238,21 @@ def test_case_folding_is_fast_langdetects_own(sample: str) -> None:
 
 # -- page types ------------------------------------------------------------------------------------
 OG_ARTICLE = '<meta property="og:type" content="article">'
+STORY_ID_URL = "https://news.example/news/615163.html"
+SLUG_URL = "https://news.example/finanzas/oil-price-falls-to-an-eighteen-year-low"
+
+
+def microdata_story(itemtype: str, body: str = STORY) -> str:
+    """A story marked with microdata, as CMSs without JSON-LD write it."""
+    if "/" not in itemtype:
+        itemtype = f"http://schema.org/{itemtype}"
+    return (
+        f'<section itemscope itemtype="{itemtype}"><h1 itemprop="headline">Bridge reopens</h1>'
+        f'<span itemprop="author" itemscope itemtype="http://schema.org/Person">Jane Doe</span>'
+        f'<div itemprop="articleBody">{body}</div></section>'
+    )
+
+
 PUBLISHED = '<meta property="article:published_time" content="2024-05-03T08:00:00+02:00">'
 TIME = '<time datetime="2024-05-03T08:00:00+02:00">3 May</time>'
 TEASERS = "".join(
@@ -312,11 +328,62 @@ LINKS = "<ul>" + "".join(f"<li><a href='/story-{i}'>Story number {i} of the day<
         ("https://news.example/blog/harbour-bridge", "", STORY, False, ("article", "text")),  # its one <article>
         ("https://news.example/blog/harbour-bridge", "", TEASERS, False, ("list", "text")),
         ("https://news.example/blog/harbour-bridge", OG_ARTICLE, TEASERS, False, ("list", "text")),
+        # a story beside a rail of teasers: og:type=article and a URL naming a story outweigh the teasers
+        (STORY_ID_URL, OG_ARTICLE, STORY + TEASERS, False, ("article", "text")),
+        (SLUG_URL, OG_ARTICLE, STORY + TEASERS, False, ("article", "text")),
+        (STORY_ID_URL, "", STORY + TEASERS, False, ("list", "text")),  # the URL alone does not
+        (STORY_ID_URL, OG_ARTICLE, TEASERS, False, ("article", "text")),  # mixed evidence stores
+        # one microdata article item names the story, teasers around it or not
+        (STORY_ID_URL, "", microdata_story("NewsArticle") + TEASERS, False, ("article", "microdata-type")),
+        (
+            "https://news.example/p",
+            "",
+            microdata_story("https://schema.org/BlogPosting"),
+            False,
+            ("article", "microdata-type"),
+        ),
+        (
+            STORY_ID_URL,
+            "",
+            microdata_story("Article") + microdata_story("Article", "<p>A teaser.</p>") + TEASERS,
+            False,
+            ("list", "text"),
+        ),  # two: teasers
+        (
+            STORY_ID_URL,
+            "",
+            f'<div itemscope itemtype="http://schema.org/Blog">{microdata_story("BlogPosting")}</div>{TEASERS}',
+            False,
+            ("list", "text"),
+        ),
+        (
+            STORY_ID_URL,
+            "",
+            microdata_story("NewsArticle", "<p>A short teaser.</p>") + TEASERS,
+            False,
+            ("list", "text"),
+        ),  # no main text
     ],
 )
 def test_page_types(url: str, head: str, body: str, listed: bool, expected: tuple[str, str]) -> None:
     article = extract(page(head, body), url, listed=listed)
     assert (article.page_type, article.signals["page_type"]) == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "story", "expected"),
+    [
+        (STORY_ID_URL, STORY * 2, "article"),
+        ("https://news.example/dettaglio.php?id=58354", STORY * 2, "article"),  # the story id in the query
+        ("https://news.example/dettaglio.php?id=58", STORY * 2, "list"),  # no story id
+        ("https://news.example/world/harbour-bridge", STORY * 2, "list"),  # no story id, a short slug
+        (STORY_ID_URL, STORY, "list"),  # a short text among the links
+    ],
+)
+def test_a_long_text_under_a_story_url_outweighs_a_rail_of_links(url: str, story: str, expected: str) -> None:
+    html = f"<html><head><title>Bridge</title></head><body><div class='story'>{story}</div>{LINKS * 2}</body></html>"
+    article = extract(html, url)
+    assert (article.page_type, article.signals["page_type"]) == (expected, "text")
 
 
 @pytest.mark.parametrize(
@@ -344,10 +411,38 @@ def test_page_types(url: str, head: str, body: str, listed: bool, expected: tupl
         ("https://news.example/tag/story-123456", None),
         ("https://news.example/?p=123", None),
         ("https://news.example/news/story.asp?guid=7", None),
+        ("https://news.example/news/index.html", "list"),
+        ("https://news.example/society/we-are-off-and-this-title-goes-too/index.html", None),  # a story's folder
+        ("https://news.example/2018/123456/index.html", None),
     ],
 )
 def test_the_url_decides_alone_only_where_it_cannot_name_a_story(url: str, kind: str | None) -> None:
     assert url_kind(url) == kind
+
+
+@pytest.mark.parametrize(
+    ("body", "types", "one"),
+    [
+        (microdata_story("NewsArticle"), [{"newsarticle"}, {"person"}], True),
+        (
+            '<div itemscope itemtype="https://schema.org/NewsArticle https://schema.org/Report/">x</div>',
+            [{"newsarticle", "report"}],
+            True,
+        ),
+        ('<div itemscope itemtype="http://schema.org/Article"></div>' * 2, [{"article"}] * 2, False),
+        (
+            '<div itemscope itemtype="http://schema.org/ItemList"><div itemscope itemtype="http://schema.org/Article"></div></div>',
+            [{"itemlist"}, {"article"}],
+            False,
+        ),
+        ('<div itemtype="http://schema.org/Article">no itemscope: no item</div>', [], False),
+        ('<div itemscope itemtype="http://schema.org/Product"></div>', [{"product"}], False),
+    ],
+)
+def test_microdata_item_types(body: str, types: list[set[str]], one: bool) -> None:
+    root = parse_html(page(body=body))
+    assert root is not None
+    assert ([set(t) for t in item_types(root)], one_article(root)) == (types, one)
 
 
 def test_og_type_article_counts_on_a_dated_page() -> None:

@@ -10,7 +10,9 @@ from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.test import get_crawler
 
 from distributed_crawler.core.leases import LeaseTracker
+from distributed_crawler.core.lifecycle import Lifecycle
 from distributed_crawler.core.outbox import Outbox, OutboxEntry
+from distributed_crawler.core.traps import DomainHosts
 
 
 class Shards:
@@ -35,6 +37,11 @@ class Trouble:
         return await call()
 
 
+def make_outbox(leases: LeaseTracker, stats: Any, lifecycle: Lifecycle) -> Outbox:
+    no_caps = DomainHosts(lambda domain: domain, 0)
+    return Outbox(Shards(), Trouble(), Pushes(), None, leases, None, no_caps, stats, lifecycle, lambda n: None)  # type: ignore[arg-type]
+
+
 def finished(leases: LeaseTracker, lease: bytes, seq: int) -> None:
     leases.buffered(lease)
     leases.started(lease)
@@ -45,23 +52,20 @@ def finished(leases: LeaseTracker, lease: bytes, seq: int) -> None:
 def test_due_acks_ride_on_the_next_push_of_their_shard() -> None:
     leases = LeaseTracker()
     stats = MemoryStatsCollector(get_crawler())
-    outbox = Outbox(lambda: Shards(), Trouble(), stats, None, None, lambda n: None, leases)  # type: ignore[arg-type]
-    outbox.enqueuer = Pushes()  # type: ignore[assignment]
-    outbox.domain_hosts = type("NoCaps", (), {"unknown": lambda self, hosts: []})()  # type: ignore[assignment]
-    stopped = False
+    lifecycle = Lifecycle()
+    outbox = make_outbox(leases, stats, lifecycle)
 
     async def main() -> None:
-        nonlocal stopped
         finished(leases, b"a/done", 0)  # its links are all in Redis (none): due
         finished(leases, b"b/done", 0)  # due, but on a shard the push does not write to
         outbox.add(OutboxEntry("fp1", False, "a/new", None))
         finished(leases, b"a/later", outbox.enqueued_seq)  # its link is in this very batch: not yet
-        task = asyncio.ensure_future(outbox.run(lambda: stopped))
+        task = asyncio.ensure_future(outbox.run())
         for _ in range(100):
             if outbox.flushed_seq == outbox.enqueued_seq:
                 break
             await asyncio.sleep(0.01)
-        stopped = True
+        lifecycle.stop()
         outbox.ready.set()
         await asyncio.wait_for(task, 5)
 
@@ -74,14 +78,11 @@ def test_due_acks_ride_on_the_next_push_of_their_shard() -> None:
 def test_links_added_within_the_linger_share_one_push() -> None:
     """Responses parsed one by one on the reactor send their links in one script call, not one each."""
     stats = MemoryStatsCollector(get_crawler())
-    outbox = Outbox(lambda: Shards(), Trouble(), stats, None, None, lambda n: None, None)  # type: ignore[arg-type]
-    outbox.enqueuer = Pushes()  # type: ignore[assignment]
-    outbox.domain_hosts = type("NoCaps", (), {"unknown": lambda self, hosts: []})()  # type: ignore[assignment]
-    stopped = False
+    lifecycle = Lifecycle()
+    outbox = make_outbox(LeaseTracker(), stats, lifecycle)
 
     async def main() -> None:
-        nonlocal stopped
-        task = asyncio.ensure_future(outbox.run(lambda: stopped))
+        task = asyncio.ensure_future(outbox.run())
         for page in range(3):  # three responses, each parsed in its own reactor turn
             outbox.add(OutboxEntry(f"fp{page}", False, f"a/link{page}", None))
             await asyncio.sleep(0)
@@ -89,7 +90,7 @@ def test_links_added_within_the_linger_share_one_push() -> None:
             if outbox.flushed_seq == outbox.enqueued_seq:
                 break
             await asyncio.sleep(0.01)
-        stopped = True
+        lifecycle.stop()
         outbox.ready.set()
         await asyncio.wait_for(task, 5)
 

@@ -13,8 +13,8 @@ from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.core.scheduler import RedisScheduler
 from distributed_crawler.dedup.recent import RecentFingerprints
 from distributed_crawler.meta import LEASE_META
-from distributed_crawler.queue.codec import RequestCodec
 from distributed_crawler.queue.envelope import make_member
+from tests.scheduler_parts import parts_without_redis
 
 
 class _Spider(Spider):
@@ -40,9 +40,7 @@ def _scheduler(**settings: object) -> RedisScheduler:
     )
     crawler.spider = _Spider.from_crawler(crawler)
     scheduler = RedisScheduler.from_crawler(crawler)
-    scheduler.intake.codec = scheduler.feeder.codec = RequestCodec(
-        crawler.spider
-    )  # what open() sets; nothing here talks to Redis
+    parts_without_redis(scheduler)  # what open() builds; nothing here talks to Redis
     return scheduler
 
 
@@ -54,7 +52,7 @@ def test_a_link_this_node_already_sent_is_dropped_locally() -> None:
     # dont_filter requests always reach the shared filter's script (it decides, and pushes them)
     assert scheduler.enqueue_request(Request("http://site.test/a", dont_filter=True))
     assert scheduler.enqueue_request(Request("http://site.test/a", dont_filter=True))
-    assert len(scheduler.outbox.entries) == 4
+    assert len(scheduler.parts.outbox.entries) == 4
     stats = scheduler.stats.get_stats()
     assert stats["dupefilter/filtered_locally"] == 1 and stats["dupefilter/filtered"] == 1
 
@@ -70,7 +68,7 @@ def test_already_sent_answers_what_enqueue_would_drop_and_counts_it_the_same() -
     assert not scheduler.already_sent(Request("http://site.test/a", meta={LEASE_META: b"x"}))  # a successor
     stats = scheduler.stats.get_stats()
     assert stats["dupefilter/filtered_locally"] == 1 and stats["dupefilter/filtered"] == 1
-    assert len(scheduler.outbox.entries) == 1
+    assert len(scheduler.parts.outbox.entries) == 1
     off = _scheduler(DUPEFILTER_LOCAL_CACHE_SIZE=0)
     assert off.enqueue_request(Request("http://site.test/a"))
     assert not off.already_sent(Request("http://site.test/a"))  # no local memory: Redis decides
@@ -80,7 +78,7 @@ def test_size_zero_sends_every_link_to_the_shared_filter() -> None:
     scheduler = _scheduler(DUPEFILTER_LOCAL_CACHE_SIZE=0)
     assert scheduler.enqueue_request(Request("http://site.test/a"))
     assert scheduler.enqueue_request(Request("http://site.test/a"))
-    assert len(scheduler.outbox.entries) == 2
+    assert len(scheduler.parts.outbox.entries) == 2
 
 
 def test_a_redelivery_or_the_end_of_an_outage_empties_the_cache() -> None:
@@ -90,12 +88,12 @@ def test_a_redelivery_or_the_end_of_an_outage_empties_the_cache() -> None:
     scheduler.frontier.release = AsyncMock(return_value=1)  # type: ignore[method-assign]  # a busy node gives it back
     assert scheduler.enqueue_request(Request("http://site.test/a"))
     assert not scheduler.enqueue_request(Request("http://site.test/a"))
-    first = make_member(scheduler.intake.codec.encode(Request("http://site.test/list")), 0, 1)
-    asyncio.run(scheduler.feeder.accept([first.encode()]))  # a first delivery: the cache stays
+    first = make_member(scheduler.parts.intake.codec.encode(Request("http://site.test/list")), 0, 1)
+    asyncio.run(scheduler.parts.feeder.accept([first.encode()]))  # a first delivery: the cache stays
     assert not scheduler.enqueue_request(Request("http://site.test/a"))
-    again = make_member(scheduler.intake.codec.encode(Request("http://site.test/list2")), 0, 2)
-    asyncio.run(scheduler.feeder.accept([again.encode()]))
+    again = make_member(scheduler.parts.intake.codec.encode(Request("http://site.test/list2")), 0, 2)
+    asyncio.run(scheduler.parts.feeder.accept([again.encode()]))
     assert scheduler.enqueue_request(Request("http://site.test/a"))  # to the shared filter again
-    scheduler.trouble.policy.failed(Purpose.LEASE, redis.ConnectionError("gone"))  # Redis was unreachable
-    scheduler.trouble.policy.ok()  # and answers again
+    scheduler.parts.trouble.policy.failed(Purpose.LEASE, redis.ConnectionError("gone"))  # Redis was unreachable
+    scheduler.parts.trouble.policy.ok()  # and answers again
     assert scheduler.enqueue_request(Request("http://site.test/a"))

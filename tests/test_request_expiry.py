@@ -24,6 +24,7 @@ from distributed_crawler.queue.factory import frontier_for_mode
 from distributed_crawler.queue.keys import SpiderKeys
 from tests.conftest import Workers
 from tests.frontiers import pop
+from tests.scheduler_parts import parts_without_redis
 from tests.site.server import NewsSite
 
 KEYS = SpiderKeys.from_settings(Settings(), "exp")
@@ -125,15 +126,13 @@ def scheduler(**settings: object) -> RedisScheduler:
     )
     crawler.spider = _Spider.from_crawler(crawler)
     node = RedisScheduler.from_crawler(crawler)
-    node.intake.codec = node.feeder.codec = RequestCodec(
-        crawler.spider
-    )  # what open() sets; nothing here talks to Redis
+    parts_without_redis(node)  # what open() builds; nothing here talks to Redis
     return node
 
 
 def enqueued(node: RedisScheduler, request: Request) -> Envelope:
     assert node.enqueue_request(request)
-    return split_member(node.outbox.entries[-1][1].member)
+    return split_member(node.parts.outbox.entries[-1][1].member)
 
 
 def test_request_ttl_and_meta_expires_at_in_the_member() -> None:

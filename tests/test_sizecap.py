@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import gzip
 import json
 from types import SimpleNamespace
@@ -36,12 +35,9 @@ def run_middleware(redis_url: str, body: Any, **settings: Any) -> tuple[RedisSch
     crawler.engine = SimpleNamespace(_slot=SimpleNamespace(scheduler=scheduler))
     middleware = SizeCapMiddleware.from_crawler(crawler)
 
-    async def main() -> Any:
-        result = await body(middleware)
-        await _drain(scheduler)
-        return result
-
-    return scheduler, asyncio.run(main())
+    result = scheduler.runner.run(body(middleware))  # type: ignore[attr-defined]
+    _drain(scheduler)
+    return scheduler, result
 
 
 def dead_letters(client: redis.Redis, scheduler: RedisScheduler) -> list[dict[str, Any]]:

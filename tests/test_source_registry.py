@@ -129,7 +129,7 @@ def test_a_node_applies_a_change_at_its_next_control_read_and_only_rereads_on_ch
         client = aioredis.Redis.from_url(redis_url)
         frontier = frontier_for_mode(client, keys, "host")
         cache = SourceCache()
-        watch = PauseWatch(lambda: frontier, RedisPolicy("redis://test"), None, cache)
+        watch = PauseWatch(frontier, RedisPolicy("redis://test"), None, cache)
         seen = [(await refresh(watch), len(cache.table))]
         assert (
             main(
@@ -178,7 +178,7 @@ def test_a_node_keeps_its_pause_and_overrides_and_logs_once_when_the_registry_is
         client = aioredis.Redis.from_url(redis_url)
         frontier = frontier_for_mode(client, keys, "host")
         cache = SourceCache()
-        watch = PauseWatch(lambda: frontier, RedisPolicy("redis://test"), None, cache)
+        watch = PauseWatch(frontier, RedisPolicy("redis://test"), None, cache)
         for _ in range(3):
             await watch.refresh()
         redis_client.delete("{news}:registry:version")

@@ -99,7 +99,7 @@ def test_hosts_per_domain_are_capped_for_the_whole_cluster(redis_url: str, redis
         assert first.enqueue_request(Request(f"http://h{i}.example.com/"))
     assert first.enqueue_request(Request("http://h0.example.com/second-page"))  # a known host: fine
     assert first.enqueue_request(Request("http://www.other.org/"))
-    asyncio.run(_drain(first))
+    _drain(first)
     assert redis_client.scard("{adm}:domain:example.com") == 3
     letters = _letters(redis_client, first)
     assert sorted(x["url"] for x in letters) == ["http://h3.example.com/", "http://h4.example.com/"]
@@ -113,7 +113,7 @@ def test_hosts_per_domain_are_capped_for_the_whole_cluster(redis_url: str, redis
     second = _scheduler(redis_url, DOMAIN_MAX_HOSTS=3)
     assert second.enqueue_request(Request("http://h1.example.com/more"))
     assert second.enqueue_request(Request("http://h9.example.com/"))
-    asyncio.run(_drain(second))
+    _drain(second)
     assert "http://h9.example.com/" in [x["url"] for x in _letters(redis_client, second)]
     assert second.stats.get_value("scheduler/enqueued/redis") == 1
     assert redis_client.hget(first.frontier.keys.refused, "domain_max_hosts h9.example.com") == b"1"
@@ -126,14 +126,13 @@ def test_hosts_per_domain_are_capped_for_the_whole_cluster(redis_url: str, redis
 def test_a_redirect_to_a_host_over_the_cap_finishes_its_lease(redis_url: str, redis_client: redis.Redis) -> None:
     scheduler = _scheduler(redis_url, DOMAIN_MAX_HOSTS=1)
     assert scheduler.enqueue_request(Request("http://a.example.com/"))
-    asyncio.run(_drain(scheduler))
+    _drain(scheduler, close=False)
     lease = b"0:0:the-redirecting-page"
     redis_client.zadd(scheduler.frontier.keys.processing, {lease: 1e12})
     scheduler.leases.buffered(lease)
     scheduler.leases.started(lease)
-    scheduler._stopped = False  # _drain stopped the outbox task: run it again
     assert scheduler.enqueue_request(Request("http://b.example.com/", meta={LEASE_META: lease}))
-    asyncio.run(_drain(scheduler))
+    _drain(scheduler)
     assert not redis_client.zscore(scheduler.frontier.keys.processing, lease)
     assert [x["reason"] for x in _letters(redis_client, scheduler)] == ["domain_max_hosts"]
 
@@ -142,7 +141,7 @@ def test_no_cap_asks_nothing(redis_url: str, redis_client: redis.Redis) -> None:
     scheduler = _scheduler(redis_url, DOMAIN_MAX_HOSTS=0)
     for i in range(5):
         assert scheduler.enqueue_request(Request(f"http://h{i}.example.com/"))
-    asyncio.run(_drain(scheduler))
+    _drain(scheduler)
     assert redis_client.keys("{adm}:domain:*") == []
     assert scheduler.stats.get_value("scheduler/enqueued/redis") == 5
     assert DomainHosts(scheduler.frontier.keys.domain_hosts, 0).unknown(["a.example.com"]) == []

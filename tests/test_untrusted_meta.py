@@ -18,7 +18,6 @@ from scrapy.utils.test import get_crawler
 from distributed_crawler.addon import Addon
 from distributed_crawler.core.scheduler import RedisScheduler
 from distributed_crawler.queue.codec import RequestCodec, read_payload
-from distributed_crawler.queue.deadletters import DeadLetters
 from distributed_crawler.queue.seeds import SeedError, parse_seed
 
 
@@ -66,7 +65,7 @@ def test_malicious_queue_entries_are_dead_lettered_never_run(
     crawler.spider = spider = _Spider.from_crawler(crawler)
     crawler.stats.open_spider()
     scheduler = RedisScheduler.from_crawler(crawler)
-    codec = scheduler.intake.codec = scheduler.feeder.codec = RequestCodec(spider)
+    codec = RequestCodec(spider)
     cases = _malicious(tmp_path)
     members = [f"0:0:{_payload(codec, meta)}".encode() for meta, _ in cases.values()]
     members.append(f"0:0:{_payload(codec, {}, url='file:///etc/passwd')}".encode())
@@ -78,12 +77,9 @@ def test_malicious_queue_entries_are_dead_lettered_never_run(
     members.append(f"0:0:{_payload(codec, good)}".encode())
 
     async def accept() -> None:
-        scheduler.client = scheduler.context.acquire().client
-        scheduler.outbox.dead_letters = scheduler.feeder.dead_letters = DeadLetters(
-            scheduler.client, scheduler.frontier.keys.failed, "n1", 100
-        )
+        parts = await scheduler.open_parts(spider)
         try:
-            await scheduler.feeder.accept(members)
+            await parts.feeder.accept(members)
         finally:
             await scheduler.context.release()
 
@@ -94,7 +90,7 @@ def test_malicious_queue_entries_are_dead_lettered_never_run(
         assert why in letter["reason"], (name, letter["reason"])
     assert "is not http or https" in letters[-2]["reason"] and "is not http or https" in letters[-1]["reason"]
     assert scheduler.stats.get_value("scheduler/undecodable/meta") == len(cases)
-    (accepted,) = scheduler.buffer
+    (accepted,) = scheduler.parts.held.buffer
     assert accepted.meta["playwright_context_kwargs"] == {"locale": "de-DE"}
     assert list(tmp_path.iterdir()) == []  # nothing wrote a file
 

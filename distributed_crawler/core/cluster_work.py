@@ -15,6 +15,7 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from distributed_crawler.connection.policy import Purpose
+from distributed_crawler.core.lifecycle import Lifecycle
 from distributed_crawler.core.trouble import RedisTrouble
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.counts import CrawlCounts
@@ -24,9 +25,19 @@ COUNTS_INTERVAL = 1.0  # while this node holds no work: how often it asks how mu
 
 
 class ClusterWork:
-    def __init__(self, frontier: Callable[[], Frontier], trouble: RedisTrouble) -> None:
-        self._frontier = frontier
+    def __init__(
+        self,
+        frontier: Frontier,
+        trouble: RedisTrouble,
+        lifecycle: Lifecycle,
+        holds_work: Callable[[], bool],
+        ran_out: Callable[[], None],
+    ) -> None:
+        self.frontier = frontier
         self.trouble = trouble
+        self.lifecycle = lifecycle
+        self.holds_work = holds_work  # this node holds work: it asks nothing meanwhile
+        self.ran_out = ran_out  # the cluster's work ran out: the engine is woken to see it and close
         self.counts = CrawlCounts()
         # pushes this node made / of them, those the last count had seen: work not yet counted
         # keeps the node busy (a push to a host in ready shows only in the next count)
@@ -46,7 +57,7 @@ class ClusterWork:
 
     async def count(self, client: Any = None) -> CrawlCounts:
         before = self._pushes
-        self.counts = await self._frontier().counts(client=client)
+        self.counts = await self.frontier.counts(client=client)
         self._pushes_counted = before
         return self.counts
 
@@ -59,15 +70,13 @@ class ClusterWork:
             pass
         return self.counts
 
-    async def run(
-        self, stopped: Callable[[], bool], holds_work: Callable[[], bool], ran_out: Callable[[], None]
-    ) -> None:
-        while not stopped():
+    async def run(self) -> None:
+        while not self.lifecycle.stopped:
             await asyncio.sleep(COUNTS_INTERVAL)
-            if holds_work():
+            if self.holds_work():
                 continue
             was_busy = self.counts.frontier_busy
             if await self.trouble.run(Purpose.HEARTBEAT, "counting the queue", self.count) is None:
                 continue  # Redis away or refusing: the last count stands
             if was_busy and not self.counts.frontier_busy:
-                ran_out()
+                self.ran_out()

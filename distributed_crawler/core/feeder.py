@@ -9,8 +9,10 @@ hot loop.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -18,9 +20,10 @@ from distributed_crawler.connection.clients import subscribe
 from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import preview
 from distributed_crawler.core.leases import LeaseTracker
+from distributed_crawler.core.lifecycle import Lifecycle
 from distributed_crawler.core.pause import PauseWatch, give_back_buffer
 from distributed_crawler.core.quarantine import Quarantine
-from distributed_crawler.core.trouble import RedisTrouble, logger
+from distributed_crawler.core.trouble import RedisTrouble
 from distributed_crawler.dedup.recent import RecentFingerprints
 from distributed_crawler.internals import downloads_in_flight, wake_engine
 from distributed_crawler.meta import HOST_BACKOFF_META, HOST_SLOT_META, LEASE_META
@@ -34,6 +37,9 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
     from distributed_crawler.core.scheduler_config import SchedulerConfig
+    from distributed_crawler.queue.deadletters import DeadLetters
+
+logger = logging.getLogger(__name__)
 
 DUE_BATCH = 100  # due retries the lease script moves from delayed back to the queue per call
 PAUSE_CHECK_SECONDS = 0.5  # a paused feeder looks at the pause this often (read every 1.5 s: core/pause.py)
@@ -60,36 +66,53 @@ class Wake(asyncio.Event):
         super().clear()
 
 
+@dataclass
+class Held:
+    """What this node leased and has not started, and the feeder's two wake-ups: made before the
+    parts that share them (the lease task renews what is held and rings after a reclaim; the
+    pause wakes the feeder when it changes)."""
+
+    buffer: deque[Request] = field(default_factory=deque)  # leased, decoded, waiting for the engine
+    arriving: list[Request] = field(default_factory=list)  # leased, being decoded and admitted: their leases are work
+    want_more: asyncio.Event = field(default_factory=asyncio.Event)  # the buffer runs low
+    new_work: Wake = field(default_factory=Wake)  # work arrived in Redis (a push, a reclaim, a ring)
+
+
 class Feeder:
     def __init__(
         self,
         config: SchedulerConfig,
-        frontier: Callable[[], Frontier],
+        frontier: Frontier,
+        codec: RequestCodec,
         trouble: RedisTrouble,
         leases: LeaseTracker,
-        buffer: deque[Request],
-        recent: RecentFingerprints,
         quarantine: Quarantine,
-        crawler: Crawler,
+        pause: PauseWatch,
+        dead_letters: DeadLetters,
         release: Callable[[list[bytes]], Awaitable[None]],
+        held: Held,
+        recent: RecentFingerprints,
+        crawler: Crawler,
+        lifecycle: Lifecycle,
     ) -> None:
         self.config = config
-        self._frontier = frontier
+        self.frontier = frontier
+        self.codec = codec
         self.trouble = trouble
         self.leases = leases
-        self.buffer = buffer
-        self.recent = recent
         self.quarantine = quarantine
+        self.pause = pause  # the crawl's pause: while paused, nothing is leased
+        self.dead_letters = dead_letters  # where undecodable leased payloads go
+        self.release = release  # gives leases back (core/lease_keeper.py)
+        self.buffer = held.buffer
+        self.arriving = held.arriving
+        self.want_more = held.want_more
+        self.new_work = held.new_work
+        self.recent = recent
         self.crawler = crawler
         self.stats = crawler.stats
-        self.release = release
-        self.pause: PauseWatch | None = None  # set by the scheduler: the crawl's pause
-        self.arriving: list[Request] = []  # leased, being decoded and admitted: their leases are work
-        self.want_more = asyncio.Event()
-        self.new_work = Wake()
+        self.lifecycle = lifecycle
         self._rings: list[Ring] = []  # doorbell messages that woke the idle feeder since its last lease
-        self.codec: RequestCodec  # set at open (it needs the spider)
-        self.dead_letters: Any = None  # set at open
         self._undecodable: Counter[str] = Counter()  # leased payloads that did not decode, by kind
         self.doorbell_live = False  # subscribed to the doorbell: an idle feeder waits for it, no polling
         self._gave_back = False  # the last lease gave requests back (a quarantine): poll for them
@@ -116,11 +139,11 @@ class Feeder:
         if not self.buffer:
             self.want_more.set()
             return None
-        if self.pause is not None and self.pause.paused and not self.pause.drain:
+        if self.pause.paused and not self.pause.drain:
             self.want_more.set()  # the feeder gives the buffer back
             return None
         request = self.buffer.popleft()
-        while self.pause is not None and self.pause.blocks(request):
+        while self.pause.blocks(request):
             # an operator blocked its host: never renewed from now on, the lease task releases it
             self.leases.give_back([request.meta[LEASE_META]])
             self.stats.inc_value("scheduler/released_blocked")
@@ -133,10 +156,11 @@ class Feeder:
             self.want_more.set()
         return request
 
-    async def run(self, closing: Callable[[], bool]) -> None:
+    async def run(self) -> None:
+        """Lease while the buffer runs low, until the node closes (its last lease lands in the buffer)."""
         idle_wait = 0.01
-        while not closing():
-            if self.pause is not None and self.pause.paused:
+        while not self.lifecycle.closing:
+            if self.pause.paused:
                 if not self.pause.drain and self.buffer:
                     released = await give_back_buffer(self.buffer, self.release)
                     self.stats.inc_value("scheduler/released_on_pause", released)
@@ -152,11 +176,11 @@ class Feeder:
                 continue
             self.new_work.clear()  # before the lease: a ring while it runs is not lost
             self._rings.clear()
-            lease = partial(self._frontier().lease, want, self.config.lease_seconds, DUE_BATCH)
+            lease = partial(self.frontier.lease, want, self.config.lease_seconds, DUE_BATCH)
             popped = await self.trouble.run(Purpose.LEASE, "pop", lease)
             members = [h.lease for h in popped.leases]
             self.trouble.report_broken_hosts(popped.broken)
-            per_host = self._frontier().host_control() is not None
+            per_host = self.frontier.host_control() is not None
             hosts = {h.lease: (h.slot, h.backoff) for h in popped.leases} if per_host else {}
             if not members and not popped.expired:
                 self.stats.inc_value("scheduler/lease_empty")  # a lease that found nothing due
@@ -195,7 +219,7 @@ class Feeder:
             if self.new_work.local or not self._rings:
                 return True
             await asyncio.sleep(RING_SETTLE_SECONDS)
-            frontier = self._frontier()
+            frontier = self.frontier
             if self.new_work.local or not all(frontier.stale_ring(ring) for ring in self._rings):
                 return True
             self.stats.inc_value("scheduler/doorbell_stale", len(self._rings))
@@ -224,7 +248,7 @@ class Feeder:
                 bad.append((lease, str(exc)[:300]))
                 self._log_undecodable(lease, getattr(exc, "kind", "envelope"), str(exc)[:300])
                 continue
-            except Exception as exc:  # noqa: BLE001 - a decoder bug: logged with its traceback, dead-lettered
+            except Exception as exc:
                 logger.error("Decoding a leased request failed unexpectedly; it is dead-lettered", exc_info=exc)
                 bad.append((lease, f"{type(exc).__name__}: {exc}"[:300]))
                 self._log_undecodable(lease, "error", bad[-1][1])
@@ -265,13 +289,13 @@ class Feeder:
                 reason,
                 preview(lease, 200),
                 kind,
-                self._frontier().spider,
+                self.frontier.spider,
             )
 
     def _heard(self, data: bytes | None) -> None:
         """A doorbell message (queue/doorbell.py): a lease's "drained" notice, a ring for work a
         lease already took (dropped), or a ring that wakes the feeder."""
-        frontier, ring = self._frontier(), Ring.parse(data)
+        frontier, ring = self.frontier, Ring.parse(data)
         if frontier.saw(ring):
             return
         if frontier.stale_ring(ring):
@@ -282,9 +306,7 @@ class Feeder:
             self._rings.append(ring)
         self.new_work.ring()
 
-    async def run_doorbell(
-        self, pubsub_client: Callable[[], Any], masked_url: str, stopped: Callable[[], bool]
-    ) -> None:
+    async def run_doorbell(self, pubsub_client: Any, masked_url: str) -> None:
         """Wake the feeder when any node pushes work (PUBLISHed by the frontier's scripts), not on a poll.
 
         Pub/sub only saves latency: while Redis is away it waits like a lease (the node's policy);
@@ -296,8 +318,8 @@ class Feeder:
             pubsub = None
             try:
                 # its own connection (the "+1"): a subscription never holds one of the pool's
-                pubsub = await subscribe(pubsub_client(), self._frontier().doorbell)
-                while not stopped():
+                pubsub = await subscribe(pubsub_client, self.frontier.doorbell)
+                while not self.lifecycle.stopped:
                     self.doorbell_live = True
                     message = await pubsub.get_message(timeout=1.0)
                     if message is not None:
@@ -321,9 +343,12 @@ class Feeder:
                     DOORBELL_RETRY_SECONDS,
                 )
             for _ in range(DOORBELL_RETRY_SECONDS):
-                if stopped():
+                if self.lifecycle.stopped:
                     break
                 await asyncio.sleep(1.0)
+
+        def stopped() -> bool:
+            return self.lifecycle.stopped
 
         while not stopped():
             await self.trouble.policy.run(Purpose.LEASE, listen, stopped=stopped, on_error=unavailable)

@@ -3,10 +3,11 @@ or encode it for the frontier (its placement, expiry and envelope) and put it in
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,7 @@ from distributed_crawler.core.admission import Admission, Refusal
 from distributed_crawler.core.leases import LeaseTracker
 from distributed_crawler.core.outbox import Outbox, OutboxEntry
 from distributed_crawler.core.refusals import RefusalLog
-from distributed_crawler.core.trouble import RedisTrouble, logger
+from distributed_crawler.core.trouble import RedisTrouble
 from distributed_crawler.dedup.recent import RecentFingerprints
 from distributed_crawler.meta import EXPIRES_AT_META, LEASE_META, RETRY_DELAY_META, RETRY_TIMES_META
 from distributed_crawler.queue.base import Frontier
@@ -29,12 +30,15 @@ if TYPE_CHECKING:
 
     from distributed_crawler.core.scheduler_config import SchedulerConfig
 
+logger = logging.getLogger(__name__)
+
 
 class Intake:
     def __init__(
         self,
         config: SchedulerConfig,
-        frontier: Callable[[], Frontier],
+        frontier: Frontier,
+        codec: RequestCodec,
         trouble: RedisTrouble,
         leases: LeaseTracker,
         outbox: Outbox,
@@ -45,16 +49,16 @@ class Intake:
         stats: Any,
     ) -> None:
         self.config = config
-        self._frontier = frontier
-        self.outbox = outbox
+        self.frontier = frontier
+        self.codec = codec
+        self.trouble = trouble
         self.leases = leases
+        self.outbox = outbox
         self.recent = recent
         self.df = dupefilter
         self.admission = admission
         self.refusals = refusals
-        self.trouble = trouble
         self.stats = stats
-        self.codec: RequestCodec  # set at open (it needs the spider)
         self._refused: Counter[str] = Counter()  # requests the codec refused, by kind
 
     def enqueue(self, request: Request) -> bool:
@@ -78,7 +82,7 @@ class Intake:
             if checked:
                 self.recent.add(fingerprint)
             return False
-        placement = self._frontier().placement(request.url)
+        placement = self.frontier.placement(request.url)
         expires_at = self._expires_at(request)
         try:
             # a retry or a hand-back (it waits in delayed) of a page its host's budget already counted
@@ -154,7 +158,7 @@ class Intake:
         extra: dict[str, Any] = {"attempts": attempts, "priority": request.priority}
         try:
             extra["payload"] = self.codec.encode(request)
-        except (UnserializableRequestError, AttributeError) as exc:  # AttributeError: not open yet
+        except UnserializableRequestError as exc:
             extra["payload_error"] = str(exc)[:300]
         letter = self.refusals.note(request.url, refusal, source, counted, **extra)
         self.outbox.add(OutboxEntry(fingerprint, not fingerprint, "", handover, refused=letter))

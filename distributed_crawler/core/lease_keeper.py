@@ -5,6 +5,7 @@ the one WARNING line when the node holds leases with nothing in flight for longe
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
@@ -12,13 +13,14 @@ from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from distributed_crawler.connection.policy import NodeStopping, Purpose
-from distributed_crawler.core.feeder import Feeder
+from distributed_crawler.core.feeder import Held
 from distributed_crawler.core.leases import LeaseTracker, Stage
+from distributed_crawler.core.lifecycle import Lifecycle
 from distributed_crawler.core.outbox import Outbox
 from distributed_crawler.core.quarantine import Quarantine
 from distributed_crawler.core.stall import StallClock
 from distributed_crawler.core.tasks import BackgroundTasks
-from distributed_crawler.core.trouble import DATA_BACKOFF_MAX, RedisTrouble, logger
+from distributed_crawler.core.trouble import DATA_BACKOFF_MAX, RedisTrouble
 from distributed_crawler.internals import watch_scrapes
 from distributed_crawler.meta import LEASE_META
 from distributed_crawler.queue.base import Frontier
@@ -29,6 +31,8 @@ if TYPE_CHECKING:
 
     from distributed_crawler.core.scheduler_config import SchedulerConfig
 
+logger = logging.getLogger(__name__)
+
 ACK_BATCH = 1000
 ACK_INTERVAL = 0.1
 RELEASE_SECONDS = 5.0  # how long one try at giving leases back may wait for Redis (then: next round)
@@ -38,36 +42,42 @@ class LeaseKeeper:
     def __init__(
         self,
         config: SchedulerConfig,
-        frontier: Callable[[], Frontier],
+        frontier: Frontier,
         trouble: RedisTrouble,
         leases: LeaseTracker,
         outbox: Outbox,
         quarantine: Quarantine,
-        feeder: Feeder,
+        held: Held,
+        in_engine: Callable[[], Iterable[Request]],
         stats: Any,
         node_id: str,
-        in_engine: Callable[[], Iterable[Request]],
+        lifecycle: Lifecycle,
+        each_round: Callable[[], None] = lambda: None,
     ) -> None:
         self.config = config
-        self._frontier = frontier
+        self.frontier = frontier
         self.trouble = trouble
         self.leases = leases
         self.outbox = outbox
         self.quarantine = quarantine
-        self.buffer = feeder.buffer  # leased, not started yet
-        self.arriving = feeder.arriving  # leased, being decoded and admitted by the feeder
-        self.new_work = feeder.new_work  # rung after a reclaim put work back
+        self.buffer = held.buffer  # leased, not started yet
+        self.arriving = held.arriving  # leased, being decoded and admitted by the feeder
+        self.new_work = held.new_work  # rung after a reclaim put work back
+        self.in_engine = in_engine  # requests downloading or scraping (internals.requests_in_progress)
         self.stats = stats
         self.node_id = node_id
-        self.in_engine = in_engine  # requests downloading or scraping (internals.requests_in_progress)
+        self.lifecycle = lifecycle
+        self.each_round = each_round  # after each round of the lease task (the scheduler re-wraps its signal guard)
         self.stall = StallClock(config.lease_seconds)
         self._strays_logged = False
 
-    async def run(self, stopped: Callable[[], bool], each_round: Callable[[], None]) -> None:
+    async def run(self) -> None:
+        """Ack, renew, reclaim and give back, a round every ACK_INTERVAL (longer while Redis refuses),
+        until the node stops."""
         next_renew = time.monotonic()
         next_reclaim = time.monotonic()
         backoff = 0.0  # grows while Redis refuses (outage, wrong type, corrupt key); 0 when all is well
-        while not stopped():
+        while not self.lifecycle.stopped:
             await self.ack()
             if self.outbox.refusals.counting:
                 await self.outbox.push_refusal_counts()
@@ -83,7 +93,7 @@ class LeaseKeeper:
                 ok = await self.give_back(0.0) and ok
             backoff = 0.0 if ok else min(max(2 * backoff, ACK_INTERVAL), DATA_BACKOFF_MAX)
             self.watch_stall()
-            each_round()
+            self.each_round()
             await asyncio.sleep(max(ACK_INTERVAL, backoff))
 
     async def ack(self) -> None:
@@ -95,7 +105,7 @@ class LeaseKeeper:
         try:
             for i in range(0, len(acks), ACK_BATCH):
                 chunk = acks[i : i + ACK_BATCH]
-                await self.trouble.run(Purpose.ACK, "acking finished requests", partial(self._frontier().ack, chunk))
+                await self.trouble.run(Purpose.ACK, "acking finished requests", partial(self.frontier.ack, chunk))
                 done = i + len(chunk)
         except NodeStopping:
             self.leases.requeue_acks(acks[done:])  # still ours: acked or released at close
@@ -136,7 +146,7 @@ class LeaseKeeper:
                     len(strays),
                 )
         for i in range(0, len(renewing), ACK_BATCH):
-            await self._frontier().renew(renewing[i : i + ACK_BATCH], self.config.lease_seconds)
+            await self.frontier.renew(renewing[i : i + ACK_BATCH], self.config.lease_seconds)
         return True
 
     def watch_stall(self) -> None:
@@ -158,7 +168,7 @@ class LeaseKeeper:
                 len(self.buffer),
                 self.leases.pending_acks(),
                 len(self.leases.returning()),
-                self._frontier().spider,
+                self.frontier.spider,
             )
         elif change is False:
             logger.info("Node %s is no longer stalled", self.node_id)
@@ -167,7 +177,7 @@ class LeaseKeeper:
         """Return expired leases (of any node) to the queue; dead-letter the poison ones and the
         ones that are not ours (no envelope: the reclaim script moves them to the failed list)."""
         config = self.config
-        frontier = self._frontier()
+        frontier = self.frontier
         requeued, dead = await frontier.reclaim(config.max_deliveries, limit, config.failed_max, self.node_id)
         if requeued or dead:
             self.stats.inc_value("scheduler/reclaimed", requeued)
@@ -192,7 +202,7 @@ class LeaseKeeper:
         if not running:
             return leases
         try:
-            await self._frontier().expire(running)
+            await self.frontier.expire(running)
             await self.reclaim(limit=max(500, len(running)))
         except Exception as exc:  # noqa: BLE001 - they expire and are reclaimed after the lease anyway
             logger.warning("Leases of the requests running at the memory limit not expired now (%s)", exc)
@@ -204,7 +214,7 @@ class LeaseKeeper:
         gone = set(running)
         return [lease for lease in leases if lease not in gone]
 
-    async def settle(self, tasks: BackgroundTasks, stop: Callable[[], None], memusage: bool, masked_url: str) -> None:
+    async def settle(self, tasks: BackgroundTasks, memusage: bool, masked_url: str) -> None:
         """At close: push and ack what the engine finished (bounded, while the tasks doing it live),
         stop the tasks, give back what never finished; one ERROR line if anything stays behind."""
         deadline = time.monotonic() + 30
@@ -213,7 +223,7 @@ class LeaseKeeper:
         ) and time.monotonic() < deadline:
             self.outbox.ready.set()
             await asyncio.sleep(0.05)
-        stop()
+        self.lifecycle.stop()
         await tasks.stop()
         unfinished = self.leases.held()
         if unfinished and memusage:
@@ -253,7 +263,7 @@ class LeaseKeeper:
             if quarantined is not None and quarantined in leases:
                 await self.quarantine.unmark([quarantined])
             for i in range(0, len(leases), ACK_BATCH):
-                await self._frontier().release(leases[i : i + ACK_BATCH])
+                await self.frontier.release(leases[i : i + ACK_BATCH])
 
         deadline = time.monotonic() + patience
         try:
@@ -268,7 +278,7 @@ class LeaseKeeper:
     def force_release(self, client: Any) -> None:
         """Second stop signal (runs in the signal handler): ack what is done, release the rest, on
         a sync `client`. Synchronous on purpose: the reactor stops right after this returns."""
-        frontier = self._frontier().bind(client)
+        frontier = self.frontier.bind(client)
         done = self.leases.take_ackable(self.outbox.flushed_seq)
         if done:
             frontier.ack(done)

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections import deque
 from collections.abc import Callable
 from functools import partial
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from redis.exceptions import ResponseError
 
@@ -23,13 +24,19 @@ from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import EpisodeLog
 from distributed_crawler.core.admission import Refusal
 from distributed_crawler.core.leases import LeaseTracker
+from distributed_crawler.core.lifecycle import Lifecycle
 from distributed_crawler.core.refusals import RefusalLog
 from distributed_crawler.core.traps import DomainHosts
-from distributed_crawler.core.trouble import RedisTrouble, logger
+from distributed_crawler.core.trouble import RedisTrouble
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import payload_url
 from distributed_crawler.queue.enqueue import Enqueuer, PushEntry
 from distributed_crawler.queue.envelope import split_member
+
+if TYPE_CHECKING:
+    from distributed_crawler.queue.deadletters import DeadLetters
+
+logger = logging.getLogger(__name__)
 
 OUTBOX_BATCH = 500
 ACKS_RIDING_MAX = 1000  # acks one push carries at most (Lua unpacks them in one call)
@@ -53,27 +60,31 @@ class OutboxEntry(NamedTuple):
 class Outbox:
     def __init__(
         self,
-        frontier: Callable[[], Frontier],
+        frontier: Frontier,
         trouble: RedisTrouble,
-        stats: Any,
+        enqueuer: Enqueuer,
+        dead_letters: DeadLetters,
+        leases: LeaseTracker,
         refusals: RefusalLog,
         domain_hosts: DomainHosts,
+        stats: Any,
+        lifecycle: Lifecycle,
         on_pushed: Callable[[int], None],
-        leases: LeaseTracker | None = None,
     ) -> None:
-        self._frontier = frontier
+        self.frontier = frontier
         self.trouble = trouble
-        self.stats = stats
+        self.enqueuer = enqueuer  # the frontier's enqueue script on the opened dupefilter
+        self.dead_letters = dead_letters
+        self.leases = leases  # finished requests' leases: acked with the next push (core/lease_keeper.py acks the rest)
         self.refusals = refusals
         self.domain_hosts = domain_hosts
+        self.stats = stats
+        self.lifecycle = lifecycle
         self.on_pushed = on_pushed  # requests pushed by a batch (> 0): counted and the feeder woken
-        self.leases = leases  # finished requests' leases: acked with the next push (core/lease_keeper.py acks the rest)
         self.entries: deque[tuple[int, OutboxEntry]] = deque()
         self.enqueued_seq = 0  # sequence number of the last outbox entry
         self.flushed_seq = 0  # every entry up to this one is in Redis
         self.ready = asyncio.Event()
-        self.enqueuer: Enqueuer  # set by the scheduler at open (its dedup is opened there)
-        self.dead_letters: Any = None
         self._refusal_counts = EpisodeLog(logger)
 
     def __len__(self) -> int:
@@ -97,13 +108,14 @@ class Outbox:
         """Leases whose successors are still here (lost with the process on a forced stop)."""
         return [entry.handover for _, entry in self.entries if entry.handover]
 
-    async def run(self, stopped: Callable[[], bool]) -> None:
-        while not stopped():
+    async def run(self) -> None:
+        """Push the entries in batches until the node stops (at close, after the last batch)."""
+        while not self.lifecycle.stopped:
             if not self.entries:
                 self.ready.clear()
                 await self.ready.wait()
                 continue
-            if len(self.entries) < OUTBOX_BATCH and not stopped():
+            if len(self.entries) < OUTBOX_BATCH and not self.lifecycle.stopped:
                 await asyncio.sleep(OUTBOX_LINGER)
             batch = [self.entries[i] for i in range(min(OUTBOX_BATCH, len(self.entries)))]
             batch = await self._admit_hosts(batch)
@@ -123,8 +135,7 @@ class Outbox:
                 try:
                     result = await self.trouble.run(Purpose.PUSH, "enqueue", push)
                 except BaseException:  # NodeStopping, a cancel: still ours, acked or released at close
-                    if self.leases is not None:
-                        self.leases.requeue_acks(acks)
+                    self.leases.requeue_acks(acks)
                     raise
                 if acks:
                     self.stats.inc_value("scheduler/acked", len(acks))
@@ -136,12 +147,10 @@ class Outbox:
     def _riding_acks(self, pushes: list[OutboxEntry]) -> list[bytes]:
         """Leases of finished requests whose links are all in Redis already (so their removal
         needs no atomicity with this batch), on the shards this batch writes to."""
-        if self.leases is None:
-            return []
         due = self.leases.take_ackable(self.flushed_seq)
         if not due:
             return []
-        riding = self._frontier().acks_riding(due, [e.member for e in pushes])[:ACKS_RIDING_MAX]
+        riding = self.frontier.acks_riding(due, [e.member for e in pushes])[:ACKS_RIDING_MAX]
         if len(riding) < len(due):
             kept = set(riding)
             self.leases.requeue_acks([lease for lease in due if lease not in kept])
@@ -165,7 +174,7 @@ class Outbox:
         a request whose host is over its domain's cap becomes a refusal (core/traps.py)."""
         hosts = self.domain_hosts.unknown([e.host for _, e in batch if e.host and not e.refused])
         if hosts:
-            ask = partial(self.domain_hosts.ask, self._frontier().client, hosts)
+            ask = partial(self.domain_hosts.ask, self.frontier.client, hosts)
             await self.trouble.run(Purpose.PUSH, "counting hosts per domain", ask)
         admitted = []
         for seq, entry in batch:
@@ -206,7 +215,7 @@ class Outbox:
     async def push_refusal_counts(self) -> None:
         """The per-host refusal counts to the frontier's refused hash (refusals without a dead letter
         too: a rendered page's refused subresources, robots.txt)."""
-        frontier = self._frontier()
+        frontier = self.frontier
 
         async def push() -> None:
             await self.refusals.push_counts(frontier.client, frontier.refused_key)

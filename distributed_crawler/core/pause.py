@@ -14,13 +14,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from functools import cached_property
 from typing import Any
 
 from scrapy.utils.httpobj import urlparse_cached
 
 from distributed_crawler.connection.policy import Purpose, RedisPolicy
 from distributed_crawler.core.crawl_control import CrawlControl
+from distributed_crawler.core.lifecycle import Lifecycle
 from distributed_crawler.core.overrides import OverrideCache
 from distributed_crawler.core.registry import SourceCache
 from distributed_crawler.meta import HOST_SLOT_META, LEASE_META
@@ -35,23 +37,27 @@ _UNKNOWN = object()
 class PauseWatch:
     def __init__(
         self,
-        frontier: Callable[[], Frontier],
+        frontier: Frontier,
         policy: RedisPolicy,
         overrides: OverrideCache | None = None,
         sources: SourceCache | None = None,
+        wake: Sequence[asyncio.Event] = (),
+        lifecycle: Lifecycle | None = None,
     ) -> None:
-        self._frontier = frontier
+        self.frontier = frontier
         self.policy = policy
         self.overrides = overrides
         self.sources = sources
         self._refused_version: Any = _UNKNOWN  # the registry version whose read Redis refused (logged once)
         self.state: dict[str, Any] | None = None
         self.changed = asyncio.Event()
-        self.wake: list[asyncio.Event] = []  # set when the pause changes (the feeder's waits)
+        self.wake = tuple(wake)  # set when the pause changes (the feeder's waits)
+        self.lifecycle = lifecycle or Lifecycle()
 
-    def _control(self) -> CrawlControl:
-        """The crawl's control on the frontier's client as it is now (bound at open)."""
-        return CrawlControl.of(self._frontier())
+    @cached_property
+    def control(self) -> CrawlControl:
+        """The crawl's pause, overrides and registry, on the frontier's client."""
+        return CrawlControl.of(self.frontier)
 
     @property
     def paused(self) -> bool:
@@ -74,7 +80,7 @@ class PauseWatch:
 
     async def refresh(self) -> None:
         async def read() -> Any:
-            return await self._control().control_state()
+            return await self.control.control_state()
 
         # a hint the node keeps while Redis is away (it cannot lease then anyway)
         read_back = await self.policy.run(Purpose.CACHE, read, default=_UNKNOWN)
@@ -95,7 +101,7 @@ class PauseWatch:
                 since,
                 state["by"],
                 " (drain: finishing what this node holds)" if state["drain"] else "",
-                self._control().spider,
+                self.control.spider,
             )
         elif was is not None:
             logger.info("Crawl resumed: leasing again")
@@ -105,12 +111,12 @@ class PauseWatch:
 
     async def _read_sources(self, version: Any) -> None:
         async def read() -> Any:
-            return await self._control().sources()
+            return await self.control.sources()
 
         async def refused(exc: BaseException) -> None:
             if version != self._refused_version:  # once per registry version, not every 1.5 s
                 self._refused_version = version
-                key = self._control().registry_keys()[0]
+                key = self.control.registry_keys()[0]
                 logger.error(
                     "Source registry %s not read (%s): this node keeps its last copy; check it with "
                     "`redis-cli type '%s'` (a hash) and import the sources again",
@@ -126,8 +132,8 @@ class PauseWatch:
         await asyncio.to_thread(self.sources.update, version, raw)
         logger.info("Source registry: %d source(s) (version %s)", len(self.sources.table), version)
 
-    async def run(self, stopped: Callable[[], bool]) -> None:
-        while not stopped():
+    async def run(self) -> None:
+        while not self.lifecycle.stopped:
             await self.refresh()
             await asyncio.sleep(REFRESH_SECONDS)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections import deque
-from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -29,14 +28,14 @@ if TYPE_CHECKING:
 class Quarantine:
     def __init__(
         self,
-        frontier: Callable[[], Frontier],
+        frontier: Frontier,
         trouble: RedisTrouble,
         leases: LeaseTracker,
         buffer: deque[Request],
         crawler: Crawler,
         node_id: str,
     ) -> None:
-        self._frontier = frontier
+        self.frontier = frontier
         self.trouble = trouble
         self.leases = leases
         self.buffer = buffer
@@ -76,13 +75,13 @@ class Quarantine:
         return suspects
 
     async def _mark(self, lease: bytes) -> None:
-        await self._frontier().mark_solo(lease, self.node_id)
+        await self.frontier.mark_solo(lease, self.node_id)
 
     async def unmark(self, leases: list[bytes], done: bool = False) -> None:
         """The quarantine mark of leases given back (and, `done`: the death count of a request that
         ran alone and finished, so a later redelivery starts from none)."""
         deaths = [hashlib.sha1(lease.split(b":", 2)[2]).hexdigest() for lease in leases] if done else []
-        await self._frontier().unmark_solo(leases, deaths)
+        await self.frontier.unmark_solo(leases, deaths)
 
     async def step(self) -> None:
         """While draining or running a quarantined request, do not lease anything else."""

@@ -3,8 +3,10 @@
 Scrapy glue only: Scrapy's scheduler API is synchronous, so the Redis work runs in background
 tasks, one module each: core/intake.py + outbox.py (enqueue, batched push), feeder.py (lease into a
 local buffer, doorbell), quarantine.py, lease_keeper.py (ack, renew, reclaim, release),
-cluster_work.py (the cluster's counts), trouble.py (Redis errors). The frontier (queue/base.py)
-alone knows the keys and scripts of the queue mode.
+cluster_work.py (the cluster's counts), pause.py (the crawl's pause), trouble.py (Redis errors).
+Open binds the frontier to the node's client, opens the dupefilter and builds every part once with
+its final arguments (`build_parts`); the parts share one Lifecycle (closing, then stopped). The
+frontier (queue/base.py) alone knows the keys and scripts of the queue mode.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ import asyncio
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -26,11 +28,12 @@ from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.core.admission import Admission, Refusal
 from distributed_crawler.core.cluster_work import ClusterWork
 from distributed_crawler.core.context import RedisContext
-from distributed_crawler.core.feeder import Feeder
+from distributed_crawler.core.feeder import Feeder, Held
 from distributed_crawler.core.heap import freeze_startup_heap
 from distributed_crawler.core.intake import Intake
 from distributed_crawler.core.lease_keeper import LeaseKeeper
 from distributed_crawler.core.leases import LeaseTracker
+from distributed_crawler.core.lifecycle import Lifecycle
 from distributed_crawler.core.outbox import Outbox
 from distributed_crawler.core.overrides import OverrideCache
 from distributed_crawler.core.pause import PauseWatch
@@ -47,6 +50,7 @@ from distributed_crawler.dedup.recent import RecentFingerprints
 from distributed_crawler.internals import requests_in_progress, wake_engine
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import RequestCodec
+from distributed_crawler.queue.enqueue import Enqueuer
 from distributed_crawler.storage.labels import attach_labels
 
 if TYPE_CHECKING:
@@ -60,9 +64,23 @@ PUSH_POLL = 0.02  # how often wait_pushed looks at the outbox (the spider acks i
 MEMUSAGE_CLOSE = "memusage_exceeded"  # the close reason of Scrapy's MemoryUsage extension (MEMUSAGE_LIMIT_MB)
 
 
-class RedisScheduler:
-    keeper: LeaseKeeper  # built after the feeder, which releases leases through it
+@dataclass(frozen=True)
+class SchedulerParts:
+    """The scheduler's parts on one frontier, built once at open (RedisScheduler.build_parts)."""
 
+    frontier: Frontier  # bound to this node's client
+    trouble: RedisTrouble
+    held: Held
+    work: ClusterWork
+    outbox: Outbox
+    quarantine: Quarantine
+    pause: PauseWatch
+    keeper: LeaseKeeper
+    feeder: Feeder
+    intake: Intake
+
+
+class RedisScheduler:
     def __init__(
         self,
         crawler: Crawler,
@@ -81,42 +99,116 @@ class RedisScheduler:
         self.df = dupefilter
         self.node_id = node_id
         self.context = context or RedisContext.of(crawler)  # the node's one client, shared
+        self.admission = admission or Admission.from_settings(crawler.settings)
         self.client: Any = None  # set by open(): Scrapy uses a scheduler only once it is open
-        self._frontier = frontier
+        self._frontier = frontier  # unbound until open
+        # shared by the parts, and read before open or after close (leases_held, the heartbeat's)
+        self.lifecycle = Lifecycle()
         self.leases = LeaseTracker()
-        self.buffer: deque[Request] = deque()
         self.recent = RecentFingerprints(config.recent_fingerprints)
-        self._closing = False  # no more leasing
-        self.tasks = BackgroundTasks(crawler, lambda: self._closing)
-        self._stopped = False  # background loops end
+        self.refusals = RefusalLog(crawler.stats, node_id)
+        self.tasks = BackgroundTasks(crawler, self.lifecycle)
+        self.parts: SchedulerParts | None = None  # built by open()
         self._guard: SecondSignalGuard | None = None
         self._len_client: Any = None  # sync client of __len__ (Scrapy's API is synchronous)
-        get = lambda: self.frontier  # noqa: E731 - the parts follow the frontier as it is bound
-        stopped = lambda: self._stopped  # noqa: E731
-        self.trouble = RedisTrouble(get, dupefilter, self.context.policy, self.recent, stopped)
-        self.work = ClusterWork(get, self.trouble)
-        self.refusals = refusals = RefusalLog(crawler.stats, node_id)
-        domain_hosts = DomainHosts(frontier.domain_hosts_key, config.domain_max_hosts)
-        self.outbox = Outbox(get, self.trouble, self.stats, refusals, domain_hosts, self._pushed, self.leases)
-        self.quarantine = Quarantine(get, self.trouble, self.leases, self.buffer, crawler, node_id)
-        parts = (config, get, self.trouble, self.leases)
-        release = lambda leases: self.keeper.release(leases)  # noqa: E731
-        self.feeder = Feeder(*parts, self.buffer, self.recent, self.quarantine, crawler, release)
-        attach_labels(crawler, sources := SourceCache.of(crawler))  # rows get their source (storage/labels.py)
-        self.pause = self.feeder.pause = PauseWatch(get, self.context.policy, OverrideCache.of(crawler), sources)
-        self.pause.wake += [self.feeder.want_more, self.feeder.new_work]
-        engine = partial(requests_in_progress, crawler)
-        self.keeper = LeaseKeeper(*parts, self.outbox, self.quarantine, self.feeder, self.stats, node_id, engine)
-        admission = admission or Admission.from_settings(crawler.settings)
-        self.intake = Intake(*parts, self.outbox, self.recent, dupefilter, admission, refusals, self.stats)
-        self.already_sent = self.intake.already_sent  # the news spider asks before it yields a link
+        self._sources = SourceCache.of(crawler)
+        attach_labels(crawler, self._sources)  # rows get their source (storage/labels.py)
 
     @property
     def frontier(self) -> Frontier:
-        """The spider's frontier on this node's client (bound when the client is set, at open)."""
-        if self._frontier.client is not self.client:
-            self._frontier = self._frontier.bind(self.client)
-        return self._frontier
+        """The spider's frontier (on this node's client once open)."""
+        return self.parts.frontier if self.parts is not None else self._frontier
+
+    @property
+    def _open_parts(self) -> SchedulerParts:
+        if self.parts is None:
+            raise RuntimeError("RedisScheduler used before open(): Scrapy opens its scheduler first")
+        return self.parts
+
+    def build_parts(
+        self, frontier: Frontier, trouble: RedisTrouble, enqueuer: Enqueuer, codec: RequestCodec
+    ) -> SchedulerParts:
+        """Every part once, with its final arguments, in the order they need each other: `frontier`
+        on this node's client, `trouble` on it, `enqueuer` on the opened dupefilter (what open()
+        passes; a unit test may pass fakes)."""
+        crawler, config, stats, node_id, lifecycle = self.crawler, self.config, self.stats, self.node_id, self.lifecycle
+        held = Held()
+        dead_letters = frontier.dead_letters(node_id, config.failed_max)
+        quarantine = Quarantine(frontier, trouble, self.leases, held.buffer, crawler, node_id)
+
+        # the counts and the outbox need each other: each reads the other only once their tasks run
+        def holds_work() -> bool:
+            return bool(held.buffer or outbox.entries or quarantine.request)
+
+        work = ClusterWork(frontier, trouble, lifecycle, holds_work, partial(wake_engine, crawler))
+
+        def pushed(n: int) -> None:
+            work.pushed(n)
+            held.new_work.set()
+
+        outbox = Outbox(
+            frontier,
+            trouble,
+            enqueuer,
+            dead_letters,
+            self.leases,
+            self.refusals,
+            DomainHosts(frontier.domain_hosts_key, config.domain_max_hosts),
+            stats,
+            lifecycle,
+            on_pushed=pushed,
+        )
+        pause = PauseWatch(
+            frontier,
+            self.context.policy,
+            OverrideCache.of(crawler),
+            self._sources,
+            wake=(held.want_more, held.new_work),
+            lifecycle=lifecycle,
+        )
+        keeper = LeaseKeeper(
+            config,
+            frontier,
+            trouble,
+            self.leases,
+            outbox,
+            quarantine,
+            held,
+            partial(requests_in_progress, crawler),
+            stats,
+            node_id,
+            lifecycle,
+            each_round=self._reinstall_guard,
+        )
+        feeder = Feeder(
+            config,
+            frontier,
+            codec,
+            trouble,
+            self.leases,
+            quarantine,
+            pause,
+            dead_letters,
+            keeper.release,
+            held,
+            self.recent,
+            crawler,
+            lifecycle,
+        )
+        intake = Intake(
+            config,
+            frontier,
+            codec,
+            trouble,
+            self.leases,
+            outbox,
+            self.recent,
+            self.df,
+            self.admission,
+            self.refusals,
+            stats,
+        )
+        return SchedulerParts(frontier, trouble, held, work, outbox, quarantine, pause, keeper, feeder, intake)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisScheduler:
@@ -136,72 +228,66 @@ class RedisScheduler:
     def close(self, reason: str) -> Deferred[None]:
         return deferred_from_coro(self._close(reason))
 
-    async def _open(self, spider: Spider) -> None:
+    async def open_parts(self, spider: Spider) -> SchedulerParts:
+        """Take this node's client, bind the frontier to it, open the dupefilter and build the parts
+        (open() then starts their tasks; the caller releases the client: close() does)."""
         self.client = self.context.acquire().client
-        opening = partial(self.frontier.open_enqueuer, partial(self.df.open_dedup_at, self.client))
-        self.outbox.enqueuer = await self.trouble.run(Purpose.LEASE, "opening the dupefilter", opening)
-        self.intake.codec = self.feeder.codec = RequestCodec(spider, self.config.allowed_classes)
-        self.outbox.dead_letters = self.feeder.dead_letters = self.frontier.dead_letters(
-            self.node_id, self.config.failed_max
-        )
+        frontier = self._frontier.bind(self.client)
+        trouble = RedisTrouble(frontier, self.df, self.context.policy, self.recent, self.lifecycle)
+        opening = partial(frontier.open_enqueuer, partial(self.df.open_dedup_at, self.client))
+        enqueuer = await trouble.run(Purpose.LEASE, "opening the dupefilter", opening)
+        codec = RequestCodec(spider, self.config.allowed_classes)
+        self.parts = self.build_parts(frontier, trouble, enqueuer, codec)
+        return self.parts
+
+    async def _open(self, spider: Spider) -> None:
+        parts = await self.open_parts(spider)
+        frontier, trouble = parts.frontier, parts.trouble
         if self.config.flush_on_start:
             await self.flush()
-        await self.trouble.run(Purpose.LEASE, "checking the frontier layout", self.frontier.check_layout)
-        counts = await self.trouble.run(Purpose.LEASE, "counting the queue", self.work.count)
+        await trouble.run(Purpose.LEASE, "checking the frontier layout", frontier.check_layout)
+        counts = await trouble.run(Purpose.LEASE, "counting the queue", parts.work.count)
         if counts.scheduled:  # scrapy-redis's line, so existing log watchers keep working
             logger.info("Resuming crawl (%d requests scheduled)", counts.scheduled)
-        self.keeper.watch_scrapes(self.crawler)
-        await self.pause.refresh()  # a crawl paused before this node started: it leases nothing either
-        stopped, closing = (lambda: self._stopped), (lambda: self._closing)
-        holds_work = lambda: bool(self.buffer or self.outbox.entries or self.quarantine.request)  # noqa: E731
-        pubsub, url = (lambda: self.context.pubsub_client), self.redis_config.masked_url
+        parts.keeper.watch_scrapes(self.crawler)
+        await parts.pause.refresh()  # a crawl paused before this node started: it leases nothing either
         self.tasks.start(
             {
-                "outbox": self.outbox.run(stopped),
-                "feeder": self.feeder.run(closing),
-                "pause": self.pause.run(stopped),
-                "leases": self.keeper.run(stopped, self._reinstall_guard),
-                "doorbell": self.feeder.run_doorbell(pubsub, url, stopped),
-                "counts": self.work.run(stopped, holds_work, lambda: wake_engine(self.crawler)),
+                "outbox": parts.outbox.run(),
+                "feeder": parts.feeder.run(),
+                "pause": parts.pause.run(),
+                "leases": parts.keeper.run(),
+                "doorbell": parts.feeder.run_doorbell(self.context.pubsub_client, self.redis_config.masked_url),
+                "counts": parts.work.run(),
             }
         )
         frozen = freeze_startup_heap()
         if threading.current_thread() is threading.main_thread():
             # Scrapy installs its own handlers once the reactor runs, and swaps them on the first
             # signal: the lease task re-wraps whatever is installed (a no-op when ours is on top).
-            self._guard = SecondSignalGuard(self._force_release, on_first=self._stop_taking)
+            self._guard = SecondSignalGuard(self._force_release, on_first=self.lifecycle.stop_taking)
             self._guard.install()
         logger.info(
             "Scheduler on %s: queue %s (%s), lease %ss, node %s (%d startup objects frozen for gc)",
             self.redis_config.masked_url,
-            self.frontier.index_key,
-            self.frontier.mode,
+            frontier.index_key,
+            frontier.mode,
             self.config.lease_seconds,
             self.node_id,
             frozen,
         )
 
-    def _pushed(self, n: int) -> None:
-        self.work.pushed(n)
-        self.feeder.new_work.set()
-
     def _reinstall_guard(self) -> None:
         if self._guard is not None:
             self._guard.install()
-
-    def _stop(self) -> None:
-        self._stopped = True  # the loops check it too: a cancel swallowed inside redis-py ends them
-
-    def _stop_taking(self) -> None:
-        """First stop signal: lease nothing more (no pop may race the forced release)."""
-        self._closing = True
 
     def _force_release(self) -> None:
         """Second stop signal (runs in the signal handler): ack what is done, release the rest, then
         tell the heartbeat (FORCED_STOP: the node is closed, unless it still holds leases)."""
         client = self.redis_config.sync_client()
         try:
-            self.keeper.force_release(client)
+            if self.parts is not None:
+                self.parts.keeper.force_release(client)
         except Exception:  # noqa: BLE001 - leases then expire and are reclaimed; nothing is lost
             pass
         try:
@@ -210,66 +296,82 @@ class RedisScheduler:
             client.close()
 
     async def _close(self, reason: str) -> None:
-        self._closing = True
-        await self.tasks.finish("feeder", self.feeder.wake)  # its last lease lands in the buffer, released below
-        await self.keeper.release(self.keeper.unstarted())
-        self.buffer.clear()
-        await self.keeper.settle(self.tasks, self._stop, reason == MEMUSAGE_CLOSE, self.redis_config.masked_url)
-        if not self.config.persist:  # as in scrapy-redis: on every close reason, not only "finished"
-            await self.flush()
+        self.lifecycle.stop_taking()
+        parts = self.parts
+        if parts is not None:
+            # the feeder's last lease lands in the buffer, released below
+            await self.tasks.finish("feeder", parts.feeder.wake)
+            await parts.keeper.release(parts.keeper.unstarted())
+            parts.held.buffer.clear()
+            await parts.keeper.settle(self.tasks, reason == MEMUSAGE_CLOSE, self.redis_config.masked_url)
+            if not self.config.persist:  # as in scrapy-redis: on every close reason, not only "finished"
+                await self.flush()
+        self.lifecycle.stop()
         if self._len_client is not None:
             self._len_client.close()
             self._len_client = None
         self.df.close(reason)
-        await self.context.release()  # the last user closes the node's client
+        if self.client is not None:
+            await self.context.release()  # the last user closes the node's client
         if self._guard is not None:  # only now: a forced stop during the drain still releases
             self._guard.uninstall()
 
     async def flush(self) -> None:
         """Delete the crawl's frontier and filter, and drop what this node holds of it: requests
         still in the outbox or buffered are part of the frontier being flushed."""
-        dropped = self.outbox.drop()
-        buffered = self.keeper.unstarted()
-        self.buffer.clear()
-        self.quarantine.forget()
+        parts = self._open_parts
+        dropped = parts.outbox.drop()
+        buffered = parts.keeper.unstarted()
+        parts.held.buffer.clear()
+        parts.quarantine.forget()
         self.leases.forget(buffered + [e.handover for e in dropped if e.handover])
-        await flush_crawl(self.frontier, self.df.key)
-        self.work.reset()
+        await flush_crawl(parts.frontier, self.df.key)
+        parts.work.reset()
         self.recent.clear()
 
     # -- Scrapy's scheduler interface -----------------------------------------------------
     def has_pending_requests(self) -> bool:
         """Work this node holds, work on its way to Redis, or work anywhere in the cluster (as last
         counted): a node closes only when the whole crawl has nothing left for it."""
-        busy = bool(self.buffer or self.outbox.entries) or self.quarantine.request is not None
-        return busy or self.work.busy or self.pause.paused  # paused: waits, never idle-closes
+        parts = self.parts
+        if parts is None:
+            return False
+        busy = bool(parts.held.buffer or parts.outbox.entries) or parts.quarantine.request is not None
+        return busy or parts.work.busy or parts.pause.paused  # paused: waits, never idle-closes
 
     def outbox_mark(self) -> int:
         """The last request enqueued so far: `wait_pushed(mark)` returns once it is in Redis."""
-        return self.outbox.enqueued_seq
+        return self._open_parts.outbox.enqueued_seq
 
     async def wait_pushed(self, mark: int) -> bool:
         """Wait until every request enqueued up to `mark` is pushed (or refused); False if the node
         stopped first (the spider's seed holds then expire and the seeds come back)."""
-        while self.outbox.flushed_seq < mark:
-            if self._stopped:
+        outbox = self._open_parts.outbox
+        while outbox.flushed_seq < mark:
+            if self.lifecycle.stopped:
                 return False
             await asyncio.sleep(PUSH_POLL)
         return True
 
     def enqueue_request(self, request: Request) -> bool:
-        return self.intake.enqueue(request)
+        return self._open_parts.intake.enqueue(request)
+
+    def already_sent(self, request: Request) -> bool:
+        """A link this node sent to the shared filter lately (Intake.already_sent): the news spider
+        asks before it yields one."""
+        return self.parts is not None and self.parts.intake.already_sent(request)
 
     def refuse(self, request: Request, refusal: Refusal, source: str = "download", counted: bool = False) -> None:
         """A request refused after it left the queue (e.g. at connect time): see Intake.refuse."""
-        self.intake.refuse(request, refusal, source, counted)
+        self._open_parts.intake.refuse(request, refusal, source, counted)
 
     async def mark_seen(self, requests: Sequence[Request]) -> list[bool]:
         """Add the requests' fingerprints to the seen-filter without queueing them; True = it was new."""
-        return await self.intake.mark_seen(requests)
+        return await self._open_parts.intake.mark_seen(requests)
 
     def next_request(self) -> Request | None:
-        request = self.quarantine.take() or self.feeder.take()
+        parts = self._open_parts
+        request = parts.quarantine.take() or parts.feeder.take()
         if request is not None:
             self.stats.inc_value("scheduler/dequeued/redis")
         return request
@@ -278,12 +380,15 @@ class RedisScheduler:
         """The shared queue, as in scrapy-redis: requests waiting in Redis (any node's, delayed
         retries included; the pending counter, exact in every queue mode), plus what this node
         holds but has not handed to the engine. One blocking round trip, like scrapy-redis's."""
-        local = len(self.buffer) + len(self.outbox)
-        if self.client is None:  # not open
+        parts = self.parts
+        if parts is None:  # not open: holds nothing
+            return 0
+        local = len(parts.held.buffer) + len(parts.outbox)
+        if self.client is None:  # parts built without a client (a unit test): what this node holds
             return local
         if self._len_client is None:
             self._len_client = self.redis_config.sync_client()
-        return self.work.count_sync(self._len_client).scheduled + local
+        return parts.work.count_sync(self._len_client).scheduled + local
 
     @property
     def leases_held(self) -> int:
@@ -295,6 +400,8 @@ class RedisScheduler:
         """How long this node has held leases with nothing in flight, once longer than a lease (else 0).
         Looked at now too (on the reactor's thread; Prometheus reads from its own), so a lease task
         stuck in a retry cannot hide a stall from the heartbeat."""
+        if self.parts is None:
+            return 0.0
         if threading.current_thread() is threading.main_thread():
-            self.keeper.watch_stall()
-        return self.keeper.stall.seconds(time.monotonic())
+            self.parts.keeper.watch_stall()
+        return self.parts.keeper.stall.seconds(time.monotonic())

@@ -8,16 +8,18 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
+from distributed_crawler.core.lifecycle import Lifecycle
+
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
-logger = logging.getLogger("distributed_crawler.core.scheduler")  # the scheduler's lines, where watchers look
+logger = logging.getLogger(__name__)
 
 
 class BackgroundTasks:
-    def __init__(self, crawler: Crawler, closing: Callable[[], bool]) -> None:
+    def __init__(self, crawler: Crawler, lifecycle: Lifecycle) -> None:
         self.crawler = crawler
-        self.closing = closing  # a task ending while the node closes is expected
+        self.lifecycle = lifecycle  # a task ending while the node closes is expected
         self.tasks: dict[str, asyncio.Task] = {}
 
     def start(self, coroutines: dict[str, Coroutine[Any, Any, None]]) -> None:
@@ -31,7 +33,7 @@ class BackgroundTasks:
         return task is not None and not task.done()
 
     async def finish(self, name: str, wake: Callable[[], None], timeout: float = 2.0) -> None:
-        """Let a loop that checks `closing()` end on its own, cancelling it only after `timeout`: a
+        """Let a loop that checks `lifecycle.closing` end on its own, cancelling it only after `timeout`: a
         cancel while its Redis call is in flight would lose what the call did (leases taken that
         the node never hears of, so never given back until they expire)."""
         task = self.tasks.get(name)
@@ -61,7 +63,7 @@ class BackgroundTasks:
 
     def _died(self, task: asyncio.Task) -> None:
         """A background task must never end on its own: stop this node loudly (work stays leased)."""
-        if task.cancelled() or self.closing():
+        if task.cancelled() or self.lifecycle.closing:
             return
         logger.error(
             "Scheduler task %s stopped: %r; closing this node (its leases return to the queue "

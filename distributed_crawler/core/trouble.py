@@ -17,11 +17,12 @@ from redis.exceptions import ResponseError
 
 from distributed_crawler.connection.policy import Purpose, RedisPolicy
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type, preview
+from distributed_crawler.core.lifecycle import Lifecycle
 from distributed_crawler.dedup.dupefilter import DEDUP_TYPES, DedupDataError
 from distributed_crawler.dedup.recent import RecentFingerprints
 from distributed_crawler.queue.base import Frontier
 
-logger = logging.getLogger("distributed_crawler.core.scheduler")  # the scheduler's lines, where watchers look
+logger = logging.getLogger(__name__)
 
 DATA_BACKOFF_MAX = 5.0  # a degraded call refused for its data: how long its loop waits before the next round
 BROKEN_HOSTS_LOGGED = 10_000  # host queue keys of the wrong type remembered (logged once each)
@@ -30,17 +31,17 @@ BROKEN_HOSTS_LOGGED = 10_000  # host queue keys of the wrong type remembered (lo
 class RedisTrouble:
     def __init__(
         self,
-        frontier: Callable[[], Frontier],
+        frontier: Frontier,
         dupefilter: Any,
         policy: RedisPolicy,
         recent: RecentFingerprints,
-        stopped: Callable[[], bool],
+        lifecycle: Lifecycle,
     ) -> None:
-        self._frontier = frontier
+        self.frontier = frontier
         self.df = dupefilter
         self.policy = policy
         self.recent = recent
-        self.stopped = stopped
+        self.lifecycle = lifecycle
         # a failover or a restart may have lost writes Redis had acknowledged (asynchronous
         # replication): links this node sent may be gone, so the shared filter decides again
         policy.when_back(recent.clear)
@@ -57,14 +58,17 @@ class RedisTrouble:
             purpose,
             call,
             default=default,
-            stopped=stopped or self.stopped,
+            stopped=stopped or self._stopped,
             on_error=partial(self.failed, what),  # re-raises what is a bug
             on_ok=partial(self.ok, what),
         )
 
+    def _stopped(self) -> bool:
+        return self.lifecycle.stopped
+
     def _expected_types(self) -> dict[str, tuple[str, ...]]:
         """Every key the scheduler's scripts touch, with the Redis types they need."""
-        expected = self._frontier().expected_types()
+        expected = self.frontier.expected_types()
         dedup = getattr(self.df, "dedup", None)
         expected[self.df.key] = DEDUP_TYPES.get(getattr(dedup, "mode", ""), ("hash", "set", "MBbloom--"))
         return expected
@@ -72,7 +76,7 @@ class RedisTrouble:
     def report_broken_hosts(self, hosts: list[str]) -> None:
         """The lease dropped these hosts from ready (queue key of the wrong type): one ERROR per key."""
         for host in hosts:
-            key = self._frontier().host_queue_key(host)
+            key = self.frontier.host_queue_key(host)
             if key in self._broken_hosts:
                 continue
             if len(self._broken_hosts) < BROKEN_HOSTS_LOGGED:
@@ -92,7 +96,7 @@ class RedisTrouble:
     async def failed(self, what: str, exc: BaseException) -> None:
         """Why a Redis call refused its data, logged once per episode; re-raises what is a bug
         (a transient error raised while looking counts as the call's: the policy's)."""
-        frontier = self._frontier()
+        frontier = self.frontier
         if isinstance(exc, DedupDataError):
             self._data_errors.failed(what, "%s; the node waits and retries (%s)", exc, what)
         elif is_wrong_type(exc):
@@ -105,7 +109,7 @@ class RedisTrouble:
 
     async def _diagnose_script_error(self, what: str, exc: ResponseError) -> None:
         """A script error that is not WRONGTYPE: a corrupt counter, foreign data, or a bug."""
-        frontier = self._frontier()
+        frontier = self.frontier
         fix = f"a corrupt key or a bug: check the keys of this spider (`dcrawl status {frontier.spider}`)"
         if "integer" in str(exc) or "overflow" in str(exc):
             seq = frontier.sequence_key
@@ -128,6 +132,6 @@ class RedisTrouble:
         self._data_errors.ok(what)
         if self._wrong_types.reported:
             try:
-                await self._wrong_types.resolved(self._frontier().client, self._expected_types())
+                await self._wrong_types.resolved(self.frontier.client, self._expected_types())
             except ResponseError:
                 pass  # looked at again after the next call

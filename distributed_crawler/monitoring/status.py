@@ -40,7 +40,7 @@ from distributed_crawler.monitoring.nodes import (
     read_totals,
     server_time,
 )
-from distributed_crawler.news.counts import read_page_counts
+from distributed_crawler.news.counts import read_page_counts, read_robots_counts
 from distributed_crawler.news.storing import PAGE_TYPES
 from distributed_crawler.proxies.pool import ProxyPool, pool_keys
 from distributed_crawler.queue.enqueue import maybe_await, run_sync
@@ -140,24 +140,36 @@ NO_DEDUP = {"backend": "none", "count": 0, "bytes": 0, "layers": 0, "error_rate"
 TOP_LANGUAGE_HOSTS = 10
 
 
-async def _page_counts(client: Any, stats_key: str, hosts_key: str, wrong: set[str], skips: Skips) -> dict[str, Any]:
-    """Pages stored and not stored per page type, and not stored per language (news/counts.py)."""
+async def _page_counts(
+    client: Any, stats_key: str, hosts_keys: tuple[str, str], wrong: set[str], skips: Skips
+) -> dict[str, Any]:
+    """Pages stored and not stored per page type, not stored per language and for their robots
+    meta (`noindex`), with the hosts that had the most of each (news/counts.py); `hosts_keys`:
+    LANGUAGE_SKIPPED_KEY and ROBOTS_META_SKIPPED_KEY."""
     raw = {} if stats_key in wrong else await skips.read(stats_key, "hash", {}, lambda: client.hgetall(stats_key))
     page_types, languages = read_page_counts(raw)
-    top = (
-        []
-        if hosts_key in wrong
-        else await skips.read(
-            hosts_key, "zset", [], lambda: client.zrevrange(hosts_key, 0, TOP_LANGUAGE_HOSTS - 1, withscores=True)
-        )
-    )
+    robots = read_robots_counts(raw)
+    language_hosts, robots_hosts = [await _top_hosts(client, key, wrong, skips) for key in hosts_keys]
     return {
         "page_types": {t: page_types.get(t, {"stored": 0, "skipped": 0}) for t in (*PAGE_TYPES, *sorted(page_types))},
-        "languages": {
-            "skipped": dict(sorted(languages.items(), key=lambda kv: -kv[1])),
-            "top_hosts": [{"host": _type_name(h)[:253], "skipped": int(n)} for h, n in top if 0 < n < MAX_COUNT],
+        "languages": {"skipped": dict(sorted(languages.items(), key=lambda kv: -kv[1])), "top_hosts": language_hosts},
+        "robots_meta": {  # only noindex keeps a page out: every host's count is of that reason
+            "skipped": dict(sorted(robots.items(), key=lambda kv: -kv[1])),
+            "top_hosts": [{**h, "reason": "noindex"} for h in robots_hosts],
         },
     }
+
+
+async def _top_hosts(client: Any, key: str, wrong: set[str], skips: Skips) -> list[dict[str, Any]]:
+    """The TOP_LANGUAGE_HOSTS hosts with the most pages not stored in a per-host zset (news/counts.py)."""
+    top = (
+        []
+        if key in wrong
+        else await skips.read(
+            key, "zset", [], lambda: client.zrevrange(key, 0, TOP_LANGUAGE_HOSTS - 1, withscores=True)
+        )
+    )
+    return [{"host": _type_name(h)[:253], "skipped": int(n)} for h, n in top if 0 < n < MAX_COUNT]
 
 
 async def with_written_shards(client: Any, settings: BaseSettings, keys: SpiderKeys) -> BaseSettings:
@@ -196,6 +208,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
     proxy_key, dead_key = pool.pool_key, pool.dead_key
     revisits = RevisitSchedule(client, frontier)
     language_key = spider_key(settings, "LANGUAGE_SKIPPED_KEY", spider)
+    robots_key = spider_key(settings, "ROBOTS_META_SKIPPED_KEY", spider)
     skips = Skips()
     now = await server_time(client)
     wrong = await _check_types(
@@ -215,6 +228,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
             **{keys.schedule: ("zset",) for keys in revisits.every_keys()},
             **{keys.state: ("hash",) for keys in revisits.every_keys()},
             language_key: ("zset",),
+            robots_key: ("zset",),
         },
         skips,
     )
@@ -269,7 +283,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
     recrawl = await revisits.summary(
         now, skip=wrong, read=lambda key, call: skips.read(key, "zset", dict(no_recrawl), call)
     )
-    pages = await _page_counts(client, node_keys.stats, language_key, wrong, skips)
+    pages = await _page_counts(client, node_keys.stats, (language_key, robots_key), wrong, skips)
     alerts = _json_entries(raw_alerts, None, skips, node_keys.alerts, needs=("kind", "message"))
     failures = _json_entries(raw_failures, FAILURE_FIELDS, skips, keys.failed, needs=("url", "reason"))
     nodes = live_view(nodes, now, read.float("NODE_RETENTION_SECONDS", min=0), bool(control.get("paused")))
@@ -303,7 +317,9 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
         },
         "proxies": proxies,
         "recrawl": recrawl,  # the revisit schedule (docs/recrawl.md): scheduled, due_now, due_next_hour
-        **pages,  # page_types: {type: {stored, skipped}}; languages: {skipped: {code: n}, top_hosts}
+        # page_types: {type: {stored, skipped}}; languages: {skipped: {code: n}, top_hosts};
+        # robots_meta: {skipped: {"noindex": n}, top_hosts: [{host, skipped, reason}]}
+        **pages,
         "hosts": hosts,  # the per-host frontier (monitoring/hosts.py): count, ready, blocked, over_budget, top
         "control": control,  # monitoring/control.py: paused, overrides, blocked, blocks
         "events": await events_summary(client, settings, spider),  # change feed (docs/events.md)
@@ -386,6 +402,16 @@ def page_types_line(status: dict[str, Any]) -> str:
     return ", ".join(f"{t} {c['stored']:,}/{c['skipped']:,}" for t, c in counts.items())
 
 
+def robots_meta_line(robots: dict[str, Any]) -> str:
+    """`noindex 12 (a.example 9, b.example 3)`: pages not stored for their robots meta and the hosts
+    with the most ("" before any)."""
+    skipped = robots.get("skipped") or {}
+    if not any(skipped.values()):
+        return ""
+    hosts = ", ".join(f"{h['host']} {h['skipped']:,}" for h in (robots.get("top_hosts") or [])[:3])
+    return ", ".join(f"{why} {n:,}" for why, n in skipped.items()) + (f" ({hosts})" if hosts else "")
+
+
 def pause_banner(spider: str, paused: dict[str, Any]) -> Text:
     """The first thing a paused crawl's status says, in reverse video."""
     since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(paused.get("since") or 0))
@@ -465,6 +491,9 @@ def render_status(status: dict[str, Any], title: str = "") -> Group:
     languages = (status.get("languages") or {}).get("skipped") or {}
     if languages:
         figures.append(("not stored for language", ", ".join(f"{c} {n:,}" for c, n in list(languages.items())[:8])))
+    robots = robots_meta_line(status.get("robots_meta") or {})
+    if robots:
+        figures.append(("not stored for robots meta", robots))
     parts: list[Any] = [
         Text(title or status["spider"], style="bold"),
         *([pause_banner(status["spider"], paused)] if paused else []),

@@ -11,6 +11,7 @@ with the most such pages: memory stays bounded whatever the crawl covers.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 from distributed_crawler.connection.untrusted import text as decoded
@@ -80,22 +81,37 @@ class NewsCounts:
             raise
 
 
-def read_page_counts(raw: dict[Any, Any]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
-    """From `{spider}:stats` as HGETALL gives it: per page type `{"stored", "skipped"}`, and pages
-    not stored per language. Fields that do not read as counts are left out (untrusted data)."""
-    page_types: dict[str, dict[str, int]] = {}
-    languages: dict[str, int] = {}
+def _fields(raw: dict[Any, Any]) -> Iterator[tuple[str, str, str, int]]:
+    """`(kind, name, what, count)` of each `kind:name:what` field of `{spider}:stats` whose value
+    reads as a count; anything else is left out (untrusted data)."""
     for key, value in raw.items():
         parts = decoded(key).split(":")
         try:
             count = int(decoded(value))
         except ValueError:
             continue
-        if len(parts) != 3 or count < 0:
-            continue
-        kind, name, what = parts
+        if len(parts) == 3 and count >= 0:
+            yield parts[0], parts[1], parts[2], count
+
+
+def read_page_counts(raw: dict[Any, Any]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+    """From `{spider}:stats` as HGETALL gives it: per page type `{"stored", "skipped"}`, and pages
+    not stored per language."""
+    page_types: dict[str, dict[str, int]] = {}
+    languages: dict[str, int] = {}
+    for kind, name, what, count in _fields(raw):
         if kind == "page_type" and what in ("stored", "skipped") and name.isalpha() and len(name) <= 20:
             page_types.setdefault(name, {"stored": 0, "skipped": 0})[what] = count
         elif kind == "language" and what == "skipped" and name.isalpha() and len(name) <= 3:
             languages[name] = count
     return page_types, languages
+
+
+def read_robots_counts(raw: dict[Any, Any]) -> dict[str, int]:
+    """From `{spider}:stats` as HGETALL gives it: pages not stored for what their robots meta asked
+    (`{"noindex": 12}`)."""
+    return {
+        name: count
+        for kind, name, what, count in _fields(raw)
+        if kind == "robots" and what == "skipped" and name.isalpha() and len(name) <= 20
+    }

@@ -31,10 +31,10 @@ from lxml import etree
 from trafilatura.settings import DEFAULT_CONFIG
 from trafilatura.utils import HTML_PARSER, load_html
 
-from distributed_crawler.news import dates, jsonld
+from distributed_crawler.news import dates, jsonld, microdata
 from distributed_crawler.news.authors import jsonld_authors, normalize
 from distributed_crawler.news.language import detect, html_lang
-from distributed_crawler.news.more_fields import more_fields
+from distributed_crawler.news.more_fields import MoreFields, more_fields
 from distributed_crawler.news.page_types import PageSignals, classify
 from distributed_crawler.news.paywall import paywalled
 from distributed_crawler.news.rules import SiteRules, remove_excluded, rule_date_values, rule_text, rules_for
@@ -187,25 +187,37 @@ def _link_density(root: lxml.html.HtmlElement, visible_nodes: list[str] | None =
     return min(1.0, links / visible) if visible else 1.0
 
 
+@dataclass(frozen=True)
+class _Parsed:
+    """A parsed page and the metadata every signal reads of it (read once)."""
+
+    root: lxml.html.HtmlElement
+    url: str
+    nodes: list[dict[str, Any]]  # JSON-LD
+    article: dict[str, Any] | None  # the JSON-LD article node
+    metas: Mapping[str, str]
+
+    @classmethod
+    def read(cls, root: lxml.html.HtmlElement, url: str) -> _Parsed:
+        nodes = jsonld.nodes(root)
+        return cls(root, url, nodes, jsonld.article_node(nodes), _metas(root))
+
+    def more_fields(self) -> MoreFields:
+        return more_fields(self.root, self.url, self.nodes, self.article, self.metas)
+
+
 def _page_signals(
-    root: lxml.html.HtmlElement,
-    url: str,
-    nodes: list[dict[str, Any]],
-    article: dict[str, Any] | None,
-    metas: Mapping[str, str],
-    *,
-    listed: bool,
-    dated: bool,
-    main_text_chars: int,
-    visible: list[str] | None = None,
+    page: _Parsed, *, listed: bool, dated: bool, main_text_chars: int, visible: list[str] | None = None
 ) -> PageSignals:
     """What news/page_types.py reads of a page; the link density is only computed when asked."""
+    root = page.root
     elements = _ARTICLES(root)
     return PageSignals(
-        url=url,
-        jsonld_types=frozenset(t for node in nodes for t in jsonld.types(node)),
-        jsonld_article=article is not None,
-        og_type=(metas.get("og:type") or "").strip().lower() or None,
+        url=page.url,
+        jsonld_types=frozenset(t for node in page.nodes for t in jsonld.types(node)),
+        jsonld_article=page.article is not None,
+        microdata_article=microdata.one_article(root),
+        og_type=(page.metas.get("og:type") or "").strip().lower() or None,
         listed=listed,
         dated=dated,
         main_text_chars=main_text_chars,
@@ -252,7 +264,7 @@ def extract_article(
       ("visible").
     - lang: detected from `text` ("text"); `<html lang>` ("html-lang") when the text cannot say.
     - page_type: the order in news/page_types.py: "url", "json-ld-type", "listed",
-      "og-type", "date", "text".
+      "og-type", "date", "microdata-type", "text".
     - paywalled: "json-ld-haspart", "json-ld", "microdata"; None when the page does not say.
     - image, section, tags, site_name: news/more_fields.py.
     """
@@ -263,33 +275,27 @@ def extract_article(
     site_rules = rules_for(rules, url) if rules else None
     if site_rules is not None:
         remove_excluded(root, site_rules)
-    nodes = jsonld.nodes(root)
-    article = jsonld.article_node(nodes)
-    metas = _metas(root)
+    page = _Parsed.read(root, url)
     doc = _trafilatura(root, url)
     main = _main_text(doc)
     ruled = rule_text(root, site_rules) if site_rules is not None else ""
     text = ruled or main or visible_text(root)
     signals: dict[str, str] = {"text": "rule" if ruled else "trafilatura" if main else "visible"}
 
-    published, source, modified, modified_source = _dates(root, url, nodes, article, metas, doc, site_rules, now)
-    authors, organisations, author_source = _authors(article, metas, doc)
+    published, source, modified, modified_source = _dates(page, doc, site_rules, now)
+    authors, organisations, author_source = _authors(page.article, page.metas, doc)
     page_type, type_source = classify(
         _page_signals(
-            root,
-            url,
-            nodes,
-            article,
-            metas,
+            page,
             listed=listed,
             dated=source in ("rule", "json-ld", "meta", "time", "url") or bool(dates.url_date(url, now)),
             main_text_chars=len(ruled or main),
         )
     )
     signals["page_type"] = type_source
-    is_paywalled, paywall_source = paywalled(article, root)
+    is_paywalled, paywall_source = paywalled(page.article, root)
     lang, lang_source = detect(text, html_lang(root))
-    more = more_fields(root, url, nodes, article, metas)
+    more = page.more_fields()
     signals.update(more.signals)
     for name, value, origin in (
         ("published_at", published, source),
@@ -314,24 +320,15 @@ def extract_article(
         truncated=truncated,
         signals=signals,
         author_organizations=organisations,
-        image=more.image,
-        section=more.section,
-        tags=more.tags,
-        site_name=more.site_name,
+        **more.columns(),
     )
 
 
 def _dates(
-    root: lxml.html.HtmlElement,
-    url: str,
-    nodes: list[dict[str, Any]],
-    article: dict[str, Any] | None,
-    metas: Mapping[str, str],
-    doc: Any,
-    site_rules: SiteRules | None,
-    now: datetime | None,
+    page: _Parsed, doc: Any, site_rules: SiteRules | None, now: datetime | None
 ) -> tuple[str | None, str | None, str | None, str | None]:
     """(published_at, its signal, modified_at, its signal), in extract_article's order."""
+    root, url, nodes, article, metas = page.root, page.url, page.nodes, page.article, page.metas
     published, source = _first(
         [
             ("rule", lambda: dates.first_date(rule_date_values(root, site_rules), now) if site_rules else None),
@@ -391,24 +388,20 @@ def page_basics(html: str | bytes, url: str = "", *, listed: bool = False) -> Ar
     visible = _VISIBLE_TEXT(root)  # read once: the text and the link density
     text = _joined(visible)
     lang, lang_source = detect(text, html_lang(root))
-    nodes = jsonld.nodes(root)
-    metas = _metas(root)
-    article = jsonld.article_node(nodes)
+    page = _Parsed.read(root, url)
     dated = bool(
-        dates.first_date(_all(nodes, "datePublished"))
-        or dates.first_date(metas.get(n) for n in dates.PUBLISHED_META)
+        dates.first_date(_all(page.nodes, "datePublished"))
+        or dates.first_date(page.metas.get(n) for n in dates.PUBLISHED_META)
         or dates.time_element_date(root)
         or dates.url_date(url)
     )
     page_type, type_source = classify(
-        _page_signals(
-            root, url, nodes, article, metas, listed=listed, dated=dated, main_text_chars=len(text), visible=visible
-        )
+        _page_signals(page, listed=listed, dated=dated, main_text_chars=len(text), visible=visible)
     )
-    is_paywalled, paywall_source = paywalled(article, root)
+    is_paywalled, paywall_source = paywalled(page.article, root)
     signals = {"text": "visible", "page_type": type_source}
     signals.update({k: v for k, v in (("lang", lang_source), ("paywalled", paywall_source)) if v})
-    more = more_fields(root, url, nodes, article, metas)
+    more = page.more_fields()
     signals.update(more.signals)
     return Article(
         text=text,
@@ -416,10 +409,7 @@ def page_basics(html: str | bytes, url: str = "", *, listed: bool = False) -> Ar
         page_type=page_type,
         paywalled=is_paywalled,
         signals=signals,
-        image=more.image,
-        section=more.section,
-        tags=more.tags,
-        site_name=more.site_name,
+        **more.columns(),
     )
 
 

@@ -40,6 +40,10 @@ class MoreFields:
     site_name: str | None = None
     signals: Mapping[str, str] = field(default_factory=dict)
 
+    def columns(self) -> dict[str, Any]:
+        """The fields as Article's keyword arguments (the signals go to Article.signals)."""
+        return {"image": self.image, "section": self.section, "tags": self.tags, "site_name": self.site_name}
+
 
 def _clip(value: Any, limit: int = MAX_VALUE) -> str | None:
     text = " ".join(value.split()) if isinstance(value, str) else ""

@@ -13,13 +13,17 @@ page is judged by what it says about itself, and mixed evidence stores.
 2. The page says it is a story: JSON-LD NewsArticle, BlogPosting, ... ("json-ld-type"); the URL
    came from a news sitemap or a feed ("listed"); `og:type=article` with a publication date
    ("og-type"); a publication date in JSON-LD, meta or a marked `<time>` next to some main text
-   ("date").
+   ("date"); one microdata Article item (and no microdata list item) next to some main text
+   ("microdata-type").
 3. The page says it is something else: JSON-LD CollectionPage, ItemList, SearchResultsPage (list),
    AboutPage, ContactPage, ... (other) ("json-ld-type").
 4. Structure ("text"): an `<article>` element holding a long text, or a long main text with few
    links, is a story; several teaser `<article>`s, links outweighing text or little main text
-   make a list; a long undated text on a page that calls itself `og:type=website` is other;
-   anything left (mixed) is stored as an article.
+   make a list, unless the page calls itself `og:type=article` (or is dated) or has a long main
+   text, and its URL names a story (an id, a dated path, a long slug): a story page with a rail of
+   related teasers or links; a long
+   undated text on a page that calls itself `og:type=website` is other; anything left (mixed) is
+   stored as an article.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ _TAXONOMIES = (
 )
 _TAXONOMY = re.compile(_LANG + rf"/(?:{_TAXONOMIES})(?:/[^/.]+){{1,2}}/?")
 _STORY_ID = re.compile(r"\d{5,}")
+_QUERY_ID = re.compile(r"(?:^|&)[^=&]+=\d{5,}(?:&|$)")
 _OTHER = re.compile(
     r"/(?:about(?:-us)?|contact(?:-us)?|kontakt|impressum|imprint|legal|privacy(?:-policy)?|datenschutz|"
     r"terms(?:-of-(?:use|service))?|cookies?(?:-policy)?|agb|disclaimer|faq|help|jobs|careers|advertise|"
@@ -70,6 +75,7 @@ class PageSignals:
     url: str
     jsonld_types: frozenset[str] = frozenset()
     jsonld_article: bool = False  # a JSON-LD node (or a node's mainEntity) of an article type
+    microdata_article: bool = False  # exactly one microdata item of an article type, no list item
     og_type: str | None = None
     listed: bool = False
     dated: bool = False  # the page states its publication date (JSON-LD, meta, marked <time>, dated URL)
@@ -93,21 +99,30 @@ def url_kind(url: str) -> str | None:
         return "list"
     if query:
         return None  # `?p=123`, `?id=5`, `story.asp?guid=`: a story as often as not
-    if _HOME.fullmatch(path) or _FOLDER_INDEX.fullmatch(path) or _DATE_ARCHIVE.fullmatch(path) or _HUB.fullmatch(path):
+    if _HOME.fullmatch(path) or _DATE_ARCHIVE.fullmatch(path) or _HUB.fullmatch(path):
         return "list"
-    if _TAXONOMY.fullmatch(path) and not _STORY_ID.search(path) and not story_slug(path):
+    if _FOLDER_INDEX.fullmatch(path) and not _story_folder(path.rsplit("/", 1)[0]):
+        return "list"  # `/news/index.html`, not `/2018/story-of-the-day/index.html`
+    if _TAXONOMY.fullmatch(path) and not _story_folder(path):
         return "list"
     return None
 
 
 def story_url(url: str) -> bool:
-    """A dated path, a story id (four or more digits) or a slug of four or more words: how CMSs
-    name stories. Weak: it only decides a page that says nothing else about itself."""
+    """A dated path, a story id (five or more digits, in the path or as a query value:
+    `dettaglio.php?id=58354`) or a slug of four or more words: how CMSs name stories. Weak: it
+    only decides a page that says little else about itself."""
     try:
-        path = unquote(urlsplit(url).path).lower()
+        parts = urlsplit(url)
+        path = unquote(parts.path).lower()
     except ValueError:
         return False
-    return bool(_DATED.search(path) or _STORY_ID.search(path) or story_slug(path))
+    return bool(_story_folder(path) or _DATED.search(path) or _QUERY_ID.search(parts.query))
+
+
+def _story_folder(path: str) -> bool:
+    """A story id anywhere in the path, or a story slug as its last segment."""
+    return bool(_STORY_ID.search(path) or story_slug(path))
 
 
 def story_slug(path: str) -> bool:
@@ -129,6 +144,8 @@ def classify(page: PageSignals) -> tuple[str, str]:
         return "article", "og-type"
     if page.dated and page.main_text_chars >= SHORT_TEXT:
         return "article", "date"
+    if page.microdata_article and page.main_text_chars >= SHORT_TEXT:
+        return "article", "microdata-type"
     if page.jsonld_types & LIST_TYPES:
         return "list", "json-ld-type"
     if page.jsonld_types & OTHER_TYPES:
@@ -146,9 +163,9 @@ def _structure(page: PageSignals) -> str:
         return "article"  # the page's one <article> holds a story-length text
     teasers = page.articles >= TEASERS and page.main_text_chars < LONG_TEXT
     if page.og_type == "article" or page.dated:
-        return "list" if teasers else "article"
-    if story_url(page.url) and not listing:
-        return "article"
+        return "list" if teasers and not story_url(page.url) else "article"
+    if story_url(page.url) and (not listing or page.main_text_chars >= LONG_TEXT):
+        return "article"  # a long main text under a story's URL outweighs a rail of links
     if listing or page.main_text_chars < SHORT_TEXT:
         return "list"
     return "list" if density >= 0.3 else "other"

@@ -22,6 +22,7 @@ from distributed_crawler.meta import LEASE_META
 from distributed_crawler.queue.codec import RequestCodec
 from distributed_crawler.queue.factory import frontier_for_mode, mode_class
 from distributed_crawler.queue.keys import SpiderKeys
+from tests.scheduler_parts import parts_without_redis
 
 
 class RulesSpider(CrawlSpider):
@@ -51,13 +52,13 @@ def _scheduler(redis_url: str) -> tuple[RedisScheduler, RulesSpider]:
         "n1",
         context,
     )
-    scheduler.intake.codec = scheduler.feeder.codec = RequestCodec(spider)
     return scheduler, spider
 
 
 def test_refused_requests_are_logged_once_per_kind(redis_url: str, caplog: pytest.LogCaptureFixture) -> None:
     scheduler, spider = _scheduler(redis_url)
-    with caplog.at_level(logging.ERROR, logger="distributed_crawler.core.scheduler"):
+    parts_without_redis(scheduler)
+    with caplog.at_level(logging.ERROR, logger="distributed_crawler.core.intake"):
         for i in range(3):
             assert not scheduler.enqueue_request(Request(f"http://e.com/{i}", callback=spider._private))
             assert not scheduler.enqueue_request(Request(f"http://e.com/o{i}", meta={"obj": object()}))
@@ -74,8 +75,10 @@ def test_refused_requests_are_logged_once_per_kind(redis_url: str, caplog: pytes
 
 def test_pending_while_work_is_in_the_outbox(redis_url: str) -> None:
     scheduler, spider = _scheduler(redis_url)
+    assert not scheduler.has_pending_requests() and len(scheduler) == 0  # not open: holds nothing
+    parts = parts_without_redis(scheduler)
     assert not scheduler.has_pending_requests()
-    scheduler.outbox.entries.append((1, OutboxEntry("ab" * 16, False, "0:0:{}", None)))
+    parts.outbox.entries.append((1, OutboxEntry("ab" * 16, False, "0:0:{}", None)))
     assert scheduler.has_pending_requests()
     assert len(scheduler) == 1  # not open: what this node holds
 
@@ -85,21 +88,21 @@ def test_flush_drops_what_this_node_buffered(redis_url: str, redis_client: redis
     redis_client.zadd(scheduler.frontier.keys.processing, {b"0:0:lease": 1e12})
     redis_client.zadd(scheduler.frontier.keys.ready, {"e.com": 0})
     request = Request("http://e.com/buffered", meta={LEASE_META: b"0:0:lease"})
-    scheduler.leases.buffered(b"0:0:lease", None)
-    scheduler.buffer.append(request)
-    scheduler.outbox.entries.append((1, OutboxEntry("cd" * 16, False, "0:0:{}", None)))
-    scheduler.outbox.enqueued_seq = 1
 
     async def flush() -> None:
-        scheduler.client = scheduler.context.acquire().client
+        parts = await scheduler.open_parts(spider)
         try:
+            scheduler.leases.buffered(b"0:0:lease", None)
+            parts.held.buffer.append(request)
+            parts.outbox.entries.append((1, OutboxEntry("cd" * 16, False, "0:0:{}", None)))
+            parts.outbox.enqueued_seq = 1
             await scheduler.flush()
         finally:
             await scheduler.context.release()
 
     asyncio.run(flush())
     assert scheduler.next_request() is None
-    assert not scheduler.has_pending_requests() and len(scheduler.outbox.entries) == 0
+    assert not scheduler.has_pending_requests() and len(scheduler.parts.outbox.entries) == 0
     assert not redis_client.exists(scheduler.frontier.keys.processing, scheduler.frontier.keys.ready)
     assert len(scheduler.leases) == 0
 
@@ -125,24 +128,19 @@ def test_undecodable_payloads_are_logged_once_per_kind(
 ) -> None:
     """The issue's CrawlSpider symptom: a payload naming a private callback used to land in failed
     with only a stat. Now each kind of refusal is one WARNING with its reason, then counted."""
-    from distributed_crawler.queue.deadletters import DeadLetters
-
     scheduler, spider = _scheduler(redis_url)
-    good = scheduler.intake.codec.encode(Request("http://e.com/ok", callback=spider.parse_page))
+    good = RequestCodec(spider).encode(Request("http://e.com/ok", callback=spider.parse_page))
     private = good.replace('"callback":"parse_page"', '"callback":"_private"')
     members = [f"0:0:{private}".encode(), f"0:0:{private}".encode(), b"0:0:not json", b"0:0:still not json"]
 
     async def accept() -> None:
-        scheduler.client = scheduler.context.acquire().client
-        scheduler.outbox.dead_letters = scheduler.feeder.dead_letters = DeadLetters(
-            scheduler.client, scheduler.frontier.keys.failed, "n1", 100, scheduler.frontier.keys.processing
-        )
+        parts = await scheduler.open_parts(spider)
         try:
-            await scheduler.feeder.accept(members)
+            await parts.feeder.accept(members)
         finally:
             await scheduler.context.release()
 
-    with caplog.at_level(logging.WARNING, logger="distributed_crawler.core.scheduler"):
+    with caplog.at_level(logging.WARNING, logger="distributed_crawler.core.feeder"):
         asyncio.run(accept())
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 2, lines
