@@ -325,3 +325,18 @@ def test_http_urls_of_the_host_are_stored_as_a_marked_path(
     assert lease == f"1:0:{member}".encode()
     back = codec.decode(split_member(lease).payload)
     assert (back.url, back.headers.get("Referer")) == (url, f"http://{HOST}/world/".encode())
+
+
+def test_a_seed_the_previous_release_queued_is_leased_and_decoded(
+    scripts: Frontier, redis_client: redis.Redis, codec: RequestCodec
+) -> None:
+    """A compact seed with Scrapy's defaults written out and an id, as the previous release left it
+    in a host's zset, beside a new one in the list: both leased, in order, as start requests."""
+    old = '/old {"callback":null,"meta":{"is_start_request":true},"dont_filter":true,"id":"3f9c2a1b"}'
+    redis_client.zadd(KEYS.host_queue(HOST), {old: 7})
+    redis_client.zadd(KEYS.ready, {HOST: 0})
+    push(scripts, [(HOST, make_member(codec.encode(start_request(f"https://{HOST}/new"), slot=HOST), 0))])
+    leases = [h.lease for h in scripts.lease(5, 60).leases]
+    requests = [codec.decode(split_member(lease).payload) for lease in leases]
+    assert [r.url for r in requests] == [f"https://{HOST}/old", f"https://{HOST}/new"]
+    assert all((r.callback, r.dont_filter, r.meta) == (None, True, {"is_start_request": True}) for r in requests)
