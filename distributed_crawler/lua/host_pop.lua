@@ -182,11 +182,18 @@ end
 -- A lease equal to one held already (two equal requests that skip the dedup filter, queued side by
 -- side in a list without an id: codec.py) gets an "id" field first in its compact payload's fields,
 -- so each delivery keeps its own lease, ack and reclaim. The JSON format carries a random id.
+-- Only a request that skips the filter (a start request's mark, dont_filter) or comes again (a
+-- retry, a hand-back, a revisit) can have an equal one leased: a new filtered link is unique and
+-- costs no look-up.
 local function lease_apart(lease)
-  if not redis.call("ZSCORE", KEYS[2], lease) then return lease end
   local envelope, payload = split_envelope(lease)
   if string.sub(payload, 1, 1) == "{" then return lease end
   local url, rest = string.match(payload, "^([^ ]*) ?(.*)$")
+  if string.sub(rest, 1, 1) ~= START_MARK and not string.find(rest, '"dont_filter":true', 1, true)
+      and not member_again(payload) then
+    return lease
+  end
+  if not redis.call("ZSCORE", KEYS[2], lease) then return lease end
   local mark = ""
   if string.sub(rest, 1, 1) == START_MARK then mark, rest = START_MARK, string.sub(rest, 2) end
   if rest == "{}" then rest = "" end
@@ -293,7 +300,7 @@ while wanted > 0 and #active > 0 do
         redis.call("ZREM", ready, s.host)
       elseif s.cap > 0 and s.held >= s.cap then
         redis.call("ZADD", ready, now + CAP_RECHECK, s.host) -- at its cap: looked at again shortly
-      elseif host_size(queue) == 0 then
+      elseif #members < take or host_size(queue) == 0 then -- fewer than asked: both keys ran out
         redis.call("ZREM", ready, s.host) -- emptied: out now (a push puts it back), no empty lease later
       else
         redis.call("ZADD", ready, now, s.host) -- behind the hosts waiting longer: the next call serves them first
