@@ -18,6 +18,11 @@ LEASE_META = "_dc_lease"
 # Set by downloadermiddlewares/retry.py on a retry copy (seconds to wait); read by core/scheduler.py,
 # which parks the copy in {spider}:delayed for that long.
 RETRY_DELAY_META = "_dc_retry_delay"
+# Set by downloadermiddlewares/robotstxt.py on the copy of a leased request it gives back to the
+# scheduler: an awaitable; core/intake.py then holds the copy on this node, with its lease, until it
+# is done (the host's robots.txt cached and one interval passed) instead of handing it back to Redis
+# (a scheduler that cannot hold it drops the key and uses RETRY_DELAY_META). Never encoded.
+HOLD_META = "_dc_hold"
 # Set by downloadermiddlewares/proxy.py on a response that is a ban (the reason); read by retry.py,
 # which retries it whatever its status.
 PROXY_BAN_META = "_dc_proxy_ban"

@@ -56,6 +56,7 @@ def _drain(scheduler: RedisScheduler, close: bool = True) -> None:
                     break
                 await asyncio.sleep(0.01)
             assert not outbox.entries
+            await outbox.push_refusal_counts()  # the lease task's (at most every FLUSH_SECONDS)
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)

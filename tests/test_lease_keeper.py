@@ -29,7 +29,7 @@ class Outbox:
     def __init__(self) -> None:
         self.flushed_seq = 0
         self.entries: list[object] = []
-        self.refusals = type("Refusals", (), {"counting": False})()
+        self.refusals = type("Refusals", (), {"counting": False, "due": lambda self: False})()
 
     def __len__(self) -> int:
         return len(self.entries)

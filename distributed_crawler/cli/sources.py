@@ -26,7 +26,7 @@ from distributed_crawler.monitoring.nodes import duration
 from distributed_crawler.queue.enqueue import run_sync, server_time
 
 # what the table needs besides the sparkline: borders, a 12-wide source, the figures, the state
-SOURCES_FIXED_WIDTH = 72
+SOURCES_FIXED_WIDTH = 81
 
 
 async def gather_sources(client: Any, config: SourcesConfig, spider: str, limit: int) -> dict[str, Any]:
@@ -44,8 +44,9 @@ def _seconds(value: float | None, over: bool = False) -> str:
 def with_registry(
     rows: list[dict[str, Any]], registry: SourceTable, refused: dict[str, dict[str, int]]
 ) -> list[dict[str, Any]]:
-    """Each row with its registered source's `country`, `tags` and scope refusals by reason
-    ("", [] and {} when not registered)."""
+    """Each row with its registered source's `country` and `tags` ("" and [] when not registered);
+    `refused` by reason: the source's own counts, and for a registered source the reasons counted
+    only per host (a crawl from before the per-source counts, or with the change feed off)."""
     by_name = {s.source.name: s.source for s in registry.sites.values()}
     out = []
     for row in rows:
@@ -53,7 +54,7 @@ def with_registry(
         extra = {
             "country": source.country if source else "",
             "tags": list(source.tags) if source else [],
-            "refused": refused.get(source.name, {}) if source else {},
+            "refused": {**(refused.get(source.name, {}) if source else {}), **row.get("refused", {})},
         }
         out.append({**row, **extra})
     return out
@@ -109,11 +110,11 @@ def cmd_sources(args: argparse.Namespace) -> int:
     days = max(7, min(config.days, console.width - SOURCES_FIXED_WIDTH))
     table = listing_table(
         f"{keys.spider}: news sources, sorted by {args.sort} (articles per day)",
-        ("source", f"last {days}d", f"{config.days}d", "since new", "lag p50", "lag p95", "errors", "state"),
-        right=(f"{config.days}d", "since new", "lag p50", "lag p95", "errors"),
+        ("source", f"last {days}d", f"{config.days}d", "since new", "lag p50", "lag p95", "errors refused", "state"),
+        right=(f"{config.days}d", "since new", "lag p50", "lag p95", "errors refused"),
     )
     table.columns[1].no_wrap = table.columns[7].no_wrap = True
-    table.columns[0].min_width, table.columns[7].min_width = 12, 6
+    table.columns[0].min_width, table.columns[7].min_width = 10, 6
     for r in rows:
         table.add_row(
             r["source"],
@@ -122,7 +123,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
             _seconds(r["since_last_seconds"]),
             _seconds(r["lag_p50_seconds"]),
             _seconds(r["lag_p95_seconds"], r["lag_over_max"]),
-            f"{sum(r['errors_per_day']):,}",
+            f"{sum(r['errors_per_day']):,} {sum(r['refused'].values()):,}",
             "SILENT" if r["silent"] else ("DRIFT " + ",".join(r["drift"]) if r["drift"] else "ok"),
         )
     console.print(table)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from distributed_crawler.connection.clients import subscribe
 from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import preview
+from distributed_crawler.core.held import HeldRequests
 from distributed_crawler.core.leases import LeaseTracker
 from distributed_crawler.core.lifecycle import Lifecycle
 from distributed_crawler.core.pause import PauseWatch, give_back_buffer
@@ -76,6 +77,11 @@ class Held:
     arriving: list[Request] = field(default_factory=list)  # leased, being decoded and admitted: their leases are work
     want_more: asyncio.Event = field(default_factory=asyncio.Event)  # the buffer runs low
     new_work: Wake = field(default_factory=Wake)  # work arrived in Redis (a push, a reclaim, a ring)
+    ready: Callable[[], None] = lambda: None  # asks the engine for the next request
+    back: HeldRequests = field(init=False)  # leased, started, held back a moment; served before the buffer
+
+    def __post_init__(self) -> None:
+        self.back = HeldRequests(self.buffer, self.ready)
 
 
 class Feeder:

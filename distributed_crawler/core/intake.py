@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING, Any
 from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import finite
 from distributed_crawler.core.admission import Admission, Refusal
+from distributed_crawler.core.held import HeldRequests
 from distributed_crawler.core.leases import LeaseTracker
 from distributed_crawler.core.outbox import Outbox, OutboxEntry
 from distributed_crawler.core.refusals import RefusalLog
 from distributed_crawler.core.trouble import RedisTrouble
 from distributed_crawler.dedup.recent import RecentFingerprints
-from distributed_crawler.meta import EXPIRES_AT_META, LEASE_META, RETRY_DELAY_META, RETRY_TIMES_META
+from distributed_crawler.meta import EXPIRES_AT_META, HOLD_META, LEASE_META, RETRY_DELAY_META, RETRY_TIMES_META
 from distributed_crawler.queue.base import Frontier
 from distributed_crawler.queue.codec import RequestCodec, UnserializableRequestError
 from distributed_crawler.queue.envelope import make_member
@@ -47,11 +48,13 @@ class Intake:
         admission: Admission,
         refusals: RefusalLog,
         stats: Any,
+        held: HeldRequests | None = None,
     ) -> None:
         self.config = config
         self.frontier = frontier
         self.codec = codec
         self.trouble = trouble
+        self.held = held
         self.leases = leases
         self.outbox = outbox
         self.recent = recent
@@ -63,6 +66,15 @@ class Intake:
 
     def enqueue(self, request: Request) -> bool:
         lease = request.meta.get(LEASE_META)
+        hold = request.meta.pop(HOLD_META, None)
+        if hold is not None:
+            # a leased request a middleware will send itself a moment later: held here, lease and all
+            if lease and self.held is not None and self.leases.held_back(lease):
+                self.held.hold(request, hold)
+                self.stats.inc_value("scheduler/held")
+                return True
+            if callable(getattr(hold, "cancel", None)):  # not ours to hold: handed back as any other
+                hold.cancel()
         handover = lease if lease and self.leases.hand_over(lease) else None
         fingerprint = self.df.fingerprint_hex(request)
         # a new link this node already sent to the shared filter is a duplicate: dropped here

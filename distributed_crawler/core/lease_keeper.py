@@ -62,6 +62,7 @@ class LeaseKeeper:
         self.quarantine = quarantine
         self.buffer = held.buffer  # leased, not started yet
         self.arriving = held.arriving  # leased, being decoded and admitted by the feeder
+        self.held = held.back  # leased, started, held back a moment (core/held.py)
         self.new_work = held.new_work  # rung after a reclaim put work back
         self.in_engine = in_engine  # requests downloading or scraping (internals.requests_in_progress)
         self.stats = stats
@@ -79,7 +80,7 @@ class LeaseKeeper:
         backoff = 0.0  # grows while Redis refuses (outage, wrong type, corrupt key); 0 when all is well
         while not self.lifecycle.stopped:
             await self.ack()
-            if self.outbox.refusals.counting:
+            if self.outbox.refusals.due():  # at most every FLUSH_SECONDS: no round trip per refusal
                 await self.outbox.push_refusal_counts()
             now = time.monotonic()
             ok = True
@@ -127,9 +128,9 @@ class LeaseKeeper:
 
     def working(self) -> set[bytes]:
         """The leases of every request found where work is now: the prefetch buffer, a lease being
-        admitted, the quarantine, the engine (downloading or scraping)."""
+        admitted, the requests held back a moment, the quarantine, the engine (downloading or scraping)."""
         quarantined = [self.quarantine.request] if self.quarantine.request is not None else []
-        requests = chain(self.buffer, self.arriving, quarantined, self.in_engine())
+        requests = chain(self.buffer, self.arriving, self.held.requests(), quarantined, self.in_engine())
         return {lease for lease in (r.meta.get(LEASE_META) for r in requests) if lease is not None}
 
     async def renew(self) -> bool:
@@ -225,6 +226,8 @@ class LeaseKeeper:
             await asyncio.sleep(0.05)
         self.lifecycle.stop()
         await tasks.stop()
+        if self.outbox.refusals.counting:  # the last ones (STATS: skipped if Redis is away)
+            await self.outbox.push_refusal_counts()
         unfinished = self.leases.held()
         if unfinished and memusage:
             unfinished = await self.expire_running(unfinished)
@@ -241,8 +244,9 @@ class LeaseKeeper:
             )
 
     def unstarted(self) -> list[bytes]:
-        """Leases of requests this node took but never started (the quarantined one included)."""
-        return [r.meta[LEASE_META] for r in self.buffer] + self.quarantine.unstarted()
+        """Leases of requests this node took but never started (the quarantined one and the held ones
+        included: a held request is dropped here, its lease given back)."""
+        return [r.meta[LEASE_META] for r in self.buffer] + self.held.drop() + self.quarantine.unstarted()
 
     async def release(self, leases: list[bytes]) -> None:
         """Give leases back to the queue front without counting a delivery. From now on they are

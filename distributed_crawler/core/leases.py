@@ -73,6 +73,14 @@ class LeaseTracker:
             return True
         return False
 
+    def held_back(self, lease: bytes) -> bool:
+        """True if `lease` is mid-download: its request is held back on this node (core/held.py) and
+        counts as buffered again (its host and backoff kept)."""
+        if self._held.get(lease) is Stage.DOWNLOADING:
+            self._held[lease] = Stage.BUFFERED
+            return True
+        return False
+
     def finished(self, lease: bytes, outbox_seq: int) -> None:
         """The outcome is recorded; ack once the outbox has pushed up to `outbox_seq`."""
         if self._held.pop(lease, None) is not None:

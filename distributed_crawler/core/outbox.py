@@ -196,7 +196,8 @@ class Outbox:
 
     async def _write_refused(self, refused: list[OutboxEntry]) -> None:
         """Dead letters of refused requests (a new link only if the shared filter had not seen it),
-        the leases handed over to them removed in the same transaction; then the per-host counts."""
+        the leases handed over to them removed in the same transaction (the counts follow with the
+        node's next batch of counts: core/refusals.py)."""
         links = [e for e in refused if e.fingerprint]
         fresh = [e for e in refused if not e.fingerprint]
         if links:
@@ -210,11 +211,10 @@ class Outbox:
         if letters:
             await self.trouble.run(Purpose.DEADLETTER, "dead-letter", partial(self.dead_letters.take, letters, leases))
             self.stats.inc_value("scheduler/dead_lettered/refused", len(letters))
-        await self.push_refusal_counts()
 
     async def push_refusal_counts(self) -> None:
-        """The per-host refusal counts to the frontier's refused hash (refusals without a dead letter
-        too: a rendered page's refused subresources, robots.txt)."""
+        """The refusal counts: per host to the frontier's refused hash, per source to its hash
+        (refusals without a dead letter too: a rendered page's refused subresources, robots.txt)."""
         frontier = self.frontier
 
         async def push() -> None:

@@ -106,7 +106,7 @@ class RedisScheduler:
         self.lifecycle = Lifecycle()
         self.leases = LeaseTracker()
         self.recent = RecentFingerprints(config.recent_fingerprints)
-        self.refusals = RefusalLog(crawler.stats, node_id)
+        self.refusals = RefusalLog.of_node(crawler, node_id, frontier.spider)
         self.tasks = BackgroundTasks(crawler, self.lifecycle)
         self.parts: SchedulerParts | None = None  # built by open()
         self._guard: SecondSignalGuard | None = None
@@ -132,13 +132,13 @@ class RedisScheduler:
         on this node's client, `trouble` on it, `enqueuer` on the opened dupefilter (what open()
         passes; a unit test may pass fakes)."""
         crawler, config, stats, node_id, lifecycle = self.crawler, self.config, self.stats, self.node_id, self.lifecycle
-        held = Held()
+        held = Held(ready=partial(wake_engine, crawler))
         dead_letters = frontier.dead_letters(node_id, config.failed_max)
         quarantine = Quarantine(frontier, trouble, self.leases, held.buffer, crawler, node_id)
 
         # the counts and the outbox need each other: each reads the other only once their tasks run
         def holds_work() -> bool:
-            return bool(held.buffer or outbox.entries or quarantine.request)
+            return bool(held.buffer or held.back or outbox.entries or quarantine.request)
 
         work = ClusterWork(frontier, trouble, lifecycle, holds_work, partial(wake_engine, crawler))
 
@@ -207,6 +207,7 @@ class RedisScheduler:
             self.admission,
             self.refusals,
             stats,
+            held.back,
         )
         return SchedulerParts(frontier, trouble, held, work, outbox, quarantine, pause, keeper, feeder, intake)
 
@@ -336,7 +337,9 @@ class RedisScheduler:
         parts = self.parts
         if parts is None:
             return False
-        busy = bool(parts.held.buffer or parts.outbox.entries) or parts.quarantine.request is not None
+        busy = (
+            bool(parts.held.buffer or parts.held.back or parts.outbox.entries) or parts.quarantine.request is not None
+        )
         return busy or parts.work.busy or parts.pause.paused  # paused: waits, never idle-closes
 
     def outbox_mark(self) -> int:
@@ -383,7 +386,7 @@ class RedisScheduler:
         parts = self.parts
         if parts is None:  # not open: holds nothing
             return 0
-        local = len(parts.held.buffer) + len(parts.outbox)
+        local = len(parts.held.buffer) + len(parts.held.back) + len(parts.outbox)
         if self.client is None:  # parts built without a client (a unit test): what this node holds
             return local
         if self._len_client is None:

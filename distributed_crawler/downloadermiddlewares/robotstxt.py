@@ -1,16 +1,23 @@
 """robots.txt once per host for the whole cluster (ROBOTSTXT_OBEY), cached in Redis.
 
-`RobotsTxtMiddleware` (at 100, in place of Scrapy's) reads a host's robots.txt from
+`RobotsTxtMiddleware` (at 100, in place of Scrapy's) keeps a host's robots.txt in
 ROBOTS_CACHE_KEY (JSON {"status", "body", "fetched_at"}, TTL ROBOTS_CACHE_SECONDS; tagged with the
-host's frontier shard, so with FRONTIER_SHARDS > 1 it lives on the host's master). When it is
-absent, exactly one node fetches it: the one that wins `SET <key>:lock NX EX ROBOTS_LOCK_SECONDS`,
-in a background task, through the downloader middlewares like any page (proxy pool and its ban
-logic, retries). No request waits for it holding a concurrency slot: a leased request of a host
-without robots.txt yet is handed back (its lease handed over, as a retry's is, without counting a
-retry). In host mode the node blocks the host for up to ROBOTS_WAIT_SECONDS (lua/host_block.lua,
-reason "robots.txt pending") and hands the request back to its host's queue at once; the fetching
-node lifts that block as soon as the file is cached, so a new host's first pages wait only for the
-fetch. In the single-queue modes the request waits in `{spider}:delayed` for ROBOTS_WAIT_SECONDS.
+host's frontier shard, so with FRONTIER_SHARDS > 1 it lives on the host's master). A node that has
+no copy of its own asks once (lua/robots_claim.lua, downloadermiddlewares/robots_cache.py): the
+cluster's copy, or the lock `<key>:lock` (SET NX EX ROBOTS_LOCK_SECONDS: this node fetches), or
+word that another node holds it; on a miss in host mode the same call blocks the host for up to
+ROBOTS_WAIT_SECONDS (reason "robots.txt pending"), so no node leases its requests meanwhile. The
+fetching node fetches it in a background task, through the downloader middlewares like any page
+(proxy pool and its ban logic, retries), and stores it in one more call (lua/robots_store.lua:
+entry, lock released, Crawl-delay, block lifted so the host is due one interval after the
+robots.txt request): two round trips per new host for the cluster.
+No request waits for robots.txt holding a concurrency slot. The leased request that claimed the
+fetch goes back to the scheduler, which holds it on this node with its lease (HOLD_META) and serves
+it one interval after the robots.txt request (the host is due again one interval later still); other
+leased requests of a host without robots.txt yet are handed back to its queue (their leases handed
+over, as a retry's are, without counting a retry), or in the single-queue modes to `{spider}:delayed`
+for ROBOTS_WAIT_SECONDS. A request robots.txt disallows is counted as a refusal of its host and
+source (reason `robots_txt`, core/refusals.py), never as an error, in the node's next batch of counts.
 
 What the answer means (RFC 9309): 2xx = the rules of its body; 4xx from the site = allow all;
 5xx, 429, unreachable, or a proxy's ban answer after the last retry (`_dc_proxy_ban`: never the
@@ -50,10 +57,18 @@ from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import EpisodeLog, finite, text
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.guard import AddressRefused
+from distributed_crawler.core.refusals import RefusalLog
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.downloadermiddlewares.retry import RetryLater, slot_of_request
-from distributed_crawler.keyspace import fill
-from distributed_crawler.meta import DOWNLOAD_STOP_AT_META, LEASE_META, PROXY_BAN_META, RETRY_DELAY_META
+from distributed_crawler.downloadermiddlewares.robots_cache import CLAIMED, Claim, RobotsCache, cache_key, lock_key
+from distributed_crawler.internals import scheduler_of
+from distributed_crawler.meta import (
+    DOWNLOAD_STOP_AT_META,
+    HOLD_META,
+    LEASE_META,
+    PROXY_BAN_META,
+    RETRY_DELAY_META,
+)
 from distributed_crawler.queue.base import Frontier, HostControl
 
 if TYPE_CHECKING:
@@ -70,6 +85,9 @@ MAX_BODY = 512 * 1024  # RFC 9309: parse at least 500 KiB
 LOCAL_SECONDS = 300.0  # a node re-reads the cache at least this often (another node may refresh it)
 #: Reason of the host block set while robots.txt is fetched; only a block with this reason is lifted.
 ROBOTS_PENDING = "robots.txt pending"
+#: The reason a request robots.txt disallows is counted under (`dcrawl hosts`, `dcrawl sources`).
+ROBOTS_REFUSAL = "robots_txt"
+__all__ = ["RobotsTxtMiddleware", "cache_key", "cached_robots_body", "entry_of", "lock_key", "rules_of"]
 
 
 async def _ignored(exc: BaseException) -> None:
@@ -100,17 +118,6 @@ def entry_of(response: Response | None, error: str = "") -> dict[str, Any]:
         return {"status": None, "body": "", "fetched_at": now, "error": f"proxy ban: {ban}"[:200]}
     body = response.body[:MAX_BODY].decode("utf-8", "replace") if 200 <= response.status < 300 else ""
     return {"status": response.status, "body": body, "fetched_at": now}
-
-
-def cache_key(template: str, tag: str, netloc: str) -> str:
-    """ROBOTS_CACHE_KEY of a host (`netloc`: host[:port], lower case); `tag`: the host's shard tag
-    (`Frontier.host_tag`), the spider's name with one shard."""
-    return fill(template, tag, host=netloc.lower())
-
-
-def lock_key(cache: str) -> str:
-    """The lock the node fetching a host's robots.txt holds (`SET NX EX`), beside its cache key."""
-    return f"{cache}:lock"
 
 
 async def cached_robots_body(client: Any, key: str) -> bytes | None:
@@ -168,12 +175,15 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         self.wait_seconds = read.float("ROBOTS_WAIT_SECONDS", above=0)
         self.crawl_delay_max = read.float("ROBOTS_CRAWL_DELAY_MAX", min=0)
         self.client: Any = None
+        self.cache: RobotsCache | None = None  # the cluster's copies (set at open)
         self.frontier: Frontier | None = None  # the spider's: where a host's robots.txt entry lives
         self.hosts: HostControl | None = None  # the frontier's per-host state, if it keeps one
         self.spider_name = ""
         # netloc -> (parser, expiry, usable, why not)
         self._cached: dict[str, tuple[RobotParser, float, bool, str]] = {}
         self._fetching: dict[str, asyncio.Task[RobotParser]] = {}
+        self._holding: set[str] = set()  # netlocs whose first request this node holds
+        self._due: dict[str, float] = {}  # netloc -> when the request held for it may go (monotonic)
         self._errors = EpisodeLog(logger)
 
     @classmethod
@@ -190,6 +200,16 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         self.spider_name = spider.name
         self.frontier = context.frontier_for(spider.name)
         self.hosts = self.frontier.host_control()
+        self.cache = RobotsCache(
+            self.client,
+            self.key_template,
+            spider.name,
+            self.frontier,
+            self.hosts,
+            self.lock_seconds,
+            self.wait_seconds,
+            ROBOTS_PENDING,
+        )
 
     async def spider_closed(self, spider: Spider) -> None:
         for task in list(self._fetching.values()):
@@ -210,8 +230,9 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
 
     def cache_key(self, netloc: str) -> str:
         """On the host's frontier shard (its master), as the rest of what is kept per host."""
-        tag = self.frontier.host_tag(f"http://{netloc}/") if self.frontier is not None else self.spider_name
-        return cache_key(self.key_template, tag, netloc)
+        if self.cache is not None:
+            return self.cache.key(netloc)
+        return cache_key(self.key_template, self.spider_name, netloc)
 
     async def process_request(self, request: Request, spider: Spider | None = None) -> Request | None:  # type: ignore[override]
         if self.client is None:
@@ -221,21 +242,51 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
             return None
         url = urlparse_cached(request)
         netloc = url.netloc.lower()
-        parser = self._local(netloc) or await self._from_cache(netloc)
+        leased = LEASE_META in request.meta
+        parser = self._local(netloc)
+        if parser is None:
+            fetching = self._fetching.get(netloc)
+            if fetching is not None and not leased:  # not from our queue: nothing to hand back, wait here
+                parser = await asyncio.shield(fetching)
+            elif fetching is not None:  # fetched here: its first request is held here, this one waits in Redis
+                return self._hand_back(request, 0.0 if self.hosts is not None else self.wait_seconds)
+            else:
+                claim = await self._claim(netloc, request)
+                if claim.entry is not None:
+                    self.crawler.stats.inc_value("robotstxt/cache_hit")
+                    parser = self._remember(netloc, claim.entry)
+                elif not leased:
+                    parser = await asyncio.shield(self._fetch_task(url.scheme, netloc, request, holding=False))
+                elif claim.verdict == CLAIMED:
+                    return self._hold(request, netloc, self._fetch_task(url.scheme, netloc, request, holding=True))
+                else:  # another node fetches it: wait in the host's queue (blocked until it is cached)
+                    return self._hand_back(request, 0.0 if claim.blocked else self.wait_seconds)
         cached = self._cached.get(netloc)
-        if parser is not None and cached is not None and not cached[2] and LEASE_META in request.meta:
+        if cached is not None and not cached[2] and leased:
             # robots.txt unavailable: disallowed for now, not for good (RFC 9309): a retry through
             # delayed (the retry middleware's backoff; dead-lettered after the last, requeue-able)
             raise RetryLater(f"robots.txt unavailable: {cached[3]}", max(0.0, cached[1] - time.monotonic()))
-        if parser is None:
-            if LEASE_META not in request.meta:  # not from our queue: nothing to hand back, wait here
-                parser = await asyncio.shield(self._fetch_task(url.scheme, netloc, request))
-            else:
-                blocked = await self._fetch_elsewhere_or_here(url.scheme, netloc, request)
-                # host blocked until robots.txt is cached: wait in its queue, not for a fixed time
-                return self._hand_back(request, 0.0 if blocked else self.wait_seconds)
         self.process_request_2(parser, request)
         return None
+
+    def process_request_2(self, rp: RobotParser | None, request: Request) -> None:
+        """Scrapy's check; a refusal is also counted for its host and source (core/refusals.py:
+        counted here, written with the node's next refusal counts, never a round trip of its own)."""
+        try:
+            super().process_request_2(rp, request)
+        except IgnoreRequest:
+            refusals = getattr(scheduler_of(self.crawler), "refusals", None)
+            if isinstance(refusals, RefusalLog):
+                refusals.count(request.url, ROBOTS_REFUSAL)
+            raise
+
+    def _allows(self, parser: RobotParser, request: Request) -> bool:
+        """`request` may go under `parser` (Scrapy's check, nothing counted)."""
+        agent = self._robotstxt_useragent or request.headers.get(b"User-Agent", self._default_useragent)
+        try:
+            return bool(parser.allowed(request.url, agent or ""))
+        except Exception:  # noqa: BLE001 - a parser's failure: the request is not held, it is checked again
+            return False
 
     def _local(self, netloc: str) -> RobotParser | None:
         cached = self._cached.get(netloc)
@@ -251,53 +302,57 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         self._cached[netloc] = (parser, time.monotonic() + max(1.0, min(left, LOCAL_SECONDS)), entry_ok(entry), why)
         return parser
 
-    async def _from_cache(self, netloc: str) -> RobotParser | None:
-        # CACHE: Redis away (or refusing the key) -> as if not cached: fetched here
-        raw = await self.policy.run(
+    async def _claim(self, netloc: str, request: Request) -> Claim:
+        """The cluster's copy, or the fetch for this node, or another node's fetch: one round trip
+        (lua/robots_claim.lua). CACHE: Redis away (or refusing) -> fetched here."""
+        assert self.cache is not None
+        claim = partial(self.cache.claim, netloc, slot_of_request(request))
+        return await self.policy.run(
             Purpose.CACHE,
-            partial(self.client.get, self.cache_key(netloc)),
+            claim,
+            default=Claim(CLAIMED),
             on_error=self._refused("reading robots.txt", "robots.txt cache unreadable (%s); fetching here"),
         )
-        if raw is None:
-            return None
+
+    def _hold(self, request: Request, netloc: str, fetch: asyncio.Task[RobotParser]) -> Request:
+        """The request goes back to the scheduler, which holds it on this node with its lease until
+        robots.txt is cached and one interval of its host passed (HOLD_META): no trip through Redis.
+        A scheduler that cannot hold it hands it back as any other (RETRY_DELAY_META)."""
+        again = self._hand_back(request, 0.0 if self.hosts is not None else self.wait_seconds, counted=False)
+        self._holding.add(netloc)
+        again.meta[HOLD_META] = asyncio.ensure_future(self._held_until_due(netloc, fetch))
+        self.crawler.stats.inc_value("robotstxt/held")
+        return again
+
+    async def _held_until_due(self, netloc: str, fetch: asyncio.Task[RobotParser]) -> None:
         try:
-            entry = json.loads(text(raw))
-        except ValueError:
-            entry = None
-        if not isinstance(entry, dict):  # garbage: as if absent (the next fetch overwrites it)
-            self._errors.failed("robots.txt entry", "robots.txt cache %s is not JSON; fetching again", netloc)
-            return None
-        self.crawler.stats.inc_value("robotstxt/cache_hit")
-        return self._remember(netloc, entry)
+            await asyncio.shield(fetch)
+            due = self._due.pop(netloc, None)
+            if due is not None:
+                await asyncio.sleep(max(0.0, due - time.monotonic()))
+        except Exception:  # noqa: BLE001 - the fetch logged it; the request then meets what was remembered
+            return
+        finally:  # nothing kept per host once the request goes (or is dropped)
+            self._holding.discard(netloc)
+            self._due.pop(netloc, None)
 
-    async def _fetch_elsewhere_or_here(self, scheme: str, netloc: str, request: Request) -> bool:
-        """Start the fetch here when this node wins the lock (another node's lock: it fetches), and
-        in host mode block the host until the fetching node lifts it. True: the host is blocked."""
-        if netloc in self._fetching:
-            return self.hosts is not None  # we fetch it, and blocked the host when we started
-        lock = partial(self.client.set, lock_key(self.cache_key(netloc)), "1", nx=True, ex=self.lock_seconds)
-        # Redis away or refusing: fetch here rather than never
-        won = await self.policy.run(Purpose.CACHE, lock, default=True, on_error=_ignored)
-        if won:
-            self._fetch_task(scheme, netloc, request)
-        return await self._block_host(request, ROBOTS_PENDING)
-
-    def _hand_back(self, request: Request, wait: float) -> Request:
+    def _hand_back(self, request: Request, wait: float, counted: bool = True) -> Request:
         again = request.copy()  # keeps the lease: the scheduler hands it over (queue or delayed)
         again.dont_filter = True
         again.meta[RETRY_DELAY_META] = wait
-        self.crawler.stats.inc_value("robotstxt/handed_back")
+        if counted:
+            self.crawler.stats.inc_value("robotstxt/handed_back")
         return again
 
-    def _fetch_task(self, scheme: str, netloc: str, request: Request) -> asyncio.Task[RobotParser]:
+    def _fetch_task(self, scheme: str, netloc: str, request: Request, holding: bool) -> asyncio.Task[RobotParser]:
         task = self._fetching.get(netloc)
         if task is None:
-            task = asyncio.ensure_future(self._fetch(scheme, netloc, request))
+            task = asyncio.ensure_future(self._fetch(scheme, netloc, request, holding))
             self._fetching[netloc] = task
             task.add_done_callback(lambda _: self._fetching.pop(netloc, None))
         return task
 
-    async def _fetch(self, scheme: str, netloc: str, request: Request) -> RobotParser:
+    async def _fetch(self, scheme: str, netloc: str, request: Request, holding: bool = False) -> RobotParser:
         robots = Request(
             f"{scheme}://{netloc}/robots.txt",
             priority=self.DOWNLOAD_PRIORITY,
@@ -322,7 +377,8 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
             return build_from_crawler(self._parserimpl, self.crawler, DISALLOW_ALL)  # nothing remembered
         except Exception as exc:  # noqa: BLE001 - as Scrapy's: unreachable after the retries = disallow for now
             entry = entry_of(None, f"{type(exc).__name__}: {exc}")
-        if not entry_ok(entry):
+        ok = entry_ok(entry)
+        if not ok:
             self.crawler.stats.inc_value("robotstxt/unavailable")
             logger.warning(
                 "robots.txt of %s unavailable (%s): the host is disallowed for %s s, then fetched again",
@@ -331,22 +387,30 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
                 self.error_seconds,
             )
         parser = self._remember(netloc, entry)
-        key = self.cache_key(netloc)
-
-        async def share() -> None:
-            ttl = self.cache_seconds if entry_ok(entry) else self.error_seconds
-            await self.client.set(key, json.dumps(entry), ex=ttl)
-            await self.client.delete(lock_key(key))
-            await self._crawl_delay(parser, request)
-            if self.hosts is not None and entry_ok(entry):
-                await self.hosts.unblock_host(slot_of_request(request), ROBOTS_PENDING)
-
+        # the held request (if the scheduler holds it) goes one interval after robots.txt
+        holds = holding and netloc in self._holding and ok and self._allows(parser, request)
+        delay = self._crawl_delay(parser, request)
+        if self.cache is None:  # not opened (a unit test of the fetch alone): nothing to share
+            return parser
+        store = partial(
+            self.cache.store,
+            netloc,
+            slot_of_request(request),
+            entry,
+            self.cache_seconds if ok else self.error_seconds,
+            delay,
+            ok,
+            holds,
+        )
+        sent = time.monotonic()
         # CACHE: Redis away -> kept in this node only; the host's block and the lock expire by themselves
-        await self.policy.run(
+        gap = await self.policy.run(
             Purpose.CACHE,
-            share,
+            store,
             on_error=self._refused("storing robots.txt", f"robots.txt of {netloc} not cached in Redis (%s)"),
         )
+        if holds:  # Redis away: the held request waits as long as the host's block would have
+            self._due[netloc] = sent + (gap if isinstance(gap, float) else self.wait_seconds)
         return parser
 
     async def _unblock(self, request: Request) -> None:
@@ -361,31 +425,17 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         # not done: it expires after ROBOTS_LOCK_SECONDS
         await self.policy.run(Purpose.CACHE, unlock, on_error=_ignored)
 
-    async def _crawl_delay(self, parser: RobotParser, request: Request) -> None:
-        """Host mode: the Crawl-delay for our user agent -> host hash `cd` (absent: field removed)."""
+    def _crawl_delay(self, parser: RobotParser, request: Request) -> float | None:
+        """Host mode: the Crawl-delay for our user agent, capped at ROBOTS_CRAWL_DELAY_MAX (None: none),
+        for the host hash field `cd` (robots_store.lua)."""
         if self.hosts is None:
-            return
+            return None
         agent = self._robotstxt_useragent or request.headers.get(b"User-Agent", self._default_useragent)
         try:
             delay = parser.crawl_delay(agent or "")
         except (AttributeError, NotImplementedError, TypeError, ValueError):
             delay = None
-        host_key = self.hosts.host_state_key(slot_of_request(request))
-        if delay is not None and 0 < delay:
-            await self.client.hset(host_key, "cd", f"{min(float(delay), self.crawl_delay_max):.3f}")
-            self.crawler.stats.set_value("robotstxt/crawl_delay", float(delay))
-        else:
-            await self.client.hdel(host_key, "cd")
-
-    async def _block_host(self, request: Request, reason: str) -> bool:
-        """Host mode: block the request's host for ROBOTS_WAIT_SECONDS at most. True when blocked."""
-        if self.hosts is None:
-            return False
-        block = partial(self.hosts.block_host, slot_of_request(request), self.wait_seconds, reason, 1.0, 60.0, 0.5)
-
-        async def blocked() -> bool:
-            await block()
-            return True
-
-        # not blocked: the requests go back to delayed for ROBOTS_WAIT_SECONDS instead
-        return bool(await self.policy.run(Purpose.CACHE, blocked, default=False, on_error=_ignored))
+        if delay is None or not 0 < delay:
+            return None
+        self.crawler.stats.set_value("robotstxt/crawl_delay", float(delay))
+        return min(float(delay), self.crawl_delay_max)

@@ -34,6 +34,7 @@ LAG_EDGES: tuple[int, ...] = (30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 2160
 GAP_BUCKETS = 25
 SILENCE_FACTOR = 3
 QUALITY_FIELDS = ("date", "authors", "text")  # what an article's extraction is judged on
+REFUSED_REASONS_MAX = 33  # x:<reason> fields read (lua/source_record.lua keeps 32 + x:other)
 USUAL_SHARE = 0.5  # a field counts for drift only when at least this share of the source's articles has it
 
 
@@ -136,6 +137,7 @@ class SourceHealth:
     quality: dict[str, tuple[float, float]] = field(default_factory=dict)  # field -> (recent, baseline) share
     judged: int = 0  # new articles whose extraction was judged
     drift_flag: tuple[str, ...] = ()  # the fields the nodes' check alerted as drifting
+    refused: dict[str, int] = field(default_factory=dict)  # reason -> requests the crawler refused itself
 
     def drifting(self, min_articles: int, drop: float) -> tuple[str, ...]:
         """The fields whose recent share fell sharply below this source's own baseline."""
@@ -179,6 +181,9 @@ class SourceHealth:
             "alerted": self.silent_flag,
             "extraction": {f: {"recent": round(r, 3), "baseline": round(b, 3)} for f, (r, b) in self.quality.items()},
             "drift": list(self.drift_flag),  # fields alerted as drifting by the nodes' check
+            # requests of the source the crawler refused itself, by reason (robots_txt, out_of_scope,
+            # traps, ...): not errors of the source (core/refusals.py)
+            "refused": dict(sorted(self.refused.items())),
         }
 
 
@@ -196,6 +201,7 @@ def parse_source(source: str, fields: Mapping[Any, Any], now: float, days: int) 
     daily: dict[str, list[int]] = {p: [0] * days for p in "aer"}
     lags: dict[int, int] = {}
     gaps: dict[int, int] = {}
+    refused: dict[str, int] = {}
     plain: dict[str, Any] = {}
     for raw_name, raw_value in fields.items():
         name = raw_name.decode("utf-8", "replace") if isinstance(raw_name, bytes) else str(raw_name)
@@ -211,6 +217,8 @@ def parse_source(source: str, fields: Mapping[Any, Any], now: float, days: int) 
             lags[index] = number
         elif prefix == "g" and index is not None and number is not None and index < GAP_BUCKETS:
             gaps[index] = number
+        elif prefix == "x" and rest and number is not None and len(refused) < REFUSED_REASONS_MAX:
+            refused[rest[:40]] = number
         else:
             plain[name] = value
 
@@ -237,6 +245,7 @@ def parse_source(source: str, fields: Mapping[Any, Any], now: float, days: int) 
         quality=_quality(plain),
         judged=_int(plain.get("q:n")) or 0,
         drift_flag=tuple(f for f in str(plain.get("drift") or "").split(",") if f in QUALITY_FIELDS),
+        refused=refused,
     )
 
 

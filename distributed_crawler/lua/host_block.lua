@@ -29,14 +29,7 @@
 --   take defaults (seconds -> adaptive, base 1, cap 60, random 0.5). A key of the wrong Redis type
 --   raises WRONGTYPE. Both keys are in KEYS (one spider's hash tag: one Cluster slot).
 -- uses: doorbell (lib/doorbell.lua: doorbell_ring)
-local MAX_LEVEL = 64
-local function number(raw, default)
-  if type(raw) ~= "string" or #raw > 32 or not string.match(raw, "^%-?%d+%.?%d*$") then return default end
-  local n = tonumber(raw)
-  if n == nil or n ~= n or n == math.huge or n == -math.huge then return default end
-  return n
-end
-
+-- uses: block (lib/block.lua: block_num, block_now, block_host, unblock_host)
 local ready, hash = KEYS[1], KEYS[2]
 local mode = ARGV[1]
 if mode == "reset" then
@@ -45,54 +38,18 @@ if mode == "reset" then
   end
   return "0"
 elseif mode == "unblock" then
-  if redis.call("HGET", hash, "why") ~= (ARGV[3] or "") then return "0" end
-  local t = redis.call("TIME")
-  local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-  redis.call("HSET", hash, "until", 0)
   -- the host's interval counts from the robots.txt request, which went to the same site
-  local gap = 0
-  for _, v in ipairs(redis.call("HMGET", hash, "iv", "cd", "ad")) do
-    local n = number(v, 0)
-    if n > gap and n <= 86400 then gap = n end
-  end
-  if gap > 0 then
-    redis.call("ZADD", ready, "XX", string.format("%.6f", now + gap), ARGV[2] or "")
-  else
-    redis.call("ZADD", ready, "XX", "LT", string.format("%.6f", now), ARGV[2] or "")
-  end
-  doorbell_ring(ARGV[4], 1, KEYS[1], -1)
-  return "1"
+  local lifted = unblock_host(ready, hash, ARGV[2] or "", ARGV[3] or "", ARGV[4] or "", block_now(), 1, false)
+  return lifted and "1" or "0"
 elseif mode ~= "block" then
   return "0" -- an unknown mode does nothing
 end
 
-local host, reason = ARGV[2] or "", ARGV[4] or ""
-local base = number(ARGV[5], 1)
-local cap = number(ARGV[6], 60)
+local base = block_num(ARGV[5], 1)
+local cap = block_num(ARGV[6], 60)
 if base <= 0 then base = 1 end
 if cap < 0 then cap = 60 end
-local rand = number(ARGV[7], 0.5)
+local rand = block_num(ARGV[7], 0.5)
 if rand < 0 or rand >= 1 then rand = 0.5 end
-local t = redis.call("TIME")
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-
-local bo = number(redis.call("HGET", hash, "bo"), 0)
-if bo < 0 or bo > MAX_LEVEL or bo ~= math.floor(bo) then bo = 0 end
-local until_old = number(redis.call("HGET", hash, "until"), 0)
-if until_old > now + math.max(cap, 3600) then until_old = 0 end
-
-local seconds = number(ARGV[3], nil)
-local delay
-if seconds ~= nil and seconds >= 0 then
-  delay = math.min(seconds, cap)
-elseif until_old > now then
-  delay = 0 -- already blocked: one event, no escalation
-else
-  bo = math.min(bo + 1, MAX_LEVEL)
-  local step = math.min(cap, base * 2 ^ (bo - 1))
-  delay = step / 2 + step / 2 * rand
-end
-local blocked = math.max(until_old, now + delay)
-redis.call("HSET", hash, "bo", bo, "until", string.format("%.6f", blocked), "why", string.sub(reason, 1, 200))
-redis.call("ZADD", ready, "XX", "GT", string.format("%.6f", blocked), host)
-return string.format("%.3f", blocked - now)
+local left = block_host(ready, hash, ARGV[2] or "", block_num(ARGV[3], nil), ARGV[4] or "", base, cap, rand, block_now())
+return string.format("%.3f", left)

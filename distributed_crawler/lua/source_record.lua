@@ -8,8 +8,11 @@
 --   per article) of articles with a date (f = date), authors (authors), main text of normal length
 --   (text), q:n articles judged; drift (the fields the check found drifting: their slow share, the
 --   baseline, is frozen while they drift, so a lasting break never becomes the new normal).
+--   x:<reason> requests of the source this crawler refused itself (robots.txt, admission, a trap or
+--   scope rule: core/refusals.py), per reason, at most REASONS_MAX reasons (then x:other).
 -- KEYS[2] index zset: source -> server time of its last activity (sources.py caps its size)
--- ARGV[1] source name, ARGV[2] kind: "article" | "error" | "refusal", ARGV[3] count (>= 1),
+-- ARGV[1] source name, ARGV[2] kind: "article" | "error" | "refusal" (the site refused us: 401,
+-- 403, 429, 451) | "refused" (we refused it: ARGV[5] the reason), ARGV[3] count (>= 1),
 -- ARGV[4] days kept (28), ARGV[5] "dated,authored,full" counts of the new articles ("" = not judged),
 -- ARGV[6..] lag bucket indexes of the new articles that have one
 -- Guarantees: one call, one source, its fields stay bounded (old days deleted here); Redis time.
@@ -20,6 +23,21 @@ local kind, count, days = ARGV[2], tonumber(ARGV[3]) or 1, tonumber(ARGV[4]) or 
 for i, want in ipairs({"hash", "zset"}) do
   local ty = redis.call("TYPE", KEYS[i]).ok
   if ty ~= want and ty ~= "none" then redis.call("DEL", KEYS[i]) end -- garbage in our key: afresh
+end
+if kind == "refused" then
+  local REASONS_MAX = 32
+  local reason = (string.gsub(string.sub(ARGV[5] or "", 1, 40), "[^%w_%-%.]", "_"))
+  local field = "x:" .. (reason ~= "" and reason or "other")
+  if redis.call("HEXISTS", KEYS[1], field) == 0 then
+    local reasons = 0
+    for _, name in ipairs(redis.call("HKEYS", KEYS[1])) do
+      if string.sub(name, 1, 2) == "x:" then reasons = reasons + 1 end
+    end
+    if reasons >= REASONS_MAX then field = "x:other" end
+  end
+  redis.call("HINCRBY", KEYS[1], field, count)
+  redis.call("ZADD", KEYS[2], now, ARGV[1])
+  return 1
 end
 local prefix = ({article = "a:", error = "e:", refusal = "r:"})[kind]
 if prefix == nil then return 0 end

@@ -61,6 +61,11 @@ class HostFrontier(UnshardedFrontier):
         """The state hash of a slot (robots.txt writes its Crawl-delay there)."""
         return self.keys.host(slot)
 
+    def host_keys(self, slot: str) -> tuple[str, str, str]:
+        """(ready zset, state hash, doorbell channel) of a slot: what a script that blocks or lifts a
+        block of the slot alongside keys of its own needs (lua/lib/block.lua; robots_claim.lua)."""
+        return self.keys.ready, self.keys.host(slot), self.keys.doorbell
+
     def expected_types(self) -> dict[str, tuple[str, ...]]:
         return {self.keys.ready: ("zset",), self.keys.over_budget: ("zset",), **super().expected_types()}
 

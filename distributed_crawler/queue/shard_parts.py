@@ -157,5 +157,8 @@ class ShardedHosts:
     def host_state_key(self, slot: str) -> str:
         return self._on(slot).host_state_key(slot)
 
+    def host_keys(self, slot: str) -> tuple[str, str, str]:
+        return self._on(slot).host_keys(slot)
+
     def set_adaptive_delay(self, host: str, seconds: float) -> Any:
         return self._on(host).set_adaptive_delay(host, seconds)
