@@ -186,14 +186,14 @@ end
 -- retry, a hand-back, a revisit) can have an equal one leased: a new filtered link is unique and
 -- costs no look-up.
 local function lease_apart(lease)
+  if not (string.find(lease, " " .. START_MARK, 1, true) or string.find(lease, '"dont_filter":true', 1, true)
+      or member_again(lease)) then
+    return lease -- (plain finds: a URL holds no space, so " S" is the mark or inside the fields)
+  end
+  if not redis.call("ZSCORE", KEYS[2], lease) then return lease end
   local envelope, payload = split_envelope(lease)
   if string.sub(payload, 1, 1) == "{" then return lease end
   local url, rest = string.match(payload, "^([^ ]*) ?(.*)$")
-  if string.sub(rest, 1, 1) ~= START_MARK and not string.find(rest, '"dont_filter":true', 1, true)
-      and not member_again(payload) then
-    return lease
-  end
-  if not redis.call("ZSCORE", KEYS[2], lease) then return lease end
   local mark = ""
   if string.sub(rest, 1, 1) == START_MARK then mark, rest = START_MARK, string.sub(rest, 2) end
   if rest == "{}" then rest = "" end
