@@ -71,9 +71,11 @@ HARNESS_COMMANDS = {"info", "cluster", "ping", "config", "command", "client", "h
 SCRIPT_COMMANDS = {"evalsha", "eval", "fcall", "evalsha_ro", "eval_ro"}
 
 
-def start_hosts_site(children: Children, links: int, workdir: Path, code_root: Path) -> tuple[Any, int]:
+def start_hosts_site(
+    children: Children, links: int, workdir: Path, code_root: Path, delay: float = 0.0
+) -> tuple[Any, int]:
     proc = children.start(
-        [PYTHON, str(code_root / "bench" / "hosts_site.py"), "--links", str(links)],
+        [PYTHON, str(code_root / "bench" / "hosts_site.py"), "--links", str(links), "--delay", str(delay)],
         stdout=subprocess.PIPE,
         stderr=open(workdir / "site.log", "wb"),
         text=True,

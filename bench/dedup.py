@@ -31,10 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from scrapy.settings import Settings
 
 from bench.harness import log, private_redis
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.dedup.dupefilter import BloomConfig, choose_dedup, describe_dedup
-from distributed_crawler.queue.enqueue import Enqueuer, run_sync
-from distributed_crawler.queue.envelope import make_member
-from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.frontier.enqueue import Enqueuer
+from distributed_crawler.frontier.envelope import make_member
+from distributed_crawler.frontier.keys import SpiderKeys
 
 BATCH = 500
 

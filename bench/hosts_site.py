@@ -4,7 +4,11 @@ Why: a frontier spread over Cluster masters by host needs thousands of hosts, an
 listening sockets (one per port or 127.x address) would cost a thread each. Here every host
 `h<N>.bench.test:<port>` (resolved to 127.0.0.1 by bench/loopback_resolver.py) has a home page
 linking `--links` leaf pages of its own; robots.txt allows everything. `GET /__bench__/state` on any
-host returns {"hits": requests served, "pages": pages served (robots.txt not counted)}.
+host returns {"hits": requests served, "pages": pages served (robots.txt not counted), "robots":
+robots.txt answers, "robots_hosts": hosts whose robots.txt was asked}. `--delay S` answers every
+request S seconds late (a real site's response time; bench/wide.py: 0.05). An idle keep-alive
+connection is closed after IDLE_SECONDS, as real servers do (Apache 5 s, nginx 75 s), so the site
+holds a thread per recently active connection only, not per host ever crawled.
 Run: `python bench/hosts_site.py --links 2` prints `READY <port>` and serves until SIGTERM.
 """
 
@@ -15,27 +19,33 @@ import json
 import signal
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 
 CONTROL = "/__bench__/state"
 ROBOTS = b"User-agent: *\nAllow: /\n"
+IDLE_SECONDS = 5.0
 
 
 class HostsServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 1024
 
-    def __init__(self, links: int) -> None:
+    def __init__(self, links: int, delay: float = 0.0) -> None:
         super().__init__(("127.0.0.1", 0), Handler)
         self.links = links
+        self.delay = delay
         self.lock = threading.Lock()
         self.hits = 0
         self.pages = 0
+        self.robots = 0
+        self.robots_hosts: set[str] = set()
 
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: one connection per host and worker
+    timeout = IDLE_SECONDS  # an idle keep-alive connection is closed (its thread ends)
     server: HostsServer
 
     def log_message(self, format: str, *args: object) -> None:
@@ -45,11 +55,21 @@ class Handler(BaseHTTPRequestHandler):
         host = self.headers.get("Host", "unknown")
         path = self.path.split("?", 1)[0]
         page = path != "/robots.txt" and path != CONTROL
+        if path != CONTROL and self.server.delay > 0:
+            time.sleep(self.server.delay)
         with self.server.lock:
             if path != CONTROL:
                 self.server.hits += 1
                 self.server.pages += page
-            state = {"hits": self.server.hits, "pages": self.server.pages}
+            if path == "/robots.txt":
+                self.server.robots += 1
+                self.server.robots_hosts.add(host)
+            state = {
+                "hits": self.server.hits,
+                "pages": self.server.pages,
+                "robots": self.server.robots,
+                "robots_hosts": len(self.server.robots_hosts),
+            }
         if path == CONTROL:
             self._send(200, "application/json", json.dumps(state).encode())
         elif path == "/robots.txt":
@@ -83,8 +103,9 @@ def _html(title: str, body: str) -> bytes:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--links", type=int, default=2, help="leaf pages linked from each host's home page")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before each answer (a site's response time)")
     args = parser.parse_args(argv)
-    server = HostsServer(args.links)
+    server = HostsServer(args.links, args.delay)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         threading.Thread(target=server.shutdown, daemon=True).start()

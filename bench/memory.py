@@ -81,7 +81,7 @@ def make_requests(
     `referer`, the section page they were found on), or start requests of seeded URLs."""
     from scrapy import Request
 
-    from distributed_crawler.queue.seeds import parse_seed
+    from distributed_crawler.frontier.seeds import parse_seed
 
     rnd = random.Random(seed)
     out = []
@@ -147,12 +147,12 @@ def queue_encoding(client: Any, keys: Any) -> str:
 
 class Node:
     """The scheduler's enqueue path on one client, whichever structure the code under test has (the
-    baseline may predate the Frontier object: core/intake.py, queue/base.py)."""
+    baseline may predate the Frontier object: core/intake.py, frontier/base.py)."""
 
     def __init__(self, node: Any, spider: Any, client: Any, keys: Any) -> None:
         from distributed_crawler.dedup.dupefilter import SetDedup
-        from distributed_crawler.queue.codec import RequestCodec
-        from distributed_crawler.queue.enqueue import Enqueuer
+        from distributed_crawler.frontier.codec import RequestCodec
+        from distributed_crawler.frontier.enqueue import Enqueuer
 
         self.node = node
         if hasattr(node, "build_parts"):  # parts built once at open
@@ -172,7 +172,7 @@ class Node:
             self.outbox = node.outbox.entries
             self.enqueuer = Enqueuer(self.frontier, SetDedup(keys.dupefilter))
         else:  # QueueScripts, scheduler-held outbox
-            from distributed_crawler.queue.scripts import QueueScripts  # type: ignore[attr-defined]
+            from distributed_crawler.frontier.scripts import QueueScripts  # type: ignore[attr-defined]
 
             self.frontier = None
             self.codec = node.codec = RequestCodec(spider, node.config.allowed_classes)
@@ -183,7 +183,7 @@ class Node:
     def slot(self, url: str) -> str | None:
         if self.frontier is not None:
             return self.frontier.placement(url).slot
-        from distributed_crawler.queue.frontier import slot_of
+        from distributed_crawler.frontier.config import slot_of
 
         return slot_of(url, self.node.config.frontier)
 
@@ -202,10 +202,10 @@ def measure(
 
     from bench.harness import Children, start_redis
     from demo.spiders.news import NewsSpider
+    from distributed_crawler.connection.calls import run_sync
     from distributed_crawler.core.scheduler import RedisScheduler
-    from distributed_crawler.queue.enqueue import run_sync
-    from distributed_crawler.queue.envelope import make_member, split_member
-    from distributed_crawler.queue.keys import SpiderKeys
+    from distributed_crawler.frontier.envelope import make_member, split_member
+    from distributed_crawler.frontier.keys import SpiderKeys
 
     children = Children()
     workdir = Path(tempfile.mkdtemp(prefix="bench-memory-"))

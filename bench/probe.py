@@ -41,7 +41,7 @@ def _script_names() -> dict[bytes, str]:
     """SHA1 -> name of every script of distributed_crawler/lua (as sent: preludes included)."""
     if not _SCRIPT_NAMES:
         try:
-            from distributed_crawler.queue.scripts import lua_source
+            from distributed_crawler.connection.lua import lua_source
         except ImportError:  # an older ref without it: SHAs stay unnamed
             _SCRIPT_NAMES[b""] = ""
             return _SCRIPT_NAMES

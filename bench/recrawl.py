@@ -5,7 +5,7 @@
 Against one private redis-server started here, in the same run:
 - ours: N news URLs recorded through recrawl_record.lua as the nodes do it (state = interval,
   16-hex digest, a 22-char ETag (a page with an ETag keeps no Last-Modified) and the request as the nodes store it:
-  the codec's compact payload (queue/codec.py), in host mode with
+  the codec's compact payload (frontier/codec.py), in host mode with
   its slot; key = 16-hex fingerprint), then all made due and moved into the
   frontier with recrawl_move.lua in batches of RECRAWL_MOVE_BATCH (500). Bytes = `used_memory`
   growth while recording: the two schedule keys only (measured before the move fills the frontier).
@@ -32,11 +32,11 @@ from scrapy import Request
 from scrapy.settings import Settings
 
 from bench.harness import log, private_redis
-from distributed_crawler.queue.codec import RequestCodec
-from distributed_crawler.queue.envelope import make_member
-from distributed_crawler.queue.factory import frontier_for_mode
-from distributed_crawler.queue.frontier import FrontierConfig, slot_of
-from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.frontier.codec import RequestCodec
+from distributed_crawler.frontier.config import FrontierConfig, slot_of
+from distributed_crawler.frontier.envelope import make_member
+from distributed_crawler.frontier.factory import frontier_for_mode
+from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.recrawl.schedule import RecrawlKeys, RevisitSchedule
 
 BATCH = 500

@@ -34,9 +34,9 @@ from scrapy.settings import Settings
 
 from bench.harness import log, private_redis
 from distributed_crawler.connection.batch import Batch
-from distributed_crawler.queue.envelope import make_member
-from distributed_crawler.queue.factory import frontier_for_mode
-from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.frontier.envelope import make_member
+from distributed_crawler.frontier.factory import frontier_for_mode
+from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.recrawl.schedule import RecrawlKeys, RevisitSchedule, recorded_from
 
 HOUR = 3600.0

@@ -53,9 +53,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.harness import Children, log
 from bench.harness import start_redis as harness_start_redis
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.core.feeder import DUE_BATCH
 from distributed_crawler.dedup.bloom import SDS_OVERHEAD, layer_plan, size_class
 from distributed_crawler.dedup.dupefilter import BloomConfig, choose_dedup
+from distributed_crawler.frontier.base import Frontier
+from distributed_crawler.frontier.counts import crawl_counts
+from distributed_crawler.frontier.enqueue import Enqueuer
+from distributed_crawler.frontier.envelope import make_member
+from distributed_crawler.frontier.factory import frontier_for_mode
+from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.monitoring.nodes import (
     NodeKeys,
     beat,
@@ -64,12 +71,6 @@ from distributed_crawler.monitoring.nodes import (
     read_nodes,
     read_totals,
 )
-from distributed_crawler.queue.base import Frontier
-from distributed_crawler.queue.counts import crawl_counts
-from distributed_crawler.queue.enqueue import Enqueuer, run_sync
-from distributed_crawler.queue.envelope import make_member
-from distributed_crawler.queue.factory import frontier_for_mode
-from distributed_crawler.queue.keys import SpiderKeys
 from tests.frontiers import pop
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -230,7 +231,7 @@ def news_member(url: str, depth: int, slot: str | None = None) -> str:
 @functools.cache
 def _news_codec() -> tuple[Any, Any]:
     from demo.spiders.news import NewsSpider
-    from distributed_crawler.queue.codec import RequestCodec
+    from distributed_crawler.frontier.codec import RequestCodec
 
     spider = NewsSpider()
     return spider, RequestCodec(spider, ())

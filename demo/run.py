@@ -26,10 +26,10 @@ from pathlib import Path
 import redis
 from scrapy.settings import Settings
 
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.events.feed import EventsConfig
-from distributed_crawler.queue.counts import crawl_counts
-from distributed_crawler.queue.enqueue import run_sync
-from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.frontier.counts import crawl_counts
+from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.redact import mask_url
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -69,7 +69,7 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULER_FLUSH_ON_START": False,
     "SCHEDULER_QUEUE_CLASS": "host",  # per-host frontier (fair); priority / fifo / lifo: one queue
     "SCHEDULER_LEASE_SECONDS": 60,
-    "FRONTIER_SHARDS": 1,  # frontier shards, each on its own hash tag (queue/shards.py); 1 = one tag {spider}
+    "FRONTIER_SHARDS": 1,  # frontier shards, each on its own hash tag (frontier/shards.py); 1 = one tag {spider}
     "REQUEST_TTL": 0,  # seconds a pending request may wait before it is dropped at lease; 0 = never
     "SCHEDULER_MAX_DELIVERIES": 5,
     "SCHEDULER_PREFETCH": 0,  # 0 = derived from CONCURRENT_REQUESTS
@@ -126,7 +126,7 @@ DEFAULTS: dict[str, Any] = {
     "EVENTS_WEBHOOK_STATS_KEY": "{%(spider)s}:events:webhook",  # hash: delivery stats of the sink
     "SOURCES_KEY": "{%(spider)s}:sources",  # zset: source -> last activity
     "SOURCE_KEY": "{%(spider)s}:source:%(source)s",  # hash: one source's fixed buckets
-    "SOURCES_MAX": 10_000,  # sources kept (the least recently active dropped)
+    "SOURCES_MAX": 100_000,  # sources kept (the least recently active dropped)
     "SOURCE_DAYS": 28,  # days of per-day counts kept
     "SOURCE_SILENT_MIN_HOURS": 6.0,  # a source is never silent sooner than this
     "SOURCE_CHECK_SECONDS": 60.0,  # how often one node checks for silent sources
@@ -134,6 +134,13 @@ DEFAULTS: dict[str, Any] = {
     "SOURCE_DRIFT_MIN_ARTICLES": 20,  # new articles a source needs before its extraction is judged
     "SOURCE_DRIFT_DROP": 0.5,  # drift = a recent share below baseline x (1 - this)
     "SOURCE_DRIFT_TEXT_CHARS": 500,  # main text this long or longer counts as of normal length
+    # coverage (docs/sources.md): the URLs a source's sitemaps and feeds listed against those stored
+    "SOURCE_COVERAGE_KEY": "{%(spider)s}:coverage:%(source)s",  # zset: URL -> state and time (lua/coverage_record.lua)
+    "SOURCE_COVERAGE_MIN": 0.9,  # coverage_low when a source stored less than this share of what it listed
+    "SOURCE_COVERAGE_WINDOW": 86400.0,  # seconds: listings judged and kept (a day)
+    "SOURCE_COVERAGE_GRACE": 3600.0,  # seconds a listed URL may wait for its fetch before the alert counts it
+    "SOURCE_COVERAGE_MIN_LISTED": 10,  # listed URLs a source needs in the window before coverage_low can fire
+    "SOURCE_COVERAGE_MAX_URLS": 1000,  # URLs kept per source (the oldest dropped beyond it)
     "PROMETHEUS_PORT": 0,  # 0 = off; env var overrides
     "PROMETHEUS_HOST": "127.0.0.1",  # this host only unless the project opens it
     "DASHBOARD_ALLOWED_HOSTS": [],  # Host header names the dashboard answers besides its bind address

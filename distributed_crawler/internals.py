@@ -11,6 +11,7 @@ Nothing of ours is imported here: every layer may use it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,9 @@ SCRAPY_CONTRACT: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     ("scrapy.core.downloader.handlers.http11._ScrapyAgent", "_contextFactory", None),
     ("scrapy.core.downloader.handlers.http11._ScrapyAgent", "_bindAddress", None),
     ("scrapy.core.downloader.handlers.http11._ScrapyAgent", "_pool", None),
+    # bound_connection_pool (Twisted, checked with 26.10): the pool's idle connections per host key
+    ("twisted.web.client.HTTPConnectionPool", "_connections", None),
+    ("twisted.web.client.HTTPConnectionPool", "cachedConnectionTimeout", None),
 )
 
 
@@ -222,6 +226,29 @@ def guard_http11_agents(hook: AgentHook) -> None:
 
     _ScrapyAgent._dc_original_get_agent = original  # type: ignore[attr-defined]
     _ScrapyAgent._get_agent = _get_agent  # type: ignore[method-assign]
+
+
+POOL_PRUNE_SECONDS = 30.0  # how often bound_connection_pool drops a pool's empty host keys
+
+
+def bound_connection_pool(pool: Any, idle_seconds: float) -> None:
+    """Keep an HTTP/1.1 connection pool bounded by the hosts of the last `idle_seconds`, not by
+    every host the node ever fetched from: idle connections close after `idle_seconds`, and the
+    keys of hosts with no idle connection left are dropped (at most every POOL_PRUNE_SECONDS).
+
+    Twisted 26.10, twisted/web/client.py: `HTTPConnectionPool` keeps idle persistent connections in
+    `_connections` ((scheme, host, port) -> list) and closes each after `cachedConnectionTimeout`
+    (240 s, read when the connection is put back); neither `_removeConnection` nor `getConnection`
+    deletes a key whose list is empty. Scrapy 2.19's HTTP11DownloadHandler owns one such pool.
+    """
+    pool.cachedConnectionTimeout = idle_seconds
+    now = time.monotonic()
+    if now - getattr(pool, "_dc_pruned_at", 0.0) < POOL_PRUNE_SECONDS:
+        return
+    pool._dc_pruned_at = now
+    connections = pool._connections
+    for key in [key for key, idle in connections.items() if not idle]:
+        del connections[key]
 
 
 def cookies_by_domain(jar: Any) -> dict[str, dict[str, dict[str, Any]]]:

@@ -1,9 +1,9 @@
 """How a key setting of defaults.py becomes a Redis key name: the one place a template is filled.
 
 Key settings are `%`-templates: `%(spider)s` (and scrapy-redis's alias `%(name)s`) is the spider, or
-a frontier shard's hash tag (queue/shards.py); some take one more part (`%(host)s`, `%(node)s`,
-`%(domain)s`, `%(source)s`). The objects that own keys (queue/keys.py `SpiderKeys`,
-queue/seedkey.py `SeedKey`, monitoring/nodes.py `NodeKeys`, the events, news, proxy, politeness,
+a frontier shard's hash tag (frontier/shards.py); some take one more part (`%(host)s`, `%(node)s`,
+`%(domain)s`, `%(source)s`). The objects that own keys (frontier/keys.py `SpiderKeys`,
+frontier/seedkey.py `SeedKey`, monitoring/nodes.py `NodeKeys`, the events, news, proxy, politeness,
 robots.txt and rendering configs) resolve their names through here, so a template is filled the
 same way everywhere and docs/architecture.md §4 lists what they produce (tests/test_keyspace.py).
 """

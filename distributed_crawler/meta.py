@@ -1,7 +1,7 @@
 """Every `request.meta` key our components pass each other: one name per key, one home.
 
 Private keys start with `_dc_` (PRIVATE_META_PREFIX): they describe one node's handling of one
-delivery and never travel to Redis (queue/codec.py drops them). Public keys are per-request
+delivery and never travel to Redis (frontier/codec.py drops them). Public keys are per-request
 switches a spider sets (snake_case, like Scrapy's `dont_retry`). Keys owned by Scrapy or
 scrapy-playwright are listed too when we read or write them, so a rename shows up here.
 
@@ -11,7 +11,7 @@ This module imports nothing of ours: every layer may use it.
 from __future__ import annotations
 
 # -- private: one node, one delivery (never written to Redis) ---------------------------------
-PRIVATE_META_PREFIX = "_dc_"  # queue/codec.py drops keys with it; queue/seeds.py refuses them in seeds
+PRIVATE_META_PREFIX = "_dc_"  # frontier/codec.py drops keys with it; frontier/seeds.py refuses them in seeds
 # Set by core/scheduler.py on each request it leases (the lease id); read by the scheduler (ack,
 # hand-over), retry.py, proxy.py and politeness.py ("did this request come from our queue?").
 LEASE_META = "_dc_lease"
@@ -27,7 +27,7 @@ HOLD_META = "_dc_hold"
 # which retries it whatever its status.
 PROXY_BAN_META = "_dc_proxy_ban"
 # Set by downloadermiddlewares/proxy.py: the masked pool proxy of this attempt; read by retry.py
-# (dead-letter entry, re-pick on retry), politeness.py (per-proxy rate key) and queue/codec.py (the
+# (dead-letter entry, re-pick on retry), politeness.py (per-proxy rate key) and frontier/codec.py (the
 # proxy, `_auth_proxy` and the Proxy-Authorization header are the pool's: never shipped).
 POOL_PROXY_META = "_dc_proxy"
 # Set by downloadermiddlewares/proxy.py on a request a pool proxy failed (ban or network error):
@@ -53,7 +53,7 @@ PROXY_RETRY_TIMES_META = "proxy_retry_times"
 PROXY_FAILURES_META = "proxy_failures"
 MAX_PROXY_FAILURES = 10
 # Host mode: the scheduler sets these on each request it leases from the per-host frontier, so the
-# middlewares feed politeness back to the slot the request was served from: the lease's slot (queue/frontier.py
+# middlewares feed politeness back to the slot the request was served from: the lease's slot (frontier/config.py
 # slot_of: the host it was queued under) and the host's backoff level `bo` when leased (int, 0 =
 # none). Read by downloadermiddlewares/retry.py: a 429/503/Retry-After blocks that slot for every
 # node (lua/host_block.lua), and a success from a slot leased with bo > 0 resets it to 0.
@@ -113,10 +113,14 @@ ENTRY_DATE_META = "entry_date"
 ENTRY_TITLE_META = "entry_title"
 # On article requests from a feed item or a news sitemap entry: True (a page-type signal: they list stories).
 LISTED_META = "listed"
+# On article requests from a sitemap or feed entry: the entry's canonical URL, under which the
+# page's outcome counts for its source's coverage (events/coverage.py; a redirect keeps it).
+# Read from Redis: only a string that looks like a URL counts.
+COVERAGE_URL_META = "listed_url"
 
 # -- set for the spider -------------------------------------------------------------------------
 # Set by rendering/handler.py after a render (every frame of the page); read by spiders through
-# rendering/frames.py. Describes one download: queue/codec.py never ships it.
+# rendering/frames.py. Describes one download: frontier/codec.py never ships it.
 FRAMES_META = "frames"
 
 # -- owned by scrapy-playwright (we set or read them) ---------------------------------------------
@@ -134,7 +138,7 @@ PLAYWRIGHT_PAGE_METHODS_META = "playwright_page_methods"  # read by rendering/ha
 PLAYWRIGHT_PAGE_EVENT_HANDLERS_META = "playwright_page_event_handlers"  # read by rendering/handler.py
 PLAYWRIGHT_PAGE_INIT_CALLBACK_META = "playwright_page_init_callback"  # read by rendering/handler.py
 # Page methods (in PLAYWRIGHT_PAGE_METHODS_META) that act on the current document only: a page that
-# ran only these may serve a later render (rendering/pages.py). queue/tagged.py's
+# ran only these may serve a later render (rendering/pages.py). frontier/tagged.py's
 # PAGE_METHOD_ALLOWLIST is these plus the methods a queued request may use to change the page.
 DOCUMENT_PAGE_METHODS = frozenset(
     {
@@ -167,7 +171,7 @@ DOCUMENT_PAGE_METHODS = frozenset(
 # Set by downloadermiddlewares/proxy.py (a pool proxy) or by the spider (its own, or None = none);
 # read by Scrapy's HttpProxyMiddleware (750).
 PROXY_META = "proxy"
-# Set by Scrapy's HttpProxyMiddleware (private); dropped by proxy.py, retry.py and queue/codec.py.
+# Set by Scrapy's HttpProxyMiddleware (private); dropped by proxy.py, retry.py and frontier/codec.py.
 AUTH_PROXY_META = "_auth_proxy"
 # Set by spiders/news.py on sitemap and feed requests (SITEMAP_MAX_BYTES); read by Scrapy's downloader.
 DOWNLOAD_MAXSIZE_META = "download_maxsize"
@@ -185,7 +189,7 @@ BACKFILL_META = "backfill"
 # Set by spiders/news.py on the robots.txt request of a site seed when no node cached it yet.
 DONT_OBEY_ROBOTSTXT_META = "dont_obey_robotstxt"
 DONT_RETRY_META = "dont_retry"  # read by downloadermiddlewares/retry.py (Scrapy's meaning)
-RETRY_TIMES_META = "retry_times"  # read by downloadermiddlewares/retry.py; queue/deadletters.py resets it on requeue
+RETRY_TIMES_META = "retry_times"  # read by downloadermiddlewares/retry.py; frontier/deadletters.py resets it on requeue
 # What one delivery's redirects and retries leave in meta: recrawl/middleware.py drops them from the
 # request it stores for the next revisit (a revisit starts with fresh counts).
 DELIVERY_META = frozenset(
@@ -201,7 +205,7 @@ DELIVERY_META = frozenset(
     }
 )
 
-# Keys that describe one download, not the request: queue/codec.py never ships them.
+# Keys that describe one download, not the request: frontier/codec.py never ships them.
 TRANSIENT_META = frozenset(
     {
         "download_slot",  # Scrapy's downloader
@@ -211,7 +215,7 @@ TRANSIENT_META = frozenset(
         FRAMES_META,
     }
 )
-# What a pool proxy leaves in meta: queue/codec.py drops these from a request carrying POOL_PROXY_META.
+# What a pool proxy leaves in meta: frontier/codec.py drops these from a request carrying POOL_PROXY_META.
 POOL_PROXY_FIELDS = frozenset({PROXY_META, AUTH_PROXY_META})
 # Meta keys that hand a page to user code or change it beyond one document: such a page is not reused.
 UNPOOLABLE_META = (

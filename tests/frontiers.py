@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from distributed_crawler.queue.factory import frontier_for_mode
-from distributed_crawler.queue.scripts import then
-from distributed_crawler.queue.unsharded import UnshardedFrontier
+from distributed_crawler.connection.calls import then
+from distributed_crawler.frontier.factory import frontier_for_mode
+from distributed_crawler.frontier.unsharded import UnshardedFrontier
 
 
 def pop(frontier: Any, count: int, lease_seconds: float, due_batch: int = 100) -> Any:

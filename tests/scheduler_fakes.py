@@ -21,8 +21,8 @@ from distributed_crawler.connection.policy import RedisPolicy
 from distributed_crawler.core.lifecycle import Lifecycle
 from distributed_crawler.core.trouble import RedisTrouble
 from distributed_crawler.dedup.recent import RecentFingerprints
-from distributed_crawler.queue.base import Lease, Leased, Placement
-from distributed_crawler.queue.codec import PayloadError, UnserializableRequestError
+from distributed_crawler.frontier.base import Lease, Leased, Placement
+from distributed_crawler.frontier.codec import PayloadError, UnserializableRequestError
 
 DOWN = redis.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
 

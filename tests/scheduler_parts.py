@@ -9,8 +9,8 @@ from typing import Any
 from distributed_crawler.core.scheduler import RedisScheduler, SchedulerParts
 from distributed_crawler.core.trouble import RedisTrouble
 from distributed_crawler.dedup.dupefilter import SetDedup
-from distributed_crawler.queue.codec import RequestCodec
-from distributed_crawler.queue.enqueue import Enqueuer
+from distributed_crawler.frontier.codec import RequestCodec
+from distributed_crawler.frontier.enqueue import Enqueuer
 
 
 def parts_without_redis(scheduler: RedisScheduler, enqueuer: Any = None) -> SchedulerParts:

@@ -18,8 +18,8 @@ from distributed_crawler.cli.hosts import gather_hosts
 from distributed_crawler.core.admission import CHECKS, Admission, Refusal
 from distributed_crawler.core.refusals import RefusalLog
 from distributed_crawler.core.scheduler import RedisScheduler
+from distributed_crawler.frontier.codec import payload_url
 from distributed_crawler.meta import LEASE_META
-from distributed_crawler.queue.codec import payload_url
 
 
 class _Spider(Spider):

@@ -16,6 +16,7 @@ from scrapy.utils.test import get_crawler
 
 from demo.spiders.news import NewsSpider
 from distributed_crawler.cli.main import main as dcrawl
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.dedup.bloom import Layer, layer_plan, size_class
 from distributed_crawler.dedup.dupefilter import (
     BitmapDedup,
@@ -26,9 +27,9 @@ from distributed_crawler.dedup.dupefilter import (
     choose_dedup,
     describe_dedup,
 )
-from distributed_crawler.queue.enqueue import Enqueuer, run_sync
-from distributed_crawler.queue.factory import frontier_for_mode
-from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.frontier.enqueue import Enqueuer
+from distributed_crawler.frontier.factory import frontier_for_mode
+from distributed_crawler.frontier.keys import SpiderKeys
 from tests.conftest import Workers, crawl_preflight, one_error_line
 from tests.site.server import NewsSite
 

@@ -8,7 +8,7 @@ import pytest
 from scrapy import Request, Spider
 from scrapy.http import FormRequest, JsonRequest
 
-from distributed_crawler.queue.codec import (
+from distributed_crawler.frontier.codec import (
     PayloadError,
     RequestCodec,
     UnserializableRequestError,

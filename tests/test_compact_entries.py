@@ -12,13 +12,14 @@ import pytest
 import redis
 from scrapy import Request, Spider
 
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.dedup.dupefilter import SetDedup
-from distributed_crawler.queue.base import Frontier
-from distributed_crawler.queue.codec import RequestCodec, payload_url
-from distributed_crawler.queue.enqueue import Enqueuer, run_sync
-from distributed_crawler.queue.envelope import make_member, split_member
-from distributed_crawler.queue.factory import frontier_for_mode, frontier_from_settings
-from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.frontier.base import Frontier
+from distributed_crawler.frontier.codec import RequestCodec, payload_url
+from distributed_crawler.frontier.enqueue import Enqueuer
+from distributed_crawler.frontier.envelope import make_member, split_member
+from distributed_crawler.frontier.factory import frontier_for_mode, frontier_from_settings
+from distributed_crawler.frontier.keys import SpiderKeys
 
 KEYS = SpiderKeys(
     "c",
@@ -231,7 +232,7 @@ def test_a_sharded_frontier_routes_a_compact_lease_to_its_hosts_shard(redis_clie
     by its payload: the slot it names, else its URL's placement, as the push placed it."""
     from scrapy.settings import Settings
 
-    from distributed_crawler.queue.codec import RequestCodec as Codec
+    from distributed_crawler.frontier.codec import RequestCodec as Codec
 
     sharded = frontier_from_settings(Settings({"FRONTIER_SHARDS": 4}), "c", redis_client)
     codec = Codec(None)

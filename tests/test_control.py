@@ -12,8 +12,8 @@ from scrapy.settings import Settings
 from distributed_crawler.cli.main import main
 from distributed_crawler.core.control import BadInput, parse_duration, parse_host
 from distributed_crawler.core.crawl_control import CrawlControl
-from distributed_crawler.queue.factory import frontier_for_mode, frontier_from_settings
-from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.frontier.factory import frontier_for_mode, frontier_from_settings
+from distributed_crawler.frontier.keys import SpiderKeys
 from tests.test_frontier_lua import KEYS_H, READY, pop, push
 
 

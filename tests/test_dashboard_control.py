@@ -16,9 +16,9 @@ import pytest
 import redis
 from scrapy.settings import Settings
 
+from distributed_crawler.frontier.factory import frontier_for_mode
+from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.monitoring.dashboard import DashboardServer
-from distributed_crawler.queue.factory import frontier_for_mode
-from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.rendering.config import CHROMIUM_ARGS
 from tests.test_frontier_lua import push
 

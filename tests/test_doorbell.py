@@ -1,4 +1,4 @@
-"""The doorbell's one message shape (queue/doorbell.py, lua/lib/doorbell.lua): every script that
+"""The doorbell's one message shape (frontier/doorbell.py, lua/lib/doorbell.lua): every script that
 rings names its shard, and the rings of older nodes ("1", a bare count) still wake a node."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import redis
 from scrapy.settings import Settings
 
-from distributed_crawler.queue.doorbell import PushesSeen, Ring
-from distributed_crawler.queue.factory import frontier_from_settings
+from distributed_crawler.frontier.doorbell import PushesSeen, Ring
+from distributed_crawler.frontier.factory import frontier_from_settings
 
 
 def test_every_format_parses_into_one_shape() -> None:

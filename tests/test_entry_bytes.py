@@ -15,12 +15,12 @@ from scrapy import Request, Spider
 from scrapy.settings import Settings
 
 from distributed_crawler.dedup.dupefilter import SetDedup
-from distributed_crawler.queue.codec import RequestCodec
-from distributed_crawler.queue.enqueue import Enqueuer, run_sync
-from distributed_crawler.queue.envelope import make_member
-from distributed_crawler.queue.factory import frontier_for_mode
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.seeds import parse_seed
+from distributed_crawler.frontier.codec import RequestCodec
+from distributed_crawler.frontier.enqueue import Enqueuer, run_sync
+from distributed_crawler.frontier.envelope import make_member
+from distributed_crawler.frontier.factory import frontier_for_mode
+from distributed_crawler.frontier.keys import SpiderKeys
+from distributed_crawler.frontier.seeds import parse_seed
 
 KEYS = SpiderKeys.from_settings(Settings(), "eb")
 BOUND = 150  # bytes per pending request, all frontier keys included

@@ -27,10 +27,10 @@ import redis
 from scrapy.settings import Settings
 
 from distributed_crawler.connection.batch import Batch
+from distributed_crawler.connection.calls import maybe_await
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.events.feed import parse_entry, source_of
-from distributed_crawler.queue.enqueue import maybe_await
-from distributed_crawler.queue.shards import shard_tags
+from distributed_crawler.frontier.shards import shard_tags
 from tests.conftest import Workers, stored_rows
 from tests.redis_topologies import RedisClusterNodes
 from tests.site.fresh_site import FreshSite

@@ -19,8 +19,8 @@ from distributed_crawler.core.pause import PauseWatch
 from distributed_crawler.core.quarantine import Quarantine
 from distributed_crawler.core.scheduler_config import SchedulerConfig
 from distributed_crawler.dedup.recent import RecentFingerprints
+from distributed_crawler.frontier.envelope import make_member
 from distributed_crawler.meta import LEASE_META
-from distributed_crawler.queue.envelope import make_member
 from tests import scheduler_fakes as fakes
 
 

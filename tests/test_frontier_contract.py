@@ -1,4 +1,4 @@
-"""One contract for every Frontier (queue/base.py): each queue mode, with 1 and 4 shards
+"""One contract for every Frontier (frontier/base.py): each queue mode, with 1 and 4 shards
 (FRONTIER_SHARDS), on fakeredis and on a real redis-server, keeps the same promises: push / lease / ack / release / reclaim / expiry / size /
 hosts / flush, and a pending count that is exact after any mix of them."""
 
@@ -10,14 +10,14 @@ import pytest
 import redis
 from scrapy.settings import Settings
 
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.dedup.dupefilter import SetDedup
-from distributed_crawler.queue.base import Frontier, Placement, placed_entry
-from distributed_crawler.queue.codec import payload_url
-from distributed_crawler.queue.doorbell import Ring
-from distributed_crawler.queue.enqueue import run_sync
-from distributed_crawler.queue.envelope import make_member, split_member
-from distributed_crawler.queue.factory import frontier_from_settings
-from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.frontier.base import Frontier, Placement, placed_entry
+from distributed_crawler.frontier.codec import payload_url
+from distributed_crawler.frontier.doorbell import Ring
+from distributed_crawler.frontier.envelope import make_member, split_member
+from distributed_crawler.frontier.factory import frontier_from_settings
+from distributed_crawler.frontier.keys import SpiderKeys
 
 MODES = ["host", "priority", "fifo", "lifo"]
 KEYS = SpiderKeys.from_settings(Settings(), "contract")
@@ -306,8 +306,8 @@ def test_the_shards_are_counted_in_one_pipelined_round_trip(client: redis.Redis)
 def test_the_sharded_frontier_composes_its_parts_and_inherits_nothing() -> None:
     """A method added to the Frontier Protocol must be written for the sharded frontier too: it
     cannot fall through to a base class running against the spider's unsharded keys."""
-    from distributed_crawler.queue.sharded import ShardedFrontier
-    from distributed_crawler.queue.unsharded import UnshardedFrontier
+    from distributed_crawler.frontier.sharded import ShardedFrontier
+    from distributed_crawler.frontier.unsharded import UnshardedFrontier
 
     assert ShardedFrontier.__mro__ == (ShardedFrontier, object)
     members = {name for name in vars(Frontier) if not name.startswith("_")} | set(Frontier.__annotations__)

@@ -10,14 +10,15 @@ import time
 import pytest
 import redis
 
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.dedup.dupefilter import SetDedup
-from distributed_crawler.queue.base import Frontier, Leased
-from distributed_crawler.queue.codec import payload_url
-from distributed_crawler.queue.enqueue import Enqueuer, run_sync
-from distributed_crawler.queue.envelope import make_member, split_member
-from distributed_crawler.queue.factory import frontier_for_mode
-from distributed_crawler.queue.frontier import FrontierConfig, slot_of
-from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.frontier.base import Frontier, Leased
+from distributed_crawler.frontier.codec import payload_url
+from distributed_crawler.frontier.config import FrontierConfig, slot_of
+from distributed_crawler.frontier.enqueue import Enqueuer
+from distributed_crawler.frontier.envelope import make_member, split_member
+from distributed_crawler.frontier.factory import frontier_for_mode
+from distributed_crawler.frontier.keys import SpiderKeys
 
 KEYS_H = SpiderKeys(
     "h",
@@ -348,7 +349,7 @@ def test_depth_travels_through_redis_so_depth_limit_holds_across_nodes(
     """Scrapy's DepthMiddleware reads meta["depth"] of the parent response: it must survive the queue."""
     from scrapy import Request
 
-    from distributed_crawler.queue.codec import RequestCodec
+    from distributed_crawler.frontier.codec import RequestCodec
 
     codec = RequestCodec(None)
     request = Request("http://a/deep", meta={"depth": 3, "depth_checked": True})

@@ -11,10 +11,10 @@ import pytest
 import redis
 from scrapy.settings import Settings
 
-from distributed_crawler.queue.base import Frontier
-from distributed_crawler.queue.factory import frontier_for_mode
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import lua_source
+from distributed_crawler.connection.lua import lua_source
+from distributed_crawler.frontier.base import Frontier
+from distributed_crawler.frontier.factory import frontier_for_mode
+from distributed_crawler.frontier.keys import SpiderKeys
 
 KEYS = SpiderKeys.from_settings(Settings(), "g")
 HOST = "site.test"

@@ -14,13 +14,13 @@ from rich.console import Console
 from scrapy.settings import Settings
 
 from distributed_crawler.cli.main import main
+from distributed_crawler.connection.calls import run_sync, server_time
+from distributed_crawler.frontier.factory import frontier_for_mode
+from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.monitoring.dashboard import PAGE
 from distributed_crawler.monitoring.hosts import host_name, host_summary
 from distributed_crawler.monitoring.nodes import Skips
 from distributed_crawler.monitoring.status import render_status, status_now
-from distributed_crawler.queue.enqueue import run_sync, server_time
-from distributed_crawler.queue.factory import frontier_for_mode
-from distributed_crawler.queue.keys import SpiderKeys
 
 KEYS = SpiderKeys.from_settings(Settings(), "news")
 
@@ -193,7 +193,7 @@ def test_hosts_reads_what_the_host_mode_scripts_write(
     redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture
 ) -> None:
     from distributed_crawler.dedup.dupefilter import SetDedup
-    from distributed_crawler.queue.enqueue import Enqueuer
+    from distributed_crawler.frontier.enqueue import Enqueuer
 
     scripts = frontier_for_mode(redis_client, KEYS, "host")
     enqueuer = Enqueuer(scripts, SetDedup(KEYS.dupefilter))

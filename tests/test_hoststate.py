@@ -1,4 +1,4 @@
-"""queue/hoststate.py owns the host hash: its field list matches what the Lua scripts read and
+"""frontier/hoststate.py owns the host hash: its field list matches what the Lua scripts read and
 write, and its one reader returns errors in place."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 import redis
 from scrapy.settings import Settings
 
-from distributed_crawler.queue.enqueue import run_sync
-from distributed_crawler.queue.hoststate import FIELDS, SHOWN, read_hosts
-from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.connection.calls import run_sync
+from distributed_crawler.frontier.hoststate import FIELDS, SHOWN, read_hosts
+from distributed_crawler.frontier.keys import SpiderKeys
 
 LUA = Path(__file__).resolve().parent.parent / "distributed_crawler" / "lua"
 
@@ -45,8 +45,8 @@ def test_read_hosts_gives_sizes_and_fields_with_errors_in_place(redis_client: re
 
 
 def test_a_push_entry_is_one_type_and_a_plain_tuple_reads_as_one() -> None:
-    from distributed_crawler.queue.base import Placement, placed_entry
-    from distributed_crawler.queue.enqueue import PushEntry, push_entry
+    from distributed_crawler.frontier.base import Placement, placed_entry
+    from distributed_crawler.frontier.enqueue import PushEntry, push_entry
 
     assert push_entry(("fp", False, "m")) == PushEntry("fp", False, "m", 0.0, None, None, None, None)
     placed = placed_entry("fp", True, "m", 2.0, Placement("a.com", 1.0, -1, 3))

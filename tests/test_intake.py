@@ -21,8 +21,8 @@ from distributed_crawler.core.refusals import RefusalLog
 from distributed_crawler.core.scheduler_config import SchedulerConfig
 from distributed_crawler.core.traps import DomainHosts
 from distributed_crawler.dedup.recent import RecentFingerprints
+from distributed_crawler.frontier.envelope import split_member
 from distributed_crawler.meta import LEASE_META
-from distributed_crawler.queue.envelope import split_member
 from tests import scheduler_fakes as fakes
 
 

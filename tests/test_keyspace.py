@@ -15,12 +15,12 @@ from distributed_crawler.downloadermiddlewares.robotstxt import cache_key, lock_
 from distributed_crawler.events.feed import EventsConfig
 from distributed_crawler.events.sources import SourcesConfig
 from distributed_crawler.events.webhook import WebhookConfig
+from distributed_crawler.frontier.keys import SpiderKeys
+from distributed_crawler.frontier.seedkey import SeedKey
 from distributed_crawler.keyspace import check_template, fill, key
 from distributed_crawler.monitoring.nodes import NodeKeys
 from distributed_crawler.news.config import NewsConfig
 from distributed_crawler.proxies.pool import ProxyConfig
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.seedkey import SeedKey
 from distributed_crawler.rendering.config import RenderConfig
 
 ARCHITECTURE = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
@@ -46,6 +46,7 @@ def built_keys() -> set[str]:
     names |= set(nodes.all()) | {nodes.node(NODE)}
     sources = SourcesConfig.from_settings(settings)
     names |= {sources.index_key(SPIDER), sources.key_of(SPIDER, SOURCE), sources.check_lock(SPIDER)}
+    names.add(sources.coverage_key_of(SPIDER, SOURCE))
     names.add(EventsConfig.from_settings(settings).stream(SPIDER))
     names.add(fill(WebhookConfig(url="http://sink.example", secret="s").stats_key, SPIDER))
     news = NewsConfig.from_settings(settings)

@@ -9,8 +9,8 @@ import json
 import pytest
 import redis
 
-from distributed_crawler.queue.base import Frontier
-from distributed_crawler.queue.codec import payload_url
+from distributed_crawler.frontier.base import Frontier
+from distributed_crawler.frontier.codec import payload_url
 from tests.test_queue_scripts import KEYS_T, enqueue, pop, scripts  # noqa: F401 - scripts is a fixture
 
 

@@ -10,7 +10,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "distributed_crawler"
 # Layer -> the layers it must never import from.
 FORBIDDEN = {
     "connection": {
-        "queue",
+        "frontier",
         "core",
         "dedup",
         "downloadermiddlewares",
@@ -26,7 +26,7 @@ FORBIDDEN = {
         "news",
     },
     "compat": {"core", "downloadermiddlewares", "monitoring", "cli", "spiders", "rendering", "commands", "recrawl"},
-    "queue": {
+    "frontier": {
         "compat",
         "core",
         "dedup",
@@ -74,6 +74,7 @@ FORBIDDEN = {
     "meta": {"*"},
     "internals": {"*"},
     "addresses": {"*"},
+    "bounded": {"*"},
 }
 
 
@@ -139,13 +140,13 @@ def test_no_import_cycles() -> None:
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
 
 
-# The queue modes' own modules: only queue/ (and what builds a frontier for it) may import them.
+# The queue modes' own modules: only frontier/ (and what builds a frontier for it) may import them.
 QUEUE_MODE_MODULES = {
-    "distributed_crawler.queue.host",
-    "distributed_crawler.queue.single",
-    "distributed_crawler.queue.sharded",
-    "distributed_crawler.queue.shards",
-    "distributed_crawler.queue.scripts",
+    "distributed_crawler.frontier.host",
+    "distributed_crawler.frontier.single",
+    "distributed_crawler.frontier.sharded",
+    "distributed_crawler.frontier.shards",
+    "distributed_crawler.frontier.scripts",
 }
 
 

@@ -30,10 +30,10 @@ from distributed_crawler.core.scheduler_config import SchedulerConfig
 from distributed_crawler.core.stall import StallClock
 from distributed_crawler.core.trouble import RedisTrouble
 from distributed_crawler.dedup.recent import RecentFingerprints
+from distributed_crawler.frontier.base import Frontier
+from distributed_crawler.frontier.envelope import make_member
+from distributed_crawler.frontier.factory import frontier_for_mode
 from distributed_crawler.meta import LEASE_META
-from distributed_crawler.queue.base import Frontier
-from distributed_crawler.queue.envelope import make_member
-from distributed_crawler.queue.factory import frontier_for_mode
 from tests.scheduler_parts import parts_without_redis
 from tests.test_queue_scripts import KEYS_T, PROC, Q, enqueue, pop, scripts  # noqa: F401 - scripts is a fixture
 

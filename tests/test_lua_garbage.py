@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 import redis
 
+from distributed_crawler.connection.lua import lua_source
 from distributed_crawler.dedup.bloom import layer_plan, piece_key
-from distributed_crawler.queue.base import Frontier
-from distributed_crawler.queue.codec import payload_url
-from distributed_crawler.queue.envelope import MAX_PRIORITY, split_member
-from distributed_crawler.queue.factory import frontier_for_mode
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import lua_source
+from distributed_crawler.frontier.base import Frontier
+from distributed_crawler.frontier.codec import payload_url
+from distributed_crawler.frontier.envelope import MAX_PRIORITY, split_member
+from distributed_crawler.frontier.factory import frontier_for_mode
+from distributed_crawler.frontier.keys import SpiderKeys
 from tests.frontiers import pop as lease_flat
 
 Q, PROC, DELAYED, SEQ, FAILED = "{g}:requests", "{g}:processing", "{g}:delayed", "{g}:seq", "{g}:failed"

@@ -9,7 +9,7 @@ import redis
 from scrapy.extensions.memusage import MemoryUsage
 
 from distributed_crawler.core.scheduler import MEMUSAGE_CLOSE
-from distributed_crawler.queue.envelope import make_member
+from distributed_crawler.frontier.envelope import make_member
 from tests.conftest import queued_members
 from tests.test_admission import _close, _scheduler
 

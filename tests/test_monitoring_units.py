@@ -21,6 +21,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.connection.policy import RedisPolicy
 from distributed_crawler.monitoring.alerts import AlertConfig, Alerter
 from distributed_crawler.monitoring.dashboard import DashboardServer, discover_spiders
@@ -29,7 +30,6 @@ from distributed_crawler.monitoring.metrics import MetricsConfig, PrometheusMetr
 from distributed_crawler.monitoring.nodes import NodeKeys, beat, heartbeat_script, read_history, read_nodes, read_totals
 from distributed_crawler.monitoring.status import render_status, status_now
 from distributed_crawler.news.counts import NewsCounts
-from distributed_crawler.queue.enqueue import run_sync
 
 
 def keys() -> NodeKeys:

@@ -12,8 +12,8 @@ import pytest
 import redis
 from redis.asyncio import Redis
 
+from distributed_crawler.connection.calls import run_sync, server_time
 from distributed_crawler.news.nearduplicate import Match, NearDuplicateIndex
-from distributed_crawler.queue.enqueue import run_sync, server_time
 
 KEY = "{t}:simhash"
 WINDOW = 1000.0

@@ -9,12 +9,12 @@ import pytest
 from scrapy.http import HtmlResponse
 
 from distributed_crawler.cli.seed import site_seed
+from distributed_crawler.frontier.seeds import SeedError, parse_seed
 from distributed_crawler.news.canonical import canonical_link, same_site, site_of
 from distributed_crawler.news.config import NewsConfig, parse_duration
 from distributed_crawler.news.documents import DocumentError, feed_links, parse_feed, parse_sitemap, sniff
 from distributed_crawler.news.extract import extract_article, page_basics
 from distributed_crawler.news.nearduplicate import blocks, distance, fingerprint, without_title
-from distributed_crawler.queue.seeds import SeedError, parse_seed
 from tests.site.news_portal import BOILERPLATE, NewsPortal
 
 BASE = "http://news.example"

@@ -9,13 +9,14 @@ import pytest
 import redis
 from scrapy.settings import Settings
 
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.dedup.dupefilter import SetDedup, flush_crawl
+from distributed_crawler.frontier.counts import crawl_counts
+from distributed_crawler.frontier.enqueue import Enqueuer
+from distributed_crawler.frontier.envelope import make_member
+from distributed_crawler.frontier.factory import frontier_for_mode
+from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.monitoring.status import status_now
-from distributed_crawler.queue.counts import crawl_counts
-from distributed_crawler.queue.enqueue import Enqueuer, run_sync
-from distributed_crawler.queue.envelope import make_member
-from distributed_crawler.queue.factory import frontier_for_mode
-from distributed_crawler.queue.keys import SpiderKeys
 from tests.frontiers import pop
 
 SPIDER = "pc"

@@ -14,8 +14,8 @@ import pytest
 import redis
 from scrapy.settings import Settings
 
+from distributed_crawler.connection.lua import lua_source
 from distributed_crawler.downloadermiddlewares.politeness import PolitenessConfig
-from distributed_crawler.queue.scripts import lua_source
 from tests.conftest import Workers, crawl_preflight, one_error_line
 from tests.site.server import NewsSite
 

@@ -26,8 +26,8 @@ from distributed_crawler.downloadermiddlewares.robotstxt import (
     entry_of,
     rules_of,
 )
+from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.meta import HOST_BACKOFF_META, LEASE_META, PROXY_BAN_META, RETRY_DELAY_META
-from distributed_crawler.queue.keys import SpiderKeys
 from tests.conftest import Workers
 from tests.proxies.server import TestProxy
 from tests.site.server import ROBOTS_TXT, NewsSite

@@ -12,6 +12,7 @@ from redis.crc import key_slot
 from scrapy.settings import Settings
 
 from distributed_crawler.cli.main import main
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.downloadermiddlewares.proxy import failure_reason
 from distributed_crawler.meta import BROWSER_PROXY_META, FAILED_PROXIES_META, PLAYWRIGHT_META
 from distributed_crawler.proxies.pool import (
@@ -24,7 +25,6 @@ from distributed_crawler.proxies.pool import (
     parse_proxy,
     proxy_digest,
 )
-from distributed_crawler.queue.enqueue import run_sync
 from distributed_crawler.redact import mask_url
 
 A, B, C = "http://127.0.0.1:3001", "http://u:pw@127.0.0.1:3002", "https://10.0.0.3:443"

@@ -21,8 +21,10 @@ from scrapy.utils.test import get_crawler
 from twisted.internet.error import ConnectionLost
 from twisted.web.client import ResponseNeverReceived
 
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.downloadermiddlewares.proxy import ProxyPoolMiddleware
 from distributed_crawler.downloadermiddlewares.retry import DistributedRetryMiddleware
+from distributed_crawler.frontier.codec import read_payload
 from distributed_crawler.meta import (
     FAILED_PROXIES_META,
     LEASE_META,
@@ -41,8 +43,6 @@ from distributed_crawler.proxies.retries import (
     proxy_retry_times,
     retry_limit,
 )
-from distributed_crawler.queue.codec import read_payload
-from distributed_crawler.queue.enqueue import run_sync
 
 SECRET = "s3cret-pw"
 GOOD, AUTHED = "http://127.0.0.1:3001", f"http://crawler:{SECRET}@127.0.0.1:3002"
@@ -346,7 +346,7 @@ def test_dont_retry_retries_neither_budget(redis_url: str) -> None:
 
 def test_a_requeued_dead_letter_starts_both_retry_budgets_afresh() -> None:
     """`dcrawl failed --requeue` resets the site's and the proxy's counts (and the proxies tried)."""
-    from distributed_crawler.queue.deadletters import fresh_payload
+    from distributed_crawler.frontier.deadletters import fresh_payload
 
     payload = json.dumps(
         {

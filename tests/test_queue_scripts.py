@@ -8,13 +8,14 @@ import threading
 import pytest
 import redis
 
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.dedup.dupefilter import SetDedup
-from distributed_crawler.queue.base import Frontier
-from distributed_crawler.queue.codec import payload_url
-from distributed_crawler.queue.enqueue import Enqueuer, run_sync
-from distributed_crawler.queue.envelope import make_member, split_member
-from distributed_crawler.queue.factory import frontier_for_mode
-from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.frontier.base import Frontier
+from distributed_crawler.frontier.codec import payload_url
+from distributed_crawler.frontier.enqueue import Enqueuer
+from distributed_crawler.frontier.envelope import make_member, split_member
+from distributed_crawler.frontier.factory import frontier_for_mode
+from distributed_crawler.frontier.keys import SpiderKeys
 from tests.frontiers import pop as lease_flat
 from tests.frontiers import with_mode
 

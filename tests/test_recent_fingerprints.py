@@ -12,8 +12,8 @@ from scrapy.utils.test import get_crawler
 from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.core.scheduler import RedisScheduler
 from distributed_crawler.dedup.recent import RecentFingerprints
+from distributed_crawler.frontier.envelope import make_member
 from distributed_crawler.meta import LEASE_META
-from distributed_crawler.queue.envelope import make_member
 from tests.scheduler_parts import parts_without_redis
 
 

@@ -12,10 +12,10 @@ from scrapy.settings import Settings
 
 from distributed_crawler.cli.main import main
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
-from distributed_crawler.queue.codec import RequestCodec, payload_url
-from distributed_crawler.queue.envelope import make_member, split_member
-from distributed_crawler.queue.factory import frontier_from_settings
-from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.frontier.codec import RequestCodec, payload_url
+from distributed_crawler.frontier.envelope import make_member, split_member
+from distributed_crawler.frontier.factory import frontier_from_settings
+from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.recrawl.schedule import FINGERPRINT_CHARS, RecrawlKeys, RevisitSchedule
 from distributed_crawler.storage.backends import open_storage
 from tests.conftest import queued_members

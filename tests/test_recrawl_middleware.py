@@ -16,9 +16,9 @@ from scrapy.http import HtmlResponse, Response
 from scrapy.utils.test import get_crawler
 
 from distributed_crawler.core.context import RedisContext
+from distributed_crawler.frontier.codec import RequestCodec, read_payload
+from distributed_crawler.frontier.envelope import split_member
 from distributed_crawler.meta import RECRAWL_TICKET_META
-from distributed_crawler.queue.codec import RequestCodec, read_payload
-from distributed_crawler.queue.envelope import split_member
 from distributed_crawler.recrawl.middleware import RecrawlMiddleware
 from distributed_crawler.recrawl.node import RecrawlNode
 from distributed_crawler.recrawl.schedule import parse_state

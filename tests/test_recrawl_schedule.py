@@ -10,9 +10,9 @@ import pytest
 import redis
 from scrapy import Request
 
-from distributed_crawler.queue.envelope import make_member, split_member
-from distributed_crawler.queue.factory import frontier_for_mode
-from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.frontier.envelope import make_member, split_member
+from distributed_crawler.frontier.factory import frontier_for_mode
+from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.recrawl.rules import RecrawlConfig, parse_interval
 from distributed_crawler.recrawl.schedule import RecrawlKeys, RevisitSchedule, iter_states, parse_state
 from distributed_crawler.storage.digest import content_digest

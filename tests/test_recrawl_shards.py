@@ -18,14 +18,14 @@ from scrapy.utils.test import get_crawler
 
 from distributed_crawler.cli import project as cli_project
 from distributed_crawler.cli.main import main
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.dedup.dupefilter import RedisSetDupeFilter, SetDedup
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
-from distributed_crawler.queue.base import Frontier, FrontierLayoutError, placed_entry
-from distributed_crawler.queue.codec import RequestCodec, payload_url
-from distributed_crawler.queue.enqueue import run_sync
-from distributed_crawler.queue.envelope import make_member, split_member
-from distributed_crawler.queue.factory import frontier_from_settings
-from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.frontier.base import Frontier, FrontierLayoutError, placed_entry
+from distributed_crawler.frontier.codec import RequestCodec, payload_url
+from distributed_crawler.frontier.envelope import make_member, split_member
+from distributed_crawler.frontier.factory import frontier_from_settings
+from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.recrawl.schedule import FINGERPRINT_CHARS, RecrawlKeys, RevisitSchedule
 from distributed_crawler.storage.backends import open_storage
 

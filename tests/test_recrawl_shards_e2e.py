@@ -14,9 +14,9 @@ import pytest
 import redis
 from scrapy.settings import Settings
 
-from distributed_crawler.queue.base import Frontier
-from distributed_crawler.queue.enqueue import run_sync
-from distributed_crawler.queue.factory import frontier_from_settings
+from distributed_crawler.connection.calls import run_sync
+from distributed_crawler.frontier.base import Frontier
+from distributed_crawler.frontier.factory import frontier_from_settings
 from distributed_crawler.recrawl.schedule import RecrawlKeys, RevisitSchedule
 from tests.conftest import Workers, stored_rows, wait_for
 from tests.site.live_site import LiveNewsSite

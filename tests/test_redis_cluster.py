@@ -21,19 +21,20 @@ from scrapy.utils.project import get_project_settings
 
 from distributed_crawler.cli import project as cli_project
 from distributed_crawler.cli.main import main
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.connection.clients import TRANSIENT_ERRORS, RedisConfig, subscribe
 from distributed_crawler.connection.cluster_client import AsyncClusterClient
 from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.dedup.dupefilter import SetDedup
+from distributed_crawler.frontier.base import placed_entry
+from distributed_crawler.frontier.enqueue import Enqueuer
+from distributed_crawler.frontier.envelope import make_member
+from distributed_crawler.frontier.factory import frontier_for_mode, frontier_from_settings
+from distributed_crawler.frontier.keys import SpiderKeys
+from distributed_crawler.frontier.seedkey import SeedKey
+from distributed_crawler.frontier.shards import shard_tags
 from distributed_crawler.monitoring.dashboard import discover_spiders
 from distributed_crawler.monitoring.nodes import NodeKeys
-from distributed_crawler.queue.base import placed_entry
-from distributed_crawler.queue.enqueue import Enqueuer, run_sync
-from distributed_crawler.queue.envelope import make_member
-from distributed_crawler.queue.factory import frontier_for_mode, frontier_from_settings
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.seedkey import SeedKey
-from distributed_crawler.queue.shards import shard_tags
 from distributed_crawler.recrawl.schedule import RecrawlKeys, RevisitSchedule
 from tests.conftest import RedisServer, Workers, crawl_preflight, one_error_line
 from tests.redis_topologies import RedisClusterNodes

@@ -16,7 +16,7 @@ from scrapy.utils.test import get_crawler
 from scrapy_playwright.page import PageMethod
 
 from demo.spiders.news import NewsSpider
-from distributed_crawler.queue.codec import PayloadError, RequestCodec, UnserializableRequestError, read_payload
+from distributed_crawler.frontier.codec import PayloadError, RequestCodec, UnserializableRequestError, read_payload
 from distributed_crawler.rendering.config import DEFAULT_CHROMIUM, RenderConfig
 from distributed_crawler.rendering.frames import frames_text, static_iframe_urls
 from distributed_crawler.rendering.middleware import RenderingMiddleware

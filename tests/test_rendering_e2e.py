@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from distributed_crawler.queue.codec import read_payload
-from distributed_crawler.queue.envelope import split_member
+from distributed_crawler.frontier.codec import read_payload
+from distributed_crawler.frontier.envelope import split_member
 from distributed_crawler.rendering.config import DEFAULT_CHROMIUM
 from tests.conftest import Workers, queued_members
 from tests.site.render_site import BROKEN_PAGES, READY, TOKENS, RenderSite

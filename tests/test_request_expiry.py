@@ -12,16 +12,17 @@ from scrapy import Request, Spider
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.core.scheduler import RedisScheduler, SchedulerConfig
 from distributed_crawler.dedup.dupefilter import SetDedup
+from distributed_crawler.frontier.codec import RequestCodec, payload_url
+from distributed_crawler.frontier.counts import crawl_counts
+from distributed_crawler.frontier.enqueue import Enqueuer
+from distributed_crawler.frontier.envelope import Envelope, make_member, split_member
+from distributed_crawler.frontier.factory import frontier_for_mode
+from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.monitoring.hosts import read_refusals
 from distributed_crawler.monitoring.status import Skips
-from distributed_crawler.queue.codec import RequestCodec, payload_url
-from distributed_crawler.queue.counts import crawl_counts
-from distributed_crawler.queue.enqueue import Enqueuer, run_sync
-from distributed_crawler.queue.envelope import Envelope, make_member, split_member
-from distributed_crawler.queue.factory import frontier_for_mode
-from distributed_crawler.queue.keys import SpiderKeys
 from tests.conftest import Workers
 from tests.frontiers import pop
 from tests.scheduler_parts import parts_without_redis

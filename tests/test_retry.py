@@ -14,6 +14,7 @@ import pytest
 import redis
 from scrapy.settings import Settings
 
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.downloadermiddlewares.retry import (
     RetryConfig,
@@ -21,11 +22,11 @@ from distributed_crawler.downloadermiddlewares.retry import (
     parse_retry_after,
     retry_delay,
 )
-from distributed_crawler.queue.codec import payload_url, read_payload
-from distributed_crawler.queue.enqueue import Enqueuer, run_sync
-from distributed_crawler.queue.envelope import make_member, split_member
-from distributed_crawler.queue.factory import frontier_for_mode
-from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.frontier.codec import payload_url, read_payload
+from distributed_crawler.frontier.enqueue import Enqueuer
+from distributed_crawler.frontier.envelope import make_member, split_member
+from distributed_crawler.frontier.factory import frontier_for_mode
+from distributed_crawler.frontier.keys import SpiderKeys
 from tests.conftest import ROOT, Workers, free_port
 from tests.frontiers import pop as lease_flat
 from tests.site.server import FLAKY_FAILURES, FLAKY_OK_TEXT, NewsSite

@@ -10,7 +10,7 @@ import pytest
 import redis
 from scrapy import Request
 
-from distributed_crawler.queue.factory import frontier_for_mode
+from distributed_crawler.frontier.factory import frontier_for_mode
 from distributed_crawler.recrawl.rules import RecrawlConfig, Revisit, parse_article_revisits
 from distributed_crawler.recrawl.schedule import RevisitSchedule, parse_state
 from tests.test_recrawl_schedule import KEYS, SPIDER_KEYS, member

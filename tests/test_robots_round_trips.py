@@ -23,14 +23,14 @@ from scrapy.http import TextResponse
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.core.scheduler import RedisScheduler
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.downloadermiddlewares.robotstxt import ROBOTS_PENDING, RobotsTxtMiddleware
+from distributed_crawler.frontier.base import Frontier, placed_entry
+from distributed_crawler.frontier.envelope import make_member
+from distributed_crawler.frontier.factory import frontier_from_settings
 from distributed_crawler.meta import HOLD_META, HOST_SLOT_META, LEASE_META
-from distributed_crawler.queue.base import Frontier, placed_entry
-from distributed_crawler.queue.enqueue import run_sync
-from distributed_crawler.queue.envelope import make_member
-from distributed_crawler.queue.factory import frontier_from_settings
 from tests.redis_topologies import RedisClusterNodes
 
 pytestmark = pytest.mark.timeout(120)

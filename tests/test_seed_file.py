@@ -22,11 +22,12 @@ from distributed_crawler.addon import with_addon
 from distributed_crawler.cli.main import main
 from distributed_crawler.cli.project import open_dupefilter
 from distributed_crawler.cli.seed import SeedLoader, SeedPusher
-from distributed_crawler.queue.enqueue import Enqueuer, run_sync
-from distributed_crawler.queue.factory import frontier_for_mode
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.seedkey import SeedKey, taken_key
-from distributed_crawler.queue.seeds import parse_seed
+from distributed_crawler.connection.calls import run_sync
+from distributed_crawler.frontier.enqueue import Enqueuer
+from distributed_crawler.frontier.factory import frontier_for_mode
+from distributed_crawler.frontier.keys import SpiderKeys
+from distributed_crawler.frontier.seedkey import SeedKey, taken_key
+from distributed_crawler.frontier.seeds import parse_seed
 from tests.conftest import ROOT
 
 SEEN = "http://e.com/seen"

@@ -1,4 +1,4 @@
-"""The seed key decided once (queue/seedkey.py): its type for every combination of
+"""The seed key decided once (frontier/seedkey.py): its type for every combination of
 REDIS_START_URLS_AS_SET / _AS_ZSET in `dcrawl seed`, the spider, `dcrawl status` and the importer,
 and seeds held in the taken key until acked, put back after their lease (real redis-server)."""
 
@@ -18,8 +18,8 @@ from scrapy.utils.test import get_crawler
 
 from distributed_crawler.cli import project
 from distributed_crawler.cli.main import main
+from distributed_crawler.frontier.seedkey import SeedKey, taken_key
 from distributed_crawler.monitoring.status import status_now
-from distributed_crawler.queue.seedkey import SeedKey, taken_key
 from distributed_crawler.redis_spider import RedisSpider
 from tests.conftest import crawl_preflight, one_error_line
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from distributed_crawler.queue.seeds import Seed, SeedError, parse_seed
+from distributed_crawler.frontier.seeds import Seed, SeedError, parse_seed
 
 MAX = 65536
 

@@ -23,9 +23,9 @@ from distributed_crawler.connection.clients import (
     RedisUnavailable,
     parse_sentinels,
 )
-from distributed_crawler.queue.factory import frontier_for_mode
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import lua_source
+from distributed_crawler.connection.lua import lua_source
+from distributed_crawler.frontier.factory import frontier_for_mode
+from distributed_crawler.frontier.keys import SpiderKeys
 from tests.conftest import RedisServer, Workers, crawl_preflight, free_port, one_error_line
 from tests.redis_topologies import SentinelSet
 from tests.site.server import NewsSite

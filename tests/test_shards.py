@@ -1,4 +1,4 @@
-"""FRONTIER_SHARDS routing (queue/shards.py), the layout record and its refusal, and a frontier
+"""FRONTIER_SHARDS routing (frontier/shards.py), the layout record and its refusal, and a frontier
 written the way main writes it (keys by hand) read by this code with default settings."""
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from redis.crc import REDIS_CLUSTER_HASH_SLOTS
 from scrapy.settings import Settings
 
 from distributed_crawler.cli.hosts import gather_hosts
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.dedup.dupefilter import SetDedup
+from distributed_crawler.frontier.base import Frontier, FrontierLayoutError, placed_entry
+from distributed_crawler.frontier.codec import payload_url
+from distributed_crawler.frontier.envelope import make_member, split_member
+from distributed_crawler.frontier.factory import frontier_from_settings
+from distributed_crawler.frontier.keys import SpiderKeys
+from distributed_crawler.frontier.shards import check_shards, shard_of, shard_tags, slot_of_tag
 from distributed_crawler.monitoring.status import gather_status
-from distributed_crawler.queue.base import Frontier, FrontierLayoutError, placed_entry
-from distributed_crawler.queue.codec import payload_url
-from distributed_crawler.queue.enqueue import run_sync
-from distributed_crawler.queue.envelope import make_member, split_member
-from distributed_crawler.queue.factory import frontier_from_settings
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.shards import check_shards, shard_of, shard_tags, slot_of_tag
 from tests.conftest import Workers, crawl_preflight, dcrawl, one_error_line
 from tests.site.server import NewsSite
 

@@ -22,9 +22,9 @@ from twisted.web.http_headers import Headers
 
 from distributed_crawler.core.scheduler import RedisScheduler
 from distributed_crawler.downloadermiddlewares.sizecap import SizeCapMiddleware, TooLarge, over_cap_reason
+from distributed_crawler.frontier.codec import payload_url
 from distributed_crawler.internals import HeadersTooLarge, cap_response_headers
 from distributed_crawler.meta import DOWNLOAD_STOP_AT_META, LEASE_META
-from distributed_crawler.queue.codec import payload_url
 from tests.test_admission import _drain, _scheduler
 
 

@@ -17,8 +17,8 @@ from distributed_crawler.connection.policy import RedisPolicy
 from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.core.pause import PauseWatch
 from distributed_crawler.core.registry import SourceCache
-from distributed_crawler.queue.factory import frontier_for_mode
-from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.frontier.factory import frontier_for_mode
+from distributed_crawler.frontier.keys import SpiderKeys
 
 OUTLETS = (
     "url,name,country,language,tags,deny,rate\n"
@@ -224,3 +224,32 @@ def test_a_registered_source_is_backfilled_by_name(redis_url: str, redis_client:
     assert all(seed["meta"]["backfill"] for seed in seeds), seeds
     assert _dcrawl(redis_url, "seed", "news", "--site", "Le Figaro", "--since", "2026-09-01") == 1
     assert redis_client.llen("news:start_urls") == 2
+
+
+def test_an_operators_delay_wins_over_the_registrys_rate(
+    redis_url: str, redis_client: redis.Redis, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """An import used to overwrite `dcrawl host --delay` with the source's rate (and a remove to
+    delete it): the operator's delay stands; unset, the site falls back to its source's rate."""
+
+    def delay() -> float | None:
+        raw = redis_client.hget("{news}:overrides", "lemonde.fr")
+        return json.loads(raw).get("delay") if raw else None
+
+    assert _dcrawl(redis_url, "host", "news", "lemonde.fr", "set", "--delay", "5", "--concurrency", "1") == 0
+    assert _dcrawl(redis_url, "sources", "news", "import", _write(tmp_path, "o.csv", OUTLETS), "--no-seed") == 0
+    assert "lemonde.fr keeps its operator's delay" in capsys.readouterr().out
+    assert delay() == 5.0  # not the rate's 0.5
+    faster = OUTLETS.replace(",/video/,2", ",/video/,4")
+    assert _dcrawl(redis_url, "sources", "news", "import", _write(tmp_path, "o2.csv", faster), "--no-seed") == 0
+    assert delay() == 5.0
+    assert _dcrawl(redis_url, "host", "news", "lemonde.fr", "unset", "--delay") == 0
+    assert delay() == 0.25  # the source's rate 4/s, once the operator's delay is gone
+    assert json.loads(redis_client.hget("{news}:overrides", "lemonde.fr"))["concurrency"] == 1
+    assert _dcrawl(redis_url, "sources", "news", "import", _write(tmp_path, "o3.csv", OUTLETS), "--no-seed") == 0
+    assert delay() == 0.5  # the registry's delay follows the registry
+    assert _dcrawl(redis_url, "host", "news", "lemonde.fr", "show") == 0
+    assert "delay 0.5 (its source's rate)" in capsys.readouterr().out
+    assert _dcrawl(redis_url, "host", "news", "lemonde.fr", "set", "--delay", "3") == 0
+    assert _dcrawl(redis_url, "sources", "news", "remove", "Le Monde") == 0
+    assert delay() == 3.0  # a remove leaves the operator's delay alone

@@ -120,6 +120,7 @@ def test_sources_are_capped(redis_url: str, redis_client: redis.Redis) -> None:
     for i in range(5):
         redis_client.zadd(config.index_key("news"), {f"s{i}.example": i})
         redis_client.hset(config.key_of("news", f"s{i}.example"), "n", 1)
+        redis_client.zadd(config.coverage_key_of("news", f"s{i}.example"), {"https://s.example/": 1})
 
     async def scenario() -> None:
         client = aioredis.Redis.from_url(redis_url)
@@ -129,6 +130,8 @@ def test_sources_are_capped(redis_url: str, redis_client: redis.Redis) -> None:
     asyncio.run(scenario())
     assert redis_client.zrange(config.index_key("news"), 0, -1) == [b"s3.example", b"s4.example"]
     assert not redis_client.exists(config.key_of("news", "s0.example"))
+    assert not redis_client.exists(config.coverage_key_of("news", "s0.example"))  # its coverage went too
+    assert redis_client.exists(config.coverage_key_of("news", "s4.example"))
 
 
 def test_only_articles_count_for_their_source(tmp_path: Path, redis_url: str) -> None:
@@ -203,11 +206,13 @@ def test_a_request_the_node_refused_is_not_an_error_of_its_source() -> None:
     from scrapy.exceptions import IgnoreRequest
     from twisted.internet.error import ConnectionRefusedError
 
+    from distributed_crawler.events.coverage import CoverageLog
     from distributed_crawler.events.middleware import RemovedPageMiddleware
 
     class Feed:
         def __init__(self) -> None:
             self.failures: list[tuple[str, str]] = []
+            self.coverage = CoverageLog(SourcesConfig(), "news")
 
         async def record_failure(self, url: str, kind: str) -> None:
             self.failures.append((url, kind))

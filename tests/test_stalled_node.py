@@ -15,12 +15,12 @@ from scrapy.settings import Settings
 from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.test import get_crawler
 
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.connection.policy import RedisPolicy
 from distributed_crawler.monitoring.alerts import AlertConfig, Alerter
 from distributed_crawler.monitoring.heartbeat import Heartbeat, HeartbeatConfig, sample_node
 from distributed_crawler.monitoring.nodes import NodeKeys, beat, heartbeat_script
 from distributed_crawler.monitoring.status import render_status, status_now
-from distributed_crawler.queue.enqueue import run_sync
 
 
 def fake_crawler(leases: int, stalled: float) -> Any:

@@ -11,6 +11,7 @@ import redis.asyncio
 from scrapy import Request
 from scrapy.settings import Settings
 
+from distributed_crawler.connection.lua import lua_source
 from distributed_crawler.core.traps import (
     DomainHosts,
     hash_tag,
@@ -21,11 +22,10 @@ from distributed_crawler.core.traps import (
 )
 from distributed_crawler.dedup.dupefilter import flush_crawl
 from distributed_crawler.defaults import DEFAULTS
+from distributed_crawler.frontier.codec import payload_url
+from distributed_crawler.frontier.factory import frontier_for_mode, frontier_from_settings
+from distributed_crawler.frontier.shards import shard_of, shard_tags
 from distributed_crawler.meta import LEASE_META
-from distributed_crawler.queue.codec import payload_url
-from distributed_crawler.queue.factory import frontier_for_mode, frontier_from_settings
-from distributed_crawler.queue.scripts import lua_source
-from distributed_crawler.queue.shards import shard_of, shard_tags
 from tests.test_admission import _drain, _letters, _scheduler
 
 

@@ -18,9 +18,9 @@ import redis
 from scrapy.settings import Settings
 
 from distributed_crawler.cli.main import main, requeue_member
+from distributed_crawler.connection.calls import run_sync
+from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.monitoring.nodes import NodeKeys, beat, heartbeat_script
-from distributed_crawler.queue.enqueue import run_sync
-from distributed_crawler.queue.keys import SpiderKeys
 from tests.conftest import ROOT, dcrawl, queued_requests
 from tests.garbage import write_all_garbage, write_wrong_types
 
@@ -207,7 +207,7 @@ def test_requeue_member_takes_only_valid_requests() -> None:
         assert requeue_member(bad) is None, bad
     assert requeue_member({**ok, "priority": 4.0}) is not None
     assert requeue_member({k: v for k, v in ok.items() if k != "priority"}) == '{"url":"http://e.com/","meta":{}}'
-    # a compact payload (queue/codec.py), and one a text that is not ours
+    # a compact payload (frontier/codec.py), and one a text that is not ours
     compact = {**ok, "payload": 'https://e.com/a {"d":2,"meta":{"retry_times":2}}'}
     assert requeue_member(compact) == '0:3:https://e.com/a {"d":2}'
     assert requeue_member({**ok, "payload": "not a url"}) is None

@@ -1,4 +1,4 @@
-"""Request data from Redis cannot act outside its request (queue/metapolicy.py): malicious queue
+"""Request data from Redis cannot act outside its request (frontier/metapolicy.py): malicious queue
 entries on a real redis-server are dead-lettered with their reason, never run; the add-on turns
 Scrapy's file, s3 and ftp handlers off unless the project lists them."""
 
@@ -17,8 +17,8 @@ from scrapy.utils.test import get_crawler
 
 from distributed_crawler.addon import Addon
 from distributed_crawler.core.scheduler import RedisScheduler
-from distributed_crawler.queue.codec import RequestCodec, read_payload
-from distributed_crawler.queue.seeds import SeedError, parse_seed
+from distributed_crawler.frontier.codec import RequestCodec, read_payload
+from distributed_crawler.frontier.seeds import SeedError, parse_seed
 
 
 class _Spider(Spider):

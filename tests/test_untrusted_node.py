@@ -31,12 +31,12 @@ from distributed_crawler.dedup.dupefilter import (
     choose_dedup,
     reset_dedup,
 )
-from distributed_crawler.queue.codec import PayloadError, RequestCodec
-from distributed_crawler.queue.deadletters import DeadLetters
-from distributed_crawler.queue.enqueue import Enqueuer
-from distributed_crawler.queue.factory import frontier_for_mode
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.seeds import SeedError, parse_seed
+from distributed_crawler.frontier.codec import PayloadError, RequestCodec
+from distributed_crawler.frontier.deadletters import DeadLetters
+from distributed_crawler.frontier.enqueue import Enqueuer
+from distributed_crawler.frontier.factory import frontier_for_mode
+from distributed_crawler.frontier.keys import SpiderKeys
+from distributed_crawler.frontier.seeds import SeedError, parse_seed
 from tests.conftest import Workers
 from tests.site.server import NewsSite
 from tests.test_crash_safety import rows, wait_until

@@ -7,8 +7,8 @@ from scrapy import Request
 
 from distributed_crawler.core.source_records import site_of as registry_site
 from distributed_crawler.downloadermiddlewares.retry import slot_of_request
+from distributed_crawler.frontier.config import FrontierConfig, slot_of
 from distributed_crawler.news.canonical import site_of as canonical_site
-from distributed_crawler.queue.frontier import FrontierConfig, slot_of
 from distributed_crawler.urlhost import normalize_host, url_host
 
 

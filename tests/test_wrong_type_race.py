@@ -17,12 +17,12 @@ from scrapy.settings import Settings
 
 from distributed_crawler.cli import main as cli_main
 from distributed_crawler.cli.hosts import gather_hosts
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.defaults import DEFAULTS
+from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.monitoring.nodes import NodeKeys, beat, heartbeat_script
 from distributed_crawler.monitoring.status import gather_status
 from distributed_crawler.proxies.pool import ProxyPool
-from distributed_crawler.queue.enqueue import run_sync
-from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.recrawl.schedule import RecrawlKeys
 
 SETTINGS = Settings()

@@ -33,7 +33,7 @@ from distributed_crawler.core.control import (
     pause_action,
 )
 from distributed_crawler.core.crawl_control import CrawlControl
-from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.frontier.keys import SpiderKeys
 
 BAD_INPUT = 2  # exit code of a refused argument
 Connect = Callable[[argparse.Namespace], tuple[Any, Any, Any]]

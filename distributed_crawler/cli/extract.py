@@ -35,6 +35,7 @@ from scrapy.utils.project import get_project_settings
 
 from distributed_crawler.addon import Addon, with_addon
 from distributed_crawler.cli.output import print_json
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
 from distributed_crawler.core.admission import Admission
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
@@ -44,7 +45,6 @@ from distributed_crawler.news.config import NewsConfig
 from distributed_crawler.news.nearduplicate import Match, NearDuplicateIndex, fingerprint, without_title
 from distributed_crawler.news.robots_meta import RobotsMeta, header_values, robots_meta
 from distributed_crawler.news.storing import language_name
-from distributed_crawler.queue.enqueue import run_sync
 
 ADDON_PATHS = ("distributed_crawler.Addon", "distributed_crawler.addon.Addon")
 EXIT_UNAVAILABLE = 2  # the page could not be had: unreachable, refused, missing file

@@ -20,8 +20,10 @@ from rich.table import Table
 
 from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.cli.project import open_frontier
+from distributed_crawler.connection.calls import run_sync, server_time
 from distributed_crawler.core.control import decode_override, describe
 from distributed_crawler.core.crawl_control import CrawlControl
+from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.monitoring.control import control_summary
 from distributed_crawler.monitoring.hosts import (
     by_pending,
@@ -34,8 +36,6 @@ from distributed_crawler.monitoring.hosts import (
 )
 from distributed_crawler.monitoring.nodes import Skips, duration
 from distributed_crawler.monitoring.status import control_figures, skip_lines
-from distributed_crawler.queue.enqueue import run_sync, server_time
-from distributed_crawler.queue.keys import SpiderKeys
 
 DEFAULT_SCAN = 10_000
 DEFAULT_LIMIT = 50

@@ -32,16 +32,16 @@ from scrapy.spiderloader import get_spider_loader
 from scrapy.utils.request import request_from_dict
 
 from distributed_crawler.cli.project import open_frontier
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.core.scheduler import SchedulerConfig
 from distributed_crawler.dedup.dupefilter import BloomConfig, choose_dedup
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
+from distributed_crawler.frontier.base import placed_entry
+from distributed_crawler.frontier.codec import RequestCodec, UnserializableRequestError
+from distributed_crawler.frontier.envelope import MAX_PRIORITY, make_member
+from distributed_crawler.frontier.keys import SpiderKeys
+from distributed_crawler.frontier.seedkey import SeedKey
 from distributed_crawler.keyspace import fill
-from distributed_crawler.queue.base import placed_entry
-from distributed_crawler.queue.codec import RequestCodec, UnserializableRequestError
-from distributed_crawler.queue.enqueue import run_sync
-from distributed_crawler.queue.envelope import MAX_PRIORITY, make_member
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.seedkey import SeedKey
 
 BATCH = 500
 OLD_QUEUE_KEY = "%(spider)s:requests"  # scrapy-redis's SCHEDULER_QUEUE_KEY default

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.keyspace import key as spider_key
 from distributed_crawler.monitoring.dashboard import discover_spiders
-from distributed_crawler.queue.keys import SpiderKeys
 
 
 def has_crawl(client: Any, settings: Any, keys: SpiderKeys) -> bool:

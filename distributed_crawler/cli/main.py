@@ -42,19 +42,19 @@ from distributed_crawler.cli.project import (
     open_frontier,
     project_settings,
 )
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
 from distributed_crawler.connection.permissions import PermissionDenied
 from distributed_crawler.connection.policy import RedisPolicy
 from distributed_crawler.connection.untrusted import preview, text, wrong_type_message
 from distributed_crawler.core.scheduler import SchedulerConfig
 from distributed_crawler.dedup.dupefilter import describe_dedup, reset_dedup
+from distributed_crawler.frontier.codec import payload_url
+from distributed_crawler.frontier.deadletters import fresh_payload
+from distributed_crawler.frontier.envelope import MAX_PRIORITY, make_member
+from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.monitoring.nodes import Skips, clean_json
 from distributed_crawler.monitoring.status import NO_DEDUP, render_status, status_now, watch_status
-from distributed_crawler.queue.codec import payload_url
-from distributed_crawler.queue.deadletters import fresh_payload
-from distributed_crawler.queue.enqueue import run_sync
-from distributed_crawler.queue.envelope import MAX_PRIORITY, make_member
-from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.redact import mask_url
 from distributed_crawler.storage.backends import open_storage
 
@@ -168,7 +168,7 @@ def requeue_member(entry: dict[str, Any]) -> str | None:
     """The queue member a dead letter goes back as, or None when it carries no runnable request.
 
     Only entries the scheduler dead-lettered after delivery (reclaim, retry, poison) carry a
-    request; their payload must be a request payload (queue/codec.py) with an http(s) URL, their
+    request; their payload must be a request payload (frontier/codec.py) with an http(s) URL, their
     priority an integer.
     """
     if entry.get("source") not in ("reclaim", "retry", "poison"):

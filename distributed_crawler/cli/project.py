@@ -15,16 +15,16 @@ from scrapy.utils.misc import load_object
 from scrapy.utils.project import get_project_settings
 
 from distributed_crawler.addon import with_addon
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.permissions import PermissionDenied
 from distributed_crawler.core.access import check_node_access
 from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
-from distributed_crawler.queue.base import Frontier
-from distributed_crawler.queue.enqueue import run_sync
-from distributed_crawler.queue.factory import frontier_from_settings
-from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.frontier.base import Frontier
+from distributed_crawler.frontier.factory import frontier_from_settings
+from distributed_crawler.frontier.keys import SpiderKeys
 
 
 class CliError(Exception):

@@ -22,13 +22,13 @@ from scrapy import Request
 
 from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.cli.project import open_enqueuer, open_frontier
+from distributed_crawler.connection.calls import run_sync, server_time
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
+from distributed_crawler.frontier.base import placed_entry
+from distributed_crawler.frontier.codec import RequestCodec, allowed_classes
+from distributed_crawler.frontier.envelope import make_member
+from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.monitoring.nodes import duration
-from distributed_crawler.queue.base import placed_entry
-from distributed_crawler.queue.codec import RequestCodec, allowed_classes
-from distributed_crawler.queue.enqueue import run_sync, server_time
-from distributed_crawler.queue.envelope import make_member
-from distributed_crawler.queue.keys import SpiderKeys
 from distributed_crawler.recrawl.schedule import FINGERPRINT_CHARS, RecrawlKeys, RevisitSchedule
 from distributed_crawler.redact import mask_url
 from distributed_crawler.storage.backends import StorageBackend, StorageError, open_storage

@@ -47,16 +47,16 @@ from distributed_crawler.cli.project import (
     open_dupefilter,
     open_enqueuer,
 )
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.untrusted import text, wrong_type_message
 from distributed_crawler.core.registry import table_of
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.frontier.keys import SpiderKeys
+from distributed_crawler.frontier.seedkey import SeedKey
+from distributed_crawler.frontier.seeds import SeedError, parse_seed
 from distributed_crawler.meta import BACKFILL_META
 from distributed_crawler.news.backfill import Window, WindowError, window_from_args
-from distributed_crawler.queue.enqueue import run_sync
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.seedkey import SeedKey
-from distributed_crawler.queue.seeds import SeedError, parse_seed
 
 GZIP_MAGIC = b"\x1f\x8b"
 DEFAULT_BATCH = 5000

@@ -21,6 +21,7 @@ from distributed_crawler.cli.control import BAD_INPUT, user
 from distributed_crawler.cli.output import print_json
 from distributed_crawler.cli.project import open_control
 from distributed_crawler.cli.seed import SeedPusher, site_seed
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.core.control import BadInput
 from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.core.registry import SourceTable, table_of
@@ -34,11 +35,10 @@ from distributed_crawler.core.source_records import (
     write_records,
 )
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.frontier.seedkey import SeedKey
+from distributed_crawler.frontier.seeds import SeedError, parse_seed
 from distributed_crawler.monitoring.hosts import read_refusals
 from distributed_crawler.monitoring.nodes import Skips
-from distributed_crawler.queue.enqueue import run_sync
-from distributed_crawler.queue.seedkey import SeedKey
-from distributed_crawler.queue.seeds import SeedError, parse_seed
 
 VERBS = ("import", "export", "show", "remove")
 ERRORS_SHOWN = 50  # bad records printed; the rest are counted
@@ -98,7 +98,7 @@ def _import(args: argparse.Namespace) -> int:
     plan = plan_import(read_registry(control), sources)
     seeds = [] if args.no_seed else _site_seeds(settings, plan.new)  # checked before anything is written
     try:
-        apply_import(control, settings, plan, user(args), "cli")
+        kept = apply_import(control, settings, plan, user(args), "cli")
     except ResponseError as exc:
         raise ValueError(wrong_registry(control, exc)) from None
     if seeds:
@@ -108,6 +108,11 @@ def _import(args: argparse.Namespace) -> int:
         f"imported {len(sources)} source(s) from {path} into {keys.sources}: {len(plan.new)} new{seeded}, "
         f"{len(plan.replaced)} replaced, {len(plan.unchanged)} unchanged; every node applies them within 2 s"
     )
+    for site in kept:
+        print(
+            f"note: {site} keeps its operator's delay (`dcrawl host {keys.spider} {site} show`); its source's rate "
+            f"applies once that is removed: dcrawl host {keys.spider} {site} unset --delay"
+        )
     return 0
 
 

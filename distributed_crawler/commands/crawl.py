@@ -23,18 +23,19 @@ from scrapy.utils.misc import load_object
 from twisted.python.failure import Failure
 
 from distributed_crawler.addon import with_addon
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
 from distributed_crawler.core.access import check_node_access
 from distributed_crawler.dedup.dupefilter import BloomConfig, BloomDupeFilter, DedupError, choose_dedup
 from distributed_crawler.downloadermiddlewares.politeness import DomainRateLimitMiddleware, PolitenessConfig
 from distributed_crawler.downloadermiddlewares.proxy import ProxyPoolMiddleware
 from distributed_crawler.downloadermiddlewares.retry import DistributedRetryMiddleware, RetryConfig
+from distributed_crawler.frontier.enqueue import DedupDataError
+from distributed_crawler.frontier.factory import frontier_from_settings
+from distributed_crawler.frontier.keys import SpiderKeys
+from distributed_crawler.frontier.seedkey import SeedKey
 from distributed_crawler.internals import command_crawler
 from distributed_crawler.proxies.pool import ProxyConfig
-from distributed_crawler.queue.enqueue import DedupDataError, run_sync
-from distributed_crawler.queue.factory import frontier_from_settings
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.seedkey import SeedKey
 from distributed_crawler.rendering.config import RenderConfig
 from distributed_crawler.storage.backends import StorageError, open_storage
 from distributed_crawler.storage.pipeline import StorageConfig, StoragePipeline

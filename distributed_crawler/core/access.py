@@ -18,15 +18,15 @@ from typing import Any
 
 from redis.connection import parse_url
 
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.permissions import AccessNeeds, PermissionDenied, check_access
 from distributed_crawler.defaults import DEFAULTS, SettingsReader
+from distributed_crawler.frontier.factory import mode_class
+from distributed_crawler.frontier.seedkey import taken_key
+from distributed_crawler.frontier.shards import check_shards, shard_tags
 from distributed_crawler.keyspace import fill
 from distributed_crawler.keyspace import key as spider_key
-from distributed_crawler.queue.enqueue import run_sync
-from distributed_crawler.queue.factory import mode_class
-from distributed_crawler.queue.seedkey import taken_key
-from distributed_crawler.queue.shards import check_shards, shard_tags
 
 # Commands a node sends outside its Lua scripts that an ACL rule may leave out: scripts themselves
 # (EVALSHA, SCRIPT LOAD after a restart or failover, EVAL for the dedup filter's growth), the

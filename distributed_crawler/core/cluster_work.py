@@ -14,12 +14,12 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.core.lifecycle import Lifecycle
 from distributed_crawler.core.trouble import RedisTrouble
-from distributed_crawler.queue.base import Frontier
-from distributed_crawler.queue.counts import CrawlCounts
-from distributed_crawler.queue.enqueue import run_sync
+from distributed_crawler.frontier.base import Frontier
+from distributed_crawler.frontier.counts import CrawlCounts
 
 COUNTS_INTERVAL = 1.0  # while this node holds no work: how often it asks how much the cluster has
 

@@ -26,10 +26,10 @@ from distributed_crawler.connection.policy import RedisPolicy
 from distributed_crawler.core.access import node_needs, url_user
 from distributed_crawler.core.node import node_id_from_settings
 from distributed_crawler.defaults import get_setting
-from distributed_crawler.queue.base import Frontier
-from distributed_crawler.queue.factory import frontier_from_settings, mode_class
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.unsharded import UnshardedFrontier
+from distributed_crawler.frontier.base import Frontier
+from distributed_crawler.frontier.factory import frontier_from_settings, mode_class
+from distributed_crawler.frontier.keys import SpiderKeys
+from distributed_crawler.frontier.unsharded import UnshardedFrontier
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

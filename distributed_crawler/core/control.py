@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distributed_crawler.core.crawl_control import CrawlControl
+from distributed_crawler.core.source_records import decode_source
 from distributed_crawler.core.traps import registered_domain
 from distributed_crawler.defaults import SettingsReader
 
@@ -27,7 +28,10 @@ RENDER = ("on", "off", "auto")
 HOST_ACTIONS = ("set", "unset", "block", "unblock", "purge")
 OVERRIDE_FIELDS = ("delay", "concurrency", "max_pages", "render")  # what `set` sets and `unset` clears
 FOREVER = 10 * 365 * 86400  # a block without --for: until unblocked
-META_FIELDS = ("scope", "by", "at", "source")
+META_FIELDS = ("scope", "by", "at", "source", "delay_from")
+# `delay_from` of an override whose delay is a registered source's `rate` (core/source_changes.py):
+# an operator's own delay has none, and wins over the registry's (docs/sources.md "Rate").
+FROM_REGISTRY = "registry"
 
 
 class BadInput(ValueError):
@@ -169,6 +173,8 @@ def host_action(
     new = {k: v for k, v in (old or {}).items() if k != "garbage"}
     if action == "set":
         new.update(change.values)
+        if "delay" in change.values and change.values.get("delay_from") != FROM_REGISTRY:
+            new.pop("delay_from", None)  # the operator's delay now
     elif action == "block":
         new["until"] = round(time.time() + (change.seconds or FOREVER), 3)
         new["reason"] = change.reason or "blocked by an operator"
@@ -177,6 +183,10 @@ def host_action(
             new.pop(key, None)
         if not change.cleared:
             new.pop("reason", None)
+        if "delay" not in new:
+            new.pop("delay_from", None)
+            if scope == "domain" and change.values.get("delay_from") != FROM_REGISTRY:
+                new.update(registry_delay(control, host))  # back to the source's rate, if it has one
     elif action == "unblock":
         new.pop("until", None)
         new.pop("reason", None)
@@ -191,6 +201,14 @@ def host_action(
         control.frontier.make_due(host, scope)  # else it sleeps until the lifted block or delay would have ended
     record(control, settings, action, host, old, now, by, source)
     return host, now, None
+
+
+def registry_delay(control: CrawlControl, site: str) -> dict[str, Any]:
+    """The override delay a registered source's `rate` gives its site ({} when it has none)."""
+    source = decode_source(control.source(site))
+    if source is None or source.rate is None:
+        return {}
+    return {"delay": round(1.0 / source.rate, 3), "delay_from": FROM_REGISTRY}
 
 
 def pause_action(control: CrawlControl, settings: Any, action: str, drain: bool, by: str, source: str) -> Any:
@@ -242,6 +260,8 @@ def describe(o: dict[str, Any] | None) -> str:
     if not o:
         return "none"
     parts = [f"{k} {o[k]}" for k in ("delay", "concurrency", "max_pages", "render") if k in o]
+    if "delay" in o and o.get("delay_from") == FROM_REGISTRY:
+        parts[0] += " (its source's rate)"
     if "until" in o:
         try:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(o["until"])))

@@ -18,10 +18,10 @@ import json
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
-from distributed_crawler.queue.base import Frontier
-from distributed_crawler.queue.enqueue import maybe_await, run_sync
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import lua_source, then
+from distributed_crawler.connection.calls import maybe_await, run_sync, then
+from distributed_crawler.connection.lua import lua_source
+from distributed_crawler.frontier.base import Frontier
+from distributed_crawler.frontier.keys import SpiderKeys
 
 
 def decode_pause(raw: Any) -> dict[str, Any] | None:
@@ -137,6 +137,10 @@ class CrawlControl:
     def sources(self) -> Any:
         """Every registered source: {site: raw JSON}."""
         return self.client.hgetall(self.keys.sources)
+
+    def source(self, site: str) -> Any:
+        """One registered source's raw JSON (None: not registered)."""
+        return self.client.hget(self.keys.sources, site)
 
     def write_sources(self, put: dict[str, str], drop: Sequence[str] = ()) -> Any:
         """Set and remove registry entries and move its version, all or nothing (lua/registry_write.lua:

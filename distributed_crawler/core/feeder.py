@@ -26,19 +26,19 @@ from distributed_crawler.core.pause import PauseWatch, give_back_buffer
 from distributed_crawler.core.quarantine import Quarantine
 from distributed_crawler.core.trouble import RedisTrouble
 from distributed_crawler.dedup.recent import RecentFingerprints
+from distributed_crawler.frontier.base import Frontier
+from distributed_crawler.frontier.codec import PayloadError, RequestCodec
+from distributed_crawler.frontier.doorbell import Ring
+from distributed_crawler.frontier.envelope import split_member
 from distributed_crawler.internals import downloads_in_flight, wake_engine
 from distributed_crawler.meta import HOST_BACKOFF_META, HOST_SLOT_META, LEASE_META
-from distributed_crawler.queue.base import Frontier
-from distributed_crawler.queue.codec import PayloadError, RequestCodec
-from distributed_crawler.queue.doorbell import Ring
-from distributed_crawler.queue.envelope import split_member
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
 
     from distributed_crawler.core.scheduler_config import SchedulerConfig
-    from distributed_crawler.queue.deadletters import DeadLetters
+    from distributed_crawler.frontier.deadletters import DeadLetters
 
 logger = logging.getLogger(__name__)
 
@@ -299,7 +299,7 @@ class Feeder:
             )
 
     def _heard(self, data: bytes | None) -> None:
-        """A doorbell message (queue/doorbell.py): a lease's "drained" notice, a ring for work a
+        """A doorbell message (frontier/doorbell.py): a lease's "drained" notice, a ring for work a
         lease already took (dropped), or a ring that wakes the feeder."""
         frontier, ring = self.frontier, Ring.parse(data)
         if frontier.saw(ring):

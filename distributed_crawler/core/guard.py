@@ -34,7 +34,7 @@ from zope.interface import implementer  # type: ignore[import-untyped]
 
 from distributed_crawler.addresses import SETTING, AddressRule
 from distributed_crawler.core.admission import Refusal
-from distributed_crawler.internals import guard_http11_agents, scheduler_of
+from distributed_crawler.internals import bound_connection_pool, guard_http11_agents, scheduler_of
 from distributed_crawler.meta import LEASE_META
 
 if TYPE_CHECKING:
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from twisted.web.client import URI
 
 REASON = "private_address"
+POOL_IDLE_SECONDS = 30.0  # an idle keep-alive connection to a site is closed after this (Twisted's: 240 s)
 
 
 class AddressRefused(IgnoreRequest):
@@ -180,7 +181,10 @@ def rule_of(crawler: Crawler) -> AddressRule | None:
 def guarded_agent(
     crawler: Crawler, request: Request, timeout: float, context_factory: Any, bind_address: Any, pool: Any
 ) -> Agent | None:
-    """The agent of one plain download: guarded unless it goes through the operator's proxy."""
+    """The agent of one plain download: guarded unless it goes through the operator's proxy.
+    Scrapy's connection pool is kept bounded on the way (docs/settings.md, per-host state)."""
+    if pool is not None:
+        bound_connection_pool(pool, POOL_IDLE_SECONDS)
     rule = rule_of(crawler)
     if rule is None or request.meta.get("proxy"):
         return None  # Scrapy's own agent

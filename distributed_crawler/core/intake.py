@@ -20,10 +20,10 @@ from distributed_crawler.core.outbox import Outbox, OutboxEntry
 from distributed_crawler.core.refusals import RefusalLog
 from distributed_crawler.core.trouble import RedisTrouble
 from distributed_crawler.dedup.recent import RecentFingerprints
+from distributed_crawler.frontier.base import Frontier
+from distributed_crawler.frontier.codec import RequestCodec, UnserializableRequestError
+from distributed_crawler.frontier.envelope import make_member
 from distributed_crawler.meta import EXPIRES_AT_META, HOLD_META, LEASE_META, RETRY_DELAY_META, RETRY_TIMES_META
-from distributed_crawler.queue.base import Frontier
-from distributed_crawler.queue.codec import RequestCodec, UnserializableRequestError
-from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.urlhost import url_host
 
 if TYPE_CHECKING:

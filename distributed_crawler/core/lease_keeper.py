@@ -21,9 +21,9 @@ from distributed_crawler.core.quarantine import Quarantine
 from distributed_crawler.core.stall import StallClock
 from distributed_crawler.core.tasks import BackgroundTasks
 from distributed_crawler.core.trouble import DATA_BACKOFF_MAX, RedisTrouble
+from distributed_crawler.frontier.base import Frontier
 from distributed_crawler.internals import watch_scrapes
 from distributed_crawler.meta import LEASE_META
-from distributed_crawler.queue.base import Frontier
 
 if TYPE_CHECKING:
     from scrapy import Request

@@ -28,13 +28,13 @@ from distributed_crawler.core.lifecycle import Lifecycle
 from distributed_crawler.core.refusals import RefusalLog
 from distributed_crawler.core.traps import DomainHosts
 from distributed_crawler.core.trouble import RedisTrouble
-from distributed_crawler.queue.base import Frontier
-from distributed_crawler.queue.codec import payload_url
-from distributed_crawler.queue.enqueue import Enqueuer, PushEntry
-from distributed_crawler.queue.envelope import split_member
+from distributed_crawler.frontier.base import Frontier
+from distributed_crawler.frontier.codec import payload_url
+from distributed_crawler.frontier.enqueue import Enqueuer, PushEntry
+from distributed_crawler.frontier.envelope import split_member
 
 if TYPE_CHECKING:
-    from distributed_crawler.queue.deadletters import DeadLetters
+    from distributed_crawler.frontier.deadletters import DeadLetters
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class OutboxEntry(NamedTuple):
     member: str
     handover: bytes | None  # lease of the request this one succeeds (redirect, retry)
     delay: float = 0.0  # > 0: a retry, parked in {spider}:delayed for this many seconds
-    slot: str = ""  # per-host frontier: the request's slot (queue/frontier.py slot_of)
+    slot: str = ""  # per-host frontier: the request's slot (frontier/config.py slot_of)
     interval: float | None = None  # per-host frontier: seconds between two requests of the slot
     budget: int | None = None  # per-host frontier: the slot's page budget (-1 = none)
     in_flight: int | None = None  # per-host frontier: the slot's cluster-wide in-flight cap (-1 = none)

@@ -25,8 +25,8 @@ from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.core.lifecycle import Lifecycle
 from distributed_crawler.core.overrides import OverrideCache
 from distributed_crawler.core.registry import SourceCache
+from distributed_crawler.frontier.base import Frontier
 from distributed_crawler.meta import HOST_SLOT_META, LEASE_META
-from distributed_crawler.queue.base import Frontier
 
 logger = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.core.leases import LeaseTracker, Stage
 from distributed_crawler.core.trouble import RedisTrouble
+from distributed_crawler.frontier.base import Frontier
 from distributed_crawler.internals import downloads_in_flight, wake_engine
 from distributed_crawler.meta import LEASE_META
-from distributed_crawler.queue.base import Frontier
 
 if TYPE_CHECKING:
     from scrapy import Request

@@ -25,12 +25,12 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from distributed_crawler.connection.batch import Batch
+from distributed_crawler.connection.lua import lua_source
 from distributed_crawler.core.admission import Refusal, host_of
 from distributed_crawler.core.registry import SourceCache
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.frontier.deadletters import failure_entry
 from distributed_crawler.keyspace import fill
-from distributed_crawler.queue.deadletters import failure_entry
-from distributed_crawler.queue.scripts import lua_source
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ local buffer, doorbell), quarantine.py, lease_keeper.py (ack, renew, reclaim, re
 cluster_work.py (the cluster's counts), pause.py (the crawl's pause), trouble.py (Redis errors).
 Open binds the frontier to the node's client, opens the dupefilter and builds every part once with
 its final arguments (`build_parts`); the parts share one Lifecycle (closing, then stopped). The
-frontier (queue/base.py) alone knows the keys and scripts of the queue mode.
+frontier (frontier/base.py) alone knows the keys and scripts of the queue mode.
 """
 
 from __future__ import annotations
@@ -47,10 +47,10 @@ from distributed_crawler.core.traps import DomainHosts
 from distributed_crawler.core.trouble import RedisTrouble
 from distributed_crawler.dedup.dupefilter import flush_crawl
 from distributed_crawler.dedup.recent import RecentFingerprints
+from distributed_crawler.frontier.base import Frontier
+from distributed_crawler.frontier.codec import RequestCodec
+from distributed_crawler.frontier.enqueue import Enqueuer
 from distributed_crawler.internals import requests_in_progress, wake_engine
-from distributed_crawler.queue.base import Frontier
-from distributed_crawler.queue.codec import RequestCodec
-from distributed_crawler.queue.enqueue import Enqueuer
 from distributed_crawler.storage.labels import attach_labels
 
 if TYPE_CHECKING:

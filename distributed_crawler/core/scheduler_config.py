@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from distributed_crawler.core.traps import DomainHosts
 from distributed_crawler.defaults import SettingsReader
-from distributed_crawler.queue.codec import allowed_classes
-from distributed_crawler.queue.factory import mode_class
+from distributed_crawler.frontier.codec import allowed_classes
+from distributed_crawler.frontier.factory import mode_class
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    queue_class: str = "host"  # SCHEDULER_QUEUE_CLASS: picks the Frontier (queue/base.py)
+    queue_class: str = "host"  # SCHEDULER_QUEUE_CLASS: picks the Frontier (frontier/base.py)
     persist: bool = True
     flush_on_start: bool = False
     lease_seconds: float = 60.0

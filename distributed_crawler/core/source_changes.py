@@ -5,7 +5,9 @@ in one transaction with the registry's version (core/registry.py: every node re-
 2 s), then each changed entry is one audit entry in `{spider}:audit` (action `source_import` /
 `source_remove`, old and new record), so the registry's history is the audit stream's. A source's
 `rate` is the domain's override delay (1 / rate seconds, `dcrawl host ... set --delay`), so the
-lease applies it as it applies an operator's.
+lease applies it as it applies an operator's; marked `delay_from: registry`, so that an
+operator's own delay on the site is never overwritten nor removed by an import (the operator's
+wins until `dcrawl host SPIDER SITE unset --delay`, which falls back to the source's rate).
 """
 
 from __future__ import annotations
@@ -13,7 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from distributed_crawler.core.control import BadInput, HostChange, audit_entry, host_action
+from distributed_crawler.core.control import (
+    FROM_REGISTRY,
+    BadInput,
+    HostChange,
+    audit_entry,
+    decode_override,
+    host_action,
+)
 from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.core.registry import SourceTable
 from distributed_crawler.core.source_records import Source
@@ -55,10 +64,11 @@ def plan_import(registry: SourceTable, sources: list[Source]) -> ImportPlan:
     return plan
 
 
-def apply_import(control: CrawlControl, settings: Any, plan: ImportPlan, by: str, origin: str) -> None:
+def apply_import(control: CrawlControl, settings: Any, plan: ImportPlan, by: str, origin: str) -> list[str]:
+    """Write the plan; returns the sites whose `rate` was not applied: an operator's delay stands."""
     changed = plan.changed
     if not changed:
-        return
+        return []
     control.write_sources({new.site: new.to_json() for _, new in changed})
     entries = [
         audit_entry("source_import", new.site, old.as_record() if old else None, new.as_record(), by, origin)
@@ -67,9 +77,13 @@ def apply_import(control: CrawlControl, settings: Any, plan: ImportPlan, by: str
     maxlen = SettingsReader(settings).int("AUDIT_MAXLEN", min=1)
     for start in range(0, len(entries), 1000):
         control.audit_many(entries[start : start + 1000], maxlen)
+    kept = []
     for old, new in changed:
-        if (old.rate if old else None) != new.rate:
-            apply_rate(control, settings, new.site, new.rate, by, origin)
+        if (old.rate if old else None) != new.rate and not apply_rate(
+            control, settings, new.site, new.rate, by, origin
+        ):
+            kept.append(new.site)
+    return kept
 
 
 def remove_sources(control: CrawlControl, settings: Any, sources: list[Source], by: str, origin: str) -> None:
@@ -83,10 +97,17 @@ def remove_sources(control: CrawlControl, settings: Any, sources: list[Source], 
             apply_rate(control, settings, s.site, None, by, origin)
 
 
-def apply_rate(control: CrawlControl, settings: Any, site: str, rate: float | None, by: str, origin: str) -> None:
-    """A source's rate as its site's override delay (None: the delay removed)."""
+def apply_rate(control: CrawlControl, settings: Any, site: str, rate: float | None, by: str, origin: str) -> bool:
+    """A source's rate as its site's override delay (None: the delay removed); False when an
+    operator's own delay on the site stands instead (it wins over the registry's)."""
+    old = decode_override(control.override(site)) or {}
+    if "delay" in old and old.get("delay_from") != FROM_REGISTRY:
+        return False
     if rate is None:
-        host_action(control, settings, site, "unset", HostChange(cleared=("delay",)), by, origin)
+        if "delay" in old:
+            change = HostChange({"delay_from": FROM_REGISTRY}, cleared=("delay",))
+            host_action(control, settings, site, "unset", change, by, origin)
     else:
-        change = HostChange({"delay": round(1.0 / rate, 3)})
+        change = HostChange({"delay": round(1.0 / rate, 3), "delay_from": FROM_REGISTRY})
         host_action(control, settings, site, "set", change, by, origin)
+    return True

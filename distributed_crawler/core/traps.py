@@ -26,16 +26,16 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from distributed_crawler.connection.lua import lua_source
 from distributed_crawler.core.checks import Check, Refusal
 from distributed_crawler.defaults import SettingsReader
-from distributed_crawler.queue.scripts import lua_source
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.settings import BaseSettings
 
 REPEAT_SCAN_SEGMENTS = 64  # segments looked at for repeats when URL_MAX_SEGMENTS is off (0)
-KNOWN_HOSTS_MAX = 100_000  # host answers a node remembers (least recently used forgotten first)
+KNOWN_HOSTS_MAX = 10_000  # host answers a node remembers (least recently used forgotten first: asked again)
 
 
 def path_segments(url: str) -> list[str]:

@@ -20,7 +20,7 @@ from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, i
 from distributed_crawler.core.lifecycle import Lifecycle
 from distributed_crawler.dedup.dupefilter import DEDUP_TYPES, DedupDataError
 from distributed_crawler.dedup.recent import RecentFingerprints
-from distributed_crawler.queue.base import Frontier
+from distributed_crawler.frontier.base import Frontier
 
 logger = logging.getLogger(__name__)
 

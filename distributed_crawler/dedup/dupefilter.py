@@ -19,25 +19,17 @@ from redis.exceptions import ResponseError
 from scrapy.dupefilters import BaseDupeFilter
 from scrapy.settings import Settings
 
+from distributed_crawler.connection.calls import maybe_await, run_sync
 from distributed_crawler.connection.clients import RedisConfig
+from distributed_crawler.connection.lua import lua_source
 from distributed_crawler.connection.untrusted import text, wrong_type_message
 from distributed_crawler.dedup.bloom import BloomMetaError, BloomState, layer_plan, piece_key
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter
 from distributed_crawler.defaults import SettingsReader
-from distributed_crawler.queue.base import Frontier
-from distributed_crawler.queue.enqueue import (
-    Dedup,
-    DedupDataError,
-    DedupError,
-    Enqueuer,
-    PushEntry,
-    corrupt_message,
-    maybe_await,
-    run_sync,
-)
-from distributed_crawler.queue.factory import frontier_for_dedup, frontier_from_settings
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import lua_source
+from distributed_crawler.frontier.base import Frontier
+from distributed_crawler.frontier.enqueue import Dedup, DedupDataError, DedupError, Enqueuer, PushEntry, corrupt_message
+from distributed_crawler.frontier.factory import frontier_for_dedup, frontier_from_settings
+from distributed_crawler.frontier.keys import SpiderKeys
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider

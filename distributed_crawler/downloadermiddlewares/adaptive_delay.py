@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
+from distributed_crawler.bounded import BoundedDict
 from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.defaults import SettingsReader
@@ -31,13 +32,15 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from scrapy.settings import BaseSettings
 
-    from distributed_crawler.queue.base import HostControl
+    from distributed_crawler.frontier.base import HostControl
 
 logger = logging.getLogger(__name__)
 
 WEIGHT = 0.3  # weight of the newest response time in the moving average
 WRITE_EVERY = 2.0  # seconds between two writes of one host's delay (host mode)
 CHANGE = 0.2  # a delay is written again once it moved by this fraction
+HOSTS_MAX = 10_000  # hosts whose average (and last written delay) a node keeps, least recently used forgotten
+IDLE_SECONDS = 600.0  # ... and a host not fetched for this long is forgotten: measured again from scratch
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,7 @@ class ResponseTimes:
 
     def __init__(self, config: AdaptiveDelayConfig) -> None:
         self.config = config
-        self.average: dict[str, float] = {}
+        self.average: BoundedDict[str, float] = BoundedDict(HOSTS_MAX, IDLE_SECONDS)
 
     def record(self, slot: str, seconds: float) -> float:
         """Take one response time; returns the slot's delay now."""
@@ -76,7 +79,8 @@ class AdaptiveDelayMiddleware:
         self.crawler = crawler
         self.times = ResponseTimes(config)
         self.hosts: HostControl | None = None
-        self._written: dict[str, tuple[float, float]] = {}  # slot -> (delay written, when)
+        # slot -> (delay written, when)
+        self._written: BoundedDict[str, tuple[float, float]] = BoundedDict(HOSTS_MAX, IDLE_SECONDS)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> AdaptiveDelayMiddleware:

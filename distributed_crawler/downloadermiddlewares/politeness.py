@@ -40,11 +40,13 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
 from distributed_crawler.connection.clients import RedisConfig
+from distributed_crawler.connection.lua import lua_source
 from distributed_crawler.connection.policy import NodeStopping, Purpose, RedisPolicy
 from distributed_crawler.connection.untrusted import EpisodeLog, OnceLog, WrongTypeLog, finite, is_wrong_type
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.overrides import OverrideCache
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.frontier.config import closest, per_host_count
 from distributed_crawler.internals import node_stopping
 from distributed_crawler.keyspace import default
 from distributed_crawler.meta import (
@@ -55,8 +57,6 @@ from distributed_crawler.meta import (
     POOL_PROXY_META,
     RETRY_DELAY_META,
 )
-from distributed_crawler.queue.frontier import closest, per_host_count
-from distributed_crawler.queue.scripts import lua_source
 from distributed_crawler.urlhost import normalize_host
 
 if TYPE_CHECKING:

@@ -53,6 +53,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet import error as tx_errors
 from twisted.web.client import ResponseFailed, ResponseNeverReceived
 
+from distributed_crawler.bounded import BoundedDict
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.policy import NodeStopping, Purpose, RedisPolicy
 from distributed_crawler.connection.untrusted import EpisodeLog, OnceLog, WrongTypeLog, is_wrong_type
@@ -94,6 +95,7 @@ EMPTY_POLL_SECONDS = 1.0  # how often a node looks for a proxy while the pool is
 REVIVE_CHECK_SECONDS = 5.0  # how often a node runs the revive script (cheap; any node may)
 KNOWN_CHECK_SECONDS = 5.0  # how often a proxy failure also re-reads the pool size (PROXY_RETRY_TIMES auto)
 PICK_TRIES = 5  # picks that may land on pool members that are not proxy URLs before "no proxy"
+STICKY_DOMAINS_MAX = 10_000  # domains whose proxy a node keeps (PROXY_STICKY_DOMAINS); least recently used pick again
 # Download errors that count against the proxy (a cancelled download, e.g. DOWNLOAD_MAXSIZE, does not).
 PROXY_ERRORS: tuple[type[BaseException], ...] = (
     DownloadConnectionRefusedError,
@@ -170,7 +172,9 @@ class ProxyPoolMiddleware:
         self.client: Any = None
         self.pool: ProxyPool | None = None
         self._members: dict[str, str] = {}  # masked -> proxy URL (the pool member)
-        self._sticky: dict[str, str] = {}  # domain -> proxy URL (PROXY_STICKY_DOMAINS)
+        self._sticky: BoundedDict[str, str] = BoundedDict(
+            STICKY_DOMAINS_MAX
+        )  # domain -> proxy URL (PROXY_STICKY_DOMAINS)
         self._next_revive = 0.0
         self._known = len(config.proxies)  # proxies in the pool, dead ones included, as last read
         self._next_known = 0.0
@@ -505,4 +509,6 @@ class ProxyPoolMiddleware:
 
     def _forget_if_gone(self, proxy: str, outcome: Outcome) -> None:
         if outcome.state in ("evicted", "gone") and self._sticky:
-            self._sticky = {d: p for d, p in self._sticky.items() if p != proxy}
+            for domain, sticky in self._sticky.items():
+                if sticky == proxy:
+                    self._sticky.pop(domain)

@@ -47,11 +47,15 @@ from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.python import global_object_name
 from scrapy.utils.response import response_status_message
 
+from distributed_crawler.bounded import BoundedDict
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.policy import NodeStopping, Purpose
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, finite, is_wrong_type
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.frontier.base import HostControl
+from distributed_crawler.frontier.codec import RequestCodec, allowed_classes
+from distributed_crawler.frontier.deadletters import DeadLetters, failure_entry
 from distributed_crawler.internals import node_stopping
 from distributed_crawler.meta import (
     AUTH_PROXY_META,
@@ -76,9 +80,6 @@ from distributed_crawler.proxies.retries import (
     proxy_failures,
     proxy_retry_times,
 )
-from distributed_crawler.queue.base import HostControl
-from distributed_crawler.queue.codec import RequestCodec, allowed_classes
-from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
 from distributed_crawler.redact import mask_url
 from distributed_crawler.urlhost import normalize_host
 
@@ -91,6 +92,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 RESET_EVERY = 1.0  # seconds: a node resets one host's backoff level at most this often
+BLOCKED_HOSTS_MAX = 10_000  # host blocks (and backoff resets) a node remembers, least recently used forgotten
 DEFAULT_PORTS = {"http": 80, "https": 443}
 # Meta one attempt leaves behind that its retry copy must not carry (the next attempt picks again).
 _ATTEMPT_META = (
@@ -241,8 +243,11 @@ class DistributedRetryMiddleware(RetryMiddleware):
         self._wrong_types = WrongTypeLog("writing dead letters", logger)
         self._data_errors = EpisodeLog(logger)
         self.hosts: HostControl | None = None  # a per-host frontier: 429/503/Retry-After block the host
-        self._blocked: dict[str, float] = {}  # slot -> time.monotonic() its block ends (as this node heard)
-        self._reset_at: dict[str, float] = {}  # slot -> time.monotonic() of this node's last reset
+        # slot -> time.monotonic() its block ends (as this node heard); forgotten: the lease script
+        # still holds the host back, this only saves sending requests already leased
+        self._blocked: BoundedDict[str, float] = BoundedDict(BLOCKED_HOSTS_MAX)
+        # slot -> time.monotonic() of this node's last reset, needed for RESET_EVERY only
+        self._reset_at: BoundedDict[str, float] = BoundedDict(BLOCKED_HOSTS_MAX, RESET_EVERY)
         self._block_errors = EpisodeLog(logger)
         self.rand: Callable[[], float] = random.random
 

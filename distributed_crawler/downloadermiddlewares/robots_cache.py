@@ -16,11 +16,11 @@ from typing import Any
 
 from redis.crc import key_slot
 
+from distributed_crawler.connection.calls import maybe_await
+from distributed_crawler.connection.lua import lua_source, reply_text
 from distributed_crawler.connection.untrusted import text
+from distributed_crawler.frontier.base import Frontier, HostControl
 from distributed_crawler.keyspace import fill
-from distributed_crawler.queue.base import Frontier, HostControl
-from distributed_crawler.queue.enqueue import maybe_await
-from distributed_crawler.queue.scripts import lua_source, reply_text
 
 HIT, CLAIMED, PENDING = "hit", "claimed", "pending"
 

@@ -53,14 +53,17 @@ from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.misc import build_from_crawler
 from twisted.internet.defer import Deferred
 
+from distributed_crawler.bounded import BoundedDict
 from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.connection.untrusted import EpisodeLog, finite, text
+from distributed_crawler.core.checks import ForbiddenByRobots
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.guard import AddressRefused
 from distributed_crawler.core.refusals import RefusalLog
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.downloadermiddlewares.retry import RetryLater, slot_of_request
 from distributed_crawler.downloadermiddlewares.robots_cache import CLAIMED, Claim, RobotsCache, cache_key, lock_key
+from distributed_crawler.frontier.base import Frontier, HostControl
 from distributed_crawler.internals import scheduler_of
 from distributed_crawler.meta import (
     DOWNLOAD_STOP_AT_META,
@@ -69,7 +72,6 @@ from distributed_crawler.meta import (
     PROXY_BAN_META,
     RETRY_DELAY_META,
 )
-from distributed_crawler.queue.base import Frontier, HostControl
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -83,6 +85,7 @@ ALLOW_ALL = b""
 DISALLOW_ALL = b"User-agent: *\nDisallow: /\n"
 MAX_BODY = 512 * 1024  # RFC 9309: parse at least 500 KiB
 LOCAL_SECONDS = 300.0  # a node re-reads the cache at least this often (another node may refresh it)
+PARSERS_MAX = 1000  # hosts whose parsed robots.txt a node keeps (least recently used forgotten: read again)
 #: Reason of the host block set while robots.txt is fetched; only a block with this reason is lifted.
 ROBOTS_PENDING = "robots.txt pending"
 #: The reason a request robots.txt disallows is counted under (`dcrawl hosts`, `dcrawl sources`).
@@ -179,8 +182,9 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         self.frontier: Frontier | None = None  # the spider's: where a host's robots.txt entry lives
         self.hosts: HostControl | None = None  # the frontier's per-host state, if it keeps one
         self.spider_name = ""
-        # netloc -> (parser, expiry, usable, why not)
-        self._cached: dict[str, tuple[RobotParser, float, bool, str]] = {}
+        # netloc -> (parser, expiry, usable, why not); Scrapy's own `_parsers` stays empty once the
+        # spider is open (process_request falls back to it only before)
+        self._cached: BoundedDict[str, tuple[RobotParser, float, bool, str]] = BoundedDict(PARSERS_MAX, LOCAL_SECONDS)
         self._fetching: dict[str, asyncio.Task[RobotParser]] = {}
         self._holding: set[str] = set()  # netlocs whose first request this node holds
         self._due: dict[str, float] = {}  # netloc -> when the request held for it may go (monotonic)
@@ -274,11 +278,13 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         counted here, written with the node's next refusal counts, never a round trip of its own)."""
         try:
             super().process_request_2(rp, request)
-        except IgnoreRequest:
+        except IgnoreRequest as exc:
             refusals = getattr(scheduler_of(self.crawler), "refusals", None)
             if isinstance(refusals, RefusalLog):
                 refusals.count(request.url, ROBOTS_REFUSAL)
-            raise
+            if isinstance(exc, ForbiddenByRobots):  # coverage tells it from other drops
+                raise
+            raise ForbiddenByRobots(*exc.args) from None
 
     def _allows(self, parser: RobotParser, request: Request) -> bool:
         """`request` may go under `parser` (Scrapy's check, nothing counted)."""

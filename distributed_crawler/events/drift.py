@@ -12,18 +12,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from distributed_crawler.events.sources import SourcesConfig, read_sources
+from distributed_crawler.events.sources import SourceHealth, SourcesConfig, read_sources
 
 EXTRACTION_DRIFT = "extraction_drift"
 WORDS = {"date": "a publication date", "authors": "authors", "text": "main text of normal length"}
 
 
 async def check_drift(
-    client: Any, config: SourcesConfig, spider: str, alerter: Any, now: float
+    client: Any,
+    config: SourcesConfig,
+    spider: str,
+    alerter: Any,
+    now: float,
+    healths: list[SourceHealth] | None = None,
 ) -> list[tuple[str, str, str]]:
-    """Alert each field that started or stopped drifting; returns (source, field, state) alerted."""
+    """Alert each field that started or stopped drifting; returns (source, field, state) alerted.
+    *healths*: the sources as read for this check (else read here)."""
     alerted: list[tuple[str, str, str]] = []
-    for health in await read_sources(client, config, spider, now, config.max_sources):
+    if healths is None:
+        healths = await read_sources(client, config, spider, now, config.max_sources)
+    for health in healths:
         drifting = set(health.drifting(config.drift_min_articles, config.drift_drop))
         was = set(health.drift_flag)
         if drifting == was:

@@ -4,7 +4,10 @@ The feed (events/feed.py) is attached to the crawler for the storage pipeline (e
 built before item pipelines). Every `SOURCE_CHECK_SECONDS` one node of the cluster (whichever takes
 the `{spider}:sources:check` lock first) reads the sources, raises `source_silent` once when one
 goes silent and once when it publishes again (monitoring/alerts.py: log, `{spider}:alerts`,
-`ALERT_WEBHOOK_URL`), and drops the least recently active sources beyond `SOURCES_MAX`.
+`ALERT_WEBHOOK_URL`), alerts `extraction_drift` (events/drift.py) and `coverage_low`
+(events/coverage_alert.py) the same way, and drops the least recently active sources beyond
+`SOURCES_MAX`. Every few seconds each node writes the coverage it gathered (events/coverage.py)
+unless a change-feed write took it first.
 """
 
 from __future__ import annotations
@@ -18,10 +21,13 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
+from distributed_crawler.connection.calls import server_time
 from distributed_crawler.connection.policy import Purpose
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.registry import SourceCache
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.events.coverage import FLUSH_SECONDS
+from distributed_crawler.events.coverage_alert import check_coverage
 from distributed_crawler.events.drift import check_drift
 from distributed_crawler.events.feed import ChangeFeed, EventsConfig
 from distributed_crawler.events.sources import SourceHealth, SourcesConfig, read_sources
@@ -29,7 +35,6 @@ from distributed_crawler.internals import spider_closing
 from distributed_crawler.keyspace import fill
 from distributed_crawler.keyspace import key as spider_key
 from distributed_crawler.monitoring.alerts import AlertConfig, Alerter
-from distributed_crawler.queue.enqueue import server_time
 from distributed_crawler.storage.changes import attach
 
 if TYPE_CHECKING:
@@ -40,15 +45,24 @@ logger = logging.getLogger(__name__)
 
 _FEEDS: weakref.WeakKeyDictionary[Any, ChangeFeed] = weakref.WeakKeyDictionary()
 SOURCE_SILENT = "source_silent"
+CLOSE_FLUSH_SECONDS = 5.0  # longest wait for the last coverage write of a closing node
 
 
 async def check_silence(
-    client: Any, config: SourcesConfig, spider: str, alerter: Any, now: float
+    client: Any,
+    config: SourcesConfig,
+    spider: str,
+    alerter: Any,
+    now: float,
+    healths: list[SourceHealth] | None = None,
 ) -> list[tuple[str, bool]]:
     """Raise `source_silent` for each source that entered or left silence; returns (source, silent)
-    of those alerted. The `silent` flag in the source's hash makes each transition alert once."""
+    of those alerted. The `silent` flag in the source's hash makes each transition alert once.
+    *healths*: the sources as read for this check (else read here)."""
     changed: list[tuple[str, bool]] = []
-    for health in await read_sources(client, config, spider, now, config.max_sources):
+    if healths is None:
+        healths = await read_sources(client, config, spider, now, config.max_sources)
+    for health in healths:
         silent = health.is_silent(now, config.silent_min_hours)
         if silent == health.silent_flag or health.last is None:
             continue
@@ -85,7 +99,7 @@ async def _trim(client: Any, config: SourcesConfig, spider: str) -> None:
     pipe = client.pipeline(transaction=False)
     for raw in names:
         name = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-        pipe.delete(config.key_of(spider, name))
+        pipe.delete(config.key_of(spider, name), config.coverage_key_of(spider, name))
         pipe.zrem(index, raw)
     await pipe.execute()
 
@@ -99,6 +113,7 @@ class ChangeFeedExtension:
         self.alert_config = AlertConfig.from_settings(crawler.settings)
         self.alerts_key = SettingsReader(crawler.settings).str("ALERTS_KEY")
         self._task: asyncio.Task[None] | None = None
+        self._flusher: asyncio.Task[None] | None = None
         self._alerter: Alerter | None = None
 
     @classmethod
@@ -143,12 +158,15 @@ class ChangeFeedExtension:
             self.context.policy,
         )
         self._task = asyncio.ensure_future(self._check_loop(spider.name))
+        self._flusher = asyncio.ensure_future(self._flush_loop())
 
     async def spider_closed(self, spider: Spider) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        for task in (self._task, self._flusher):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        await self._flush_coverage(timeout=CLOSE_FLUSH_SECONDS)
         if self._alerter is not None:
             await self._alerter.close()
         logger.info("Change feed: %d events written to %s", self.feed.published, self.feed.stream)
@@ -163,8 +181,11 @@ class ChangeFeedExtension:
             # one node per interval: the first to take the lock checks, the others skip
             if await client.set(lock, self.context.node_id, nx=True, px=max(1, int(interval * 900))):
                 now = await server_time(client)
-                await check_silence(client, self.sources, spider, self._alerter, now)
-                await check_drift(client, self.sources, spider, self._alerter, now)
+                # read once for both checks (at 100,000 sources a read is most of a check)
+                healths = await read_sources(client, self.sources, spider, now, self.sources.max_sources)
+                await check_silence(client, self.sources, spider, self._alerter, now, healths)
+                await check_drift(client, self.sources, spider, self._alerter, now, healths)
+                await check_coverage(client, self.sources, spider, self._alerter, now)
 
         async def garbage(exc: BaseException) -> None:  # a bug or garbage: logged, the next interval tries again
             logger.error("Source check failed: %s", exc)
@@ -173,3 +194,19 @@ class ChangeFeedExtension:
             await asyncio.sleep(interval)
             # STATS: skipped while Redis is away (the node's one outage line says so)
             await self.context.policy.run(Purpose.STATS, check, on_error=garbage)
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_SECONDS)
+            await self._flush_coverage(timeout=CLOSE_FLUSH_SECONDS)
+
+    async def _flush_coverage(self, timeout: float) -> None:
+        """STATS: Redis away, this write's coverage is lost (counts only; the next ones are written)."""
+
+        async def flush() -> None:
+            await asyncio.wait_for(self.feed.flush_coverage(), timeout)
+
+        async def refused(exc: BaseException) -> None:
+            logger.debug("Coverage not written: %r", exc)
+
+        await self.context.policy.run(Purpose.STATS, flush, on_error=refused)

@@ -25,17 +25,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from distributed_crawler.connection.batch import Batch
+from distributed_crawler.connection.lua import lua_source
 from distributed_crawler.connection.policy import Purpose, RedisPolicy
 from distributed_crawler.connection.untrusted import EpisodeLog, is_wrong_type
 from distributed_crawler.core.traps import registered_domain
 from distributed_crawler.dedup.fingerprint import canonicalize_url
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.events.coverage import CoverageLog
 from distributed_crawler.events.diff import story_diff
 from distributed_crawler.events.sources import LAG_EDGES, SourcesConfig, lag_bucket, lag_seconds
 from distributed_crawler.keyspace import default, fill
 from distributed_crawler.news.counts import MAX_HOSTS, stored_field
 from distributed_crawler.news.storing import page_type_of
-from distributed_crawler.queue.scripts import lua_source
 from distributed_crawler.storage.changes import CHANGED, NEW, UNCHANGED, RowChange
 from distributed_crawler.urlhost import url_host
 
@@ -184,6 +185,10 @@ class ChangeFeed:
         self._close_deadline: float | None = None
         self._policy = policy  # PUSH: retried until written (the items, and so the acks, wait)
         self._script: Any = None
+        self._coverage_script: Any = None
+        # listings and page outcomes per source (events/coverage.py), written with the next events
+        # write or by `flush_coverage`
+        self.coverage = CoverageLog(sources, spider, source_name, canonical)
         self._counting: set[asyncio.Future[None]] = set()
         self._refused = EpisodeLog(logger, every=REFUSED_LOG_SECONDS)
         self.published = 0
@@ -271,7 +276,24 @@ class ChangeFeed:
         except Exception as exc:  # noqa: BLE001 - a count lost in an outage is only a count
             logger.debug("Source %s %s not counted: %r", source, kind, exc)
 
+    async def flush_coverage(self) -> int:
+        """Write the coverage gathered since the last write (one round trip per Redis server); a
+        failure is raised to the caller (its policy decides) and those counts are lost."""
+        calls = self.coverage.take()
+        if not calls:
+            return 0
+        batch = Batch(self._client_of())
+        for keys, args in calls:
+            batch.script(self._coverage(), keys, args)
+        await batch.execute()
+        return len(calls)
+
     # -- writing ---------------------------------------------------------------------------------
+    def _coverage(self) -> Any:
+        if self._coverage_script is None:
+            self._coverage_script = self._client_of().register_script(lua_source("coverage_record"))
+        return self._coverage_script
+
     def _stored_script(self) -> Any:
         if self._counts_script is None:
             self._counts_script = self._client_of().register_script(lua_source("news_counts"))
@@ -294,6 +316,9 @@ class ChangeFeed:
             else:
                 batch.commands.xadd(self.stream, part[1])
             return
+        if part[0] == "coverage":
+            batch.script(self._coverage(), part[1], part[2])
+            return
         if part[0] == "stored":
             pairs = [value for pair in part[1].items() for value in pair]
             batch.script(self._stored_script(), list(self.counts_keys or ()), [MAX_HOSTS, len(part[1]), *pairs])
@@ -313,6 +338,7 @@ class ChangeFeed:
         parts += [("source", source, *counts) for source, counts in sources.items()]
         if created:
             parts.append(("stored", dict(created)))
+        parts += [("coverage", keys, args) for keys, args in self.coverage.take()]  # the same round trip
         what = f"Writing change events to {self.stream}"
 
         async def call() -> None:
@@ -321,6 +347,10 @@ class ChangeFeed:
                 self._queue(batch, part)
             replies = await batch.execute(raise_on_error=False)
             failed = [(part, reply) for part, reply in zip(parts, replies) if isinstance(reply, Exception)]
+            for part, reply in failed:
+                if part[0] == "coverage":  # only counts: never holds the events back
+                    logger.debug("Coverage of source %s not written: %r", part[2][0], reply)
+            failed = [(part, reply) for part, reply in failed if part[0] != "coverage"]
             parts[:] = [part for part, _ in failed]  # what landed is not sent again
             if failed:
                 raise failed[0][1]

@@ -1,7 +1,7 @@
 """The two places the change feed looks at a request: its items' delivery, and a vanished page.
 
 `RedeliveredItemsMiddleware` (spider middleware) marks the items of a request delivered before
-(the queue member's delivery count, queue/envelope.py): the storage publishes their events even
+(the queue member's delivery count, frontier/envelope.py): the storage publishes their events even
 when their rows did not change, since the node that stored them may have died before publishing.
 `RemovedPageMiddleware` (downloader middleware) turns a 404 or 410 on a revisit of a page the
 recrawl schedule has fetched before into a `removed` event (the row itself is kept), and counts
@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any
 from itemadapter import is_item
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 
+from distributed_crawler.core.checks import ForbiddenByRobots
+from distributed_crawler.events.coverage import FAILED, REFUSED
 from distributed_crawler.events.extension import ChangeFeedExtension
-from distributed_crawler.meta import LEASE_META, RECRAWL_TICKET_META
-from distributed_crawler.queue.envelope import split_member
+from distributed_crawler.frontier.envelope import split_member
+from distributed_crawler.meta import LEASE_META, NEWS_SITE_META, RECRAWL_TICKET_META
 from distributed_crawler.recrawl.node import RecrawlNode
 
 if TYPE_CHECKING:
@@ -98,14 +100,25 @@ class RemovedPageMiddleware:
             return response
         if response.status in REFUSAL_STATUSES:
             await self.feed.record_failure(request.url, "refusal")
+            self._coverage(request, REFUSED)
         elif response.status >= 400:
             await self.feed.record_failure(request.url, "error")
+            self._coverage(request, FAILED)
         return response
 
     async def process_exception(self, request: Request, exception: Exception) -> None:
         """A download that failed (timeout, DNS, connection refused): an error of its source. A
         request this node refused itself (robots.txt, admission, a trap rule: IgnoreRequest) never
-        reached the site: not the source's error, and no Redis call."""
+        reached the site: not the source's error, and no Redis call (robots.txt's refusal is one
+        for coverage, counted with the next write)."""
         if isinstance(exception, IgnoreRequest):
+            if isinstance(exception, ForbiddenByRobots):
+                self._coverage(request, REFUSED)
             return
         await self.feed.record_failure(request.url, "error")
+        self._coverage(request, FAILED)
+
+    def _coverage(self, request: Request, state: int) -> None:
+        """A page's failure for its source's coverage (a sitemap's or feed's own is not a page)."""
+        if NEWS_SITE_META not in request.meta:
+            self.feed.coverage.outcome(request.url, request.meta, state)

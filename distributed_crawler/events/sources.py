@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from distributed_crawler.connection.calls import maybe_await
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.keyspace import default, fill
-from distributed_crawler.queue.enqueue import maybe_await
 
 #: Upper edges (seconds) of the publish-to-first-seen lag buckets; the last bucket is open.
 LAG_EDGES: tuple[int, ...] = (30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400, 172800, 604800)
@@ -43,12 +43,18 @@ class SourcesConfig:
     key: str = default("SOURCES_KEY")
     source_key: str = default("SOURCE_KEY")
     days: int = 28
-    max_sources: int = 10_000
+    max_sources: int = 100_000
     silent_min_hours: float = 6.0
     check_seconds: float = 60.0
     drift_min_articles: int = 20
     drift_drop: float = 0.5
     drift_text_chars: int = 500
+    coverage_key: str = default("SOURCE_COVERAGE_KEY")
+    coverage_min: float = 0.9
+    coverage_window: float = 86400.0
+    coverage_grace: float = 3600.0
+    coverage_min_listed: int = 10
+    coverage_max_urls: int = 1000
 
     @classmethod
     def from_settings(cls, settings: Any) -> SourcesConfig:
@@ -63,6 +69,12 @@ class SourcesConfig:
             drift_min_articles=read.int("SOURCE_DRIFT_MIN_ARTICLES", min=1),
             drift_drop=read.float("SOURCE_DRIFT_DROP", above=0, max=1, hint="a share, e.g. 0.5"),
             drift_text_chars=read.int("SOURCE_DRIFT_TEXT_CHARS", min=1),
+            coverage_key=read.str("SOURCE_COVERAGE_KEY"),
+            coverage_min=read.float("SOURCE_COVERAGE_MIN", min=0, max=1, hint="a share, e.g. 0.9"),
+            coverage_window=read.float("SOURCE_COVERAGE_WINDOW", above=0, hint="seconds"),
+            coverage_grace=read.float("SOURCE_COVERAGE_GRACE", min=0, hint="seconds"),
+            coverage_min_listed=read.int("SOURCE_COVERAGE_MIN_LISTED", min=1),
+            coverage_max_urls=read.int("SOURCE_COVERAGE_MAX_URLS", min=1),
         )
 
     def index_key(self, spider: str) -> str:
@@ -74,6 +86,10 @@ class SourcesConfig:
     def check_lock(self, spider: str) -> str:
         """The lock one node takes per SOURCE_CHECK_SECONDS to check sources for silence."""
         return self.index_key(spider) + ":check"
+
+    def coverage_key_of(self, spider: str, source: str) -> str:
+        """One source's coverage set (events/coverage.py)."""
+        return fill(self.coverage_key, spider, source=source)
 
 
 def lag_bucket(seconds: float) -> int:
@@ -138,6 +154,7 @@ class SourceHealth:
     judged: int = 0  # new articles whose extraction was judged
     drift_flag: tuple[str, ...] = ()  # the fields the nodes' check alerted as drifting
     refused: dict[str, int] = field(default_factory=dict)  # reason -> requests the crawler refused itself
+    coverage_flag: bool = False  # the nodes' check alerted coverage_low (events/coverage_alert.py)
 
     def drifting(self, min_articles: int, drop: float) -> tuple[str, ...]:
         """The fields whose recent share fell sharply below this source's own baseline."""
@@ -184,6 +201,7 @@ class SourceHealth:
             # requests of the source the crawler refused itself, by reason (robots_txt, out_of_scope,
             # traps, ...): not errors of the source (core/refusals.py)
             "refused": dict(sorted(self.refused.items())),
+            "coverage_low": self.coverage_flag,
         }
 
 
@@ -246,6 +264,7 @@ def parse_source(source: str, fields: Mapping[Any, Any], now: float, days: int) 
         judged=_int(plain.get("q:n")) or 0,
         drift_flag=tuple(f for f in str(plain.get("drift") or "").split(",") if f in QUALITY_FIELDS),
         refused=refused,
+        coverage_flag=str(plain.get("coverage_low", "0")) == "1",
     )
 
 

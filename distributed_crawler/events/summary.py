@@ -8,10 +8,10 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
+from distributed_crawler.connection.calls import maybe_await
 from distributed_crawler.events.feed import EventsConfig
 from distributed_crawler.events.sources import SourcesConfig, read_sources, sort_sources
 from distributed_crawler.keyspace import key as spider_key
-from distributed_crawler.queue.enqueue import maybe_await
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,16 @@ async def events_summary(client: Any, settings: Any, spider: str) -> dict[str, A
     top = [
         {
             k: r[k]
-            for k in ("source", "articles_per_day", "articles_28d", "since_last_seconds", "lag_p95_seconds", "silent")
+            for k in (
+                "source",
+                "articles_per_day",
+                "articles_28d",
+                "since_last_seconds",
+                "lag_p95_seconds",
+                "silent",
+                "drift",
+                "coverage_low",
+            )
         }
         for r in rows[:TOP_SHOWN]
     ]

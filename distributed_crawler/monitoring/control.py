@@ -9,8 +9,8 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
+from distributed_crawler.connection.calls import maybe_await
 from distributed_crawler.core.crawl_control import CrawlControl
-from distributed_crawler.queue.enqueue import maybe_await
 
 BLOCKS_SHOWN = 20  # blocks listed by status; the count covers all
 SCAN_MAX = 10_000  # overrides looked at for their blocks (the count is HLEN: exact)

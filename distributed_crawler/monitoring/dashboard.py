@@ -480,7 +480,7 @@ function spiderSection(s) {
   const ev = s.events || { top_sources: [] };
   const sources = listTable(ev.top_sources || [], [["source", r => r.source, true], ["articles/day, 28 days", r => spark(r.articles_per_day || [])],
     ["28d", r => num(r.articles_28d)], ["last new", r => r.since_last_seconds === null ? "" : dur(r.since_last_seconds) + " ago"],
-    ["lag p95", r => r.lag_p95_seconds === null ? "" : dur(r.lag_p95_seconds)], ["state", r => r.silent ? "SILENT" : ((r.drift || []).length ? "DRIFT " + r.drift.join(",") : "ok")]], "no source yet");
+    ["lag p95", r => r.lag_p95_seconds === null ? "" : dur(r.lag_p95_seconds)], ["state", r => r.silent ? "SILENT" : ((r.drift || []).length ? "DRIFT " + r.drift.join(",") : (r.coverage_low ? "LOW COVERAGE" : "ok"))]], "no source yet");
   const failures = listTable(s.failures, [["when", f => clock(f.time)], ["url", f => f.url || "", true], ["reason", f => f.reason || "", true], ["node", f => f.node || ""]], "no failures");
   return el("section", { class: "spider", id: "spider-" + s.spider, "data-spider": s.spider },
     el("h2", {}, s.spider),

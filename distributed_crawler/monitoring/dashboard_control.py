@@ -15,7 +15,7 @@ from typing import Any
 
 from distributed_crawler.core.control import OVERRIDE_FIELDS, HostChange, host_action, pause_action
 from distributed_crawler.core.crawl_control import CrawlControl
-from distributed_crawler.queue.factory import frontier_from_settings
+from distributed_crawler.frontier.factory import frontier_from_settings
 
 MAX_BODY = 4096
 AUDIT_SHOWN = 50

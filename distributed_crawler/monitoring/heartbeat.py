@@ -35,12 +35,14 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from distributed_crawler import __version__
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.policy import Purpose, RedisPolicy
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.shutdown import FORCED_STOP
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.internals import downloads_in_flight, node_stopping
 from distributed_crawler.monitoring.alerts import AlertConfig, Alerter
 from distributed_crawler.monitoring.nodes import (
@@ -52,8 +54,6 @@ from distributed_crawler.monitoring.nodes import (
     read_nodes,
     read_totals,
 )
-from distributed_crawler.queue.enqueue import run_sync
-from distributed_crawler.queue.keys import SpiderKeys
 
 if TYPE_CHECKING:
     from scrapy import Spider

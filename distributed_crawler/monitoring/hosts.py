@@ -3,8 +3,8 @@
 Keys read (host mode, docs/frontier.md): `{spider}:hosts` (ready zset: host -> server time it may
 be served next), `{spider}:hosts:over` (over-budget zset: host -> pending when it went over),
 `{spider}:q:<host>` and `{spider}:q:<host>/` (one host's queue zset and list) and
-`{spider}:host:<host>` (its state hash), all
-read through their owner queue/hoststate.py, and `{spider}:refused` (hash "<reason> <host>" -> requests
+`{spider}:host:<host>` (its state hash), all read through their owner frontier/hoststate.py, and
+`{spider}:refused` (hash "<reason> <host>" -> requests
 refused at enqueue or connect time, core/refusals.py; bounded, so read whole).
 
 Bounded on a million hosts: the counts are ZCARD/ZCOUNT (O(log n)); per-host figures are read for
@@ -22,11 +22,11 @@ from dataclasses import asdict, dataclass
 from functools import partial
 from typing import Any
 
+from distributed_crawler.connection.calls import maybe_await
 from distributed_crawler.connection.untrusted import finite, text
+from distributed_crawler.frontier.hoststate import SHOWN, read_hosts
+from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.monitoring.nodes import Skips
-from distributed_crawler.queue.enqueue import maybe_await
-from distributed_crawler.queue.hoststate import SHOWN, read_hosts
-from distributed_crawler.queue.keys import SpiderKeys
 
 CHUNK = 1000  # commands per pipeline round trip
 STATUS_SAMPLE = 500  # hosts whose queue sizes the status reads (its `top` is among these)
@@ -38,7 +38,7 @@ MAX_COUNT = 2**53
 MAX_BLOCK_SECONDS = 365 * 86400  # lib/host.lua reads a longer block as garbage too
 MAX_INTERVAL = 86400  # lib/host.lua: an iv / cd above a day reads as 0
 MAX_BACKOFF = 64
-HOST_FIELDS = SHOWN  # the host hash's fields a row shows (queue/hoststate.py names them all)
+HOST_FIELDS = SHOWN  # the host hash's fields a row shows (frontier/hoststate.py names them all)
 
 
 def host_name(raw: Any) -> str | None:

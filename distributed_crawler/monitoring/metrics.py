@@ -37,10 +37,10 @@ from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.events.extension import ChangeFeedExtension
 from distributed_crawler.events.metrics import feed_metrics
+from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.monitoring.control import control_summary
 from distributed_crawler.monitoring.heartbeat import sample_node
 from distributed_crawler.proxies.pool import ProxyPool, pool_keys
-from distributed_crawler.queue.keys import SpiderKeys
 
 if TYPE_CHECKING:
     from scrapy import Spider

@@ -27,12 +27,12 @@ from typing import Any
 from redis.exceptions import ResponseError
 from scrapy.settings import BaseSettings
 
+from distributed_crawler.connection.calls import maybe_await, server_time
+from distributed_crawler.connection.lua import lua_source
 from distributed_crawler.connection.untrusted import is_wrong_type
+from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.keyspace import fill
 from distributed_crawler.keyspace import key as spider_key
-from distributed_crawler.queue.enqueue import maybe_await, server_time
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import lua_source
 
 ALIVE_INTERVALS = 3  # a node missing this many heartbeats is dead
 FORGET_SECONDS = 24 * 3600  # dead and closed nodes are listed this long after their last heartbeat

@@ -21,11 +21,16 @@ from rich.table import Table
 from rich.text import Text
 from scrapy.settings import BaseSettings
 
+from distributed_crawler.connection.calls import maybe_await, run_sync
 from distributed_crawler.connection.policy import Purpose, RedisPolicy, RedisUnreachable, is_transient
 from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.dedup.dupefilter import describe_dedup
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.events.summary import events_line, events_summary
+from distributed_crawler.frontier.factory import frontier_from_settings
+from distributed_crawler.frontier.keys import SpiderKeys
+from distributed_crawler.frontier.seedkey import SeedKey
+from distributed_crawler.frontier.shards import check_shards
 from distributed_crawler.keyspace import key as spider_key
 from distributed_crawler.monitoring.control import control_summary
 from distributed_crawler.monitoring.hosts import sharded_summary
@@ -43,11 +48,6 @@ from distributed_crawler.monitoring.nodes import (
 from distributed_crawler.news.counts import read_page_counts, read_robots_counts
 from distributed_crawler.news.storing import PAGE_TYPES
 from distributed_crawler.proxies.pool import ProxyPool, pool_keys
-from distributed_crawler.queue.enqueue import maybe_await, run_sync
-from distributed_crawler.queue.factory import frontier_from_settings
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.seedkey import SeedKey
-from distributed_crawler.queue.shards import check_shards
 from distributed_crawler.recrawl.schedule import RevisitSchedule
 
 RECENT = 20  # alerts and failures listed

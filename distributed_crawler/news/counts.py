@@ -14,9 +14,9 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+from distributed_crawler.connection.calls import maybe_await
+from distributed_crawler.connection.lua import lua_source
 from distributed_crawler.connection.untrusted import text as decoded
-from distributed_crawler.queue.enqueue import maybe_await
-from distributed_crawler.queue.scripts import lua_source
 
 MAX_HOSTS = 10_000  # hosts kept in the per-host zset, and counted in memory between flushes
 FLUSH_SECONDS = 2.0

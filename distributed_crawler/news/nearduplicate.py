@@ -17,9 +17,9 @@ from typing import Any
 
 from simhash import Simhash
 
+from distributed_crawler.connection.calls import maybe_await, server_time
+from distributed_crawler.connection.lua import lua_source
 from distributed_crawler.connection.untrusted import text as decoded
-from distributed_crawler.queue.enqueue import maybe_await, server_time
-from distributed_crawler.queue.scripts import lua_source
 
 BITS = 64
 SHINGLE = 3

@@ -32,12 +32,12 @@ from urllib.parse import urlsplit
 from redis.crc import key_slot
 from scrapy.settings import BaseSettings
 
+from distributed_crawler.connection.calls import maybe_await
 from distributed_crawler.connection.clients import parse_bool
+from distributed_crawler.connection.lua import lua_source
 from distributed_crawler.defaults import SettingsReader, set_above_addon
 from distributed_crawler.keyspace import default
 from distributed_crawler.proxies.retries import parse_retry_times
-from distributed_crawler.queue.enqueue import maybe_await
-from distributed_crawler.queue.scripts import lua_source
 from distributed_crawler.redact import mask_url, scrub
 
 INITIAL_SCORE = 10.0

@@ -18,6 +18,8 @@ from scrapy import signals
 from distributed_crawler.connection.policy import NodeStopping, Purpose, RedisPolicy
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.registry import SourceCache
+from distributed_crawler.frontier.codec import RequestCodec, UnserializableRequestError, allowed_classes
+from distributed_crawler.frontier.envelope import make_member
 from distributed_crawler.meta import (
     ARTICLE_REVISIT_META,
     BACKFILL_META,
@@ -25,8 +27,6 @@ from distributed_crawler.meta import (
     EXPIRES_AT_META,
     RECRAWL_META,
 )
-from distributed_crawler.queue.codec import RequestCodec, UnserializableRequestError, allowed_classes
-from distributed_crawler.queue.envelope import make_member
 from distributed_crawler.recrawl.rules import RecrawlConfig, Revisit
 from distributed_crawler.recrawl.schedule import FINGERPRINT_CHARS, Recorded, RevisitSchedule
 

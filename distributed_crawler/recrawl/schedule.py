@@ -19,13 +19,13 @@ from typing import Any, NamedTuple
 from scrapy.settings import BaseSettings
 
 from distributed_crawler.connection.batch import Batch
+from distributed_crawler.connection.calls import maybe_await, then
+from distributed_crawler.connection.lua import lua_source, reply_text
+from distributed_crawler.frontier.base import Frontier
+from distributed_crawler.frontier.codec import payload_url
+from distributed_crawler.frontier.envelope import split_member
+from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.keyspace import key as spider_key
-from distributed_crawler.queue.base import Frontier
-from distributed_crawler.queue.codec import payload_url
-from distributed_crawler.queue.enqueue import maybe_await
-from distributed_crawler.queue.envelope import split_member
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import lua_source, reply_text, then
 
 FINGERPRINT_CHARS = 16  # the first 64 bits of the request fingerprint name a URL in the schedule
 HEADER_CHARS = 256  # longest ETag / Last-Modified kept (a longer one is not a validator worth storing)

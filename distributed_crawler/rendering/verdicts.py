@@ -25,9 +25,9 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
+from distributed_crawler.connection.lua import lua_source
 from distributed_crawler.connection.policy import Purpose, RedisPolicy
 from distributed_crawler.connection.untrusted import OnceLog
-from distributed_crawler.queue.scripts import lua_source
 
 logger = logging.getLogger(__name__)
 

@@ -43,10 +43,14 @@ from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.registry import SourceCache
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.downloadermiddlewares.robotstxt import cache_key, cached_robots_body
+from distributed_crawler.events.coverage import NEAR_DUPLICATE, NOT_ARTICLE, SKIPPED, STORED, CoverageLog
 from distributed_crawler.events.extension import ChangeFeedExtension
+from distributed_crawler.events.feed import ARTICLE_TYPES
+from distributed_crawler.frontier.deadletters import DeadLetters, failure_entry
 from distributed_crawler.internals import node_stopping, scheduler_of
 from distributed_crawler.meta import (
     BACKFILL_META,
+    COVERAGE_URL_META,
     DEPTH_RESET_META,
     DONT_OBEY_ROBOTSTXT_META,
     DONT_RENDER_META,
@@ -69,7 +73,6 @@ from distributed_crawler.news.nearduplicate import Match, NearDuplicateIndex, fi
 from distributed_crawler.news.robots_meta import RobotsMeta, header_values, robots_meta
 from distributed_crawler.news.rules import SiteRules
 from distributed_crawler.news.storing import page_type_of
-from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
 from distributed_crawler.rendering.frames import frames_text, static_iframe_urls
 from distributed_crawler.spiders.redis_spider import RedisSpider
 from distributed_crawler.urlhost import url_host
@@ -192,6 +195,7 @@ class NewsSpider(RedisSpider):
             self.crawler.stats.inc_value("news/pages")
             self.crawler.stats.inc_value("news/skipped/robots/noindex")
             self._robots_counts.skipped("robots", "noindex", url_host(response.url))
+            self._coverage_outcome(response, SKIPPED)
         else:
             item = await self.page_item(response)
             if item is not None:
@@ -230,6 +234,7 @@ class NewsSpider(RedisSpider):
         skip = self.news.store.skip_reason(article.page_type, article.lang)
         if skip is not None:
             self._not_stored(page_type_of(article.page_type), skip, response.url)
+            self._coverage_outcome(response, NOT_ARTICLE if skip[0] == "page_type" else SKIPPED)
             return None
         fields = page_fields(article, response)
         duplicate = await self._near_duplicate(article, fields["text"], url)
@@ -257,11 +262,38 @@ class NewsSpider(RedisSpider):
         commits, in its event's write: a redelivered page is not counted twice); without the feed,
         this node counts each commit."""
         page_type = ItemAdapter(item).get("page_type") if is_item(item) else None
+        if spider is self and is_item(item) and response is not None:
+            adapter = ItemAdapter(item)
+            state = NOT_ARTICLE if page_type not in ARTICLE_TYPES else STORED
+            if state == STORED and adapter.get("duplicate_of"):
+                state = NEAR_DUPLICATE
+            self._coverage_outcome(response, state, str(adapter.get("url") or ""))
         if spider is self and page_type is not None:
             kind = page_type_of(page_type)
             self.crawler.stats.inc_value(f"news/stored/page_type/{kind}")
             if ChangeFeedExtension.feed_of(self.crawler) is None:
                 self._counts.stored(kind)
+
+    def _coverage(self) -> CoverageLog | None:
+        feed = ChangeFeedExtension.feed_of(self.crawler)
+        return feed.coverage if feed is not None else None
+
+    def _coverage_outcome(self, response: Response, state: int, *also: str) -> None:
+        """What became of this page, for its source's coverage (events/coverage.py)."""
+        log = self._coverage()
+        if log is not None:
+            log.outcome(response.url, response.meta, state, *also)
+
+    def _covers(self, url: str) -> bool:
+        """A listed URL counts for coverage unless its registered source's scope refuses it (the
+        operator's own choice: never fetched, so never missing)."""
+        try:
+            host = (urlsplit(url).hostname or "").lower()
+        except ValueError:
+            return False
+        table = SourceCache.of(self.crawler).table
+        found = table.find(host) if host and table.sites else None
+        return found is None or found.refusal(url, host, 1, False) is None
 
     def page_links(self, response: TextResponse) -> Iterator[Request]:
         """Same-host links (and, unrendered, same-site static iframes with IFRAME_FOLLOW_STATIC)."""
@@ -449,6 +481,7 @@ class NewsSpider(RedisSpider):
             return
         what = "sitemap_index_entry" if doc.kind == "sitemapindex" else f"{kind}_entry"
         window = window_from_meta(response.meta.get(BACKFILL_META))
+        coverage = self._coverage() if window is None and doc.kind != "sitemapindex" else None
         for entry in self._recent(doc) if window is None else self._in_window(doc, window):
             # sitemaps.org: a sitemap lists its own site's URLs; so does an index (and the site we came for)
             if not (self._on_site(entry.url, response.url, what) and self._on_site(entry.url, site, what)):
@@ -459,6 +492,8 @@ class NewsSpider(RedisSpider):
                 request = self.entry_request(entry.url, entry.date, entry.title, entry.story)
                 if window is not None:
                     request.meta[BACKFILL_META] = window.as_meta()
+                if coverage is not None and self._covers(entry.url):
+                    request.meta[COVERAGE_URL_META] = coverage.listed(entry.url)
                 yield request
 
     def _on_site(self, url: str, of: str, what: str) -> bool:

@@ -33,13 +33,13 @@ from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.core.node import node_id_from_settings
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.frontier.base import Frontier
+from distributed_crawler.frontier.deadletters import DeadLetters, failure_entry
+from distributed_crawler.frontier.factory import frontier_from_settings
+from distributed_crawler.frontier.seedkey import SeedKey, Taken
+from distributed_crawler.frontier.seeds import SeedError, parse_seed, preview
 from distributed_crawler.internals import scheduler_of, wake_engine
 from distributed_crawler.keyspace import fill
-from distributed_crawler.queue.base import Frontier
-from distributed_crawler.queue.deadletters import DeadLetters, failure_entry
-from distributed_crawler.queue.factory import frontier_from_settings
-from distributed_crawler.queue.seedkey import SeedKey, Taken
-from distributed_crawler.queue.seeds import SeedError, parse_seed, preview
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ class RedisMixin:
 
     # -- seeds ----------------------------------------------------------------------------
     async def _take_seeds(self, client: Any) -> Taken:
-        """A batch of seeds, held in the taken key until `_seeds_enqueued` (queue/seedkey.py)."""
+        """A batch of seeds, held in the taken key until `_seeds_enqueued` (frontier/seedkey.py)."""
         assert self.redis_batch_size is not None  # set when the crawler is
         taken = await self.seed_key.take(client, self.redis_batch_size, self.node_id)
         self._held.update(taken.holds)
@@ -357,4 +357,4 @@ class RedisSpider(RedisMixin, Spider):
 
 class RedisCrawlSpider(RedisMixin, CrawlSpider):
     """A CrawlSpider fed from `redis_key`: seeds go through its `rules`, and the requests the rules
-    follow travel through the cluster's queue like any other (queue/callbacks.py)."""
+    follow travel through the cluster's queue like any other (frontier/callbacks.py)."""

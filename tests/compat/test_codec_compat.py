@@ -1,4 +1,4 @@
-"""What pickle carried in scrapy-redis's queue, carried by our JSON codec (queue/codec.py).
+"""What pickle carried in scrapy-redis's queue, carried by our JSON codec (frontier/codec.py).
 
 scrapy-redis pickles `request_to_dict(request, spider)`, so CrawlSpider's rule requests (callback
 `_callback`, errback `_errback`) and any meta value round-trip there. We carry the same requests
@@ -20,7 +20,7 @@ from scrapy.http import HtmlResponse
 from scrapy.linkextractors import LinkExtractor
 from scrapy.spiders import CrawlSpider, Rule, SitemapSpider
 
-from distributed_crawler.queue.codec import PayloadError, RequestCodec, UnserializableRequestError, read_payload
+from distributed_crawler.frontier.codec import PayloadError, RequestCodec, UnserializableRequestError, read_payload
 
 
 class RulesSpider(CrawlSpider):

@@ -20,8 +20,8 @@ from scrapy.http import HtmlResponse
 from scrapy_redis.queue import FifoQueue, PriorityQueue
 
 from distributed_crawler.cli.main import main
-from distributed_crawler.queue.codec import RequestCodec
-from distributed_crawler.queue.envelope import split_member
+from distributed_crawler.frontier.codec import RequestCodec
+from distributed_crawler.frontier.envelope import split_member
 from tests.compat.project.spiders.dmoz import DmozSpider
 from tests.conftest import queued_members
 

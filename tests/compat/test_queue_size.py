@@ -1,4 +1,4 @@
-"""What `len(scheduler)` and has_pending_requests see (queue/counts.py crawl_counts): the shared
+"""What `len(scheduler)` and has_pending_requests see (frontier/counts.py crawl_counts): the shared
 queue in every queue mode, as scrapy-redis's `len(queue)` is the Redis queue, not a node's buffer."""
 
 from __future__ import annotations
@@ -9,12 +9,13 @@ import pytest
 import redis
 from scrapy.settings import Settings
 
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.dedup.dupefilter import SetDedup
-from distributed_crawler.queue.counts import crawl_counts
-from distributed_crawler.queue.enqueue import Enqueuer, run_sync
-from distributed_crawler.queue.envelope import make_member
-from distributed_crawler.queue.factory import frontier_for_mode
-from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.frontier.counts import crawl_counts
+from distributed_crawler.frontier.enqueue import Enqueuer
+from distributed_crawler.frontier.envelope import make_member
+from distributed_crawler.frontier.factory import frontier_for_mode
+from distributed_crawler.frontier.keys import SpiderKeys
 from tests.frontiers import pop
 
 KEYS = SpiderKeys.from_settings(Settings(), "sz")

@@ -18,10 +18,10 @@ from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.outbox import OutboxEntry
 from distributed_crawler.core.scheduler import RedisScheduler, SchedulerConfig
 from distributed_crawler.dedup.dupefilter import BloomDupeFilter
+from distributed_crawler.frontier.codec import RequestCodec
+from distributed_crawler.frontier.factory import frontier_for_mode, mode_class
+from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.meta import LEASE_META
-from distributed_crawler.queue.codec import RequestCodec
-from distributed_crawler.queue.factory import frontier_for_mode, mode_class
-from distributed_crawler.queue.keys import SpiderKeys
 from tests.scheduler_parts import parts_without_redis
 
 

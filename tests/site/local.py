@@ -19,11 +19,12 @@ class LocalSite:
 
     _server: ThreadingHTTPServer | None = None
 
-    def serve(self, handler: type[BaseHTTPRequestHandler], port: int = 0) -> str:
-        """Start answering with `handler` on `port` (0: a free one); returns the site's URL."""
-        self._server = _Server(("127.0.0.1", port), handler)
+    def serve(self, handler: type[BaseHTTPRequestHandler], port: int = 0, host: str = "127.0.0.1") -> str:
+        """Start answering with `handler` on `port` (0: a free one) of `host` (another loopback
+        address, 127.0.0.x, is another news source); returns the site's URL."""
+        self._server = _Server((host, port), handler)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"http://{host}:{self._server.server_address[1]}"
 
     def start(self) -> str:
         raise NotImplementedError

@@ -12,7 +12,7 @@
 -- Garbage: a value that is not a finite number reads as its default; a host whose queue or hash
 -- key is of the wrong Redis type is skipped (pcall), never fatal.
 local HOST_YEAR = 31536000
--- A compact payload's fields may start with this mark (queue/codec.py START_MARK): a start request,
+-- A compact payload's fields may start with this mark (frontier/codec.py START_MARK): a start request,
 -- whose defaults (no callback, dont_filter, meta is_start_request) are then left out.
 local START_MARK = "S"
 

@@ -12,10 +12,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from distributed_crawler.connection.batch import run_scripts
-from distributed_crawler.queue.enqueue import maybe_await
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.scripts import lua_source
-from distributed_crawler.queue.seedkey import taken_key
+from distributed_crawler.connection.calls import maybe_await
+from distributed_crawler.connection.lua import lua_source
+from distributed_crawler.frontier.keys import SpiderKeys
+from distributed_crawler.frontier.seedkey import taken_key
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class CrawlCounts:
     failed: int = 0
     hosts: int = 0  # host mode: hosts in ready (due or waiting out their interval / block)
     single_queue: int = 0  # of `pending`, the entries in the single queue (SCHEDULER_QUEUE_KEY)
-    seeds_taken: int = 0  # seeds a node took and has not yet pushed to the frontier (queue/seedkey.py)
+    seeds_taken: int = 0  # seeds a node took and has not yet pushed to the frontier (frontier/seedkey.py)
 
     @property
     def frontier_busy(self) -> bool:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from distributed_crawler.queue.base import Frontier, FrontierLayoutError
-from distributed_crawler.queue.counts import crawl_counts
-from distributed_crawler.queue.enqueue import maybe_await
-from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.connection.calls import maybe_await
+from distributed_crawler.frontier.base import Frontier, FrontierLayoutError
+from distributed_crawler.frontier.counts import crawl_counts
+from distributed_crawler.frontier.keys import SpiderKeys
 
 
 async def check_layout(frontier: Frontier) -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from distributed_crawler.queue.enqueue import maybe_await
-from distributed_crawler.queue.keys import SpiderKeys
+from distributed_crawler.connection.calls import maybe_await
+from distributed_crawler.frontier.keys import SpiderKeys
 
 # field -> what it holds (every value a decimal string; a missing field is its default)
 FIELDS: dict[str, str] = {

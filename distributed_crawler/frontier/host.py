@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from distributed_crawler.queue.base import HostControl, Lease, Leased, Placement
-from distributed_crawler.queue.enqueue import Entry, maybe_await, push_entry
-from distributed_crawler.queue.frontier import FrontierConfig, slot_of
-from distributed_crawler.queue.hoststate import read_hosts
-from distributed_crawler.queue.scripts import reply_text, then
-from distributed_crawler.queue.unsharded import UnshardedFrontier
+from distributed_crawler.connection.calls import maybe_await, then
+from distributed_crawler.connection.lua import reply_text
+from distributed_crawler.frontier.base import HostControl, Lease, Leased, Placement
+from distributed_crawler.frontier.config import FrontierConfig, slot_of
+from distributed_crawler.frontier.enqueue import Entry, push_entry
+from distributed_crawler.frontier.hoststate import read_hosts
+from distributed_crawler.frontier.unsharded import UnshardedFrontier
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings

@@ -18,10 +18,10 @@ from typing import Any
 from redis.crc import key_slot
 from scrapy.settings import BaseSettings
 
+from distributed_crawler.connection.calls import maybe_await, server_time
+from distributed_crawler.connection.lua import lua_source
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.keyspace import key as spider_key
-from distributed_crawler.queue.enqueue import maybe_await, server_time
-from distributed_crawler.queue.scripts import lua_source
 
 KINDS = ("list", "set", "zset")
 PIPELINE_CHUNK = 1000  # members per RPUSH/SADD/ZADD in one pipeline

@@ -1,4 +1,4 @@
-"""The parts a sharded frontier (queue/sharded.py) hands out: the map of where its leases came
+"""The parts a sharded frontier (frontier/sharded.py) hands out: the map of where its leases came
 from, its Enqueuer (each entry to its shard's enqueue script), its dead letters (on the lease's
 shard first) and the politeness inputs of a host (on the host's shard).
 
@@ -13,12 +13,12 @@ import inspect
 from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol
 
-from distributed_crawler.queue.base import HostControl
-from distributed_crawler.queue.deadletters import DeadLetters
-from distributed_crawler.queue.enqueue import Enqueuer, Entry
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.shards import shard_of
-from distributed_crawler.queue.unsharded import UnshardedFrontier
+from distributed_crawler.frontier.base import HostControl
+from distributed_crawler.frontier.deadletters import DeadLetters
+from distributed_crawler.frontier.enqueue import Enqueuer, Entry
+from distributed_crawler.frontier.keys import SpiderKeys
+from distributed_crawler.frontier.shards import shard_of
+from distributed_crawler.frontier.unsharded import UnshardedFrontier
 
 HOME_MAX = 100_000  # leases remembered with their shard (a node holds a few hundred; beyond: read from the payload)
 

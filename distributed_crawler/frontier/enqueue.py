@@ -6,12 +6,12 @@ clients): the same coroutine drives both, because with a sync client it never su
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple, Protocol
 
 from redis.exceptions import ResponseError
 
+from distributed_crawler.connection.calls import maybe_await, run_sync
 from distributed_crawler.connection.policy import is_transient
 from distributed_crawler.connection.untrusted import is_wrong_type
 
@@ -23,7 +23,7 @@ class PushEntry(NamedTuple):
 
     fingerprint: str  # hex; "" = no dedup
     dont_filter: bool
-    member: str  # the queue member (queue/envelope.py)
+    member: str  # the queue member (frontier/envelope.py)
     delay: float = 0.0  # seconds; > 0 = parked in delayed (a retry with backoff)
     slot: str | None = None  # per-host: the politeness slot (None or "" = read from the payload)
     interval: float | None = None  # per-host: seconds between two requests of the slot (None = as stored)
@@ -59,7 +59,7 @@ class Dedup(Protocol):
 
 
 class PushTarget(Protocol):
-    """What an Enqueuer needs of a frontier on one tag (queue/unsharded.py): its client and its
+    """What an Enqueuer needs of a frontier on one tag (frontier/unsharded.py): its client and its
     enqueue script."""
 
     client: Any
@@ -84,26 +84,6 @@ class DedupDataError(DedupError):
     """The filter's data in Redis is unusable (wrong type, corrupt meta hash): nodes wait, one ERROR line."""
 
 
-async def maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
-
-
-async def server_time(client: Any) -> float:
-    """Redis server time in seconds: the cluster's one clock (a sync or an asyncio client)."""
-    seconds, micros = await maybe_await(client.time())
-    return seconds + micros / 1e6
-
-
-def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
-    """Run a coroutine that only awaits sync-client results (it never really suspends)."""
-    try:
-        coro.send(None)
-    except StopIteration as done:
-        return done.value
-    coro.close()
-    raise RuntimeError("coroutine suspended: it was given an asyncio client")
-
-
 class Enqueuer:
     """Drives the frontier's enqueue script for a batch, growing or rereading the dedup filter as asked."""
 
@@ -118,7 +98,7 @@ class Enqueuer:
         self, action: str, entries: Sequence[Entry], handovers: Sequence[bytes] = (), urls: Sequence[str] = ()
     ) -> list[int]:
         """`action` push / add / check; one 0/1 per entry (1 = new). Grows the filter as needed.
-        `urls` (an entry's URL): what routes a member-less entry on a sharded frontier (queue/sharded.py)."""
+        `urls` (an entry's URL): what routes a member-less entry on a sharded frontier (frontier/sharded.py)."""
         results: list[int] = []
         pending = list(entries)
         for _ in range(MAX_FIXES):

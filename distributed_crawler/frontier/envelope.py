@@ -6,7 +6,7 @@ decoding or re-encoding the payload. The envelope is left out when all three are
 (0 deliveries, priority 0, never expires): most pending requests are new links, and every byte of
 a member is paid once per pending request. `expires_at` (Unix seconds, REQUEST_TTL or meta
 `expires_at`) is written only when set: a member without it (all members written before expiry
-existed) never expires. A payload (queue/codec.py: a URL, or a JSON object) never starts with a
+existed) never expires. A payload (frontier/codec.py: a URL, or a JSON object) never starts with a
 digit, so a member that does carries an envelope.
 """
 
@@ -19,7 +19,7 @@ from typing import NamedTuple
 # doubles hold 53 bits, which leaves |priority| < 2^17.
 MAX_PRIORITY = 2**17 - 1
 _ENVELOPE = re.compile(r"(\d+):(-?\d+):(?:(\d+):)?")
-_PAYLOAD_STARTS = ("{", "http://", "https://")  # a member without an envelope: a payload of queue/codec.py
+_PAYLOAD_STARTS = ("{", "http://", "https://")  # a member without an envelope: a payload of frontier/codec.py
 
 
 class Envelope(NamedTuple):

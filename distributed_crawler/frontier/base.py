@@ -5,10 +5,10 @@ request is placed (docs/frontier.md). The scheduler, the CLI, the dashboard and 
 talk to it and never branch on the queue mode or on sharding: they ask its capabilities
 (`host_control()`, `each_shard()`).
 
-Three kinds implement it: `UnshardedFrontier` (queue/unsharded.py) and its queue modes
-(queue/host.py, queue/single.py) on one hash tag, and `ShardedFrontier` (queue/sharded.py), which
+Three kinds implement it: `UnshardedFrontier` (frontier/unsharded.py) and its queue modes
+(frontier/host.py, frontier/single.py) on one hash tag, and `ShardedFrontier` (frontier/sharded.py), which
 holds one of those per shard and is no subclass of them: a method it lacks is a type error, never
-a call against the unsharded keys. queue/factory.py builds the one the settings name.
+a call against the unsharded keys. frontier/factory.py builds the one the settings name.
 
 With a sync client the script methods return values; with an asyncio client, awaitables
 (`maybe_await` either way): the CLI and the nodes share the same code.
@@ -20,13 +20,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from distributed_crawler.queue.enqueue import Dedup, Entry, PushEntry
+from distributed_crawler.frontier.enqueue import Dedup, Entry, PushEntry
 
 if TYPE_CHECKING:
-    from distributed_crawler.queue.counts import CrawlCounts
-    from distributed_crawler.queue.deadletters import DeadLetters
-    from distributed_crawler.queue.doorbell import Ring
-    from distributed_crawler.queue.keys import SpiderKeys
+    from distributed_crawler.frontier.counts import CrawlCounts
+    from distributed_crawler.frontier.deadletters import DeadLetters
+    from distributed_crawler.frontier.doorbell import Ring
+    from distributed_crawler.frontier.keys import SpiderKeys
 
 __all__ = ["Frontier", "FrontierLayoutError", "HostControl", "Lease", "Leased", "Placement", "placed_entry"]
 
@@ -65,7 +65,7 @@ def placed_entry(fingerprint: str, dont_filter: bool, member: str, delay: float,
 
 
 class FrontierLayoutError(ValueError):
-    """FRONTIER_SHARDS differs from the layout the frontier in Redis was written with (queue/layout.py)."""
+    """FRONTIER_SHARDS differs from the layout the frontier in Redis was written with (frontier/layout.py)."""
 
 
 class HostControl(Protocol):
@@ -99,7 +99,7 @@ class Frontier(Protocol):
 
     @property
     def doorbell(self) -> str:
-        """The pub/sub channel its scripts ring (queue/doorbell.py; one subscription per node)."""
+        """The pub/sub channel its scripts ring (frontier/doorbell.py; one subscription per node)."""
 
     @property
     def sequence_key(self) -> str:
@@ -117,7 +117,7 @@ class Frontier(Protocol):
         """The same frontier on another client (a node's sync client for a forced stop, the CLI)."""
 
     async def check_layout(self) -> None:
-        """queue/layout.py: refuse a frontier written with another FRONTIER_SHARDS."""
+        """frontier/layout.py: refuse a frontier written with another FRONTIER_SHARDS."""
 
     def layout_keys(self, shards: int) -> list[SpiderKeys]:
         """The keys of each shard of this spider's frontier as written with `shards` shards."""
@@ -163,7 +163,7 @@ class Frontier(Protocol):
     def count_keys(self) -> dict[str, str]:
         """CrawlCounts field -> the key it is read from (a key of the wrong type counts as none)."""
 
-    # -- the doorbell (queue/doorbell.py) ----------------------------------------------------------
+    # -- the doorbell (frontier/doorbell.py) ----------------------------------------------------------
     def stale_ring(self, ring: Ring) -> bool:
         """A ring for a push a lease already saw (this node's last one, or one that drained the queue)."""
 
@@ -175,7 +175,7 @@ class Frontier(Protocol):
 
     # -- the scripts -------------------------------------------------------------------------------
     async def open_enqueuer(self, make_dedup: Callable[[str], Awaitable[Dedup]]) -> Any:
-        """Its Enqueuer (queue/enqueue.py), the dedup opened by `make_dedup(key)` for each filter key."""
+        """Its Enqueuer (frontier/enqueue.py), the dedup opened by `make_dedup(key)` for each filter key."""
 
     def lease(self, count: int, lease_seconds: float, due_batch: int = 100) -> Any:
         """Move up to `due_batch` due retries back, then lease up to `count` requests -> Leased."""

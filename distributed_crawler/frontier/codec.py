@@ -44,10 +44,10 @@ from scrapy.utils.misc import load_object
 from distributed_crawler.addresses import SETTING as ALLOWED_SETTING
 from distributed_crawler.addresses import AddressRule
 from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.frontier.callbacks import callback_allowed
+from distributed_crawler.frontier.metapolicy import check_meta
+from distributed_crawler.frontier.tagged import tag_values, untag_values
 from distributed_crawler.meta import POOL_PROXY_FIELDS, POOL_PROXY_META, PRIVATE_META_PREFIX, TRANSIENT_META
-from distributed_crawler.queue.callbacks import callback_allowed
-from distributed_crawler.queue.metapolicy import check_meta
-from distributed_crawler.queue.tagged import tag_values, untag_values
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -279,7 +279,7 @@ class RequestCodec:
         }
 
     def _meta(self, meta: dict[str, Any]) -> dict[str, Any]:
-        """Decoded meta, allow-listed (queue/metapolicy.py); private meta belongs to one node's
+        """Decoded meta, allow-listed (frontier/metapolicy.py); private meta belongs to one node's
         handling of one delivery: never taken from Redis."""
         try:
             check_meta(meta, self.spider, self.addresses)

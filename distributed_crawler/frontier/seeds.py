@@ -16,9 +16,9 @@ from urllib.parse import urlsplit
 from scrapy import FormRequest, Request
 
 from distributed_crawler.addresses import AddressRule, literal_ip
+from distributed_crawler.frontier.envelope import MAX_PRIORITY
+from distributed_crawler.frontier.metapolicy import check_meta
 from distributed_crawler.meta import PRIVATE_META_PREFIX
-from distributed_crawler.queue.envelope import MAX_PRIORITY
-from distributed_crawler.queue.metapolicy import check_meta
 
 ALLOWED_SCHEMES = ("http", "https")
 SEED_FIELDS = {"url", "meta", "priority", "callback", "method", "headers", "body"}
@@ -138,7 +138,7 @@ def _parse_seed(raw: bytes | str, max_bytes: int) -> Seed:
         if private:
             raise SeedError("bad_meta", f"meta key(s) {private[:5]} are reserved for the crawler")
         try:
-            check_meta(seed.meta)  # handler names are checked by the node (queue/codec.py)
+            check_meta(seed.meta)  # handler names are checked by the node (frontier/codec.py)
         except ValueError as exc:
             raise SeedError("bad_meta", str(exc)) from None
     if "priority" in data:

@@ -7,8 +7,8 @@ import time
 from typing import Any
 
 from distributed_crawler.connection.untrusted import preview
+from distributed_crawler.frontier.codec import read_payload, write_payload
 from distributed_crawler.meta import PROXY_FAILURES_META, PROXY_RETRY_TIMES_META, RETRY_TIMES_META
-from distributed_crawler.queue.codec import read_payload, write_payload
 
 RETRY_COUNTS_META = (RETRY_TIMES_META, PROXY_RETRY_TIMES_META, PROXY_FAILURES_META)  # a requeue starts afresh
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from distributed_crawler.queue.base import Lease, Leased
-from distributed_crawler.queue.enqueue import Entry, push_entry
-from distributed_crawler.queue.scripts import then
-from distributed_crawler.queue.unsharded import UnshardedFrontier
+from distributed_crawler.connection.calls import then
+from distributed_crawler.frontier.base import Lease, Leased
+from distributed_crawler.frontier.enqueue import Entry, push_entry
+from distributed_crawler.frontier.unsharded import UnshardedFrontier
 
 
 def _leased(members: list[bytes]) -> Leased:

@@ -10,23 +10,23 @@ from typing import TYPE_CHECKING, Any
 from scrapy.utils.misc import load_object
 
 from distributed_crawler.defaults import SettingsReader
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.shard_parts import LeaseHomes
-from distributed_crawler.queue.sharded import ShardedFrontier
-from distributed_crawler.queue.shards import check_shards, shard_tags
-from distributed_crawler.queue.unsharded import UnshardedFrontier
+from distributed_crawler.frontier.keys import SpiderKeys
+from distributed_crawler.frontier.shard_parts import LeaseHomes
+from distributed_crawler.frontier.sharded import ShardedFrontier
+from distributed_crawler.frontier.shards import check_shards, shard_tags
+from distributed_crawler.frontier.unsharded import UnshardedFrontier
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
-    from distributed_crawler.queue.base import Frontier
-    from distributed_crawler.queue.scripts import Scripts
+    from distributed_crawler.frontier.base import Frontier
+    from distributed_crawler.frontier.scripts import Scripts
 
 # SCHEDULER_QUEUE_CLASS -> (frontier class, order passed to it). scrapy-redis names too, so a
 # scrapy-redis project moves over unchanged (and their older aliases, still in scrapy-redis 0.9.1).
-_SINGLE = "distributed_crawler.queue.single.SingleQueueFrontier"
+_SINGLE = "distributed_crawler.frontier.single.SingleQueueFrontier"
 MODES: dict[str, tuple[str, str]] = {
-    "host": ("distributed_crawler.queue.host.HostFrontier", "host"),
+    "host": ("distributed_crawler.frontier.host.HostFrontier", "host"),
     "priority": (_SINGLE, "priority"),
     "fifo": (_SINGLE, "fifo"),
     "lifo": (_SINGLE, "lifo"),
@@ -49,7 +49,7 @@ def mode_class(raw: str) -> tuple[type[UnshardedFrontier], str]:
     if not (isinstance(cls, type) and issubclass(cls, UnshardedFrontier)):
         raise ValueError(
             f"SCHEDULER_QUEUE_CLASS ({raw}) must be one of host (fair per-host frontier, the default), "
-            "priority, fifo, lifo, or the dotted path of a distributed_crawler.queue.unsharded.UnshardedFrontier "
+            "priority, fifo, lifo, or the dotted path of a distributed_crawler.frontier.unsharded.UnshardedFrontier "
             "subclass"
         )
     return cls, order or getattr(cls, "default_order", raw)

@@ -1,9 +1,9 @@
-"""`UnshardedFrontier`: the frontier on one hash tag, what the queue modes share (queue/host.py,
-queue/single.py implement its script calls). A sharded frontier holds one per shard.
+"""`UnshardedFrontier`: the frontier on one hash tag, what the queue modes share (frontier/host.py,
+frontier/single.py implement its script calls). A sharded frontier holds one per shard.
 
 A queue mode is one subclass: `default_order`, its keys in `expected_types`, its script calls
 (`_push_call`, `lease`, `_reclaim_call`, `release`) and, with per-host state, `per_host = True`
-and `host_control()`; SCHEDULER_QUEUE_CLASS names it (queue/factory.py).
+and `host_control()`; SCHEDULER_QUEUE_CLASS names it (frontier/factory.py).
 """
 
 from __future__ import annotations
@@ -14,15 +14,16 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from scrapy.settings import Settings
 
-from distributed_crawler.queue.base import Frontier, HostControl, Placement
-from distributed_crawler.queue.counts import CrawlCounts, crawl_counts
-from distributed_crawler.queue.deadletters import DeadLetters
-from distributed_crawler.queue.doorbell import PushesSeen, Ring
-from distributed_crawler.queue.enqueue import Dedup, Enqueuer, Entry
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.layout import check_layout, flush_keys
-from distributed_crawler.queue.scripts import Scripts, then
-from distributed_crawler.queue.shards import shard_tags
+from distributed_crawler.connection.calls import then
+from distributed_crawler.frontier.base import Frontier, HostControl, Placement
+from distributed_crawler.frontier.counts import CrawlCounts, crawl_counts
+from distributed_crawler.frontier.deadletters import DeadLetters
+from distributed_crawler.frontier.doorbell import PushesSeen, Ring
+from distributed_crawler.frontier.enqueue import Dedup, Enqueuer, Entry
+from distributed_crawler.frontier.keys import SpiderKeys
+from distributed_crawler.frontier.layout import check_layout, flush_keys
+from distributed_crawler.frontier.scripts import Scripts
+from distributed_crawler.frontier.shards import shard_tags
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -162,7 +163,7 @@ class UnshardedFrontier:
     ) -> Any:
         """One enqueue.lua call: `action` push / add / check of `entries` (dedup and push in one
         atomic step), removing `handovers` from processing. Returns [code, r1, ...] (see enqueue.lua;
-        queue/enqueue.Enqueuer drives it). `doorbell` "" = ring none (default: the frontier's)."""
+        frontier/enqueue.Enqueuer drives it). `doorbell` "" = ring none (default: the frontier's)."""
         ring = self.doorbell if doorbell is None else doorbell
         keys, argv = self._push_call(entries, dedup_keys[0])
         head = [self.order, len(entries), ring, dedup_mode, layers, action]

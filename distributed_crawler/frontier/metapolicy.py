@@ -2,7 +2,7 @@
 a lever on the node itself.
 
 Anyone who can write Redis can write a queue entry or a seed, so decoded meta is checked here
-(queue/codec.py on every leased entry, queue/seeds.py on seeds) and a request that asks for more is
+(frontier/codec.py on every leased entry, frontier/seeds.py on seeds) and a request that asks for more is
 dead-lettered, never run:
 
 - browser context options (`playwright_context_kwargs`) only from `CONTEXT_KWARGS`: nothing that
@@ -16,7 +16,7 @@ dead-lettered, never run:
 - a `proxy` only as an http(s) URL whose host is not a refused literal IP (ALLOWED_PRIVATE_NETWORKS);
   an operator's own proxies come from settings, not from Redis.
 
-Page methods are checked by queue/tagged.py (PAGE_METHOD_ALLOWLIST, no file arguments).
+Page methods are checked by frontier/tagged.py (PAGE_METHOD_ALLOWLIST, no file arguments).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from distributed_crawler.addresses import AddressRule, literal_ip
+from distributed_crawler.frontier.callbacks import callback_allowed
 from distributed_crawler.meta import (
     PLAYWRIGHT_CONTEXT_KWARGS_META,
     PLAYWRIGHT_PAGE_EVENT_HANDLERS_META,
@@ -32,7 +33,6 @@ from distributed_crawler.meta import (
     PLAYWRIGHT_PAGE_INIT_CALLBACK_META,
     PROXY_META,
 )
-from distributed_crawler.queue.callbacks import callback_allowed
 
 # Playwright's browser.new_context options that only shape what the page sees.
 CONTEXT_KWARGS = frozenset(

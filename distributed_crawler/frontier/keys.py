@@ -72,7 +72,7 @@ class SpiderKeys:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, spider: str, tag: str = "") -> SpiderKeys:
-        """The keys of `spider`; with `tag` (a shard's, queue/shards.py) the frontier's keys carry that
+        """The keys of `spider`; with `tag` (a shard's, frontier/shards.py) the frontier's keys carry that
         hash tag while seeds, dead letters' home, nodes, stats and the doorbell keep the spider's."""
         read = SettingsReader(settings)
 
@@ -138,7 +138,7 @@ class SpiderKeys:
 
     def domain_hosts(self, domain: str) -> str:
         """The set of hosts a registered domain was allowed (core/traps.py, lua/domain_hosts.lua), on
-        this layout's tag (a shard's: the domain's shard, queue/sharded.py)."""
+        this layout's tag (a shard's: the domain's shard, frontier/sharded.py)."""
         return fill(self.domain_hosts_template, self.tag or self.spider, domain=domain)
 
     def crawl_state(self) -> list[str]:

@@ -1,5 +1,5 @@
 """FRONTIER_SHARDS > 1: one frontier of the queue mode per shard, each on its own hash tag
-(queue/shards.py), composed into one that implements the Frontier Protocol (it subclasses none of
+(frontier/shards.py), composed into one that implements the Frontier Protocol (it subclasses none of
 them: every member is written here, so none can run against the spider's unsharded keys).
 
 A request goes to the shard of its host (its slot), with its dedup check+add, in one script on one
@@ -24,19 +24,20 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from distributed_crawler.connection.batch import run_scripts
-from distributed_crawler.queue.base import Frontier, HostControl, Lease, Leased, Placement
-from distributed_crawler.queue.codec import payload_slot, payload_url
-from distributed_crawler.queue.counts import CrawlCounts, crawl_counts, shard_counts
-from distributed_crawler.queue.deadletters import DeadLetters
-from distributed_crawler.queue.doorbell import Ring
-from distributed_crawler.queue.enqueue import Dedup, Enqueuer, maybe_await, run_sync
-from distributed_crawler.queue.envelope import split_member
-from distributed_crawler.queue.keys import SpiderKeys
-from distributed_crawler.queue.layout import check_layout, flush_keys
-from distributed_crawler.queue.scripts import is_cluster
-from distributed_crawler.queue.shard_parts import LeaseHomes, ShardedDeadLetters, ShardedEnqueuer, ShardedHosts
-from distributed_crawler.queue.shards import shard_of, shard_tags
-from distributed_crawler.queue.unsharded import UnshardedFrontier
+from distributed_crawler.connection.calls import maybe_await, run_sync
+from distributed_crawler.connection.lua import is_cluster
+from distributed_crawler.frontier.base import Frontier, HostControl, Lease, Leased, Placement
+from distributed_crawler.frontier.codec import payload_slot, payload_url
+from distributed_crawler.frontier.counts import CrawlCounts, crawl_counts, shard_counts
+from distributed_crawler.frontier.deadletters import DeadLetters
+from distributed_crawler.frontier.doorbell import Ring
+from distributed_crawler.frontier.enqueue import Dedup, Enqueuer
+from distributed_crawler.frontier.envelope import split_member
+from distributed_crawler.frontier.keys import SpiderKeys
+from distributed_crawler.frontier.layout import check_layout, flush_keys
+from distributed_crawler.frontier.shard_parts import LeaseHomes, ShardedDeadLetters, ShardedEnqueuer, ShardedHosts
+from distributed_crawler.frontier.shards import shard_of, shard_tags
+from distributed_crawler.frontier.unsharded import UnshardedFrontier
 from distributed_crawler.urlhost import url_host
 
 RECHECK_SECONDS = 10.0  # an empty shard not rung is asked again after this (a safety net: pushes ring it)
@@ -134,7 +135,7 @@ class ShardedFrontier:
             return home
         raw = member.encode() if isinstance(member, str) else member
         try:
-            payload = split_member(raw).payload  # either format (queue/codec.py)
+            payload = split_member(raw).payload  # either format (frontier/codec.py)
         except ValueError:
             return 0  # not ours to route (garbage): shard 0 dead-letters it
         slot, url = payload_slot(payload), payload_url(payload)
