@@ -244,7 +244,7 @@ class RequestCodec:
         class_path = d.get("class")
         if not isinstance(class_path, str) or class_path not in self.allowed:
             raise PayloadError(f"request class {str(class_path)[:100]!r} is not allow-listed", kind="class")
-        request_cls = load_object(class_path)
+        request_cls: type[Request] = load_object(class_path)  # REQUEST_CLASS_ALLOWLIST names Request classes
         try:
             return request_cls(**self._kwargs(d))
         except PayloadError:
@@ -285,7 +285,10 @@ class RequestCodec:
             check_meta(meta, self.spider, self.addresses)
         except ValueError as exc:
             raise PayloadError(str(exc)[:300], kind="meta") from None
-        return untag_values({k: v for k, v in meta.items() if not k.startswith(PRIVATE_META_PREFIX)})
+        untagged = untag_values({k: v for k, v in meta.items() if not k.startswith(PRIVATE_META_PREFIX)})
+        if not isinstance(untagged, dict):  # meta itself tagged: a tuple, a datetime... is no meta
+            raise PayloadError(f"meta is a tagged {type(untagged).__name__}, not an object", kind="meta")
+        return untagged
 
     def _method(self, name: Any) -> Any:
         if name is None:
