@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/memory.py --baseline cf79f24 --json      # that commit vs this tree
     .venv/bin/python bench/memory.py --hosts 100 --per-host 400     # queues past 128 entries
+    .venv/bin/python bench/memory.py --kind seeds --scheme http     # start requests, http URLs
+    .venv/bin/python bench/memory.py --matrix --baseline main        # every shape below, both sides
 
 Each side runs in its own process (the baseline from a `git archive` snapshot of REF, this bench/
 copied in: bench/harness.py prepare_code) against its own redis-server with Redis's DEFAULT config
@@ -10,7 +12,11 @@ bench/scale.py (https://www.example-news<h>.com/<y>/<m>/<d>/world/article-headli
 callback parse, meta depth), made by the real scheduler (`RedisScheduler.enqueue_request`, default
 settings: host mode, DOMAIN_RATE_LIMIT 1, DOMAIN_MAX_IN_FLIGHT 2) and pushed by the real Enqueuer
 (enqueue.lua), as the scheduler's outbox does. `--referer` adds the Referer header Scrapy's
-RefererMiddleware sets on a followed link (the host's home page).
+RefererMiddleware sets on a followed link (the page it was found on, a section page of the host).
+`--kind seeds` makes start requests instead, as a node makes them of `dcrawl seed` lines (a plain
+URL: Seed.to_request, no callback, dont_filter) with the meta Scrapy's StartSpiderMiddleware adds
+(`is_start_request`). `--scheme http` writes http URLs. `--matrix` runs every shape of MATRIX
+(seeds and links, with and without a Referer, http and https, 10 to 10,000 requests per host).
 
 Memory: MEMORY USAGE key SAMPLES 0 summed over every key of the frontier (host queues, host hashes,
 ready and over-budget zsets, sequence, pending counter, processing, delayed; the dedup filter is
@@ -54,9 +60,28 @@ def log(msg: str) -> None:
 
 
 # -- one side (a child process; imports the code under test) ---------------------------------------
-def make_requests(spider: Any, hosts: int, per_host: int, referer: bool, seed: int = 1) -> list[list[Any]]:
-    """`per_host` link requests for each host, as bench/scale.py's sample_payloads."""
+#: (kind, scheme, referer, hosts, per_host): the shapes of `--matrix`, 40,000 pending requests each
+MATRIX: list[tuple[str, str, bool, int, int]] = [
+    ("seeds", "https", False, 400, 100),  # the issue's 40,000 seeded news URLs over 400 hosts
+    ("seeds", "http", False, 4000, 10),
+    ("seeds", "https", False, 4, 10000),
+    ("links", "https", True, 400, 100),
+    ("links", "http", True, 4000, 10),
+    ("links", "https", True, 4, 10000),
+    ("links", "http", False, 100, 400),
+]
+
+SECTIONS = ("world", "politics", "business", "sport", "culture", "science")
+
+
+def make_requests(
+    spider: Any, hosts: int, per_host: int, referer: bool, kind: str = "links", scheme: str = "https", seed: int = 1
+) -> list[list[Any]]:
+    """`per_host` requests for each host: links as bench/scale.py's sample_payloads (with
+    `referer`, the section page they were found on), or start requests of seeded URLs."""
     from scrapy import Request
+
+    from distributed_crawler.frontier.seeds import parse_seed
 
     rnd = random.Random(seed)
     out = []
@@ -64,11 +89,17 @@ def make_requests(spider: Any, hosts: int, per_host: int, referer: bool, seed: i
         host = f"www.example-news{h}.com"
         requests = []
         for _ in range(per_host):
+            section = rnd.choice(SECTIONS)
             url = (
-                f"https://{host}/{rnd.randrange(2000, 2027)}/{rnd.randrange(1, 13):02d}/{rnd.randrange(1, 29):02d}/"
-                f"world/article-headline-{rnd.getrandbits(40):x}.html"
+                f"{scheme}://{host}/{rnd.randrange(2000, 2027)}/{rnd.randrange(1, 13):02d}/{rnd.randrange(1, 29):02d}/"
+                f"{section}/article-headline-{rnd.getrandbits(40):x}.html"
             )
-            headers = {"Referer": f"https://{host}/"} if referer else None
+            if kind == "seeds":  # a `dcrawl seed` line as a node makes it (RedisSpider), then Scrapy's meta
+                request = parse_seed(url, 1 << 20).to_request(None)
+                request.meta.setdefault("is_start_request", True)  # StartSpiderMiddleware
+                requests.append(request)
+                continue
+            headers = {"Referer": f"{scheme}://{host}/{section}/"} if referer else None
             requests.append(Request(url, callback=spider.parse, headers=headers, meta={"depth": rnd.randrange(1, 8)}))
         out.append(requests)
     return out
@@ -103,7 +134,15 @@ def frontier_bytes(client: Any, keys: Any) -> dict[str, int]:
 
 
 def queue_encoding(client: Any, keys: Any) -> str:
-    return client.object("encoding", keys.host_queue("www.example-news0.com")).decode()
+    """The Redis encoding of the first host's pending requests (its list when it has one: the
+    queue zset holds only what is out of arrival order)."""
+    host = "www.example-news0.com"
+    names = [getattr(keys, "host_list", lambda h: "")(host), keys.host_queue(host)]
+    for name in filter(None, names):
+        kind = client.type(name)
+        if kind != b"none":
+            return f"{kind.decode()} {client.object('encoding', name).decode()}"
+    return "none"
 
 
 class Node:
@@ -154,7 +193,9 @@ class Node:
         return self.scripts.pop_hosts(1, 600).leases[0].lease
 
 
-def measure(hosts: int, per_host: int, referer: bool, rounds: int) -> dict[str, Any]:
+def measure(
+    hosts: int, per_host: int, referer: bool, rounds: int, kind: str = "links", scheme: str = "https"
+) -> dict[str, Any]:
     """This tree's frontier memory and codec CPU for the workload (runs in the side's process)."""
     import redis
     from scrapy.utils.test import get_crawler
@@ -178,11 +219,11 @@ def measure(hosts: int, per_host: int, referer: bool, rounds: int) -> dict[str, 
         crawler.spider = spider
         keys = SpiderKeys.from_settings(crawler.settings, spider.name)
         node = Node(RedisScheduler.from_crawler(crawler), spider, client, keys)
-        by_host = make_requests(spider, hosts, per_host, referer)
+        by_host = make_requests(spider, hosts, per_host, referer, kind, scheme)
 
         def push(requests: list[Any]) -> None:
             for request in requests:
-                if not node.node.enqueue_request(request):
+                if not node.node.enqueue_request(request) and not request.dont_filter:
                     raise SystemExit(f"the scheduler refused {request.url}")
             entries: list[Any] = []
             while node.outbox:
@@ -206,7 +247,10 @@ def measure(hosts: int, per_host: int, referer: bool, rounds: int) -> dict[str, 
         per_pending = grown / (hosts * (per_host - half))
         first_total = sum(v for k, v in first.items() if "(keys)" not in k)
         per_host_bytes = (first_total - hosts * half * per_pending) / hosts
-        members = [m for _, m in zip(range(1000), client.zrange(keys.host_queue("www.example-news0.com"), 0, -1))]
+        host0 = "www.example-news0.com"
+        members = client.zrange(keys.host_queue(host0), 0, 0)
+        if not members and hasattr(keys, "host_list"):
+            members = client.lrange(keys.host_list(host0), 0, 0)
         sample_member = members[0].decode() if members else ""
         lease = node.lease_one()
 
@@ -225,6 +269,7 @@ def measure(hosts: int, per_host: int, referer: bool, rounds: int) -> dict[str, 
                 raise SystemExit("decode did not give back the URLs it was given")
         client.close()
         return {
+            "shape": f"{kind} {scheme}{' Referer' if referer else ''} {hosts}x{per_host}",
             "hosts": hosts,
             "pending": pending,
             "host_queue_encoding": {f"{half}/host": first_encoding, f"{per_host}/host": queue_encoding(client, keys)},
@@ -254,12 +299,47 @@ def run_side(code_root: Path, args: argparse.Namespace) -> dict[str, Any]:
         str(args.per_host),
         "--rounds",
         str(args.rounds),
+        "--kind",
+        args.kind,
+        "--scheme",
+        args.scheme,
     ] + (["--referer"] if args.referer else [])
     env = {**os.environ, "PYTHONPATH": str(code_root)}
     done = subprocess.run(cmd, cwd=code_root, env=env, capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
         raise SystemExit(f"the side in {code_root} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout)
+
+
+def run_matrix(args: argparse.Namespace, sides: dict[str, Path]) -> int:
+    """Every shape of MATRIX on every side: bytes per pending request (all in, and the growth), the
+    host list or queue's encoding, a member; a table (or JSON) on stdout."""
+    from bench.harness import git_state
+
+    rows = []
+    for kind, scheme, referer, hosts, per_host in MATRIX:
+        shape = argparse.Namespace(**{**vars(args), "kind": kind, "scheme": scheme, "referer": referer})
+        shape.hosts, shape.per_host, shape.rounds = hosts, per_host, 1
+        row: dict[str, Any] = {}
+        for name, code_root in sides.items():
+            r = run_side(code_root, shape)
+            row[name] = {k: r[k] for k in ("shape", "bytes_per_pending_all_in", "bytes_per_pending", "bytes_per_host")}
+            row[name]["encoding"] = r["host_queue_encoding"][f"{per_host}/host"]
+            row[name]["member_example"] = r["member_example"]
+            log(f"{name} {r['shape']}: {r['bytes_per_pending_all_in']} B/pending all in ({row[name]['encoding']})")
+        rows.append(row)
+    if args.json:
+        print(json.dumps({"code": git_state(), "baseline": args.baseline, "rows": rows}, indent=2))
+        return 0
+    names = list(sides)
+    print("| shape | " + " | ".join(f"{n}: B/pending all in (growth), encoding" for n in names) + " |")
+    print("|---|" + "---|" * len(names))
+    for row in rows:
+        cells = [
+            f"{row[n]['bytes_per_pending_all_in']} ({row[n]['bytes_per_pending']}), {row[n]['encoding']}" for n in names
+        ]
+        print(f"| {row[names[-1]]['shape']} | " + " | ".join(cells) + " |")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -269,6 +349,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="encode/decode timing rounds per run")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each side, alternately (CPU: pairwise ratios)")
     parser.add_argument("--referer", action="store_true", help="links carry a Referer header, as crawled links do")
+    parser.add_argument("--kind", choices=("links", "seeds"), default="links", help="links or start requests (seeds)")
+    parser.add_argument("--scheme", choices=("https", "http"), default="https")
+    parser.add_argument("--matrix", action="store_true", help="every shape of MATRIX (memory only: --rounds 1)")
     parser.add_argument("--baseline", metavar="REF", help="also measure this commit (e.g. main), side by side")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--side", action="store_true", help=argparse.SUPPRESS)  # one side, JSON to stdout
@@ -276,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.per_host < 2:
         parser.error("--per-host must be >= 2")
     if args.side:
-        print(json.dumps(measure(args.hosts, args.per_host, args.referer, args.rounds)))
+        print(json.dumps(measure(args.hosts, args.per_host, args.referer, args.rounds, args.kind, args.scheme)))
         return 0
     from bench.harness import git_state, prepare_code
 
@@ -285,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         old_root, info = prepare_code(args.baseline)
         sides = {"old": old_root, "new": ROOT}
         log(f"baseline: {info}")
+    if args.matrix:
+        return run_matrix(args, sides)
     results: dict[str, dict[str, Any]] = {}
     pairs: list[dict[str, float]] = []  # per repeat: new/old CPU ratios of that pair of runs
     for repeat in range(args.repeat):

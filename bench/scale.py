@@ -809,7 +809,10 @@ def frontier_scale(
             full = client.info("memory")["used_memory"]
             per_request = (full - one) / (n * (per_host - 1))
             sample = [f"h{i}.example" for i in range(0, n, max(1, n // 200))]
-            queue_bytes = statistics.mean(client.memory_usage(keys.host_queue(h), samples=0) or 0 for h in sample)
+            queue_bytes = statistics.mean(  # a host's queue zset and its list (priority 0, arrival order)
+                sum(client.memory_usage(k, samples=0) or 0 for k in (keys.host_queue(h), keys.host_list(h)))
+                for h in sample
+            )
             hash_bytes = statistics.mean(client.memory_usage(keys.host(h), samples=0) or 0 for h in sample)
             row = {
                 "hosts": n,

@@ -47,7 +47,7 @@ DEFAULTS: dict[str, Any] = {
     "SOURCE_REGISTRY_KEY": "{%(spider)s}:registry",  # hash: site -> the source's JSON (name, tags, scope rules)
     "SOURCE_REGISTRY_VERSION_KEY": "{%(spider)s}:registry:version",  # string: +1 at each change; nodes poll it
     "SCHEDULER_DOORBELL_CHANNEL": "{%(spider)s}:doorbell",  # pub/sub: wakes idle nodes
-    "SCHEDULER_HOST_QUEUE_KEY": "{%(spider)s}:q:%(host)s",  # zset: one host's pending requests (host mode)
+    "SCHEDULER_HOST_QUEUE_KEY": "{%(spider)s}:q:%(host)s",  # zset + list (this and "/"): one host's pending requests
     "SCHEDULER_READY_KEY": "{%(spider)s}:hosts",  # zset: host -> server time it may be served next
     "SCHEDULER_HOST_KEY": "{%(spider)s}:host:%(host)s",  # hash: iv, cd, bo, until, why, pages, max, cap
     "SCHEDULER_HOST_IN_FLIGHT_KEY": "{%(spider)s}:inflight:%(host)s",  # set: leases of a capped host (host mode)

@@ -16,8 +16,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from http.cookiejar import Cookie
+
     from scrapy import Request
+    from scrapy.commands import BaseRunSpiderCommand
     from scrapy.crawler import Crawler
+    from scrapy.http.cookies import CookieJar
 
 CHECKED_SCRAPY = "2.19.0"
 CHECKED_SCRAPY_PLAYWRIGHT = "0.0.48"
@@ -251,7 +255,7 @@ def bound_connection_pool(pool: Any, idle_seconds: float) -> None:
         del connections[key]
 
 
-def cookies_by_domain(jar: Any) -> dict[str, dict[str, dict[str, Any]]]:
+def cookies_by_domain(jar: CookieJar) -> dict[str, dict[str, dict[str, Cookie]]]:
     """A Scrapy cookie jar's cookies: domain -> path -> name -> Cookie, in the order they were stored.
 
     Scrapy 2.19.0, scrapy/http/cookies.py: `CookieJar._cookies` (a property over the standard
@@ -260,7 +264,7 @@ def cookies_by_domain(jar: Any) -> dict[str, dict[str, dict[str, Any]]]:
     return jar._cookies
 
 
-def command_crawler(command: Any, spider: str) -> Crawler:
+def command_crawler(command: BaseRunSpiderCommand, spider: str) -> Crawler:
     """The crawler `scrapy crawl` would run (BaseRunSpiderCommand._create_crawler: its signals too)."""
     return command._create_crawler(spider)
 

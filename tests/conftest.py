@@ -277,18 +277,20 @@ def queued_members(client: redis.Redis, spider: str = "news") -> list[bytes]:
     for key in [f"{{{spider}}}:requests".encode(), *client.scan_iter(match=f"{{{spider}}}:q:*")]:
         kind = client.type(key)
         found = client.zrange(key, 0, -1) if kind == b"zset" else client.lrange(key, 0, -1) if kind == b"list" else []
-        host = key.split(b":q:", 1)[1] if b":q:" in key else b""
+        host = key.split(b":q:", 1)[1].removesuffix(b"/") if b":q:" in key else b""  # a host's list: "<queue>/"
         members += [whole_member(m, host) for m in found]
     return members
 
 
 def whole_member(member: bytes, host: bytes) -> bytes:
-    """A host queue's member with the "https://<host>" it stores as a path put back, as a lease
-    holds it (lua/lib/host.lua member_global)."""
+    """A host queue's member with the "<scheme>://<host>" it leaves out put back, as a lease holds
+    it (lua/lib/host.lua member_global: "/<path>" is https, "~/<path>" http)."""
     envelope = re.match(rb"(\d+:-?\d+:(\d+:)?)?", member)
     at = envelope.end() if envelope else 0
     if host and member[at : at + 1] == b"/":
         return member[:at] + b"https://" + host + member[at:]
+    if host and member[at : at + 2] == b"~/":
+        return member[:at] + b"http://" + host + member[at + 1 :]
     return member
 
 

@@ -72,7 +72,7 @@ def test_reclaim_and_failed_requeue(redis_url: str, redis_client: redis.Redis, c
     assert sorted(e["url"] for e in entries) == ["bad seed", "http://e.com/a", "http://e.com/b"]
     code, out = run(capsys, "failed", "news", "--redis-url", redis_url, "--requeue")
     assert code == 0 and "requeued 2" in out and "kept 1" in out
-    assert redis_client.zcard("{news}:q:e.com") == 2 and redis_client.llen("{news}:failed") == 1
+    assert redis_client.llen("{news}:q:e.com/") == 2 and redis_client.llen("{news}:failed") == 1  # priority 0: the list
     popped = pop(scripts, 2, 60)
     assert all(m.startswith(b"1:") for m in popped)  # a fresh delivery count
 

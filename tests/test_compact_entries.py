@@ -6,6 +6,7 @@ the previous release (envelope + full JSON) keep working in every script."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import redis
@@ -58,6 +59,16 @@ def push(scripts: Frontier, members: list[tuple[str, str]], delay: float = 0.0) 
     run_sync(Enqueuer(scripts, SetDedup(KEYS.dupefilter)).run("push", entries))
 
 
+def queued(client: redis.Redis, host: str) -> list[bytes]:
+    """A host's members in its order: its queue zset's priorities >= 0, its list, the zset's rest
+    (lua/lib/host.lua host_peek)."""
+    zset = client.zrange(KEYS.host_queue(host), 0, -1)
+    envelope = [re.match(rb"\d+:(-?\d+):", m) for m in zset]
+    ahead = [m for m, e in zip(zset, envelope) if not e or int(e.group(1)) >= 0]
+    behind = [m for m in zset if m not in ahead]
+    return ahead + client.lrange(KEYS.host_list(host), 0, -1) + behind
+
+
 def link(codec: RequestCodec, url: str, **kwargs: object) -> str:
     request = Request(url, callback=codec.spider.parse, meta={"depth": 2}, **kwargs)  # type: ignore[union-attr]
     return make_member(codec.encode(request, slot=HOST), request.priority)
@@ -95,9 +106,9 @@ def test_a_host_queue_stores_the_path_and_the_lease_holds_the_whole_url(
     member = link(codec, ARTICLE)
     assert member == f'{ARTICLE} {{"d":2}}'  # no envelope: 0 deliveries, priority 0, no expiry
     push(scripts, [(HOST, member)])
-    (stored,) = redis_client.zrange(KEYS.host_queue(HOST), 0, -1)
+    (stored,) = redis_client.lrange(KEYS.host_list(HOST), 0, -1)  # priority 0, in arrival order: the list
     assert stored == b'/2026/05/04/world/article-headline-a1b2c3d4e5.html {"d":2}'
-    assert redis_client.object("encoding", KEYS.host_queue(HOST)) == b"listpack"  # <= 64 bytes
+    assert not redis_client.exists(KEYS.host_queue(HOST))  # no zset for it
     popped = scripts.lease(5, 60)
     (lease,) = [h.lease for h in popped.leases]
     assert lease == f"1:0:{member}".encode()
@@ -108,8 +119,8 @@ def test_a_host_queue_stores_the_path_and_the_lease_holds_the_whole_url(
 def test_urls_the_queue_key_does_not_name_stay_whole(
     scripts: Frontier, redis_client: redis.Redis, codec: RequestCodec
 ) -> None:
-    """http, another host of the slot (DOMAIN_RATE_LIMITS domain), user info: stored as given; a
-    non-default port is part of the host queue's name: stored as the path."""
+    """Another host of the slot (DOMAIN_RATE_LIMITS domain), user info: stored as given; http of the
+    host: "~" and its path; a non-default port is part of the host queue's name: stored as the path."""
     members = [
         ("www.news.example", link(codec, "http://www.news.example/a")),
         ("news.example", make_member(codec.encode(Request("https://www.news.example/b"), slot="news.example"), 0)),
@@ -120,8 +131,8 @@ def test_urls_the_queue_key_does_not_name_stay_whole(
         ("www.news.example", link(codec, "https://user@www.news.example/d")),
     ]
     push(scripts, members)
-    stored = {m for slot, _ in members for m in redis_client.zrange(KEYS.host_queue(slot), 0, -1)}
-    assert stored == {b'/c {"callback":null}'} | {m.encode() for slot, m in members if slot != "news.example:8443"}
+    stored = {m for slot, _ in members for m in queued(redis_client, slot)}
+    assert stored == {b'/c {"callback":null}', b'~/a {"d":2}'} | {m.encode() for _, m in members[1::2]}
     leases = scripts.lease(10, 60).leases
     assert sorted(split_member(h.lease).payload for h in leases) == sorted(m for _, m in members)
 
@@ -133,12 +144,12 @@ def test_reclaim_and_release_put_the_compact_entry_back(
     push(scripts, [(HOST, member)])
     (lease,) = [h.lease for h in scripts.lease(1, 60).leases]
     assert scripts.release([lease]) == 1  # no delivery counted: back without an envelope, page given back
-    assert redis_client.zrange(KEYS.host_queue(HOST), 0, -1) == [member.removeprefix(f"https://{HOST}").encode()]
+    assert queued(redis_client, HOST) == [member.removeprefix(f"https://{HOST}").encode()]  # front: the zset
     assert redis_client.hget(KEYS.host(HOST), "pages") == b"0"
     (lease,) = [h.lease for h in scripts.lease(1, 60).leases]
     redis_client.zadd(KEYS.processing, {lease: 1})  # expired
     assert scripts.reclaim(5, limit=10, failed_cap=10, node_id="t") == (1, 0)
-    (stored,) = redis_client.zrange(KEYS.host_queue(HOST), 0, -1)
+    (stored,) = queued(redis_client, HOST)
     assert stored == b"1:0:" + member.removeprefix(f"https://{HOST}").encode()  # one delivery counted
     (lease,) = [h.lease for h in scripts.lease(1, 60).leases]
     assert lease == f"2:0:{member}".encode()
@@ -185,7 +196,7 @@ def test_a_frontier_written_by_the_previous_release_keeps_working(
     assert all(r.callback == codec.spider.parse for r in requests)  # type: ignore[union-attr]
     assert [split_member(x).deliveries for x in leases].count(2) == 2  # the reclaimed and the retry
     assert redis_client.hget(KEYS.host(HOST), "pages") == b"8"  # 4 + three old new pages + the new link
-    assert redis_client.zcard(KEYS.host_queue(HOST)) == 0 and redis_client.zcard(KEYS.processing) == 6
+    assert queued(redis_client, HOST) == [] and redis_client.zcard(KEYS.processing) == 6
 
 
 def test_a_revisit_waiting_in_its_host_queue_is_not_queued_twice(
@@ -201,7 +212,7 @@ def test_a_revisit_waiting_in_its_host_queue_is_not_queued_twice(
     for _ in range(2):
         redis_client.zadd(recrawl_keys.schedule, {"fp": 0})
         assert schedule.move_due(10, 60).moved == 1
-    assert redis_client.zcard(KEYS.host_queue(HOST)) == 1
+    assert len(queued(redis_client, HOST)) == 1
 
 
 def test_an_envelope_less_member_that_is_not_ours_is_leased_for_the_dead_letters(
@@ -233,3 +244,100 @@ def test_a_sharded_frontier_routes_a_compact_lease_to_its_hosts_shard(redis_clie
     assert '"slot":"h1.example"' in named
     assert sharded.shard_of_member(named) == sharded.shard_of_url("https://h1.example/")  # type: ignore[attr-defined]
     assert sharded.shard_of_member("garbage") == 0  # type: ignore[attr-defined]
+
+
+def start_request(url: str, **kwargs: object) -> Request:
+    """A start request as a node makes it of a `dcrawl seed` line, with Scrapy's start meta."""
+    return Request(url, dont_filter=True, meta={"is_start_request": True}, **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_start_requests_defaults_cost_one_mark(codec: RequestCodec) -> None:
+    """Scrapy's defaults of a start request (no callback, dont_filter, meta is_start_request) are
+    the mark "S"; a field off those defaults is still written, and every form reads back."""
+    plain = codec.encode(start_request(ARTICLE), slot=HOST)
+    assert plain == f"{ARTICLE} S"
+    back = codec.decode(plain)
+    assert (back.callback, back.dont_filter, back.meta) == (None, True, {"is_start_request": True})
+    odd = start_request(ARTICLE, callback=codec.spider.parse, priority=3)  # type: ignore[union-attr]
+    odd.meta["k"] = 1
+    odd.dont_filter = False
+    payload = codec.encode(odd, slot=HOST)
+    assert payload == f'{ARTICLE} S{{"callback":"parse","priority":3,"dont_filter":false,"meta":{{"k":1}}}}'
+    back = codec.decode(payload)
+    assert (back.callback, back.dont_filter, back.priority) == (codec.spider.parse, False, 3)  # type: ignore[union-attr]
+    assert back.meta == {"is_start_request": True, "k": 1}
+    # another priority goes to a zset, where an id keeps two equal requests apart; so does a retry
+    assert '"id":' in codec.encode(start_request(ARTICLE, priority=3), slot=HOST)
+    assert codec.encode(start_request(ARTICLE), slot=HOST, again=True).startswith(f'{ARTICLE} S{{"id":')
+    assert '"id":' in codec.encode(start_request(ARTICLE))  # the single queue (no slot): a zset
+
+
+def test_equal_start_requests_stay_two_requests_with_two_leases(
+    scripts: Frontier, redis_client: redis.Redis, codec: RequestCodec
+) -> None:
+    """Seeding a URL twice means fetching it twice: both wait in the host's list, and their leases
+    differ (host_pop.lua lease_apart), so each is acked, released or reclaimed on its own."""
+    member = make_member(codec.encode(start_request(ARTICLE), slot=HOST), 0)
+    push(scripts, [(HOST, member), (HOST, member)])
+    assert (
+        redis_client.lrange(KEYS.host_list(HOST), 0, -1) == [f"{member.removeprefix('https://' + HOST)}".encode()] * 2
+    )
+    leases = [h.lease for h in scripts.lease(5, 60).leases]
+    assert leases == [f"1:0:{ARTICLE} S".encode(), f'1:0:{ARTICLE} S{{"id":"1"}}'.encode()]
+    assert redis_client.zcard(KEYS.processing) == 2
+    assert [codec.decode(split_member(lease).payload).meta for lease in leases] == [{"is_start_request": True}] * 2
+    redis_client.zrem(KEYS.processing, leases[0])  # one acked: the other lease still stands
+    assert redis_client.zrange(KEYS.processing, 0, -1) == [leases[1]]
+
+
+def test_a_hosts_order_across_its_queue_and_its_list(
+    scripts: Frontier, redis_client: redis.Redis, codec: RequestCodec
+) -> None:
+    """Priority first, FIFO among equals, whichever key holds them: the zset's priorities >= 0
+    (the previous release's entries of priority 0 included), the list, the lower priorities."""
+    redis_client.zadd(KEYS.host_queue(HOST), {old_member(f"https://{HOST}/old", HOST): 1})  # previous release
+    redis_client.zadd(KEYS.ready, {HOST: 0})
+    members = [
+        (HOST, link(codec, f"https://{HOST}/a")),
+        (HOST, link(codec, f"https://{HOST}/low", priority=-1)),
+        (HOST, link(codec, f"https://{HOST}/b")),
+        (HOST, link(codec, f"https://{HOST}/high", priority=5)),
+    ]
+    push(scripts, members)
+    leases = [h.lease for h in scripts.lease(2, 60).leases]
+    assert [payload_url(split_member(x).payload) for x in leases] == [f"https://{HOST}/high", f"https://{HOST}/old"]
+    assert scripts.release(leases[1:]) == 1  # back to the front of priority 0: before the list
+    got = [h.lease for h in scripts.lease(10, 60).leases]
+    assert [payload_url(split_member(x).payload) for x in got] == [
+        f"https://{HOST}/{p}" for p in ("old", "a", "b", "low")
+    ]
+    assert not redis_client.exists(KEYS.host_queue(HOST), KEYS.host_list(HOST))
+
+
+def test_http_urls_of_the_host_are_stored_as_a_marked_path(
+    scripts: Frontier, redis_client: redis.Redis, codec: RequestCodec
+) -> None:
+    url = f"http://{HOST}/2026/05/04/a.html"
+    request = Request(url, callback=codec.spider.parse, headers={"Referer": f"http://{HOST}/world/"}, meta={"depth": 1})  # type: ignore[union-attr]
+    member = make_member(codec.encode(request, slot=HOST), 0)
+    push(scripts, [(HOST, member)])
+    assert redis_client.lrange(KEYS.host_list(HOST), 0, -1) == [b'~/2026/05/04/a.html {"r":"/world/","d":1}']
+    (lease,) = [h.lease for h in scripts.lease(1, 60).leases]
+    assert lease == f"1:0:{member}".encode()
+    back = codec.decode(split_member(lease).payload)
+    assert (back.url, back.headers.get("Referer")) == (url, f"http://{HOST}/world/".encode())
+
+
+def test_a_seed_the_previous_release_queued_is_leased_and_decoded(
+    scripts: Frontier, redis_client: redis.Redis, codec: RequestCodec
+) -> None:
+    """A compact seed with Scrapy's defaults written out and an id, as the previous release left it
+    in a host's zset, beside a new one in the list: both leased, in order, as start requests."""
+    old = '/old {"callback":null,"meta":{"is_start_request":true},"dont_filter":true,"id":"3f9c2a1b"}'
+    redis_client.zadd(KEYS.host_queue(HOST), {old: 7})
+    redis_client.zadd(KEYS.ready, {HOST: 0})
+    push(scripts, [(HOST, make_member(codec.encode(start_request(f"https://{HOST}/new"), slot=HOST), 0))])
+    leases = [h.lease for h in scripts.lease(5, 60).leases]
+    requests = [codec.decode(split_member(lease).payload) for lease in leases]
+    assert [r.url for r in requests] == [f"https://{HOST}/old", f"https://{HOST}/new"]
+    assert all((r.callback, r.dont_filter, r.meta) == (None, True, {"is_start_request": True}) for r in requests)

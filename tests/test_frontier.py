@@ -68,12 +68,17 @@ def test_a_slow_host_never_starves_a_fast_one(workers: Workers, redis_client: re
         workers.wait_ready("node-a")
         redis_client.lpush("news:start_urls", slow.url + "/")
         slow_queue = "{news}:q:127.0.0.2"  # the DOMAIN_RATE_LIMITS domain is the slot
-        wait_for(lambda: redis_client.zcard(slow_queue) >= 5, 30, "the slow site's links to be queued")
+        # its queue zset and its list (`<queue key>/`)
+        wait_for(
+            lambda: redis_client.zcard(slow_queue) + redis_client.llen(slow_queue + "/") >= 5,
+            30,
+            "the slow site's links to be queued",
+        )
         redis_client.lpush("news:start_urls", fast.url + "/")
         fast_expected = fast.expected_urls()
         wait_for(lambda: fast_expected <= set(stored(tmp_path / "items.db")), 40, "the fast site to be fully stored")
         fast_done = time.monotonic()
-        slow_pending = redis_client.zcard(slow_queue)
+        slow_pending = redis_client.zcard(slow_queue) + redis_client.llen(slow_queue + "/")
         codes = workers.wait_all(timeout=60)
         slow_log = [t for t, path in slow.request_log() if not path.startswith("/robots.txt")]
     assert codes == {"node-a": 0}
@@ -121,7 +126,7 @@ def test_domain_max_pages_across_three_nodes(workers: Workers, redis_client: red
     # leased pages that store nothing (robots-disallowed /private/*, 404s) still count against the budget
     assert len(capped_urls) <= len(fetched) <= 20 and len(capped_urls) >= 15 - failed
     assert (redis_client.zscore("{news}:hosts:over", host) or 0) > 0  # leftovers counted, visible
-    assert redis_client.zcard("{news}:q:" + host) > 0
+    assert redis_client.zcard("{news}:q:" + host) + redis_client.llen("{news}:q:" + host + "/") > 0  # zset, list
     assert {u for u in urls if u.startswith(free.url)} == free.expected_urls()  # other hosts unaffected
 
 

@@ -37,7 +37,8 @@ def built_keys() -> set[str]:
     settings = Settings()
     keys = SpiderKeys.from_settings(settings, SPIDER)
     names = {v for f, v in vars(keys).items() if f not in NOT_KEYS}
-    names |= {keys.host_queue(HOST), keys.host(HOST), keys.host_in_flight(HOST), keys.domain_hosts(DOMAIN)}
+    names |= {keys.host_queue(HOST), keys.host_list(HOST), keys.host(HOST), keys.host_in_flight(HOST)}
+    names.add(keys.domain_hosts(DOMAIN))
     names.add(keys.node(NODE))
     seeds = SeedKey.from_settings(settings, SPIDER)
     names |= {seeds.key, seeds.taken}

@@ -28,7 +28,8 @@ def real_pending(client: redis.Redis) -> int:
     """The entries waiting, counted the slow way: the single queue plus every host queue."""
     kind = client.type(KEYS.requests)
     n = client.zcard(KEYS.requests) if kind == b"zset" else client.llen(KEYS.requests) if kind == b"list" else 0
-    return n + sum(client.zcard(key) for key in client.scan_iter(match=KEYS.host_queue("*"), count=1000))
+    hosts = client.scan_iter(match=KEYS.host_queue("*"), count=1000)  # queue zsets and lists (`<queue key>/`)
+    return n + sum(client.llen(k) if client.type(k) == b"list" else client.zcard(k) for k in hosts)
 
 
 def counted(client: redis.Redis) -> int | None:

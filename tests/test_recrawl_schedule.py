@@ -104,14 +104,14 @@ def test_move_pushes_due_urls_into_their_host_queue_once(schedule: RevisitSchedu
     redis_client.zadd(KEYS.schedule, {"fp": 0})  # due now
     moved = schedule.move_due(100, 3600)
     assert (moved.moved, moved.dropped) == (1, 0)
-    assert redis_client.zrange(SPIDER_KEYS.host_queue("site.test"), 0, -1) == [m.encode()]
+    assert redis_client.lrange(SPIDER_KEYS.host_list("site.test"), 0, -1) == [m.encode()]  # priority 0: the list
     assert redis_client.zscore(SPIDER_KEYS.ready, "site.test") is not None
     assert 3500 < due_in(redis_client, "fp") <= 3600  # still scheduled: the pending backstop
     assert moved.next_due is not None and moved.next_due > 3500
     assert schedule.move_due(100, 3600).moved == 0  # not due: nothing moves twice
     redis_client.zadd(KEYS.schedule, {"fp": 0})  # the backstop fires while the copy still waits
     assert schedule.move_due(100, 3600).moved == 1
-    assert redis_client.zcard(SPIDER_KEYS.host_queue("site.test")) == 1  # same member: not duplicated
+    assert redis_client.llen(SPIDER_KEYS.host_list("site.test")) == 1  # same member: not duplicated
     # the frontier serves it like any request (its payload says "again": no budget page counted)
     scripts = frontier_for_mode(redis_client, SPIDER_KEYS, "host")
     popped = scripts.lease(10, 60)
@@ -211,11 +211,11 @@ def test_a_revisit_still_waiting_keeps_its_place(schedule: RevisitSchedule, redi
     schedule.record("fp", (1, 1), 2.0, "body", digest="x", member=m)
     redis_client.zadd(KEYS.schedule, {"fp": 0})
     schedule.move_due(10, 60)
-    queue = SPIDER_KEYS.host_queue("site.test")
-    redis_client.zadd(queue, {"later": redis_client.zscore(queue, m) + 1})  # queued after the revisit
+    queue = SPIDER_KEYS.host_list("site.test")  # priority 0: its host's list
+    redis_client.rpush(queue, "later")  # queued after the revisit
     redis_client.zadd(KEYS.schedule, {"fp": 0})
     assert schedule.move_due(10, 60).moved == 1  # rescheduled...
-    assert redis_client.zrange(queue, 0, -1) == [m.encode(), b"later"]  # ...and still first
+    assert redis_client.lrange(queue, 0, -1) == [m.encode(), b"later"]  # ...and still first
     for _ in range(2):  # the same in the single "priority" queue
         redis_client.zadd(KEYS.schedule, {"fp": 0})
         assert in_mode(schedule, "priority").move_due(10, 60).moved == 1

@@ -199,7 +199,7 @@ def test_dcrawl_schedule_and_recrawl_all_act_on_every_shard(
     assert "6 scheduled URLs due now, 8 stored URLs queued" in capsys.readouterr().out
     assert run_sync(schedule.summary(redis_client.time()[0] + 1))["due_now"] == 6
     for url, host in zip(articles, HOSTS):  # each stored URL queued on its host's shard
-        assert redis_client.zcard(frontier.shard_for(url).keys.host_queue(host)) == 1
+        assert redis_client.llen(frontier.shard_for(url).keys.host_list(host)) == 1  # priority 0: the list
     assert leased_urls(frontier) == sorted(articles)
     assert schedule.move_due(100, 3600).moved == 6  # what the nodes' movers do next
     frontier.woken()  # the move rang the doorbell

@@ -208,7 +208,7 @@ def test_revisit_scripts_run_on_the_cluster(
     assert schedule.record("fp", (1, 4), 2.0, "body", digest="d", member=member).change == "first"
     schedule.client.zadd(RecrawlKeys.from_settings(settings, "news").schedule, {"fp": 0})
     assert schedule.move_due(10, 60).moved == 1
-    assert schedule.client.zrange(keys.host_queue("a.test"), 0, -1) == [member.encode()]
+    assert schedule.client.lrange(keys.host_list("a.test"), 0, -1) == [member.encode()]  # priority 0: the list
     assert main(["schedule", "news", "--json"]) == 0  # dcrawl on the cluster (REDIS_CLUSTER=1 in env)
     assert json.loads(capsys.readouterr().out)["scheduled"] == 1
 

@@ -196,7 +196,15 @@ def test_a_page_that_always_fails_is_dead_lettered_then_requeued(
         assert requeue.returncode == 0 and "requeued 2" in requeue.stdout, requeue.stdout + requeue.stderr
         assert redis_client.llen(KEYS.failed) == 0
         # host mode (the default): one queue per host
-        members = [m for key in redis_client.scan_iter(KEYS.host_queue("*")) for m in redis_client.zrange(key, 0, -1)]
+        members = [  # each host's queue zset and its list (`<queue key>/`)
+            m
+            for key in redis_client.scan_iter(KEYS.host_queue("*"))
+            for m in (
+                redis_client.lrange(key, 0, -1)
+                if redis_client.type(key) == b"list"
+                else redis_client.zrange(key, 0, -1)
+            )
+        ]
         assert len(members) == 2 and {split_member(m).deliveries for m in members} == {0}
         assert all("retry_times" not in read_payload(split_member(m).payload).get("meta", {}) for m in members)
 

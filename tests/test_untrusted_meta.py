@@ -17,7 +17,7 @@ from scrapy.utils.test import get_crawler
 
 from distributed_crawler.addon import Addon
 from distributed_crawler.core.scheduler import RedisScheduler
-from distributed_crawler.frontier.codec import RequestCodec, read_payload
+from distributed_crawler.frontier.codec import PayloadError, RequestCodec, read_payload
 from distributed_crawler.frontier.seeds import SeedError, parse_seed
 
 
@@ -93,6 +93,15 @@ def test_malicious_queue_entries_are_dead_lettered_never_run(
     (accepted,) = scheduler.parts.held.buffer
     assert accepted.meta["playwright_context_kwargs"] == {"locale": "de-DE"}
     assert list(tmp_path.iterdir()) == []  # nothing wrote a file
+
+
+def test_meta_that_is_itself_a_tagged_value_is_refused() -> None:
+    """Meta is an object: a tagged tuple of pairs is refused, not made meta by Request's dict()."""
+    codec = RequestCodec(_Spider())
+    tagged = {"__dc_type__": "tuple", "items": [["download_timeout", 1]]}
+    with pytest.raises(PayloadError, match="meta is a tagged tuple") as refused:
+        codec.decode(_payload(codec, tagged))
+    assert refused.value.kind == "meta"
 
 
 def test_a_seed_asking_for_more_than_its_request_is_refused(tmp_path: Path) -> None:

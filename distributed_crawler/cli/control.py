@@ -92,8 +92,10 @@ def _show(args: argparse.Namespace, control: CrawlControl, host: str, scope: str
     if hosts is not None:
         raw = frontier.client.hgetall(hosts.host_state_key(host))
         state = {k.decode(): v.decode("utf-8", "replace") for k, v in raw.items()}
-        if frontier.client.type(frontier.host_queue_key(host)) == b"zset":
-            pending = int(frontier.client.zcard(frontier.host_queue_key(host)))
+        queue = frontier.host_queue_key(host)  # and its list, `queue/` (lua/lib/host.lua host_list)
+        kinds = (frontier.client.type(queue), frontier.client.type(queue + "/"))
+        if kinds[0] in (b"zset", b"none") and kinds[1] in (b"list", b"none") and kinds != (b"none", b"none"):
+            pending = int(frontier.client.zcard(queue)) + int(frontier.client.llen(queue + "/"))
     out = {"host": host, "scope": scope, "override": override, "state": state, "pending": pending}
     if args.json:
         print_json(out)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
 
@@ -16,7 +16,8 @@ async def maybe_await(value: Any) -> Any:
 
 async def server_time(client: Any) -> float:
     """Redis server time in seconds: the cluster's one clock (a sync or an asyncio client)."""
-    seconds, micros = await maybe_await(client.time())
+    # TIME answers [unix seconds, microseconds]; redis-py turns them into a tuple of two ints.
+    seconds, micros = cast("tuple[int, int]", await maybe_await(client.time()))
     return seconds + micros / 1e6
 
 

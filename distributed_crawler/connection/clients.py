@@ -201,7 +201,7 @@ class RedisConfig:
     def sentinel_hosts(self) -> str:
         return ",".join(f"{host}:{port}" for host, port in self.sentinels)
 
-    def _client_kwargs(self) -> dict:
+    def _client_kwargs(self) -> dict[str, Any]:
         return {
             "socket_timeout": self.socket_timeout,
             "socket_connect_timeout": min(self.socket_timeout, 5.0),
@@ -210,7 +210,7 @@ class RedisConfig:
             "decode_responses": False,
         }
 
-    def _sentinel_kwargs(self, retry: Any) -> tuple[dict, dict]:
+    def _sentinel_kwargs(self, retry: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         """(kwargs for the sentinels, kwargs for the master): REDIS_URL's db, auth and TLS go to the
         master; the sentinels get the timeouts, TLS and `retry` (one quick retry: a dead sentinel must
         not hold up asking the next one); Sentinel's own password is not REDIS_URL's."""

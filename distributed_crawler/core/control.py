@@ -232,7 +232,8 @@ def known_host(control: CrawlControl, host: str) -> bool:
     hosts = frontier.host_control()
     if hosts is None:
         return True
-    return bool(frontier.client.exists(hosts.host_state_key(host), frontier.host_queue_key(host)))
+    queue = frontier.host_queue_key(host)
+    return bool(frontier.client.exists(hosts.host_state_key(host), queue, queue + "/"))  # "/": its list
 
 
 def audit_words(action: str, raw: str) -> str:

@@ -33,7 +33,7 @@ from twisted.web.iweb import IAgentEndpointFactory
 from zope.interface import implementer  # type: ignore[import-untyped]
 
 from distributed_crawler.addresses import SETTING, AddressRule
-from distributed_crawler.core.admission import Refusal
+from distributed_crawler.core.checks import Refusal
 from distributed_crawler.internals import bound_connection_pool, guard_http11_agents, scheduler_of
 from distributed_crawler.meta import LEASE_META
 
@@ -197,7 +197,8 @@ def guarded_agent(
         record_refusal(crawler, request, Refusal(REASON, exc.detail))
 
     factory = GuardedEndpointFactory(reactor, context_factory, timeout, bind, rule, refused)
-    return Agent.usingEndpointFactory(reactor, factory, pool=pool)
+    agent: Agent = Agent.usingEndpointFactory(reactor, factory, pool=pool)  # an unannotated classmethod
+    return agent
 
 
 def record_refusal(

@@ -83,11 +83,12 @@ class RedisTrouble:
                 self._broken_hosts.add(key)
             shown = preview(key)
             logger.error(
-                "Redis key %s (the queue of host %s) is not a sorted set: that host is no longer served; "
-                "inspect it with `redis-cli type '%s'`, then remove it with `redis-cli del '%s'` "
-                "(new requests for the host queue again)",
+                "Redis key %s (the queue of host %s) is not a sorted set, or %s/ (its list) not a list: that "
+                "host is no longer served; inspect them with `redis-cli type '%s'` and `redis-cli type '%s/'`, "
+                "then remove the wrong one with `redis-cli del` (new requests for the host queue again)",
                 shown,
                 preview(host),
+                shown,
                 shown,
                 shown,
             )

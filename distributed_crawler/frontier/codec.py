@@ -7,20 +7,27 @@ raises `PayloadError` (the scheduler dead-letters it). Both errors carry a `kind
 `callback`, `value`, `format`, `field`) so a node logs each kind of refusal once.
 
 Two payload formats (docs/frontier.md "Entry format"); both are read, the compact one is written:
-* compact: `<url>` alone, or `<url> <json object>` holding only the fields that differ from their
-  default, under the JSON format's names except `d` (meta "depth", which nearly every link has)
-  and `r` (a Referer header of the request's own origin, as its path: RefererMiddleware puts the
-  page a link was found on there, nearly always a page of the same site).
+* compact: `<url>` alone, or `<url> [S][<json object>]` holding only the fields that differ from
+  their default, under the JSON format's names except `d` (meta "depth", which nearly every link
+  has) and `r` (a Referer header of the request's own origin, as its path: RefererMiddleware puts
+  the page a link was found on there, nearly always a page of the same site).
   Defaults: class Request, method GET, callback "parse" (`"callback":null` = none), errback none,
   no headers / body / cookies / meta / flags / cb_kwargs, encoding utf-8, priority 0, dont_filter
-  false. `id` (8 hex) only with dont_filter: two equal requests must stay two queue members, while
-  two equal filtered requests cannot both be queued. `slot` only when it is not the URL's host, and
+  false. The mark `S` (a start request: meta `is_start_request` true, which Scrapy's
+  StartSpiderMiddleware adds to every seed) switches three defaults to Scrapy's for a seed: no
+  callback, dont_filter true, meta {"is_start_request": true}; a seed is `<url> S`.
+  `id` (8 hex) only with dont_filter, and only where the entry can meet an equal one in a zset (the
+  single queue, a host's queue of another priority than 0, delayed: a retry or hand-back): two
+  equal requests must stay two members there. A new request of priority 0 in host mode waits in
+  its host's list, where two equal ones are two entries, and host_pop.lua gives a lease an id
+  only when an equal lease is held (lease_apart). `slot` only when it is not the URL's host, and
   `again` (a retry or hand-back, lua/host_pop.lua) always last. A Scrapy URL never holds a space
   (it is percent-escaped); one that does, or one that is not http(s), is written as JSON.
 * JSON (every entry written before the compact format, FORMAT_VERSION 1): one object with every
   field, starting with "{".
-Python always writes absolute URLs; Lua's host queues store an https URL of the queue's own host
-as its path (lua/lib/host.lua), and give it back whole at lease.
+Python always writes absolute URLs; Lua's host queues and lists store a URL of their own host
+without its origin (https: its path; http: "~" and its path; lua/lib/host.lua), and give it back
+whole at lease.
 """
 
 from __future__ import annotations
@@ -59,6 +66,10 @@ DEFAULT_CALLBACK = "parse"  # the compact format's callback when none is written
 DEPTH_FIELD = "d"  # the compact format's name of meta["depth"]
 REFERER_FIELD = "r"  # the compact format's Referer header of the request's own origin, as its path
 AGAIN_FIELD = "again"  # lua/host_pop.lua: a retry or hand-back, not a new page for the host's budget
+#: the compact format's mark of a start request (its fields start with it): its defaults are
+#: Scrapy's for a start request, no callback, dont_filter and meta {"is_start_request": true}
+START_MARK = "S"
+START_META = "is_start_request"  # scrapy.spidermiddlewares.start.StartSpiderMiddleware
 #: compact format: a field is written only when its value differs from this (callback: "parse";
 #: headers: none, a Referer of the request's origin as REFERER_FIELD)
 _COMPACT_HEAD: tuple[tuple[str, Any], ...] = (("class", DEFAULT_CLASS), ("method", "GET"))
@@ -68,7 +79,6 @@ _COMPACT_TAIL: tuple[tuple[str, Any], ...] = (
     ("cookies", {}),
     ("encoding", "utf-8"),
     ("priority", 0),
-    ("dont_filter", False),
     ("flags", []),
     ("cb_kwargs", {}),
 )
@@ -234,7 +244,7 @@ class RequestCodec:
         class_path = d.get("class")
         if not isinstance(class_path, str) or class_path not in self.allowed:
             raise PayloadError(f"request class {str(class_path)[:100]!r} is not allow-listed", kind="class")
-        request_cls = load_object(class_path)
+        request_cls: type[Request] = load_object(class_path)  # REQUEST_CLASS_ALLOWLIST names Request classes
         try:
             return request_cls(**self._kwargs(d))
         except PayloadError:
@@ -275,7 +285,10 @@ class RequestCodec:
             check_meta(meta, self.spider, self.addresses)
         except ValueError as exc:
             raise PayloadError(str(exc)[:300], kind="meta") from None
-        return untag_values({k: v for k, v in meta.items() if not k.startswith(PRIVATE_META_PREFIX)})
+        untagged = untag_values({k: v for k, v in meta.items() if not k.startswith(PRIVATE_META_PREFIX)})
+        if not isinstance(untagged, dict):  # meta itself tagged: a tuple, a datetime... is no meta
+            raise PayloadError(f"meta is a tagged {type(untagged).__name__}, not an object", kind="meta")
+        return untagged
 
     def _method(self, name: Any) -> Any:
         if name is None:
@@ -326,13 +339,15 @@ def write_payload(d: dict[str, Any], slot: str | None = None, again: bool = Fals
     ):
         return _json_payload(d, slot, again)
     get = d.get
+    meta: Any = get("meta")
+    start = isinstance(meta, dict) and meta.get(START_META) is True
     fields: dict[str, Any] = {}
     for name, default in _COMPACT_HEAD:
         value = get(name, default)
         if value != default:
             fields[name] = value
     callback = get("callback")  # absent from a JSON payload: none
-    if callback != DEFAULT_CALLBACK:
+    if callback != (None if start else DEFAULT_CALLBACK):
         fields["callback"] = callback
     headers = get("headers")
     if headers:
@@ -348,7 +363,11 @@ def write_payload(d: dict[str, Any], slot: str | None = None, again: bool = Fals
         value = get(name, default)
         if value != default:
             fields[name] = value
-    meta = get("meta")
+    dont_filter = bool(get("dont_filter"))
+    if dont_filter != start:
+        fields["dont_filter"] = dont_filter
+    if start:
+        meta = {k: v for k, v in meta.items() if k != START_META}
     if meta:
         depth = meta.get("depth")
         if type(depth) is int:
@@ -356,15 +375,20 @@ def write_payload(d: dict[str, Any], slot: str | None = None, again: bool = Fals
             meta = {k: v for k, v in meta.items() if k != "depth"}
         if meta:
             fields["meta"] = meta
-    if fields.get("dont_filter"):
-        fields["id"] = secrets.token_hex(4)  # two equal requests (dont_filter) stay two queue members
+    # Two equal requests that skip the filter must stay two members of a zset (the single queue, a
+    # host's queue of another priority, delayed): an id tells them apart. A new request of priority
+    # 0 in host mode goes to its host's list, where equal members are two entries, and host_pop.lua
+    # gives a lease an id only when an equal one is held (lease_apart): it needs none here.
+    if dont_filter and (slot is None or again or get("priority", 0) != 0):
+        fields["id"] = secrets.token_hex(4)
     if slot is not None and not _own_host(url, slot):
         fields["slot"] = slot
     if again:
         fields[AGAIN_FIELD] = 1
+    mark = START_MARK if start else ""
     if not fields:
-        return url
-    return f"{url} {json.dumps(fields, separators=(',', ':'), ensure_ascii=False)}"
+        return f"{url} {mark}" if start else url
+    return f"{url} {mark}{json.dumps(fields, separators=(',', ':'), ensure_ascii=False)}"
 
 
 def _json_payload(d: dict[str, Any], slot: str | None, again: bool) -> str:
@@ -389,6 +413,9 @@ def read_payload(payload: str | bytes) -> dict[str, Any]:
                 raise PayloadError("not a request payload of this format version", kind="format")
             return d
         url, _, rest = payload.partition(" ")
+        start = rest[:1] == START_MARK
+        if start:
+            rest = rest[1:]
         fields = json.loads(rest) if rest else {}
     except (ValueError, UnicodeDecodeError):
         raise PayloadError("not JSON (foreign or pickled data?)", kind="format") from None
@@ -396,7 +423,12 @@ def read_payload(payload: str | bytes) -> dict[str, Any]:
         raise PayloadError("JSON nested too deeply", kind="format") from None
     if not isinstance(fields, dict):
         raise PayloadError("not a request payload (its fields are not a JSON object)", kind="format")
-    d = {"class": DEFAULT_CLASS, "callback": DEFAULT_CALLBACK, **fields, "url": url}
+    if start:
+        d = {"class": DEFAULT_CLASS, "callback": None, "dont_filter": True, **fields, "url": url}
+        meta = _field(d, "meta", dict) or {}
+        d["meta"] = {START_META: True, **meta}
+    else:
+        d = {"class": DEFAULT_CLASS, "callback": DEFAULT_CALLBACK, **fields, "url": url}
     if REFERER_FIELD in d:
         referer = d.pop(REFERER_FIELD)
         if not isinstance(referer, str) or not referer.startswith("/"):
@@ -436,7 +468,10 @@ def payload_slot(payload: str | bytes) -> str | None:
             payload = payload.decode("utf-8")
         if '"slot":' not in payload:
             return None
-        d = json.loads(payload if payload.startswith("{") else payload.partition(" ")[2])
+        rest = payload.partition(" ")[2]
+        if rest[:1] == START_MARK:
+            rest = rest[1:]
+        d = json.loads(payload if payload.startswith("{") else rest)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     slot = d.get("slot") if isinstance(d, dict) else None

@@ -1,6 +1,7 @@
 """The per-host frontier (SCHEDULER_QUEUE_CLASS "host", the default; docs/frontier.md).
 
-One queue per slot (`{spider}:q:<host>`), a ready index (`{spider}:hosts`: host -> server time it
+One queue per slot (`{spider}:q:<host>`, a zset, and its list `{spider}:q:<host>/` of the requests
+of priority 0 in arrival order: lua/lib/host.lua), a ready index (`{spider}:hosts`: host -> server time it
 may be served next), an over-budget index and a state hash per host (interval, Crawl-delay,
 backoff, block, page budget, in-flight cap). Politeness is enforced at lease time by host_pop.lua
 on server time; the middlewares feed it through `block_host` / `unblock_host` / `reset_host_backoff`.

@@ -1,4 +1,4 @@
-"""One host's state in host mode: the hash `{spider}:host:<host>` beside its queue `{spider}:q:<host>`.
+"""One host's state in host mode: the hash `{spider}:host:<host>` beside its queue `{spider}:q:<host>` and list `{spider}:q:<host>/`.
 
 The Lua scripts write the hash (lib/host.lua, host_pop.lua, host_block.lua, enqueue.lua) and read
 it at lease time; this module is the one Python reader of it and names its fields, so
@@ -32,12 +32,14 @@ CHUNK = 1000  # commands per pipeline round trip
 async def read_hosts(
     client: Any, keys: SpiderKeys, hosts: Sequence[str], fields: Sequence[str] = SHOWN
 ) -> list[tuple[Any, Any]]:
-    """Per host: (its queue's ZCARD reply, HMGET of `fields` from its hash, or None when `fields` is
-    empty), in pipelines of CHUNK commands. A reply that is an error (a key of another type) comes
-    back in place as the exception, never raised: the caller decides."""
+    """Per host: (its pending requests: ZCARD of its queue + LLEN of its list, HMGET of `fields`
+    from its hash, or None when `fields` is empty), in pipelines of CHUNK commands. A reply that is
+    an error (a key of another type) comes back in place as the exception, never raised: the
+    caller decides."""
     calls: list[tuple[str, tuple[Any, ...]]] = []
     for host in hosts:
         calls.append(("zcard", (keys.host_queue(host),)))
+        calls.append(("llen", (keys.host_list(host),)))  # lua/lib/host.lua host_list
         if fields:
             calls.append(("hmget", (keys.host(host), *fields)))
     replies: list[Any] = []
@@ -46,6 +48,10 @@ async def read_hosts(
         for method, args in calls[start : start + CHUNK]:
             getattr(pipe, method)(*args)
         replies += await maybe_await(pipe.execute(raise_on_error=False))
-    if not fields:
-        return [(size, None) for size in replies]
-    return [(replies[i], replies[i + 1]) for i in range(0, len(replies), 2)]
+    step = 3 if fields else 2
+    out = []
+    for i in range(0, len(replies), step):
+        queued, listed = replies[i], replies[i + 1]
+        size = queued if isinstance(queued, Exception) else listed if isinstance(listed, Exception) else queued + listed
+        out.append((size, replies[i + 2] if fields else None))
+    return out

@@ -27,7 +27,7 @@ class SpiderKeys:
     # Host mode (docs/frontier.md); "" = the default of defaults.py for this spider.
     ready: str = ""  # zset host -> server time it may be served next
     over_budget: str = ""  # zset host -> pending when it went over budget
-    host_queue_template: str = ""  # %(host)s: one host's pending requests (zset)
+    host_queue_template: str = ""  # %(host)s: one host's pending requests (zset; its list: + "/")
     host_template: str = ""  # %(host)s: one host's state (hash)
     host_in_flight_template: str = ""  # %(host)s: the leases of a host with an in-flight cap (set)
     refused: str = ""  # hash "<reason> <host>" -> requests refused (core/admission.py, bounded)
@@ -122,6 +122,11 @@ class SpiderKeys:
     def host_queue(self, host: str) -> str:
         """One host's queue key (host mode); Lua derives the same name from `host_queue_template`."""
         return fill(self.host_queue_template, self.tag or self.spider, host=host)
+
+    def host_list(self, host: str) -> str:
+        """One host's list (host mode): its requests of priority 0 in arrival order, beside its
+        queue zset (lua/lib/host.lua host_list: the queue key and "/", which no host holds)."""
+        return self.host_queue(host) + "/"
 
     def host(self, host: str) -> str:
         """One host's state hash (host mode)."""

@@ -48,7 +48,8 @@ def _page_method_class() -> type[Any] | None:
         from scrapy_playwright.page import PageMethod
     except ImportError:  # scrapy-playwright not installed: nothing to tag
         return None
-    return PageMethod
+    page_method: type[Any] = PageMethod  # scrapy-playwright ships no type information
+    return page_method
 
 
 def _check_page_method(method: Any, kwargs: Any, where: str) -> None:

@@ -44,8 +44,10 @@
 --   = its pending count): its requests stay in its queue, counted, not served. `pages` counts
 --   first deliveries (a member with 0 deliveries before this lease) of new pages: a retry or a
 --   hand-back (payload ending in '"again":1}', written by the scheduler) is not counted again.
---   A member whose compact payload is a path (an https URL of its host, lib/host.lua member_local)
---   is leased with "https://<host>" put back: a lease always holds the whole URL.
+--   A host's requests are taken in its order (lib/host.lua host_peek: its queue zset and its list).
+--   A member whose compact payload is a path (a URL of its host, lib/host.lua member_local)
+--   is leased with "<scheme>://<host>" put back: a lease always holds the whole URL; a lease equal
+--   to one in processing gets an "id" (lease_apart).
 --   A served host without interval gets score now: hosts that waited longer come first in the next call.
 -- In-flight cap (host hash `cap` > 0, DOMAIN_MAX_IN_FLIGHT): a capped host's leases are also kept
 --   in its in-flight set; a member counts while it is in processing with a deadline ahead (an ack,
@@ -63,7 +65,8 @@
 --   Redis type leaves ready (its key is kept for `dcrawl hosts`); host hash garbage reads as
 --   defaults (lib/host.lua). A declared key of the wrong Redis type raises WRONGTYPE.
 -- uses: queue (lib/queue.lua: MAX_PRIORITY, member_priority, queue_push, expired, count_expired)
--- uses: host (lib/host.lua: host_of, host_push, host_state, over_budget, member_global, member_again)
+-- uses: host (lib/host.lua: host_of, host_push, host_state, over_budget, member_global, member_again,
+--   host_peek, host_take_done, host_size)
 -- uses: doorbell (lib/doorbell.lua: doorbell_ring)
 local count = tonumber(ARGV[1])
 local t = redis.call("TIME")
@@ -176,6 +179,33 @@ local function lease_of(member, host)
   return "1:0:" .. member, false -- not written by us: the node dead-letters it without running it
 end
 
+-- A lease equal to one held already (two equal requests that skip the dedup filter, queued side by
+-- side in a list without an id: codec.py) gets an "id" field first in its compact payload's fields,
+-- so each delivery keeps its own lease, ack and reclaim. The JSON format carries a random id.
+-- Only a request that skips the filter (a start request's mark, dont_filter) or comes again (a
+-- retry, a hand-back, a revisit) can have an equal one leased: a new filtered link is unique and
+-- costs no look-up.
+local function lease_apart(lease)
+  if not (string.find(lease, " " .. START_MARK, 1, true) or string.find(lease, '"dont_filter":true', 1, true)
+      or member_again(lease)) then
+    return lease -- (plain finds: a URL holds no space, so " S" is the mark or inside the fields)
+  end
+  if not redis.call("ZSCORE", KEYS[2], lease) then return lease end
+  local envelope, payload = split_envelope(lease)
+  if string.sub(payload, 1, 1) == "{" then return lease end
+  local url, rest = string.match(payload, "^([^ ]*) ?(.*)$")
+  local mark = ""
+  if string.sub(rest, 1, 1) == START_MARK then mark, rest = START_MARK, string.sub(rest, 2) end
+  if rest == "{}" then rest = "" end
+  for n = 1, 1000 do
+    local field = '"id":"' .. n .. '"'
+    local fields = rest == "" and "{" .. field .. "}" or "{" .. field .. "," .. string.sub(rest, 2)
+    local apart = envelope .. url .. " " .. mark .. fields
+    if not redis.call("ZSCORE", KEYS[2], apart) then return apart end
+  end
+  return lease
+end
+
 -- the due hosts, with their state
 local active = {}
 if count > 0 then
@@ -193,8 +223,7 @@ if count > 0 then
     if s.till > now then
       redis.call("ZADD", ready, s.till, host) -- blocked: due when the block ends
     elseif over_budget(s) then
-      local ok, pending = pcall(redis.call, "ZCARD", qprefix .. host)
-      redis.call("ZADD", over, ok and pending or 0, host)
+      redis.call("ZADD", over, host_size(qprefix .. host) or 0, host)
       redis.call("ZREM", ready, host)
     else
       if not fprefix then s.cap = -1 end
@@ -220,7 +249,7 @@ while wanted > 0 and #active > 0 do
     if s.interval <= 0 then take = math.min(share, wanted) end
     if s.max >= 0 then take = math.min(take, s.max - s.pages) end
     if s.cap > 0 then take = math.min(take, s.cap - s.held) end
-    local ok, members = pcall(redis.call, "ZRANGE", queue, 0, take - 1)
+    local ok, members, from_zset, from_list = pcall(host_peek, queue, take)
     if not ok then -- a host queue of the wrong type: the host leaves ready, its key stays, the node names it
       redis.call("ZREM", ready, s.host)
       out[#out + 1] = ""
@@ -241,6 +270,7 @@ while wanted > 0 and #active > 0 do
           dropped = dropped + 1
         else
           local lease, fresh = lease_of(member, s.host)
+          lease = lease_apart(lease)
           redis.call("ZADD", KEYS[2], deadline, lease)
           if s.cap > 0 then pcall(redis.call, "SADD", fprefix .. s.host, lease) end
           out[#out + 1] = lease
@@ -250,7 +280,7 @@ while wanted > 0 and #active > 0 do
         end
       end
       if s.cap > 0 then s.held = s.held - dropped end -- counted below as held: expired ones are not
-      pending_add(-redis.call("ZREMRANGEBYRANK", queue, 0, #members - 1))
+      pending_add(-host_take_done(queue, from_zset, from_list))
       wanted = wanted - #members
       if s.cap > 0 then
         pcall(redis.call, "EXPIRE", fprefix .. s.host, CAP_TTL)
@@ -266,11 +296,11 @@ while wanted > 0 and #active > 0 do
         -- one per call, due again one interval (plus the send spread allowance) after now
         redis.call("ZADD", ready, now + s.interval + math.min(SEND_SPREAD, s.interval * 0.05), s.host)
       elseif over_budget(s) then
-        redis.call("ZADD", over, redis.call("ZCARD", queue), s.host)
+        redis.call("ZADD", over, host_size(queue) or 0, s.host)
         redis.call("ZREM", ready, s.host)
       elseif s.cap > 0 and s.held >= s.cap then
         redis.call("ZADD", ready, now + CAP_RECHECK, s.host) -- at its cap: looked at again shortly
-      elseif redis.call("ZCARD", queue) == 0 then
+      elseif #members < take or host_size(queue) == 0 then -- fewer than asked: both keys ran out
         redis.call("ZREM", ready, s.host) -- emptied: out now (a push puts it back), no empty lease later
       else
         redis.call("ZADD", ready, now, s.host) -- behind the hosts waiting longer: the next call serves them first

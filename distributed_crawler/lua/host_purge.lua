@@ -10,7 +10,7 @@
 --   over-budget, the pending counter goes down by as many, and (ARGV[4]) each is in the failed list,
 --   all or nothing. Leased requests are not touched (they finish or come back through reclaim).
 -- Garbage: a member that is not ours is dead-lettered with its raw text; a host queue of the wrong
---   Redis type is skipped. Hosts are found in ready and over-budget (every host with pending work).
+--   Redis type is skipped (its queue and list both stay). Hosts are found in ready and over-budget (every host with pending work).
 -- uses: queue (lib/queue.lua: member_payload, pending_open, pending_add)
 local qprefix, target, scope = ARGV[1], ARGV[2], ARGV[3]
 local dead, cap, node, now = ARGV[4] == "1", tonumber(ARGV[5]) or 10000, ARGV[6], tonumber(ARGV[7]) or 0
@@ -43,18 +43,27 @@ end
 local dropped = 0
 for _, slot in ipairs(hosts) do
   local queue = qprefix .. slot
+  local list = queue .. "/" -- lib/host.lua host_list (this script does not load lib/host.lua)
   local ok, members = pcall(redis.call, "ZRANGE", queue, 0, -1)
-  if ok then
+  local ok2, listed = pcall(redis.call, "LRANGE", list, 0, -1)
+  if ok and ok2 then
+    for _, member in ipairs(listed) do members[#members + 1] = member end
     if dead then
       for _, member in ipairs(members) do
         local payload = member_payload(member) or member
-        local decoded_ok, d = pcall(cjson.decode, payload)
-        local url = (decoded_ok and type(d) == "table" and type(d["url"]) == "string") and d["url"] or ""
-        redis.call("LPUSH", KEYS[4], cjson.encode({url = url, reason = "purged", node = node, time = now,
+        -- a URL of the host is stored without its origin (lib/host.lua member_local)
+        if string.sub(payload, 1, 1) == "/" then payload = "https://" .. slot .. payload
+        elseif string.sub(payload, 1, 2) == "~/" then payload = "http://" .. slot .. string.sub(payload, 2) end
+        local url = string.match(payload, "^(https?://[^ ]*)")
+        if string.sub(payload, 1, 1) == "{" then
+          local decoded_ok, d = pcall(cjson.decode, payload)
+          url = (decoded_ok and type(d) == "table" and type(d["url"]) == "string") and d["url"] or nil
+        end
+        redis.call("LPUSH", KEYS[4], cjson.encode({url = url or "", reason = "purged", node = node, time = now,
           attempts = 0, payload = payload}))
       end
     end
-    redis.call("DEL", queue)
+    redis.call("DEL", queue, list)
     dropped = dropped + #members
     redis.call("ZREM", KEYS[1], slot)
     redis.call("ZREM", KEYS[2], slot)

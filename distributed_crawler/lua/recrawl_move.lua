@@ -51,7 +51,11 @@ for _, fp in ipairs(due) do
     local member = state.member
     if qtype == "host" then
       local host = host_of(member_payload(member) or "")
-      local ok, waiting = pcall(redis.call, "ZSCORE", ARGV[5] .. host, member_local(member, host))
+      local here = member_local(member, host)
+      local ok, waiting = pcall(redis.call, "ZSCORE", ARGV[5] .. host, here)
+      if not (ok and waiting) then -- or in its host's list (lib/host.lua host_list)
+        ok, waiting = pcall(redis.call, "LPOS", host_list(ARGV[5] .. host), here)
+      end
       if not (ok and waiting) then -- still waiting there (the pending time passed): keeps its place
         host_push(KEYS[3], KEYS[5], ARGV[5], ARGV[6], KEYS[4], host, member, member_priority(member), false, now)
       end

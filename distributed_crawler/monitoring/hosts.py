@@ -2,8 +2,9 @@
 
 Keys read (host mode, docs/frontier.md): `{spider}:hosts` (ready zset: host -> server time it may
 be served next), `{spider}:hosts:over` (over-budget zset: host -> pending when it went over),
-`{spider}:q:<host>` (one host's queue, zset) and `{spider}:host:<host>` (its state hash), both
-read through their owner frontier/hoststate.py, and `{spider}:refused` (hash "<reason> <host>" -> requests
+`{spider}:q:<host>` and `{spider}:q:<host>/` (one host's queue zset and list) and
+`{spider}:host:<host>` (its state hash), all read through their owner frontier/hoststate.py, and
+`{spider}:refused` (hash "<reason> <host>" -> requests
 refused at enqueue or connect time, core/refusals.py; bounded, so read whole).
 
 Bounded on a million hosts: the counts are ZCARD/ZCOUNT (O(log n)); per-host figures are read for

@@ -12,6 +12,9 @@
 -- Garbage: a value that is not a finite number reads as its default; a host whose queue or hash
 -- key is of the wrong Redis type is skipped (pcall), never fatal.
 local HOST_YEAR = 31536000
+-- A compact payload's fields may start with this mark (frontier/codec.py START_MARK): a start request,
+-- whose defaults (no callback, dont_filter, meta is_start_request) are then left out.
+local START_MARK = "S"
 
 -- a finite number, else `default` (nil, non-numeric, NaN, inf, absurd)
 local function num(value, default)
@@ -64,35 +67,41 @@ local function host_of(payload)
   local url, d = payload_url(payload)
   if not url then return "" end
   if not d and string.find(payload, '"slot":', 1, true) then -- a compact payload's fields
-    local ok, fields = pcall(cjson.decode, string.sub(payload, #url + 2))
+    local rest = string.sub(payload, #url + 2)
+    if string.sub(rest, 1, 1) == START_MARK then rest = string.sub(rest, 2) end
+    local ok, fields = pcall(cjson.decode, rest)
     if ok and type(fields) == "table" then d = fields end
   end
   local slot = d and d["slot"]
-  if type(slot) == "string" and #slot <= 300 then return slot end
+  -- a slot never holds "/" (no URL host does): `<queue key>/` is a host's list (host_list below)
+  if type(slot) == "string" and #slot <= 300 and not string.find(slot, "/", 1, true) then return slot end
   return url_host(url)
 end
 
--- A host queue holds an https URL of its own host as the URL's path (the queue key names the
--- host): member_local(member, host) drops "https://<host>" from such a member's compact payload,
--- member_global(member, host) puts it back (at lease, and for any member read from a host queue
--- that leaves it). Anything else is left as it is.
+-- A host's queue stores a URL of its own host without "<scheme>://<host>" (the queue key names the
+-- host): an https URL as its path ("/a/b"), an http one as "~" and its path ("~/a/b").
+-- member_local(member, host) drops the origin from such a member's compact payload, member_global(
+-- member, host) puts it back (at lease, and for any member read from a host queue that leaves it).
+-- Anything else is left as it is.
 local function split_envelope(member)
   local envelope = string.match(member, "^%d+:%-?%d+:%d+:") or string.match(member, "^%d+:%-?%d+:") or ""
   return envelope, string.sub(member, #envelope + 1)
 end
 
 local function member_local(member, host)
+  if host == "" then return member end
   local envelope, payload = split_envelope(member)
-  local origin = "https://" .. host
-  if host ~= "" and string.sub(payload, 1, #origin + 1) == origin .. "/" then
-    return envelope .. string.sub(payload, #origin + 1)
-  end
+  local https, http = "https://" .. host .. "/", "http://" .. host .. "/"
+  if string.sub(payload, 1, #https) == https then return envelope .. string.sub(payload, #https) end
+  if string.sub(payload, 1, #http) == http then return envelope .. "~" .. string.sub(payload, #http) end
   return member
 end
 
 local function member_global(member, host)
   local envelope, payload = split_envelope(member)
-  if string.sub(payload, 1, 1) == "/" then return envelope .. "https://" .. host .. payload end
+  local head = string.sub(payload, 1, 1)
+  if head == "/" then return envelope .. "https://" .. host .. payload end
+  if head == "~" and string.sub(payload, 2, 2) == "/" then return envelope .. "http://" .. host .. string.sub(payload, 2) end
   return member
 end
 
@@ -102,6 +111,57 @@ local function member_again(member)
   return tail == ',"again":1}' or tail == '{"again":1}'
 end
 
+-- A host's pending requests live in two keys: its queue (a zset, scored like the "priority" queue)
+-- holds what is out of arrival order: a request of another priority than 0, or one pushed to the
+-- front (a reclaimed, released or handed-back lease); its list (`<queue key>/`, RPUSH / LPOP) holds
+-- the requests of priority 0 in arrival order: nearly every new link and seed. A list costs its
+-- members' bytes and ~2 bytes each whatever its length or the members' size, where a zset past
+-- zset-max-listpack-entries (128) or -value (64 bytes) costs ~95 bytes more per member (a skiplist
+-- node and a dict entry). Order: the zset's requests of priority >= 0 (a front push of priority 0
+-- came before the list's), then the list, then the zset's lower priorities. Two equal members are
+-- two requests in a list; at lease host_pop.lua keeps their leases apart (lease_apart).
+local function host_list(queue)
+  return queue .. "/"
+end
+
+-- the requests waiting in a host's queue and list; nil when either key is of the wrong Redis type
+local function host_size(queue)
+  local ok, z = pcall(redis.call, "ZCARD", queue)
+  local ok2, l = pcall(redis.call, "LLEN", host_list(queue))
+  if not (ok and ok2) then return nil end
+  return z + l
+end
+
+-- The first `take` requests of a host in its order (above), and how many of them come from the
+-- zset and from the list (host_take_done removes them). Raises WRONGTYPE for a key of another type.
+local function host_peek(queue, take)
+  local z = redis.call("ZRANGE", queue, 0, take - 1)
+  local out, zi = {}, 0
+  while zi < #z and member_priority(z[zi + 1]) >= 0 do
+    zi = zi + 1
+    out[zi] = z[zi]
+  end
+  local l = {}
+  if zi < take then l = redis.call("LRANGE", host_list(queue), 0, take - zi - 1) end
+  for _, member in ipairs(l) do out[#out + 1] = member end
+  while #out < take and zi < #z do
+    zi = zi + 1
+    out[#out + 1] = z[zi]
+  end
+  return out, zi, #l
+end
+
+-- remove what host_peek gave (from_zset first members of the zset, from_list of the list); the count
+local function host_take_done(queue, from_zset, from_list)
+  local n = 0
+  if from_zset > 0 then n = redis.call("ZREMRANGEBYRANK", queue, 0, from_zset - 1) end
+  if from_list > 0 then
+    redis.call("LTRIM", host_list(queue), from_list, -1)
+    n = n + from_list
+  end
+  return n
+end
+
 -- Put a host into ready (or keep it in the over-budget zset): called after a push to its queue.
 -- In ready already: untouched (its due time stands). Over budget: ZADD over <pending>.
 -- Otherwise ZADD ready NX max(now, until).
@@ -109,19 +169,24 @@ local function host_schedule(ready, over, qprefix, hprefix, host, now)
   if redis.call("ZSCORE", ready, host) then return end
   local s = host_state(hprefix .. host, now)
   if over_budget(s) then
-    local ok, pending = pcall(redis.call, "ZCARD", qprefix .. host)
-    redis.call("ZADD", over, ok and pending or 0, host)
+    redis.call("ZADD", over, host_size(qprefix .. host) or 0, host)
     return
   end
   redis.call("ZREM", over, host)
   redis.call("ZADD", ready, "NX", math.max(now, s.till), host)
 end
 
--- Push a member to its host's queue (front of its priority when `front`; an https URL of the host
--- stored as its path), then schedule the host.
--- A host queue of the wrong Redis type raises WRONGTYPE (the member stays where it was).
+-- Push a member to its host's list (priority 0, behind) or queue (front of its priority when
+-- `front`; a URL of the host stored without its origin), then schedule the host.
+-- A host queue or list of the wrong Redis type raises WRONGTYPE (the member stays where it was).
 local function host_push(ready, over, qprefix, hprefix, seq, host, member, priority, front, now)
-  queue_push("priority", qprefix .. host, seq, member_local(member, host), priority, front)
+  if priority == 0 and not front then -- in arrival order: its host's list
+    redis.call("RPUSH", host_list(qprefix .. host), member_local(member, host))
+    next_seq(seq) -- a push advances the sequence a doorbell ring names, wherever it went
+    pending_add(1)
+  else
+    queue_push("priority", qprefix .. host, seq, member_local(member, host), priority, front)
+  end
   host_schedule(ready, over, qprefix, hprefix, host, now)
 end
 -- end of lib/host.lua

@@ -114,7 +114,8 @@ local function pending_recount(single, ready, over, qprefix)
         end
       end
     end
-    for _, host in ipairs(hosts) do n = n + queue_size(qprefix .. host) end
+    -- each host's queue and its list (lib/host.lua host_list: the queue key and "/")
+    for _, host in ipairs(hosts) do n = n + queue_size(qprefix .. host) + queue_size(qprefix .. host .. "/") end
   end
   return n
 end
