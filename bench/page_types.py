@@ -60,7 +60,7 @@ from distributed_crawler.news.extract import extract_article
 
 LABELS = Path(__file__).with_name("page_labels.json")
 FRESH_LABELS = Path(__file__).with_name("page_labels_trafilatura.json")
-GROUPS = ("tuning", "held-out", "fresh-1", "fresh-2")
+GROUPS = ("tuning", "held-out", "fresh-1", "fresh-2", "fresh-3")
 AUTOPAGER_NOT_LIST = {
     **dict.fromkeys(("1", "2", "3", "38", "42", "62", "64"), "other"),  # forum threads
     **dict.fromkeys(("4", "48", "135", "157"), "other"),  # a business, a player, a product, a comic strip
