@@ -16,7 +16,7 @@ from distributed_crawler.news.dates import parse_date, url_date
 from distributed_crawler.news.extract import MAX_FILE_SIZE, extract_article, parse_html
 from distributed_crawler.news.language import _case_folded
 from distributed_crawler.news.microdata import item_types, one_article
-from distributed_crawler.news.page_types import url_kind
+from distributed_crawler.news.page_types import prose_chars, url_kind
 from distributed_crawler.news.rules import parse_rules
 
 URL = "https://news.example/2024/05/03/harbour-bridge-reopens-after-repairs"
@@ -384,6 +384,45 @@ def test_a_long_text_under_a_story_url_outweighs_a_rail_of_links(url: str, story
     html = f"<html><head><title>Bridge</title></head><body><div class='story'>{story}</div>{LINKS * 2}</body></html>"
     article = extract(html, url)
     assert (article.page_type, article.signals["page_type"]) == (expected, "text")
+
+
+WEBSITE = '<meta property="og:type" content="website">'
+GUIDE_URL = "https://news.example/guides/leasing-or-credit"  # no story id, no story slug, no date
+ESSAY = "".join(
+    f"<p>Part {i} of the guide weighs the monthly rate against the final payment. A lease ends with the car "
+    "handed back, a credit with the car paid off. Which one costs less depends on the mileage, the resale "
+    "value and the interest rate the bank offers on the day the contract is signed.</p>"
+    for i in range(8)
+)
+RANKING = "<ul>" + "".join(f"<li>Player {i}: {1000 - i} points. Level 7.</li>" for i in range(80)) + "</ul>"
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (ESSAY, "article"),  # an undated guide, essay or press release with no article mark: prose
+        (RANKING, "other"),  # as long, in short lines: a ranking table, a member list, a service page
+    ],
+)
+def test_a_long_undated_text_is_a_story_when_most_of_it_is_prose(body: str, expected: str) -> None:
+    html = f"<html><head><title>Leasing</title>{WEBSITE}</head><body><div><h1>Leasing?</h1>{body}</div></body></html>"
+    article = extract(html, GUIDE_URL)  # no <article> element either
+    assert len(article.text) >= 1500
+    assert (article.page_type, article.signals["page_type"]) == (expected, "text")
+
+
+@pytest.mark.parametrize(
+    ("text", "chars"),
+    [
+        ("A long paragraph. " * 10, 179),  # one line of two or more sentences, long enough
+        ("A long paragraph without a full stop " * 5, 0),  # one sentence at most
+        ("Short. Line.", 0),  # too short to be prose
+        ("\n".join(["Player 1: 1000 points. Level 7."] * 20), 0),  # cells, items: short lines
+        ("一个很长的句子。" * 20 + "\n" + "Menu", 160),  # sentence marks of CJK scripts
+    ],
+)
+def test_prose_chars_counts_long_paragraphs_of_sentences(text: str, chars: int) -> None:
+    assert prose_chars(text.strip()) == chars
 
 
 @pytest.mark.parametrize(

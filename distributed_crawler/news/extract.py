@@ -35,7 +35,7 @@ from distributed_crawler.news import dates, jsonld, microdata
 from distributed_crawler.news.authors import jsonld_authors, normalize
 from distributed_crawler.news.language import detect, html_lang
 from distributed_crawler.news.more_fields import MoreFields, more_fields
-from distributed_crawler.news.page_types import PageSignals, classify
+from distributed_crawler.news.page_types import PageSignals, classify, prose_chars
 from distributed_crawler.news.paywall import paywalled
 from distributed_crawler.news.rules import SiteRules, remove_excluded, rule_date_values, rule_text, rules_for
 
@@ -207,7 +207,13 @@ class _Parsed:
 
 
 def _page_signals(
-    page: _Parsed, *, listed: bool, dated: bool, main_text_chars: int, visible: list[str] | None = None
+    page: _Parsed,
+    *,
+    listed: bool,
+    dated: bool,
+    main_text_chars: int,
+    visible: list[str] | None = None,
+    prose_chars: int = 0,
 ) -> PageSignals:
     """What news/page_types.py reads of a page; the link density is only computed when asked."""
     root = page.root
@@ -224,6 +230,7 @@ def _page_signals(
         article_chars=max((sum(len(t.strip()) for t in _ARTICLE_TEXT(e)) for e in elements[:MAX_ARTICLES]), default=0),
         articles=len(elements),
         link_density=lambda: _link_density(root, visible),
+        prose_chars=prose_chars,
     )
 
 
@@ -290,6 +297,7 @@ def extract_article(
             listed=listed,
             dated=source in ("rule", "json-ld", "meta", "time", "url") or bool(dates.url_date(url, now)),
             main_text_chars=len(ruled or main),
+            prose_chars=prose_chars(ruled or main),
         )
     )
     signals["page_type"] = type_source

@@ -22,8 +22,9 @@ page is judged by what it says about itself, and mixed evidence stores.
    make a list, unless the page calls itself `og:type=article` (or is dated) or has a long main
    text, and its URL names a story (an id, a dated path, a long slug): a story page with a rail of
    related teasers or links; a long
-   undated text on a page that calls itself `og:type=website` is other; anything left (mixed) is
-   stored as an article.
+   undated text on a page that calls itself `og:type=website` is other, unless most of it is prose
+   (an essay, a guide, a press release with no article mark at all: see `prose_chars`); anything
+   left (mixed) is stored as an article.
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ _SLUG_WORDS = re.compile(r"[^\W_]+(?:[-_][^\W_]+){3,}")
 LONG_TEXT = 1500  # characters of main text a story has and a teaser list rarely does
 SHORT_TEXT = 400
 TEASERS = 4  # <article> elements: a list of teasers (a story page has one, or one and a few related)
+PROSE_LINE = 150  # characters of a main-text paragraph that can be prose (a teaser's blurb is shorter)
+PROSE_SHARE = 0.5  # of the main text in prose paragraphs: a story; tables, member and forum lists have little
+_SENTENCE_END = re.compile(r"[^\W\d_][.!?\u2026][\"'\u00bb\u00ab\u201d\u2019)]*(?:\s|$)|[\u3002\uff01\uff1f]")
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,7 @@ class PageSignals:
     article_chars: int = 0  # visible text of the page's longest <article> element
     articles: int = 0  # <article> elements on the page
     link_density: Callable[[], float] = lambda: 0.0  # link text / visible text, computed when asked
+    prose_chars: int = 0  # main text in prose paragraphs (`prose_chars`)
 
 
 def url_kind(url: str) -> str | None:
@@ -131,6 +136,15 @@ def story_slug(path: str) -> bool:
     return bool(_SLUG_WORDS.fullmatch(re.sub(r"\.\w{2,5}$", "", last)))
 
 
+def prose_chars(text: str) -> int:
+    """Characters of `text` (one paragraph a line) in paragraphs of PROSE_LINE or more characters
+    holding two or more sentences. Story text is mostly such paragraphs; a ranking table, a member
+    list, a forum index or a service page's main text is short lines (cells, items, link labels)."""
+    return sum(
+        len(line) for line in text.split("\n") if len(line) >= PROSE_LINE and len(_SENTENCE_END.findall(line)) >= 2
+    )
+
+
 def classify(page: PageSignals) -> tuple[str, str]:
     """(page type, the signal that decided it), in the module docstring's order."""
     kind = url_kind(page.url)
@@ -168,4 +182,7 @@ def _structure(page: PageSignals) -> str:
         return "article"  # a long main text under a story's URL outweighs a rail of links
     if listing or page.main_text_chars < SHORT_TEXT:
         return "list"
-    return "list" if density >= 0.3 else "other"
+    if density >= 0.3:
+        return "list"
+    prose = page.prose_chars >= LONG_TEXT and page.prose_chars >= PROSE_SHARE * page.main_text_chars
+    return "article" if prose else "other"  # an undated essay, guide or press release is still a story
