@@ -45,7 +45,13 @@ class _Spider(Spider):
 def _crawler(redis_url: str, **settings: Any) -> Any:
     crawler = get_crawler(
         _Spider,
-        settings_dict={"REDIS_URL": redis_url, "NODE_ID": "n1", "ROBOTSTXT_OBEY": True, **settings},
+        settings_dict={
+            "REDIS_URL": redis_url,
+            "NODE_ID": "n1",
+            "ROBOTSTXT_OBEY": True,
+            "SCHEDULER": "distributed_crawler.scheduler.RedisScheduler",  # as on a node: host blocks
+            **settings,
+        },
     )
     crawler.spider = _Spider.from_crawler(crawler)
     return crawler
