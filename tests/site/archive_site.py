@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from http.server import BaseHTTPRequestHandler
 
-from tests.site.local import LocalSite
+from tests.site.local import LocalSite, send
 
 MONTHS = ("08", "09", "10")
 
@@ -120,15 +120,7 @@ class ArchiveSite(LocalSite):
                     site._log.append(path)
                 found = site.page(path)
                 status, (kind, body) = (200, found) if found else (404, ("text/plain", "not found"))
-                data = body.encode()
-                self.send_response(status)
-                self.send_header("Content-Type", kind + "; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                try:
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    self.close_connection = True
+                send(self, status, body.encode(), [("Content-Type", kind + "; charset=utf-8")])
 
             def log_message(self, format: str, *args: object) -> None:
                 pass

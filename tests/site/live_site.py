@@ -21,7 +21,7 @@ import time
 from email.utils import formatdate, parsedate_to_datetime
 from http.server import BaseHTTPRequestHandler
 
-from tests.site.local import LocalSite
+from tests.site.local import LocalSite, send
 
 _ARTICLE = re.compile(r"^/article/([1-9][0-9]{0,6})$")
 _SECTION = re.compile(r"^/section/([a-z]{1,20})$")
@@ -119,15 +119,7 @@ class LiveNewsSite(LocalSite):
                 )
                 with site._lock:
                     site._log.append((path, status))
-                self.send_response(status)
-                for name, value in headers:
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                try:
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):  # a worker killed mid-answer (kill -9 tests)
-                    self.close_connection = True
+                send(self, status, body, headers)
 
             def log_message(self, format: str, *args: object) -> None:
                 pass

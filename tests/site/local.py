@@ -4,6 +4,7 @@ a daemon thread; stopped by `stop()` or by leaving its `with` block."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Self
@@ -12,6 +13,20 @@ from typing import Self
 class _Server(ThreadingHTTPServer):
     request_queue_size = 128  # a class attribute: set on an instance it does nothing
     daemon_threads = True
+
+
+def send(handler: BaseHTTPRequestHandler, status: int, body: bytes, headers: Iterable[tuple[str, str]] = ()) -> None:
+    """Answer with `status`, `headers`, a Content-Length and `body`; a client gone mid-answer (a
+    worker killed by a test) closes the connection instead of raising in the server thread."""
+    handler.send_response(status)
+    for name, value in headers:
+        handler.send_header(name, value)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    try:
+        handler.wfile.write(body)
+    except (BrokenPipeError, ConnectionResetError):
+        handler.close_connection = True
 
 
 class LocalSite:

@@ -20,7 +20,7 @@ import re
 import threading
 from http.server import BaseHTTPRequestHandler
 
-from tests.site.local import LocalSite
+from tests.site.local import LocalSite, send
 
 _STORY = re.compile(r"^/story/([1-9][0-9]{0,5})$")
 WORDS = (
@@ -114,15 +114,7 @@ class RevisedNewsSite(LocalSite):
                 status, body, headers = site.respond(path, self.headers.get("If-None-Match"))
                 with site._lock:
                     site._log.append((path, status))
-                self.send_response(status)
-                for name, value in headers:
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                try:
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):
-                    self.close_connection = True
+                send(self, status, body, headers)
 
             def log_message(self, format: str, *args: object) -> None:
                 pass
