@@ -17,6 +17,9 @@ into one folder (`--corpus DIR`); or pass the three folders:
                   other sites, each labelled before the rules ran on it; the rules changed after the
                   first ("fresh-1"), the prose rule was aimed at the kind of the second's misses
                   ("fresh-2"), the third ("fresh-3") was run once (bench/page_labels_trafilatura.json)
+    --sample-4    also the fourth sample ("fresh-4"): 250 pages of htmldate's tests/eval_default.json
+                  on sites no other group holds, drawn again here and checked against
+                  bench/page_labels_htmldate.json, labelled before the rules ran on them, run once
 
 Labelling rule (decided from where a page comes from, before any classifier ran):
 - fundus: article (the corpus is one article page per publisher);
@@ -30,14 +33,14 @@ Labelling rule (decided from where a page comes from, before any classifier ran)
 
 Split: by registered domain, the half is the parity of the first byte of the domain's SHA-1
 (never tuned on: "held-out"; the rules were tuned on "tuning" only); the trafilatura pages are
-their own groups, "fresh-1", "fresh-2" and "fresh-3". A page counts for:
+their own groups, "fresh-1", "fresh-2" and "fresh-3", the htmldate sample "fresh-4". A page counts for:
 - article recall: labelled article and classified article (what STORE_PAGE_TYPES=article stores);
 - list recognised: labelled list and classified list or other (not stored by default), and the
   stricter share classified exactly "list".
 
     .venv/bin/python -m bench.page_types_corpus /tmp/articles_pages --fundus GIT --htmldate GIT --autopager GIT \
         --trafilatura GIT
-    .venv/bin/python -m bench.page_types --corpus /tmp/articles_pages [--show tuning]
+    .venv/bin/python -m bench.page_types --corpus /tmp/articles_pages --sample-4 [--show tuning]
     .venv/bin/python -m bench.page_types --fundus DIR --mediacloud DIR --autopager DIR
 """
 
