@@ -21,11 +21,10 @@ page is judged by what it says about itself, and mixed evidence stores.
    AboutPage, ContactPage, ... (other) ("json-ld-type").
 4. Structure ("text"): an `<article>` element holding a long text, a main text that is mostly
    prose standing in one block whatever the links around it (a press release inside a CMS's
-   menus: news/blocks.py), or a long main text with few
-   links, is a story; several teaser `<article>`s, links outweighing text or little main text
-   make a list, unless the page calls itself `og:type=article` (or is dated) or has a long main
-   text, and its URL names a story (an id, a dated path, a long slug): a story page with a rail of
-   related teasers or links; a long
+   menus: news/blocks.py), or a long main text with few links, is a story; several teaser
+   `<article>`s, links outweighing text or little main text make a list, unless the page calls
+   itself `og:type=article` (or is dated) or has a long main text, and its URL names a story (an
+   id, a dated path, a long slug): a story page with a rail of related teasers or links; a long
    undated text on a page that calls itself `og:type=website` is other, unless most of it is prose
    (an essay, a guide, a press release with no article mark at all: see `prose_chars`); anything
    left (mixed) is stored as an article.
