@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from distributed_crawler.connection.calls import then
+from distributed_crawler.connection.calls import run_sync, then
 from distributed_crawler.frontier.factory import frontier_for_mode
 from distributed_crawler.frontier.unsharded import UnshardedFrontier
 
 
 def pop(frontier: Any, count: int, lease_seconds: float, due_batch: int = 100) -> Any:
     """`lease` as a flat list: the leased members, then b"" for each expired request dropped."""
-    leased = frontier.lease(count, lease_seconds, due_batch)
+    leased = run_sync(frontier.lease(count, lease_seconds, due_batch))
     return then(leased, lambda p: [x.lease for x in p.leases] + [b""] * p.expired)
 
 

@@ -10,6 +10,7 @@ import pytest
 import redis
 from scrapy import Request
 
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.frontier.envelope import make_member, split_member
 from distributed_crawler.frontier.factory import frontier_for_mode
 from distributed_crawler.frontier.keys import SpiderKeys
@@ -114,7 +115,7 @@ def test_move_pushes_due_urls_into_their_host_queue_once(schedule: RevisitSchedu
     assert redis_client.llen(SPIDER_KEYS.host_list("site.test")) == 1  # same member: not duplicated
     # the frontier serves it like any request (its payload says "again": no budget page counted)
     scripts = frontier_for_mode(redis_client, SPIDER_KEYS, "host")
-    popped = scripts.lease(10, 60)
+    popped = run_sync(scripts.lease(10, 60))
     assert [split_member(h.lease).payload for h in popped.leases] == [split_member(m).payload]
     assert redis_client.hget(SPIDER_KEYS.host("site.test"), "pages") is None
 

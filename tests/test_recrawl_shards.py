@@ -71,7 +71,7 @@ def make_all_due(schedule: RevisitSchedule) -> int:
 def leased_urls(frontier: Frontier) -> list[str]:
     urls = []
     for _ in range(10):  # a sharded lease walks the shards: a few calls find everything
-        urls += [payload_url(split_member(x.lease).payload) for x in frontier.lease(100, 60).leases]
+        urls += [payload_url(split_member(x.lease).payload) for x in run_sync(frontier.lease(100, 60)).leases]
     return sorted(urls)
 
 

@@ -224,7 +224,7 @@ def test_source_registry_import_and_node_read_run_on_the_cluster(
     keys = SpiderKeys.from_settings(Settings(), "news")
     client = cluster.client()
     assert client.get(keys.sources_version) == b"1" and client.hkeys(keys.sources) == [b"lemonde.fr"]
-    pause, overrides, version = CrawlControl.of(frontier_for_mode(client, keys, "host")).control_state()
+    pause, overrides, version = run_sync(CrawlControl.of(frontier_for_mode(client, keys, "host")).control_state())
     assert (pause, overrides, version) == (None, {}, b"1")
     assert json.loads(dcrawl(capsys, "sources", "news", "show", "Le Monde", "--json"))["tags"] == ["fr"]
 
@@ -524,11 +524,11 @@ def test_a_six_shard_frontier_runs_on_every_master(cluster: RedisClusterNodes) -
         assert len(masters) == 3
         leased = []
         for _ in range(20):
-            leased += [x.lease for x in frontier.lease(50, 60).leases]
+            leased += [x.lease for x in run_sync(frontier.lease(50, 60)).leases]
         assert len(leased) == 120
-        frontier.ack(leased[:100])
-        frontier.expire(leased[100:])
-        assert frontier.reclaim(max_deliveries=1, limit=100, failed_cap=100, node_id="t") == (0, 20)
+        run_sync(frontier.ack(leased[:100]))
+        run_sync(frontier.expire(leased[100:]))
+        assert run_sync(frontier.reclaim(max_deliveries=1, limit=100, failed_cap=100, node_id="t")) == (0, 20)
         counts = run_sync(frontier.counts())
         assert (counts.pending, counts.leased, counts.failed) == (0, 0, 20)
         assert client.llen("{sharded}:failed") == 20  # moved from the shards to the spider's list

@@ -107,7 +107,7 @@ def override_rows(control: CrawlControl, limit: int) -> list[dict[str, Any]]:
     """The operator's overrides (dcrawl host ... set/block), at most `limit`, blocks first."""
     rows = [
         {"target": target.decode("utf-8", "replace"), **(decode_override(raw) or {})}
-        for target, raw in control.overrides().items()
+        for target, raw in run_sync(control.overrides()).items()
     ]
     return sorted(rows, key=lambda r: (not r.get("until"), r["target"]))[:limit]
 

@@ -219,8 +219,8 @@ def _requeue(settings: Any, client: Any, keys: SpiderKeys, raw: list[bytes], ent
 def cmd_reclaim(args: argparse.Namespace) -> int:
     settings, client, keys = connect(args)
     config = SchedulerConfig.from_settings(settings)
-    requeued, dead = open_frontier(settings, client, keys).reclaim(
-        config.max_deliveries, 100_000, config.failed_max, "dcrawl"
+    requeued, dead = run_sync(
+        open_frontier(settings, client, keys).reclaim(config.max_deliveries, 100_000, config.failed_max, "dcrawl")
     )
     print(f"requeued {requeued} expired leases; dead-lettered {dead}")
     return 0

@@ -491,7 +491,7 @@ def registered_sites(sites: list[str], settings: Any, client: Any, keys: SpiderK
     a registered outlet is backfilled by name; a URL stays as given."""
     if all("://" in site for site in sites):
         return sites
-    registry = table_of(open_control(settings, client, keys).sources())
+    registry = table_of(run_sync(open_control(settings, client, keys).sources()))
     resolved = []
     for site in sites:
         source = None if "://" in site else registry.by_name(site)

@@ -12,7 +12,9 @@ from functools import partial
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.connection.policy import NodeStopping, Purpose
+from distributed_crawler.connection.types import SyncRedis
 from distributed_crawler.core.feeder import Held
 from distributed_crawler.core.leases import LeaseTracker, Stage
 from distributed_crawler.core.lifecycle import Lifecycle
@@ -279,18 +281,18 @@ class LeaseKeeper:
         self.leases.returned(leases)  # a lease Redis no longer had (reclaimed meanwhile) is skipped by the script
         return True
 
-    def force_release(self, client: Any) -> None:
+    def force_release(self, client: SyncRedis) -> None:
         """Second stop signal (runs in the signal handler): ack what is done, release the rest, on
         a sync `client`. Synchronous on purpose: the reactor stops right after this returns."""
         frontier = self.frontier.bind(client)
         done = self.leases.take_ackable(self.outbox.flushed_seq)
         if done:
-            frontier.ack(done)
+            run_sync(frontier.ack(done))
         unacked = self.leases.unacked()
         # A redirect, retry or held-back request whose successor is still in the outbox: the
         # successor is lost with this process, so its predecessor's lease goes back instead
         # (release skips a lease the outbox's in-flight push already removed).
         handed_over = self.outbox.handovers()
         if unacked or handed_over:
-            frontier.release(unacked + handed_over)
+            run_sync(frontier.release(unacked + handed_over))
         self.leases.forget(unacked)

@@ -15,6 +15,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
+from distributed_crawler.connection.calls import maybe_await
 from distributed_crawler.connection.policy import Purpose, RedisPolicy
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type, preview
 from distributed_crawler.core.lifecycle import Lifecycle
@@ -114,7 +115,7 @@ class RedisTrouble:
         if "integer" in str(exc) or "overflow" in str(exc):
             seq = frontier.sequence_key
             try:
-                raw = await frontier.client.get(seq)
+                raw = await maybe_await(frontier.client.get(seq))
             except ResponseError:
                 raw = None
             if raw is not None and not raw.isdigit():

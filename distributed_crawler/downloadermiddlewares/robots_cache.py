@@ -102,7 +102,7 @@ class RobotsCache:
             verdict = PENDING  # the script checked it is a JSON object: not reached
         blocked = host_keys is not None
         if not blocked and self.hosts is not None:  # on another slot: a call of its own
-            await maybe_await(self.hosts.block_host(slot, self.wait_seconds, self.reason, 1.0, 60.0, 0.5))
+            await self.hosts.block_host(slot, self.wait_seconds, self.reason, 1.0, 60.0, 0.5)
             blocked = True
         return Claim(CLAIMED if verdict == CLAIMED else PENDING, None, blocked)
 
@@ -136,5 +136,5 @@ class RobotsCache:
             else:
                 await maybe_await(self.client.hdel(state_key, "cd"))
             if lift:
-                await maybe_await(self.hosts.unblock_host(slot, self.reason))
+                await self.hosts.unblock_host(slot, self.reason)
         return gap

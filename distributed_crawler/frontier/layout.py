@@ -58,11 +58,13 @@ async def _revisits_kept(frontier: Frontier, shards: int) -> str:
     """How to delete the revisit schedule of the layout with `shards` shards when it holds URLs
     ("" = it holds none): it lives on those shards' tags, so another count would orphan it."""
     ours = {part.keys.recrawl for part in frontier.each_shard()}
-    found = [
-        keys
-        for keys in frontier.layout_keys(shards)
-        if keys.recrawl not in ours and await maybe_await(frontier.client.exists(keys.recrawl, keys.recrawl_state))
-    ]
+    found = []
+    for keys in frontier.layout_keys(shards):
+        if keys.recrawl in ours:
+            continue
+        held: int = await maybe_await(frontier.client.exists(keys.recrawl, keys.recrawl_state))
+        if held:
+            found.append(keys)
     if not found:
         return ""
     if shards == 1:

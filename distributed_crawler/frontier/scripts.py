@@ -11,11 +11,8 @@ A script whose header has a line `-- uses: NAME (...)` gets `lua/lib/NAME.lua` p
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
-
 from distributed_crawler.connection.lua import lua_source
-
-T = TypeVar("T")
+from distributed_crawler.connection.types import AnyRedis, AnyScript
 
 
 class Scripts:
@@ -26,12 +23,12 @@ class Scripts:
 
     NAMES = ("pop", "renew", "reclaim", "release", "enqueue", "host_block", "host_pop", "host_purge", "host_due")
 
-    def __init__(self, registered: dict[str, Any]) -> None:
+    def __init__(self, registered: dict[str, AnyScript]) -> None:
         self.pop, self.renew, self.reclaim = registered["pop"], registered["renew"], registered["reclaim"]
         self.release, self.enqueue = registered["release"], registered["enqueue"]
         self.host_block, self.host_pop = registered["host_block"], registered["host_pop"]
         self.host_purge, self.host_due = registered["host_purge"], registered["host_due"]
 
     @classmethod
-    def register(cls, client: Any) -> Scripts:
+    def register(cls, client: AnyRedis) -> Scripts:
         return cls({name: client.register_script(lua_source(name)) for name in cls.NAMES})

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from scrapy.settings import BaseSettings
 
 from distributed_crawler.connection.batch import Batch
-from distributed_crawler.connection.calls import maybe_await, then
+from distributed_crawler.connection.calls import is_async, maybe_await, run_sync, then
 from distributed_crawler.connection.lua import lua_source, reply_text
 from distributed_crawler.frontier.base import Frontier
 from distributed_crawler.frontier.codec import payload_url
@@ -101,13 +101,6 @@ def parse_state(value: bytes | str | None) -> RevisitState | None:
     return RevisitState(interval, parts[1], parts[2], parts[3], parts[4], born, step, ends)
 
 
-class Moved(NamedTuple):
-    moved: int
-    dropped: int  # unreadable states removed
-    next_due: float | None  # seconds until the next URL is due; None = the schedule is empty
-    ended: int = 0  # URLs past their end whose last visit never reported back, removed
-
-
 class Recorded(NamedTuple):
     interval: float
     change: str  # changed | unchanged | first | error | not_stored
@@ -142,13 +135,8 @@ class RevisitSchedule:
 
     def move_due(self, limit: int, pending_seconds: float) -> Any:
         """Push up to `limit` due URLs of each shard into the frontier (see recrawl_move.lua) -> Moved."""
-        result = self.frontier.recrawl_move(self._move, limit, pending_seconds)
-
-        def convert(reply: list[Any]) -> Moved:
-            due = float(reply[2])
-            return Moved(int(reply[0]), int(reply[1]), None if due < 0 else due, int(reply[3]))
-
-        return then(result, convert)
+        moving = self.frontier.recrawl_move(self._move, limit, pending_seconds)
+        return moving if is_async(self.client) else run_sync(moving)
 
     def record(
         self,
