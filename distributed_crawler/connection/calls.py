@@ -27,6 +27,13 @@ def is_async(client: AnyRedis) -> bool:
     return inspect.iscoroutinefunction(getattr(client, "execute_command", None))
 
 
+def bound(client: AnyRedis | None) -> AnyRedis:
+    """The client of an object built on none yet (a frontier for its keys only) until it is bound."""
+    if client is None:
+        raise RuntimeError("no Redis client yet: bind(client) it first")
+    return client
+
+
 async def server_time(client: AnyRedis) -> float:
     """Redis server time in seconds: the cluster's one clock (a sync or an asyncio client)."""
     # TIME answers [unix seconds, microseconds]; redis-py turns them into a tuple of two ints.

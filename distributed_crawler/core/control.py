@@ -214,7 +214,9 @@ def registry_delay(control: CrawlControl, site: str) -> dict[str, Any]:
     return {"delay": round(1.0 / source.rate, 3), "delay_from": FROM_REGISTRY}
 
 
-def pause_action(control: CrawlControl, settings: Any, action: str, drain: bool, by: str, source: str) -> Any:
+def pause_action(
+    control: CrawlControl, settings: Any, action: str, drain: bool, by: str, source: str
+) -> dict[str, Any] | None:
     """pause / resume one spider; returns the pause state before."""
     old = run_sync(control.pause_state())
     if action == "pause":

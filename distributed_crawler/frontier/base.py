@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from distributed_crawler.frontier.enqueue import Dedup, Entry, PushEntry, Pusher
+from distributed_crawler.frontier.replies import Lease, Leased, Moved, Reclaimed
 
 if TYPE_CHECKING:
     from distributed_crawler.connection.types import AnyRedis, AnyScript
@@ -41,37 +42,6 @@ __all__ = [
     "Reclaimed",
     "placed_entry",
 ]
-
-
-class Lease(NamedTuple):
-    """One leased member (bytes exactly as stored: acks match them byte for byte), its slot and the
-    slot's backoff level ("" and 0 when the frontier keeps no per-host state)."""
-
-    lease: bytes
-    slot: str = ""
-    backoff: int = 0
-
-
-class Leased(NamedTuple):
-    leases: list[Lease]
-    next_due: float | None = None  # seconds until the next host is due; None = none waits (or no hosts)
-    broken: list[str] = []  # hosts dropped from ready: their queue key holds the wrong Redis type
-    expired: int = 0  # requests dropped at lease: their expiry (REQUEST_TTL / meta expires_at) had passed
-    seen: int | None = None  # host mode: the push sequence when it ran (pushes up to it were seen)
-
-
-class Reclaimed(NamedTuple):
-    requeued: int  # expired leases back to the front of their priority
-    dead: int  # expired leases dead-lettered (delivered max_deliveries times)
-
-
-class Moved(NamedTuple):
-    """What recrawl_move.lua did."""
-
-    moved: int  # due URLs pushed into the frontier
-    dropped: int  # unreadable states removed
-    next_due: float | None  # seconds until the next URL is due; None = the schedule is empty
-    ended: int = 0  # URLs past their end whose last visit never reported back, removed
 
 
 @dataclass(frozen=True)
@@ -111,10 +81,13 @@ class Frontier(Protocol):
     """One spider's frontier in Redis: push (through its enqueuer), lease, ack, renew, reclaim,
     release, counts, hosts, flush."""
 
-    client: AnyRedis
     keys: SpiderKeys  # the spider's (a sharded frontier's parts have their shard's)
 
     # -- what it is ------------------------------------------------------------------------------
+    @property
+    def client(self) -> AnyRedis:
+        """Its client (RuntimeError on a frontier built on none, for its keys, until `bind`)."""
+
     @property
     def mode(self) -> str: ...
     @property

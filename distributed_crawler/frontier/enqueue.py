@@ -64,7 +64,8 @@ class PushTarget(Protocol):
     """What an Enqueuer needs of a frontier on one tag (frontier/unsharded.py): its client and its
     enqueue script."""
 
-    client: AnyRedis
+    @property
+    def client(self) -> AnyRedis: ...
 
     async def push(
         self,
@@ -100,9 +101,12 @@ class Enqueuer:
     def __init__(self, frontier: PushTarget, dedup: Dedup, doorbell: str | None = None) -> None:
         """`doorbell`: "" = ring none (the CLI's pushes, a check), None = the frontier's channel."""
         self.frontier = frontier
-        self.client = frontier.client
         self.dedup = dedup
         self.doorbell = doorbell
+
+    @property
+    def client(self) -> AnyRedis:
+        return self.frontier.client
 
     async def run(
         self, action: str, entries: Sequence[Entry], handovers: Sequence[bytes] = (), urls: Sequence[str] = ()

@@ -23,7 +23,7 @@ from typing import TypeVar
 from redis.exceptions import RedisError
 
 from distributed_crawler.connection.batch import run_scripts
-from distributed_crawler.connection.calls import is_async, maybe_await
+from distributed_crawler.connection.calls import bound, is_async, maybe_await
 from distributed_crawler.connection.lua import is_cluster
 from distributed_crawler.connection.replies import reply_bytes, reply_list
 from distributed_crawler.connection.types import AnyRedis, AnyScript
@@ -72,13 +72,13 @@ class ShardedFrontier:
 
     def __init__(
         self,
-        client: AnyRedis,
+        client: AnyRedis | None,
         keys: SpiderKeys,
         parts: Sequence[UnshardedFrontier],
         layout: Callable[[str], SpiderKeys],
         homes: LeaseHomes,
     ) -> None:
-        self.client = client
+        self._client = client
         self.keys = keys
         self.parts = list(parts)
         self.layout = layout
@@ -87,6 +87,10 @@ class ShardedFrontier:
         self._rings = [0] * len(self.parts)  # doorbell rings per shard: a ring during a lease wins
         self._tags = {_tag(part.keys.processing): i for i, part in enumerate(self.parts)}
         self._next = 0
+
+    @property
+    def client(self) -> AnyRedis:
+        return bound(self._client)
 
     def bind(self, client: AnyRedis) -> ShardedFrontier:
         parts = [part.bind(client) for part in self.parts]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from scrapy.settings import Settings
 
-from distributed_crawler.connection.calls import maybe_await
+from distributed_crawler.connection.calls import bound, maybe_await
 from distributed_crawler.connection.replies import reply_float, reply_int, reply_ints, reply_list
 from distributed_crawler.connection.types import AnyRedis, AnyScript
 from distributed_crawler.frontier.base import Frontier, HostControl, Leased, Moved, Placement, Reclaimed
@@ -38,14 +38,18 @@ class UnshardedFrontier:
     default_order: ClassVar[str] = ""
 
     def __init__(
-        self, client: AnyRedis, keys: SpiderKeys, order: str, scripts: Scripts | None = None, **options: Any
+        self, client: AnyRedis | None, keys: SpiderKeys, order: str, scripts: Scripts | None = None, **options: Any
     ) -> None:
-        self.client = client
+        self._client = client
         self.keys = keys
         self.order = order  # what the scripts call the queue type (ARGV "qtype")
         self._scripts = scripts
         self.options = options
         self.pushes_seen = PushesSeen()  # host mode: the push sequence its leases (or "drained" notices) saw
+
+    @property
+    def client(self) -> AnyRedis:
+        return bound(self._client)
 
     @property
     def scripts(self) -> Scripts:
@@ -237,7 +241,7 @@ class UnshardedFrontier:
         await maybe_await(pipe.execute())
 
     def dead_letters(self, node_id: str, cap: int) -> DeadLetters:
-        return DeadLetters(self.client, self.keys.failed, node_id, cap, self.keys.processing)
+        return DeadLetters(self._client, self.keys.failed, node_id, cap, self.keys.processing)
 
     # -- figures -------------------------------------------------------------------------------------
     async def counts(self, seeds: bool = False, client: AnyRedis | None = None) -> CrawlCounts:
