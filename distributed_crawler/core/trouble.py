@@ -50,7 +50,7 @@ class RedisTrouble:
         self._data_errors = EpisodeLog(logger)
         self._broken_hosts: set[str] = set()  # host queue keys of the wrong type, logged once each
 
-    async def run(  # -> Any: RedisPolicy.run's result, see there
+    async def run(  # Any, as RedisPolicy.run (see there)
         self, purpose: Purpose, what: str, call: Any, default: Any = None, stopped: Callable[[], bool] | None = None
     ) -> Any:
         """Run a Redis call for `purpose` (the policy's behaviour: retry, wait or degrade), backing
