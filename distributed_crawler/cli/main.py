@@ -46,6 +46,7 @@ from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
 from distributed_crawler.connection.permissions import PermissionDenied
 from distributed_crawler.connection.policy import RedisPolicy
+from distributed_crawler.connection.types import SyncRedis
 from distributed_crawler.connection.untrusted import preview, text, wrong_type_message
 from distributed_crawler.core.scheduler import SchedulerConfig
 from distributed_crawler.dedup.dupefilter import describe_dedup, reset_dedup
@@ -109,7 +110,7 @@ def read_dead_letter(item: bytes) -> tuple[dict[str, Any], bool]:
     return entry, True
 
 
-def _failed_entries(client: Any, key: str, count: int) -> tuple[list[bytes], list[dict[str, Any]], int, str]:
+def _failed_entries(client: SyncRedis, key: str, count: int) -> tuple[list[bytes], list[dict[str, Any]], int, str]:
     """Raw entries, decoded entries, how many were unreadable, and a wrong-type message ('' if none)."""
     kind = text(client.type(key)) or "none"
     if kind not in ("list", "none"):
@@ -189,7 +190,7 @@ def requeue_member(entry: dict[str, Any]) -> str | None:
     return make_member(fresh_payload(payload), int(priority))
 
 
-def _requeue(settings: Any, client: Any, keys: SpiderKeys, raw: list[bytes], entries: list[dict]) -> int:
+def _requeue(settings: Any, client: SyncRedis, keys: SpiderKeys, raw: list[bytes], entries: list[dict]) -> int:
     """Failures that carry a request payload go back to the queue (fresh delivery and retry counts)."""
     # No fingerprint: the entries are already in the filter and must be pushed anyway.
     enqueuer = open_enqueuer(settings, client, keys)
@@ -208,7 +209,7 @@ def _requeue(settings: Any, client: Any, keys: SpiderKeys, raw: list[bytes], ent
                 file=sys.stderr,
             )
             return 1
-        client.lrem(keys.failed, 1, item)
+        client.lrem(keys.failed, 1, item)  # type: ignore[arg-type]  # redis-py annotates the value as str; bytes go as they are
         requeued += 1
     print(
         f"requeued {requeued}; kept {kept} that carry no request (rejected seeds, undecodable payloads, unreadable entries)"

@@ -18,6 +18,7 @@ from distributed_crawler.addon import with_addon
 from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.permissions import PermissionDenied
+from distributed_crawler.connection.types import SyncRedis
 from distributed_crawler.core.access import check_node_access
 from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.dedup.dupefilter import SetDedup
@@ -45,7 +46,7 @@ def connect(args: argparse.Namespace) -> tuple[Any, Any, SpiderKeys]:
     return settings, config.sync_client(), SpiderKeys.from_settings(settings, args.spider)
 
 
-def open_frontier(settings: Any, client: Any, keys: SpiderKeys) -> Frontier:
+def open_frontier(settings: Any, client: SyncRedis, keys: SpiderKeys) -> Frontier:
     """The spider's frontier (SCHEDULER_QUEUE_CLASS, FRONTIER_SHARDS) on the CLI's sync client;
     a FRONTIER_SHARDS that differs from the frontier's in Redis is refused (ValueError, one line)."""
     frontier = frontier_from_settings(settings, keys.spider, client, keys)
@@ -53,12 +54,12 @@ def open_frontier(settings: Any, client: Any, keys: SpiderKeys) -> Frontier:
     return frontier
 
 
-def open_control(settings: Any, client: Any, keys: SpiderKeys) -> CrawlControl:
+def open_control(settings: Any, client: SyncRedis, keys: SpiderKeys) -> CrawlControl:
     """The spider's CrawlControl (pause, overrides, registry, audit) on the CLI's sync client."""
     return CrawlControl.of(open_frontier(settings, client, keys))
 
 
-def open_enqueuer(settings: Any, client: Any, keys: SpiderKeys, dupefilter: Any = None) -> Any:
+def open_enqueuer(settings: Any, client: SyncRedis, keys: SpiderKeys, dupefilter: Any = None) -> Any:
     """The frontier's Enqueuer on the CLI's client: the configured dupefilter's backend for each of
     the frontier's filter keys (one per shard), or, without `dupefilter`, a set (pushes that skip
     the filter: requeues, revisits)."""
@@ -71,7 +72,7 @@ def open_enqueuer(settings: Any, client: Any, keys: SpiderKeys, dupefilter: Any 
     return run_sync(frontier.open_enqueuer(make))
 
 
-def open_dupefilter(settings: Any, client: Any, keys: SpiderKeys) -> tuple[Any, Any]:
+def open_dupefilter(settings: Any, client: SyncRedis, keys: SpiderKeys) -> tuple[Any, Any]:
     """The configured dupefilter and its backend, opened on a sync client."""
     dupefilter_cls = load_object(settings["DUPEFILTER_CLASS"])
     options = dupefilter_cls.options(settings)

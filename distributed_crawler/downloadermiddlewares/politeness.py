@@ -42,6 +42,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.lua import lua_source
 from distributed_crawler.connection.policy import NodeStopping, Purpose, RedisPolicy
+from distributed_crawler.connection.types import AsyncRedis
 from distributed_crawler.connection.untrusted import EpisodeLog, OnceLog, WrongTypeLog, finite, is_wrong_type
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.overrides import OverrideCache
@@ -191,7 +192,7 @@ class DomainRateLimitMiddleware:
         self.stats = crawler.stats
         self.config = config
         self.redis_config = redis_config
-        self.client: Any = None
+        self.client: AsyncRedis | None = None
         self.script: Any = None
         self.in_flight: Any = None  # lua/in_flight.lua, single-queue modes with a cap only
         self.overrides: OverrideCache | None = None  # the operator's per-host overrides (single-queue modes)

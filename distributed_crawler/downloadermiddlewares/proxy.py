@@ -56,6 +56,7 @@ from twisted.web.client import ResponseFailed, ResponseNeverReceived
 from distributed_crawler.bounded import BoundedDict
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.policy import NodeStopping, Purpose, RedisPolicy
+from distributed_crawler.connection.types import AsyncRedis
 from distributed_crawler.connection.untrusted import EpisodeLog, OnceLog, WrongTypeLog, is_wrong_type
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.internals import node_stopping
@@ -169,7 +170,7 @@ class ProxyPoolMiddleware:
         self.policy = policy
         self.stats = crawler.stats
         self.active = False
-        self.client: Any = None
+        self.client: AsyncRedis | None = None
         self.pool: ProxyPool | None = None
         self._members: dict[str, str] = {}  # masked -> proxy URL (the pool member)
         self._sticky: BoundedDict[str, str] = BoundedDict(

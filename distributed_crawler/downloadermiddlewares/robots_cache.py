@@ -18,6 +18,7 @@ from redis.crc import key_slot
 
 from distributed_crawler.connection.calls import maybe_await
 from distributed_crawler.connection.lua import lua_source, reply_text
+from distributed_crawler.connection.types import AsyncRedis
 from distributed_crawler.connection.untrusted import text
 from distributed_crawler.frontier.base import Frontier, HostControl
 from distributed_crawler.keyspace import fill
@@ -49,7 +50,7 @@ class Claim:
 class RobotsCache:
     def __init__(
         self,
-        client: Any,
+        client: AsyncRedis,
         key_template: str,
         spider: str,
         frontier: Frontier | None,
@@ -89,7 +90,7 @@ class RobotsCache:
         key = self.key(netloc)
         host_keys = self._host_keys(key, slot)
         keys = [key, lock_key(key), *(host_keys[:2] if host_keys else ())]
-        args = [self.lock_seconds, slot, f"{self.wait_seconds:.3f}", self.reason]
+        args: list[str | float] = [self.lock_seconds, slot, f"{self.wait_seconds:.3f}", self.reason]
         verdict, *rest = await self._claim(keys=keys, args=args)
         verdict = reply_text(verdict)
         if verdict == HIT:

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from distributed_crawler.connection.calls import maybe_await
+from distributed_crawler.connection.types import AnyRedis
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.keyspace import default, fill
 
@@ -312,7 +313,7 @@ def sort_sources(rows: list[dict[str, Any]], by: str) -> list[dict[str, Any]]:
 
 
 async def read_sources(
-    client: Any, config: SourcesConfig, spider: str, now: float, limit: int = 1000
+    client: AnyRedis, config: SourcesConfig, spider: str, now: float, limit: int = 1000
 ) -> list[SourceHealth]:
     """The most recently active *limit* sources (a sync or asyncio client), one pipelined round trip."""
     names = await maybe_await(client.zrevrange(config.index_key(spider), 0, limit - 1))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,7 @@ from scrapy.settings import BaseSettings
 
 from distributed_crawler.connection.calls import maybe_await, server_time
 from distributed_crawler.connection.lua import lua_source
+from distributed_crawler.connection.types import AnyRedis
 from distributed_crawler.connection.untrusted import is_wrong_type
 from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.keyspace import fill
@@ -83,7 +84,7 @@ class NodeKeys:
         return [self.nodes, self.last, self.alerted, self.history, self.stats, self.alerts]
 
 
-def heartbeat_script(client: Any) -> Any:
+def heartbeat_script(client: AnyRedis) -> Any:
     return client.register_script(lua_source("heartbeat"))
 
 
@@ -300,7 +301,7 @@ def _node_id(raw: Any) -> str | None:
 
 
 async def read_nodes(
-    client: Any, keys: NodeKeys, now: float | None = None, skips: Skips | None = None
+    client: AnyRedis, keys: NodeKeys, now: float | None = None, skips: Skips | None = None
 ) -> list[dict[str, Any]]:
     """Every node seen for this spider in the last day, newest heartbeat first; two round trips.
 
@@ -353,7 +354,7 @@ async def read_nodes(
     return nodes
 
 
-async def forget_old_nodes(client: Any, keys: NodeKeys, now: float) -> int:
+async def forget_old_nodes(client: AnyRedis, keys: NodeKeys, now: float) -> int:
     """Drop nodes whose last heartbeat is older than FORGET_SECONDS (their snapshots too)."""
     old = await maybe_await(client.zrangebyscore(keys.nodes, "-inf", now - FORGET_SECONDS, start=0, num=500))
     if not old:
@@ -366,7 +367,7 @@ async def forget_old_nodes(client: Any, keys: NodeKeys, now: float) -> int:
     return len(old)
 
 
-async def read_totals(client: Any, keys: NodeKeys, skips: Skips | None = None) -> dict[str, int]:
+async def read_totals(client: AnyRedis, keys: NodeKeys, skips: Skips | None = None) -> dict[str, int]:
     raw = await maybe_await(client.hgetall(keys.stats))
     values = {_text(k): v for k, v in raw.items()}
     totals = {}
@@ -378,9 +379,17 @@ async def read_totals(client: Any, keys: NodeKeys, skips: Skips | None = None) -
     return totals
 
 
-async def read_history(client: Any, keys: NodeKeys, now: float, minutes: int = HISTORY_MINUTES) -> list[dict[str, int]]:
+async def read_history(
+    client: AnyRedis, keys: NodeKeys, now: float, minutes: int = HISTORY_MINUTES
+) -> list[dict[str, int]]:
     """Pages, items and errors per minute over the last `minutes` (oldest first; the last is partial)."""
-    raw = await maybe_await(client.hgetall(keys.history))
+    return history_of(await maybe_await(client.hgetall(keys.history)), now, minutes)
+
+
+def history_of(
+    raw: Mapping[bytes | str, bytes | str], now: float, minutes: int = HISTORY_MINUTES
+) -> list[dict[str, int]]:
+    """`read_history` from the history hash as read (empty: a key of another type)."""
     counters = {_text(k): _count(v) for k, v in raw.items()}
     current = int(now // 60)
     return [
