@@ -24,7 +24,7 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from redis.exceptions import RedisError
 from rich.console import Console
@@ -222,7 +222,7 @@ def index_reader(settings: Any, news: NewsConfig, spider: str) -> Callable[[int,
             index = NearDuplicateIndex(
                 client, news.key(spider), news.near_duplicate_distance, news.near_duplicate_window
             )
-            return cast("Match | None", run_sync(index.lookup(value, url)))
+            return run_sync(index.lookup(value, url))
         except RedisError as exc:
             raise RedisUnavailable(
                 f"cannot read the near-duplicate index {news.key(spider)} ({exc}); "

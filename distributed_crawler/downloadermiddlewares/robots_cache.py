@@ -133,9 +133,9 @@ class RobotsCache:
         if host_keys is None and self.hosts is not None:  # on another slot: calls of their own
             state_key = self.hosts.host_state_key(slot)
             if delay:
-                await maybe_await(self.client.hset(state_key, "cd", delay))
+                await self.client.hset(state_key, "cd", delay)
             else:
-                await maybe_await(self.client.hdel(state_key, "cd"))
+                await self.client.hdel(state_key, "cd")
             if lift:
                 await maybe_await(self.hosts.unblock_host(slot, self.reason))
         return gap

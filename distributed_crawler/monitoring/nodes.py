@@ -288,6 +288,20 @@ def _float(value: Any, default: float) -> float:
     return number if math.isfinite(number) else default
 
 
+def scored_members(reply: object, key: str) -> list[tuple[bytes | str, float]]:
+    """The (member, score) pairs of a ZRANGE ... WITHSCORES reply (redis-py gives scores as floats)."""
+    if not isinstance(reply, list):
+        raise ValueError(f"{key}: expected a list from ZRANGE WITHSCORES, got {reply!r:.80}")
+    pairs = []
+    for pair in reply:
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[0], (bytes, str))):
+            raise ValueError(f"{key}: expected (member, score) pairs from ZRANGE WITHSCORES, got {pair!r:.80}")
+        if not isinstance(pair[1], (int, float)):
+            raise ValueError(f"{key}: expected a number as the score of {pair[0]!r:.60}, got {pair[1]!r:.60}")
+        pairs.append((pair[0], float(pair[1])))
+    return pairs
+
+
 def _node_id(raw: Any) -> str | None:
     """A node id from the nodes zset, or None when it cannot be one (not UTF-8, empty, huge, control chars)."""
     if isinstance(raw, bytes):
@@ -311,7 +325,10 @@ async def read_nodes(
     skips = skips if skips is not None else Skips()
     if now is None:
         now = await server_time(client)
-    entries = await maybe_await(client.zrevrangebyscore(keys.nodes, "+inf", now - FORGET_SECONDS, withscores=True))
+    entries = scored_members(
+        await maybe_await(client.zrevrangebyscore(keys.nodes, "+inf", now - FORGET_SECONDS, withscores=True)),
+        keys.nodes,
+    )
     good: list[tuple[str, float]] = []
     for raw_id, score in entries:
         node_id = _node_id(raw_id)
@@ -357,6 +374,8 @@ async def read_nodes(
 async def forget_old_nodes(client: AnyRedis, keys: NodeKeys, now: float) -> int:
     """Drop nodes whose last heartbeat is older than FORGET_SECONDS (their snapshots too)."""
     old = await maybe_await(client.zrangebyscore(keys.nodes, "-inf", now - FORGET_SECONDS, start=0, num=500))
+    if not isinstance(old, list) or not all(isinstance(m, (bytes, str)) for m in old):
+        raise ValueError(f"{keys.nodes}: expected a list of node ids from ZRANGEBYSCORE, got {old!r:.80}")
     if not old:
         return 0
     pipe = client.pipeline(transaction=False)
