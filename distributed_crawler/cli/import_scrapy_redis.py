@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from scrapy import Spider
+from scrapy.settings import BaseSettings
 from scrapy.spiderloader import get_spider_loader
 from scrapy.utils.request import request_from_dict
 
@@ -39,6 +41,7 @@ from distributed_crawler.dedup.dupefilter import BloomConfig, choose_dedup
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
 from distributed_crawler.frontier.base import placed_entry
 from distributed_crawler.frontier.codec import RequestCodec, UnserializableRequestError
+from distributed_crawler.frontier.enqueue import Dedup
 from distributed_crawler.frontier.envelope import MAX_PRIORITY, make_member
 from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.frontier.seedkey import SeedKey
@@ -50,7 +53,7 @@ OLD_DUPEFILTER_KEY = "%(spider)s:dupefilter"  # scrapy-redis's SCHEDULER_DUPEFIL
 FLAG = "--unpickle-old-queue"
 
 # The only classes an old queue entry may make the unpickler load: plain data.
-SAFE_GLOBALS: dict[tuple[str, str], Any] = {
+SAFE_GLOBALS: dict[tuple[str, str], Callable[..., object]] = {
     ("datetime", "datetime"): datetime.datetime,
     ("datetime", "date"): datetime.date,
     ("datetime", "time"): datetime.time,
@@ -69,14 +72,15 @@ SAFE_GLOBALS: dict[tuple[str, str], Any] = {
 class PlainDataUnpickler(pickle.Unpickler):
     """An unpickler that loads no class or function beyond SAFE_GLOBALS (so no code runs)."""
 
-    def find_class(self, module: str, name: str) -> Any:
+    def find_class(self, module: str, name: str) -> Callable[..., object]:
         found = SAFE_GLOBALS.get((module, name))
         if found is None:
             raise pickle.UnpicklingError(f"refused to load {module}.{name} (only plain data is converted)")
         return found
 
 
-def unpickle_plain(raw: bytes) -> Any:
+def unpickle_plain(raw: bytes) -> object:
+    """Plain data (dicts, lists, text, numbers, dates) of any shape: the caller checks it."""
     return PlainDataUnpickler(io.BytesIO(raw)).load()
 
 
@@ -146,7 +150,7 @@ def _raw(member: object, key: str) -> bytes:
     raise ValueError(f"{key}: an entry came back as {type(member).__name__}, not bytes (decode_responses is on?)")
 
 
-def _spider(settings: Any, name: str) -> Any:
+def _spider(settings: BaseSettings, name: str) -> Spider:
     """The project's spider, without running its __init__ (only its methods are looked up)."""
     try:
         spidercls = get_spider_loader(settings).load(name)
@@ -157,7 +161,7 @@ def _spider(settings: Any, name: str) -> Any:
     return spider
 
 
-async def _prepared(client: SyncRedis, config: BloomConfig, key: str) -> Any:
+async def _prepared(client: SyncRedis, config: BloomConfig, key: str) -> Dedup:
     """The Bloom backend of the filter at `key` (a frontier shard's slice), prepared."""
     dedup = await choose_dedup(client, key, config)
     await dedup.prepare(client)

@@ -11,6 +11,7 @@ from functools import partial
 from typing import Any
 
 from redis.exceptions import RedisError
+from scrapy.settings import Settings
 from scrapy.utils.misc import load_object
 from scrapy.utils.project import get_project_settings
 
@@ -32,14 +33,14 @@ class CliError(Exception):
     """A one-line message for the operator; exit code 1."""
 
 
-def project_settings(args: argparse.Namespace) -> Any:
+def project_settings(args: argparse.Namespace) -> Settings:
     settings = with_addon(get_project_settings())
     if args.redis_url:
         settings.set("REDIS_URL", args.redis_url, priority="cmdline")
     return settings
 
 
-def connect(args: argparse.Namespace) -> tuple[Any, Any, SpiderKeys]:
+def connect(args: argparse.Namespace) -> tuple[Settings, SyncRedis, SpiderKeys]:
     settings = project_settings(args)
     config = RedisConfig.from_settings(settings)
     config.check_reachable()
@@ -65,7 +66,7 @@ def open_enqueuer(settings: Any, client: SyncRedis, keys: SpiderKeys, dupefilter
     the filter: requeues, revisits)."""
     frontier = open_frontier(settings, client, keys)
 
-    async def plain(key: str) -> Any:
+    async def plain(key: str) -> SetDedup:
         return SetDedup(key)
 
     make = plain if dupefilter is None else partial(dupefilter.open_dedup_at, client)

@@ -63,6 +63,7 @@ from distributed_crawler.urlhost import normalize_host
 if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
+    from scrapy.http import Response
     from scrapy.settings import BaseSettings
 
 logger = logging.getLogger(__name__)
@@ -336,7 +337,7 @@ class DomainRateLimitMiddleware:
             Purpose.CACHE, partial(self.in_flight, keys=[held[0]], args=["give", held[1]]), on_error=_ignore
         )
 
-    async def process_response(self, request: Request, response: Any, spider: Spider | None = None) -> Any:
+    async def process_response(self, request: Request, response: Response, spider: Spider | None = None) -> Response:
         await self._give_token(request)
         return response
 
@@ -356,8 +357,8 @@ class DomainRateLimitMiddleware:
         corrupt: one ERROR line) the request waits; once the node stops it goes at once, rather
         than hang the close."""
 
-        async def reserve() -> Any:
-            return await self.script(keys=[key], args=[f"{interval:.6f}"])
+        async def reserve() -> float:
+            return self._wait(await self.script(keys=[key], args=[f"{interval:.6f}"]), key)
 
         async def fixed() -> None:
             self._data_errors.ok(f"politeness ({key})")

@@ -460,7 +460,7 @@ class ProxyPoolMiddleware:
         pool = self.pool
         assert pool is not None
 
-        async def record() -> Any:
+        async def record() -> Outcome | None:
             try:
                 if failure is None:
                     await pool.success(proxy)

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from redis.commands.core import AsyncScript, Script
 from redis.exceptions import ResponseError
 from scrapy.settings import BaseSettings
 
@@ -34,6 +35,7 @@ from distributed_crawler.connection.untrusted import is_wrong_type
 from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.keyspace import fill
 from distributed_crawler.keyspace import key as spider_key
+from distributed_crawler.storage.extra_fields import JsonValue
 
 ALIVE_INTERVALS = 3  # a node missing this many heartbeats is dead
 FORGET_SECONDS = 24 * 3600  # dead and closed nodes are listed this long after their last heartbeat
@@ -84,7 +86,7 @@ class NodeKeys:
         return [self.nodes, self.last, self.alerted, self.history, self.stats, self.alerts]
 
 
-def heartbeat_script(client: AnyRedis) -> Any:
+def heartbeat_script(client: AnyRedis) -> Script | AsyncScript:
     return client.register_script(lua_source("heartbeat"))
 
 
@@ -143,7 +145,9 @@ class Skips:
     def wrong_type(self, key: str, actual: str, expected: str) -> None:
         self.wrong[key] = (actual, expected)
 
-    async def read(self, key: str, expected: str, default: Any, call: Callable[[], Any]) -> Any:
+    async def read(
+        self, key: str, expected: str, default: Any, call: Callable[[], Any]
+    ) -> Any:  # the reply `call` gives
         """`call()` (reads of `key` only, sync or asyncio client), or `default` on a WRONGTYPE reply.
 
         Checking TYPE first is not enough: anyone may replace the key between the check and the
@@ -219,17 +223,23 @@ def _report(value: Any) -> dict[str, Any] | None:
     return clean_json(report) if isinstance(report, dict) else None
 
 
-def clean_json(value: Any, depth: int = 0) -> Any:
-    """Decoded JSON made safe to print as strict JSON: NaN/±inf -> None, depth capped."""
+def clean_json(value: Mapping[Any, Any]) -> dict[str, JsonValue]:
+    """A decoded JSON object made safe to print as strict JSON: NaN/±inf -> None, depth capped."""
+    return {str(k): _clean(v, 1) for k, v in value.items()}
+
+
+def _clean(value: object, depth: int) -> JsonValue:
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if depth > 20:
         return None
     if isinstance(value, dict):
-        return {str(k): clean_json(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, list):
-        return [clean_json(v, depth + 1) for v in value]
-    return value
+        return {str(k): _clean(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v, depth + 1) for v in value]
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    return str(value)  # not a JSON type (json.loads never makes one)
 
 
 def node_view(

@@ -15,7 +15,7 @@ from typing import Any
 from redis.exceptions import ResponseError
 from rich import box
 from rich.columns import Columns
-from rich.console import Console, Group
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
@@ -551,7 +551,7 @@ class NodeTable:
     def _width(self, col: str) -> int:
         return max([len(col)] + [len(r[col]) for r in self.rows])
 
-    def __rich_console__(self, console: Console, options: Any) -> Any:
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         cols = list(self.COLUMNS)
 
         def figures_width() -> int:  # each column costs its width and 2 of padding

@@ -16,9 +16,9 @@ import dataclasses
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from functools import partial
-from typing import Any
+from typing import Any, Self, TypeVar
 
 from redis.exceptions import ResponseError
 from scrapy import Request, Spider, signals
@@ -44,10 +44,12 @@ from distributed_crawler.keyspace import fill
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 POLL_MIN, POLL_MAX = 0.05, 1.0
 
 
-def _coerce(value: Any, kind: type, name: str, rule: str) -> Any:
+def _coerce(value: object, kind: Callable[[Any], T], name: str, rule: str) -> T:
     """An attribute that may come from `-a NAME=value` (a string) as `kind`, or scrapy-redis's error."""
     try:
         return kind(value)
@@ -69,7 +71,7 @@ class RedisMixin:
     logger: Any
 
     @classmethod
-    def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> Any:
+    def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> Self:
         spider = super().from_crawler(crawler, *args, **kwargs)  # type: ignore[misc]
         spider.setup_redis(crawler)
         return spider
