@@ -52,6 +52,7 @@ from distributed_crawler.core.scheduler import SchedulerConfig
 from distributed_crawler.dedup.dupefilter import describe_dedup, reset_dedup
 from distributed_crawler.frontier.codec import payload_url
 from distributed_crawler.frontier.deadletters import fresh_payload
+from distributed_crawler.frontier.enqueue import PushEntry
 from distributed_crawler.frontier.envelope import MAX_PRIORITY, make_member
 from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.monitoring.nodes import Skips, clean_json
@@ -201,7 +202,7 @@ def _requeue(settings: Any, client: SyncRedis, keys: SpiderKeys, raw: list[bytes
             kept += 1
             continue
         try:
-            run_sync(enqueuer.run("push", [("", True, member)]))
+            run_sync(enqueuer.run("push", [PushEntry("", True, member)]))
         except ResponseError as exc:  # e.g. a queue or sequence key holding garbage: stop, keep the rest
             print(
                 f"requeued {requeued}; stopped: Redis refused the push ({str(exc)[:200]}); the entries stay in "
@@ -253,7 +254,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
         df, _ = open_dupefilter(settings, client, keys)
         enqueuer = open_enqueuer(settings, client, keys, df)
         fingerprint = df.fingerprint_hex(Request(args.url))
-        (new,) = run_sync(enqueuer.run("check", [(fingerprint, False, "")], (), [args.url]))
+        (new,) = run_sync(enqueuer.run("check", [PushEntry(fingerprint, False, "")], (), [args.url]))
         print("new" if new else "seen")
         return 0
     if args.action == "reset":
@@ -274,7 +275,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     added = 0
     try:
         for urls in backend.iter_urls(batch=1000):
-            entries = [(df.fingerprint_hex(Request(url)), False, "") for url in urls]
+            entries = [PushEntry(df.fingerprint_hex(Request(url)), False, "") for url in urls]
             added += sum(run_sync(enqueuer.run("add", entries, (), list(urls))))
     finally:
         backend.close()

@@ -25,8 +25,10 @@ from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
 from distributed_crawler.frontier.base import Frontier
+from distributed_crawler.frontier.enqueue import Enqueuer
 from distributed_crawler.frontier.factory import frontier_from_settings
 from distributed_crawler.frontier.keys import SpiderKeys
+from distributed_crawler.frontier.shard_parts import ShardedEnqueuer
 
 
 class CliError(Exception):
@@ -60,7 +62,9 @@ def open_control(settings: Any, client: SyncRedis, keys: SpiderKeys) -> CrawlCon
     return CrawlControl.of(open_frontier(settings, client, keys))
 
 
-def open_enqueuer(settings: Any, client: SyncRedis, keys: SpiderKeys, dupefilter: Any = None) -> Any:
+def open_enqueuer(
+    settings: Any, client: SyncRedis, keys: SpiderKeys, dupefilter: Any = None
+) -> Enqueuer | ShardedEnqueuer:
     """The frontier's Enqueuer on the CLI's client: the configured dupefilter's backend for each of
     the frontier's filter keys (one per shard), or, without `dupefilter`, a set (pushes that skip
     the filter: requeues, revisits)."""

@@ -289,6 +289,8 @@ class ChangeFeed:
         return len(calls)
 
     # -- writing ---------------------------------------------------------------------------------
+    # The scripts go to Batch.script, whose Script protocol (connection/batch.py) does not admit
+    # redis-py's AsyncScript (its text may be a memoryview): typed there, these follow.
     def _coverage(self) -> Any:
         if self._coverage_script is None:
             self._coverage_script = self._client_of().register_script(lua_source("coverage_record"))

@@ -145,9 +145,8 @@ class Skips:
     def wrong_type(self, key: str, actual: str, expected: str) -> None:
         self.wrong[key] = (actual, expected)
 
-    async def read(
-        self, key: str, expected: str, default: Any, call: Callable[[], Any]
-    ) -> Any:  # the reply `call` gives
+    # Any: `call`'s reply, of whichever command it sends, or `default` (the callers parse it).
+    async def read(self, key: str, expected: str, default: Any, call: Callable[[], Any]) -> Any:
         """`call()` (reads of `key` only, sync or asyncio client), or `default` on a WRONGTYPE reply.
 
         Checking TYPE first is not enough: anyone may replace the key between the check and the
