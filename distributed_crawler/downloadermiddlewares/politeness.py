@@ -363,6 +363,7 @@ class DomainRateLimitMiddleware:
         async def fixed() -> None:
             self._data_errors.ok(f"politeness ({key})")
             if self._wrong_types.reported:
+                assert self.client is not None  # set at open: this follows a call on it
                 await self._wrong_types.resolved(self.client, {key: ("string",)})
 
         try:
@@ -417,6 +418,7 @@ class DomainRateLimitMiddleware:
                 exc_info=exc,
             )
             return
+        assert self.client is not None  # set at open: this follows a call on it
         try:
             await self._wrong_types.check(self.client, {key: ("string",)}, exc=exc)
         except ResponseError as lost:  # TYPE refused (an ACL): the wait goes on

@@ -378,6 +378,7 @@ class ProxyPoolMiddleware:
             )
             return
         expected = {self.config.pool_key: ("zset",), self.config.dead_key: ("hash",)}
+        assert self.client is not None  # set at open: this follows a call on it
         try:
             await self._wrong_types.check(self.client, expected, exc=exc)
         except ResponseError as lost:  # TYPE refused (an ACL): the ERROR line names no key, the wait goes on
@@ -387,6 +388,7 @@ class ProxyPoolMiddleware:
         self._data_errors.ok(what)
         if self._wrong_types.reported:
             expected = {self.config.pool_key: ("zset",), self.config.dead_key: ("hash",)}
+            assert self.client is not None  # set at open: this follows a call on it
             await self._wrong_types.resolved(self.client, expected)
 
     async def _wait_for_proxies(self) -> None:

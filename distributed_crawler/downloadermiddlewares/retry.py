@@ -496,6 +496,7 @@ class DistributedRetryMiddleware(RetryMiddleware):
                 exc_info=exc,
             )
             return
+        assert self.client is not None  # set at open: this follows a call on it
         try:
             await self._wrong_types.check(self.client, {self.failed_key: ("list",)}, exc=exc)
         except ResponseError as lost:  # TYPE refused (an ACL): the wait goes on
@@ -504,4 +505,5 @@ class DistributedRetryMiddleware(RetryMiddleware):
     async def _failed_key_ok(self) -> None:
         self._data_errors.ok("writing dead letters")
         if self._wrong_types.reported:
+            assert self.client is not None  # set at open: this follows a call on it
             await self._wrong_types.resolved(self.client, {self.failed_key: ("list",)})

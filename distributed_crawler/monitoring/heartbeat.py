@@ -328,6 +328,7 @@ class Heartbeat:
         """Not an outage: a key of the wrong type or a corrupt one (named once, then wait), or a
         bug, which must not stop the heartbeats for good (logged once a run)."""
         if is_wrong_type(exc):
+            assert self.client is not None  # set at open: this follows a call on it
             check = partial(self._wrong_types.check, self.client, self._expected_types(), exc=exc)
             await self.policy.run(Purpose.HEARTBEAT, check, on_error=_looked_at_next_round)
         elif isinstance(exc, ResponseError):
@@ -346,6 +347,7 @@ class Heartbeat:
     async def _tick_ok(self) -> None:
         self._errors.ok("heartbeat")
         if self._wrong_types.reported:
+            assert self.client is not None  # set at open: this follows a call on it
             resolved = partial(self._wrong_types.resolved, self.client, self._expected_types())
             await self.policy.run(Purpose.HEARTBEAT, resolved, on_error=_looked_at_next_round)
 
