@@ -208,10 +208,10 @@ def test_a_revisit_waiting_in_its_host_queue_is_not_queued_twice(
     schedule = RevisitSchedule(redis_client, scripts)
     recrawl_keys = schedule.keys_for(ARTICLE)
     member = make_member(codec.encode(Request(ARTICLE), slot=HOST, again=True), 0)
-    schedule.record("fp", (1, 1), 2.0, "body", digest="x", member=member)
+    run_sync(schedule.record("fp", (1, 1), 2.0, "body", digest="x", member=member))
     for _ in range(2):
         redis_client.zadd(recrawl_keys.schedule, {"fp": 0})
-        assert schedule.move_due(10, 60).moved == 1
+        assert run_sync(schedule.move_due(10, 60)).moved == 1
     assert len(queued(redis_client, HOST)) == 1
 
 

@@ -205,9 +205,9 @@ def test_revisit_scripts_run_on_the_cluster(
     client = cluster.client()
     schedule = RevisitSchedule(client, frontier_for_mode(client, keys, "host"))
     member = make_member(json.dumps({"v": 1, "url": "http://a.test/section", "slot": "a.test"}), 0)
-    assert schedule.record("fp", (1, 4), 2.0, "body", digest="d", member=member).change == "first"
+    assert run_sync(schedule.record("fp", (1, 4), 2.0, "body", digest="d", member=member)).change == "first"
     schedule.client.zadd(RecrawlKeys.from_settings(settings, "news").schedule, {"fp": 0})
-    assert schedule.move_due(10, 60).moved == 1
+    assert run_sync(schedule.move_due(10, 60)).moved == 1
     assert schedule.client.lrange(keys.host_list("a.test"), 0, -1) == [member.encode()]  # priority 0: the list
     assert main(["schedule", "news", "--json"]) == 0  # dcrawl on the cluster (REDIS_CLUSTER=1 in env)
     assert json.loads(capsys.readouterr().out)["scheduled"] == 1
@@ -548,12 +548,14 @@ def test_revisits_of_a_six_shard_frontier_run_on_every_master(cluster: RedisClus
         urls = [f"http://h{i}.test/section" for i in range(30)]
         for n, url in enumerate(urls):
             member = make_member(json.dumps({"v": 1, "url": url, "slot": frontier.placement(url).slot}), 0)
-            assert schedule.record(f"fp{n}", (60, 60), 2.0, "body", digest="d", member=member).change == "first"
+            assert (
+                run_sync(schedule.record(f"fp{n}", (60, 60), 2.0, "body", digest="d", member=member)).change == "first"
+            )
         ports = {client.get_node_from_key(k.schedule).port for k in schedule.every_keys() if client.exists(k.schedule)}
         assert len(ports) == 3  # the schedule is on every master
         for n, url in enumerate(urls):
             client.zadd(schedule.keys_for(url).schedule, {f"fp{n}": 0})
-        assert schedule.move_due(100, 3600).moved == 30
+        assert run_sync(schedule.move_due(100, 3600)).moved == 30
         assert run_sync(frontier.size()) == 30
         assert run_sync(schedule.summary(float(client.time()[0])))["scheduled"] == 30
         run_sync(frontier.flush())

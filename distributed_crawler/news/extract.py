@@ -28,7 +28,7 @@ import htmldate
 import lxml.html
 import trafilatura
 from lxml import etree
-from trafilatura.settings import DEFAULT_CONFIG
+from trafilatura.settings import DEFAULT_CONFIG, Document
 from trafilatura.utils import HTML_PARSER, load_html
 
 from distributed_crawler.news import dates, jsonld, microdata
@@ -143,9 +143,9 @@ def _cap(html: str | bytes) -> tuple[str | bytes, bool]:
     return html[:MAX_FILE_SIZE], True
 
 
-def _trafilatura(root: lxml.html.HtmlElement, url: str) -> Any:
+def _trafilatura(root: lxml.html.HtmlElement, url: str) -> Document | None:
     try:
-        return trafilatura.bare_extraction(
+        doc = trafilatura.bare_extraction(
             root,  # trafilatura works on a copy: `root` stays whole for the other signals
             url=url,
             with_metadata=True,
@@ -155,6 +155,7 @@ def _trafilatura(root: lxml.html.HtmlElement, url: str) -> Any:
     except Exception as exc:  # noqa: BLE001 - a page is data: an extractor bug never stops the crawl
         logger.debug("trafilatura failed on %s: %r", url, exc)
         return None
+    return doc if isinstance(doc, Document) else None  # a dict only when asked for one (as_dict)
 
 
 def _htmldate(root: lxml.html.HtmlElement, url: str) -> str | None:
