@@ -6,7 +6,7 @@ CLI, `__len__` and the release in a signal handler, where Scrapy's API is synchr
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar, cast
 
 from distributed_crawler.connection.types import AnyRedis
@@ -49,15 +49,3 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         return cast("T", done.value)
     coro.close()
     raise RuntimeError("coroutine suspended: it was given an asyncio client")
-
-
-def then(result: Awaitable[Any] | Any, convert: Callable[[Any], T]) -> T | Awaitable[T]:
-    """`convert` the reply of a sync client now, or of an asyncio client once awaited: the dual
-    shape recrawl/schedule.py still returns (its callers are being moved to coroutines)."""
-    if inspect.isawaitable(result):
-
-        async def converted() -> T:
-            return convert(await result)
-
-        return converted()
-    return convert(result)
