@@ -56,6 +56,12 @@ class CountsWriter:
             args += [host, n]
         return list(self.keys), args
 
+    @staticmethod
+    def fields_of(args: list[Any]) -> Counter[str]:
+        """The field deltas of a write made by `call`."""
+        n = int(args[1])
+        return Counter({str(args[i]): int(args[i + 1]) for i in range(4, 4 + 2 * n, 2)})
+
 
 def stored_field(page_type: str) -> str:
     return f"page_type:{page_type}:stored"
@@ -76,6 +82,13 @@ class NewsCounts:
         self.fields: Counter[str] = Counter()
         self.hosts: Counter[str] = Counter()
         self.unsent: tuple[list[str], list[Any]] | None = None  # a write that failed: it may have landed
+
+    def pending(self) -> Counter[str]:
+        """Every field count not known to have landed: the failed write's and those gathered since."""
+        total = Counter(self.fields)
+        if self.unsent is not None:
+            total.update(self.writer.fields_of(self.unsent[1]))
+        return total
 
     def stored(self, page_type: str) -> None:
         self.fields[stored_field(page_type)] += 1
