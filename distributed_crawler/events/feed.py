@@ -8,8 +8,8 @@ consumers dedupe on `key` = canonical URL + version). The batch's events, trimme
 `MAXLEN ~ EVENTS_MAXLEN`, and its per-source counts (events/sources.py) go in one round trip per
 Redis server (connection/batch.py: on a Cluster too); what is known to have landed is never sent
 again. A write whose reply was lost is sent again whole (by redis-py, then by the retry): its events
-repeat with the same key, its count of stored rows is skipped by number (news/counts.py). A Redis outage is waited out with backoff like the other push paths; the
-items wait with it. A write Redis refuses (a key of the wrong type) is retried the same way, with
+repeat with the same key, its count of stored rows is skipped by number (news/counts.py). A Redis
+outage is waited out with backoff like the other push paths; the items wait with it. A write Redis refuses (a key of the wrong type) is retried the same way, with
 an ERROR naming the cause and the fix at most once a minute; a missing ACL permission is the
 policy's (connection/policy.py: the same, naming the rule the node needs).
 """
