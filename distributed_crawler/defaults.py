@@ -187,7 +187,9 @@ DEFAULTS: dict[str, Any] = {
     # RETRY_BACKOFF_BASE/MAX); any retryable answer with Retry-After blocks it too.
     "HOST_BLOCK_HTTP_CODES": [429, 503],
     # robots.txt fetched once per host for the cluster (ROBOTSTXT_OBEY), cached in Redis.
-    "ROBOTS_CACHE_KEY": "{%(spider)s}:robots:%(host)s",  # JSON {status, body, fetched_at}
+    # JSON {status, body, fetched_at}; its own prefix, apart from the fixed keys under `robots:`
+    # (ROBOTS_META_SKIPPED_KEY): a host named `skipped` must not land on that counter
+    "ROBOTS_CACHE_KEY": "{%(spider)s}:robots.txt:%(host)s",
     "ROBOTS_CACHE_SECONDS": 86400,  # how long a fetched robots.txt is used (2xx, 4xx)
     "ROBOTS_ERROR_CACHE_SECONDS": 60,  # 5xx / unreachable: disallow all this long, then fetch again
     "ROBOTS_LOCK_SECONDS": 30,  # the fetching node's lock; another node takes over after it

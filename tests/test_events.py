@@ -18,6 +18,7 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
+from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.policy import RedisPolicy
 from distributed_crawler.events.feed import ChangeFeed, EventsConfig, EventsNotPublished, idempotency_key, parse_entry
 from distributed_crawler.events.middleware import delivered_before
@@ -26,6 +27,8 @@ from distributed_crawler.events.sources import SourcesConfig
 from distributed_crawler.events.webhook import SIGNATURE_HEADER, WebhookConfig, WebhookSink, sign, verify
 from distributed_crawler.storage.backends import SQLiteStorage, StorageError
 from distributed_crawler.storage.pipeline import StorageConfig, StoragePipeline
+from tests.conftest import RedisServer
+from tests.lost_reply import lossy_proxy
 from tests.site.local import LoopbackServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -485,6 +488,37 @@ def test_the_webhook_program_block_parses_when_included(tmp_path: Path) -> None:
     commands = {p.name: p.command for g in options.process_group_configs for p in g.process_configs}
     assert commands["news-webhook"].startswith(f"{tmp_path}/deploy/../.venv/bin/dcrawl events news --webhook")
     assert "news-0" in commands
+
+
+def test_stored_counts_one_per_row_when_the_events_writes_reply_is_lost(
+    tmp_path: Path, redis_server: RedisServer, redis_client: redis.Redis
+) -> None:
+    """The events write ran in Redis and its answer was lost: the node's client sends the batch
+    again (and so would the feed's own retry). The rows are counted once; their events may repeat
+    with the same key (at least once, docs/events.md)."""
+    redis_client.flushall()
+
+    async def scenario(url: str) -> None:
+        client = RedisConfig(url=url).async_client()
+        feed = ChangeFeed(
+            EventsConfig(),
+            SourcesConfig(),
+            lambda: client,
+            "news",
+            RedisPolicy("redis://test"),
+            lambda: False,
+            counts_keys=("{news}:stats", "{news}:language:skipped"),
+        )
+        await store(tmp_path, feed, [article(1, page_type="article")])  # the scripts are loaded
+        proxy.lose.set()
+        await store(tmp_path, feed, [article(2, page_type="article"), article(3, page_type="article")])
+        await client.aclose()
+
+    with lossy_proxy(redis_server.port) as proxy:
+        run(scenario(proxy.url))
+        assert proxy.lost == 1
+    assert {e["key"] for e in events(redis_client)} == {f"1 {article(i)['url']}" for i in (1, 2, 3)}
+    assert redis_client.hget("{news}:stats", "page_type:article:stored") == b"3"
 
 
 def test_stored_counts_one_per_row_in_the_events_write(

@@ -212,7 +212,7 @@ def test_a_url_is_fetched_through_the_proxy_pool_without_touching_the_crawl(
         assert story.paragraphs[1] in result["fields"]["text"]
         assert result["fields"]["title"] == story.title
         # Nothing of the crawl was touched: no queue, lease, dead letter, seen-filter, node or count.
-        crawl_keys = [k for k in redis_client.keys("{news}:*") if not k.startswith(b"{news}:robots:")]
+        crawl_keys = [k for k in redis_client.keys("{news}:*") if not k.startswith(b"{news}:robots.txt:")]
         assert crawl_keys == []
         german = _json(
             dcrawl(redis_url, "extract", site.story_url(story), "--json", *LOOPBACK, *EVERY_TYPE, "-s", "LANGUAGES=de")

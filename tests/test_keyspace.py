@@ -20,13 +20,14 @@ from distributed_crawler.frontier.seedkey import SeedKey
 from distributed_crawler.keyspace import check_template, fill, key
 from distributed_crawler.monitoring.nodes import NodeKeys
 from distributed_crawler.news.config import NewsConfig
+from distributed_crawler.news.counts import applied_key
 from distributed_crawler.proxies.pool import ProxyConfig
 from distributed_crawler.rendering.config import RenderConfig
 
 ARCHITECTURE = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
 SPIDER = "news"
 # What the table writes for the part a key takes besides the spider.
-HOST, NODE, DOMAIN, SOURCE = "<host>", "<id>", "<registered domain>", "<source>"
+HOST, NODE, DOMAIN, SOURCE, WRITER = "<host>", "<id>", "<registered domain>", "<source>", "<writer>"
 # SpiderKeys fields that are not key names of their own (templates are filled below).
 NOT_KEYS = {"spider", "tag", "node_template", "host_queue_template", "host_template"}
 NOT_KEYS |= {"host_in_flight_template", "domain_hosts_template"}
@@ -51,6 +52,7 @@ def built_keys() -> set[str]:
     names.add(fill(WebhookConfig(url="http://sink.example", secret="s").stats_key, SPIDER))
     news = NewsConfig.from_settings(settings)
     names |= {news.key(SPIDER) + ":...", news.skipped_hosts_key(SPIDER), news.robots_skipped_hosts_key(SPIDER)}
+    names.add(applied_key(keys.stats, WRITER))
     names.add(fill(RenderConfig.from_settings(settings).auto_key, SPIDER))
     robots = cache_key(SettingsReader(settings).str("ROBOTS_CACHE_KEY"), SPIDER, HOST)
     names |= {robots, lock_key(robots)}

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
 
+from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.news import counts
 from distributed_crawler.news.counts import NewsCounts, read_page_counts
 from distributed_crawler.news.storing import StorePolicy, language_name, primary_language
+from tests.conftest import RedisServer
+from tests.lost_reply import lossy_proxy
 
 
 def test_two_nodes_add_up_and_a_failed_flush_keeps_its_counts(redis_client: redis.Redis) -> None:
@@ -36,7 +41,7 @@ def test_two_nodes_add_up_and_a_failed_flush_keeps_its_counts(redis_client: redi
     broken.stored("article")
     with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
         asyncio.run(broken.flush())
-    assert broken.fields == {"page_type:article:stored": 1}  # kept for the next flush
+    assert broken.pending() == {"page_type:article:stored": 1}  # kept for the next flush
 
 
 def test_per_host_counts_keep_the_hosts_with_the_most(
@@ -78,6 +83,87 @@ def test_garbage_in_the_stats_hash_is_reset_or_left_out(redis_client: redis.Redi
     asyncio.run(node.flush())
     assert redis_client.hget("{n}:stats", "page_type:article:stored") == b"1"  # garbage reset to the delta
     assert read_page_counts(redis_client.hgetall("{n}:stats")) == ({"article": {"stored": 1, "skipped": 0}}, {"de": 2})
+
+
+def test_a_refused_flush_writes_nothing_so_its_retry_counts_once(redis_client: redis.Redis) -> None:
+    """A per-host zset of the wrong type: the stats hash must not take the counts of a flush that
+    is refused (they are kept on the node and sent again: a partial write would count them twice)."""
+    redis_client.hset("{n}:stats", "page_type:article:skipped", 5)
+    redis_client.set("{n}:language:skipped", "a string")
+    node = NewsCounts(redis_client, "{n}:stats", "{n}:language:skipped")
+    node.not_stored("article", ("language", "fr"), "x.example")
+    for _ in range(2):  # the node's next flushes meet the same key
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            asyncio.run(node.flush())
+    assert redis_client.hgetall("{n}:stats") == {b"page_type:article:skipped": b"5"}
+    redis_client.delete("{n}:language:skipped")  # the operator's fix
+    asyncio.run(node.flush())
+    assert read_page_counts(redis_client.hgetall("{n}:stats")) == ({"article": {"stored": 0, "skipped": 6}}, {"fr": 1})
+
+
+def test_a_flush_whose_reply_is_lost_is_counted_once(redis_server: RedisServer, redis_client: redis.Redis) -> None:
+    """The script runs, its answer is lost: redis-py sends the call again on a new connection
+    (its retry), or the flush fails and the node sends it at its next flush."""
+    redis_client.flushall()
+    with lossy_proxy(redis_server.port) as proxy:
+        retrying = RedisConfig(url=proxy.url).sync_client()  # a node's client: a dropped call is sent again
+        node = NewsCounts(retrying, "{n}:stats", "{n}:language:skipped")
+        node.stored("article")
+        asyncio.run(node.flush())  # loads the script
+        for _ in range(3):
+            node.stored("article")
+        node.not_stored("article", ("language", "fr"), "x.example")
+        proxy.lose.set()
+        asyncio.run(node.flush())
+        assert proxy.lost == 1
+        retrying.close()
+
+        once = redis.Redis.from_url(proxy.url, retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0))
+        other = NewsCounts(once, "{n}:stats", "{n}:language:skipped")
+        other.stored("article")
+        proxy.lose.set()
+        with pytest.raises(redis.ConnectionError):
+            asyncio.run(other.flush())
+        other.stored("article")  # counted meanwhile
+        asyncio.run(other.flush())
+        asyncio.run(other.flush())
+        once.close()
+    assert read_page_counts(redis_client.hgetall("{n}:stats")) == (
+        {"article": {"stored": 6, "skipped": 1}},
+        {"fr": 1},
+    )
+    assert redis_client.zscore("{n}:language:skipped", "x.example") == 1
+
+
+@pytest.fixture
+def full_redis(tmp_path: Path) -> Iterator[redis.Redis]:
+    """A redis-server that refuses writes once set full (maxmemory, noeviction), as the product
+    harness's `redis-full` fault does."""
+    server = RedisServer(tmp_path, "--maxmemory-policy", "noeviction").start()
+    client = redis.Redis.from_url(server.url)
+    try:
+        yield client
+    finally:
+        client.close()
+        server.stop()
+
+
+def test_a_full_redis_is_not_taken_for_garbage_and_the_counts_land_once(full_redis: redis.Redis) -> None:
+    full_redis.hset("{n}:stats", "page_type:article:stored", 40)
+    node = NewsCounts(full_redis, "{n}:stats", "{n}:language:skipped")
+    for _ in range(8):
+        node.stored("article")
+    full_redis.config_set("maxmemory", "1")
+    try:
+        for _ in range(2):
+            with pytest.raises(redis.exceptions.OutOfMemoryError):
+                asyncio.run(node.flush())
+        assert full_redis.hget("{n}:stats", "page_type:article:stored") == b"40"  # neither reset nor added
+    finally:
+        full_redis.config_set("maxmemory", "0")
+    asyncio.run(node.flush())
+    asyncio.run(node.flush())
+    assert full_redis.hget("{n}:stats", "page_type:article:stored") == b"48"
 
 
 def test_languages_compare_on_their_primary_subtag() -> None:

@@ -132,11 +132,11 @@ def test_robots_once_per_cluster_and_a_ban_answer_never_allows(redis_url: str, r
             await asyncio.sleep(0.2)  # node 1's fetch: the ban answer
             seen.append(await _verdict(node1, _leased("/private/admin")))
             seen.append(await _verdict(node2, _leased("/public")))  # disallowed for now: waits too
-            entry = json.loads(redis_client.get("{news}:robots:site.test") or b"{}")
+            entry = json.loads(redis_client.get("{news}:robots.txt:site.test") or b"{}")
             assert entry["status"] is None and entry["error"].startswith("proxy ban")
-            assert 0 < redis_client.ttl("{news}:robots:site.test") <= 30
+            assert 0 < redis_client.ttl("{news}:robots.txt:site.test") <= 30
             # the entry expires (simulated): one node fetches the real one
-            redis_client.delete("{news}:robots:site.test")
+            redis_client.delete("{news}:robots.txt:site.test")
             node1._cached.clear()
             node2._cached.clear()
             node1_answers = [_answer(200, ROBOTS_TXT.encode())]
@@ -154,7 +154,7 @@ def test_robots_once_per_cluster_and_a_ban_answer_never_allows(redis_url: str, r
     seen = asyncio.run(scenario())
     assert seen == ["later", "later", "retry", "retry", "later", "forbidden", "allowed", "forbidden", "allowed"]
     assert downloads == ["http://site.test/robots.txt"] * 2  # once per cluster, each time
-    assert json.loads(redis_client.get("{news}:robots:site.test") or b"{}")["status"] == 200
+    assert json.loads(redis_client.get("{news}:robots.txt:site.test") or b"{}")["status"] == 200
 
 
 def _serve(answers: list[TextResponse], downloads: list[str]) -> Any:
@@ -280,7 +280,7 @@ def test_a_banning_proxy_never_makes_a_disallowed_page_fetchable(
         logs = workers.log("node-a") + workers.log("node-b")
         assert "Traceback" not in logs
         netloc = site.url.split("//", 1)[1]
-        entry = json.loads(redis_client.get(f"{{news}}:robots:{netloc}") or b"{}")
+        entry = json.loads(redis_client.get(f"{{news}}:robots.txt:{netloc}") or b"{}")
         assert entry.get("status") == 200 and "Disallow: /private/" in entry["body"], entry
 
 
@@ -375,7 +375,7 @@ def test_the_robots_cache_key_lives_on_the_hosts_shard(redis_url: str, shards: i
 
     pairs = asyncio.run(keys())
     if shards == 1:  # today's key, byte for byte
-        assert pairs[0][0] == "{news}:robots:site0.test" and pairs[-1][0] == "{news}:robots:site0.test:8080"
+        assert pairs[0][0] == "{news}:robots.txt:site0.test" and pairs[-1][0] == "{news}:robots.txt:site0.test:8080"
     tags = {robots.split("}")[0] for robots, _ in pairs}
     assert tags == {"{news"} if shards == 1 else len(tags) > 1  # spread over the shards
     for robots, queue in pairs:  # with the host's queue: same tag, so same Cluster slot

@@ -91,6 +91,42 @@ def test_missing_permissions_are_one_line_at_start(
         assert part in cli, cli
 
 
+@pytest.mark.parametrize(
+    ("rules", "args", "says"),
+    [
+        # commands that word a refused read as a key of the wrong type unless they pass the refusal on
+        (("-xread", "-xreadgroup"), ("events", "news"), ("may not run 'xread'", "add `+xread`")),
+        (("-@scripting",), ("sources", "news"), ("may not run evalsha", "ACL SETUSER reader +@scripting")),
+        (
+            ("-@scripting",),
+            ("sources", "news", "import", "SOURCES", "--no-seed"),
+            ("may not run evalsha", "ACL SETUSER reader +@scripting"),
+        ),
+        (("-rpush",), ("seed", "news", "https://news.example/"), ("may not run 'rpush'", "add `+rpush`")),
+    ],
+)
+def test_a_command_refused_by_the_acl_says_which_permission_and_its_fix(
+    server: RedisServer, tmp_path: Path, rules: tuple[str, ...], args: tuple[str, ...], says: tuple[str, ...]
+) -> None:
+    """Not Redis's raw NOPERM text inside another error's words ("check its type"), but the one line
+    that names the permission and how to add it."""
+    admin = redis.Redis.from_url(server.url)
+    try:
+        admin.flushall()
+        admin.xadd("{news}:events", {"event": "new", "url": "https://news.example/a"})
+        admin.zadd("{news}:sources", {"news.example": 1})
+    finally:
+        admin.close()
+    sources = tmp_path / "sources.csv"
+    sources.write_text("url\nhttps://news.example/\n")
+    url = set_user(server, "reader", "~*", "&*", "+@all", "-@admin", *rules)
+    line = one_cli_line(dcrawl(url, *(str(sources) if a == "SOURCES" else a for a in args)))
+    for part in (*says, "docs/security.md"):
+        assert part in line, line
+    assert "check its type" not in line and "must say hash" not in line and "should be a sorted set" not in line
+    assert PASSWORD not in line
+
+
 def test_deploy_redis_conf_user_passes_the_check(server: RedisServer) -> None:
     """The ACL user deploy/redis.conf gives the crawler has everything a node needs, sharded or not."""
     line = next(line for line in (ROOT / "deploy" / "redis.conf").read_text().splitlines() if "user crawler on" in line)

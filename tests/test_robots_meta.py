@@ -3,13 +3,20 @@ news spider (against a real Redis: the per-host count is the cluster's)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 import redis
+import redis.asyncio as aioredis
 from scrapy import Request
 from scrapy.http import HtmlResponse
+from scrapy.settings import Settings
 
+from distributed_crawler.defaults import SettingsReader
+from distributed_crawler.downloadermiddlewares.robots_cache import CLAIMED, HIT, RobotsCache
+from distributed_crawler.keyspace import fill
+from distributed_crawler.news.counts import NewsCounts
 from distributed_crawler.news.extract import parse_html
 from distributed_crawler.news.robots_meta import robots_meta
 from tests.test_news_spider import Spider, collect, run
@@ -87,3 +94,32 @@ def test_robots_meta_obey_off_stores_and_follows(redis_url: str, redis_client: r
     assert len([o for o in out if not isinstance(o, Request)]) == 1
     assert len([o for o in out if isinstance(o, Request)]) == 3
     assert not [k for k in stats if "robots" in k]
+
+
+def test_a_host_named_skipped_keeps_its_robots_txt_apart_from_the_noindex_counter(redis_client: redis.Redis) -> None:
+    """The robots.txt cache of host `skipped` and the per-host noindex counter are different keys
+    with the default settings: each keeps its type and its data."""
+    redis_client.flushall()
+    settings = SettingsReader(Settings())
+    counter = fill(settings.str("ROBOTS_META_SKIPPED_KEY"), "t")
+    entry = {"status": 200, "body": "User-agent: *\nDisallow: /private/", "fetched_at": 1.0}
+    url = redis_client.connection_pool.connection_kwargs
+    template = settings.str("ROBOTS_CACHE_KEY")
+
+    async def scenario() -> tuple[str, str]:
+        client = aioredis.Redis(host=url["host"], port=url["port"])
+        counts = NewsCounts(client, "{t}:stats", counter)
+        cache = RobotsCache(client, template, "t", None, None, 30, 1.0, "robots.txt pending")
+        counts.skipped("robots", "noindex", "skipped")
+        await counts.flush()
+        claimed = await cache.claim("skipped", "skipped")
+        await cache.store("skipped", "skipped", entry, 60, None, lift=False, holding=False)
+        counts.skipped("robots", "noindex", "skipped")
+        await counts.flush()
+        again = await cache.claim("skipped", "skipped")
+        await client.aclose()
+        return claimed.verdict, again.verdict
+
+    assert asyncio.run(scenario()) == (CLAIMED, HIT)
+    assert redis_client.zrange(counter, 0, -1, withscores=True) == [(b"skipped", 2.0)]
+    assert redis_client.hget("{t}:stats", "robots:noindex:skipped") == b"2"

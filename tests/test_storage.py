@@ -13,6 +13,8 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -692,6 +694,54 @@ def test_rows_of_an_older_release_start_their_history_on_next_store(
 
 def test_upsert_changes_reports_new_changed_unchanged(opened: Callable[[], StorageBackend]) -> None:
     check_upsert_changes(opened())
+
+
+def test_two_nodes_storing_one_new_page_at_once_report_it_new_once(pg_url: str) -> None:
+    """A redelivered request stored by two nodes at the same moment: node A has inserted the row
+    and not committed yet when node B writes it. One `new` only (it is what `dcrawl status`
+    counts as stored), however the two transactions interleave."""
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS items")
+    a, b = PostgresStorage(pg_url), PostgresStorage(pg_url)
+    upserted, release = threading.Event(), threading.Event()
+    reads = {"a": 0}
+    versions = a._versions
+
+    def a_versions(cur: Any, urls: list[str], columns: str, lock: str = "") -> list[Any]:
+        reads["a"] += 1
+        if reads["a"] == 2:  # the read after the upsert: A holds its uncommitted row until released
+            upserted.set()
+            assert release.wait(60)
+        return versions(cur, urls, columns, lock)
+
+    a._versions = a_versions  # type: ignore[method-assign]
+    results: dict[str, Any] = {}
+
+    def store(name: str, backend: PostgresStorage) -> None:
+        results[name] = [c.change for c in backend.upsert_changes([row(1)])]
+
+    threads = {name: threading.Thread(target=store, args=(name, backend)) for name, backend in (("a", a), ("b", b))}
+    try:
+        threads["a"].start()
+        assert upserted.wait(60)
+        threads["b"].start()
+        with psycopg.connect(pg_url, autocommit=True) as watch:  # B waits on A's transaction
+            deadline = time.monotonic() + 60
+            while not watch.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ).fetchone()[0]:
+                assert time.monotonic() < deadline, "node B never waited for node A"
+                time.sleep(0.05)
+    finally:
+        release.set()
+        for thread in threads.values():
+            thread.join(60)
+        a.close()
+        b.close()
+    assert sorted(results["a"] + results["b"]) == ["new", "unchanged"], results
+    assert [r["url"] for r in read_rows(pg_url)] == [row(1)["url"]]
 
 
 def test_replaced_versions_are_kept_in_item_versions(storage_url: str) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from distributed_crawler.connection.clients import RedisConfig
+from distributed_crawler.connection.permissions import raise_if_denied
 from distributed_crawler.events.feed import EventsConfig, dumps
 from distributed_crawler.events.reading import ensure_group, read_group, read_plain
 
@@ -104,6 +105,7 @@ def cmd_events(args: argparse.Namespace) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 0
     except ResponseError as exc:
+        raise_if_denied(exc)
         raise ValueError(f"cannot read {stream} ({exc}); check its type: redis-cli type {stream}") from None
     if not args.json and not args.follow:
         print(f"{count} events in {stream}" + (f" for group {args.group}" if args.group else ""), file=sys.stderr)

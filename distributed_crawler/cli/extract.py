@@ -38,6 +38,7 @@ from distributed_crawler.addon import Addon, with_addon
 from distributed_crawler.cli.output import print_json
 from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
+from distributed_crawler.connection.permissions import raise_if_denied
 from distributed_crawler.core.admission import Admission
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
 from distributed_crawler.meta import LISTED_META
@@ -225,6 +226,7 @@ def index_reader(settings: Any, news: NewsConfig, spider: str) -> Callable[[int,
             )
             return run_sync(index.lookup(value, url))
         except RedisError as exc:
+            raise_if_denied(exc)
             raise RedisUnavailable(
                 f"cannot read the near-duplicate index {news.key(spider)} ({exc}); "
                 "check REDIS_URL, or -s NEAR_DUPLICATES=False to leave the check out"

@@ -44,7 +44,7 @@ from distributed_crawler.cli.project import (
 )
 from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
-from distributed_crawler.connection.permissions import PermissionDenied
+from distributed_crawler.connection.permissions import PermissionDenied, raise_if_denied
 from distributed_crawler.connection.policy import RedisPolicy
 from distributed_crawler.connection.types import SyncRedis
 from distributed_crawler.connection.untrusted import preview, text, wrong_type_message
@@ -204,6 +204,7 @@ def _requeue(settings: Any, client: SyncRedis, keys: SpiderKeys, raw: list[bytes
         try:
             run_sync(enqueuer.run("push", [PushEntry("", True, member)]))
         except ResponseError as exc:  # e.g. a queue or sequence key holding garbage: stop, keep the rest
+            raise_if_denied(exc)
             print(
                 f"requeued {requeued}; stopped: Redis refused the push ({str(exc)[:200]}); the entries stay in "
                 f"{keys.failed}; see `dcrawl status {keys.spider}` for keys holding bad data",

@@ -23,6 +23,7 @@ from scrapy import Request
 from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.cli.project import open_enqueuer, open_frontier
 from distributed_crawler.connection.calls import run_sync, server_time
+from distributed_crawler.connection.permissions import raise_if_denied
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
 from distributed_crawler.frontier.base import placed_entry
 from distributed_crawler.frontier.codec import RequestCodec, allowed_classes
@@ -85,6 +86,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     try:
         data = gather_schedule(schedule, args.spider, args.limit)
     except ResponseError as exc:
+        raise_if_denied(exc)
         raise ValueError(f"cannot read the schedule ({str(exc)[:200]}); check {schedule.where}") from None
     if args.json:
         print_json(data)

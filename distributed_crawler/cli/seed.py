@@ -49,6 +49,7 @@ from distributed_crawler.cli.project import (
 )
 from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.connection.clients import RedisConfig
+from distributed_crawler.connection.permissions import is_permission_error, refusal_text
 from distributed_crawler.connection.types import SyncRedis
 from distributed_crawler.connection.untrusted import text, wrong_type_message
 from distributed_crawler.core.registry import table_of
@@ -158,6 +159,8 @@ class SeedPusher:
         try:
             pipe.execute()
         except ResponseError as exc:
+            if is_permission_error(exc):  # a file's run still reports how far it got
+                raise SeedPushError(f"Redis refused the push to {self.key}: {refusal_text(exc)}") from None
             actual = text(self.client.type(self.key)) or "none"
             if actual not in (self.kind, "none"):
                 raise SeedPushError(wrong_type_message(self.key, actual, self.kind)) from None

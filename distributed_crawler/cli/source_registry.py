@@ -22,6 +22,7 @@ from distributed_crawler.cli.output import print_json
 from distributed_crawler.cli.project import open_control
 from distributed_crawler.cli.seed import SeedPusher, site_seed
 from distributed_crawler.connection.calls import run_sync
+from distributed_crawler.connection.permissions import raise_if_denied
 from distributed_crawler.core.control import BadInput
 from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.core.registry import SourceTable, table_of
@@ -54,6 +55,7 @@ def read_registry(control: CrawlControl) -> SourceTable:
     try:
         return table_of(run_sync(control.sources()))
     except ResponseError as exc:
+        raise_if_denied(exc)
         raise ValueError(wrong_registry(control, exc)) from None
 
 
@@ -100,6 +102,7 @@ def _import(args: argparse.Namespace) -> int:
     try:
         kept = apply_import(control, settings, plan, user(args), "cli")
     except ResponseError as exc:
+        raise_if_denied(exc)
         raise ValueError(wrong_registry(control, exc)) from None
     if seeds:
         SeedPusher(client, SeedKey.from_settings(settings, keys.spider)).push(seeds, [0] * len(seeds))
@@ -191,6 +194,7 @@ def _remove(args: argparse.Namespace, control: CrawlControl, settings: Any, regi
     try:
         remove_sources(control, settings, sources, user(args), "cli")
     except ResponseError as exc:
+        raise_if_denied(exc)
         raise ValueError(wrong_registry(control, exc)) from None
     names = ", ".join(s.name for s in sources)
     print(f"removed {len(sources)} source(s): {names}; their pages stay queued (`dcrawl host SPIDER HOST purge`)")

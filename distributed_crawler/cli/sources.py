@@ -23,6 +23,7 @@ from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.cli.project import open_control
 from distributed_crawler.cli.source_registry import VERBS, cmd_registry, read_registry, refusals_by_source
 from distributed_crawler.connection.calls import run_sync, server_time
+from distributed_crawler.connection.permissions import raise_if_denied
 from distributed_crawler.connection.types import SyncRedis
 from distributed_crawler.core.registry import SourceTable
 from distributed_crawler.events.coverage import REASONS, WORDS, read_coverage
@@ -93,6 +94,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
     try:
         data = run_sync(gather_sources(client, config, keys.spider, args.limit, args.missing))
     except ResponseError as exc:
+        raise_if_denied(exc)
         index = config.index_key(keys.spider)
         raise ValueError(
             f"cannot read {index} ({exc}); it should be a sorted set: check `redis-cli type {index}`, "

@@ -56,6 +56,23 @@ def is_permission_error(exc: BaseException) -> bool:
     return isinstance(exc, ResponseError) and any(marker in str(exc).lower() for marker in _IN_SCRIPT)
 
 
+def raise_if_denied(exc: BaseException) -> None:
+    """Re-raise `exc` if it is an ACL refusal. For a caller that catches a class of errors which
+    holds refusals too (NoPermissionError is a ResponseError) to word bad data: a refusal goes on to
+    the one line that names the permission and its fix (`RedisPolicy.reading`, `dcrawl`'s
+    `ReadDenied`), never reworded as a key of the wrong type nor taken for missing data."""
+    if is_permission_error(exc):
+        raise exc
+
+
+def refusal_text(exc: BaseException) -> str:
+    """An ACL refusal as a phrase with its fix, for a line that already says what failed:
+    "this user may not run 'rpush'; add `+rpush` to its ACL rule (docs/...)"."""
+    command = denied_command(exc)
+    add = f"`{' '.join(fix_for_commands([command]))}`" if command else "what it lacks"
+    return f"this user may not {what_was_denied(exc)}; add {add} to its ACL rule ({ACL_DOC})"
+
+
 def denied_command(exc: BaseException) -> str | None:
     """The command a refusal names (`evalsha`, `script|load`), when it names one."""
     found = _COMMAND_RE.search(str(exc))

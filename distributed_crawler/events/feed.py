@@ -6,9 +6,10 @@ a node killed between the commit and the XADD has its request redelivered, and a
 request publishes the stored version's event even when the row is unchanged (at-least-once;
 consumers dedupe on `key` = canonical URL + version). The batch's events, trimmed with
 `MAXLEN ~ EVENTS_MAXLEN`, and its per-source counts (events/sources.py) go in one round trip per
-Redis server (connection/batch.py: on a Cluster too); what landed is never sent again, so a retry
-announces no row twice. A Redis outage is waited out with backoff like the other push paths; the
-items wait with it. A write Redis refuses (a key of the wrong type) is retried the same way, with
+Redis server (connection/batch.py: on a Cluster too); what is known to have landed is never sent
+again. A write whose reply was lost is sent again whole (by redis-py, then by the retry): its events
+repeat with the same key, its count of stored rows is skipped by number (news/counts.py). A Redis
+outage is waited out with backoff like the other push paths; the items wait with it. A write Redis refuses (a key of the wrong type) is retried the same way, with
 an ERROR naming the cause and the fix at most once a minute; a missing ACL permission is the
 policy's (connection/policy.py: the same, naming the rule the node needs).
 """
@@ -36,7 +37,7 @@ from distributed_crawler.events.coverage import CoverageLog
 from distributed_crawler.events.diff import story_diff
 from distributed_crawler.events.sources import LAG_EDGES, SourcesConfig, lag_bucket, lag_seconds
 from distributed_crawler.keyspace import default, fill
-from distributed_crawler.news.counts import MAX_HOSTS, stored_field
+from distributed_crawler.news.counts import CountsWriter, stored_field
 from distributed_crawler.news.storing import page_type_of
 from distributed_crawler.storage.changes import CHANGED, NEW, UNCHANGED, RowChange
 from distributed_crawler.urlhost import url_host
@@ -172,8 +173,10 @@ class ChangeFeed:
     ) -> None:
         self.config = config
         # news_counts.lua's KEYS (the cluster's stats hash, its per-host zset): rows created per page
-        # type are counted there in the events' own write (`dcrawl status` stored: one per row)
+        # type are counted there in the events' own write (`dcrawl status` stored: one per row; a
+        # write sent again after its reply was lost is skipped by number: news/counts.py)
         self.counts_keys = counts_keys
+        self._counts_writer = CountsWriter(*counts_keys) if counts_keys else None
         self._counts_script: AnyScript | None = None
         self._source_name = source_name  # a URL's source: the registry's name (docs/sources.md), else its domain
         self.sources = sources
@@ -310,7 +313,8 @@ class ChangeFeed:
 
     def _queue(self, batch: Batch, part: tuple[Any, ...]) -> None:
         """One part of a batch's write: ("event", fields), ("source", name, count, lags, quality) or
-        ("stored", {field: rows created}) (news_counts.lua: a garbage field is reset, never a refused write)."""
+        ("stored", keys, args): one numbered news_counts.lua write of the rows created, sent as it
+        is on every retry (the script skips it once it landed)."""
         if part[0] == "event":
             if self.config.maxlen:
                 batch.commands.xadd(self.stream, part[1], maxlen=self.config.maxlen, approximate=True)
@@ -321,8 +325,7 @@ class ChangeFeed:
             batch.script(self._coverage(), part[1], part[2])
             return
         if part[0] == "stored":
-            pairs = [value for pair in part[1].items() for value in pair]
-            batch.script(self._stored_script(), list(self.counts_keys or ()), [MAX_HOSTS, len(part[1]), *pairs])
+            batch.script(self._stored_script(), part[1], part[2])
             return
         _, source, count, lags, quality = part
         judged = ",".join(str(n) for n in quality)
@@ -337,8 +340,8 @@ class ChangeFeed:
     ) -> None:
         parts: list[tuple[Any, ...]] = [("event", fields) for fields in events]
         parts += [("source", source, *counts) for source, counts in sources.items()]
-        if created:
-            parts.append(("stored", dict(created)))
+        if created and self._counts_writer is not None:
+            parts.append(("stored", *self._counts_writer.call(created)))
         parts += [("coverage", keys, args) for keys, args in self.coverage.take()]  # the same round trip
         what = f"Writing change events to {self.stream}"
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
+from distributed_crawler.connection.permissions import raise_if_denied
 from distributed_crawler.core.crawl_control import CrawlControl
 
 BLOCKS_SHOWN = 20  # blocks listed by status; the count covers all
@@ -19,14 +20,16 @@ async def control_summary(control: CrawlControl, now: float) -> dict[str, Any]:
     """{"paused": {since, by, drain, source} | None, "overrides": n, "blocked": n, "blocks": [...]}."""
     try:
         paused = await control.pause_state()
-    except ResponseError:  # the pause key of another type: it still says someone paused
+    except ResponseError as exc:  # the pause key of another type: it still says someone paused
+        raise_if_denied(exc)
         paused = {"since": 0.0, "by": "unknown", "drain": False, "source": "unknown"}
     count = 0
     blocks: list[dict[str, Any]] = []
     try:
         count = await control.override_count()
         raw = await control.overrides() if count <= SCAN_MAX else {}
-    except ResponseError:
+    except ResponseError as exc:
+        raise_if_denied(exc)
         raw = {}
     for target, value in raw.items():
         try:

@@ -22,6 +22,7 @@ from rich.text import Text
 from scrapy.settings import BaseSettings
 
 from distributed_crawler.connection.calls import maybe_await, run_sync
+from distributed_crawler.connection.permissions import is_permission_error, raise_if_denied
 from distributed_crawler.connection.policy import Purpose, RedisPolicy, RedisUnreachable, is_transient
 from distributed_crawler.connection.types import AnyRedis
 from distributed_crawler.core.crawl_control import CrawlControl
@@ -122,8 +123,8 @@ async def _dedup_stats(client: AnyRedis, key: str, skips: Skips) -> dict[str, An
     try:
         stats = await describe_dedup(client, key)
     except Exception as exc:  # a corrupt filter (DedupDataError, ValueError, WRONGTYPE...) is data, not our failure
-        if is_transient(exc):
-            raise  # an outage is the read's (READ: the caller stops with one line)
+        if is_transient(exc) or is_permission_error(exc):
+            raise  # an outage or an ACL refusal is the read's (READ: the caller stops with one line)
         skips.add(key)  # a filter whose meta does not read: its size is unknown, nodes say more
         return {"backend": "unreadable", "count": 0, "bytes": 0, "layers": 0, "error_rate": 0.0}
     return clean_json(stats)
@@ -180,7 +181,8 @@ async def with_written_shards(client: AnyRedis, settings: BaseSettings, keys: Sp
     shard (it counted one before, silently). Garbage in the key is ignored (untrusted)."""
     try:
         raw = await maybe_await(client.get(keys.shards))
-    except ResponseError:  # a key of another type: the layout check names it when a node starts
+    except ResponseError as exc:  # a key of another type: the layout check names it when a node starts
+        raise_if_denied(exc)
         return settings
     try:
         written = check_shards(raw.decode(errors="replace") if isinstance(raw, bytes) else raw)

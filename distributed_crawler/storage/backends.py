@@ -332,6 +332,15 @@ class SQLiteStorage:
 _SCHEMA_LOCK_KEY = 0x6463_6974_656D  # "dcitem"
 
 
+# Advisory locks on (class, hashtext(url)): the two-key space, apart from the schema lock's. Taken
+# in key order, so two batches sharing URLs wait for each other instead of deadlocking.
+_URL_LOCK_CLASS = 0x6463_7572  # "dcur"
+_PG_URL_LOCKS = (
+    "SELECT count(pg_advisory_xact_lock(%s, k)) FROM "
+    "(SELECT DISTINCT hashtext(u) AS k FROM unnest(%s::text[]) AS u ORDER BY k) AS url_keys"
+)
+
+
 class PostgresStorage(OneConnection):
     """PostgreSQL database shared by every node of the crawl.
 
@@ -431,8 +440,12 @@ class PostgresStorage(OneConnection):
         self._upsert(rows, report=False)
 
     def upsert_changes(self, rows: list[dict[str, Any]]) -> list[RowChange]:
-        """Upsert *rows* in one transaction; the versions before (rows locked ``FOR UPDATE``) and
-        after are read inside it."""
+        """Upsert *rows* in one transaction; the versions before and after are read inside it.
+
+        ``FOR UPDATE`` locks only rows that exist: two nodes storing the same new URL at once (a
+        redelivered request) would both read "no row" and both report it `new` (counted twice in
+        `dcrawl status`). So the batch first takes a transaction lock per URL (`_PG_URL_LOCKS`),
+        and the second writer reads the row the first committed."""
         return self._upsert(rows, report=True)
 
     @staticmethod
@@ -457,6 +470,8 @@ class PostgresStorage(OneConnection):
         try:
             conn = self._connection()
             with conn.transaction(), conn.cursor() as cur:
+                if report:
+                    cur.execute(_PG_URL_LOCKS, (_URL_LOCK_CLASS, urls))
                 stored = self._versions(cur, urls, "version, title, text", "FOR UPDATE") if report else []
                 before = {r[0]: r[1] for r in stored}
                 cur.executemany(_PG_ARCHIVE, archive_params(prepared))
