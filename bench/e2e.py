@@ -16,6 +16,7 @@ Measured per run:
   heartbeat), and pages/s from that first request, which leaves the pickup out;
 * Redis commands per page: `INFO commandstats` delta (seed -> end, INFO excluded). Commands a Lua
   script runs count too, as do MULTI/EXEC and each command of a pipeline; EVALSHA/EVAL separately;
+  the summary gives them per command and page for each side, and ours minus each other side;
 * Redis round trips per page and per scheduled request: socket writes of redis-py in the workers
   (bench/probe.py), between the same two instants;
 * fetches and duplicate fetches from the site's own hit counts.
@@ -275,10 +276,28 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
             continue
         out[side] = {f"median_{k}": median([r[k] for r in mine]) for k in keys}
         out[side]["evalsha_per_page"] = median([r["evalsha"] / r["pages_stored"] for r in mine if r["pages_stored"]])
+        out[side]["commands_per_page_by_command"] = by_command(mine)
     for other in SIDES[1:]:
         if out.get("ours") and out.get(other):
             out[f"ratio_ours_over_{other.replace('-', '_')}"] = ratios(runs, out, other)
+            # which commands make a difference in commands per page (inside scripts too)
+            mine, theirs = out["ours"]["commands_per_page_by_command"], out[other]["commands_per_page_by_command"]
+            diff = {k: round(mine.get(k, 0) - theirs.get(k, 0), 2) for k in {*mine, *theirs}}
+            out[f"commands_per_page_ours_minus_{other.replace('-', '_')}"] = {
+                k: v for k, v in sorted(diff.items(), key=lambda kv: -abs(kv[1])) if v
+            }
     return out
+
+
+def by_command(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Median calls per stored page of each command (the INFO commandstats delta), most first;
+    commands under 0.01 per page are left out."""
+    names = {k for r in runs for k in r["commandstats"]}
+    per_page = {
+        k: median([r["commandstats"].get(k, 0) / r["pages_stored"] for r in runs if r["pages_stored"]]) or 0
+        for k in names
+    }
+    return {k: round(v, 2) for k, v in sorted(per_page.items(), key=lambda kv: -kv[1]) if v >= 0.01}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -169,6 +169,42 @@ def test_the_window_forgets_old_listings_and_the_cap_drops_the_oldest(redis_clie
     assert read(redis_client, config).evicted == 1
 
 
+@pytest.mark.parametrize(
+    ("cap", "kept"),
+    [
+        (4, {"f", "g", "h", "new"}),  # every unlisted outcome, then the two oldest listings
+        (7, {"c", "d", "e", "f", "g", "h", "new"}),  # b, then a (an equal time: the lower state first)
+    ],
+)
+def test_the_cap_evicts_in_a_few_commands_however_many_go(redis_client: redis.Redis, cap: int, kept: set[str]) -> None:
+    config = SourcesConfig(coverage_max_urls=cap)
+    key = config.coverage_key_of("news", "example.com")
+    now = int(redis_client.time()[0])
+    entries = {
+        "a": (NOT_ARTICLE, -50),
+        "b": (FAILED, -60),
+        "c": (NEAR_DUPLICATE, -50),
+        "d": (LISTED, -100),
+        "e": (LISTED + STORED, -200),
+        "f": (LISTED + FAILED, -100),
+        "g": (LISTED, -10),
+        "h": (LISTED + REFUSED, -5),
+    }
+    redis_client.zadd(key, {f"{SITE}/{k}": code * SCORE_BASE + now + age for k, (code, age) in entries.items()})
+    log = CoverageLog(config, "news", source_of=lambda url: "example.com")
+    log.listed(f"{SITE}/new")
+    redis_client.config_resetstat()
+    write(redis_client, config, log)
+    stats = redis_client.info("commandstats")
+    members = {m.decode().rsplit("/", 1)[1] for m in redis_client.zrange(key, 0, -1)}
+    assert members == kept
+    evicted = redis_client.hget(config.key_of("news", "example.com"), "cov_evicted")
+    assert evicted == (b"2" if cap == 4 else None)
+    # one read per state's range (6 unlisted, 7 listed) and one ZREM per kind, not 6-7 reads per URL
+    assert stats["cmdstat_zrangebyscore"]["calls"] <= (13 if cap == 4 else 6)
+    assert stats["cmdstat_zrem"]["calls"] <= 2
+
+
 def test_garbage_in_the_keys_is_replaced(redis_client: redis.Redis) -> None:
     config = SourcesConfig()
     key = config.coverage_key_of("news", "example.com")

@@ -54,28 +54,48 @@ local cutoff = now - window
 for code = 0, 14 do
   redis.call("ZREMRANGEBYSCORE", KEYS[1], score(code, 0), "(" .. score(code, cutoff))
 end
-local over = redis.call("ZCARD", KEYS[1]) - cap
-if over > 0 then
-  local unlisted = redis.call("ZCOUNT", KEYS[1], 0, "(" .. score(8, 0))
-  local evicted = 0
-  while over > 0 do
-    -- the oldest entry of the unlisted codes (while any), else of the listed ones
-    local low, high = 1, 6
-    if unlisted == 0 then low, high = 8, 14 end
+-- Up to n entries of codes low..high, oldest first (an equal time: the lower code first; within a
+-- code ZRANGEBYSCORE's order): one read per code, whatever n is, then merged here.
+local function oldest(low, high, n)
+  local runs, at = {}, {}
+  for code = low, high do
+    runs[code] = redis.call("ZRANGEBYSCORE", KEYS[1], score(code, 0), "(" .. score(code + 1, 0), "WITHSCORES", "LIMIT", 0, n)
+    at[code] = 1
+  end
+  local picked = {}
+  while #picked < n do
     local best, best_time = nil, nil
     for code = low, high do
-      local found = redis.call("ZRANGEBYSCORE", KEYS[1], score(code, 0), "(" .. score(code + 1, 0), "WITHSCORES", "LIMIT", 0, 1)
-      if found[1] then
-        local time = tonumber(found[2]) - code * B
-        if best_time == nil or time < best_time then best, best_time = found[1], time end
+      local found = runs[code]
+      if found[at[code]] then
+        local time = tonumber(found[at[code] + 1]) - code * B
+        if best_time == nil or time < best_time then best, best_time = code, time end
       end
     end
     if best == nil then break end
-    redis.call("ZREM", KEYS[1], best)
-    if unlisted > 0 then unlisted = unlisted - 1 else evicted = evicted + 1 end
-    over = over - 1
+    picked[#picked + 1] = runs[best][at[best]]
+    at[best] = at[best] + 2
   end
-  if evicted > 0 then redis.call("HINCRBY", KEYS[3], "cov_evicted", evicted) end
+  return picked
+end
+local function remove(members)
+  for i = 1, #members, 1000 do -- ZREM takes many members; unpack's stack holds a thousand
+    redis.call("ZREM", KEYS[1], unpack(members, i, math.min(i + 999, #members)))
+  end
+end
+local over = redis.call("ZCARD", KEYS[1]) - cap
+if over > 0 then
+  -- the oldest unlisted outcomes go first, then the oldest listings
+  local unlisted = redis.call("ZCOUNT", KEYS[1], 0, "(" .. score(8, 0))
+  local first = math.min(over, unlisted)
+  local gone = first > 0 and oldest(1, 6, first) or {}
+  remove(gone)
+  -- an unlisted count left that codes 1..6 do not hold (a garbage code): nothing more is evicted
+  if #gone == first and over > first then
+    local evicted = oldest(8, 14, over - first)
+    remove(evicted)
+    if #evicted > 0 then redis.call("HINCRBY", KEYS[3], "cov_evicted", #evicted) end
+  end
 end
 redis.call("ZADD", KEYS[2], now, ARGV[1])
 return 1
