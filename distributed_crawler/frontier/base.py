@@ -28,7 +28,16 @@ if TYPE_CHECKING:
     from distributed_crawler.frontier.doorbell import Ring
     from distributed_crawler.frontier.keys import SpiderKeys
 
-__all__ = ["Frontier", "FrontierLayoutError", "HostControl", "Lease", "Leased", "Placement", "placed_entry"]
+__all__ = [
+    "Frontier",
+    "FrontierLayoutError",
+    "HostControl",
+    "Lease",
+    "Leased",
+    "Placement",
+    "RevisitRecord",
+    "placed_entry",
+]
 
 
 class Lease(NamedTuple):
@@ -38,6 +47,15 @@ class Lease(NamedTuple):
     lease: bytes
     slot: str = ""
     backoff: int = 0
+
+
+class RevisitRecord(NamedTuple):
+    """A fetched page's revisit record, written in the script that acks its lease (lua/recrawl_ack.lua):
+    `url` places it on its host's shard, `args` are recrawl_record.lua's 11 ARGV (recrawl/schedule.py
+    alone builds them)."""
+
+    url: str
+    args: tuple[str, ...]
 
 
 class Leased(NamedTuple):
@@ -188,6 +206,11 @@ class Frontier(Protocol):
 
     def ack(self, leases: Sequence[bytes | str]) -> Any:
         """Remove finished leases (the request is done: its items committed, its links pushed)."""
+
+    def ack_recorded(self, leases: Sequence[bytes | str], records: Sequence[tuple[bytes, RevisitRecord]]) -> Any:
+        """Remove finished `leases`, writing the revisit records of some of them (lease, record) in the
+        same script as their ack, never after it (lua/recrawl_ack.lua) -> each record's reply, in order
+        (recrawl_record.lua's, or ["err", message] when Redis refused it: the lease is acked anyway)."""
 
     def expire(self, leases: Sequence[bytes | str]) -> Any:
         """Let leases expire now (only those still held), so the next reclaim counts a delivery."""

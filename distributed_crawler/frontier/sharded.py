@@ -26,7 +26,7 @@ from redis.exceptions import RedisError
 from distributed_crawler.connection.batch import run_scripts
 from distributed_crawler.connection.calls import maybe_await, run_sync
 from distributed_crawler.connection.lua import is_cluster
-from distributed_crawler.frontier.base import Frontier, HostControl, Lease, Leased, Placement
+from distributed_crawler.frontier.base import Frontier, HostControl, Lease, Leased, Placement, RevisitRecord
 from distributed_crawler.frontier.codec import payload_slot, payload_url
 from distributed_crawler.frontier.counts import CrawlCounts, crawl_counts, shard_counts
 from distributed_crawler.frontier.deadletters import DeadLetters
@@ -271,6 +271,36 @@ class ShardedFrontier:
             done = sum([int(await maybe_await(self.parts[i].ack(group))) for i, group in self.by_shard(leases).items()])
             self.homes.forget(leases)
             return done
+
+        return self._go(ack())
+
+    def ack_recorded(self, leases: Sequence[bytes | str], records: Sequence[tuple[bytes, RevisitRecord]]) -> Any:
+        """Each shard's leases and the records of its URLs in one script per shard, one round trip
+        for them all; a record whose URL lives on another shard than its lease (a slot that is not
+        the URL's host) is written first, in calls of its own, so it still lands before its ack."""
+
+        async def ack() -> list[Any]:
+            replies: list[Any] = [None] * len(records)
+            apart: dict[int, list[int]] = {}  # shard of the URL -> records written before the acks
+            riding: dict[int, list[int]] = {}  # shard -> records acked with their lease
+            for i, (lease, record) in enumerate(records):
+                home, place = self.shard_of_member(lease), self.shard_of_url(record.url)
+                (riding.setdefault(home, []) if home == place else apart.setdefault(place, [])).append(i)
+            groups = self.by_shard(leases)
+            first: dict[int, tuple[list[int], list[bytes | str]]] = {shard: (ids, []) for shard, ids in apart.items()}
+            then_acks = {shard: (riding.get(shard, []), groups.get(shard, [])) for shard in {*groups, *riding}}
+            for phase in (first, then_acks):
+                if not phase:
+                    continue
+                calls = [
+                    self.parts[shard].recrawl_ack_call([records[i][1] for i in picked], acked)
+                    for shard, (picked, acked) in phase.items()
+                ]
+                for (picked, _), reply in zip(phase.values(), await run_scripts(self.client, calls)):
+                    for i, one in zip(picked, reply[1:]):
+                        replies[i] = one
+            self.homes.forget(leases)
+            return replies
 
         return self._go(ack())
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from scrapy.settings import Settings
 
 from distributed_crawler.connection.calls import then
-from distributed_crawler.frontier.base import Frontier, HostControl, Placement
+from distributed_crawler.frontier.base import Frontier, HostControl, Placement, RevisitRecord
 from distributed_crawler.frontier.counts import CrawlCounts, crawl_counts
 from distributed_crawler.frontier.deadletters import DeadLetters
 from distributed_crawler.frontier.doorbell import PushesSeen, Ring
@@ -183,6 +183,21 @@ class UnshardedFrontier:
 
     def ack(self, leases: Sequence[bytes | str]) -> Any:
         return self.client.zrem(self.keys.processing, *leases)
+
+    def ack_recorded(self, leases: Sequence[bytes | str], records: Sequence[tuple[bytes, RevisitRecord]]) -> Any:
+        script, keys, args = self.recrawl_ack_call([record for _, record in records], leases)
+        return then(script(keys=keys, args=args), lambda reply: list(reply[1:]))
+
+    def recrawl_ack_call(
+        self, records: Sequence[RevisitRecord], leases: Sequence[bytes | str]
+    ) -> tuple[Any, list[str], list[Any]]:
+        """recrawl_ack.lua with its KEYS and ARGV: the records, then the leases removed (a sharded
+        frontier pipelines its shards' calls)."""
+        k = self.keys
+        args: list[Any] = [len(records)]
+        for record in records:
+            args += record.args
+        return self.scripts.recrawl_ack, [k.processing, k.recrawl, k.recrawl_state], [*args, *leases]
 
     def expire(self, leases: Sequence[bytes | str]) -> Any:
         return self.client.zadd(self.keys.processing, dict.fromkeys(leases, 0), xx=True)

@@ -21,7 +21,7 @@ from scrapy.settings import BaseSettings
 from distributed_crawler.connection.batch import Batch
 from distributed_crawler.connection.calls import maybe_await, then
 from distributed_crawler.connection.lua import lua_source, reply_text
-from distributed_crawler.frontier.base import Frontier
+from distributed_crawler.frontier.base import Frontier, RevisitRecord
 from distributed_crawler.frontier.codec import payload_url
 from distributed_crawler.frontier.envelope import split_member
 from distributed_crawler.frontier.keys import SpiderKeys
@@ -170,9 +170,34 @@ class RevisitSchedule:
         seconds after the first fetch of each revisit (None: no plan, `()`: the plan ends now);
         `horizon`: seconds after the first fetch past which an adaptive schedule ends (0 = never).
         With `batch` the call is queued there (None returned): `recorded_from` reads its reply."""
-        keys = self.keys_for(url or member_url(member))
+        record = self.revisit_record(
+            fingerprint, interval, factor, outcome, digest, etag, last_modified, member, url, horizon, plan
+        )
+        keys = self.keys_for(record.url)
+        if batch is not None:
+            batch.script(self._record, [keys.schedule, keys.state], record.args)
+            return None
+        result = self._record(keys=[keys.schedule, keys.state], args=list(record.args))
+        return then(result, recorded_from)
+
+    def revisit_record(
+        self,
+        fingerprint: str,
+        interval: tuple[float, float],
+        factor: float,
+        outcome: str,
+        digest: str = "",
+        etag: str = "",
+        last_modified: str = "",
+        member: str = "",
+        url: str = "",
+        horizon: float = 0.0,
+        plan: tuple[float, ...] | None = None,
+    ) -> RevisitRecord:
+        """The same record (`record`'s arguments) as a value the frontier writes in the script that
+        acks the page's lease (lua/recrawl_ack.lua): recrawl_record.lua's ARGV, in its order."""
         low, high = interval
-        args = [
+        args = (
             fingerprint,
             f"{low:.3f}",
             f"{high:.3f}",
@@ -184,12 +209,8 @@ class RevisitSchedule:
             member,
             "" if plan is None else "plan:" + ",".join(f"{s:.3f}" for s in plan),
             f"{horizon:.3f}",
-        ]
-        if batch is not None:
-            batch.script(self._record, [keys.schedule, keys.state], args)
-            return None
-        result = self._record(keys=[keys.schedule, keys.state], args=args)
-        return then(result, recorded_from)
+        )
+        return RevisitRecord(url or member_url(member), args)
 
     def state(self, fingerprint: str, url: str = "") -> Any:
         """The revisit state of a URL (None: never fetched as revisitable, or garbage)."""
@@ -247,7 +268,7 @@ class RevisitSchedule:
 
 
 def recorded_from(reply: list[Any]) -> Recorded:
-    """recrawl_record.lua's reply as a Recorded."""
+    """recrawl_record.lua's reply as a Recorded (ValueError: recrawl_ack.lua's ["err", message])."""
     return Recorded(float(reply[0]), CHANGE_NAMES.get(int(reply[1]), "?"), bool(int(reply[2])))
 
 
