@@ -20,6 +20,7 @@ from distributed_crawler.connection.lua import reply_text
 from distributed_crawler.connection.policy import NodeStopping, Purpose, RedisPolicy
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.registry import SourceCache
+from distributed_crawler.frontier.base import RevisitRecord
 from distributed_crawler.frontier.codec import RequestCodec, UnserializableRequestError, allowed_classes
 from distributed_crawler.frontier.envelope import make_member
 from distributed_crawler.internals import scheduler_of
@@ -144,26 +145,12 @@ class RecrawlNode:
         due time (RECRAWL_PENDING_SECONDS after its move), a first visit is not scheduled; one
         ERROR line says which.
         """
-        member = self.member(request, article=ticket.revisit.article)
-        if fields.get("etag"):  # If-None-Match is evaluated first and wins (RFC 9110 13.2.2): one validator is enough
-            fields["last_modified"] = ""
+        return await self._write(request, self.revisit_record(request, ticket, outcome, fields))
 
+    async def _write(self, request: Request, revisit: RevisitRecord) -> Recorded | None:
         async def write() -> Recorded | None:
             try:
-                revisit = ticket.revisit
-                return await self.schedule.record(
-                    ticket.fingerprint,
-                    revisit.interval,
-                    self.config.factor,
-                    outcome,
-                    member=member,
-                    url=request.url,
-                    horizon=revisit.horizon,
-                    plan=revisit.plan if revisit.article else None,
-                    digest=fields.get("digest", ""),
-                    etag=fields.get("etag", ""),
-                    last_modified=fields.get("last_modified", ""),
-                )
+                return await self.schedule.write(revisit)
             except ResponseError as exc:
                 logger.error(
                     "Redis refused to record the revisit of %s (%s); check %s with `dcrawl schedule %s`",
@@ -200,27 +187,34 @@ class RecrawlNode:
         (no lease: not from our frontier) recorded now."""
         lease = request.meta.get(LEASE_META)
         attach = getattr(scheduler_of(self.crawler), "record_with_ack", None)
-        if isinstance(lease, bytes) and callable(attach):
-            member = self.member(request, article=ticket.revisit.article)
-            if fields.get("etag"):  # as in `record`: one validator is enough
-                fields["last_modified"] = ""
-            revisit = ticket.revisit
-            record = self.schedule.revisit_record(
-                ticket.fingerprint,
-                revisit.interval,
-                self.config.factor,
-                outcome,
-                digest=fields.get("digest", ""),
-                etag=fields.get("etag", ""),
-                last_modified=fields.get("last_modified", ""),
-                member=member,
-                url=request.url,
-                horizon=revisit.horizon,
-                plan=revisit.plan if revisit.article else None,
-            )
-            if attach(lease, record, partial(self._acked, request.url)):
-                return
-        await self.record(request, ticket, outcome, **fields)
+        record = self.revisit_record(request, ticket, outcome, fields)
+        if isinstance(lease, bytes) and callable(attach) and attach(lease, record, partial(self._acked, request.url)):
+            return
+        await self._write(request, record)
+
+    def revisit_record(
+        self, request: Request, ticket: RecrawlTicket, outcome: str, fields: dict[str, str]
+    ) -> RevisitRecord:
+        """The record of a fetch (recrawl_record.lua's arguments, recrawl/schedule.py): `fields` the
+        content digest and the response's validators."""
+        member = self.member(request, article=ticket.revisit.article)
+        etag = fields.get("etag", "")
+        # If-None-Match is evaluated first and wins (RFC 9110 13.2.2): one validator is enough
+        last_modified = "" if etag else fields.get("last_modified", "")
+        revisit = ticket.revisit
+        return self.schedule.revisit_record(
+            ticket.fingerprint,
+            revisit.interval,
+            self.config.factor,
+            outcome,
+            digest=fields.get("digest", ""),
+            etag=etag,
+            last_modified=last_modified,
+            member=member,
+            url=request.url,
+            horizon=revisit.horizon,
+            plan=revisit.plan if revisit.article else None,
+        )
 
     def _acked(self, url: str, reply: Any) -> None:
         """The reply for a record written with its page's ack: counted, or the refusal logged."""

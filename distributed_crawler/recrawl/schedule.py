@@ -173,10 +173,15 @@ class RevisitSchedule:
         record = self.revisit_record(
             fingerprint, interval, factor, outcome, digest, etag, last_modified, member, url, horizon, plan
         )
-        keys = self.keys_for(record.url)
         if batch is not None:
+            keys = self.keys_for(record.url)
             batch.script(self._record, [keys.schedule, keys.state], record.args)
             return None
+        return self.write(record)
+
+    def write(self, record: RevisitRecord) -> Any:
+        """One record on its own (recrawl_record.lua, on the shard of its URL) -> Recorded."""
+        keys = self.keys_for(record.url)
         result = self._record(keys=[keys.schedule, keys.state], args=list(record.args))
         return then(result, recorded_from)
 
