@@ -171,3 +171,32 @@ def test_a_record_redis_refuses_does_not_hold_the_ack_back(
     assert not seen["first"]
     refused = [r.getMessage() for r in caplog.records if "refused to record the revisit" in r.getMessage()]
     assert len(refused) == PAGES + 1 and "WRONGTYPE" in refused[0], refused[:1]
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_a_sync_client_acks_with_records_and_a_record_of_another_shard_lands_too(
+    shards: int, redis_url: str, redis_client: redis.Redis
+) -> None:
+    """What the second stop signal runs (a sync client): each record on the shard of its URL, even
+    when its lease came from another shard (a redirect's URL, a custom slot), the leases removed."""
+    redis_client.flushdb()
+    settings = {"REDIS_URL": redis_url, "FRONTIER_SHARDS": shards}
+    frontier = frontier_from_settings(Settings(settings), "ra", redis_client)
+    schedule = RevisitSchedule(redis_client, frontier)
+    urls = [f"http://h{i}.test/story" for i in range(6)]
+    leases = [_lease(frontier, url) for url in urls]
+    # each lease carries the record of the next host's URL: with 3 shards some land on another shard
+    records = [
+        (
+            lease,
+            schedule.revisit_record(
+                f"{i:016x}", (60.0, 600.0), 2.0, "body", digest="d", member=make_member(json.dumps({"url": url}), 0)
+            ),
+        )
+        for i, (lease, url) in enumerate(zip(leases, urls[1:] + urls[:1]))
+    ]
+    replies = frontier.ack_recorded(leases, records)
+    assert [int(reply[1]) for reply in replies] == [-1] * len(urls)  # first visits, all written
+    assert sum(redis_client.zcard(part.keys.processing) for part in frontier.each_shard()) == 0
+    for i, url in enumerate(urls[1:] + urls[:1]):
+        assert schedule.state(f"{i:016x}", url) is not None, url  # on the shard of its URL
