@@ -36,6 +36,7 @@ may be shared: a pair runs seconds apart).
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import random
@@ -189,7 +190,10 @@ class Node:
 
     def lease_one(self) -> bytes:
         if self.frontier is not None:
-            return self.frontier.lease(1, 600).leases[0].lease
+            from distributed_crawler.connection.calls import run_sync
+
+            got = self.frontier.lease(1, 600)  # a coroutine, or (a baseline tree) the reply itself
+            return (run_sync(got) if inspect.iscoroutine(got) else got).leases[0].lease
         return self.scripts.pop_hosts(1, 600).leases[0].lease
 
 

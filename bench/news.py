@@ -128,6 +128,11 @@ def index_memory(redis_url: str, articles: int) -> dict[str, Any]:
 
 
 # -- part 2: crawling ----------------------------------------------------------------------------------
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128  # a crawler's connect burst; the default 5 drops connections
+    daemon_threads = True
+
+
 class HeavySite:
     """/ links to /list/N pages of 20 articles each; every /article/i is a heavy page (made once)."""
 
@@ -162,8 +167,7 @@ class HeavySite:
             def log_message(self, format: str, *args: object) -> None:
                 """Quiet."""
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 

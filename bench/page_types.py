@@ -17,6 +17,9 @@ into one folder (`--corpus DIR`); or pass the three folders:
                   other sites, each labelled before the rules ran on it; the rules changed after the
                   first ("fresh-1"), the prose rule was aimed at the kind of the second's misses
                   ("fresh-2"), the third ("fresh-3") was run once (bench/page_labels_trafilatura.json)
+    --sample-4    also the fourth sample ("fresh-4"): 250 pages of htmldate's tests/eval_default.json
+                  on sites no other group holds, drawn again here and checked against
+                  bench/page_labels_htmldate.json, labelled before the rules ran on them, run once
 
 Labelling rule (decided from where a page comes from, before any classifier ran):
 - fundus: article (the corpus is one article page per publisher);
@@ -30,14 +33,14 @@ Labelling rule (decided from where a page comes from, before any classifier ran)
 
 Split: by registered domain, the half is the parity of the first byte of the domain's SHA-1
 (never tuned on: "held-out"; the rules were tuned on "tuning" only); the trafilatura pages are
-their own groups, "fresh-1", "fresh-2" and "fresh-3". A page counts for:
+their own groups, "fresh-1", "fresh-2" and "fresh-3", the htmldate sample "fresh-4". A page counts for:
 - article recall: labelled article and classified article (what STORE_PAGE_TYPES=article stores);
 - list recognised: labelled list and classified list or other (not stored by default), and the
   stricter share classified exactly "list".
 
     .venv/bin/python -m bench.page_types_corpus /tmp/articles_pages --fundus GIT --htmldate GIT --autopager GIT \
         --trafilatura GIT
-    .venv/bin/python -m bench.page_types --corpus /tmp/articles_pages [--show tuning]
+    .venv/bin/python -m bench.page_types --corpus /tmp/articles_pages --sample-4 [--show tuning]
     .venv/bin/python -m bench.page_types --fundus DIR --mediacloud DIR --autopager DIR
 """
 
@@ -61,7 +64,9 @@ from distributed_crawler.news.extract import extract_article
 
 LABELS = Path(__file__).with_name("page_labels.json")
 FRESH_LABELS = Path(__file__).with_name("page_labels_trafilatura.json")
-GROUPS = ("tuning", "held-out", "fresh-1", "fresh-2", "fresh-3")
+HTMLDATE_LABELS = Path(__file__).with_name("page_labels_htmldate.json")
+GROUPS = ("tuning", "held-out", "fresh-1", "fresh-2", "fresh-3", "fresh-4")
+SAMPLE_4 = 250  # pages of htmldate's evaluation set in the fourth sample
 AUTOPAGER_NOT_LIST = {
     **dict.fromkeys(("1", "2", "3", "38", "42", "62", "64"), "other"),  # forum threads
     **dict.fromkeys(("4", "48", "135", "157"), "other"),  # a business, a player, a product, a comic strip
@@ -99,6 +104,8 @@ class Page:
     def half(self) -> str:
         if self.corpus.startswith("trafilatura"):
             return "fresh-" + self.corpus.rsplit("-", 1)[-1]
+        if self.corpus == "htmldate":
+            return "fresh-4"
         return "held-out" if hashlib.sha1(self.site.encode()).digest()[0] % 2 else "tuning"
 
 
@@ -150,6 +157,36 @@ def trafilatura(root: Path) -> Iterator[Page]:
             yield Page(f"trafilatura-{entry['round']}", entry["url"].strip(), entry["label"], path.read_bytes())
 
 
+def htmldate_sample(root: Path, corpus: list[Page]) -> Iterator[Page]:
+    """The pages of bench/page_labels_htmldate.json but those labelled "unsure", after checking
+    that they are the sample its "how" describes, drawn again here from `corpus` (every page of the
+    other sources) and htmldate's eval_default.json."""
+    evaldata = json.loads((root / "eval_default.json").read_text())
+    labelled = json.loads(HTMLDATE_LABELS.read_text())["pages"]
+    if [p["url"] for p in labelled] != _draw_sample_4(root, evaldata, corpus):
+        raise SystemExit(
+            f"{HTMLDATE_LABELS.name}: its URLs are not the sample drawn from this corpus (pinned commits?)"
+        )
+    for entry in labelled:
+        if entry["label"] != "unsure":
+            html = (root / "eval" / evaldata[entry["url"]]["file"]).read_bytes()
+            yield Page("htmldate", entry["url"], entry["label"], html)
+
+
+def _draw_sample_4(root: Path, evaldata: dict[str, dict[str, str]], corpus: list[Page]) -> list[str]:
+    """htmldate's evaluation URLs sorted by SHA-1, one a registered domain, none of a domain that
+    another sample or label file holds, with their file present: the first SAMPLE_4."""
+    hand = [p["url"] for name in (LABELS, FRESH_LABELS) for p in json.loads(name.read_text())["pages"]]
+    taken = {p.site for p in corpus} | {Page("", url.strip(), "", "").site for url in hand}
+    drawn: list[str] = []
+    for url in sorted(evaldata, key=lambda u: hashlib.sha1(u.encode()).hexdigest()):
+        site = Page("", url.strip(), "", "").site
+        if site and site not in taken and (root / "eval" / evaldata[url]["file"]).exists():
+            taken.add(site)
+            drawn.append(url)
+    return drawn[:SAMPLE_4]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--corpus", type=Path, help="a folder bench/page_types_corpus.py built")
@@ -157,6 +194,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mediacloud", type=Path, help="htmldate's tests")
     parser.add_argument("--autopager", type=Path, help="autopager's autopager/data")
     parser.add_argument("--trafilatura", type=Path, help="trafilatura's tests (optional: the fresh check)")
+    parser.add_argument(
+        "--sample-4", action="store_true", help="also the fourth sample (bench/page_labels_htmldate.json)"
+    )
     parser.add_argument("--show", choices=GROUPS, help="list this group's misclassified pages")
     args = parser.parse_args(argv)
     if args.corpus:
@@ -169,6 +209,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     pages = [*fundus(args.fundus), *mediacloud(args.mediacloud), *autopager(args.autopager)]
     pages += [*trafilatura(args.trafilatura)] if args.trafilatura else []
+    pages += [*htmldate_sample(args.mediacloud, pages)] if args.sample_4 else []
     results: dict[str, Counter[tuple[str, str]]] = {g: Counter() for g in GROUPS}
     signals: Counter[tuple[str, str, str]] = Counter()
     sites: dict[str, set[str]] = {g: set() for g in GROUPS}

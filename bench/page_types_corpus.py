@@ -1,4 +1,4 @@
-"""Builds bench/page_types.py's corpus (661 real pages, and 319 more for its "fresh" checks) from four
+"""Builds bench/page_types.py's corpus (661 real pages, and 729 more for its four "fresh" samples) from four
 public repositories, at the commits its figures were taken on (docs/benchmarks.md "Page types on real pages").
 
 The pages are other people's content: they are not in this repository and are not committed.
@@ -8,7 +8,7 @@ Clone (or mirror) the four repositories anywhere, then:
     .venv/bin/python -m bench.page_types_corpus /tmp/articles_pages \\
         --fundus /tmp/mirrors/fundus.git --htmldate /tmp/mirrors/htmldate.git \
         --autopager /tmp/mirrors/autopager.git --trafilatura /tmp/mirrors/trafilatura.git
-    .venv/bin/python -m bench.page_types --corpus /tmp/articles_pages
+    .venv/bin/python -m bench.page_types --corpus /tmp/articles_pages --sample-4
 
 Each argument is a git directory (a bare mirror or a clone's `.git`, or a clone's work tree);
 only the folders the bench reads are taken out, with `git archive` of the pinned commit (`--ref

@@ -753,7 +753,7 @@ def pop_cost(client: redis.Redis, scripts: Frontier, pops: int, want: int) -> di
     leased = 0
     for _ in range(pops):
         t0 = time.perf_counter()
-        result = scripts.lease(want, 600)
+        result = run_sync(scripts.lease(want, 600))
         latencies.append(time.perf_counter() - t0)
         leased += len(result.leases)
     after = client.info("commandstats")

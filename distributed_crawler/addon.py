@@ -10,9 +10,14 @@ this package, the env var wins. `COMMANDS_MODULE` is not set: Scrapy loads comma
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from distributed_crawler.defaults import DEFAULTS, env_overrides
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+S = TypeVar("S", bound="BaseSettings")
 
 #: Plain settings the add-on sets (at "addon" priority).
 SETTINGS: dict[str, Any] = {
@@ -86,7 +91,7 @@ DOWNLOAD_HANDLERS: dict[str, str | None] = {
 }
 
 
-def _load(path: str) -> Any:
+def _load(path: str) -> object:
     from scrapy.utils.misc import load_object
 
     return load_object(path)
@@ -136,7 +141,7 @@ class Addon:
         install()  # the private-address guard on every plain download (docs/security.md)
 
 
-def with_addon(settings: Any) -> Any:
+def with_addon(settings: S) -> S:
     """Project settings as a crawl will see them: a copy with our add-on applied when ADDONS lists it.
 
     Scrapy applies add-ons inside the crawler; the crawl preflight and `dcrawl` read the project

@@ -299,13 +299,13 @@ class SettingsReader:
         self.settings = settings
         self.environ = os.environ if environ is None else environ
 
-    def raw(self, name: _Str) -> Any:
+    def raw(self, name: _Str) -> Any:  # a setting's value: any type a project or `-s` gives
         if name in ENV_OVERRIDES and self.environ.get(name):
             return self.environ[name]
         value = self.settings.get(name)
         return DEFAULTS.get(name) if value is None else value
 
-    def _number(self, name: _Str) -> Any:
+    def _number(self, name: _Str) -> Any:  # `raw`'s value, checked by the caller
         """The raw value; a blank string (`-s NAME=`) means the default."""
         value = self.raw(name)
         if isinstance(value, str) and not value.strip():
@@ -402,6 +402,6 @@ def set_above_addon(settings: Any, name: str) -> bool:
     return priority is None or (priority(name) or 0) > 15  # 15 = Scrapy's "addon" priority
 
 
-def get_setting(settings: Any, name: str) -> Any:
+def get_setting(settings: Any, name: str) -> Any:  # a setting's value: any type
     """The raw value (env override, else setting, else default); prefer `SettingsReader`."""
     return SettingsReader(settings).raw(name)

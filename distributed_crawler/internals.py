@@ -21,7 +21,11 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.commands import BaseRunSpiderCommand
     from scrapy.crawler import Crawler
+    from scrapy.http import Response
     from scrapy.http.cookies import CookieJar
+    from twisted.internet.defer import Deferred
+    from twisted.python.failure import Failure
+    from twisted.web.client import Agent
 
 CHECKED_SCRAPY = "2.19.0"
 CHECKED_SCRAPY_PLAYWRIGHT = "0.0.48"
@@ -74,7 +78,7 @@ def wake_engine(crawler: Crawler) -> None:
         slot.nextcall.schedule()
 
 
-def scheduler_of(crawler: Crawler) -> Any:
+def scheduler_of(crawler: Crawler) -> Any:  # SCHEDULER, of any class: callers look our methods up by name
     """The scheduler of the open spider (None before it opens): how a spider reaches ours.
 
     Scrapy 2.19.0, scrapy/core/engine.py: `ExecutionEngine._slot.scheduler` (set in open_spider).
@@ -97,12 +101,12 @@ def watch_scrapes(crawler: Crawler, on_scrape: Callable[[Request], Callable[[], 
     scraper = crawler.engine.scraper
     original = scraper.enqueue_scrape
 
-    def enqueue_scrape(result: Any, request: Request) -> Any:
+    def enqueue_scrape(result: Response | Failure, request: Request) -> Deferred[None]:
         done = on_scrape(request)
         d = original(result, request)
         if done is not None:
 
-            def finished(value: Any) -> Any:
+            def finished(value: None | Failure) -> None | Failure:
                 done()
                 return value
 
@@ -224,7 +228,7 @@ def guard_http11_agents(hook: AgentHook) -> None:
 
     original = getattr(_ScrapyAgent, "_dc_original_get_agent", _ScrapyAgent._get_agent)
 
-    def _get_agent(self: Any, request: Request, timeout: float) -> Any:
+    def _get_agent(self: _ScrapyAgent, request: Request, timeout: float) -> Agent:
         agent = hook(self._crawler, request, timeout, self._contextFactory, self._bindAddress, self._pool)
         return agent if agent is not None else original(self, request, timeout)
 

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from distributed_crawler.connection.calls import then
+from distributed_crawler.connection.calls import run_sync
+from distributed_crawler.frontier.base import Frontier
 from distributed_crawler.frontier.factory import frontier_for_mode
 from distributed_crawler.frontier.unsharded import UnshardedFrontier
 
 
-def pop(frontier: Any, count: int, lease_seconds: float, due_batch: int = 100) -> Any:
+def pop(frontier: Frontier, count: int, lease_seconds: float, due_batch: int = 100) -> list[bytes]:
     """`lease` as a flat list: the leased members, then b"" for each expired request dropped."""
-    leased = frontier.lease(count, lease_seconds, due_batch)
-    return then(leased, lambda p: [x.lease for x in p.leases] + [b""] * p.expired)
+    leased = run_sync(frontier.lease(count, lease_seconds, due_batch))
+    return [x.lease for x in leased.leases] + [b""] * leased.expired
 
 
 def with_mode(frontier: UnshardedFrontier, mode: str) -> UnshardedFrontier:

@@ -16,6 +16,16 @@ import pytest
 
 from distributed_crawler.storage.backends import StorageBackend, StorageError, open_storage
 from distributed_crawler.storage.digest import content_digest
+from distributed_crawler.storage.schema import COLUMNS
+
+#: Columns the storage fills itself when it writes a row; an item never carries them.
+STORAGE_FILLED = ("first_seen", "last_changed", "version")
+
+
+def empty_row(**values: Any) -> dict[str, Any]:
+    """An item's row with every column None but `values`: what an item without those fields maps to
+    (the columns the storage fills itself only where `values` gives them)."""
+    return {column: None for column in COLUMNS if column not in STORAGE_FILLED} | values
 
 
 def row(i: int | str, **overrides: Any) -> dict[str, Any]:

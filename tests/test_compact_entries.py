@@ -109,7 +109,7 @@ def test_a_host_queue_stores_the_path_and_the_lease_holds_the_whole_url(
     (stored,) = redis_client.lrange(KEYS.host_list(HOST), 0, -1)  # priority 0, in arrival order: the list
     assert stored == b'/2026/05/04/world/article-headline-a1b2c3d4e5.html {"d":2}'
     assert not redis_client.exists(KEYS.host_queue(HOST))  # no zset for it
-    popped = scripts.lease(5, 60)
+    popped = run_sync(scripts.lease(5, 60))
     (lease,) = [h.lease for h in popped.leases]
     assert lease == f"1:0:{member}".encode()
     assert codec.decode(split_member(lease).payload).url == ARTICLE
@@ -133,7 +133,7 @@ def test_urls_the_queue_key_does_not_name_stay_whole(
     push(scripts, members)
     stored = {m for slot, _ in members for m in queued(redis_client, slot)}
     assert stored == {b'/c {"callback":null}', b'~/a {"d":2}'} | {m.encode() for _, m in members[1::2]}
-    leases = scripts.lease(10, 60).leases
+    leases = run_sync(scripts.lease(10, 60)).leases
     assert sorted(split_member(h.lease).payload for h in leases) == sorted(m for _, m in members)
 
 
@@ -142,19 +142,19 @@ def test_reclaim_and_release_put_the_compact_entry_back(
 ) -> None:
     member = link(codec, ARTICLE)
     push(scripts, [(HOST, member)])
-    (lease,) = [h.lease for h in scripts.lease(1, 60).leases]
-    assert scripts.release([lease]) == 1  # no delivery counted: back without an envelope, page given back
+    (lease,) = [h.lease for h in run_sync(scripts.lease(1, 60)).leases]
+    assert run_sync(scripts.release([lease])) == 1  # no delivery counted: back without an envelope, page given back
     assert queued(redis_client, HOST) == [member.removeprefix(f"https://{HOST}").encode()]  # front: the zset
     assert redis_client.hget(KEYS.host(HOST), "pages") == b"0"
-    (lease,) = [h.lease for h in scripts.lease(1, 60).leases]
+    (lease,) = [h.lease for h in run_sync(scripts.lease(1, 60)).leases]
     redis_client.zadd(KEYS.processing, {lease: 1})  # expired
-    assert scripts.reclaim(5, limit=10, failed_cap=10, node_id="t") == (1, 0)
+    assert run_sync(scripts.reclaim(5, limit=10, failed_cap=10, node_id="t")) == (1, 0)
     (stored,) = queued(redis_client, HOST)
     assert stored == b"1:0:" + member.removeprefix(f"https://{HOST}").encode()  # one delivery counted
-    (lease,) = [h.lease for h in scripts.lease(1, 60).leases]
+    (lease,) = [h.lease for h in run_sync(scripts.lease(1, 60)).leases]
     assert lease == f"2:0:{member}".encode()
     redis_client.zadd(KEYS.processing, {lease: 1})
-    assert scripts.reclaim(2, limit=10, failed_cap=10, node_id="t") == (0, 1)  # delivered twice: dead letter
+    assert run_sync(scripts.reclaim(2, limit=10, failed_cap=10, node_id="t")) == (0, 1)  # delivered twice: dead letter
     (letter,) = [json.loads(x) for x in redis_client.lrange(KEYS.failed, 0, -1)]
     assert letter["url"] == ARTICLE and letter["payload"] == member  # whole: `dcrawl failed --requeue` reads it
 
@@ -168,7 +168,7 @@ def test_retries_wait_whole_and_keep_their_expiry(
     (waiting,) = redis_client.zrange(KEYS.delayed, 0, -1)
     assert waiting == member.encode() and payload_url(split_member(waiting).payload) == ARTICLE
     redis_client.zadd(KEYS.delayed, {waiting: 0})  # due now
-    (lease,) = [h.lease for h in scripts.lease(1, 60).leases]
+    (lease,) = [h.lease for h in run_sync(scripts.lease(1, 60)).leases]
     assert lease == b"1" + member.encode()[1:]
     envelope = split_member(lease)
     assert envelope.expires_at == 4_000_000_000 and envelope.priority == -1
@@ -187,8 +187,8 @@ def test_a_frontier_written_by_the_previous_release_keeps_working(
     redis_client.zadd(KEYS.delayed, {old_member(f"https://{HOST}/retry", HOST, 1, again=True): 0})
     redis_client.zadd(KEYS.processing, {old_member(f"https://{HOST}/leased", HOST, 1): 1})  # expired lease
     push(scripts, [(HOST, link(codec, ARTICLE))])  # a new-format entry beside them
-    assert scripts.reclaim(5, limit=10, failed_cap=10, node_id="t") == (1, 0)
-    leases = [h.lease for h in scripts.lease(10, 60).leases]
+    assert run_sync(scripts.reclaim(5, limit=10, failed_cap=10, node_id="t")) == (1, 0)
+    leases = [h.lease for h in run_sync(scripts.lease(10, 60)).leases]
     requests = [codec.decode(split_member(lease).payload) for lease in leases]
     assert sorted(r.url for r in requests) == sorted(
         [f"https://{HOST}/old/{i}" for i in range(3)] + [f"https://{HOST}/retry", f"https://{HOST}/leased", ARTICLE]
@@ -208,10 +208,10 @@ def test_a_revisit_waiting_in_its_host_queue_is_not_queued_twice(
     schedule = RevisitSchedule(redis_client, scripts)
     recrawl_keys = schedule.keys_for(ARTICLE)
     member = make_member(codec.encode(Request(ARTICLE), slot=HOST, again=True), 0)
-    schedule.record("fp", (1, 1), 2.0, "body", digest="x", member=member)
+    run_sync(schedule.record("fp", (1, 1), 2.0, "body", digest="x", member=member))
     for _ in range(2):
         redis_client.zadd(recrawl_keys.schedule, {"fp": 0})
-        assert schedule.move_due(10, 60).moved == 1
+        assert run_sync(schedule.move_due(10, 60)).moved == 1
     assert len(queued(redis_client, HOST)) == 1
 
 
@@ -220,7 +220,7 @@ def test_an_envelope_less_member_that_is_not_ours_is_leased_for_the_dead_letters
 ) -> None:
     redis_client.zadd(KEYS.host_queue(HOST), {"not a request": 0, "/no/such {oops": 1})
     redis_client.zadd(KEYS.ready, {HOST: 0})
-    leases = sorted(h.lease for h in scripts.lease(10, 60).leases)
+    leases = sorted(h.lease for h in run_sync(scripts.lease(10, 60)).leases)
     assert leases == [f"1:0:https://{HOST}/no/such {{oops".encode(), b"1:0:not a request"]
     for lease in leases:  # what the node's _accept dead-letters, with the reason
         with pytest.raises(ValueError, match="not JSON"):
@@ -282,7 +282,7 @@ def test_equal_start_requests_stay_two_requests_with_two_leases(
     assert (
         redis_client.lrange(KEYS.host_list(HOST), 0, -1) == [f"{member.removeprefix('https://' + HOST)}".encode()] * 2
     )
-    leases = [h.lease for h in scripts.lease(5, 60).leases]
+    leases = [h.lease for h in run_sync(scripts.lease(5, 60)).leases]
     assert leases == [f"1:0:{ARTICLE} S".encode(), f'1:0:{ARTICLE} S{{"id":"1"}}'.encode()]
     assert redis_client.zcard(KEYS.processing) == 2
     assert [codec.decode(split_member(lease).payload).meta for lease in leases] == [{"is_start_request": True}] * 2
@@ -304,10 +304,10 @@ def test_a_hosts_order_across_its_queue_and_its_list(
         (HOST, link(codec, f"https://{HOST}/high", priority=5)),
     ]
     push(scripts, members)
-    leases = [h.lease for h in scripts.lease(2, 60).leases]
+    leases = [h.lease for h in run_sync(scripts.lease(2, 60)).leases]
     assert [payload_url(split_member(x).payload) for x in leases] == [f"https://{HOST}/high", f"https://{HOST}/old"]
-    assert scripts.release(leases[1:]) == 1  # back to the front of priority 0: before the list
-    got = [h.lease for h in scripts.lease(10, 60).leases]
+    assert run_sync(scripts.release(leases[1:])) == 1  # back to the front of priority 0: before the list
+    got = [h.lease for h in run_sync(scripts.lease(10, 60)).leases]
     assert [payload_url(split_member(x).payload) for x in got] == [
         f"https://{HOST}/{p}" for p in ("old", "a", "b", "low")
     ]
@@ -322,7 +322,7 @@ def test_http_urls_of_the_host_are_stored_as_a_marked_path(
     member = make_member(codec.encode(request, slot=HOST), 0)
     push(scripts, [(HOST, member)])
     assert redis_client.lrange(KEYS.host_list(HOST), 0, -1) == [b'~/2026/05/04/a.html {"r":"/world/","d":1}']
-    (lease,) = [h.lease for h in scripts.lease(1, 60).leases]
+    (lease,) = [h.lease for h in run_sync(scripts.lease(1, 60)).leases]
     assert lease == f"1:0:{member}".encode()
     back = codec.decode(split_member(lease).payload)
     assert (back.url, back.headers.get("Referer")) == (url, f"http://{HOST}/world/".encode())
@@ -337,7 +337,7 @@ def test_a_seed_the_previous_release_queued_is_leased_and_decoded(
     redis_client.zadd(KEYS.host_queue(HOST), {old: 7})
     redis_client.zadd(KEYS.ready, {HOST: 0})
     push(scripts, [(HOST, make_member(codec.encode(start_request(f"https://{HOST}/new"), slot=HOST), 0))])
-    leases = [h.lease for h in scripts.lease(5, 60).leases]
+    leases = [h.lease for h in run_sync(scripts.lease(5, 60)).leases]
     requests = [codec.decode(split_member(lease).payload) for lease in leases]
     assert [r.url for r in requests] == [f"https://{HOST}/old", f"https://{HOST}/new"]
     assert all((r.callback, r.dont_filter, r.meta) == (None, True, {"is_start_request": True}) for r in requests)

@@ -10,6 +10,7 @@ import redis
 from scrapy.settings import Settings
 
 from distributed_crawler.cli.main import main
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.core.control import BadInput, parse_duration, parse_host
 from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.frontier.factory import frontier_for_mode, frontier_from_settings
@@ -81,13 +82,13 @@ def test_the_lease_honours_overrides_of_a_host_and_of_its_domain(redis_client: r
     frontier = frontier_for_mode(redis_client, KEYS_H, "host")
     control = CrawlControl.of(frontier)
     push(frontier, [(f"http://a.example.com/{i}", "a.example.com") for i in range(6)], interval=0.0)
-    control.write_override("example.com", json.dumps({"until": 4e9, "reason": "x"}))  # the domain blocked
+    run_sync(control.write_override("example.com", json.dumps({"until": 4e9, "reason": "x"})))  # the domain blocked
     assert pop(frontier, 5).leases == []
-    control.write_override("example.com", None)
-    control.write_override("a.example.com", json.dumps({"concurrency": 2}))  # the host's own entry wins
+    run_sync(control.write_override("example.com", None))
+    run_sync(control.write_override("a.example.com", json.dumps({"concurrency": 2})))  # the host's own entry wins
     redis_client.zadd(READY, {"a.example.com": 0})
     assert len(pop(frontier, 5).leases) == 2  # capped at 2 in flight
-    control.write_override("a.example.com", json.dumps({"delay": 30, "concurrency": 5}))
+    run_sync(control.write_override("a.example.com", json.dumps({"delay": 30, "concurrency": 5})))
     redis_client.delete(KEYS_H.processing)  # the two leases ended
     redis_client.zadd(READY, {"a.example.com": 0})
     assert len(pop(frontier, 5).leases) == 1  # a delay: one per pop, due again 30 s later
@@ -102,7 +103,7 @@ def test_purge_drops_pending_counted_and_dead_letters(
     push(frontier, [(f"http://b.example.com/{i}", "b.example.com") for i in range(3)], interval=0.0)
     push(frontier, [(f"http://other.org/{i}", "other.org") for i in range(2)], interval=0.0)
     assert int(redis_client.get(KEYS_H.pending)) == 9
-    assert int(frontier.purge("example.com", "domain", True, 100, "cli:t", 0)) == 7
+    assert int(run_sync(frontier.purge("example.com", "domain", True, 100, "cli:t", 0))) == 7
     assert int(redis_client.get(KEYS_H.pending)) == 2
     failed = [json.loads(x) for x in redis_client.lrange(KEYS_H.failed, 0, -1)]
     assert len(failed) == 7 and {f["reason"] for f in failed} == {"purged"}
@@ -146,22 +147,22 @@ def test_pause_resume_status_and_audit(
 def test_the_audit_stream_is_capped(redis_client: redis.Redis) -> None:
     control = CrawlControl.of(frontier_for_mode(redis_client, SpiderKeys.from_settings(Settings(), "news"), "host"))
     for i in range(300):
-        control.audit({"action": "set", "target": f"h{i}"}, 100)
+        run_sync(control.audit({"action": "set", "target": f"h{i}"}, 100))
     assert redis_client.xlen("{news}:audit") < 200  # MAXLEN ~ 100: trimmed by whole nodes
 
 
 def test_a_sharded_frontier_keeps_overrides_on_every_shard_and_purges_each(redis_client: redis.Redis) -> None:
     settings = Settings({"FRONTIER_SHARDS": 4, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
     frontier = frontier_from_settings(settings, "news", redis_client)
-    CrawlControl.of(frontier).write_override("example.com", json.dumps({"until": 4e9}))
+    run_sync(CrawlControl.of(frontier).write_override("example.com", json.dumps({"until": 4e9})))
     assert all(redis_client.hget(k.overrides, "example.com") for k in frontier.part_keys())
     urls = [f"http://h{i}.example.com/{j}" for i in range(8) for j in range(2)]
     for url in urls:
         slot = frontier.placement(url).slot or ""
         part = frontier.parts[frontier.shard_of_url(url)]  # type: ignore[attr-defined]
         push(part, [(url, slot)], interval=0.0)
-    assert frontier.lease(50, 60).leases == []  # the domain is blocked on every shard
-    assert int(frontier.purge("example.com", "domain", False, 100, "t", 0)) == 16
+    assert run_sync(frontier.lease(50, 60)).leases == []  # the domain is blocked on every shard
+    assert int(run_sync(frontier.purge("example.com", "domain", False, 100, "t", 0))) == 16
 
 
 def test_prometheus_shows_the_pause_and_counts_of_overrides_not_a_label_per_host(
@@ -179,10 +180,10 @@ def test_prometheus_shows_the_pause_and_counts_of_overrides_not_a_label_per_host
     from distributed_crawler.monitoring.metrics import MetricsConfig, PrometheusMetrics
 
     control = CrawlControl.of(frontier_for_mode(redis_client, SpiderKeys.from_settings(Settings(), "news"), "host"))
-    control.pause("ops", False, "cli", time.time())
+    run_sync(control.pause("ops", False, "cli", time.time()))
     for i in range(30):
-        control.write_override(f"h{i}.org", json.dumps({"delay": 2}))
-    control.write_override("x.org", json.dumps({"until": time.time() + 60, "reason": "r"}))
+        run_sync(control.write_override(f"h{i}.org", json.dumps({"delay": 2})))
+    run_sync(control.write_override("x.org", json.dumps({"until": time.time() + 60, "reason": "r"})))
     node = SimpleNamespace(pages=0, items=0, errors=0, leases=0, in_flight=0, rss=0, browser_pages=0)
     monkeypatch.setattr("distributed_crawler.monitoring.metrics.sample_node", lambda crawler: node)
     metrics = PrometheusMetrics(get_crawler(Spider), MetricsConfig(), RedisConfig.from_settings(Settings()), "n1")
@@ -289,8 +290,8 @@ def test_a_node_reads_the_pause_and_the_overrides_in_one_round_trip_a_second(
 
     keys = SpiderKeys.from_settings(Settings(), "news")
     control = CrawlControl.of(frontier_for_mode(redis_client, keys, "host"))
-    control.write_override("example.com", json.dumps({"render": "off"}))
-    control.pause("ops", True, "cli", time.time())
+    run_sync(control.write_override("example.com", json.dumps({"render": "off"})))
+    run_sync(control.pause("ops", True, "cli", time.time()))
     redis_client.hset("{news}:overrides", "junk.org", "not json")
 
     async def run() -> tuple[PauseWatch, OverrideCache, int]:
@@ -319,7 +320,7 @@ def test_purge_without_per_host_queues_says_so_in_one_line(redis_url: str, capsy
     capsys.readouterr()
     frontier = frontier_for_mode(redis.Redis.from_url(redis_url), SpiderKeys.from_settings(Settings(), "news"), "fifo")
     with pytest.raises(ValueError, match="purge needs the per-host frontier"):
-        frontier.purge("x.org", "host", False, 10, "t", 0)
+        run_sync(frontier.purge("x.org", "host", False, 10, "t", 0))
 
 
 def test_unset_removes_one_override_or_all_and_is_audited(

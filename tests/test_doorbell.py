@@ -6,6 +6,7 @@ from __future__ import annotations
 import redis
 from scrapy.settings import Settings
 
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.frontier.doorbell import PushesSeen, Ring
 from distributed_crawler.frontier.factory import frontier_from_settings
 
@@ -38,8 +39,8 @@ def test_an_unblock_rings_only_the_hosts_shard(redis_client: redis.Redis) -> Non
     pubsub = redis_client.pubsub(ignore_subscribe_messages=True)
     pubsub.subscribe(sharded.doorbell)
     pubsub.get_message(timeout=1)
-    hosts.block_host("a.test", 60, "robots.txt pending", 1.0, 60.0, 0.5)
-    hosts.unblock_host("a.test", "robots.txt pending")
+    run_sync(hosts.block_host("a.test", 60, "robots.txt pending", 1.0, 60.0, 0.5))
+    run_sync(hosts.unblock_host("a.test", "robots.txt pending"))
     message = pubsub.get_message(timeout=2)
     pubsub.close()
     assert message is not None

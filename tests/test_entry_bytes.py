@@ -14,9 +14,10 @@ import redis
 from scrapy import Request, Spider
 from scrapy.settings import Settings
 
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.frontier.codec import RequestCodec
-from distributed_crawler.frontier.enqueue import Enqueuer, run_sync
+from distributed_crawler.frontier.enqueue import Enqueuer
 from distributed_crawler.frontier.envelope import make_member
 from distributed_crawler.frontier.factory import frontier_for_mode
 from distributed_crawler.frontier.keys import SpiderKeys

@@ -10,7 +10,7 @@ import asyncio
 import json
 import threading
 from collections.abc import Callable, Coroutine
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,6 +26,7 @@ from distributed_crawler.events.sources import SourcesConfig
 from distributed_crawler.events.webhook import SIGNATURE_HEADER, WebhookConfig, WebhookSink, sign, verify
 from distributed_crawler.storage.backends import SQLiteStorage, StorageError
 from distributed_crawler.storage.pipeline import StorageConfig, StoragePipeline
+from tests.site.local import LoopbackServer
 
 pytestmark = pytest.mark.timeout(60)
 _T = TypeVar("_T")
@@ -253,7 +254,7 @@ def test_webhook_sink_retries_until_2xx_then_acks(redis_client: redis.Redis) -> 
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = LoopbackServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     for i in range(3):
         redis_client.xadd(STREAM, {"event": "new", "url": f"u{i}", "key": f"1 u{i}"})

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from distributed_crawler.events.feed import parse_entry
 from distributed_crawler.events.webhook import SIGNATURE_HEADER, verify
 from tests.conftest import ROOT, Workers, dcrawl, wait_for
 from tests.site.fresh_site import FreshSite
+from tests.site.local import LoopbackServer
 from tests.test_storage import _pg_admin_dsn
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(240)]
@@ -199,7 +200,7 @@ def test_webhook_endpoint_failing_10s_receives_every_event(redis_url: str, redis
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = LoopbackServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     keys = [f"1 http://x.test/{i}" for i in range(20)]
     for key in keys:

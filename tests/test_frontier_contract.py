@@ -65,13 +65,13 @@ def test_push_counts_every_new_request_once(frontier: Frontier) -> None:
 
 def test_lease_then_ack_empties_the_frontier(frontier: Frontier, client: redis.Redis) -> None:
     push(frontier, URLS)
-    leased = frontier.lease(100, 60).leases
+    leased = run_sync(frontier.lease(100, 60)).leases
     assert sorted(urls_of([x.lease for x in leased])) == sorted(URLS)
     assert size(frontier) == 0
     assert run_sync(frontier.counts()).leased == 9
     assert all(bool(x.slot) == (frontier.host_control() is not None) for x in leased)
-    frontier.ack([x.lease for x in leased])
-    assert frontier.lease(100, 60).leases == []  # finds nothing (a per-host one drops its drained hosts)
+    run_sync(frontier.ack([x.lease for x in leased]))
+    assert run_sync(frontier.lease(100, 60)).leases == []  # finds nothing (a per-host one drops its drained hosts)
     counts = run_sync(frontier.counts())
     assert (counts.pending, counts.leased) == (0, 0)
     assert not counts.frontier_busy
@@ -79,37 +79,37 @@ def test_lease_then_ack_empties_the_frontier(frontier: Frontier, client: redis.R
 
 def test_release_gives_back_without_a_delivery(frontier: Frontier) -> None:
     push(frontier, URLS[:3])
-    leases = [x.lease for x in frontier.lease(3, 60).leases]
+    leases = [x.lease for x in run_sync(frontier.lease(3, 60)).leases]
     assert all(split_member(lease).deliveries == 1 for lease in leases)
-    assert frontier.release(leases) == 3
+    assert run_sync(frontier.release(leases)) == 3
     assert size(frontier) == 3
-    again = [x.lease for x in frontier.lease(3, 60).leases]
+    again = [x.lease for x in run_sync(frontier.lease(3, 60)).leases]
     assert sorted(urls_of(again)) == sorted(URLS[:3])
     assert all(split_member(lease).deliveries == 1 for lease in again)  # not a redelivery
 
 
 def test_reclaim_returns_expired_leases_with_a_delivery_counted(frontier: Frontier, client: redis.Redis) -> None:
     push(frontier, URLS[:2])
-    leases = [x.lease for x in frontier.lease(2, 60).leases]
-    frontier.expire(leases)  # an old deadline, as a dead node leaves it
-    assert frontier.reclaim(max_deliveries=5, limit=100, failed_cap=100, node_id="t") == (2, 0)
+    leases = [x.lease for x in run_sync(frontier.lease(2, 60)).leases]
+    run_sync(frontier.expire(leases))  # an old deadline, as a dead node leaves it
+    assert run_sync(frontier.reclaim(max_deliveries=5, limit=100, failed_cap=100, node_id="t")) == (2, 0)
     assert size(frontier) == 2
-    again = [x.lease for x in frontier.lease(2, 60).leases]
+    again = [x.lease for x in run_sync(frontier.lease(2, 60)).leases]
     assert all(split_member(lease).deliveries == 2 for lease in again)
 
 
 def test_renew_keeps_a_lease_from_reclaim(frontier: Frontier) -> None:
     push(frontier, URLS[:1])
-    (lease,) = [x.lease for x in frontier.lease(1, 60).leases]
-    assert frontier.renew([lease], 60) == 1
-    assert frontier.reclaim(5, 100, 100, "t") == (0, 0)
+    (lease,) = [x.lease for x in run_sync(frontier.lease(1, 60)).leases]
+    assert run_sync(frontier.renew([lease], 60)) == 1
+    assert run_sync(frontier.reclaim(5, 100, 100, "t")) == (0, 0)
 
 
 def test_expired_requests_are_dropped_at_lease(frontier: Frontier, client: redis.Redis) -> None:
     now = int(client.time()[0])
     push(frontier, URLS[:2], expires_at=now - 10)
     push(frontier, URLS[2:3], expires_at=now + 3600)
-    leased = frontier.lease(10, 60)
+    leased = run_sync(frontier.lease(10, 60))
     assert leased.expired == 2
     assert urls_of([x.lease for x in leased.leases]) == URLS[2:3]
     assert size(frontier) == 0
@@ -128,7 +128,7 @@ def test_hosts_name_the_hosts_with_work(frontier: Frontier) -> None:
 
 def test_flush_removes_the_whole_frontier(frontier: Frontier, client: redis.Redis) -> None:
     push(frontier, URLS)
-    frontier.lease(2, 60)
+    run_sync(frontier.lease(2, 60))
     run_sync(frontier.flush())
     assert size(frontier) == 0
     assert [k for k in client.keys("*") if b":dupefilter" not in k] == []
@@ -137,17 +137,17 @@ def test_flush_removes_the_whole_frontier(frontier: Frontier, client: redis.Redi
 def test_the_pending_count_stays_exact_through_every_operation(frontier: Frontier, client: redis.Redis) -> None:
     urls = [f"http://h{i % 7}.test/{i}" for i in range(60)]
     push(frontier, urls)
-    leases = [x.lease for x in frontier.lease(30, 60).leases]
-    frontier.ack(leases[:10])
-    frontier.release(leases[10:15])
-    frontier.expire(leases[15:20])
-    frontier.reclaim(5, 100, 100, "t")
+    leases = [x.lease for x in run_sync(frontier.lease(30, 60)).leases]
+    run_sync(frontier.ack(leases[:10]))
+    run_sync(frontier.release(leases[10:15]))
+    run_sync(frontier.expire(leases[15:20]))
+    run_sync(frontier.reclaim(5, 100, 100, "t"))
     push(frontier, urls[:5] + [f"http://h9.test/{i}" for i in range(4)])  # 4 new
     expected = 60 - 30 + 5 + 5 + 4
     assert size(frontier) == expected
     drained = []
     for _ in range(100):
-        got = [x.lease for x in frontier.lease(50, 60).leases]
+        got = [x.lease for x in run_sync(frontier.lease(50, 60)).leases]
         if not got:
             break
         drained += got
@@ -162,8 +162,8 @@ def test_placement_is_the_frontiers_own(frontier: Frontier) -> None:
         control = frontier.host_control()
         assert control is not None
         push(frontier, ["http://blocked.test/1", "http://open.test/1"])
-        control.block_host("blocked.test", 60, "test", 1.0, 60.0, 0.5)  # on the host's shard
-        leased = [x.lease for x in frontier.lease(10, 60).leases]
+        run_sync(control.block_host("blocked.test", 60, "test", 1.0, 60.0, 0.5))  # on the host's shard
+        leased = [x.lease for x in run_sync(frontier.lease(10, 60)).leases]
         assert urls_of(leased) == ["http://open.test/1"]
     else:
         assert placement == Placement() and frontier.host_control() is None
@@ -195,24 +195,24 @@ def test_a_sharded_lease_needs_one_round_trip_per_batch_while_shards_have_work(c
         lease = part.lease
         part.lease = lambda *a, _lease=lease, **k: calls.append(1) or _lease(*a, **k)  # type: ignore[method-assign]
     for _ in range(8):
-        assert len(sharded.lease(10, 60).leases) == 10
+        assert len(run_sync(sharded.lease(10, 60)).leases) == 10
     assert len(calls) == 8
     for _ in range(10):
-        sharded.lease(100, 60)
+        run_sync(sharded.lease(100, 60))
     sharded.woken()  # the doorbell rang: every shard is asked again
     calls.clear()
-    assert sharded.lease(10, 60).leases == []
-    assert sharded.lease(10, 60).leases == []  # empty shards are not asked again until woken or the recheck
+    assert run_sync(sharded.lease(10, 60)).leases == []
+    assert run_sync(sharded.lease(10, 60)).leases == []  # empty shards are not asked again until woken or the recheck
     assert len(calls) == 4
     sharded.woken()
-    sharded.lease(10, 60)
+    run_sync(sharded.lease(10, 60))
     assert len(calls) == 8
 
 
 def test_a_successor_push_removes_its_predecessors_lease(frontier: Frontier) -> None:
     """A redirect to another host (with shards: maybe another shard) hands its lease over with the push."""
     push(frontier, ["http://from.test/a"])
-    (lease,) = [x.lease for x in frontier.lease(1, 60).leases]
+    (lease,) = [x.lease for x in run_sync(frontier.lease(1, 60)).leases]
     url = "http://elsewhere.test/b"
     placement = frontier.placement(url)
     payload = json.dumps({"url": url, **({"slot": placement.slot} if placement.slot else {})})
@@ -221,7 +221,7 @@ def test_a_successor_push_removes_its_predecessors_lease(frontier: Frontier) -> 
     assert run_sync(enqueuer.run("push", [entry], [lease])) == [1]
     counts = run_sync(frontier.counts())
     assert (counts.pending, counts.leased) == (1, 0)
-    assert urls_of([x.lease for x in frontier.lease(5, 60).leases]) == [url]
+    assert urls_of([x.lease for x in run_sync(frontier.lease(5, 60)).leases]) == [url]
 
 
 def test_a_doorbell_ring_for_a_push_the_last_lease_saw_is_stale(client: redis.Redis) -> None:
@@ -230,7 +230,7 @@ def test_a_doorbell_ring_for_a_push_the_last_lease_saw_is_stale(client: redis.Re
     settings = Settings({"DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
     frontier = frontier_from_settings(settings, "rings", client)
     push(frontier, ["http://a.test/1"])
-    assert len(frontier.lease(10, 60).leases) == 1
+    assert len(run_sync(frontier.lease(10, 60)).leases) == 1
     seen = frontier.pushes_seen.seq  # type: ignore[attr-defined]
     assert seen is not None and seen >= 1
     assert frontier.stale_ring(Ring.parse(f"1 rings {seen}".encode()))
@@ -246,16 +246,16 @@ def test_a_sharded_frontier_wakes_only_the_rung_shard(client: redis.Redis) -> No
     for i, part in enumerate(sharded.parts):  # type: ignore[attr-defined]
         lease = part.lease
         part.lease = lambda *a, _i=i, _lease=lease, **k: calls.append(_i) or _lease(*a, **k)  # type: ignore[method-assign]
-    assert sharded.lease(10, 60).leases == []
+    assert run_sync(sharded.lease(10, 60)).leases == []
     assert sorted(calls) == [0, 1, 2, 3]
     calls.clear()
     tag = sharded.parts[2].keys.processing.partition("{")[2].partition("}")[0]  # type: ignore[attr-defined]
     sharded.woken(Ring.parse(f"1 {tag} 5".encode()))
-    sharded.lease(10, 60)
+    run_sync(sharded.lease(10, 60))
     assert calls == [2]  # the other shards stay skipped until rung or the recheck
     calls.clear()
     sharded.woken(Ring.parse(b"1"))  # a ring naming no shard (an older node's): every shard is asked again
-    sharded.lease(10, 60)
+    run_sync(sharded.lease(10, 60))
     assert sorted(calls) == [0, 1, 2, 3]
 
 
@@ -270,9 +270,9 @@ def test_a_lease_that_drains_the_queue_tells_the_other_nodes(client: redis.Redis
     push(mine, ["http://a.test/1", "http://a.test/2"])
     ring = pubsub.get_message(timeout=2)
     assert ring is not None and not other.stale_ring(Ring.parse(ring["data"]))
-    assert len(mine.lease(1, 60).leases) == 1  # one left: not drained, nothing published
+    assert len(run_sync(mine.lease(1, 60)).leases) == 1  # one left: not drained, nothing published
     assert pubsub.get_message(timeout=0.3) is None
-    assert len(mine.lease(10, 60).leases) == 1
+    assert len(run_sync(mine.lease(10, 60)).leases) == 1
     drained = pubsub.get_message(timeout=2)
     assert drained is not None and drained["data"].startswith(b"0 drain ")
     assert other.saw(Ring.parse(drained["data"])) and other.stale_ring(Ring.parse(ring["data"]))

@@ -68,7 +68,7 @@ def push(
 
 
 def pop(scripts: Frontier, n: int) -> Leased:
-    return scripts.lease(n, 60)
+    return run_sync(scripts.lease(n, 60))
 
 
 def urls(result: Leased) -> list[str]:
@@ -201,7 +201,7 @@ def test_budget_moves_a_host_over_and_counts_leftovers(scripts: Frontier, redis_
     push(scripts, [("http://a/new", "a")], budget=3)  # a new request of an over-budget host: counted, not served
     assert redis_client.zscore(OVER, "a") == 8 and pop(scripts, 5).leases == []
     # a released first delivery gives its page back: the host is served again
-    scripts.release([got.leases[0].lease])
+    run_sync(scripts.release([got.leases[0].lease]))
     assert redis_client.zscore(READY, "a") is not None and redis_client.zscore(OVER, "a") is None
     assert len(pop(scripts, 5).leases) == 1
 
@@ -220,7 +220,7 @@ def test_in_flight_cap_counts_leases_held_across_the_cluster(scripts: Frontier, 
     assert [h.slot for h in pop(scripts, 20).leases] == ["a"]  # one lease ended: one more
     assert redis_client.scard(KEYS_H.host_in_flight("a")) == 2  # the acked one left the set
     # released, reclaimed or expired leases end too, whoever ended them
-    scripts.release([a_leases[1]])
+    run_sync(scripts.release([a_leases[1]]))
     redis_client.zadd(PROC, {lease: 1 for lease in redis_client.smembers(KEYS_H.host_in_flight("a"))}, xx=True)
     time.sleep(0.06)
     assert [h.slot for h in pop(scripts, 20).leases] == ["a", "a"]
@@ -258,11 +258,11 @@ def test_reclaim_and_release_return_to_the_host_front(scripts: Frontier, redis_c
     push(scripts, [("http://a/1", "a"), ("http://a/2", "a")])
     got = pop(scripts, 1)
     (lease,) = [h.lease for h in got.leases]
-    assert scripts.release([lease]) == 1
+    assert run_sync(scripts.release([lease])) == 1
     assert urls(pop(scripts, 1)) == ["http://a/1"]
     redis_client.zadd(PROC, {member("http://b/9", 0, "b", deliveries=1): 1})  # expired
     redis_client.zadd(PROC, {member("http://c.org/9", 0, None, deliveries=1): 1})  # no slot: from the url
-    assert scripts.reclaim(5, 100, 100, "n") == (2, 0)
+    assert run_sync(scripts.reclaim(5, 100, 100, "n")) == (2, 0)
     assert waiting(redis_client, "b") == 1 and waiting(redis_client, "c.org") == 1
     assert {b"b", b"c.org"} <= set(redis_client.zrange(READY, 0, -1))
 
@@ -316,8 +316,8 @@ def test_garbage_in_the_host_hash_reads_as_defaults(
     got = pop(scripts, 5)
     assert len(got.leases) >= 1  # garbage never blocks or kills the host
     push(scripts, [("http://a/3", "a")], interval=0.0, budget=-1)
-    scripts.release([h.lease for h in got.leases])
-    assert scripts.reclaim(5, 100, 100, "n") == (0, 0)
+    run_sync(scripts.release([h.lease for h in got.leases]))
+    assert run_sync(scripts.reclaim(5, 100, 100, "n")) == (0, 0)
 
 
 def test_garbage_in_ready_over_and_host_keys_is_never_fatal(scripts: Frontier, redis_client: redis.Redis) -> None:

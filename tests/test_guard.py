@@ -14,6 +14,7 @@ from twisted.python.failure import Failure
 
 from distributed_crawler.addresses import AddressRule, literal_ip
 from distributed_crawler.core.guard import AddressRefused, GuardedEndpoint, guarded_agent, rule_of
+from tests.site.local import LoopbackServer
 
 DEFAULT = AddressRule()
 
@@ -195,7 +196,7 @@ def test_the_browsers_egress_proxy_connects_only_to_allowed_addresses() -> None:
     """rendering/egress.py: CONNECT and absolute-URI requests, refused ones answered 403, never connected."""
     import asyncio
     import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
 
     from distributed_crawler.rendering.egress import EgressProxy
 
@@ -212,7 +213,7 @@ def test_the_browsers_egress_proxy_connects_only_to_allowed_addresses() -> None:
             self.end_headers()
             self.wfile.write(b"ok")
 
-    servers = [ThreadingHTTPServer((host, 0), Handler) for host in ("127.0.0.1", "127.0.0.2")]
+    servers = [LoopbackServer((host, 0), Handler) for host in ("127.0.0.1", "127.0.0.2")]
     for server in servers:
         threading.Thread(target=server.serve_forever, daemon=True).start()
     allowed, internal = (s.server_address[1] for s in servers)

@@ -11,6 +11,7 @@ import pytest
 import redis
 from scrapy.settings import Settings
 
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.connection.lua import lua_source
 from distributed_crawler.frontier.base import Frontier
 from distributed_crawler.frontier.factory import frontier_for_mode
@@ -33,7 +34,7 @@ def scripts(redis_client: redis.Redis) -> Frontier:
 
 
 def block(scripts: Frontier, seconds: float | None = None, rand: float = 0.5, cap: float = 60.0) -> float:
-    return float(scripts.block_host(HOST, seconds, "429 Too Many Requests", 1.0, cap, rand))
+    return float(run_sync(scripts.block_host(HOST, seconds, "429 Too Many Requests", 1.0, cap, rand)))
 
 
 def test_retry_after_blocks_the_host_and_pushes_its_ready_time(scripts: Frontier, redis_client: redis.Redis) -> None:
@@ -65,7 +66,7 @@ def test_adaptive_backoff_doubles_with_equal_jitter_and_resets(scripts: Frontier
     assert redis_client.hget(HASH, "bo") == b"8"
     redis_client.hset(HASH, "until", 0)
     assert block(scripts, rand=0.999999, cap=16) == pytest.approx(16, abs=0.01)  # upper bound: the step
-    scripts.reset_host_backoff(HOST)
+    run_sync(scripts.reset_host_backoff(HOST))
     assert redis_client.hget(HASH, "bo") == b"0"
     redis_client.hset(HASH, "until", 0)
     assert block(scripts, rand=0.0) == pytest.approx(0.5, abs=0.01)
@@ -81,22 +82,22 @@ def test_a_blocked_host_is_not_escalated_by_the_429s_already_in_flight(
 
 
 def test_reset_keeps_the_block_and_creates_no_hash(scripts: Frontier, redis_client: redis.Redis) -> None:
-    scripts.reset_host_backoff("never.seen")
+    run_sync(scripts.reset_host_backoff("never.seen"))
     assert not redis_client.exists(KEYS.host("never.seen"))
     block(scripts, seconds=30)
-    scripts.reset_host_backoff(HOST)
+    run_sync(scripts.reset_host_backoff(HOST))
     assert float(redis_client.hget(HASH, "until") or 0) > now(redis_client) + 20
 
 
 def test_unblock_lifts_only_a_block_of_its_own_reason(scripts: Frontier, redis_client: redis.Redis) -> None:
     start = now(redis_client)
     redis_client.zadd(KEYS.ready, {HOST: start})
-    scripts.block_host(HOST, 5, "robots.txt pending", 1.0, 60.0, 0.5)
+    run_sync(scripts.block_host(HOST, 5, "robots.txt pending", 1.0, 60.0, 0.5))
     assert redis_client.zscore(KEYS.ready, HOST) == pytest.approx(start + 5, abs=0.5)
     doorbell = redis_client.pubsub()
     doorbell.subscribe(KEYS.doorbell)
     assert doorbell.get_message(timeout=1)["type"] == "subscribe"
-    assert scripts.unblock_host(HOST, "robots.txt pending") == b"1"
+    assert run_sync(scripts.unblock_host(HOST, "robots.txt pending")) is True
     # idle nodes wake and pop the host now: a ring on the host's shard that names no push
     assert doorbell.get_message(timeout=1)["data"] == b"1 g -1"
     doorbell.close()
@@ -105,7 +106,7 @@ def test_unblock_lifts_only_a_block_of_its_own_reason(scripts: Frontier, redis_c
     # A 429's block is not lifted by the robots.txt fetch ending, and a host not in ready is not added.
     redis_client.zrem(KEYS.ready, HOST)
     block(scripts, seconds=7)
-    assert scripts.unblock_host(HOST, "robots.txt pending") == b"0"
+    assert run_sync(scripts.unblock_host(HOST, "robots.txt pending")) is False
     assert float(redis_client.hget(HASH, "until") or 0) > now(redis_client) + 5
     assert redis_client.zcard(KEYS.ready) == 0
 
@@ -123,7 +124,7 @@ def test_garbage_in_the_host_hash_never_crashes(
     assert 0 <= bo <= 64
     until = float(redis_client.hget(HASH, "until") or 0)
     assert until <= now(redis_client) + 16.5
-    scripts.reset_host_backoff(HOST)
+    run_sync(scripts.reset_host_backoff(HOST))
     assert redis_client.hget(HASH, "bo") == b"0"
 
 

@@ -208,7 +208,7 @@ def test_hosts_reads_what_the_host_mode_scripts_write(
     assert data["count"] == 2 and [h["host"] for h in data["hosts"]] == ["a.example", "b.example"]
     assert rows["a.example"]["pending"] == 3 and rows["a.example"]["interval"] == 0.5
     assert rows["b.example"]["budget"] == 10 and rows["b.example"]["due_in"] == 0
-    scripts.lease(10, 60)  # a.example gives one (interval), b.example its one
+    run_sync(scripts.lease(10, 60))  # a.example gives one (interval), b.example its one
     rows = {h["host"]: h for h in hosts_json(redis_url, capsys)["hosts"]}
     assert (
         rows["a.example"]["pending"] == 2 and 0 < rows["a.example"]["due_in"] <= 0.525

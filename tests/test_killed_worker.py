@@ -9,6 +9,7 @@ import json
 import pytest
 import redis
 
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.frontier.base import Frontier
 from distributed_crawler.frontier.codec import payload_url
 from tests.test_queue_scripts import KEYS_T, enqueue, pop, scripts  # noqa: F401 - scripts is a fixture
@@ -23,7 +24,7 @@ def die_alone(client: redis.Redis, scripts: Frontier) -> tuple[int, int]:  # noq
     (lease,) = pop(scripts, "priority", 1)
     client.hset(KEYS_T.solo, lease, "node-x")
     expire(client, lease)
-    return scripts.reclaim(5, 100, 1000, "reclaimer")
+    return run_sync(scripts.reclaim(5, 100, 1000, "reclaimer"))
 
 
 @pytest.fixture(autouse=True)
@@ -47,7 +48,7 @@ def test_deaths_in_company_count_only_deliveries(redis_client: redis.Redis, scri
     for _ in range(3):  # killed three times beside other requests (kill -9 of busy nodes)
         (lease,) = pop(scripts, "priority", 1)
         expire(redis_client, lease)
-        assert scripts.reclaim(5, 100, 1000, "reclaimer") == (1, 0)
+        assert run_sync(scripts.reclaim(5, 100, 1000, "reclaimer")) == (1, 0)
     assert die_alone(redis_client, scripts) == (1, 0)  # then once alone: still one more chance
     assert redis_client.llen(KEYS_T.failed) == 0
 

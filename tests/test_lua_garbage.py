@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import redis
 
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.connection.lua import lua_source
 from distributed_crawler.dedup.bloom import layer_plan, piece_key
 from distributed_crawler.frontier.base import Frontier
@@ -104,7 +105,7 @@ def assert_wrongtype(call: Callable[[], object]) -> None:
 
 
 def reclaim(client: redis.Redis, qtype: str = "priority", max_deliveries: int = 5, limit: int = 1000) -> list[int]:
-    return list(queue(client, qtype).reclaim(max_deliveries, limit, failed_cap=1000, node_id="n1"))
+    return list(run_sync(queue(client, qtype).reclaim(max_deliveries, limit, failed_cap=1000, node_id="n1")))
 
 
 def queue_members(client: redis.Redis, qtype: str) -> list[bytes]:
@@ -220,7 +221,7 @@ def test_a_garbage_sequence_counter_is_reset(redis_client: redis.Redis, name: st
         assert reclaim(redis_client) == [1, 0]
     elif name == "release":
         redis_client.zadd(PROC, {good("a", 1, 1): server_now(redis_client) + 60})
-        assert queue(redis_client).release([good("a", 1, 1)]) == 1
+        assert run_sync(queue(redis_client).release([good("a", 1, 1)])) == 1
     elif name == "pop":
         redis_client.zadd(DELAYED, {good("a", 1): 1})
         assert pop(redis_client, "priority", 0) == []
@@ -239,7 +240,7 @@ def test_a_sequence_counter_of_the_wrong_type_raises_wrongtype(redis_client: red
         assert_wrongtype(lambda: reclaim(redis_client))
     elif name == "release":
         redis_client.zadd(PROC, {good("a", 1, 1): server_now(redis_client) + 60})
-        assert_wrongtype(lambda: queue(redis_client).release([good("a", 1, 1)]))
+        assert_wrongtype(lambda: run_sync(queue(redis_client).release([good("a", 1, 1)])))
     elif name == "pop":
         redis_client.zadd(DELAYED, {good("a", 1): 1})
         assert_wrongtype(lambda: pop(redis_client, "priority", 1))
@@ -334,7 +335,7 @@ def test_release_skips_garbage_leases_and_releases_the_rest(redis_client: redis.
     raw = GARBAGE[kind]
     deadline = server_now(redis_client) + 60
     redis_client.zadd(PROC, {raw: deadline, good("a", 0, 2): deadline})
-    released = queue(redis_client).release([raw, good("a", 0, 2)])
+    released = run_sync(queue(redis_client).release([raw, good("a", 0, 2)]))
     assert released == 1
     assert redis_client.zrange(PROC, 0, -1) == [raw]  # left for reclaim.lua to dead-letter
     assert redis_client.zrange(Q, 0, -1) == [good("a", 0, 1)]
@@ -344,15 +345,15 @@ def test_release_skips_garbage_leases_and_releases_the_rest(redis_client: redis.
 def test_renew_leaves_garbage_alone(redis_client: redis.Redis, kind: str) -> None:
     raw = GARBAGE[kind]
     redis_client.zadd(PROC, {raw: math.inf, good("a", 0, 1): 1, b"other": -math.inf})
-    renewed = queue(redis_client).renew([raw, good("a", 0, 1), b"absent"], 60)
+    renewed = run_sync(queue(redis_client).renew([raw, good("a", 0, 1), b"absent"], 60))
     assert renewed == 1
     assert redis_client.zscore(PROC, raw) == math.inf and redis_client.zscore(PROC, good("a", 0, 1)) > 1
 
 
 def test_release_and_renew_raise_wrongtype(redis_client: redis.Redis) -> None:
     wrong_type(redis_client, PROC)
-    assert_wrongtype(lambda: queue(redis_client, "fifo").release([good("a", 0, 1)]))
-    assert_wrongtype(lambda: queue(redis_client).renew([good("a", 0, 1)], 60))
+    assert_wrongtype(lambda: run_sync(queue(redis_client, "fifo").release([good("a", 0, 1)])))
+    assert_wrongtype(lambda: run_sync(queue(redis_client).renew([good("a", 0, 1)], 60)))
 
 
 # --- enqueue.lua / bloom_grow.lua ----------------------------------------------------------

@@ -18,7 +18,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -26,6 +26,7 @@ import redis
 
 from distributed_crawler.cli.main import main
 from tests.conftest import ROOT, Workers, free_port
+from tests.site.local import LoopbackServer
 from tests.site.server import NewsSite
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -160,7 +161,7 @@ class Webhook:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = LoopbackServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 

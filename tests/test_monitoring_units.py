@@ -10,7 +10,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -30,6 +30,7 @@ from distributed_crawler.monitoring.metrics import MetricsConfig, PrometheusMetr
 from distributed_crawler.monitoring.nodes import NodeKeys, beat, heartbeat_script, read_history, read_nodes, read_totals
 from distributed_crawler.monitoring.status import render_status, status_now
 from distributed_crawler.news.counts import NewsCounts
+from tests.site.local import LoopbackServer
 
 
 def keys() -> NodeKeys:
@@ -129,7 +130,7 @@ class SlowHook(BaseHTTPRequestHandler):
 def test_alert_is_logged_recorded_and_never_waits_for_the_webhook(
     redis_url: str, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), SlowHook)
+    server = LoopbackServer(("127.0.0.1", 0), SlowHook)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/secret-token-path"
 

@@ -72,10 +72,10 @@ def test_pending_is_exact_after_every_step(redis_client: redis.Redis, mode: str)
     check("lease")
     redis_client.zrem(KEYS.processing, leases[0])  # ack
     check("ack")
-    assert scripts.release(leases[1:3]) == 2
+    assert run_sync(scripts.release(leases[1:3])) == 2
     check("release")
     expire_leases(redis_client)
-    requeued, dead = scripts.reclaim(5, limit=100, failed_cap=100, node_id="t")
+    requeued, dead = run_sync(scripts.reclaim(5, limit=100, failed_cap=100, node_id="t"))
     assert requeued == 4 and dead == 0
     check("reclaim")
     push(redis_client, mode, ["http://h1.example/0"], dont_filter=True)  # what `dcrawl failed --requeue` pushes

@@ -41,6 +41,7 @@ from distributed_crawler.storage.pipeline import (
     item_to_row,
 )
 from tests.conftest import ROOT
+from tests.storage_rows import empty_row
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -467,57 +468,13 @@ class Page(scrapy.Item):
 
 def test_item_to_row_accepts_dicts_and_items() -> None:
     fetched = datetime(2024, 5, 1, 12, 0, tzinfo=timezone(timedelta(hours=2)))
-    assert item_to_row({"url": "https://e/1", "title": "T", "fetched_at": fetched, "status": "404", "other": 1}) == {
-        "url": "https://e/1",
-        "title": "T",
-        "text": None,
-        "fetched_at": "2024-05-01T10:00:00+00:00",
-        "status": 404,
-        "node": None,
-        "authors": None,
-        "published_at": None,
-        "lang": None,
-        "description": None,
-        "duplicate_of": None,
-        "modified_at": None,
-        "page_type": None,
-        "paywalled": None,
-        "truncated": None,
-        "content_hash": None,
-        "data": '{"other": 1}',  # a field that is no column is kept (storage/extra_fields.py)
-        "image": None,
-        "section": None,
-        "tags": None,
-        "site_name": None,
-        "source": None,
-        "source_tags": None,
-    }
+    # a field that is no column is kept in `data` (storage/extra_fields.py)
+    assert item_to_row({"url": "https://e/1", "title": "T", "fetched_at": fetched, "status": "404", "other": 1}) == (
+        empty_row(url="https://e/1", title="T", fetched_at="2024-05-01T10:00:00+00:00", status=404, data='{"other": 1}')
+    )
+    # content_hash stays None: the storage computes it from the text (schema.prepare_rows)
     row = item_to_row(Page(url="https://e/2", text="body\x00", extra="x"))
-    assert row == {
-        "url": "https://e/2",
-        "title": None,
-        "text": "body",
-        "fetched_at": None,
-        "status": None,
-        "node": None,
-        "authors": None,
-        "published_at": None,
-        "lang": None,
-        "description": None,
-        "duplicate_of": None,
-        "modified_at": None,
-        "page_type": None,
-        "paywalled": None,
-        "truncated": None,
-        "content_hash": None,  # the storage computes it from the text (schema.prepare_rows)
-        "data": '{"extra": "x"}',
-        "image": None,
-        "section": None,
-        "tags": None,
-        "site_name": None,
-        "source": None,
-        "source_tags": None,
-    }
+    assert row == empty_row(url="https://e/2", text="body", data='{"extra": "x"}')
     with pytest.raises(DropItem):
         item_to_row(Page(title="no url"))
 

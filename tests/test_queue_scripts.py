@@ -105,7 +105,7 @@ def test_renew_extends_but_never_resurrects(scripts: Frontier, redis_client: red
     enqueue(scripts, "priority", [("a", 0), ("b", 0)])
     a, b = pop(scripts, "priority", 2, lease=5)
     redis_client.zrem(PROC, b)  # acked (or reclaimed) meanwhile
-    assert scripts.renew([a, b], 100) == 1
+    assert run_sync(scripts.renew([a, b], 100)) == 1
     assert redis_client.zscore(PROC, a) > float(redis_client.time()[0]) + 90
     assert redis_client.zscore(PROC, b) is None
 
@@ -117,7 +117,7 @@ def expire(redis_client: redis.Redis) -> None:
 
 
 def reclaim(scripts: Frontier, qtype: str = "priority", max_deliveries: int = 5) -> tuple[int, int]:
-    return with_mode(scripts, qtype).reclaim(max_deliveries, limit=1000, failed_cap=1000, node_id="test")
+    return run_sync(with_mode(scripts, qtype).reclaim(max_deliveries, limit=1000, failed_cap=1000, node_id="test"))
 
 
 def test_reclaim_returns_expired_to_the_front_of_their_priority(scripts: Frontier, redis_client: redis.Redis) -> None:
@@ -144,7 +144,7 @@ def test_reclaim_twice_concurrently_moves_each_lease_once(
         client = redis.Redis.from_url(redis_url)
         s = frontier_for_mode(client, KEYS_T, "fifo")
         for _ in range(10):
-            results.append(s.reclaim(max_deliveries=5, limit=150, failed_cap=1000, node_id="t")[0])
+            results.append(run_sync(s.reclaim(max_deliveries=5, limit=150, failed_cap=1000, node_id="t"))[0])
 
     threads = [threading.Thread(target=run) for _ in range(2)]
     for t in threads:
@@ -173,7 +173,7 @@ def test_poison_request_goes_to_failed_after_max_deliveries(scripts: Frontier, r
 def test_release_gives_back_without_counting_a_delivery(scripts: Frontier, redis_client: redis.Redis) -> None:
     enqueue(scripts, "lifo", [("a", 0), ("b", 0)])
     (b,) = pop(scripts, "lifo", 1)
-    released = with_mode(scripts, "lifo").release([b, "0:0:gone"])
+    released = run_sync(with_mode(scripts, "lifo").release([b, "0:0:gone"]))
     assert released == 1
     (again,) = pop(scripts, "lifo", 1)
     assert urls([again]) == ["b"] and split_member(again).deliveries == 1

@@ -72,7 +72,7 @@ def _lease(frontier: Frontier, url: str) -> bytes:
     run_sync(run_sync(frontier.open_enqueuer(_plain)).run("push", [placed_entry("", True, member, 0.0, placement)]))
     for _ in range(50):  # bounded: a sharded frontier skips a shard it found empty until woken
         frontier.woken()
-        leases = frontier.lease(1, 60).leases
+        leases = run_sync(frontier.lease(1, 60)).leases
         if leases:
             return leases[0].lease
         time.sleep(0.05)
@@ -126,7 +126,7 @@ def _scrape_and_ack(settings: dict[str, Any], client: redis.Redis, round_trips: 
     seen = asyncio.run(scenario())
     schedule = RevisitSchedule(client, frontier)
     try:
-        seen["scheduled"] = [schedule.state(middleware.node.fingerprint(Request(u)), u) for u in urls]
+        seen["scheduled"] = [run_sync(schedule.state(middleware.node.fingerprint(Request(u)), u)) for u in urls]
     except redis.ResponseError:  # the state hash replaced by another type
         seen["scheduled"] = None
     seen["processing"] = sum(client.zcard(part.keys.processing) for part in frontier.each_shard())
@@ -195,8 +195,8 @@ def test_a_sync_client_acks_with_records_and_a_record_of_another_shard_lands_too
         )
         for i, (lease, url) in enumerate(zip(leases, urls[1:] + urls[:1]))
     ]
-    replies = frontier.ack_recorded(leases, records)
+    replies = run_sync(frontier.ack_recorded(leases, records))
     assert [int(reply[1]) for reply in replies] == [-1] * len(urls)  # first visits, all written
     assert sum(redis_client.zcard(part.keys.processing) for part in frontier.each_shard()) == 0
     for i, url in enumerate(urls[1:] + urls[:1]):
-        assert schedule.state(f"{i:016x}", url) is not None, url  # on the shard of its URL
+        assert run_sync(schedule.state(f"{i:016x}", url)) is not None, url  # on the shard of its URL

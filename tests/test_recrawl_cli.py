@@ -11,6 +11,7 @@ from scrapy import Request
 from scrapy.settings import Settings
 
 from distributed_crawler.cli.main import main
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
 from distributed_crawler.frontier.codec import RequestCodec, payload_url
 from distributed_crawler.frontier.envelope import make_member, split_member
@@ -41,7 +42,7 @@ def crawled(redis_client: redis.Redis, tmp_path: Path) -> str:
     codec = RequestCodec(None)
     for url in SECTIONS:
         member = make_member(codec.encode(Request(url), slot=url.split("/")[2], again=True), 0)
-        schedule.record(fingerprint(url), (3600, 3600), 2.0, "body", digest="d", etag='"e"', member=member)
+        run_sync(schedule.record(fingerprint(url), (3600, 3600), 2.0, "body", digest="d", etag='"e"', member=member))
     source = f"sqlite:///{tmp_path / 'items.db'}"
     backend = open_storage(source)
     backend.upsert_many([{"url": u, "text": u} for u in STORED])

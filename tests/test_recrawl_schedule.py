@@ -10,6 +10,7 @@ import pytest
 import redis
 from scrapy import Request
 
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.frontier.envelope import make_member, split_member
 from distributed_crawler.frontier.factory import frontier_for_mode
 from distributed_crawler.frontier.keys import SpiderKeys
@@ -57,81 +58,88 @@ def due_in(client: redis.Redis, fp: str) -> float:
 
 def test_intervals_adapt_as_documented(schedule: RevisitSchedule, redis_client: redis.Redis) -> None:
     m = member("http://site.test/section")
-    first = schedule.record("fp1", (10, 80), 2.0, "body", digest="a", member=m)
+    first = run_sync(schedule.record("fp1", (10, 80), 2.0, "body", digest="a", member=m))
     assert (first.interval, first.change) == (10, "first")
     assert 0 < due_in(redis_client, "fp1") <= 10  # server now + min (generous: a loaded machine is slow)
-    unchanged = [schedule.record("fp1", (10, 80), 2.0, "body", digest="a", member=m).interval for _ in range(4)]
+    unchanged = [
+        run_sync(schedule.record("fp1", (10, 80), 2.0, "body", digest="a", member=m)).interval for _ in range(4)
+    ]
     assert unchanged == [20, 40, 80, 80]  # x2 up to max
-    changed = schedule.record("fp1", (10, 80), 2.0, "body", digest="b", member=m)
+    changed = run_sync(schedule.record("fp1", (10, 80), 2.0, "body", digest="b", member=m))
     assert (changed.interval, changed.change) == (40, "changed")  # / 2 down to min
-    assert schedule.record("fp1", (10, 80), 2.0, "304").interval == 80  # a 304 is "unchanged"
-    kept = schedule.record("fp1", (10, 80), 2.0, "error")
+    assert run_sync(schedule.record("fp1", (10, 80), 2.0, "304")).interval == 80  # a 304 is "unchanged"
+    kept = run_sync(schedule.record("fp1", (10, 80), 2.0, "error"))
     assert (kept.interval, kept.change) == (80, "error")
-    assert [schedule.record("fp1", (10, 80), 2.0, "body", digest=d).interval for d in "cdef"] == [40, 20, 10, 10]
-    assert schedule.record("fp1", (5, 30), 2.0, "error").interval == 10  # new rule bounds apply at once
-    assert schedule.record("fp1", (60, 60), 2.0, "body", digest="f").interval == 60  # fixed interval
+    assert [run_sync(schedule.record("fp1", (10, 80), 2.0, "body", digest=d)).interval for d in "cdef"] == [
+        40,
+        20,
+        10,
+        10,
+    ]
+    assert run_sync(schedule.record("fp1", (5, 30), 2.0, "error")).interval == 10  # new rule bounds apply at once
+    assert run_sync(schedule.record("fp1", (60, 60), 2.0, "body", digest="f")).interval == 60  # fixed interval
     assert redis_client.zcard(KEYS.schedule) == 1  # one URL, one entry, however often it is recorded
 
 
 def test_validators_and_member_are_kept_as_documented(schedule: RevisitSchedule) -> None:
     m = member("http://site.test/a")
-    schedule.record("fp", (10, 10), 2.0, "body", digest="x", etag='"v1"', last_modified="Mon", member=m)
-    state = schedule.state("fp")
+    run_sync(schedule.record("fp", (10, 10), 2.0, "body", digest="x", etag='"v1"', last_modified="Mon", member=m))
+    state = run_sync(schedule.state("fp"))
     assert state is not None
     assert (state.etag, state.last_modified, state.digest, state.member) == ('"v1"', "Mon", "x", m)
     assert state.url == "http://site.test/a"
-    schedule.record("fp", (10, 10), 2.0, "304")  # no validators sent back, no member: all kept
-    state = schedule.state("fp")
+    run_sync(schedule.record("fp", (10, 10), 2.0, "304"))  # no validators sent back, no member: all kept
+    state = run_sync(schedule.state("fp"))
     assert state is not None and (state.etag, state.last_modified, state.digest, state.member) == (
         '"v1"',
         "Mon",
         "x",
         m,
     )
-    schedule.record("fp", (10, 10), 2.0, "304", etag='"v2"')
-    assert schedule.state("fp").etag == '"v2"'  # type: ignore[union-attr]
-    schedule.record("fp", (10, 10), 2.0, "body", digest="y")  # a 200 without validators forgets them
-    state = schedule.state("fp")
+    run_sync(schedule.record("fp", (10, 10), 2.0, "304", etag='"v2"'))
+    assert run_sync(schedule.state("fp")).etag == '"v2"'  # type: ignore[union-attr]
+    run_sync(schedule.record("fp", (10, 10), 2.0, "body", digest="y"))  # a 200 without validators forgets them
+    state = run_sync(schedule.state("fp"))
     assert state is not None and (state.etag, state.last_modified, state.digest) == ("", "", "y")
     # nothing stored and no member given: nothing to revisit, nothing written
-    assert schedule.record("new", (10, 10), 2.0, "304").change == "not_stored"
-    assert schedule.state("new") is None
+    assert run_sync(schedule.record("new", (10, 10), 2.0, "304")).change == "not_stored"
+    assert run_sync(schedule.state("new")) is None
 
 
 def test_move_pushes_due_urls_into_their_host_queue_once(schedule: RevisitSchedule, redis_client: redis.Redis) -> None:
     m = member("http://site.test/section")
-    schedule.record("fp", (1, 1), 2.0, "body", digest="x", member=m)
+    run_sync(schedule.record("fp", (1, 1), 2.0, "body", digest="x", member=m))
     redis_client.zadd(KEYS.schedule, {"fp": 0})  # due now
-    moved = schedule.move_due(100, 3600)
+    moved = run_sync(schedule.move_due(100, 3600))
     assert (moved.moved, moved.dropped) == (1, 0)
     assert redis_client.lrange(SPIDER_KEYS.host_list("site.test"), 0, -1) == [m.encode()]  # priority 0: the list
     assert redis_client.zscore(SPIDER_KEYS.ready, "site.test") is not None
     assert 3500 < due_in(redis_client, "fp") <= 3600  # still scheduled: the pending backstop
     assert moved.next_due is not None and moved.next_due > 3500
-    assert schedule.move_due(100, 3600).moved == 0  # not due: nothing moves twice
+    assert run_sync(schedule.move_due(100, 3600)).moved == 0  # not due: nothing moves twice
     redis_client.zadd(KEYS.schedule, {"fp": 0})  # the backstop fires while the copy still waits
-    assert schedule.move_due(100, 3600).moved == 1
+    assert run_sync(schedule.move_due(100, 3600)).moved == 1
     assert redis_client.llen(SPIDER_KEYS.host_list("site.test")) == 1  # same member: not duplicated
     # the frontier serves it like any request (its payload says "again": no budget page counted)
     scripts = frontier_for_mode(redis_client, SPIDER_KEYS, "host")
-    popped = scripts.lease(10, 60)
+    popped = run_sync(scripts.lease(10, 60))
     assert [split_member(h.lease).payload for h in popped.leases] == [split_member(m).payload]
     assert redis_client.hget(SPIDER_KEYS.host("site.test"), "pages") is None
 
 
 def test_move_into_the_single_queue_and_the_limit(schedule: RevisitSchedule, redis_client: redis.Redis) -> None:
     for i in range(5):
-        schedule.record(f"fp{i}", (1, 1), 2.0, "body", digest="x", member=member(f"http://site.test/{i}"))
+        run_sync(schedule.record(f"fp{i}", (1, 1), 2.0, "body", digest="x", member=member(f"http://site.test/{i}")))
         redis_client.zadd(KEYS.schedule, {f"fp{i}": 0})
-    first = in_mode(schedule, "priority").move_due(3, 60)
+    first = run_sync(in_mode(schedule, "priority").move_due(3, 60))
     assert first.moved == 3 and first.next_due == 0  # two more are due now
-    assert in_mode(schedule, "priority").move_due(3, 60).moved == 2
+    assert run_sync(in_mode(schedule, "priority").move_due(3, 60)).moved == 2
     assert redis_client.zcard(SPIDER_KEYS.requests) == 5
 
 
 def test_garbage_states_are_dropped_never_fatal(schedule: RevisitSchedule, redis_client: redis.Redis) -> None:
     good = member("http://site.test/ok")
-    schedule.record("ok", (1, 1), 2.0, "body", digest="x", member=good)
+    run_sync(schedule.record("ok", (1, 1), 2.0, "body", digest="x", member=good))
     garbage = {
         "g1": b"not a state",
         "g2": b"nan\n\n\n\nx",
@@ -141,20 +149,20 @@ def test_garbage_states_are_dropped_never_fatal(schedule: RevisitSchedule, redis
     }
     redis_client.hset(KEYS.state, mapping=garbage)
     redis_client.zadd(KEYS.schedule, {name: 0 for name in [*garbage, "ok", "missing"]})
-    moved = schedule.move_due(100, 60)
+    moved = run_sync(schedule.move_due(100, 60))
     assert (moved.moved, moved.dropped) == (1, 6)
     assert redis_client.hkeys(KEYS.state) == [b"ok"]
     assert all(parse_state(v) is None for v in garbage.values())
     # a garbage state being recorded over counts as a first visit
     redis_client.hset(KEYS.state, "g", "junk")
-    assert schedule.record("g", (5, 50), 2.0, "body", digest="x", member=good).change == "first"
+    assert run_sync(schedule.record("g", (5, 50), 2.0, "body", digest="x", member=good)).change == "first"
     assert sorted(fp for fp, _ in iter_states(redis_client, KEYS)) == ["g", "ok"]
 
 
 def test_a_key_of_the_wrong_type_raises_wrongtype(schedule: RevisitSchedule, redis_client: redis.Redis) -> None:
     redis_client.set(KEYS.schedule, "x")
     with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
-        schedule.move_due(10, 60)
+        run_sync(schedule.move_due(10, 60))
 
 
 def test_rules_first_match_wins_and_meta_overrides() -> None:
@@ -208,15 +216,15 @@ def test_digest_ignores_whitespace_only() -> None:
 def test_a_revisit_still_waiting_keeps_its_place(schedule: RevisitSchedule, redis_client: redis.Redis) -> None:
     """The pending time passed while the revisit still waits behind others: not pushed behind again."""
     m = member("http://site.test/section")
-    schedule.record("fp", (1, 1), 2.0, "body", digest="x", member=m)
+    run_sync(schedule.record("fp", (1, 1), 2.0, "body", digest="x", member=m))
     redis_client.zadd(KEYS.schedule, {"fp": 0})
-    schedule.move_due(10, 60)
+    run_sync(schedule.move_due(10, 60))
     queue = SPIDER_KEYS.host_list("site.test")  # priority 0: its host's list
     redis_client.rpush(queue, "later")  # queued after the revisit
     redis_client.zadd(KEYS.schedule, {"fp": 0})
-    assert schedule.move_due(10, 60).moved == 1  # rescheduled...
+    assert run_sync(schedule.move_due(10, 60)).moved == 1  # rescheduled...
     assert redis_client.lrange(queue, 0, -1) == [m.encode(), b"later"]  # ...and still first
     for _ in range(2):  # the same in the single "priority" queue
         redis_client.zadd(KEYS.schedule, {"fp": 0})
-        assert in_mode(schedule, "priority").move_due(10, 60).moved == 1
+        assert run_sync(in_mode(schedule, "priority").move_due(10, 60)).moved == 1
     assert redis_client.zcard(SPIDER_KEYS.requests) == 1

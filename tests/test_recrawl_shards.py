@@ -55,8 +55,8 @@ def member_of(frontier: Frontier, url: str) -> str:
 
 def record_all(schedule: RevisitSchedule, urls: list[str] = URLS) -> None:
     for n, url in enumerate(urls):
-        recorded = schedule.record(
-            f"fp{n}", (60, 60), 2.0, "body", digest="d", member=member_of(schedule.frontier, url)
+        recorded = run_sync(
+            schedule.record(f"fp{n}", (60, 60), 2.0, "body", digest="d", member=member_of(schedule.frontier, url))
         )
         assert recorded.change == "first"
 
@@ -65,13 +65,13 @@ def make_all_due(schedule: RevisitSchedule) -> int:
     chosen: dict[RecrawlKeys, list[str]] = {}
     for keys, fp, _ in schedule.iter_states():
         chosen.setdefault(keys, []).append(fp)
-    return schedule.make_due(chosen, 0)
+    return run_sync(schedule.make_due(chosen, 0))
 
 
 def leased_urls(frontier: Frontier) -> list[str]:
     urls = []
     for _ in range(10):  # a sharded lease walks the shards: a few calls find everything
-        urls += [payload_url(split_member(x.lease).payload) for x in frontier.lease(100, 60).leases]
+        urls += [payload_url(split_member(x.lease).payload) for x in run_sync(frontier.lease(100, 60)).leases]
     return sorted(urls)
 
 
@@ -84,7 +84,7 @@ def test_a_revisit_is_recorded_on_its_hosts_shard(schedule: RevisitSchedule, cli
         assert client.zscore(home.schedule, f"fp{n}") is not None
         where = [keys for keys in schedule.every_keys() if client.zscore(keys.schedule, f"fp{n}") is not None]
         assert where == [home]  # once, on its host's shard only
-        state = schedule.state(f"fp{n}", url)
+        state = run_sync(schedule.state(f"fp{n}", url))
         assert state is not None and state.url == url
     if frontier.shards > 1:
         assert not client.exists("{news}:recrawl", "{news}:recrawl:state")  # nothing on the spider's own tag
@@ -97,15 +97,15 @@ def test_due_revisits_of_every_shard_are_moved_into_their_shards_queue(
     schedule: RevisitSchedule, client: redis.Redis
 ) -> None:
     record_all(schedule)
-    assert schedule.move_due(100, 3600).moved == 0  # none due yet
+    assert run_sync(schedule.move_due(100, 3600)).moved == 0  # none due yet
     assert make_all_due(schedule) == len(URLS)
     before = int(client.time()[0])  # the move's clock is at least this: moved URLs are due after the hour
-    moved = schedule.move_due(100, 3600)
+    moved = run_sync(schedule.move_due(100, 3600))
     assert (moved.moved, moved.dropped) == (len(URLS), 0)
     assert moved.next_due is not None and moved.next_due > 3500  # the pending backstop, every shard
     assert run_sync(schedule.frontier.size()) == len(URLS)
     assert leased_urls(schedule.frontier) == sorted(URLS)  # each on its host's shard: leased as any request
-    assert schedule.move_due(100, 3600).moved == 0  # nothing moves twice
+    assert run_sync(schedule.move_due(100, 3600)).moved == 0  # nothing moves twice
     # read at `before`, not now: a second boundary crossed since the move would count them in the hour
     assert run_sync(schedule.summary(before)) == {
         "scheduled": len(URLS),
@@ -121,14 +121,14 @@ def test_the_move_is_a_bounded_batch_per_shard(schedule: RevisitSchedule) -> Non
     shards = schedule.frontier.shards
     rounds = []
     for _ in range(len(urls)):
-        moved = schedule.move_due(1, 3600)
+        moved = run_sync(schedule.move_due(1, 3600))
         rounds.append(moved.moved)
         assert moved.moved <= shards  # at most the batch on each shard
         if moved.next_due is None or moved.next_due > 0:
             break
         assert moved.next_due == 0  # more is due now: the mover goes again at once
     assert sum(rounds) == len(urls) and len(rounds) <= len(urls) // shards + 3
-    assert schedule.move_due(1, 3600).moved == 0
+    assert run_sync(schedule.move_due(1, 3600)).moved == 0
 
 
 def test_figures_sum_over_the_shards(schedule: RevisitSchedule, client: redis.Redis) -> None:
@@ -138,8 +138,12 @@ def test_figures_sum_over_the_shards(schedule: RevisitSchedule, client: redis.Re
     for n, url in enumerate(URLS[:3]):
         client.zadd(schedule.keys_for(url).schedule, {f"fp{n}": 0})
     assert run_sync(schedule.summary(now)) == {"scheduled": 8, "due_now": 3, "due_next_hour": 5}
-    assert [fp for fp, _, _ in schedule.soonest(3)] == ["fp0", "fp1", "fp2"]  # over every shard
-    assert schedule.scheduled([*URLS[:2], "http://other.test/"], ["fp0", "fp1", "fp-none"]) == [True, True, False]
+    assert [fp for fp, _, _ in run_sync(schedule.soonest(3))] == ["fp0", "fp1", "fp2"]  # over every shard
+    assert run_sync(schedule.scheduled([*URLS[:2], "http://other.test/"], ["fp0", "fp1", "fp-none"])) == [
+        True,
+        True,
+        False,
+    ]
 
 
 def test_a_shard_with_a_wrong_type_key_does_not_stop_the_others(schedule: RevisitSchedule, client: redis.Redis) -> None:
@@ -149,7 +153,7 @@ def test_a_shard_with_a_wrong_type_key_does_not_stop_the_others(schedule: Revisi
     client.delete(broken.schedule)
     client.set(broken.schedule, "x")
     with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
-        schedule.move_due(100, 3600)
+        run_sync(schedule.move_due(100, 3600))
     healthy = [url for url in URLS if schedule.keys_for(url) != broken]
     assert run_sync(schedule.frontier.size()) == len(healthy)  # the other shards moved theirs
 
@@ -181,7 +185,7 @@ def test_dcrawl_schedule_and_recrawl_all_act_on_every_shard(
     sections = URLS[:6]
     for url in sections:  # as the nodes record them: due in an hour
         member = make_member(codec.encode(Request(url), slot=frontier.placement(url).slot, again=True), 0)
-        schedule.record(fingerprint(url), (3600, 3600), 2.0, "body", digest="d", member=member)
+        run_sync(schedule.record(fingerprint(url), (3600, 3600), 2.0, "body", digest="d", member=member))
     source = f"sqlite:///{tmp_path / 'items.db'}"
     backend = open_storage(source)
     articles = [f"http://{host}/article" for host in HOSTS]
@@ -201,7 +205,7 @@ def test_dcrawl_schedule_and_recrawl_all_act_on_every_shard(
     for url, host in zip(articles, HOSTS):  # each stored URL queued on its host's shard
         assert redis_client.llen(frontier.shard_for(url).keys.host_list(host)) == 1  # priority 0: the list
     assert leased_urls(frontier) == sorted(articles)
-    assert schedule.move_due(100, 3600).moved == 6  # what the nodes' movers do next
+    assert run_sync(schedule.move_due(100, 3600)).moved == 6  # what the nodes' movers do next
     frontier.woken()  # the move rang the doorbell
     assert leased_urls(frontier) == sorted(sections)
 

@@ -206,9 +206,9 @@ def test_revisit_scripts_run_on_the_cluster(
     client = cluster.client()
     schedule = RevisitSchedule(client, frontier_for_mode(client, keys, "host"))
     member = make_member(json.dumps({"v": 1, "url": "http://a.test/section", "slot": "a.test"}), 0)
-    assert schedule.record("fp", (1, 4), 2.0, "body", digest="d", member=member).change == "first"
+    assert run_sync(schedule.record("fp", (1, 4), 2.0, "body", digest="d", member=member)).change == "first"
     schedule.client.zadd(RecrawlKeys.from_settings(settings, "news").schedule, {"fp": 0})
-    assert schedule.move_due(10, 60).moved == 1
+    assert run_sync(schedule.move_due(10, 60)).moved == 1
     assert schedule.client.lrange(keys.host_list("a.test"), 0, -1) == [member.encode()]  # priority 0: the list
     assert main(["schedule", "news", "--json"]) == 0  # dcrawl on the cluster (REDIS_CLUSTER=1 in env)
     assert json.loads(capsys.readouterr().out)["scheduled"] == 1
@@ -237,7 +237,7 @@ def test_acks_with_revisit_records_run_on_the_cluster(
     leases: list[bytes] = []
     for _ in range(50):  # bounded: a shard found empty is skipped until woken
         frontier.woken()
-        leases += [lease.lease for lease in frontier.lease(6, 60).leases]
+        leases += [lease.lease for lease in run_sync(frontier.lease(6, 60)).leases]
         if len(leases) == len(urls):
             break
         time.sleep(0.05)
@@ -247,7 +247,7 @@ def test_acks_with_revisit_records_run_on_the_cluster(
         url = payload_url(split_member(lease).payload)
         member = make_member(json.dumps({"url": url}), 0)
         records.append((lease, schedule.revisit_record(f"{i:016x}", (60.0, 600.0), 2.0, "body", member=member)))
-    replies = frontier.ack_recorded(leases, records)
+    replies = run_sync(frontier.ack_recorded(leases, records))
     assert [int(reply[1]) for reply in replies] == [-1] * len(urls)  # every record written: first visits
     assert sum(client.zcard(part.keys.processing) for part in frontier.each_shard()) == 0
 
@@ -263,7 +263,7 @@ def test_source_registry_import_and_node_read_run_on_the_cluster(
     keys = SpiderKeys.from_settings(Settings(), "news")
     client = cluster.client()
     assert client.get(keys.sources_version) == b"1" and client.hkeys(keys.sources) == [b"lemonde.fr"]
-    pause, overrides, version = CrawlControl.of(frontier_for_mode(client, keys, "host")).control_state()
+    pause, overrides, version = run_sync(CrawlControl.of(frontier_for_mode(client, keys, "host")).control_state())
     assert (pause, overrides, version) == (None, {}, b"1")
     assert json.loads(dcrawl(capsys, "sources", "news", "show", "Le Monde", "--json"))["tags"] == ["fr"]
 
@@ -563,11 +563,11 @@ def test_a_six_shard_frontier_runs_on_every_master(cluster: RedisClusterNodes) -
         assert len(masters) == 3
         leased = []
         for _ in range(20):
-            leased += [x.lease for x in frontier.lease(50, 60).leases]
+            leased += [x.lease for x in run_sync(frontier.lease(50, 60)).leases]
         assert len(leased) == 120
-        frontier.ack(leased[:100])
-        frontier.expire(leased[100:])
-        assert frontier.reclaim(max_deliveries=1, limit=100, failed_cap=100, node_id="t") == (0, 20)
+        run_sync(frontier.ack(leased[:100]))
+        run_sync(frontier.expire(leased[100:]))
+        assert run_sync(frontier.reclaim(max_deliveries=1, limit=100, failed_cap=100, node_id="t")) == (0, 20)
         counts = run_sync(frontier.counts())
         assert (counts.pending, counts.leased, counts.failed) == (0, 0, 20)
         assert client.llen("{sharded}:failed") == 20  # moved from the shards to the spider's list
@@ -587,12 +587,14 @@ def test_revisits_of_a_six_shard_frontier_run_on_every_master(cluster: RedisClus
         urls = [f"http://h{i}.test/section" for i in range(30)]
         for n, url in enumerate(urls):
             member = make_member(json.dumps({"v": 1, "url": url, "slot": frontier.placement(url).slot}), 0)
-            assert schedule.record(f"fp{n}", (60, 60), 2.0, "body", digest="d", member=member).change == "first"
+            assert (
+                run_sync(schedule.record(f"fp{n}", (60, 60), 2.0, "body", digest="d", member=member)).change == "first"
+            )
         ports = {client.get_node_from_key(k.schedule).port for k in schedule.every_keys() if client.exists(k.schedule)}
         assert len(ports) == 3  # the schedule is on every master
         for n, url in enumerate(urls):
             client.zadd(schedule.keys_for(url).schedule, {f"fp{n}": 0})
-        assert schedule.move_due(100, 3600).moved == 30
+        assert run_sync(schedule.move_due(100, 3600)).moved == 30
         assert run_sync(frontier.size()) == 30
         assert run_sync(schedule.summary(float(client.time()[0])))["scheduled"] == 30
         run_sync(frontier.flush())

@@ -77,7 +77,7 @@ def test_host_pop_reports_expired_per_host(redis_client: redis.Redis) -> None:
     now = server_now(redis_client)
     urls = [f"http://a.example/{i}" for i in range(3)]
     push(redis_client, "host", [(u, make_member(payload(u), 0, expires_at=now - 1)) for u in urls])
-    popped = frontier_for_mode(redis_client, KEYS, "host").lease(10, 60)
+    popped = run_sync(frontier_for_mode(redis_client, KEYS, "host").lease(10, 60))
     assert popped.leases == [] and popped.expired == 3 and popped.broken == []
     assert redis_client.hget(KEYS.refused, "expired a.example") == b"3"
 
@@ -89,10 +89,10 @@ def test_the_expiry_survives_reclaim_and_release(redis_client: redis.Redis) -> N
         redis_client, "priority", [("http://r.example/1", make_member(payload("http://r.example/1"), 0, expires_at=at))]
     )
     (lease,) = pop(scripts, 1, 60)
-    assert scripts.release([lease]) == 1
+    assert run_sync(scripts.release([lease])) == 1
     (lease,) = pop(scripts, 1, 60)
     redis_client.zadd(KEYS.processing, {lease: 1})  # expired lease
-    assert scripts.reclaim(5, limit=10, failed_cap=10, node_id="t") == (1, 0)
+    assert run_sync(scripts.reclaim(5, limit=10, failed_cap=10, node_id="t")) == (1, 0)
     (member,) = redis_client.zrange(KEYS.requests, 0, -1)
     assert split_member(member).expires_at == at
 

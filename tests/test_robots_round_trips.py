@@ -105,7 +105,7 @@ def _leased(frontier: Frontier, url: str) -> Request:
     run_sync(run_sync(frontier.open_enqueuer(_plain)).run("push", [placed_entry("", True, member, 0.0, placement)]))
     for _ in range(50):  # bounded: a cluster that just formed may answer a lease empty at first
         frontier.woken()  # as the doorbell would (a sharded frontier skips the shards it found empty)
-        leases = frontier.lease(1, 60).leases
+        leases = run_sync(frontier.lease(1, 60)).leases
         if leases:
             break
         time.sleep(0.1)

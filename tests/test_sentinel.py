@@ -16,6 +16,7 @@ from redis.sentinel import MasterNotFoundError
 from scrapy.settings import Settings
 
 from distributed_crawler.cli.main import main
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.connection.clients import (
     TRANSIENT_ERRORS,
     NoReplicasError,
@@ -174,7 +175,7 @@ def test_failover_and_replica_errors_count_as_transient(tmp_path: Path) -> None:
         assert isinstance(caught.value, NoReplicasError)
         with pytest.raises(NoReplicasError):  # inside a script too
             keys = SpiderKeys.from_settings(Settings(), "news")
-            frontier_for_mode(client, keys, "priority").renew(["lease"], 60)
+            run_sync(frontier_for_mode(client, keys, "priority").renew(["lease"], 60))
         client.config_set("min-replicas-to-write", 0)
         client.zrem("{news}:processing", "lease")
     finally:

@@ -101,10 +101,10 @@ def test_a_frontier_written_the_current_way_is_read_with_default_settings(redis_
     assert run_sync(ours.size()) == 2
     leased = []
     for _ in range(5):
-        leased += ours.lease(10, 60).leases
+        leased += run_sync(ours.lease(10, 60)).leases
     urls = sorted(payload_url(split_member(x.lease).payload) for x in leased)
     assert urls == ["http://a.test/1", "http://b.test/2"]
-    ours.ack([x.lease for x in leased])
+    run_sync(ours.ack([x.lease for x in leased]))
     counts = run_sync(ours.counts())
     assert (counts.pending, counts.leased) == (0, 0)
 

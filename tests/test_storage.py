@@ -38,6 +38,7 @@ from tests.storage_rows import (
     check_close_is_idempotent,
     check_item_versions,
     check_upsert_changes,
+    empty_row,
     row,
     stored,
     write_overlapping_rows,
@@ -408,34 +409,10 @@ def test_missing_columns_are_null(storage_url: str, opened: Callable[[], Storage
     opened().upsert_many([{"url": "https://example.com/bare"}])
     (stored_row,) = read_rows(storage_url)
     assert stored_row["first_seen"] and stored_row["first_seen"] == stored_row["last_changed"]  # now
-    assert stored_row == {
-        "url": "https://example.com/bare",
-        "title": None,
-        "text": None,
-        "fetched_at": None,
-        "status": None,
-        "node": None,
-        "authors": None,
-        "published_at": None,
-        "lang": None,
-        "description": None,
-        "duplicate_of": None,
-        "modified_at": None,
-        "page_type": None,
-        "paywalled": None,
-        "truncated": None,
-        "content_hash": None,
-        "first_seen": stored_row["first_seen"],
-        "last_changed": stored_row["first_seen"],
-        "version": 1,
-        "data": None,
-        "image": None,
-        "section": None,
-        "tags": None,
-        "site_name": None,
-        "source": None,
-        "source_tags": None,
-    }
+    first_seen = stored_row["first_seen"]
+    assert stored_row == empty_row(
+        url="https://example.com/bare", first_seen=first_seen, last_changed=first_seen, version=1
+    )
 
 
 def test_row_without_url_is_rejected(opened: Callable[[], StorageBackend]) -> None:

@@ -19,6 +19,9 @@ from rich.console import Console
 
 from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.cli.project import open_control
+from distributed_crawler.connection.calls import run_sync
+from distributed_crawler.connection.lua import reply_text
+from distributed_crawler.connection.types import SyncRedis
 from distributed_crawler.core.control import (
     RENDER,
     BadInput,
@@ -65,7 +68,7 @@ def cmd_host(args: argparse.Namespace, connect: Connect) -> int:
     settings, client, keys = connect(args)
     control = open_control(settings, client, keys)
     if args.action == "show":
-        return _show(args, control, host, scope)
+        return _show(args, control, host, scope, client)
     if args.action == "purge":
         change = HostChange({"dead_letter": args.dead_letter})
     _, now, dropped = host_action(control, settings, host, args.action, change, user(args), "cli")
@@ -83,19 +86,19 @@ def cmd_host(args: argparse.Namespace, connect: Connect) -> int:
     return 0
 
 
-def _show(args: argparse.Namespace, control: CrawlControl, host: str, scope: str) -> int:
-    override = decode_override(control.override(host))
+def _show(args: argparse.Namespace, control: CrawlControl, host: str, scope: str, client: SyncRedis) -> int:
+    override = decode_override(run_sync(control.override(host)))
     frontier = control.frontier
     hosts = frontier.host_control()
     state: dict[str, str] = {}
     pending = None
     if hosts is not None:
-        raw = frontier.client.hgetall(hosts.host_state_key(host))
-        state = {k.decode(): v.decode("utf-8", "replace") for k, v in raw.items()}
+        raw = client.hgetall(hosts.host_state_key(host))
+        state = {reply_text(k): reply_text(v) for k, v in raw.items()}
         queue = frontier.host_queue_key(host)  # and its list, `queue/` (lua/lib/host.lua host_list)
-        kinds = (frontier.client.type(queue), frontier.client.type(queue + "/"))
+        kinds = (client.type(queue), client.type(queue + "/"))
         if kinds[0] in (b"zset", b"none") and kinds[1] in (b"list", b"none") and kinds != (b"none", b"none"):
-            pending = int(frontier.client.zcard(queue)) + int(frontier.client.llen(queue + "/"))
+            pending = int(client.zcard(queue)) + int(client.llen(queue + "/"))
     out = {"host": host, "scope": scope, "override": override, "state": state, "pending": pending}
     if args.json:
         print_json(out)
@@ -151,7 +154,7 @@ def host_state_words(state: dict[str, str], now: float) -> list[str]:
 def cmd_overrides(args: argparse.Namespace, connect: Connect) -> int:
     settings, client, keys = connect(args)
     rows = []
-    for target, raw in sorted(open_control(settings, client, keys).overrides().items()):
+    for target, raw in sorted(run_sync(open_control(settings, client, keys).overrides()).items()):
         rows.append({"target": target.decode("utf-8", "replace"), **(decode_override(raw) or {})})
     if args.json:
         print_json(rows)
@@ -202,7 +205,7 @@ def cmd_audit(args: argparse.Namespace, connect: Connect) -> int:
             return _refused(exc)
     settings, client, keys = connect(args)
     entries = []
-    for entry_id, fields in open_control(settings, client, keys).audit_entries(since):
+    for entry_id, fields in run_sync(open_control(settings, client, keys).audit_entries(since)):
         row = {k.decode(): v.decode("utf-8", "replace") for k, v in fields.items()}
         row["id"] = entry_id.decode()
         entries.append(row)

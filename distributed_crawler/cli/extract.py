@@ -22,15 +22,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from redis.exceptions import RedisError
 from rich.console import Console
 from rich.table import Table
 from scrapy import Request
 from scrapy.http import HtmlResponse, TextResponse
+from scrapy.settings import Settings
 from scrapy.utils.project import get_project_settings
 
 from distributed_crawler.addon import Addon, with_addon
@@ -81,7 +82,7 @@ class PageUnavailable(Exception):
     """The page could not be fetched or read: one line, exit 2."""
 
 
-def command_settings(args: argparse.Namespace) -> Any:
+def command_settings(args: argparse.Namespace) -> Settings:
     """The project's settings (Scrapy's defaults outside a project) with our add-on listed, so the
     page is fetched and read by the components a node runs; `-s` and `--redis-url` on top."""
     settings = get_project_settings()
@@ -119,7 +120,7 @@ def fetch(settings: Any, url: str, spider: str, meta: dict[str, Any]) -> tuple[T
     class OnePage(scrapy.Spider):
         name = spider
 
-        async def start(self) -> Any:
+        async def start(self) -> AsyncIterator[Request]:
             yield Request(url, callback=self.page, errback=self.failed, dont_filter=True, meta=meta)
 
         def page(self, response: Any) -> None:
@@ -222,7 +223,7 @@ def index_reader(settings: Any, news: NewsConfig, spider: str) -> Callable[[int,
             index = NearDuplicateIndex(
                 client, news.key(spider), news.near_duplicate_distance, news.near_duplicate_window
             )
-            return cast("Match | None", run_sync(index.lookup(value, url)))
+            return run_sync(index.lookup(value, url))
         except RedisError as exc:
             raise RedisUnavailable(
                 f"cannot read the near-duplicate index {news.key(spider)} ({exc}); "

@@ -21,6 +21,7 @@ from rich.table import Table
 from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.cli.project import open_frontier
 from distributed_crawler.connection.calls import run_sync, server_time
+from distributed_crawler.connection.types import SyncRedis
 from distributed_crawler.core.control import decode_override, describe
 from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.frontier.keys import SpiderKeys
@@ -42,7 +43,7 @@ DEFAULT_LIMIT = 50
 
 
 async def gather_hosts(
-    client: Any, keys: SpiderKeys, scan: int, limit: int, parts: list[SpiderKeys] | None = None
+    client: SyncRedis, keys: SpiderKeys, scan: int, limit: int, parts: list[SpiderKeys] | None = None
 ) -> dict[str, Any]:
     """What `dcrawl hosts --json` prints: totals, the rows shown, and what was skipped; summed over
     the frontier's shards (`parts`, the Frontier's `part_keys()`; default: the spider's keys)."""
@@ -107,7 +108,7 @@ def override_rows(control: CrawlControl, limit: int) -> list[dict[str, Any]]:
     """The operator's overrides (dcrawl host ... set/block), at most `limit`, blocks first."""
     rows = [
         {"target": target.decode("utf-8", "replace"), **(decode_override(raw) or {})}
-        for target, raw in control.overrides().items()
+        for target, raw in run_sync(control.overrides()).items()
     ]
     return sorted(rows, key=lambda r: (not r.get("until"), r["target"]))[:limit]
 

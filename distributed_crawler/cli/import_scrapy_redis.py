@@ -28,16 +28,20 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from scrapy import Spider
+from scrapy.settings import BaseSettings
 from scrapy.spiderloader import get_spider_loader
 from scrapy.utils.request import request_from_dict
 
 from distributed_crawler.cli.project import open_frontier
 from distributed_crawler.connection.calls import run_sync
+from distributed_crawler.connection.types import SyncRedis
 from distributed_crawler.core.scheduler import SchedulerConfig
 from distributed_crawler.dedup.dupefilter import BloomConfig, choose_dedup
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter, FingerprintConfig
 from distributed_crawler.frontier.base import placed_entry
 from distributed_crawler.frontier.codec import RequestCodec, UnserializableRequestError
+from distributed_crawler.frontier.enqueue import Dedup
 from distributed_crawler.frontier.envelope import MAX_PRIORITY, make_member
 from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.frontier.seedkey import SeedKey
@@ -49,7 +53,7 @@ OLD_DUPEFILTER_KEY = "%(spider)s:dupefilter"  # scrapy-redis's SCHEDULER_DUPEFIL
 FLAG = "--unpickle-old-queue"
 
 # The only classes an old queue entry may make the unpickler load: plain data.
-SAFE_GLOBALS: dict[tuple[str, str], Any] = {
+SAFE_GLOBALS: dict[tuple[str, str], Callable[..., object]] = {
     ("datetime", "datetime"): datetime.datetime,
     ("datetime", "date"): datetime.date,
     ("datetime", "time"): datetime.time,
@@ -68,14 +72,15 @@ SAFE_GLOBALS: dict[tuple[str, str], Any] = {
 class PlainDataUnpickler(pickle.Unpickler):
     """An unpickler that loads no class or function beyond SAFE_GLOBALS (so no code runs)."""
 
-    def find_class(self, module: str, name: str) -> Any:
+    def find_class(self, module: str, name: str) -> Callable[..., object]:
         found = SAFE_GLOBALS.get((module, name))
         if found is None:
             raise pickle.UnpicklingError(f"refused to load {module}.{name} (only plain data is converted)")
         return found
 
 
-def unpickle_plain(raw: bytes) -> Any:
+def unpickle_plain(raw: bytes) -> object:
+    """Plain data (dicts, lists, text, numbers, dates) of any shape: the caller checks it."""
     return PlainDataUnpickler(io.BytesIO(raw)).load()
 
 
@@ -106,16 +111,16 @@ class Report:
         }
 
 
-def _type(client: Any, key: str) -> str:
+def _type(client: SyncRedis, key: str) -> str:
     kind = client.type(key)
     return kind.decode() if isinstance(kind, bytes) else str(kind)
 
 
-def _size(client: Any, key: str, kind: str) -> int:
+def _size(client: SyncRedis, key: str, kind: str) -> int:
     return {"list": client.llen, "zset": client.zcard, "set": client.scard}.get(kind, lambda _k: 0)(key)
 
 
-def _check_start_urls(client: Any, seed_key: SeedKey, report: Report) -> None:
+def _check_start_urls(client: SyncRedis, seed_key: SeedKey, report: Report) -> None:
     kind = _type(client, seed_key.key)
     report.start_urls = {"key": seed_key.key, "type": kind, "count": _size(client, seed_key.key, kind)}
     if kind not in ("none", seed_key.kind):
@@ -124,16 +129,28 @@ def _check_start_urls(client: Any, seed_key: SeedKey, report: Report) -> None:
         report.notes.append(f"{seed_key.key} is a {kind} but the spider reads a {seed_key.kind}: {fix}")
 
 
-def _old_entries(client: Any, key: str, kind: str) -> list[tuple[bytes, int]]:
+def _old_entries(client: SyncRedis, key: str, kind: str) -> list[tuple[bytes, int]]:
     """(pickled request, priority) of the old queue, in scrapy-redis's pop order."""
     if kind == "zset":  # PriorityQueue: score = -priority, lowest score first
-        return [(member, int(-score)) for member, score in client.zrange(key, 0, -1, withscores=True)]
+        entries = []
+        for pair in client.zrange(key, 0, -1, withscores=True):
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise ValueError(f"{key}: ZRANGE WITHSCORES gave {pair!r:.60}, not a (member, score) pair")
+            entries.append((_raw(pair[0], key), int(-float(pair[1]))))
+        return entries
     if kind == "list":  # FifoQueue pops from the right, LifoQueue from the left: keep FIFO order
-        return [(member, 0) for member in reversed(client.lrange(key, 0, -1))]
+        return [(_raw(member, key), 0) for member in reversed(client.lrange(key, 0, -1))]
     return []
 
 
-def _spider(settings: Any, name: str) -> Any:
+def _raw(member: object, key: str) -> bytes:
+    """An entry of the old queue as the bytes scrapy-redis wrote (the CLI's client does not decode)."""
+    if isinstance(member, bytes):
+        return member
+    raise ValueError(f"{key}: an entry came back as {type(member).__name__}, not bytes (decode_responses is on?)")
+
+
+def _spider(settings: BaseSettings, name: str) -> Spider:
     """The project's spider, without running its __init__ (only its methods are looked up)."""
     try:
         spidercls = get_spider_loader(settings).load(name)
@@ -144,7 +161,7 @@ def _spider(settings: Any, name: str) -> Any:
     return spider
 
 
-async def _prepared(client: Any, config: BloomConfig, key: str) -> Any:
+async def _prepared(client: SyncRedis, config: BloomConfig, key: str) -> Dedup:
     """The Bloom backend of the filter at `key` (a frontier shard's slice), prepared."""
     dedup = await choose_dedup(client, key, config)
     await dedup.prepare(client)
@@ -152,7 +169,13 @@ async def _prepared(client: Any, config: BloomConfig, key: str) -> Any:
 
 
 def _convert(
-    client: Any, settings: Any, keys: SpiderKeys, old_key: str, kind: str, report: Report, warn: Callable[[str], None]
+    client: SyncRedis,
+    settings: Any,
+    keys: SpiderKeys,
+    old_key: str,
+    kind: str,
+    report: Report,
+    warn: Callable[[str], None],
 ) -> None:
     warn(
         f"WARNING: {FLAG} unpickles {report.queue['count']} entries of {old_key}. Only plain data is "
@@ -192,7 +215,7 @@ def _convert(
     push()
 
 
-def run_import(client: Any, settings: Any, args: argparse.Namespace, warn: Callable[[str], None]) -> Report:
+def run_import(client: SyncRedis, settings: Any, args: argparse.Namespace, warn: Callable[[str], None]) -> Report:
     keys = SpiderKeys.from_settings(settings, args.spider)
     seed_key = SeedKey.from_settings(settings, args.spider)  # both AS_SET and AS_ZSET: ValueError before any change
     old_queue = fill(args.old_queue_key or OLD_QUEUE_KEY, args.spider)
@@ -228,7 +251,7 @@ def run_import(client: Any, settings: Any, args: argparse.Namespace, warn: Calla
     return report
 
 
-def _delete(client: Any, report: Report, old_queue: str, old_df: str, converted: bool) -> None:
+def _delete(client: SyncRedis, report: Report, old_queue: str, old_df: str, converted: bool) -> None:
     if report.queue["count"] and (not converted or report.refused):
         why = "not converted (no " + FLAG + ")" if not converted else f"{len(report.refused)} entries were refused"
         report.notes.append(f"--delete-old-keys: kept {old_queue}, {why}")

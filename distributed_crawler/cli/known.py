@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from distributed_crawler.connection.types import SyncRedis
 from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.keyspace import key as spider_key
 from distributed_crawler.monitoring.dashboard import discover_spiders
 
 
-def has_crawl(client: Any, settings: Any, keys: SpiderKeys) -> bool:
+def has_crawl(client: SyncRedis, settings: Any, keys: SpiderKeys) -> bool:
     """Any key a crawl of this spider leaves: seeds, queue counts, leases, dead letters, stats,
     nodes (also ones gone), control, its change feed (one EXISTS each: the keys live on different
     Cluster slots)."""
@@ -35,7 +36,7 @@ def has_crawl(client: Any, settings: Any, keys: SpiderKeys) -> bool:
     return any(client.exists(name) for name in names if name)
 
 
-def unknown_spider(client: Any, settings: Any, keys: SpiderKeys, where: str) -> str | None:
+def unknown_spider(client: SyncRedis, settings: Any, keys: SpiderKeys, where: str) -> str | None:
     """None when the spider has a crawl here; else one line naming the spiders that do."""
     if has_crawl(client, settings, keys):
         return None

@@ -46,11 +46,13 @@ from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.connection.clients import RedisConfig, RedisUnavailable
 from distributed_crawler.connection.permissions import PermissionDenied
 from distributed_crawler.connection.policy import RedisPolicy
+from distributed_crawler.connection.types import SyncRedis
 from distributed_crawler.connection.untrusted import preview, text, wrong_type_message
 from distributed_crawler.core.scheduler import SchedulerConfig
 from distributed_crawler.dedup.dupefilter import describe_dedup, reset_dedup
 from distributed_crawler.frontier.codec import payload_url
 from distributed_crawler.frontier.deadletters import fresh_payload
+from distributed_crawler.frontier.enqueue import PushEntry
 from distributed_crawler.frontier.envelope import MAX_PRIORITY, make_member
 from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.monitoring.nodes import Skips, clean_json
@@ -109,7 +111,7 @@ def read_dead_letter(item: bytes) -> tuple[dict[str, Any], bool]:
     return entry, True
 
 
-def _failed_entries(client: Any, key: str, count: int) -> tuple[list[bytes], list[dict[str, Any]], int, str]:
+def _failed_entries(client: SyncRedis, key: str, count: int) -> tuple[list[bytes], list[dict[str, Any]], int, str]:
     """Raw entries, decoded entries, how many were unreadable, and a wrong-type message ('' if none)."""
     kind = text(client.type(key)) or "none"
     if kind not in ("list", "none"):
@@ -189,7 +191,7 @@ def requeue_member(entry: dict[str, Any]) -> str | None:
     return make_member(fresh_payload(payload), int(priority))
 
 
-def _requeue(settings: Any, client: Any, keys: SpiderKeys, raw: list[bytes], entries: list[dict]) -> int:
+def _requeue(settings: Any, client: SyncRedis, keys: SpiderKeys, raw: list[bytes], entries: list[dict]) -> int:
     """Failures that carry a request payload go back to the queue (fresh delivery and retry counts)."""
     # No fingerprint: the entries are already in the filter and must be pushed anyway.
     enqueuer = open_enqueuer(settings, client, keys)
@@ -200,7 +202,7 @@ def _requeue(settings: Any, client: Any, keys: SpiderKeys, raw: list[bytes], ent
             kept += 1
             continue
         try:
-            run_sync(enqueuer.run("push", [("", True, member)]))
+            run_sync(enqueuer.run("push", [PushEntry("", True, member)]))
         except ResponseError as exc:  # e.g. a queue or sequence key holding garbage: stop, keep the rest
             print(
                 f"requeued {requeued}; stopped: Redis refused the push ({str(exc)[:200]}); the entries stay in "
@@ -208,7 +210,7 @@ def _requeue(settings: Any, client: Any, keys: SpiderKeys, raw: list[bytes], ent
                 file=sys.stderr,
             )
             return 1
-        client.lrem(keys.failed, 1, item)
+        client.lrem(keys.failed, 1, item)  # type: ignore[arg-type]  # redis-py annotates the value as str; bytes go as they are
         requeued += 1
     print(
         f"requeued {requeued}; kept {kept} that carry no request (rejected seeds, undecodable payloads, unreadable entries)"
@@ -219,8 +221,8 @@ def _requeue(settings: Any, client: Any, keys: SpiderKeys, raw: list[bytes], ent
 def cmd_reclaim(args: argparse.Namespace) -> int:
     settings, client, keys = connect(args)
     config = SchedulerConfig.from_settings(settings)
-    requeued, dead = open_frontier(settings, client, keys).reclaim(
-        config.max_deliveries, 100_000, config.failed_max, "dcrawl"
+    requeued, dead = run_sync(
+        open_frontier(settings, client, keys).reclaim(config.max_deliveries, 100_000, config.failed_max, "dcrawl")
     )
     print(f"requeued {requeued} expired leases; dead-lettered {dead}")
     return 0
@@ -252,7 +254,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
         df, _ = open_dupefilter(settings, client, keys)
         enqueuer = open_enqueuer(settings, client, keys, df)
         fingerprint = df.fingerprint_hex(Request(args.url))
-        (new,) = run_sync(enqueuer.run("check", [(fingerprint, False, "")], (), [args.url]))
+        (new,) = run_sync(enqueuer.run("check", [PushEntry(fingerprint, False, "")], (), [args.url]))
         print("new" if new else "seen")
         return 0
     if args.action == "reset":
@@ -273,7 +275,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     added = 0
     try:
         for urls in backend.iter_urls(batch=1000):
-            entries = [(df.fingerprint_hex(Request(url)), False, "") for url in urls]
+            entries = [PushEntry(df.fingerprint_hex(Request(url)), False, "") for url in urls]
             added += sum(run_sync(enqueuer.run("add", entries, (), list(urls))))
     finally:
         backend.close()

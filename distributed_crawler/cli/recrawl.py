@@ -29,7 +29,7 @@ from distributed_crawler.frontier.codec import RequestCodec, allowed_classes
 from distributed_crawler.frontier.envelope import make_member
 from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.monitoring.nodes import duration
-from distributed_crawler.recrawl.schedule import FINGERPRINT_CHARS, RecrawlKeys, RevisitSchedule
+from distributed_crawler.recrawl.schedule import FINGERPRINT_CHARS, RecrawlKeys, RevisitSchedule, sync_client
 from distributed_crawler.redact import mask_url
 from distributed_crawler.storage.backends import StorageBackend, StorageError, open_storage
 
@@ -42,7 +42,7 @@ def gather_schedule(schedule: RevisitSchedule, spider: str, limit: int) -> dict[
     now = run_sync(server_time(schedule.client))
     summary = run_sync(schedule.summary(now))
     upcoming, unreadable = [], 0
-    for fp, due, state in schedule.soonest(limit):
+    for fp, due, state in run_sync(schedule.soonest(limit)):
         if state is None or state.url is None:
             unreadable += 1
             continue
@@ -128,7 +128,7 @@ def make_scheduled_due(schedule: RevisitSchedule, matches: Callable[[str], bool]
         for keys, fp, state in batch:
             if state is not None and state.url and matches(state.url):
                 chosen.setdefault(keys, []).append(fp)
-        due += schedule.make_due(chosen, now)
+        due += run_sync(schedule.make_due(chosen, now))
     return due
 
 
@@ -142,7 +142,7 @@ def queue_stored(
     """Push every stored URL that matches and is not scheduled (the schedule moves those), bypassing
     the seen-filter; returns how many. One request a URL, with the spider's default callback."""
     frontier = schedule.frontier
-    enqueuer = open_enqueuer(settings, schedule.client, keys)
+    enqueuer = open_enqueuer(settings, sync_client(schedule.client), keys)
     fingerprinter = CanonicalFingerprinter(FingerprintConfig.from_settings(settings))
     codec = RequestCodec(None, allowed_classes(settings))
     queued = 0
@@ -153,7 +153,7 @@ def queue_stored(
         requests = [Request(url, dont_filter=True) for url in chosen]  # queued again on purpose: each push its own
         fps = [fingerprinter.fingerprint(r).hex()[:FINGERPRINT_CHARS] for r in requests]
         entries: list[Any] = []
-        for request, in_schedule in zip(requests, schedule.scheduled(chosen, fps)):
+        for request, in_schedule in zip(requests, run_sync(schedule.scheduled(chosen, fps))):
             if in_schedule:
                 continue
             placement = frontier.placement(request.url)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,6 +33,9 @@ from distributed_crawler.redact import mask_url
 from distributed_crawler.storage.backends import StorageBackend, StorageError, open_storage
 from distributed_crawler.storage.digest import content_digest
 from distributed_crawler.storage.pipeline import StorageConfig, item_to_row
+
+# (url, status, headers, body, WARC-Date); headers, body and date are None for a record not replayed
+ArchivedPage = tuple[str, int, dict[str, str] | None, bytes | None, str | None]
 
 BATCH = 100
 NODE = "replay"  # the `node` column of replayed rows
@@ -57,7 +61,7 @@ def check_warc(path: str) -> None:
         )
 
 
-def archived_pages(path: str) -> Any:
+def archived_pages(path: str) -> Iterator[ArchivedPage]:
     """(url, status, headers, body, WARC-Date) of each HTML response record of a WARC file."""
     from warcio.archiveiterator import ArchiveIterator
 

@@ -49,6 +49,7 @@ from distributed_crawler.cli.project import (
 )
 from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.connection.clients import RedisConfig
+from distributed_crawler.connection.types import SyncRedis
 from distributed_crawler.connection.untrusted import text, wrong_type_message
 from distributed_crawler.core.registry import table_of
 from distributed_crawler.defaults import SettingsReader
@@ -147,7 +148,7 @@ class SeedReport:
 class SeedPusher:
     """Pushes raw seed lines to the seed key the way the spider takes them, a batch a round trip."""
 
-    def __init__(self, client: Any, seed_key: SeedKey) -> None:
+    def __init__(self, client: SyncRedis, seed_key: SeedKey) -> None:
         self.client, self.seed_key = client, seed_key
         self.key, self.kind = seed_key.key, seed_key.kind
 
@@ -486,12 +487,12 @@ def warn_new_crawl(missing: str | None) -> None:
         print(f"dcrawl: warning: {missing}; seeding a new crawl (--new: no warning)", file=sys.stderr)
 
 
-def registered_sites(sites: list[str], settings: Any, client: Any, keys: SpiderKeys) -> list[str]:
+def registered_sites(sites: list[str], settings: Any, client: SyncRedis, keys: SpiderKeys) -> list[str]:
     """`--site NAME`: a source of the registry by its name or domain (docs/sources.md) -> its URL, so
     a registered outlet is backfilled by name; a URL stays as given."""
     if all("://" in site for site in sites):
         return sites
-    registry = table_of(open_control(settings, client, keys).sources())
+    registry = table_of(run_sync(open_control(settings, client, keys).sources()))
     resolved = []
     for site in sites:
         source = None if "://" in site else registry.by_name(site)

@@ -52,7 +52,7 @@ def _bad(message: str) -> int:
 def read_registry(control: CrawlControl) -> SourceTable:
     """The registry as the nodes read it; a key of another type is one line with the fix."""
     try:
-        return table_of(control.sources())
+        return table_of(run_sync(control.sources()))
     except ResponseError as exc:
         raise ValueError(wrong_registry(control, exc)) from None
 

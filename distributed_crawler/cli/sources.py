@@ -23,6 +23,7 @@ from distributed_crawler.cli.output import listing_table, print_json
 from distributed_crawler.cli.project import open_control
 from distributed_crawler.cli.source_registry import VERBS, cmd_registry, read_registry, refusals_by_source
 from distributed_crawler.connection.calls import run_sync, server_time
+from distributed_crawler.connection.types import SyncRedis
 from distributed_crawler.core.registry import SourceTable
 from distributed_crawler.events.coverage import REASONS, WORDS, read_coverage
 from distributed_crawler.events.sources import SORTS, SourcesConfig, read_sources, sort_sources, sparkline
@@ -35,7 +36,7 @@ HEADERS = ("not fetched", "failed", "refused", "skipped", "not article", "near d
 
 
 async def gather_sources(
-    client: Any, config: SourcesConfig, spider: str, limit: int, missing: int = 0
+    client: SyncRedis, config: SourcesConfig, spider: str, limit: int, missing: int = 0
 ) -> dict[str, Any]:
     """Each source's health and coverage (with up to *missing* missing URLs per reason)."""
     now = await server_time(client)

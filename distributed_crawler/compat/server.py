@@ -9,13 +9,16 @@ components never use it: they share the node's asyncio client (core/context.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import redis
+from scrapy.settings import BaseSettings
 from scrapy.utils.misc import load_object
 
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.params import ADDRESS_PARAMS, redis_params
+from distributed_crawler.connection.types import SyncRedis
 
 # scrapy-redis 0.9.1's defaults.REDIS_PARAMS
 SERVER_DEFAULTS: dict[str, Any] = {
@@ -26,7 +29,7 @@ SERVER_DEFAULTS: dict[str, Any] = {
 }
 
 
-def server_class(params: dict[str, Any]) -> Any:
+def server_class(params: dict[str, Any]) -> Callable[..., SyncRedis]:
     """REDIS_PARAMS["redis_cls"]: a class, or the dotted path of one; default redis.StrictRedis."""
     cls = params.get("redis_cls") or redis.StrictRedis
     if isinstance(cls, str):
@@ -39,7 +42,7 @@ def server_class(params: dict[str, Any]) -> Any:
     return cls
 
 
-def server_from_settings(settings: Any) -> Any:
+def server_from_settings(settings: BaseSettings) -> SyncRedis:
     """The project's client: REDIS_PARAMS's redis_cls on our effective URL (REDIS_URL, else
     REDIS_HOST/PORT/DB); under REDIS_CLUSTER / REDIS_SENTINELS our sync client of that topology."""
     config = RedisConfig.from_settings(settings)

@@ -16,18 +16,15 @@ during `execute` raises, and what was sent may have run (at least once, as with 
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from redis.exceptions import NoScriptError
 
+from distributed_crawler.connection.calls import maybe_await
+from distributed_crawler.connection.types import AnyPipeline, AnyRedis, AnyScript
 
-class Script(Protocol):
-    """A registered script (redis-py's `register_script`): its SHA1 and its text."""
-
-    sha: str
-    script: str | bytes
+Script = AnyScript  # a registered script (redis-py's `register_script`): its SHA1 and its text
 
 
 class Batch:
@@ -35,9 +32,9 @@ class Batch:
     `script()`; `await execute()` sends them. Works with sync and asyncio clients of one server,
     Sentinel or Cluster. Not transactional: each script is atomic, the batch is not."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: AnyRedis) -> None:
         self.client = client
-        self.commands: Any = client.pipeline(transaction=False)
+        self.commands: AnyPipeline = client.pipeline(transaction=False)
         self._calls: dict[int, tuple[Script, Sequence[Any], Sequence[Any]]] = {}  # position -> call
 
     def __len__(self) -> int:
@@ -53,13 +50,13 @@ class Batch:
         """Every reply, in the order queued. `raise_on_error=False`: a command's error is returned
         in its place (the others ran), so a caller can send again only what failed."""
         try:
-            replies = list(await _maybe(self.commands.execute(raise_on_error=False)))
+            replies = list(await maybe_await(self.commands.execute(raise_on_error=False)))
         finally:
-            await _maybe(self.commands.reset())  # an asyncio pipeline gives its connection back here
+            await maybe_await(self.commands.reset())  # an asyncio pipeline gives its connection back here
         lost = [at for at in self._calls if isinstance(replies[at], NoScriptError)]
         if lost:
             for script in {id(s): s for s, _, _ in (self._calls[at] for at in lost)}.values():
-                await _maybe(self.client.script_load(script.script))  # a Cluster client: on every master
+                await maybe_await(self.client.script_load(script.script))  # a Cluster client: on every master
             again = Batch(self.client)
             for at in lost:
                 again.script(*self._calls[at])
@@ -72,16 +69,12 @@ class Batch:
         return replies
 
 
-async def run_scripts(client: Any, calls: Sequence[tuple[Script, Sequence[Any], Sequence[Any]]]) -> list[Any]:
+async def run_scripts(client: AnyRedis, calls: Sequence[tuple[Script, Sequence[Any], Sequence[Any]]]) -> list[Any]:
     """(script, keys, args) calls, e.g. one a shard: one round trip per Redis server they touch."""
     batch = Batch(client)
     for script, keys, args in calls:
         batch.script(script, keys, args)
     return await batch.execute()
-
-
-async def _maybe(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
 
 
 class Coalescer:
@@ -91,7 +84,7 @@ class Coalescer:
     seconds after the first; replies and errors are the caller's, as with a call of its own. Each
     call stays its own script run, in the order queued; asyncio clients only."""
 
-    def __init__(self, client: Any, linger: float = 0.0) -> None:
+    def __init__(self, client: AnyRedis, linger: float = 0.0) -> None:
         self.client = client
         self.linger = linger
         self._queued: list[tuple[Script, Sequence[Any], Sequence[Any], asyncio.Future[Any]]] = []

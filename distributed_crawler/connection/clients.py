@@ -47,6 +47,7 @@ from distributed_crawler.connection.cluster_client import AsyncClusterClient
 from distributed_crawler.connection.params import client_options, effective_url, redis_params
 from distributed_crawler.connection.sentinel_pool import FollowingSentinelPool
 from distributed_crawler.connection.tls import tls_hint
+from distributed_crawler.connection.types import AsyncPubSub, AsyncRedis, SyncRedis
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.redact import mask_url
 
@@ -228,7 +229,7 @@ class RedisConfig:
         }
         return sentinel, {**url_kwargs, **tls, **self._client_kwargs()}
 
-    def async_client(self, max_connections: int | None = None, client_name: str | None = None) -> Any:
+    def async_client(self, max_connections: int | None = None, client_name: str | None = None) -> AsyncRedis:
         """Client for the crawl (asyncio reactor): a few quick retries, then callers back off.
 
         `max_connections` bounds the pool: a command waits for a free connection instead of
@@ -257,13 +258,14 @@ class RedisConfig:
             if max_connections is not None:
                 master_kwargs.update(max_connections=max_connections, timeout=pool_wait)
             sentinel = redis.asyncio.sentinel.Sentinel(list(self.sentinels), sentinel_kwargs=sentinel_kwargs)
-            return sentinel.master_for(
+            master: redis.asyncio.Redis = sentinel.master_for(  # redis-py leaves master_for unannotated
                 self.sentinel_master,
                 redis_class=redis.asyncio.Redis,
                 connection_pool_class=FollowingSentinelPool,
                 retry=retry,
                 **master_kwargs,
             )
+            return master
         if max_connections is not None:
             pool = redis.asyncio.BlockingConnectionPool.from_url(
                 self.url, max_connections=max_connections, timeout=pool_wait, retry=retry, **kwargs
@@ -271,7 +273,7 @@ class RedisConfig:
             return redis.asyncio.Redis.from_pool(pool)
         return redis.asyncio.Redis.from_url(self.url, retry=retry, **kwargs)
 
-    def sync_client(self) -> Any:
+    def sync_client(self) -> SyncRedis:
         """Client for the CLI and tools (a cluster client connects while it is built)."""
         from redis.retry import Retry
 
@@ -282,7 +284,10 @@ class RedisConfig:
             sentinel_retry = Retry(ExponentialWithJitterBackoff(cap=0.2, base=0.05), 1)
             sentinel_kwargs, master_kwargs = self._sentinel_kwargs(sentinel_retry)
             sentinel = redis.sentinel.Sentinel(list(self.sentinels), sentinel_kwargs=sentinel_kwargs)
-            return sentinel.master_for(self.sentinel_master, redis_class=redis.Redis, retry=retry, **master_kwargs)
+            master: redis.Redis = sentinel.master_for(
+                self.sentinel_master, redis_class=redis.Redis, retry=retry, **master_kwargs
+            )
+            return master  # redis-py leaves master_for unannotated
         return redis.Redis.from_url(self.url, retry=retry, **self._client_kwargs())
 
     def check_reachable(self) -> None:
@@ -293,7 +298,7 @@ class RedisConfig:
         try:
             client = self.sync_client()
             client.ping()
-            if self.cluster:
+            if isinstance(client, redis.cluster.RedisCluster):
                 self._check_cluster_state(client)
             elif not self.sentinels:
                 self._check_not_a_cluster_node(client)
@@ -397,7 +402,7 @@ class RedisConfig:
                 client.close()
 
 
-async def subscribe(client: Any, channel: str) -> Any:
+async def subscribe(client: AsyncRedis, channel: str) -> AsyncPubSub:
     """A pub/sub subscribed to `channel` on an asyncio client of any topology (close it after use)."""
     if isinstance(client, redis.asyncio.cluster.RedisCluster):
         await client.initialize()  # its pub/sub routes by the slot table, empty before the first command

@@ -46,13 +46,15 @@ class AsyncClusterClient(redis.asyncio.cluster.RedisCluster):
                 raise RedisConnectionError(str(exc)) from exc
             raise
 
+    # The reply of any command: `Any` as redis-py's own execute_command, which its typed command
+    # methods (`get`, `zadd`, ...) call and annotate; nothing of ours calls it with a reply type in mind.
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
         if self._command_slots is None:
             return await self._lost_connection_guard(*args, **kwargs)
         async with self._command_slots:
             return await self._lost_connection_guard(*args, **kwargs)
 
-    async def _lost_connection_guard(self, *args: Any, **kwargs: Any) -> Any:
+    async def _lost_connection_guard(self, *args: Any, **kwargs: Any) -> Any:  # as execute_command
         try:
             return await super().execute_command(*args, **kwargs)
         except AttributeError as exc:
@@ -68,14 +70,14 @@ class AsyncClusterClient(redis.asyncio.cluster.RedisCluster):
 
 
 class AsyncClusterPipeline(redis.asyncio.cluster.ClusterPipeline):
-    async def execute(self, *args: Any, **kwargs: Any) -> Any:
+    async def execute(self, *args: Any, **kwargs: Any) -> list[Any]:  # one reply per command, any shape
         slots = getattr(self.cluster_client, "_command_slots", None)
         if slots is None:
             return await self._lost_connection_guard(*args, **kwargs)
         async with slots:
             return await self._lost_connection_guard(*args, **kwargs)
 
-    async def _lost_connection_guard(self, *args: Any, **kwargs: Any) -> Any:
+    async def _lost_connection_guard(self, *args: Any, **kwargs: Any) -> list[Any]:
         try:
             return await super().execute(*args, **kwargs)
         except AttributeError as exc:

@@ -10,7 +10,10 @@ from __future__ import annotations
 import re
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from distributed_crawler.connection.types import AnyPipeline, AnyRedis
 
 
 def reply_text(value: Any) -> str:
@@ -32,6 +35,6 @@ def lua_source(name: str) -> str:
     return "".join(preludes) + source
 
 
-def is_cluster(client: Any) -> bool:
+def is_cluster(client: AnyRedis | AnyPipeline) -> bool:
     """A Redis Cluster client: its keys of different hash tags live on different masters."""
     return any(cls.__name__ in ("RedisCluster", "ClusterPipeline") for cls in type(client).__mro__)

@@ -62,10 +62,14 @@ def redis_params(settings: Any) -> dict[str, Any]:
     return dict(raw)
 
 
-def _setting(settings: Any, name: str) -> Any:
+def _setting(settings: Any, name: str) -> str | int | float | None:
     """A connection setting if set (truthy, as scrapy-redis reads them), else None."""
     value = SettingsReader(settings).raw(name)
-    return value or None
+    if not value:
+        return None
+    if not isinstance(value, (str, int, float)):
+        raise ValueError(f"{name} ({str(value)[:100]}) must be a string or a number")
+    return value
 
 
 def effective_url(settings: Any, params: dict[str, Any] | None = None) -> str:

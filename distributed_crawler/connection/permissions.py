@@ -17,7 +17,6 @@ scripting commands are checked by calling them (EVALSHA and SCRIPT LOAD run the 
 
 from __future__ import annotations
 
-import inspect
 import re
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -28,7 +27,10 @@ from typing import Any
 from redis.crc import key_slot
 from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
 
+from distributed_crawler.connection.calls import maybe_await
 from distributed_crawler.connection.clients import RedisUnavailable
+from distributed_crawler.connection.replies import reply_list
+from distributed_crawler.connection.types import AnyRedis
 
 # Where an operator reads how to fix a user's rule.
 ACL_DOC = "docs/security.md#redis-acl-and-tls"
@@ -149,20 +151,16 @@ def _probe_source() -> str:
     return resources.files("distributed_crawler").joinpath("lua", "acl_probe.lua").read_text()
 
 
-async def _maybe(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
-
-
-async def whoami(client: Any, fallback: str) -> str:
+async def whoami(client: AnyRedis, fallback: str) -> str:
     """The connection's ACL user (`fallback` when the server does not say: Redis < 6, ACL WHOAMI denied)."""
     try:
-        name = await _maybe(client.execute_command("ACL WHOAMI"))
+        name: object = await maybe_await(client.execute_command("ACL WHOAMI"))
     except ResponseError:
         return fallback
     return name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
 
 
-async def check_access(client: Any, needs: AccessNeeds, user: str = "default") -> AccessReport:
+async def check_access(client: AnyRedis, needs: AccessNeeds, user: str = "default") -> AccessReport:
     """Which of `needs` the client's ACL user lacks (a sync or an asyncio client, any topology).
 
     Without the scripting commands nothing else can be asked: the report names those alone.
@@ -179,8 +177,9 @@ async def check_access(client: Any, needs: AccessNeeds, user: str = "default") -
     unasked = True  # commands and channels are asked in the first call that runs (none runs when
     # the user has none of the keys: the report names the keys; the commands are asked once they are fixed)
 
-    async def run(keys: list[str], args: list[str]) -> Any:
-        return await _maybe(probe(keys=keys, args=args))
+    async def run(keys: list[str], args: list[str]) -> object:  # an untrusted reply, parsed below
+        reply: object = await maybe_await(probe(keys=keys, args=args))
+        return reply
 
     for keys in list(by_slot.values()) or [[]]:
         try:
@@ -206,12 +205,12 @@ async def check_access(client: Any, needs: AccessNeeds, user: str = "default") -
             continue
         if unasked:  # with a key the user has: a command is checked alone, not its missing key
             unasked = False
-            commands, channels = reply
-            report.commands = [_text(c) for c in commands]
-            report.channels = [_text(c) for c in channels]
+            commands, channels = reply_list(reply, "acl_probe.lua", 2)[:2]
+            report.commands = [_text(c) for c in reply_list(commands, "acl_probe.lua")]
+            report.channels = [_text(c) for c in reply_list(channels, "acl_probe.lua")]
     if "eval" in needs.commands:
         try:
-            await _maybe(client.eval("return 0", 0))
+            await maybe_await(client.eval("return 0", 0))
         except ResponseError as exc:
             if not is_permission_error(exc):
                 raise

@@ -193,6 +193,9 @@ class RedisPolicy:
         self._needs = needs
 
     # -- running calls ----------------------------------------------------------------------
+    # `run` and `run_sync` return `Any`: the call's result, or `default` when the purpose's behaviour
+    # gives up (DEGRADE, a refused STOP) and never for RETRY/WAIT; which one a caller can get is
+    # decided by `purpose` at run time, a distinction `T | D` would force every RETRY caller to undo.
     async def run(
         self,
         purpose: Purpose,

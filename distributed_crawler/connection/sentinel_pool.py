@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 import redis.asyncio.sentinel
+from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -30,7 +31,7 @@ class FollowingSentinelPool(redis.asyncio.sentinel.SentinelConnectionPool, redis
         super().__init__(*args, **kwargs)
         self._next_check = 0.0
 
-    async def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+    async def get_connection(self, *args: Any, **kwargs: Any) -> AbstractConnection:
         now = time.monotonic()
         if self.is_master and now >= self._next_check:
             self._next_check = now + SENTINEL_CHECK_SECONDS
@@ -38,4 +39,5 @@ class FollowingSentinelPool(redis.asyncio.sentinel.SentinelConnectionPool, redis
                 await self.get_master_address()
             except (RedisConnectionError, RedisTimeoutError, OSError):
                 pass  # no answer now (MasterNotFoundError included): the command itself will tell
-        return await super().get_connection(*args, **kwargs)
+        connection: AbstractConnection = await super().get_connection(*args, **kwargs)  # unannotated in redis-py
+        return connection

@@ -16,7 +16,9 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
+from distributed_crawler.connection.calls import maybe_await
 from distributed_crawler.connection.permissions import ACL_DOC, is_permission_error, what_was_denied
+from distributed_crawler.connection.types import AnyRedis
 
 logger = logging.getLogger(__name__)
 
@@ -71,11 +73,11 @@ class OnceLog:
         return False
 
 
-async def wrong_type_keys(client: Any, expected: Mapping[str, tuple[str, ...]]) -> list[tuple[str, str, str]]:
+async def wrong_type_keys(client: AnyRedis, expected: Mapping[str, tuple[str, ...]]) -> list[tuple[str, str, str]]:
     """Which of `expected` (key -> allowed Redis types) hold another type: (key, actual, allowed)."""
     wrong = []
     for key, allowed in expected.items():
-        actual = text(await client.type(key)) or "none"
+        actual = text(await maybe_await(client.type(key))) or "none"
         if actual != "none" and actual not in allowed:
             wrong.append((key, actual, "/".join(allowed)))
     return wrong
@@ -113,7 +115,7 @@ class WrongTypeLog:
 
     async def check(
         self,
-        client: Any,
+        client: AnyRedis,
         expected: Mapping[str, tuple[str, ...]],
         fixes: dict[str, str] | None = None,
         exc: BaseException | None = None,
@@ -137,7 +139,7 @@ class WrongTypeLog:
             )
         return wrong
 
-    async def resolved(self, client: Any, expected: Mapping[str, tuple[str, ...]]) -> None:
+    async def resolved(self, client: AnyRedis, expected: Mapping[str, tuple[str, ...]]) -> None:
         """After a success: log the reported keys that now hold the right type (or nothing)."""
         self._unknown = False
         pending = {key: allowed for key, allowed in expected.items() if key in self.reported}

@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 from redis.exceptions import ResponseError
 
 from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.connection.policy import Purpose
+from distributed_crawler.connection.types import AnyRedis, SyncRedis
 from distributed_crawler.core.lifecycle import Lifecycle
 from distributed_crawler.core.trouble import RedisTrouble
 from distributed_crawler.frontier.base import Frontier
@@ -55,13 +55,13 @@ class ClusterWork:
     def reset(self) -> None:
         self.counts = CrawlCounts()
 
-    async def count(self, client: Any = None) -> CrawlCounts:
+    async def count(self, client: AnyRedis | None = None) -> CrawlCounts:
         before = self._pushes
         self.counts = await self.frontier.counts(client=client)
         self._pushes_counted = before
         return self.counts
 
-    def count_sync(self, client: Any) -> CrawlCounts:
+    def count_sync(self, client: SyncRedis) -> CrawlCounts:
         """Count on a sync client (Scrapy's `len(scheduler)` is synchronous); Redis away or refusing:
         the last count stands (the background tasks report it)."""
         try:

@@ -17,12 +17,13 @@ from __future__ import annotations
 import logging
 import re
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from scrapy import signals
 
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.policy import RedisPolicy
+from distributed_crawler.connection.types import AsyncRedis
 from distributed_crawler.core.access import node_needs, url_user
 from distributed_crawler.core.node import node_id_from_settings
 from distributed_crawler.defaults import get_setting
@@ -59,8 +60,8 @@ class RedisContext:
         self.max_connections = max_connections
         self.settings = settings
         self.name = client_name(node_id)
-        self._client: Any = None
-        self._pubsub_client: Any = None
+        self._client: AsyncRedis | None = None
+        self._pubsub_client: AsyncRedis | None = None
         self._keys: dict[str, SpiderKeys] = {}
         self._frontiers: dict[str, Frontier] = {}
         self._users = 0
@@ -85,7 +86,7 @@ class RedisContext:
         return context
 
     @property
-    def client(self) -> Any:
+    def client(self) -> AsyncRedis:
         """The node's asyncio client (built on first use: call it inside the running loop)."""
         if self._client is None:
             self._client = self.config.async_client(max_connections=self.max_connections, client_name=self.name)
@@ -108,7 +109,7 @@ class RedisContext:
         return f"{needs.who} (user '{url_user(self.config)}') needs `{needs.rule}`"
 
     @property
-    def pubsub_client(self) -> Any:
+    def pubsub_client(self) -> AsyncRedis:
         """A client for pub/sub only: a subscription holds its connection for good, so it gets
         its own (one connection), never one of `client`'s pool."""
         if self._pubsub_client is None:

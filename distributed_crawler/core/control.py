@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from distributed_crawler.connection.calls import maybe_await, run_sync
 from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.core.source_records import decode_source
 from distributed_crawler.core.traps import registered_domain
@@ -155,7 +156,7 @@ def record(
 ) -> None:
     """One audit entry (action, target, old and new value, user, time, source)."""
     fields = audit_entry(action, target, old, new, by, source)
-    control.audit(fields, SettingsReader(settings).int("AUDIT_MAXLEN", min=1))
+    run_sync(control.audit(fields, SettingsReader(settings).int("AUDIT_MAXLEN", min=1)))
 
 
 def host_action(
@@ -163,11 +164,11 @@ def host_action(
 ) -> tuple[str, dict[str, Any] | None, int | None]:
     """Apply set / block / unblock / purge to a host or domain: (host, the override now, purged count)."""
     host, scope = parse_host(raw_host)
-    old = decode_override(control.override(host))
+    old = decode_override(run_sync(control.override(host)))
     if action == "purge":
         cap = SettingsReader(settings).int("SCHEDULER_FAILED_MAX", min=1)
         dead = bool(change.values.get("dead_letter"))
-        dropped = int(control.frontier.purge(host, scope, dead, cap, f"{source}:{by}", time.time()))
+        dropped = run_sync(control.frontier.purge(host, scope, dead, cap, f"{source}:{by}", time.time()))
         record(control, settings, "purge", host, None, {"dropped": dropped, "dead_letter": dead}, by, source)
         return host, old, dropped
     new = {k: v for k, v in (old or {}).items() if k != "garbage"}
@@ -192,33 +193,37 @@ def host_action(
         new.pop("reason", None)
     if any(k not in META_FIELDS for k in new):
         new.update({"scope": scope, "by": by, "at": round(time.time(), 3), "source": source})
-        control.write_override(host, json.dumps(new, sort_keys=True))
+        run_sync(control.write_override(host, json.dumps(new, sort_keys=True)))
         now: dict[str, Any] | None = new
     else:
-        control.write_override(host, None)
+        run_sync(control.write_override(host, None))
         now = None
     if action in ("unset", "unblock") and old and any(k in old for k in ("until", "delay")):
-        control.frontier.make_due(host, scope)  # else it sleeps until the lifted block or delay would have ended
+        run_sync(
+            control.frontier.make_due(host, scope)
+        )  # else it sleeps until the lifted block or delay would have ended
     record(control, settings, action, host, old, now, by, source)
     return host, now, None
 
 
 def registry_delay(control: CrawlControl, site: str) -> dict[str, Any]:
     """The override delay a registered source's `rate` gives its site ({} when it has none)."""
-    source = decode_source(control.source(site))
+    source = decode_source(run_sync(control.source(site)))
     if source is None or source.rate is None:
         return {}
     return {"delay": round(1.0 / source.rate, 3), "delay_from": FROM_REGISTRY}
 
 
-def pause_action(control: CrawlControl, settings: Any, action: str, drain: bool, by: str, source: str) -> Any:
+def pause_action(
+    control: CrawlControl, settings: Any, action: str, drain: bool, by: str, source: str
+) -> dict[str, Any] | None:
     """pause / resume one spider; returns the pause state before."""
-    old = control.pause_state()
+    old = run_sync(control.pause_state())
     if action == "pause":
-        control.pause(by, drain, source, time.time())
-        new = control.pause_state()
+        run_sync(control.pause(by, drain, source, time.time()))
+        new = run_sync(control.pause_state())
     elif action == "resume":
-        control.resume()
+        run_sync(control.resume())
         new = None
     else:
         raise BadInput(f"action ({action}) must be pause or resume")
@@ -233,7 +238,9 @@ def known_host(control: CrawlControl, host: str) -> bool:
     if hosts is None:
         return True
     queue = frontier.host_queue_key(host)
-    return bool(frontier.client.exists(hosts.host_state_key(host), queue, queue + "/"))  # "/": its list
+    return bool(
+        run_sync(maybe_await(frontier.client.exists(hosts.host_state_key(host), queue, queue + "/")))
+    )  # "/": its list
 
 
 def audit_words(action: str, raw: str) -> str:

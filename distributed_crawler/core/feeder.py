@@ -14,10 +14,11 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from distributed_crawler.connection.clients import subscribe
 from distributed_crawler.connection.policy import Purpose
+from distributed_crawler.connection.types import AsyncRedis
 from distributed_crawler.connection.untrusted import preview
 from distributed_crawler.core.held import HeldRequests
 from distributed_crawler.core.leases import LeaseTracker
@@ -312,7 +313,7 @@ class Feeder:
             self._rings.append(ring)
         self.new_work.ring()
 
-    async def run_doorbell(self, pubsub_client: Any, masked_url: str) -> None:
+    async def run_doorbell(self, pubsub_client: AsyncRedis, masked_url: str) -> None:
         """Wake the feeder when any node pushes work (PUBLISHed by the frontier's scripts), not on a poll.
 
         Pub/sub only saves latency: while Redis is away it waits like a lease (the node's policy);

@@ -153,7 +153,7 @@ class GuardedEndpointFactory:
         self.rule = rule
         self.on_refused = on_refused
 
-    def endpointForURI(self, uri: URI) -> Any:
+    def endpointForURI(self, uri: URI) -> GuardedEndpoint | IStreamClientEndpoint:
         host = uri.host.decode("ascii")
         endpoint = GuardedEndpoint(
             self.reactor, host, uri.port, self.rule, self.timeout, self.bind_address, self.on_refused

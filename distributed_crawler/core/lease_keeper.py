@@ -12,8 +12,9 @@ from functools import partial
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
-from distributed_crawler.connection.calls import maybe_await
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.connection.policy import NodeStopping, Purpose
+from distributed_crawler.connection.types import SyncRedis
 from distributed_crawler.core.feeder import Held
 from distributed_crawler.core.leases import LeaseTracker, Stage
 from distributed_crawler.core.lifecycle import Lifecycle
@@ -124,9 +125,9 @@ class LeaseKeeper:
         """One call per shard: a plain removal, or recrawl_ack.lua when pages' records ride along
         (-> their replies)."""
         if not records:
-            await maybe_await(self.frontier.ack(leases))
+            await self.frontier.ack(leases)
             return []
-        return list(await maybe_await(self.frontier.ack_recorded(leases, records)))
+        return await self.frontier.ack_recorded(leases, records)
 
     def watch_scrapes(self, crawler: Crawler) -> None:
         """A lease is finished once the scraper is done with its response: every item committed (our
@@ -294,21 +295,21 @@ class LeaseKeeper:
         self.leases.returned(leases)  # a lease Redis no longer had (reclaimed meanwhile) is skipped by the script
         return True
 
-    def force_release(self, client: Any) -> None:
+    def force_release(self, client: SyncRedis) -> None:
         """Second stop signal (runs in the signal handler): ack what is done, release the rest, on
         a sync `client`. Synchronous on purpose: the reactor stops right after this returns."""
         frontier = self.frontier.bind(client)
         done = self.leases.take_ackable(self.outbox.flushed_seq)
         riders = self.leases.riders(done)
         if riders:
-            frontier.ack_recorded(done, [(lease, record) for lease, (record, _) in riders])
+            run_sync(frontier.ack_recorded(done, [(lease, record) for lease, (record, _) in riders]))
         elif done:
-            frontier.ack(done)
+            run_sync(frontier.ack(done))
         unacked = self.leases.unacked()
         # A redirect, retry or held-back request whose successor is still in the outbox: the
         # successor is lost with this process, so its predecessor's lease goes back instead
         # (release skips a lease the outbox's in-flight push already removed).
         handed_over = self.outbox.handovers()
         if unacked or handed_over:
-            frontier.release(unacked + handed_over)
+            run_sync(frontier.release(unacked + handed_over))
         self.leases.forget(unacked)

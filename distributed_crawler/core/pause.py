@@ -21,7 +21,7 @@ from typing import Any
 from scrapy.utils.httpobj import urlparse_cached
 
 from distributed_crawler.connection.policy import Purpose, RedisPolicy
-from distributed_crawler.core.crawl_control import CrawlControl
+from distributed_crawler.core.crawl_control import ControlState, CrawlControl
 from distributed_crawler.core.lifecycle import Lifecycle
 from distributed_crawler.core.overrides import OverrideCache
 from distributed_crawler.core.registry import SourceCache
@@ -79,7 +79,7 @@ class PauseWatch:
             return False
 
     async def refresh(self) -> None:
-        async def read() -> Any:
+        async def read() -> ControlState:
             return await self.control.control_state()
 
         # a hint the node keeps while Redis is away (it cannot lease then anyway)
@@ -110,7 +110,7 @@ class PauseWatch:
             event.set()
 
     async def _read_sources(self, version: Any) -> None:
-        async def read() -> Any:
+        async def read() -> dict[bytes, bytes]:
             return await self.control.sources()
 
         async def refused(exc: BaseException) -> None:

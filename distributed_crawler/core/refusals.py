@@ -26,6 +26,7 @@ from redis.exceptions import ResponseError
 
 from distributed_crawler.connection.batch import Batch
 from distributed_crawler.connection.lua import lua_source
+from distributed_crawler.connection.types import AnyRedis
 from distributed_crawler.core.admission import Refusal, host_of
 from distributed_crawler.core.registry import SourceCache
 from distributed_crawler.defaults import SettingsReader
@@ -173,7 +174,7 @@ class RefusalLog:
         for field, n in counts.items():
             self._add(field, n)
 
-    async def push_counts(self, client: Any, key: str) -> None:
+    async def push_counts(self, client: AnyRedis, key: str) -> None:
         """Add the pending counts: per host to `key` (lua/refused.lua) and per source (lua/source_record.lua),
         in one batch (one round trip per Redis server). Kept for later on an outage; a part Redis
         refuses is dropped (the caller logs that)."""

@@ -25,6 +25,7 @@ from scrapy.utils.misc import build_from_crawler, load_object
 
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.policy import Purpose
+from distributed_crawler.connection.types import AsyncRedis, SyncRedis
 from distributed_crawler.core.admission import Admission, Refusal
 from distributed_crawler.core.cluster_work import ClusterWork
 from distributed_crawler.core.context import RedisContext
@@ -100,7 +101,7 @@ class RedisScheduler:
         self.node_id = node_id
         self.context = context or RedisContext.of(crawler)  # the node's one client, shared
         self.admission = admission or Admission.from_settings(crawler.settings)
-        self.client: Any = None  # set by open(): Scrapy uses a scheduler only once it is open
+        self.client: AsyncRedis | None = None  # set by open(): Scrapy uses a scheduler only once it is open
         self._frontier = frontier  # unbound until open
         # shared by the parts, and read before open or after close (leases_held, the heartbeat's)
         self.lifecycle = Lifecycle()
@@ -110,7 +111,7 @@ class RedisScheduler:
         self.tasks = BackgroundTasks(crawler, self.lifecycle)
         self.parts: SchedulerParts | None = None  # built by open()
         self._guard: SecondSignalGuard | None = None
-        self._len_client: Any = None  # sync client of __len__ (Scrapy's API is synchronous)
+        self._len_client: SyncRedis | None = None  # sync client of __len__ (Scrapy's API is synchronous)
         self._sources = SourceCache.of(crawler)
         attach_labels(crawler, self._sources)  # rows get their source (storage/labels.py)
 

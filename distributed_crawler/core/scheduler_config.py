@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from distributed_crawler.core.traps import DomainHosts
 from distributed_crawler.defaults import SettingsReader
@@ -11,7 +11,11 @@ from distributed_crawler.frontier.codec import allowed_classes
 from distributed_crawler.frontier.factory import mode_class
 
 if TYPE_CHECKING:
+    from scrapy import Request
     from scrapy.settings import BaseSettings
+
+    from distributed_crawler.connection.types import AnyRedis
+    from distributed_crawler.frontier.enqueue import Dedup
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,18 @@ class SchedulerConfig:
         return max(0.5, min(10.0, self.lease_seconds / 3))
 
 
-def redis_dupefilter(dupefilter: Any, settings: BaseSettings) -> Any:
+class RedisDupefilter(Protocol):
+    """What the scheduler drives of DUPEFILTER_CLASS (dedup/dupefilter.py RedisDupeFilter has it)."""
+
+    key: str
+
+    def fingerprint_hex(self, request: Request) -> str: ...
+    async def open_dedup(self, client: AnyRedis) -> Dedup: ...
+    async def open_dedup_at(self, client: AnyRedis, key: str) -> Dedup: ...
+    def close(self, reason: str = "") -> None: ...
+
+
+def redis_dupefilter(dupefilter: Any, settings: BaseSettings) -> RedisDupefilter:
     """The DUPEFILTER_CLASS instance, if it is one the scheduler can drive (else a one-line error)."""
     for attr in ("open_dedup", "fingerprint_hex"):
         if not hasattr(dupefilter, attr):

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.core.control import (
     FROM_REGISTRY,
     BadInput,
@@ -69,14 +70,14 @@ def apply_import(control: CrawlControl, settings: Any, plan: ImportPlan, by: str
     changed = plan.changed
     if not changed:
         return []
-    control.write_sources({new.site: new.to_json() for _, new in changed})
+    run_sync(control.write_sources({new.site: new.to_json() for _, new in changed}))
     entries = [
         audit_entry("source_import", new.site, old.as_record() if old else None, new.as_record(), by, origin)
         for old, new in changed
     ]
     maxlen = SettingsReader(settings).int("AUDIT_MAXLEN", min=1)
     for start in range(0, len(entries), 1000):
-        control.audit_many(entries[start : start + 1000], maxlen)
+        run_sync(control.audit_many(entries[start : start + 1000], maxlen))
     kept = []
     for old, new in changed:
         if (old.rate if old else None) != new.rate and not apply_rate(
@@ -89,9 +90,9 @@ def apply_import(control: CrawlControl, settings: Any, plan: ImportPlan, by: str
 def remove_sources(control: CrawlControl, settings: Any, sources: list[Source], by: str, origin: str) -> None:
     if not sources:
         return
-    control.write_sources({}, [s.site for s in sources])
+    run_sync(control.write_sources({}, [s.site for s in sources]))
     entries = [audit_entry("source_remove", s.site, s.as_record(), None, by, origin) for s in sources]
-    control.audit_many(entries, SettingsReader(settings).int("AUDIT_MAXLEN", min=1))
+    run_sync(control.audit_many(entries, SettingsReader(settings).int("AUDIT_MAXLEN", min=1)))
     for s in sources:
         if s.rate is not None:
             apply_rate(control, settings, s.site, None, by, origin)
@@ -100,7 +101,7 @@ def remove_sources(control: CrawlControl, settings: Any, sources: list[Source], 
 def apply_rate(control: CrawlControl, settings: Any, site: str, rate: float | None, by: str, origin: str) -> bool:
     """A source's rate as its site's override delay (None: the delay removed); False when an
     operator's own delay on the site stands instead (it wins over the registry's)."""
-    old = decode_override(control.override(site)) or {}
+    old = decode_override(run_sync(control.override(site))) or {}
     if "delay" in old and old.get("delay_from") != FROM_REGISTRY:
         return False
     if rate is None:

@@ -26,13 +26,16 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from distributed_crawler.connection.calls import maybe_await
 from distributed_crawler.connection.lua import lua_source
+from distributed_crawler.connection.types import AnyRedis
 from distributed_crawler.core.checks import Check, Refusal
 from distributed_crawler.defaults import SettingsReader
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.settings import BaseSettings
+    from tldextract import TLDExtract
 
 REPEAT_SCAN_SEGMENTS = 64  # segments looked at for repeats when URL_MAX_SEGMENTS is off (0)
 KNOWN_HOSTS_MAX = 10_000  # host answers a node remembers (least recently used forgotten first: asked again)
@@ -90,7 +93,7 @@ def url_shape_check(settings: BaseSettings) -> Check | None:
 
 
 @lru_cache(maxsize=1)
-def _extractor() -> Any:
+def _extractor() -> TLDExtract:
     import tldextract
 
     # the public suffix list shipped with tldextract: no download at start, no cache directory
@@ -139,7 +142,7 @@ class DomainHosts:
             return []
         return list(dict.fromkeys(h for h in hosts if h and h not in self._known))
 
-    async def ask(self, client: Any, hosts: Sequence[str]) -> None:
+    async def ask(self, client: AnyRedis, hosts: Sequence[str]) -> None:
         """Register `hosts` with their domains in Redis (allowed while a domain has room)."""
         if not hosts or not self.max_hosts:
             return
@@ -153,7 +156,7 @@ class DomainHosts:
             self._script(keys=[key for _, key in group], args=[self.max_hosts, *(host for host, _ in group)])
             for group in groups.values()
         ]
-        for group, answers in zip(groups.values(), await asyncio.gather(*calls)):
+        for group, answers in zip(groups.values(), await asyncio.gather(*map(maybe_await, calls))):
             for (host, _), answer in zip(group, answers):
                 self._remember(host, int(answer) == 1)
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
+from distributed_crawler.connection.calls import maybe_await
 from distributed_crawler.connection.policy import Purpose, RedisPolicy
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type, preview
 from distributed_crawler.core.lifecycle import Lifecycle
@@ -49,7 +50,7 @@ class RedisTrouble:
         self._data_errors = EpisodeLog(logger)
         self._broken_hosts: set[str] = set()  # host queue keys of the wrong type, logged once each
 
-    async def run(
+    async def run(  # Any, as RedisPolicy.run (see there)
         self, purpose: Purpose, what: str, call: Any, default: Any = None, stopped: Callable[[], bool] | None = None
     ) -> Any:
         """Run a Redis call for `purpose` (the policy's behaviour: retry, wait or degrade), backing
@@ -114,7 +115,7 @@ class RedisTrouble:
         if "integer" in str(exc) or "overflow" in str(exc):
             seq = frontier.sequence_key
             try:
-                raw = await frontier.client.get(seq)
+                raw = await maybe_await(frontier.client.get(seq))
             except ResponseError:
                 raw = None
             if raw is not None and not raw.isdigit():

@@ -22,6 +22,8 @@ from scrapy.settings import Settings
 from distributed_crawler.connection.calls import maybe_await, run_sync
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.lua import lua_source
+from distributed_crawler.connection.replies import reply_bytes
+from distributed_crawler.connection.types import AnyRedis, SyncRedis
 from distributed_crawler.connection.untrusted import text, wrong_type_message
 from distributed_crawler.dedup.bloom import BloomMetaError, BloomState, layer_plan, piece_key
 from distributed_crawler.dedup.fingerprint import CanonicalFingerprinter
@@ -66,12 +68,13 @@ class BloomConfig:
         return cls(backend, capacity, error_rate)
 
 
-async def _memory(client: Any, keys: list[str]) -> int:
+async def _memory(client: AnyRedis, keys: list[str]) -> int:
     """`MEMORY USAGE` of the filter's keys (0 where the server lacks the command)."""
     total = 0
     for key in keys:
         try:
-            total += await maybe_await(client.memory_usage(key)) or 0
+            used = await maybe_await(client.memory_usage(key))
+            total += used or 0
         except ResponseError:
             return 0
     return total
@@ -86,15 +89,15 @@ class SetDedup:
     def script_keys(self) -> tuple[list[str], int]:
         return [self.key], 0
 
-    async def prepare(self, client: Any) -> None:
+    async def prepare(self, client: AnyRedis) -> None:
         kind = text(await maybe_await(client.type(self.key)))
         if kind not in ("none", "set"):
             raise DedupDataError(wrong_type_message(self.key, kind, "set (RedisSetDupeFilter)", _reset_fix(self.key)))
 
-    async def fix(self, client: Any, code: int) -> None:
+    async def fix(self, client: AnyRedis, code: int) -> None:
         raise AssertionError(f"set dedup never asks for a fix (code {code})")
 
-    async def stats(self, client: Any) -> dict[str, Any]:
+    async def stats(self, client: AnyRedis) -> dict[str, Any]:
         count = await maybe_await(client.scard(self.key))
         return {
             "backend": "set",
@@ -117,7 +120,7 @@ class RedisBloomDedup:
     def script_keys(self) -> tuple[list[str], int]:
         return [self.key], 0
 
-    async def prepare(self, client: Any) -> None:
+    async def prepare(self, client: AnyRedis) -> None:
         if not await maybe_await(client.exists(self.key)):
             try:
                 # RedisBloom tightens each new sub-filter by half, so a full stack's compound rate
@@ -129,16 +132,16 @@ class RedisBloomDedup:
                 if "exists" not in str(exc).lower():
                     raise
 
-    async def fix(self, client: Any, code: int) -> None:
+    async def fix(self, client: AnyRedis, code: int) -> None:
         raise AssertionError(f"RedisBloom never asks for a fix (code {code})")
 
-    async def stats(self, client: Any) -> dict[str, Any]:
+    async def stats(self, client: AnyRedis) -> dict[str, Any]:
         info = await maybe_await(client.bf().info(self.key))
         return {
             "backend": "redisbloom",
-            "count": info.insertedNum,
+            "count": getattr(info, "insertedNum", 0),  # redis-py's BFInfo (untyped)
             "bytes": await _memory(client, [self.key]),
-            "layers": info.filterNum,
+            "layers": getattr(info, "filterNum", 0),
             "error_rate": self.config.error_rate,
         }
 
@@ -156,21 +159,21 @@ class BitmapDedup:
     def script_keys(self) -> tuple[list[str], int]:
         return [self.key, *self.state.piece_keys(self.key)], len(self.state.layers)
 
-    async def prepare(self, client: Any) -> None:
+    async def prepare(self, client: AnyRedis) -> None:
         await self.refresh(client)
         if not self.state.layers:
             await self.grow(client)
 
-    async def fix(self, client: Any, code: int) -> None:
+    async def fix(self, client: AnyRedis, code: int) -> None:
         await (self.grow(client) if code == 1 else self.refresh(client))
 
-    async def refresh(self, client: Any) -> None:
+    async def refresh(self, client: AnyRedis) -> None:
         try:
             self.state = BloomState.from_meta(await maybe_await(client.hgetall(self.key)))
         except BloomMetaError as exc:
             raise DedupDataError(corrupt_message(self.key, str(exc))) from None
 
-    async def grow(self, client: Any) -> None:
+    async def grow(self, client: AnyRedis) -> None:
         """Add layer `len(layers)` (a no-op if another node just did), then reread the layout."""
         index = len(self.state.layers)
         # A filter keeps growing with the sizing it was created with, whatever the settings say now.
@@ -194,7 +197,7 @@ class BitmapDedup:
             )
         await self.refresh(client)
 
-    async def stats(self, client: Any) -> dict[str, Any]:
+    async def stats(self, client: AnyRedis) -> dict[str, Any]:
         await self.refresh(client)
         return {
             "backend": "bitmap",
@@ -205,7 +208,7 @@ class BitmapDedup:
         }
 
 
-async def has_bloom_commands(client: Any, key: str) -> bool:
+async def has_bloom_commands(client: AnyRedis, key: str) -> bool:
     """Whether the server has RedisBloom (Redis 8, Redis Stack): ask it a harmless BF.EXISTS."""
     probe = f"{key}:probe"
     # A cluster client looks a command's keys up in its command table first, and BF.* is missing
@@ -220,10 +223,9 @@ async def has_bloom_commands(client: Any, key: str) -> bool:
     return True
 
 
-async def choose_dedup(client: Any, key: str, config: BloomConfig) -> Dedup:
+async def choose_dedup(client: AnyRedis, key: str, config: BloomConfig) -> Dedup:
     """The backend already holding `key` wins; else RedisBloom if the server has it (auto)."""
-    kind = await maybe_await(client.type(key))
-    kind = kind.encode() if isinstance(kind, str) else kind
+    kind = reply_bytes(await maybe_await(client.type(key)), "TYPE")
     existing = {b"hash": "bitmap", REDISBLOOM_TYPE: "redisbloom"}.get(kind)
     if kind not in (b"none", b"hash", REDISBLOOM_TYPE):
         raise DedupDataError(wrong_type_message(key, text(kind), "hash or MBbloom-- (a Bloom filter)", _reset_fix(key)))
@@ -244,10 +246,9 @@ async def choose_dedup(client: Any, key: str, config: BloomConfig) -> Dedup:
     return RedisBloomDedup(key, config) if wanted == "redisbloom" else BitmapDedup(key, config)
 
 
-async def describe_dedup(client: Any, key: str) -> dict[str, Any]:
+async def describe_dedup(client: AnyRedis, key: str) -> dict[str, Any]:
     """Stats of whatever filter holds `key`, without creating or changing it."""
-    kind = await maybe_await(client.type(key))
-    kind = kind.encode() if isinstance(kind, str) else kind
+    kind = reply_bytes(await maybe_await(client.type(key)), "TYPE")
     config = BloomConfig()
     if kind == b"set":
         return await SetDedup(key).stats(client)
@@ -258,7 +259,7 @@ async def describe_dedup(client: Any, key: str) -> dict[str, Any]:
     return {"backend": "none", "count": 0, "bytes": 0, "layers": 0, "error_rate": 0.0}
 
 
-async def reset_dedup(client: Any, key: str) -> int:
+async def reset_dedup(client: AnyRedis, key: str) -> int:
     """Delete the filter at `key` (all layers and pieces); returns how many keys went."""
     kind = await maybe_await(client.type(key))
     keys = [key]
@@ -309,7 +310,7 @@ class RedisDupeFilter(BaseDupeFilter):
 
     def __init__(
         self,
-        server: Any,
+        server: RedisConfig | SyncRedis,
         key: SpiderKeys | str,
         fingerprinter: RequestFingerprinterProtocol | None = None,
         debug: bool = False,
@@ -329,7 +330,7 @@ class RedisDupeFilter(BaseDupeFilter):
         # where the filter's slices live (FRONTIER_SHARDS: one per shard, on the host's); None = one filter at `key`
         self.frontier = frontier
         self.dedup: Dedup | None = None
-        self._client: Any = None  # the blocking client of request_seen and clear
+        self._client: SyncRedis | None = None  # the blocking client of request_seen and clear
         self._enqueuers: dict[str, Enqueuer] = {}  # filter key -> its "add" script (request_seen)
         self._logged_once = False
 
@@ -352,14 +353,14 @@ class RedisDupeFilter(BaseDupeFilter):
     def options(cls, settings: BaseSettings) -> dict[str, Any]:
         return {}
 
-    async def make_dedup(self, client: Any, key: str = "") -> Dedup:
+    async def make_dedup(self, client: AnyRedis, key: str = "") -> Dedup:
         raise NotImplementedError
 
-    async def open_dedup(self, client: Any) -> Dedup:
+    async def open_dedup(self, client: AnyRedis) -> Dedup:
         """Resolve and prepare the backend (the scheduler calls this with its async client)."""
         return await self.open_dedup_at(client, self.key)
 
-    async def open_dedup_at(self, client: Any, key: str) -> Dedup:
+    async def open_dedup_at(self, client: AnyRedis, key: str) -> Dedup:
         """The backend for the filter at `key` (a frontier shard's slice of it), prepared."""
         dedup = await self.make_dedup(client, key)
         await dedup.prepare(client)
@@ -380,7 +381,7 @@ class RedisDupeFilter(BaseDupeFilter):
             fingerprint = hashlib.sha1(str(fingerprint).encode("utf-8", "replace")).hexdigest()
         return fingerprint
 
-    def _sync_client(self) -> Any:
+    def _sync_client(self) -> SyncRedis:
         if self._client is None:
             self._client = self.server if self.server is not None else self.redis_config.sync_client()
         return self._client
@@ -446,7 +447,7 @@ def _standalone_keys(key: str) -> SpiderKeys:
 class RedisSetDupeFilter(RedisDupeFilter):
     """Exact: every fingerprint in one Redis set (about 85 bytes each)."""
 
-    async def make_dedup(self, client: Any, key: str = "") -> Dedup:
+    async def make_dedup(self, client: AnyRedis, key: str = "") -> Dedup:
         return SetDedup(key or self.key)
 
 
@@ -461,5 +462,5 @@ class BloomDupeFilter(RedisDupeFilter):
     def options(cls, settings: BaseSettings) -> dict[str, Any]:
         return {"bloom": BloomConfig.from_settings(settings)}
 
-    async def make_dedup(self, client: Any, key: str = "") -> Dedup:
+    async def make_dedup(self, client: AnyRedis, key: str = "") -> Dedup:
         return await choose_dedup(client, key or self.key, self.bloom)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
@@ -119,8 +119,8 @@ class AdaptiveDelayMiddleware:
         self._written[slot] = (delay, now)
         hosts = self.hosts
 
-        async def write() -> Any:
-            return await hosts.set_adaptive_delay(slot, delay)  # type: ignore[union-attr]
+        async def write() -> None:
+            await hosts.set_adaptive_delay(slot, delay)  # type: ignore[union-attr]
 
         async def refused(exc: BaseException) -> None:
             logger.debug("adaptive delay of %s not written: %s", slot, exc)

@@ -42,6 +42,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.lua import lua_source
 from distributed_crawler.connection.policy import NodeStopping, Purpose, RedisPolicy
+from distributed_crawler.connection.types import AsyncRedis
 from distributed_crawler.connection.untrusted import EpisodeLog, OnceLog, WrongTypeLog, finite, is_wrong_type
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.overrides import OverrideCache
@@ -62,6 +63,7 @@ from distributed_crawler.urlhost import normalize_host
 if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
+    from scrapy.http import Response
     from scrapy.settings import BaseSettings
 
 logger = logging.getLogger(__name__)
@@ -191,7 +193,7 @@ class DomainRateLimitMiddleware:
         self.stats = crawler.stats
         self.config = config
         self.redis_config = redis_config
-        self.client: Any = None
+        self.client: AsyncRedis | None = None
         self.script: Any = None
         self.in_flight: Any = None  # lua/in_flight.lua, single-queue modes with a cap only
         self.overrides: OverrideCache | None = None  # the operator's per-host overrides (single-queue modes)
@@ -335,7 +337,7 @@ class DomainRateLimitMiddleware:
             Purpose.CACHE, partial(self.in_flight, keys=[held[0]], args=["give", held[1]]), on_error=_ignore
         )
 
-    async def process_response(self, request: Request, response: Any, spider: Spider | None = None) -> Any:
+    async def process_response(self, request: Request, response: Response, spider: Spider | None = None) -> Response:
         await self._give_token(request)
         return response
 
@@ -355,12 +357,13 @@ class DomainRateLimitMiddleware:
         corrupt: one ERROR line) the request waits; once the node stops it goes at once, rather
         than hang the close."""
 
-        async def reserve() -> Any:
-            return await self.script(keys=[key], args=[f"{interval:.6f}"])
+        async def reserve() -> float:
+            return self._wait(await self.script(keys=[key], args=[f"{interval:.6f}"]), key)
 
         async def fixed() -> None:
             self._data_errors.ok(f"politeness ({key})")
             if self._wrong_types.reported:
+                assert self.client is not None  # set at open: this follows a call on it
                 await self._wrong_types.resolved(self.client, {key: ("string",)})
 
         try:
@@ -415,6 +418,7 @@ class DomainRateLimitMiddleware:
                 exc_info=exc,
             )
             return
+        assert self.client is not None  # set at open: this follows a call on it
         try:
             await self._wrong_types.check(self.client, {key: ("string",)}, exc=exc)
         except ResponseError as lost:  # TYPE refused (an ACL): the wait goes on

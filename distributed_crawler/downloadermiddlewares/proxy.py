@@ -56,6 +56,7 @@ from twisted.web.client import ResponseFailed, ResponseNeverReceived
 from distributed_crawler.bounded import BoundedDict
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.policy import NodeStopping, Purpose, RedisPolicy
+from distributed_crawler.connection.types import AsyncRedis
 from distributed_crawler.connection.untrusted import EpisodeLog, OnceLog, WrongTypeLog, is_wrong_type
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.internals import node_stopping
@@ -169,7 +170,7 @@ class ProxyPoolMiddleware:
         self.policy = policy
         self.stats = crawler.stats
         self.active = False
-        self.client: Any = None
+        self.client: AsyncRedis | None = None
         self.pool: ProxyPool | None = None
         self._members: dict[str, str] = {}  # masked -> proxy URL (the pool member)
         self._sticky: BoundedDict[str, str] = BoundedDict(
@@ -377,6 +378,7 @@ class ProxyPoolMiddleware:
             )
             return
         expected = {self.config.pool_key: ("zset",), self.config.dead_key: ("hash",)}
+        assert self.client is not None  # set at open: this follows a call on it
         try:
             await self._wrong_types.check(self.client, expected, exc=exc)
         except ResponseError as lost:  # TYPE refused (an ACL): the ERROR line names no key, the wait goes on
@@ -386,6 +388,7 @@ class ProxyPoolMiddleware:
         self._data_errors.ok(what)
         if self._wrong_types.reported:
             expected = {self.config.pool_key: ("zset",), self.config.dead_key: ("hash",)}
+            assert self.client is not None  # set at open: this follows a call on it
             await self._wrong_types.resolved(self.client, expected)
 
     async def _wait_for_proxies(self) -> None:
@@ -459,7 +462,7 @@ class ProxyPoolMiddleware:
         pool = self.pool
         assert pool is not None
 
-        async def record() -> Any:
+        async def record() -> Outcome | None:
             try:
                 if failure is None:
                     await pool.success(proxy)

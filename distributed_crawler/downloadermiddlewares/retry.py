@@ -50,6 +50,7 @@ from scrapy.utils.response import response_status_message
 from distributed_crawler.bounded import BoundedDict
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.policy import NodeStopping, Purpose
+from distributed_crawler.connection.types import AsyncRedis
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, finite, is_wrong_type
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.defaults import SettingsReader
@@ -236,7 +237,7 @@ class DistributedRetryMiddleware(RetryMiddleware):
         self.config = config
         self.redis_config = redis_config
         self.node_id = node_id
-        self.client: Any = None
+        self.client: AsyncRedis | None = None
         self.dead_letters: DeadLetters | None = None
         self.codec: RequestCodec | None = None
         self.failed_key = ""
@@ -495,6 +496,7 @@ class DistributedRetryMiddleware(RetryMiddleware):
                 exc_info=exc,
             )
             return
+        assert self.client is not None  # set at open: this follows a call on it
         try:
             await self._wrong_types.check(self.client, {self.failed_key: ("list",)}, exc=exc)
         except ResponseError as lost:  # TYPE refused (an ACL): the wait goes on
@@ -503,4 +505,5 @@ class DistributedRetryMiddleware(RetryMiddleware):
     async def _failed_key_ok(self) -> None:
         self._data_errors.ok("writing dead letters")
         if self._wrong_types.reported:
+            assert self.client is not None  # set at open: this follows a call on it
             await self._wrong_types.resolved(self.client, {self.failed_key: ("list",)})

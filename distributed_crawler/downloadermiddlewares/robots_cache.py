@@ -21,8 +21,8 @@ from typing import Any
 from redis.crc import key_slot
 
 from distributed_crawler.connection.batch import Coalescer
-from distributed_crawler.connection.calls import maybe_await
 from distributed_crawler.connection.lua import lua_source, reply_text
+from distributed_crawler.connection.types import AsyncRedis
 from distributed_crawler.connection.untrusted import text
 from distributed_crawler.frontier.base import Frontier, HostControl
 from distributed_crawler.keyspace import fill
@@ -55,7 +55,7 @@ class Claim:
 class RobotsCache:
     def __init__(
         self,
-        client: Any,
+        client: AsyncRedis,
         key_template: str,
         spider: str,
         frontier: Frontier | None,
@@ -98,7 +98,7 @@ class RobotsCache:
         key = self.key(netloc)
         host_keys = self._host_keys(key, slot)
         keys = [key, lock_key(key), *(host_keys[:2] if host_keys else ())]
-        args = [self.lock_seconds, slot, f"{self.wait_seconds:.3f}", self.reason]
+        args: list[str | float] = [self.lock_seconds, slot, f"{self.wait_seconds:.3f}", self.reason]
         verdict, *rest = await self._claims.call(self._claim, keys, args)
         verdict = reply_text(verdict)
         if verdict == HIT:
@@ -111,7 +111,7 @@ class RobotsCache:
             verdict = PENDING  # the script checked it is a JSON object: not reached
         blocked = host_keys is not None
         if not blocked and self.hosts is not None:  # on another slot: a call of its own
-            await maybe_await(self.hosts.block_host(slot, self.wait_seconds, self.reason, 1.0, 60.0, 0.5))
+            await self.hosts.block_host(slot, self.wait_seconds, self.reason, 1.0, 60.0, 0.5)
             blocked = True
         return Claim(CLAIMED if verdict == CLAIMED else PENDING, None, blocked)
 
@@ -142,9 +142,9 @@ class RobotsCache:
         if host_keys is None and self.hosts is not None:  # on another slot: calls of their own
             state_key = self.hosts.host_state_key(slot)
             if delay:
-                await maybe_await(self.client.hset(state_key, "cd", delay))
+                await self.client.hset(state_key, "cd", delay)
             else:
-                await maybe_await(self.client.hdel(state_key, "cd"))
+                await self.client.hdel(state_key, "cd")
             if lift:
-                await maybe_await(self.hosts.unblock_host(slot, self.reason))
+                await self.hosts.unblock_host(slot, self.reason)
         return gap

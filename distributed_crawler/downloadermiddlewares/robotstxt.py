@@ -55,6 +55,7 @@ from twisted.internet.defer import Deferred
 
 from distributed_crawler.bounded import BoundedDict
 from distributed_crawler.connection.policy import Purpose
+from distributed_crawler.connection.types import AsyncRedis
 from distributed_crawler.connection.untrusted import EpisodeLog, finite, text
 from distributed_crawler.core.checks import ForbiddenByRobots
 from distributed_crawler.core.context import RedisContext
@@ -123,7 +124,7 @@ def entry_of(response: Response | None, error: str = "") -> dict[str, Any]:
     return {"status": response.status, "body": body, "fetched_at": now}
 
 
-async def cached_robots_body(client: Any, key: str) -> bytes | None:
+async def cached_robots_body(client: AsyncRedis, key: str) -> bytes | None:
     """The body of a robots.txt the cluster fetched (2xx entries only), or None: absent, an error
     or 4xx entry, or garbage. For readers of its other lines (`Sitemap:`) that must not fetch it again."""
     try:
@@ -177,7 +178,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         self.lock_seconds = read.int("ROBOTS_LOCK_SECONDS", min=1)
         self.wait_seconds = read.float("ROBOTS_WAIT_SECONDS", above=0)
         self.crawl_delay_max = read.float("ROBOTS_CRAWL_DELAY_MAX", min=0)
-        self.client: Any = None
+        self.client: AsyncRedis | None = None
         self.cache: RobotsCache | None = None  # the cluster's copies (set at open)
         self.frontier: Frontier | None = None  # the spider's: where a host's robots.txt entry lives
         self.hosts: HostControl | None = None  # the frontier's per-host state, if it keeps one
@@ -439,6 +440,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxtMiddleware):
         await self.policy.run(Purpose.CACHE, unblock, on_error=_ignored)
 
     async def _unlock(self, netloc: str) -> None:
+        assert self.client is not None  # only a fetch that took the lock unlocks it
         unlock = partial(self.client.delete, lock_key(self.cache_key(netloc)))
         # not done: it expires after ROBOTS_LOCK_SECONDS
         await self.policy.run(Purpose.CACHE, unlock, on_error=_ignored)

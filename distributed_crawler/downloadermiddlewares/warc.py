@@ -44,6 +44,7 @@ from urllib.parse import urlsplit
 
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
+from warcio.recordloader import ArcWarcRecord
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
@@ -268,7 +269,7 @@ class WarcFiles:
     def _date(self, ex: Exchange) -> str:
         return datetime_to_iso_date(datetime.fromtimestamp(ex.started, UTC).replace(tzinfo=None), use_micros=True)
 
-    def _response_record(self, writer: WARCWriter, ex: Exchange) -> Any:
+    def _response_record(self, writer: WARCWriter, ex: Exchange) -> ArcWarcRecord:
         try:
             reason = HTTPStatus(ex.status).phrase
         except ValueError:
@@ -290,7 +291,7 @@ class WarcFiles:
             warc_headers_dict=warc,
         )
 
-    def _request_record(self, writer: WARCWriter, ex: Exchange, response_id: str) -> Any:
+    def _request_record(self, writer: WARCWriter, ex: Exchange, response_id: str) -> ArcWarcRecord:
         line = f"{ex.method.upper()} {_target(ex.request_url)} HTTP/1.1"
         http = StatusAndHeaders(line, request_http_headers(ex), is_http_request=True)
         warc = {"WARC-Date": self._date(ex), "WARC-Concurrent-To": response_id}

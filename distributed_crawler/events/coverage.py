@@ -29,6 +29,7 @@ from typing import Any
 
 from distributed_crawler.connection.calls import maybe_await
 from distributed_crawler.connection.lua import lua_source
+from distributed_crawler.connection.types import AnyRedis
 from distributed_crawler.dedup.fingerprint import canonicalize_url
 from distributed_crawler.events.sources import SourcesConfig
 from distributed_crawler.meta import COVERAGE_URL_META
@@ -149,7 +150,7 @@ def parse_missing(replies: Sequence[Any]) -> tuple[tuple[str, str, float], ...]:
 
 
 async def read_coverage(
-    client: Any, config: SourcesConfig, spider: str, sources: Iterable[str], now: float, missing: int = 0
+    client: AnyRedis, config: SourcesConfig, spider: str, sources: Iterable[str], now: float, missing: int = 0
 ) -> dict[str, Coverage]:
     """Each source's coverage (a sync or asyncio client): one coverage_counts.lua call per 1,000
     sources; with *missing*, up to that many missing URLs per reason (one pipeline)."""
@@ -159,7 +160,7 @@ async def read_coverage(
     for start in range(0, len(names), CHUNK):
         chunk = names[start : start + CHUNK]
         keys = [k for s in chunk for k in (config.coverage_key_of(spider, s), config.key_of(spider, s))]
-        args = [f"{now:.0f}", config.coverage_window, config.coverage_grace]
+        args: list[str | float] = [f"{now:.0f}", config.coverage_window, config.coverage_grace]
         numbers = list(await maybe_await(script(keys=keys, args=args)))
         for i, source in enumerate(chunk):
             out[source] = parse_counts(source, numbers[10 * i : 10 * i + 10])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from distributed_crawler.connection.types import AsyncRedis
 from distributed_crawler.events.coverage import WORDS, Coverage, read_coverage
 from distributed_crawler.events.sources import SourcesConfig
 
@@ -31,7 +32,7 @@ def message(cov: Coverage, low: bool, minimum: float) -> str:
 
 
 async def check_coverage(
-    client: Any, config: SourcesConfig, spider: str, alerter: Any, now: float
+    client: AsyncRedis, config: SourcesConfig, spider: str, alerter: Any, now: float
 ) -> list[tuple[str, bool]]:
     """Alert each source whose coverage fell below the minimum or came back; returns (source, low)."""
     names = await client.zrevrange(config.index_key(spider), 0, config.max_sources - 1)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from distributed_crawler.connection.types import AsyncRedis
 from distributed_crawler.events.sources import SourceHealth, SourcesConfig, read_sources
 
 EXTRACTION_DRIFT = "extraction_drift"
@@ -19,7 +20,7 @@ WORDS = {"date": "a publication date", "authors": "authors", "text": "main text 
 
 
 async def check_drift(
-    client: Any,
+    client: AsyncRedis,
     config: SourcesConfig,
     spider: str,
     alerter: Any,

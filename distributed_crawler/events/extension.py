@@ -23,6 +23,7 @@ from scrapy.exceptions import NotConfigured
 
 from distributed_crawler.connection.calls import server_time
 from distributed_crawler.connection.policy import Purpose
+from distributed_crawler.connection.types import AsyncRedis
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.registry import SourceCache
 from distributed_crawler.defaults import SettingsReader
@@ -49,7 +50,7 @@ CLOSE_FLUSH_SECONDS = 5.0  # longest wait for the last coverage write of a closi
 
 
 async def check_silence(
-    client: Any,
+    client: AsyncRedis,
     config: SourcesConfig,
     spider: str,
     alerter: Any,
@@ -89,7 +90,7 @@ def _details(health: SourceHealth, silent: bool, now: float) -> dict[str, Any]:
     return {"source": health.source, "state": "silent" if silent else "recovered", "last_new": health.last}
 
 
-async def _trim(client: Any, config: SourcesConfig, spider: str) -> None:
+async def _trim(client: AsyncRedis, config: SourcesConfig, spider: str) -> None:
     """Drop the least recently active sources beyond SOURCES_MAX (their hashes too)."""
     index = config.index_key(spider)
     extra = int(await client.zcard(index)) - config.max_sources
@@ -98,7 +99,9 @@ async def _trim(client: Any, config: SourcesConfig, spider: str) -> None:
     names = await client.zrange(index, 0, extra - 1)
     pipe = client.pipeline(transaction=False)
     for raw in names:
-        name = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+        if not isinstance(raw, (bytes, str)):  # ZRANGE without scores: members only
+            raise ValueError(f"{index}: ZRANGE gave {raw!r:.60}, not a member")
+        name = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
         pipe.delete(config.key_of(spider, name), config.coverage_key_of(spider, name))
         pipe.zrem(index, raw)
     await pipe.execute()

@@ -27,6 +27,7 @@ from typing import Any
 from distributed_crawler.connection.batch import Batch
 from distributed_crawler.connection.lua import lua_source
 from distributed_crawler.connection.policy import Purpose, RedisPolicy
+from distributed_crawler.connection.types import AnyScript
 from distributed_crawler.connection.untrusted import EpisodeLog, is_wrong_type
 from distributed_crawler.core.traps import registered_domain
 from distributed_crawler.dedup.fingerprint import canonicalize_url
@@ -173,7 +174,7 @@ class ChangeFeed:
         # news_counts.lua's KEYS (the cluster's stats hash, its per-host zset): rows created per page
         # type are counted there in the events' own write (`dcrawl status` stored: one per row)
         self.counts_keys = counts_keys
-        self._counts_script: Any = None
+        self._counts_script: AnyScript | None = None
         self._source_name = source_name  # a URL's source: the registry's name (docs/sources.md), else its domain
         self.sources = sources
         self._client_of = client_of
@@ -184,8 +185,8 @@ class ChangeFeed:
         self._canonical = canonical
         self._close_deadline: float | None = None
         self._policy = policy  # PUSH: retried until written (the items, and so the acks, wait)
-        self._script: Any = None
-        self._coverage_script: Any = None
+        self._script: AnyScript | None = None
+        self._coverage_script: AnyScript | None = None
         # listings and page outcomes per source (events/coverage.py), written with the next events
         # write or by `flush_coverage`
         self.coverage = CoverageLog(sources, spider, source_name, canonical)
@@ -289,17 +290,17 @@ class ChangeFeed:
         return len(calls)
 
     # -- writing ---------------------------------------------------------------------------------
-    def _coverage(self) -> Any:
+    def _coverage(self) -> AnyScript:
         if self._coverage_script is None:
             self._coverage_script = self._client_of().register_script(lua_source("coverage_record"))
         return self._coverage_script
 
-    def _stored_script(self) -> Any:
+    def _stored_script(self) -> AnyScript:
         if self._counts_script is None:
             self._counts_script = self._client_of().register_script(lua_source("news_counts"))
         return self._counts_script
 
-    def _source_script(self) -> Any:
+    def _source_script(self) -> AnyScript:
         if self._script is None:
             self._script = self._client_of().register_script(lua_source("source_record"))
         return self._script

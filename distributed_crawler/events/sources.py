@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from distributed_crawler.connection.calls import maybe_await
+from distributed_crawler.connection.types import AnyRedis
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.keyspace import default, fill
 
@@ -311,12 +312,20 @@ def sort_sources(rows: list[dict[str, Any]], by: str) -> list[dict[str, Any]]:
     return sorted(rows, key=health)
 
 
+def members(reply: object, key: str) -> list[bytes | str]:
+    """The members of a ZRANGE reply without scores."""
+    if not isinstance(reply, list) or not all(isinstance(m, (bytes, str)) for m in reply):
+        raise ValueError(f"{key}: expected a list of members from ZRANGE, got {reply!r:.80}")
+    return reply
+
+
 async def read_sources(
-    client: Any, config: SourcesConfig, spider: str, now: float, limit: int = 1000
+    client: AnyRedis, config: SourcesConfig, spider: str, now: float, limit: int = 1000
 ) -> list[SourceHealth]:
     """The most recently active *limit* sources (a sync or asyncio client), one pipelined round trip."""
-    names = await maybe_await(client.zrevrange(config.index_key(spider), 0, limit - 1))
-    sources = [n.decode("utf-8", "replace") if isinstance(n, bytes) else str(n) for n in names]
+    index = config.index_key(spider)
+    names = await maybe_await(client.zrevrange(index, 0, limit - 1))
+    sources = [n.decode("utf-8", "replace") if isinstance(n, bytes) else str(n) for n in members(names, index)]
     if not sources:
         return []
     pipe = client.pipeline(transaction=False)

@@ -9,6 +9,7 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from distributed_crawler.connection.calls import maybe_await
+from distributed_crawler.connection.types import AnyRedis
 from distributed_crawler.events.feed import EventsConfig
 from distributed_crawler.events.sources import SourcesConfig, read_sources, sort_sources
 from distributed_crawler.keyspace import key as spider_key
@@ -20,7 +21,7 @@ TOP_READ = 100
 TOP_SHOWN = 15
 
 
-async def events_summary(client: Any, settings: Any, spider: str) -> dict[str, Any]:
+async def events_summary(client: AnyRedis, settings: Any, spider: str) -> dict[str, Any]:
     """`{"stream", "length", "webhook": {delivered, failed_attempts, pending, lag, ...} | None, "sources"}`."""
     config = EventsConfig.from_settings(settings)
     stream = config.stream(spider)

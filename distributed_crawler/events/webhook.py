@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 from distributed_crawler import __version__
 from distributed_crawler.connection.policy import Purpose, RedisPolicy, is_transient
+from distributed_crawler.connection.types import SyncRedis
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.events.feed import EventsConfig, dumps
 from distributed_crawler.events.reading import ensure_group, read_group
@@ -97,7 +98,7 @@ class WebhookSink:
     """Delivers one spider's events to the webhook (sync client; one process)."""
 
     def __init__(
-        self, config: WebhookConfig, client: Any, spider: str, consumer: str, stream: str, policy: RedisPolicy
+        self, config: WebhookConfig, client: SyncRedis, spider: str, consumer: str, stream: str, policy: RedisPolicy
     ) -> None:
         self.config = config
         self.policy = policy  # WAIT while Redis is away: one log line per outage, events stay in the stream
@@ -188,7 +189,7 @@ class WebhookSink:
         return 0
 
 
-def run_webhook_sink(settings: Any, client: Any, spider: str, consumer: str | None, masked_url: str) -> int:
+def run_webhook_sink(settings: Any, client: SyncRedis, spider: str, consumer: str | None, masked_url: str) -> int:
     """`dcrawl events SPIDER --webhook`: runs until SIGTERM or Ctrl-C."""
     config = WebhookConfig.from_settings(settings)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
@@ -204,7 +205,7 @@ def run_webhook_sink(settings: Any, client: Any, spider: str, consumer: str | No
     return sink.run()
 
 
-def webhook_stats(client: Any, key: str) -> dict[str, Any] | None:
+def webhook_stats(client: SyncRedis, key: str) -> dict[str, Any] | None:
     """What `dcrawl status` shows of the sink (None: it never ran)."""
     raw = client.hgetall(key)
     if not raw:

@@ -10,8 +10,9 @@ Three kinds implement it: `UnshardedFrontier` (frontier/unsharded.py) and its qu
 holds one of those per shard and is no subclass of them: a method it lacks is a type error, never
 a call against the unsharded keys. frontier/factory.py builds the one the settings name.
 
-With a sync client the script methods return values; with an asyncio client, awaitables
-(`maybe_await` either way): the CLI and the nodes share the same code.
+Every method that calls Redis is a coroutine with a real return type: core/ awaits it on the node's
+asyncio client; with a sync client (the CLI, `__len__`, the release in a signal handler) it never
+suspends and `run_sync` drives it (connection/calls.py).
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from distributed_crawler.frontier.enqueue import Dedup, Entry, PushEntry
+from distributed_crawler.frontier.enqueue import Dedup, Entry, PushEntry, Pusher
+from distributed_crawler.frontier.replies import Lease, Leased, Moved, Reclaimed
 
 if TYPE_CHECKING:
+    from distributed_crawler.connection.types import AnyRedis, AnyScript
     from distributed_crawler.frontier.counts import CrawlCounts
     from distributed_crawler.frontier.deadletters import DeadLetters
     from distributed_crawler.frontier.doorbell import Ring
@@ -34,19 +37,12 @@ __all__ = [
     "HostControl",
     "Lease",
     "Leased",
+    "Moved",
     "Placement",
+    "Reclaimed",
     "RevisitRecord",
     "placed_entry",
 ]
-
-
-class Lease(NamedTuple):
-    """One leased member (bytes exactly as stored: acks match them byte for byte), its slot and the
-    slot's backoff level ("" and 0 when the frontier keeps no per-host state)."""
-
-    lease: bytes
-    slot: str = ""
-    backoff: int = 0
 
 
 class RevisitRecord(NamedTuple):
@@ -56,14 +52,6 @@ class RevisitRecord(NamedTuple):
 
     url: str
     args: tuple[str, ...]
-
-
-class Leased(NamedTuple):
-    leases: list[Lease]
-    next_due: float | None = None  # seconds until the next host is due; None = none waits (or no hosts)
-    broken: list[str] = []  # hosts dropped from ready: their queue key holds the wrong Redis type
-    expired: int = 0  # requests dropped at lease: their expiry (REQUEST_TTL / meta expires_at) had passed
-    seen: int | None = None  # host mode: the push sequence when it ran (pushes up to it were seen)
 
 
 @dataclass(frozen=True)
@@ -89,12 +77,12 @@ class FrontierLayoutError(ValueError):
 class HostControl(Protocol):
     """The politeness inputs of a frontier with per-host state (lua/host_block.lua)."""
 
-    def block_host(
+    async def block_host(
         self, host: str, seconds: float | None, reason: str, base: float, cap: float, rand: float
-    ) -> Any: ...
-    def unblock_host(self, host: str, reason: str) -> Any: ...
-    def reset_host_backoff(self, host: str) -> Any: ...
-    def set_adaptive_delay(self, host: str, seconds: float) -> Any: ...
+    ) -> float: ...
+    async def unblock_host(self, host: str, reason: str) -> bool: ...
+    async def reset_host_backoff(self, host: str) -> None: ...
+    async def set_adaptive_delay(self, host: str, seconds: float) -> None: ...
     def host_state_key(self, slot: str) -> str: ...
     def host_keys(self, slot: str) -> tuple[str, str, str]: ...
 
@@ -103,10 +91,13 @@ class Frontier(Protocol):
     """One spider's frontier in Redis: push (through its enqueuer), lease, ack, renew, reclaim,
     release, counts, hosts, flush."""
 
-    client: Any
     keys: SpiderKeys  # the spider's (a sharded frontier's parts have their shard's)
 
     # -- what it is ------------------------------------------------------------------------------
+    @property
+    def client(self) -> AnyRedis:
+        """Its client (RuntimeError on a frontier built on none, for its keys, until `bind`)."""
+
     @property
     def mode(self) -> str: ...
     @property
@@ -131,7 +122,7 @@ class Frontier(Protocol):
     def index_key(self) -> str:
         """The key a node logs as "its queue" (the ready index or the single queue)."""
 
-    def bind(self, client: Any) -> Frontier:
+    def bind(self, client: AnyRedis) -> Frontier:
         """The same frontier on another client (a node's sync client for a forced stop, the CLI)."""
 
     async def check_layout(self) -> None:
@@ -192,52 +183,54 @@ class Frontier(Protocol):
         """The doorbell rang: work was pushed (a sharded frontier asks the rung shard again)."""
 
     # -- the scripts -------------------------------------------------------------------------------
-    async def open_enqueuer(self, make_dedup: Callable[[str], Awaitable[Dedup]]) -> Any:
+    async def open_enqueuer(self, make_dedup: Callable[[str], Awaitable[Dedup]]) -> Pusher:
         """Its Enqueuer (frontier/enqueue.py), the dedup opened by `make_dedup(key)` for each filter key."""
 
-    def lease(self, count: int, lease_seconds: float, due_batch: int = 100) -> Any:
-        """Move up to `due_batch` due retries back, then lease up to `count` requests -> Leased."""
+    async def lease(self, count: int, lease_seconds: float, due_batch: int = 100) -> Leased:
+        """Move up to `due_batch` due retries back, then lease up to `count` requests."""
 
-    def renew(self, leases: Sequence[bytes | str], lease_seconds: float) -> Any:
+    async def renew(self, leases: Sequence[bytes | str], lease_seconds: float) -> int:
         """Extend the leases still held (never re-creates one); returns how many were extended."""
 
     def acks_riding(self, leases: list[bytes], members: Sequence[str]) -> list[bytes]:
         """Of finished `leases`, the ones a push of `members` may remove in its own script."""
 
-    def ack(self, leases: Sequence[bytes | str]) -> Any:
+    async def ack(self, leases: Sequence[bytes | str]) -> int:
         """Remove finished leases (the request is done: its items committed, its links pushed)."""
 
-    def ack_recorded(self, leases: Sequence[bytes | str], records: Sequence[tuple[bytes, RevisitRecord]]) -> Any:
+    async def ack_recorded(
+        self, leases: Sequence[bytes | str], records: Sequence[tuple[bytes, RevisitRecord]]
+    ) -> list[Any]:
         """Remove finished `leases`, writing the revisit records of some of them (lease, record) in the
         same script as their ack, never after it (lua/recrawl_ack.lua) -> each record's reply, in order
         (recrawl_record.lua's, or ["err", message] when Redis refused it: the lease is acked anyway)."""
 
-    def expire(self, leases: Sequence[bytes | str]) -> Any:
+    async def expire(self, leases: Sequence[bytes | str]) -> None:
         """Let leases expire now (only those still held), so the next reclaim counts a delivery."""
 
-    def reclaim(self, max_deliveries: int, limit: int, failed_cap: int, node_id: str) -> Any:
-        """Requeue expired leases (front of their priority) or dead-letter them: (requeued, dead)."""
+    async def reclaim(self, max_deliveries: int, limit: int, failed_cap: int, node_id: str) -> Reclaimed:
+        """Requeue expired leases (front of their priority) or dead-letter them."""
 
-    def release(self, leases: Sequence[bytes | str]) -> Any:
+    async def release(self, leases: Sequence[bytes | str]) -> int:
         """Give leases back to the front of the queue without counting a delivery; returns how many."""
 
-    def recrawl_move(self, script: Any, limit: int, pending_seconds: float) -> Any:
-        """recrawl_move.lua: push up to `limit` due revisits of its schedule into it."""
+    async def recrawl_move(self, script: AnyScript, limit: int, pending_seconds: float) -> Moved:
+        """recrawl_move.lua (`script`, registered by recrawl/): push up to `limit` due revisits of its schedule into it."""
 
-    def purge(self, target: str, scope: str, dead_letter: bool, failed_cap: int, node: str, now: float) -> Any:
-        """Drop a host's (or a domain's hosts') pending requests: per-host frontiers only."""
+    async def purge(self, target: str, scope: str, dead_letter: bool, failed_cap: int, node: str, now: float) -> int:
+        """Drop a host's (or a domain's hosts') pending requests: per-host frontiers only; returns how many."""
 
-    def make_due(self, target: str, scope: str) -> Any:
+    async def make_due(self, target: str, scope: str) -> int:
         """The host (or the domain's hosts) due now, after an override that held it back was lifted."""
 
     # -- quarantine marks (a redelivered request run alone, reclaim.lua's killed_worker) -----------
-    def mark_solo(self, lease: bytes, node_id: str) -> Any: ...
-    def unmark_solo(self, leases: Sequence[bytes], deaths: Sequence[str] = ()) -> Any: ...
+    async def mark_solo(self, lease: bytes, node_id: str) -> None: ...
+    async def unmark_solo(self, leases: Sequence[bytes], deaths: Sequence[str] = ()) -> None: ...
     def dead_letters(self, node_id: str, cap: int) -> DeadLetters:
         """The failed list, writing with the lease removal from the lease's processing set."""
 
     # -- figures -----------------------------------------------------------------------------------
-    async def counts(self, seeds: bool = False, client: Any = None) -> CrawlCounts:
+    async def counts(self, seeds: bool = False, client: AnyRedis | None = None) -> CrawlCounts:
         """How much work the crawl has (the pending counter the scripts keep: one read, no scan)."""
 
     async def size(self) -> int | None:

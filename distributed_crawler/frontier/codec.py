@@ -33,10 +33,11 @@ whole at lease.
 from __future__ import annotations
 
 import base64
+import enum
 import json
 import secrets
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from scrapy import Request
 from scrapy.utils.misc import load_object
@@ -90,7 +91,15 @@ def allowed_classes(settings: Any) -> tuple[str, ...]:
 
 
 #: `_method_name` could not name a callback by itself.
-_UNRESOLVED = object()
+class _Unresolved(enum.Enum):
+    """A callback not reachable under its own name (Scrapy's scan finds it)."""
+
+    TOKEN = 0
+
+
+_UNRESOLVED = _Unresolved.TOKEN
+T = TypeVar("T")
+U = TypeVar("U")
 
 
 class PayloadError(ValueError):
@@ -170,11 +179,11 @@ class RequestCodec:
             and not (pooled and k in POOL_PROXY_FIELDS)
         }
         try:  # bytes, datetime, tuples, sets, Decimal, PageMethod travel as tagged JSON (tagged.py)
-            meta = tag_values(meta, "meta")
+            tagged_meta = tag_values(meta, "meta")
             cb_kwargs = tag_values(request.cb_kwargs, "cb_kwargs")
         except ValueError as exc:
             raise UnserializableRequestError(f"{request.url}: {exc}") from None
-        for field, value in (("meta", meta), ("cb_kwargs", cb_kwargs)):
+        for field, value in (("meta", tagged_meta), ("cb_kwargs", cb_kwargs)):
             bad = _find_unserializable(value, field)
             if bad:
                 raise UnserializableRequestError(
@@ -200,7 +209,7 @@ class RequestCodec:
             },
             "body": base64.b64encode(request.body).decode("ascii") if request.body else "",
             "cookies": request.cookies,
-            "meta": meta,
+            "meta": tagged_meta,
             "encoding": request.encoding,
             "priority": request.priority,
             "dont_filter": request.dont_filter,
@@ -208,7 +217,7 @@ class RequestCodec:
             "cb_kwargs": cb_kwargs,
         }
 
-    def _method_name(self, func: Any) -> Any:
+    def _method_name(self, func: Callable[..., object] | str | None) -> str | _Unresolved | None:
         """The spider attribute a callback is bound from, found by its own name.
 
         Request.to_dict finds it by scanning every member of the spider with inspect.getmembers,
@@ -216,7 +225,7 @@ class RequestCodec:
         `_UNRESOLVED` when it is not (a method assigned under another name): the caller falls back
         to Scrapy's scan. None and strings pass through, as in Request.to_dict.
         """
-        if not callable(func):
+        if func is None or isinstance(func, str):
             return func
         target, name = getattr(func, "__func__", None), getattr(func, "__name__", None)
         if self.spider is not None and target is not None and isinstance(name, str):
@@ -290,12 +299,12 @@ class RequestCodec:
             raise PayloadError(f"meta is a tagged {type(untagged).__name__}, not an object", kind="meta")
         return untagged
 
-    def _method(self, name: Any) -> Any:
+    def _method(self, name: object) -> Callable[..., object] | None:
         if name is None:
             return None
         if not isinstance(name, str) or self.spider is None or not callback_allowed(self.spider, name):
             raise PayloadError(f"callback {str(name)[:100]!r} is not a public spider method", kind="callback")
-        method = getattr(self.spider, name, None)
+        method: object = getattr(self.spider, name, None)
         if not callable(method):
             raise PayloadError(f"callback {name[:100]!r} not found on spider {self.spider.name!r}", kind="callback")
         return method
@@ -478,7 +487,15 @@ def payload_slot(payload: str | bytes) -> str | None:
     return slot if isinstance(slot, str) else None
 
 
-def _field(d: dict[str, Any], name: str, kind: type | tuple[type, ...], required: bool = False) -> Any:
+@overload
+def _field(d: dict[str, Any], name: str, kind: type[T], required: Literal[True]) -> T: ...
+@overload
+def _field(d: dict[str, Any], name: str, kind: type[T], required: bool = False) -> T | None: ...
+@overload
+def _field(d: dict[str, Any], name: str, kind: tuple[type[T], type[U]], required: bool = False) -> T | U | None: ...
+def _field(
+    d: dict[str, Any], name: str, kind: type[T] | tuple[type[T], type[U]], required: bool = False
+) -> T | U | None:
     """`d[name]` if it has the JSON type we need; None when absent/null (unless required)."""
     value = d.get(name)
     if value is None:

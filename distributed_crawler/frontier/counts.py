@@ -14,6 +14,8 @@ from typing import Any
 from distributed_crawler.connection.batch import run_scripts
 from distributed_crawler.connection.calls import maybe_await
 from distributed_crawler.connection.lua import lua_source
+from distributed_crawler.connection.replies import reply_ints
+from distributed_crawler.connection.types import AnyRedis
 from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.frontier.seedkey import taken_key
 
@@ -59,21 +61,24 @@ def _args(keys: SpiderKeys) -> list[Any]:
     return [1, 6, 5, 7, keys.host_queue("")]
 
 
-def _frontier_counts(reply: list[Any], waiting: int = 0, taken: int = 0) -> CrawlCounts:
-    pending, leased, delayed, failed, hosts, single = reply[:6]
+def _frontier_counts(reply: object, waiting: int = 0, taken: int = 0) -> CrawlCounts:
+    pending, leased, delayed, failed, hosts, single = reply_ints(reply, "counts.lua", 6)[:6]
     return CrawlCounts(waiting, None if pending < 0 else pending, leased, delayed, failed, hosts, single, taken)
 
 
-async def shard_counts(client: Any, shards: list[SpiderKeys]) -> list[CrawlCounts]:
+async def shard_counts(client: AnyRedis, shards: list[SpiderKeys]) -> list[CrawlCounts]:
     """counts.lua of every shard: one round trip per Redis server (connection/batch.py run_scripts)."""
     script = client.register_script(lua_source("counts"))
     replies = await run_scripts(client, [(script, _tagged(k), _args(k)) for k in shards])
     return [_frontier_counts(reply) for reply in replies]
 
 
-async def crawl_counts(client: Any, keys: SpiderKeys, seeds: bool = True) -> CrawlCounts:
+async def crawl_counts(client: AnyRedis, keys: SpiderKeys, seeds: bool = True) -> CrawlCounts:
     """Two round trips (one without `seeds`: the seed key and its taken zset); works with sync and asyncio clients (await it either way)."""
     counts = client.register_script(lua_source("counts"))  # EVALSHA, not the source each poll
     reply = await maybe_await(counts(keys=_tagged(keys), args=_args(keys)))
-    waiting, taken = await maybe_await(counts(keys=[keys.start_urls, taken_key(keys.start_urls)])) if seeds else (0, 0)
+    waiting, taken = 0, 0
+    if seeds:
+        seed_reply = await maybe_await(counts(keys=[keys.start_urls, taken_key(keys.start_urls)]))
+        waiting, taken = reply_ints(seed_reply, "counts.lua (seeds)", 2)[:2]
     return _frontier_counts(reply, waiting, taken)

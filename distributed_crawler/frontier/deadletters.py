@@ -6,6 +6,8 @@ import json
 import time
 from typing import Any
 
+from distributed_crawler.connection.calls import bound, maybe_await
+from distributed_crawler.connection.types import AnyRedis
 from distributed_crawler.connection.untrusted import preview
 from distributed_crawler.frontier.codec import read_payload, write_payload
 from distributed_crawler.meta import PROXY_FAILURES_META, PROXY_RETRY_TIMES_META, RETRY_TIMES_META
@@ -43,13 +45,18 @@ def failure_entry(url: str, reason: str, node: str, **extra: Any) -> str:
 class DeadLetters:
     """Writes entries to the failed list (capped), in the same transaction as the lease removal."""
 
-    def __init__(self, client: Any, key: str, node_id: str, cap: int, processing: str = "") -> None:
-        """`processing`: the frontier's lease set, which `take` and `undecodable` remove leases from."""
-        self.client = client
+    def __init__(self, client: AnyRedis | None, key: str, node_id: str, cap: int, processing: str = "") -> None:
+        """`processing`: the frontier's lease set, which `take` and `undecodable` remove leases from;
+        `client` None: the frontier's, once it is bound."""
+        self._client = client
         self.key = key
         self.node_id = node_id
         self.cap = cap
         self.processing = processing
+
+    @property
+    def client(self) -> AnyRedis:
+        return bound(self._client)
 
     async def push(self, entries: list[str], remove_leases: tuple[str, list[bytes]] | None = None) -> None:
         pipe = self.client.pipeline(transaction=True)
@@ -57,7 +64,7 @@ class DeadLetters:
         pipe.ltrim(self.key, 0, self.cap - 1)
         if remove_leases and remove_leases[1]:
             pipe.zrem(remove_leases[0], *remove_leases[1])
-        await pipe.execute()
+        await maybe_await(pipe.execute())
 
     async def take(self, entries: list[str], leases: list[bytes]) -> None:
         """Dead letters written and the leases they replace removed, in one transaction."""

@@ -1,21 +1,23 @@
 """One call of enqueue.lua for a batch: dedup (set, RedisBloom or bitmap Bloom) and push.
 
 Shared by the scheduler's outbox (async client), `request_seen`, the CLI and the benchmark (sync
-clients): the same coroutine drives both, because with a sync client it never suspends.
+clients, through `run_sync`): the same coroutine serves both (connection/calls.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from redis.exceptions import ResponseError
 
-from distributed_crawler.connection.calls import maybe_await, run_sync
 from distributed_crawler.connection.policy import is_transient
 from distributed_crawler.connection.untrusted import is_wrong_type
 
-__all__ = ["Entry", "Enqueuer", "PushEntry", "maybe_await", "push_entry", "run_sync"]
+if TYPE_CHECKING:
+    from distributed_crawler.connection.types import AnyRedis
+
+__all__ = ["Entry", "Enqueuer", "PushEntry", "Pusher", "push_entry"]
 
 
 class PushEntry(NamedTuple):
@@ -53,18 +55,19 @@ class Dedup(Protocol):
     key: str
 
     def script_keys(self) -> tuple[list[str], int]: ...
-    async def prepare(self, client: Any) -> None: ...
-    async def fix(self, client: Any, code: int) -> None: ...
-    async def stats(self, client: Any) -> dict[str, Any]: ...
+    async def prepare(self, client: AnyRedis) -> None: ...
+    async def fix(self, client: AnyRedis, code: int) -> None: ...
+    async def stats(self, client: AnyRedis) -> dict[str, Any]: ...
 
 
 class PushTarget(Protocol):
     """What an Enqueuer needs of a frontier on one tag (frontier/unsharded.py): its client and its
     enqueue script."""
 
-    client: Any
+    @property
+    def client(self) -> AnyRedis: ...
 
-    def push(
+    async def push(
         self,
         action: str,
         entries: Sequence[Entry],
@@ -73,7 +76,15 @@ class PushTarget(Protocol):
         layers: int,
         handovers: Sequence[bytes | str] = (),
         doorbell: str | None = None,
-    ) -> Any: ...
+    ) -> list[int]: ...
+
+
+class Pusher(Protocol):
+    """What `Frontier.open_enqueuer` hands out: an Enqueuer, or a sharded frontier's (frontier/shard_parts.py)."""
+
+    async def run(
+        self, action: str, entries: Sequence[Entry], handovers: Sequence[bytes] = (), urls: Sequence[str] = ()
+    ) -> list[int]: ...
 
 
 class DedupError(RuntimeError):
@@ -90,9 +101,12 @@ class Enqueuer:
     def __init__(self, frontier: PushTarget, dedup: Dedup, doorbell: str | None = None) -> None:
         """`doorbell`: "" = ring none (the CLI's pushes, a check), None = the frontier's channel."""
         self.frontier = frontier
-        self.client = frontier.client
         self.dedup = dedup
         self.doorbell = doorbell
+
+    @property
+    def client(self) -> AnyRedis:
+        return self.frontier.client
 
     async def run(
         self, action: str, entries: Sequence[Entry], handovers: Sequence[bytes] = (), urls: Sequence[str] = ()
@@ -104,8 +118,8 @@ class Enqueuer:
         for _ in range(MAX_FIXES):
             dedup_keys, layers = self.dedup.script_keys()
             try:
-                code, *done = await maybe_await(
-                    self.frontier.push(action, pending, self.dedup.mode, dedup_keys, layers, handovers, self.doorbell)
+                code, *done = await self.frontier.push(
+                    action, pending, self.dedup.mode, dedup_keys, layers, handovers, self.doorbell
                 )
             except ResponseError as exc:
                 await self._explain(exc)

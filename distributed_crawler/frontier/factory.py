@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.utils.misc import load_object
 
+from distributed_crawler.connection.types import AnyRedis
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.frontier.shard_parts import LeaseHomes
@@ -56,9 +57,10 @@ def mode_class(raw: str) -> tuple[type[UnshardedFrontier], str]:
 
 
 def frontier_from_settings(
-    settings: BaseSettings, spider: str, client: Any, keys: SpiderKeys | None = None
+    settings: BaseSettings, spider: str, client: AnyRedis | None, keys: SpiderKeys | None = None
 ) -> Frontier:
-    """The frontier SCHEDULER_QUEUE_CLASS and FRONTIER_SHARDS name, for `spider`, on `client`."""
+    """The frontier SCHEDULER_QUEUE_CLASS and FRONTIER_SHARDS name, for `spider`, on `client` (None: its
+    keys only, until `bind`)."""
     read = SettingsReader(settings)
     frontier_cls, order = mode_class(read.str("SCHEDULER_QUEUE_CLASS"))
     shards = check_shards(read.raw("FRONTIER_SHARDS"))
@@ -72,14 +74,14 @@ def frontier_from_settings(
 
 
 def frontier_for_mode(
-    client: Any, keys: SpiderKeys, mode: str, scripts: Scripts | None = None, **options: Any
+    client: AnyRedis, keys: SpiderKeys, mode: str, scripts: Scripts | None = None, **options: Any
 ) -> UnshardedFrontier:
     """The frontier of a mode name on one tag (tools, tests): default options unless given."""
     frontier_cls, order = mode_class(mode)
     return frontier_cls(client, keys, order, scripts, **options)
 
 
-def frontier_for_dedup(client: Any, keys: SpiderKeys) -> UnshardedFrontier:
+def frontier_for_dedup(client: AnyRedis, keys: SpiderKeys) -> UnshardedFrontier:
     """A frontier for enqueue.lua's "add" / "check" only (the filter, no queue touched): any mode's
     layout does; the single queue's needs no per-host settings."""
     return frontier_for_mode(client, keys, "fifo")

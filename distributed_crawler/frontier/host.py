@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from distributed_crawler.connection.calls import maybe_await, then
+from distributed_crawler.connection.calls import maybe_await
 from distributed_crawler.connection.lua import reply_text
+from distributed_crawler.connection.replies import reply_bytes, reply_float, reply_int, reply_list
 from distributed_crawler.frontier.base import HostControl, Lease, Leased, Placement
 from distributed_crawler.frontier.config import FrontierConfig, slot_of
 from distributed_crawler.frontier.enqueue import Entry, push_entry
@@ -24,14 +25,19 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
 
-def _leased(reply: list[Any]) -> Leased:
-    *flat, due, seq = reply
-    triples = [(flat[i], reply_text(flat[i + 1]), int(flat[i + 2])) for i in range(0, len(flat) - 2, 3)]
-    wait = float(due)
+def _leased(reply: object) -> Leased:
+    """host_pop.lua's reply: (lease, slot, backoff or code) triples, then the wait and the push sequence."""
+    *flat, due, seq_reply = reply_list(reply, "host_pop.lua", 2)
+    what = "host_pop.lua"
+    triples = [
+        (reply_bytes(flat[i], what), reply_text(flat[i + 1]), reply_int(flat[i + 2], what))
+        for i in range(0, len(flat) - 2, 3)
+    ]
+    wait, seq = reply_float(due, what), reply_int(seq_reply, what)
     leases = [Lease(*t) for t in triples if t[0]]
     broken = [slot for lease, slot, code in triples if not lease and code == -1]
     expired = sum(1 for lease, _, code in triples if not lease and code == -2)
-    return Leased(leases, None if wait < 0 else wait, broken, expired, None if int(seq) < 0 else int(seq))
+    return Leased(leases, None if wait < 0 else wait, broken, expired, None if seq < 0 else seq)
 
 
 class HostFrontier(UnshardedFrontier):
@@ -72,10 +78,11 @@ class HostFrontier(UnshardedFrontier):
 
     async def hosts(self, limit: int = 100) -> dict[str, int]:
         k = self.keys
-        names = [reply_text(h) for h in await maybe_await(self.client.zrange(k.ready, 0, limit - 1))]
+        ready = await maybe_await(self.client.zrange(k.ready, 0, limit - 1))
+        names = [reply_text(h) for h in reply_list(ready, "ZRANGE ready")]
         if len(names) < limit:  # hosts over budget keep requests too (not served)
             over = await maybe_await(self.client.zrange(k.over_budget, 0, limit - 1 - len(names)))
-            names += [reply_text(h) for h in over]
+            names += [reply_text(h) for h in reply_list(over, "ZRANGE over budget")]
         sizes = [size for size, _ in await read_hosts(self.client, k, names, fields=())]
         for size in sizes:
             if isinstance(size, Exception):
@@ -95,7 +102,7 @@ class HostFrontier(UnshardedFrontier):
             argv += ["" if n is None else n for n in (e.budget, e.in_flight)]  # None: leave as stored
         return [k.ready, k.seq, k.processing, k.delayed, dedup_key, k.over_budget, k.pending, k.requests], argv
 
-    def lease(self, count: int, lease_seconds: float, due_batch: int = 100) -> Any:
+    async def lease(self, count: int, lease_seconds: float, due_batch: int = 100) -> Leased:
         """host_pop.lua: due retries back to their hosts, then up to `count` leases from due hosts,
         with each lease's slot and backoff and the seconds until the next host is due."""
         k = self.keys
@@ -113,10 +120,7 @@ class HostFrontier(UnshardedFrontier):
             ],
             args=[count, lease_seconds, due_batch, *self._prefixes(), k.host_in_flight(""), self.doorbell],
         )
-        return then(result, self._saw)
-
-    def _saw(self, reply: list[Any]) -> Leased:
-        leased = _leased(reply)
+        leased = _leased(await maybe_await(result))
         self.pushes_seen.leased(leased.seen)
         return leased
 
@@ -124,49 +128,56 @@ class HostFrontier(UnshardedFrontier):
         k = self.keys
         return [k.processing, k.ready, k.failed, k.seq, k.over_budget, k.pending, k.requests], self._prefixes()
 
-    def release(self, leases: Sequence[bytes | str]) -> Any:
+    async def release(self, leases: Sequence[bytes | str]) -> int:
         k = self.keys
-        return self.scripts.release(
+        call = self.scripts.release(
             keys=[k.processing, k.ready, k.seq, k.over_budget, k.pending, k.requests],
             args=[self.order, *self._prefixes(), *leases],
         )
+        return reply_int(await maybe_await(call), "release.lua")
 
-    def purge(self, target: str, scope: str, dead_letter: bool, failed_cap: int, node: str, now: float) -> Any:
+    async def purge(self, target: str, scope: str, dead_letter: bool, failed_cap: int, node: str, now: float) -> int:
         """lua/host_purge.lua: drop the pending requests of a host (scope "host") or of every host of a
         domain ("domain"), dead-lettered as `purged` when asked; returns how many."""
         k = self.keys
-        return self.scripts.host_purge(
+        call = self.scripts.host_purge(
             keys=[k.ready, k.over_budget, k.pending, k.failed, k.requests],
             args=[k.host_queue(""), target, scope, "1" if dead_letter else "0", failed_cap, node, f"{now:.3f}"],
         )
+        return reply_int(await maybe_await(call), "host_purge.lua")
 
-    def make_due(self, target: str, scope: str) -> Any:
+    async def make_due(self, target: str, scope: str) -> int:
         """lua/host_due.lua: the host (or every host of the domain) due now, after an override that
         held it back was lifted; returns how many hosts were made due."""
         k = self.keys
-        return self.scripts.host_due(keys=[k.ready], args=[target, scope, k.doorbell])
+        call = self.scripts.host_due(keys=[k.ready], args=[target, scope, k.doorbell])
+        return reply_int(await maybe_await(call), "host_due.lua")
 
     # -- politeness inputs (lua/host_block.lua) ----------------------------------------------------
-    def block_host(self, host: str, seconds: float | None, reason: str, base: float, cap: float, rand: float) -> Any:
+    async def block_host(
+        self, host: str, seconds: float | None, reason: str, base: float, cap: float, rand: float
+    ) -> float:
         """Block `host` (a slot) for every node: `seconds` (Retry-After, capped by `cap`) or, when None,
         adaptive backoff (bo += 1, equal jitter from `rand` in [0, 1)). Returns the seconds it stays
-        blocked (str/bytes, see lua/host_block.lua)."""
+        blocked (lua/host_block.lua)."""
         seconds_arg = "" if seconds is None else f"{max(0.0, seconds):.3f}"
-        return self.scripts.host_block(
+        call = self.scripts.host_block(
             keys=[self.keys.ready, self.keys.host(host)],
             args=["block", host, seconds_arg, reason, base, cap, f"{rand:.6f}"],
         )
+        return reply_float(await maybe_await(call), "host_block.lua")
 
-    def unblock_host(self, host: str, reason: str) -> Any:
-        """Lift `host`'s block if it was set with exactly `reason` ("1", and the doorbell rings so idle
-        nodes pop it now), else leave it ("0")."""
+    async def unblock_host(self, host: str, reason: str) -> bool:
+        """Lift `host`'s block if it was set with exactly `reason` (True, and the doorbell rings so idle
+        nodes pop it now), else leave it (False)."""
         k = self.keys
-        return self.scripts.host_block(keys=[k.ready, k.host(host)], args=["unblock", host, reason, k.doorbell])
+        call = self.scripts.host_block(keys=[k.ready, k.host(host)], args=["unblock", host, reason, k.doorbell])
+        return reply_int(await maybe_await(call), "host_block.lua") == 1
 
-    def set_adaptive_delay(self, host: str, seconds: float) -> Any:
+    async def set_adaptive_delay(self, host: str, seconds: float) -> None:
         """The host's adaptive delay (DOMAIN_DELAY_FACTOR; host hash `ad`, 0 = none), read by the lease."""
-        return self.client.hset(self.keys.host(host), "ad", f"{max(0.0, seconds):.3f}")
+        await maybe_await(self.client.hset(self.keys.host(host), "ad", f"{max(0.0, seconds):.3f}"))
 
-    def reset_host_backoff(self, host: str) -> Any:
+    async def reset_host_backoff(self, host: str) -> None:
         """Backoff level of `host` back to 0 (a success after a block); its `until` stands."""
-        return self.scripts.host_block(keys=[self.keys.ready, self.keys.host(host)], args=["reset"])
+        await maybe_await(self.scripts.host_block(keys=[self.keys.ready, self.keys.host(host)], args=["reset"]))

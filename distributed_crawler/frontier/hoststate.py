@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from distributed_crawler.connection.calls import maybe_await
+from distributed_crawler.connection.types import AnyRedis
 from distributed_crawler.frontier.keys import SpiderKeys
 
 # field -> what it holds (every value a decimal string; a missing field is its default)
@@ -30,7 +31,7 @@ CHUNK = 1000  # commands per pipeline round trip
 
 
 async def read_hosts(
-    client: Any, keys: SpiderKeys, hosts: Sequence[str], fields: Sequence[str] = SHOWN
+    client: AnyRedis, keys: SpiderKeys, hosts: Sequence[str], fields: Sequence[str] = SHOWN
 ) -> list[tuple[Any, Any]]:
     """Per host: (its pending requests: ZCARD of its queue + LLEN of its list, HMGET of `fields`
     from its hash, or None when `fields` is empty), in pipelines of CHUNK commands. A reply that is

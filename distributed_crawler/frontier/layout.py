@@ -10,9 +10,8 @@ the fix (the count it was written with, or drain / flush first) in one line othe
 
 from __future__ import annotations
 
-from typing import Any
-
 from distributed_crawler.connection.calls import maybe_await
+from distributed_crawler.connection.types import AnyRedis
 from distributed_crawler.frontier.base import Frontier, FrontierLayoutError
 from distributed_crawler.frontier.counts import crawl_counts
 from distributed_crawler.frontier.keys import SpiderKeys
@@ -58,11 +57,13 @@ async def _revisits_kept(frontier: Frontier, shards: int) -> str:
     """How to delete the revisit schedule of the layout with `shards` shards when it holds URLs
     ("" = it holds none): it lives on those shards' tags, so another count would orphan it."""
     ours = {part.keys.recrawl for part in frontier.each_shard()}
-    found = [
-        keys
-        for keys in frontier.layout_keys(shards)
-        if keys.recrawl not in ours and await maybe_await(frontier.client.exists(keys.recrawl, keys.recrawl_state))
-    ]
+    found = []
+    for keys in frontier.layout_keys(shards):
+        if keys.recrawl in ours:
+            continue
+        held: int = await maybe_await(frontier.client.exists(keys.recrawl, keys.recrawl_state))
+        if held:
+            found.append(keys)
     if not found:
         return ""
     if shards == 1:
@@ -70,7 +71,7 @@ async def _revisits_kept(frontier: Frontier, shards: int) -> str:
     return f"redis-cli --scan --pattern '{{{frontier.spider}~*}}:recrawl*' | xargs redis-cli del"
 
 
-async def flush_keys(client: Any, keys: SpiderKeys) -> None:
+async def flush_keys(client: AnyRedis, keys: SpiderKeys) -> None:
     """Delete the frontier keys of one tag: queue(s), leases, retries, counts, per-host state (seeds,
     dead letters and the dupefilter are not the frontier's: dedup.flush_crawl resets the filter)."""
     k = keys

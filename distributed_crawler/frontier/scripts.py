@@ -11,11 +11,8 @@ A script whose header has a line `-- uses: NAME (...)` gets `lua/lib/NAME.lua` p
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
-
 from distributed_crawler.connection.lua import lua_source
-
-T = TypeVar("T")
+from distributed_crawler.connection.types import AnyRedis, AnyScript
 
 
 class Scripts:
@@ -37,7 +34,7 @@ class Scripts:
         "recrawl_ack",
     )
 
-    def __init__(self, registered: dict[str, Any]) -> None:
+    def __init__(self, registered: dict[str, AnyScript]) -> None:
         self.pop, self.renew, self.reclaim = registered["pop"], registered["renew"], registered["reclaim"]
         self.release, self.enqueue = registered["release"], registered["enqueue"]
         self.host_block, self.host_pop = registered["host_block"], registered["host_pop"]
@@ -45,5 +42,5 @@ class Scripts:
         self.recrawl_ack = registered["recrawl_ack"]
 
     @classmethod
-    def register(cls, client: Any) -> Scripts:
+    def register(cls, client: AnyRedis) -> Scripts:
         return cls({name: client.register_script(lua_source(name)) for name in cls.NAMES})

@@ -20,6 +20,7 @@ from scrapy.settings import BaseSettings
 
 from distributed_crawler.connection.calls import maybe_await, server_time
 from distributed_crawler.connection.lua import lua_source
+from distributed_crawler.connection.types import AnyRedis
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.keyspace import key as spider_key
 
@@ -101,7 +102,7 @@ class SeedKey:
             else:
                 pipe.zadd(self.key, dict(zip(chunk, priorities[i : i + PIPELINE_CHUNK])))
 
-    async def take(self, client: Any, n: int, prefix: str) -> Taken:
+    async def take(self, client: AnyRedis, n: int, prefix: str) -> Taken:
         """Up to `n` seeds, each held in the taken zset until `done` (a sync or an asyncio client).
         `prefix` names the taker (node id; no newline); a per-call counter keeps holds unique."""
         prefix = f"{prefix.replace(chr(10), ' ')}:{os.urandom(6).hex()}:"
@@ -112,12 +113,12 @@ class SeedKey:
         holds = [bytes(h) for h in reply[1:]]
         return Taken([h.split(b"\n", 2)[2] for h in holds], holds, int(reply[0]))
 
-    async def done(self, client: Any, holds: Sequence[bytes]) -> None:
+    async def done(self, client: AnyRedis, holds: Sequence[bytes]) -> None:
         """The seeds of `holds` are in the frontier (or refused there): forget them."""
         if holds:
             await maybe_await(client.zrem(self.taken, *holds))
 
-    async def renew(self, client: Any, holds: Sequence[bytes]) -> None:
+    async def renew(self, client: AnyRedis, holds: Sequence[bytes]) -> None:
         """Push the deadline of `holds` a lease further (server time): a node alive but slow to
         hand its seeds over (the engine backed out, Redis away) keeps them. A hold already put
         back is not added again (ZADD XX)."""
@@ -125,7 +126,7 @@ class SeedKey:
             deadline = (await server_time(client) + self.lease_seconds) * 1000
             await maybe_await(client.zadd(self.taken, dict.fromkeys(holds, deadline), xx=True))
 
-    async def count(self, client: Any) -> tuple[int, int]:
+    async def count(self, client: AnyRedis) -> tuple[int, int]:
         """(waiting, taken): seeds in the key, and seeds held by nodes (any key type: never WRONGTYPE)."""
         counts = client.register_script(lua_source("counts"))
         waiting, taken = await maybe_await(counts(keys=[self.key, self.taken]))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, overload
 from urllib.parse import urlsplit
 
 from scrapy import FormRequest, Request
@@ -19,6 +19,9 @@ from distributed_crawler.addresses import AddressRule, literal_ip
 from distributed_crawler.frontier.envelope import MAX_PRIORITY
 from distributed_crawler.frontier.metapolicy import check_meta
 from distributed_crawler.meta import PRIVATE_META_PREFIX
+
+T = TypeVar("T")
+U = TypeVar("U")
 
 ALLOWED_SCHEMES = ("http", "https")
 SEED_FIELDS = {"url", "meta", "priority", "callback", "method", "headers", "body"}
@@ -83,7 +86,11 @@ def check_url(url: str) -> str:
     return url
 
 
-def _expect(value: Any, kind: type | tuple[type, ...], name: str) -> Any:
+@overload
+def _expect(value: object, kind: type[T], name: str) -> T: ...
+@overload
+def _expect(value: object, kind: tuple[type[T], type[U]], name: str) -> T | U: ...
+def _expect(value: object, kind: type[T] | tuple[type[T], type[U]], name: str) -> T | U:
     if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
         expected = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
         raise SeedError(f"bad_{name}", f"'{name}' must be {expected}, not {type(value).__name__}")

@@ -9,10 +9,11 @@ import it back.
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol
 
+from distributed_crawler.connection.calls import is_async
+from distributed_crawler.connection.types import AnyRedis
 from distributed_crawler.frontier.base import HostControl
 from distributed_crawler.frontier.deadletters import DeadLetters
 from distributed_crawler.frontier.enqueue import Enqueuer, Entry
@@ -54,9 +55,12 @@ class LeaseHomes:
 class Shards(Protocol):
     """What the parts below need of a sharded frontier: its parts and how it routes."""
 
-    client: Any
     keys: SpiderKeys
     parts: list[UnshardedFrontier]
+
+    @property
+    def client(self) -> AnyRedis: ...
+
     homes: LeaseHomes
 
     def shard_of_member(self, member: bytes | str) -> int: ...
@@ -72,7 +76,6 @@ class ShardedEnqueuer:
     def __init__(self, frontier: Shards, enqueuers: list[Enqueuer]) -> None:
         self.frontier = frontier
         self.enqueuers = enqueuers
-        self.client = frontier.client
 
     async def run(
         self, action: str, entries: Sequence[Entry], handovers: Sequence[bytes] = (), urls: Sequence[str] = ()
@@ -95,7 +98,7 @@ class ShardedEnqueuer:
             self.enqueuers[shard].run(action, [entries[n] for n in indices], handed.pop(shard, []))
             for shard, indices in groups.items()
         ]
-        done_by_shard = await _all(calls, inspect.iscoroutinefunction(getattr(self.client, "execute_command", None)))
+        done_by_shard = await _all(calls, is_async(self.frontier.client))
         for shard, indices, done in zip(groups, groups.values(), done_by_shard):
             for n, result in zip(indices, done):
                 results[n] = result
@@ -112,8 +115,12 @@ class ShardedDeadLetters(DeadLetters):
     are moved to the spider's list by the reclaim round; the others go straight to the spider's."""
 
     def __init__(self, frontier: Shards, node_id: str, cap: int) -> None:
-        super().__init__(frontier.client, frontier.keys.failed, node_id, cap, frontier.keys.processing)
+        super().__init__(None, frontier.keys.failed, node_id, cap, frontier.keys.processing)
         self.frontier = frontier
+
+    @property
+    def client(self) -> AnyRedis:
+        return self.frontier.client
 
     async def take(self, entries: list[str], leases: list[bytes]) -> None:
         if not leases:
@@ -145,14 +152,16 @@ class ShardedHosts:
         assert control is not None
         return control
 
-    def block_host(self, host: str, seconds: float | None, reason: str, base: float, cap: float, rand: float) -> Any:
-        return self._on(host).block_host(host, seconds, reason, base, cap, rand)
+    async def block_host(
+        self, host: str, seconds: float | None, reason: str, base: float, cap: float, rand: float
+    ) -> float:
+        return await self._on(host).block_host(host, seconds, reason, base, cap, rand)
 
-    def unblock_host(self, host: str, reason: str) -> Any:
-        return self._on(host).unblock_host(host, reason)
+    async def unblock_host(self, host: str, reason: str) -> bool:
+        return await self._on(host).unblock_host(host, reason)
 
-    def reset_host_backoff(self, host: str) -> Any:
-        return self._on(host).reset_host_backoff(host)
+    async def reset_host_backoff(self, host: str) -> None:
+        await self._on(host).reset_host_backoff(host)
 
     def host_state_key(self, slot: str) -> str:
         return self._on(slot).host_state_key(slot)
@@ -160,5 +169,5 @@ class ShardedHosts:
     def host_keys(self, slot: str) -> tuple[str, str, str]:
         return self._on(slot).host_keys(slot)
 
-    def set_adaptive_delay(self, host: str, seconds: float) -> Any:
-        return self._on(host).set_adaptive_delay(host, seconds)
+    async def set_adaptive_delay(self, host: str, seconds: float) -> None:
+        await self._on(host).set_adaptive_delay(host, seconds)

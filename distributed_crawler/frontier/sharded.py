@@ -16,31 +16,43 @@ to the spider's `{spider}:failed` by the reclaim round.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.exceptions import RedisError
 
 from distributed_crawler.connection.batch import run_scripts
-from distributed_crawler.connection.calls import maybe_await, run_sync
+from distributed_crawler.connection.calls import bound, is_async, maybe_await
 from distributed_crawler.connection.lua import is_cluster
-from distributed_crawler.frontier.base import Frontier, HostControl, Lease, Leased, Placement, RevisitRecord
+from distributed_crawler.connection.replies import reply_bytes, reply_list
+from distributed_crawler.connection.types import AnyRedis, AnyScript
+from distributed_crawler.frontier.base import (
+    Frontier,
+    HostControl,
+    Lease,
+    Leased,
+    Moved,
+    Placement,
+    Reclaimed,
+    RevisitRecord,
+)
 from distributed_crawler.frontier.codec import payload_slot, payload_url
 from distributed_crawler.frontier.counts import CrawlCounts, crawl_counts, shard_counts
 from distributed_crawler.frontier.deadletters import DeadLetters
 from distributed_crawler.frontier.doorbell import Ring
-from distributed_crawler.frontier.enqueue import Dedup, Enqueuer
+from distributed_crawler.frontier.enqueue import Dedup, Enqueuer, Pusher
 from distributed_crawler.frontier.envelope import split_member
 from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.frontier.layout import check_layout, flush_keys
 from distributed_crawler.frontier.shard_parts import LeaseHomes, ShardedDeadLetters, ShardedEnqueuer, ShardedHosts
 from distributed_crawler.frontier.shards import shard_of, shard_tags
-from distributed_crawler.frontier.unsharded import UnshardedFrontier
+from distributed_crawler.frontier.unsharded import UnshardedFrontier, reclaimed
 from distributed_crawler.urlhost import url_host
 
 RECHECK_SECONDS = 10.0  # an empty shard not rung is asked again after this (a safety net: pushes ring it)
+T = TypeVar("T")
+
 MOVE_BATCH = 500  # dead letters moved from a shard to the spider's failed list per reclaim round
 
 
@@ -49,15 +61,11 @@ def _tag(key: str) -> str:
     return key.partition("{")[2].partition("}")[0]
 
 
-def is_async(client: Any) -> bool:
-    return inspect.iscoroutinefunction(getattr(client, "execute_command", None))
-
-
-async def _all_settled(calls: Sequence[Awaitable[Any]], concurrent: bool) -> list[Any]:
+async def _all_settled(calls: Sequence[Awaitable[T]], concurrent: bool) -> list[T | BaseException]:
     """As `_all`, with a Redis error of one call as its result instead of raised."""
     if concurrent:
         return list(await asyncio.gather(*calls, return_exceptions=True))
-    replies: list[Any] = []
+    replies: list[T | BaseException] = []
     for call in calls:
         try:
             replies.append(await call)
@@ -73,13 +81,13 @@ class ShardedFrontier:
 
     def __init__(
         self,
-        client: Any,
+        client: AnyRedis | None,
         keys: SpiderKeys,
         parts: Sequence[UnshardedFrontier],
         layout: Callable[[str], SpiderKeys],
         homes: LeaseHomes,
     ) -> None:
-        self.client = client
+        self._client = client
         self.keys = keys
         self.parts = list(parts)
         self.layout = layout
@@ -89,13 +97,13 @@ class ShardedFrontier:
         self._tags = {_tag(part.keys.processing): i for i, part in enumerate(self.parts)}
         self._next = 0
 
-    def bind(self, client: Any) -> ShardedFrontier:
+    @property
+    def client(self) -> AnyRedis:
+        return bound(self._client)
+
+    def bind(self, client: AnyRedis) -> ShardedFrontier:
         parts = [part.bind(client) for part in self.parts]
         return ShardedFrontier(client, self.keys, parts, self.layout, self.homes)
-
-    def _go(self, coro: Awaitable[Any]) -> Any:
-        """An awaitable with an asyncio client, the value with a sync one (as the other frontiers)."""
-        return coro if is_async(self.client) else run_sync(coro)  # type: ignore[arg-type]
 
     @property
     def mode(self) -> str:
@@ -221,14 +229,11 @@ class ShardedFrontier:
         self._rings[shard] += 1
 
     # -- the scripts ------------------------------------------------------------------------------
-    async def open_enqueuer(self, make_dedup: Callable[[str], Awaitable[Dedup]]) -> Any:
+    async def open_enqueuer(self, make_dedup: Callable[[str], Awaitable[Dedup]]) -> Pusher:
         enqueuers = [Enqueuer(part, await make_dedup(part.keys.dupefilter), self.doorbell) for part in self.parts]
         return ShardedEnqueuer(self, enqueuers)
 
-    def lease(self, count: int, lease_seconds: float, due_batch: int = 100) -> Any:
-        return self._go(self._lease(count, lease_seconds, due_batch))
-
-    async def _lease(self, count: int, lease_seconds: float, due_batch: int) -> Leased:
+    async def lease(self, count: int, lease_seconds: float, due_batch: int = 100) -> Leased:
         leases: list[Lease] = []
         broken: list[str] = []
         expired = 0
@@ -240,7 +245,7 @@ class ShardedFrontier:
             if self._empty_until[i] > now:
                 continue
             rings = self._rings[i]
-            got = await maybe_await(self.parts[i].lease(count - len(leases), lease_seconds, due_batch))
+            got = await self.parts[i].lease(count - len(leases), lease_seconds, due_batch)
             for lease in got.leases:
                 self.homes.remember(lease.lease, i)
             leases += got.leases
@@ -259,76 +264,57 @@ class ShardedFrontier:
         shards = {self.shard_of_member(member) for member in members}
         return [lease for lease in leases if self.shard_of_member(lease) in shards]
 
-    def renew(self, leases: Sequence[bytes | str], lease_seconds: float) -> Any:
-        async def renew() -> int:
-            groups = self.by_shard(leases).items()
-            return sum([int(await maybe_await(self.parts[i].renew(group, lease_seconds))) for i, group in groups])
+    async def renew(self, leases: Sequence[bytes | str], lease_seconds: float) -> int:
+        return sum([await self.parts[i].renew(group, lease_seconds) for i, group in self.by_shard(leases).items()])
 
-        return self._go(renew())
+    async def ack(self, leases: Sequence[bytes | str]) -> int:
+        done = sum([await self.parts[i].ack(group) for i, group in self.by_shard(leases).items()])
+        self.homes.forget(leases)
+        return done
 
-    def ack(self, leases: Sequence[bytes | str]) -> Any:
-        async def ack() -> int:
-            done = sum([int(await maybe_await(self.parts[i].ack(group))) for i, group in self.by_shard(leases).items()])
-            self.homes.forget(leases)
-            return done
+    async def expire(self, leases: Sequence[bytes | str]) -> None:
+        for i, group in self.by_shard(leases).items():
+            await self.parts[i].expire(group)
+        self.homes.forget(leases)  # the reclaim round hands them back to their shard's queue
 
-        return self._go(ack())
+    async def release(self, leases: Sequence[bytes | str]) -> int:
+        done = sum([await self.parts[i].release(group) for i, group in self.by_shard(leases).items()])
+        self.homes.forget(leases)
+        return done
 
-    def ack_recorded(self, leases: Sequence[bytes | str], records: Sequence[tuple[bytes, RevisitRecord]]) -> Any:
+    async def ack_recorded(
+        self, leases: Sequence[bytes | str], records: Sequence[tuple[bytes, RevisitRecord]]
+    ) -> list[Any]:
         """Each shard's leases and the records of its URLs in one script per shard, one round trip
         for them all; a record whose URL lives on another shard than its lease (a slot that is not
         the URL's host) is written first, in calls of its own, so it still lands before its ack."""
+        replies: list[Any] = [None] * len(records)
+        apart: dict[int, list[int]] = {}  # shard of the URL -> records written before the acks
+        riding: dict[int, list[int]] = {}  # shard -> records acked with their lease
+        for i, (lease, record) in enumerate(records):
+            home, place = self.shard_of_member(lease), self.shard_of_url(record.url)
+            (riding.setdefault(home, []) if home == place else apart.setdefault(place, [])).append(i)
+        groups = self.by_shard(leases)
+        first: dict[int, tuple[list[int], list[bytes | str]]] = {shard: (ids, []) for shard, ids in apart.items()}
+        then_acks = {shard: (riding.get(shard, []), groups.get(shard, [])) for shard in {*groups, *riding}}
+        for phase in (first, then_acks):
+            if not phase:
+                continue
+            calls = [
+                self.parts[shard].recrawl_ack_call([records[i][1] for i in picked], acked)
+                for shard, (picked, acked) in phase.items()
+            ]
+            for (picked, _), reply in zip(phase.values(), await run_scripts(self.client, calls)):
+                for i, one in zip(picked, reply_list(reply, "recrawl_ack.lua", 1 + len(picked))[1:]):
+                    replies[i] = one
+        self.homes.forget(leases)
+        return replies
 
-        async def ack() -> list[Any]:
-            replies: list[Any] = [None] * len(records)
-            apart: dict[int, list[int]] = {}  # shard of the URL -> records written before the acks
-            riding: dict[int, list[int]] = {}  # shard -> records acked with their lease
-            for i, (lease, record) in enumerate(records):
-                home, place = self.shard_of_member(lease), self.shard_of_url(record.url)
-                (riding.setdefault(home, []) if home == place else apart.setdefault(place, [])).append(i)
-            groups = self.by_shard(leases)
-            first: dict[int, tuple[list[int], list[bytes | str]]] = {shard: (ids, []) for shard, ids in apart.items()}
-            then_acks = {shard: (riding.get(shard, []), groups.get(shard, [])) for shard in {*groups, *riding}}
-            for phase in (first, then_acks):
-                if not phase:
-                    continue
-                calls = [
-                    self.parts[shard].recrawl_ack_call([records[i][1] for i in picked], acked)
-                    for shard, (picked, acked) in phase.items()
-                ]
-                for (picked, _), reply in zip(phase.values(), await run_scripts(self.client, calls)):
-                    for i, one in zip(picked, reply[1:]):
-                        replies[i] = one
-            self.homes.forget(leases)
-            return replies
-
-        return self._go(ack())
-
-    def expire(self, leases: Sequence[bytes | str]) -> Any:
-        async def expire() -> None:
-            for i, group in self.by_shard(leases).items():
-                await maybe_await(self.parts[i].expire(group))
-            self.homes.forget(leases)  # the reclaim round hands them back to their shard's queue
-
-        return self._go(expire())
-
-    def release(self, leases: Sequence[bytes | str]) -> Any:
-        async def release() -> int:
-            groups = self.by_shard(leases).items()
-            done = sum([int(await maybe_await(self.parts[i].release(group))) for i, group in groups])
-            self.homes.forget(leases)
-            return done
-
-        return self._go(release())
-
-    def reclaim(self, max_deliveries: int, limit: int, failed_cap: int, node_id: str) -> Any:
-        async def reclaim() -> tuple[int, int]:
-            calls = [part.reclaim_call(max_deliveries, limit, failed_cap, node_id) for part in self.parts]
-            replies = await run_scripts(self.client, calls)  # one round trip for every shard
-            await self.move_dead_letters(failed_cap)
-            return sum(int(r[0]) for r in replies), sum(int(r[1]) for r in replies)
-
-        return self._go(reclaim())
+    async def reclaim(self, max_deliveries: int, limit: int, failed_cap: int, node_id: str) -> Reclaimed:
+        calls = [part.reclaim_call(max_deliveries, limit, failed_cap, node_id) for part in self.parts]
+        replies = [reclaimed(r) for r in await run_scripts(self.client, calls)]  # one round trip for every shard
+        await self.move_dead_letters(failed_cap)
+        return Reclaimed(sum(r.requeued for r in replies), sum(r.dead for r in replies))
 
     async def move_dead_letters(self, cap: int) -> int:
         """Dead letters the shards' scripts wrote -> the spider's failed list (oldest first; a crash
@@ -339,10 +325,11 @@ class ShardedFrontier:
             pipe = self.client.pipeline(transaction=False)
             for part in parts:
                 pipe.llen(part.keys.failed)
-            lengths = await maybe_await(pipe.execute())
+            lengths = reply_list(await maybe_await(pipe.execute()), "LLEN failed")
             parts = [part for part, n in zip(parts, lengths) if n]
         for part in parts:
-            entries = await maybe_await(self.client.lrange(part.keys.failed, -MOVE_BATCH, -1))
+            got = reply_list(await maybe_await(self.client.lrange(part.keys.failed, -MOVE_BATCH, -1)), "LRANGE failed")
+            entries = [reply_bytes(entry, "LRANGE failed") for entry in got]
             if not entries:
                 continue
             await maybe_await(self.client.lpush(self.keys.failed, *reversed(entries)))
@@ -351,49 +338,40 @@ class ShardedFrontier:
             moved += len(entries)
         return moved
 
-    def recrawl_move(self, script: Any, limit: int, pending_seconds: float) -> Any:
+    async def recrawl_move(self, script: AnyScript, limit: int, pending_seconds: float) -> Moved:
         """Due revisits of every shard into that shard's queues (each shard's schedule holds its own
         hosts' URLs: one script on one node), up to `limit` per shard, the shards' calls sent
         together. A shard that refuses (a key of the wrong type) does not stop the others; its
         error is raised once they have moved theirs."""
+        calls = [part.recrawl_move(script, limit, pending_seconds) for part in self.parts]
+        settled = await _all_settled(calls, is_async(self.client))
+        refused = [reply for reply in settled if isinstance(reply, BaseException)]
+        if refused:
+            raise refused[0]
+        replies = [reply for reply in settled if not isinstance(reply, BaseException)]
+        dues = [reply.next_due for reply in replies if reply.next_due is not None]
+        return Moved(
+            sum(reply.moved for reply in replies),
+            sum(reply.dropped for reply in replies),
+            min(dues) if dues else None,
+            sum(reply.ended for reply in replies),
+        )
 
-        async def move() -> list[Any]:
-            async def one(part: UnshardedFrontier) -> Any:
-                return await maybe_await(part.recrawl_move(script, limit, pending_seconds))
+    async def mark_solo(self, lease: bytes, node_id: str) -> None:
+        await self.parts[self.shard_of_member(lease)].mark_solo(lease, node_id)
 
-            calls = [one(part) for part in self.parts]
-            replies = await _all_settled(calls, is_async(self.client))
-            refused = [reply for reply in replies if isinstance(reply, Exception)]
-            if refused:
-                raise refused[0]
-            dues = [float(reply[2]) for reply in replies if float(reply[2]) >= 0]
-            return [
-                sum(int(reply[0]) for reply in replies),
-                sum(int(reply[1]) for reply in replies),
-                f"{min(dues):.3f}" if dues else "-1",
-                sum(int(reply[3]) for reply in replies),
-            ]
-
-        return self._go(move())
-
-    def mark_solo(self, lease: bytes, node_id: str) -> Any:
-        return self.parts[self.shard_of_member(lease)].mark_solo(lease, node_id)
-
-    def unmark_solo(self, leases: Sequence[bytes], deaths: Sequence[str] = ()) -> Any:
-        async def unmark() -> None:
-            paired = dict(zip(leases, deaths))
-            for i, group in self.by_shard(leases).items():
-                chosen = [lease for lease in group if isinstance(lease, bytes)]
-                gone = [paired[lease] for lease in chosen if lease in paired]
-                await maybe_await(self.parts[i].unmark_solo(chosen, gone))
-
-        return self._go(unmark())
+    async def unmark_solo(self, leases: Sequence[bytes], deaths: Sequence[str] = ()) -> None:
+        paired = dict(zip(leases, deaths))
+        for i, group in self.by_shard(leases).items():
+            chosen = [lease for lease in group if isinstance(lease, bytes)]
+            gone = [paired[lease] for lease in chosen if lease in paired]
+            await self.parts[i].unmark_solo(chosen, gone)
 
     def dead_letters(self, node_id: str, cap: int) -> DeadLetters:
         return ShardedDeadLetters(self, node_id, cap)
 
     # -- figures ----------------------------------------------------------------------------------
-    async def counts(self, seeds: bool = False, client: Any = None) -> CrawlCounts:
+    async def counts(self, seeds: bool = False, client: AnyRedis | None = None) -> CrawlCounts:
         each = await shard_counts(client or self.client, [part.keys for part in self.parts])
         base = await crawl_counts(client or self.client, self.keys, seeds=seeds)  # seeds, the spider's failed list
         pending = [c.pending for c in each]
@@ -423,15 +401,8 @@ class ShardedFrontier:
         await flush_keys(self.client, self.keys)  # what an unsharded layout left on the spider's tag
 
     # -- an operator's actions on a host: on every shard (a domain's hosts are on any of them)
-    def make_due(self, target: str, scope: str) -> Any:
-        async def due() -> int:
-            return sum([int(await maybe_await(part.make_due(target, scope))) for part in self.parts])
+    async def make_due(self, target: str, scope: str) -> int:
+        return sum([await part.make_due(target, scope) for part in self.parts])
 
-        return self._go(due())
-
-    def purge(self, target: str, scope: str, dead_letter: bool, failed_cap: int, node: str, now: float) -> Any:
-        async def purge() -> int:
-            args = (target, scope, dead_letter, failed_cap, node, now)
-            return sum([int(await maybe_await(part.purge(*args))) for part in self.parts])
-
-        return self._go(purge())
+    async def purge(self, target: str, scope: str, dead_letter: bool, failed_cap: int, node: str, now: float) -> int:
+        return sum([await part.purge(target, scope, dead_letter, failed_cap, node, now) for part in self.parts])

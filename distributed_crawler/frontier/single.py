@@ -9,13 +9,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from distributed_crawler.connection.calls import then
+from distributed_crawler.connection.calls import maybe_await
+from distributed_crawler.connection.replies import reply_bytes, reply_int, reply_list
 from distributed_crawler.frontier.base import Lease, Leased
 from distributed_crawler.frontier.enqueue import Entry, push_entry
 from distributed_crawler.frontier.unsharded import UnshardedFrontier
 
 
-def _leased(members: list[bytes]) -> Leased:
+def _leased(reply: object) -> Leased:
+    members = [reply_bytes(m, "pop.lua") for m in reply_list(reply, "pop.lua")]
     return Leased([Lease(m) for m in members if m], None, [], sum(1 for m in members if not m))
 
 
@@ -33,19 +35,20 @@ class SingleQueueFrontier(UnshardedFrontier):
             argv += [e.fingerprint, "1" if e.dont_filter else "0", f"{e.delay:.3f}" if e.delay > 0 else "0", e.member]
         return [k.requests, k.seq, k.processing, k.delayed, dedup_key, k.pending], argv
 
-    def lease(self, count: int, lease_seconds: float, due_batch: int = 100) -> Any:
+    async def lease(self, count: int, lease_seconds: float, due_batch: int = 100) -> Leased:
         """pop.lua: due retries back to the queue, then up to `count` leases (b"" = expired, dropped)."""
         k = self.keys
         result = self.scripts.pop(
             keys=[k.requests, k.processing, k.delayed, k.seq, k.pending, k.refused],
             args=[self.order, count, lease_seconds, due_batch],
         )
-        return then(result, _leased)
+        return _leased(await maybe_await(result))
 
     def _reclaim_call(self) -> tuple[list[str], list[str]]:
         k = self.keys
         return [k.processing, k.requests, k.failed, k.seq, k.pending], []
 
-    def release(self, leases: Sequence[bytes | str]) -> Any:
+    async def release(self, leases: Sequence[bytes | str]) -> int:
         k = self.keys
-        return self.scripts.release(keys=[k.processing, k.requests, k.seq, k.pending], args=[self.order, *leases])
+        call = self.scripts.release(keys=[k.processing, k.requests, k.seq, k.pending], args=[self.order, *leases])
+        return reply_int(await maybe_await(call), "release.lua")

@@ -67,8 +67,9 @@ def _check_page_method(method: Any, kwargs: Any, where: str) -> None:
         raise ValueError(f"{where}: PageMethod {method!r} must not get a file path argument")
 
 
-def tag_values(value: Any, path: str) -> Any:
-    """`value` with every PageMethod replaced by its tagged dict (the same object if none)."""
+def tag_values(value: object, path: str) -> object:
+    """`value` with every PageMethod replaced by its tagged dict (the same object if none). Any value
+    a spider put in meta comes in (`object`); what cannot be tagged goes out as it came."""
     if isinstance(value, dict):
         if TYPE_TAG in value:
             raise ValueError(f"{path} uses the reserved key {TYPE_TAG!r}")
@@ -77,7 +78,7 @@ def tag_values(value: Any, path: str) -> Any:
     if isinstance(value, list):
         items = [tag_values(v, f"{path}[{i}]") for i, v in enumerate(value)]
         return value if all(a is b for a, b in zip(items, value)) else items
-    if isinstance(value, tuple) or type(value) in (set, frozenset):
+    if isinstance(value, tuple) or isinstance(value, (set, frozenset)) and type(value) in (set, frozenset):
         kind = "tuple" if isinstance(value, tuple) else type(value).__name__
         return {TYPE_TAG: kind, "items": [tag_values(v, f"{path}[{i}]") for i, v in enumerate(value)]}
     scalar = _tag_scalar(value)
@@ -117,7 +118,7 @@ _SCALAR_PARSERS: dict[str, Any] = {
 _CONTAINERS: dict[str, type] = {"tuple": tuple, "set": set, "frozenset": frozenset}
 
 
-def _untag_simple(kind: str, value: dict[str, Any], path: str) -> Any:
+def _untag_simple(kind: str, value: dict[str, Any], path: str) -> object:
     """A tagged scalar or container back to its type; ValueError (with `path`) when malformed."""
     if kind in _CONTAINERS:
         items = value.get("items")
@@ -137,7 +138,7 @@ def _untag_simple(kind: str, value: dict[str, Any], path: str) -> Any:
         raise ValueError(f"{path}: malformed tagged {kind} {text[:40]!r}") from None
 
 
-def untag_values(value: Any, path: str = "meta") -> Any:
+def untag_values(value: object, path: str = "meta") -> object:
     """Inverse of `tag_values`; raises ValueError for a tag that is not allow-listed."""
     if isinstance(value, dict):
         if TYPE_TAG not in value:
@@ -154,7 +155,9 @@ def untag_values(value: Any, path: str = "meta") -> Any:
         if not isinstance(args, list) or not isinstance(kwargs, dict):
             raise ValueError(f"{path}: malformed PageMethod")
         _check_page_method(method, kwargs, path)
-        return cls(method, *untag_values(args, f"{path}.args"), **untag_values(kwargs, f"{path}.kwargs"))
+        args_back, kwargs_back = untag_values(args, f"{path}.args"), untag_values(kwargs, f"{path}.kwargs")
+        assert isinstance(args_back, list) and isinstance(kwargs_back, dict)  # a list and a dict untag as such
+        return cls(method, *args_back, **kwargs_back)
     if isinstance(value, list):
         return [untag_values(v, f"{path}[{i}]") for i, v in enumerate(value)]
     return value

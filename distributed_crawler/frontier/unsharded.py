@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from scrapy.settings import Settings
 
-from distributed_crawler.connection.calls import then
-from distributed_crawler.frontier.base import Frontier, HostControl, Placement, RevisitRecord
+from distributed_crawler.connection.calls import bound, maybe_await
+from distributed_crawler.connection.replies import reply_float, reply_int, reply_ints, reply_list
+from distributed_crawler.connection.types import AnyRedis, AnyScript
+from distributed_crawler.frontier.base import Frontier, HostControl, Leased, Moved, Placement, Reclaimed, RevisitRecord
 from distributed_crawler.frontier.counts import CrawlCounts, crawl_counts
 from distributed_crawler.frontier.deadletters import DeadLetters
 from distributed_crawler.frontier.doorbell import PushesSeen, Ring
-from distributed_crawler.frontier.enqueue import Dedup, Enqueuer, Entry
+from distributed_crawler.frontier.enqueue import Dedup, Enqueuer, Entry, Pusher
 from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.frontier.layout import check_layout, flush_keys
 from distributed_crawler.frontier.scripts import Scripts
@@ -36,14 +38,18 @@ class UnshardedFrontier:
     default_order: ClassVar[str] = ""
 
     def __init__(
-        self, client: Any, keys: SpiderKeys, order: str, scripts: Scripts | None = None, **options: Any
+        self, client: AnyRedis | None, keys: SpiderKeys, order: str, scripts: Scripts | None = None, **options: Any
     ) -> None:
-        self.client = client
+        self._client = client
         self.keys = keys
         self.order = order  # what the scripts call the queue type (ARGV "qtype")
         self._scripts = scripts
         self.options = options
         self.pushes_seen = PushesSeen()  # host mode: the push sequence its leases (or "drained" notices) saw
+
+    @property
+    def client(self) -> AnyRedis:
+        return bound(self._client)
 
     @property
     def scripts(self) -> Scripts:
@@ -52,7 +58,7 @@ class UnshardedFrontier:
             self._scripts = Scripts.register(self.client)
         return self._scripts
 
-    def bind(self, client: Any) -> UnshardedFrontier:
+    def bind(self, client: AnyRedis) -> UnshardedFrontier:
         return type(self)(client, self.keys, self.order, None, **self.options)
 
     @classmethod
@@ -60,7 +66,7 @@ class UnshardedFrontier:
         """Mode-specific configuration read from settings (checked: ValueError names the fix)."""
         return {}
 
-    async def open_enqueuer(self, make_dedup: Callable[[str], Awaitable[Dedup]]) -> Any:
+    async def open_enqueuer(self, make_dedup: Callable[[str], Awaitable[Dedup]]) -> Pusher:
         return Enqueuer(self, await make_dedup(self.keys.dupefilter))
 
     # -- one shard: itself -------------------------------------------------------------------------
@@ -151,7 +157,7 @@ class UnshardedFrontier:
         return {"pending": k.pending, "leased": k.processing, "delayed": k.delayed, "failed": k.failed}
 
     # -- the scripts -------------------------------------------------------------------------------
-    def push(
+    async def push(
         self,
         action: str,
         entries: Sequence[Entry],
@@ -160,37 +166,42 @@ class UnshardedFrontier:
         layers: int,
         handovers: Sequence[bytes | str] = (),
         doorbell: str | None = None,
-    ) -> Any:
+    ) -> list[int]:
         """One enqueue.lua call: `action` push / add / check of `entries` (dedup and push in one
         atomic step), removing `handovers` from processing. Returns [code, r1, ...] (see enqueue.lua;
         frontier/enqueue.Enqueuer drives it). `doorbell` "" = ring none (default: the frontier's)."""
         ring = self.doorbell if doorbell is None else doorbell
         keys, argv = self._push_call(entries, dedup_keys[0])
-        head = [self.order, len(entries), ring, dedup_mode, layers, action]
-        return self.scripts.enqueue(keys=[*keys, *dedup_keys[1:]], args=[*head, *argv, *handovers])
+        head: list[str | int] = [self.order, len(entries), ring, dedup_mode, layers, action]
+        call = self.scripts.enqueue(keys=[*keys, *dedup_keys[1:]], args=[*head, *argv, *handovers])
+        return reply_ints(await maybe_await(call), "enqueue.lua", 1)
 
     def _push_call(self, entries: Sequence[Entry], dedup_key: str) -> tuple[list[str], list[Any]]:
         raise NotImplementedError
 
-    def lease(self, count: int, lease_seconds: float, due_batch: int = 100) -> Any:
+    async def lease(self, count: int, lease_seconds: float, due_batch: int = 100) -> Leased:
         raise NotImplementedError
 
-    def renew(self, leases: Sequence[bytes | str], lease_seconds: float) -> Any:
-        return self.scripts.renew(keys=[self.keys.processing], args=[lease_seconds, *leases])
+    async def renew(self, leases: Sequence[bytes | str], lease_seconds: float) -> int:
+        call = self.scripts.renew(keys=[self.keys.processing], args=[lease_seconds, *leases])
+        return reply_int(await maybe_await(call), "renew.lua")
 
     def acks_riding(self, leases: list[bytes], members: Sequence[str]) -> list[bytes]:
         return leases  # all: one frontier, one script
 
-    def ack(self, leases: Sequence[bytes | str]) -> Any:
-        return self.client.zrem(self.keys.processing, *leases)
+    async def ack(self, leases: Sequence[bytes | str]) -> int:
+        return reply_int(await maybe_await(self.client.zrem(self.keys.processing, *leases)), "ZREM processing")
 
-    def ack_recorded(self, leases: Sequence[bytes | str], records: Sequence[tuple[bytes, RevisitRecord]]) -> Any:
+    async def ack_recorded(
+        self, leases: Sequence[bytes | str], records: Sequence[tuple[bytes, RevisitRecord]]
+    ) -> list[Any]:
         script, keys, args = self.recrawl_ack_call([record for _, record in records], leases)
-        return then(script(keys=keys, args=args), lambda reply: list(reply[1:]))
+        reply = reply_list(await maybe_await(script(keys=keys, args=args)), "recrawl_ack.lua", 1 + len(records))
+        return reply[1:]
 
     def recrawl_ack_call(
         self, records: Sequence[RevisitRecord], leases: Sequence[bytes | str]
-    ) -> tuple[Any, list[str], list[Any]]:
+    ) -> tuple[AnyScript, list[str], list[Any]]:
         """recrawl_ack.lua with its KEYS and ARGV: the records, then the leases removed (a sharded
         frontier pipelines its shards' calls)."""
         k = self.keys
@@ -199,14 +210,17 @@ class UnshardedFrontier:
             args += record.args
         return self.scripts.recrawl_ack, [k.processing, k.recrawl, k.recrawl_state], [*args, *leases]
 
-    def expire(self, leases: Sequence[bytes | str]) -> Any:
-        return self.client.zadd(self.keys.processing, dict.fromkeys(leases, 0), xx=True)
+    async def expire(self, leases: Sequence[bytes | str]) -> None:
+        deadlines = {lease.encode() if isinstance(lease, str) else lease: 0 for lease in leases}
+        await maybe_await(self.client.zadd(self.keys.processing, deadlines, xx=True))
 
-    def reclaim(self, max_deliveries: int, limit: int, failed_cap: int, node_id: str) -> Any:
+    async def reclaim(self, max_deliveries: int, limit: int, failed_cap: int, node_id: str) -> Reclaimed:
         script, keys, args = self.reclaim_call(max_deliveries, limit, failed_cap, node_id)
-        return then(script(keys=keys, args=args), lambda reply: (int(reply[0]), int(reply[1])))
+        return reclaimed(await maybe_await(script(keys=keys, args=args)))
 
-    def reclaim_call(self, max_deliveries: int, limit: int, failed_cap: int, node_id: str) -> tuple[Any, Any, Any]:
+    def reclaim_call(
+        self, max_deliveries: int, limit: int, failed_cap: int, node_id: str
+    ) -> tuple[AnyScript, list[str], list[str | int]]:
         """The reclaim script with its KEYS and ARGV (a sharded frontier pipelines its shards' calls)."""
         keys, extra = self._reclaim_call()
         keys += [self.keys.solo, self.keys.deaths]  # always the last two (killed_worker)
@@ -215,40 +229,40 @@ class UnshardedFrontier:
     def _reclaim_call(self) -> tuple[list[str], list[str]]:
         raise NotImplementedError
 
-    def release(self, leases: Sequence[bytes | str]) -> Any:
+    async def release(self, leases: Sequence[bytes | str]) -> int:
         raise NotImplementedError
 
-    def recrawl_move(self, script: Any, limit: int, pending_seconds: float) -> Any:
-        """-> [moved, dropped, seconds until the next is due ("-1": none scheduled), ended]."""
+    async def recrawl_move(self, script: AnyScript, limit: int, pending_seconds: float) -> Moved:
         k = self.keys
-        return script(
+        call = script(
             keys=[k.recrawl, k.recrawl_state, self.index_key, k.seq, k.over_budget, k.pending, k.requests],
             args=[self.order, limit, f"{pending_seconds:.3f}", k.doorbell, k.host_queue(""), k.host("")],
         )
+        return moved(await maybe_await(call))
 
-    def purge(self, target: str, scope: str, dead_letter: bool, failed_cap: int, node: str, now: float) -> Any:
+    async def purge(self, target: str, scope: str, dead_letter: bool, failed_cap: int, node: str, now: float) -> int:
         raise ValueError(f"purge needs the per-host frontier (SCHEDULER_QUEUE_CLASS=host); this crawl uses {self.mode}")
 
-    def make_due(self, target: str, scope: str) -> Any:
+    async def make_due(self, target: str, scope: str) -> int:
         return 0  # only the per-host frontier keeps a ready index
 
     # -- quarantine marks, dead letters --------------------------------------------------------------
-    def mark_solo(self, lease: bytes, node_id: str) -> Any:
-        return self.client.hset(self.keys.solo, lease, node_id)
+    async def mark_solo(self, lease: bytes, node_id: str) -> None:
+        await maybe_await(self.client.hset(self.keys.solo, lease, node_id))
 
-    def unmark_solo(self, leases: Sequence[bytes], deaths: Sequence[str] = ()) -> Any:
+    async def unmark_solo(self, leases: Sequence[bytes], deaths: Sequence[str] = ()) -> None:
         """Drop the quarantine mark of leases (and the death counts of payload hashes `deaths`)."""
         pipe = self.client.pipeline(transaction=False)
         pipe.hdel(self.keys.solo, *leases)
         if deaths:
             pipe.hdel(self.keys.deaths, *deaths)
-        return pipe.execute()
+        await maybe_await(pipe.execute())
 
     def dead_letters(self, node_id: str, cap: int) -> DeadLetters:
-        return DeadLetters(self.client, self.keys.failed, node_id, cap, self.keys.processing)
+        return DeadLetters(self._client, self.keys.failed, node_id, cap, self.keys.processing)
 
     # -- figures -------------------------------------------------------------------------------------
-    async def counts(self, seeds: bool = False, client: Any = None) -> CrawlCounts:
+    async def counts(self, seeds: bool = False, client: AnyRedis | None = None) -> CrawlCounts:
         return await crawl_counts(client or self.client, self.keys, seeds=seeds)
 
     async def size(self) -> int | None:
@@ -259,3 +273,17 @@ class UnshardedFrontier:
 
     async def flush(self) -> None:
         await flush_keys(self.client, self.keys)
+
+
+def reclaimed(reply: object) -> Reclaimed:
+    """reclaim.lua's reply: [requeued, dead]."""
+    requeued, dead = reply_ints(reply, "reclaim.lua", 2)[:2]
+    return Reclaimed(requeued, dead)
+
+
+def moved(reply: object) -> Moved:
+    """recrawl_move.lua's reply: [moved, dropped, seconds until the next is due ("-1": none), ended]."""
+    items = reply_list(reply, "recrawl_move.lua", 4)
+    due = reply_float(items[2], "recrawl_move.lua")
+    n = [reply_int(items[i], "recrawl_move.lua") for i in (0, 1, 3)]
+    return Moved(n[0], n[1], None if due < 0 else due, n[2])

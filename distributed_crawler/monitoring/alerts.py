@@ -20,6 +20,7 @@ from scrapy.settings import BaseSettings
 
 from distributed_crawler import __version__
 from distributed_crawler.connection.policy import Purpose, RedisPolicy
+from distributed_crawler.connection.types import AsyncRedis
 from distributed_crawler.connection.untrusted import OnceLog, is_wrong_type, wrong_type_message
 from distributed_crawler.defaults import SettingsReader
 
@@ -66,7 +67,7 @@ class Alerter:
     """Raises alerts for one spider (asyncio client; call from the reactor's loop)."""
 
     def __init__(
-        self, config: AlertConfig, client: Any, key: str, spider: str, reporter: str, policy: RedisPolicy
+        self, config: AlertConfig, client: AsyncRedis, key: str, spider: str, reporter: str, policy: RedisPolicy
     ) -> None:
         self.config = config
         self.policy = policy

@@ -9,7 +9,6 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from distributed_crawler.connection.calls import maybe_await
 from distributed_crawler.core.crawl_control import CrawlControl
 
 BLOCKS_SHOWN = 20  # blocks listed by status; the count covers all
@@ -19,14 +18,14 @@ SCAN_MAX = 10_000  # overrides looked at for their blocks (the count is HLEN: ex
 async def control_summary(control: CrawlControl, now: float) -> dict[str, Any]:
     """{"paused": {since, by, drain, source} | None, "overrides": n, "blocked": n, "blocks": [...]}."""
     try:
-        paused = await maybe_await(control.pause_state())
+        paused = await control.pause_state()
     except ResponseError:  # the pause key of another type: it still says someone paused
         paused = {"since": 0.0, "by": "unknown", "drain": False, "source": "unknown"}
     count = 0
     blocks: list[dict[str, Any]] = []
     try:
-        count = int(await maybe_await(control.override_count()))
-        raw = await maybe_await(control.overrides()) if count <= SCAN_MAX else {}
+        count = await control.override_count()
+        raw = await control.overrides() if count <= SCAN_MAX else {}
     except ResponseError:
         raw = {}
     for target, value in raw.items():

@@ -32,6 +32,7 @@ from scrapy.settings import BaseSettings
 
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.policy import RedisPolicy, RedisUnreachable, is_transient
+from distributed_crawler.connection.types import SyncRedis
 from distributed_crawler.defaults import SettingsReader
 from distributed_crawler.monitoring import dashboard_control
 from distributed_crawler.monitoring.status import status_now
@@ -58,7 +59,7 @@ def key_pattern(template: str) -> tuple[str, re.Pattern[str]]:
     return glob, re.compile(regex)
 
 
-def discover_spiders(client: Any, settings: BaseSettings) -> list[str]:
+def discover_spiders(client: SyncRedis, settings: BaseSettings) -> list[str]:
     """Spiders with nodes, a queue or seeds in Redis (SCAN, a few patterns)."""
     names: set[str] = set()
     for setting in ("NODES_KEY", "SCHEDULER_QUEUE_KEY", "REDIS_START_URLS_KEY"):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.core.control import OVERRIDE_FIELDS, HostChange, host_action, pause_action
 from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.frontier.factory import frontier_from_settings
@@ -69,7 +70,7 @@ def post(server: Any, spider: str, raw: bytes) -> tuple[int, dict[str, Any]]:
 
 def audit(server: Any, spider: str) -> list[dict[str, str]]:
     """The latest control actions of a spider, newest first."""
-    entries = _control(server, spider).latest_audit(AUDIT_SHOWN)
+    entries = run_sync(_control(server, spider).latest_audit(AUDIT_SHOWN))
     out = []
     for entry_id, fields in entries:
         row = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in fields.items()}

@@ -38,6 +38,7 @@ from distributed_crawler import __version__
 from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.policy import Purpose, RedisPolicy
+from distributed_crawler.connection.types import AsyncRedis, SyncRedis
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.shutdown import FORCED_STOP
@@ -194,7 +195,7 @@ class Heartbeat:
         self.node_id = node_id
         self.keys: NodeKeys | None = None
         self.spider_keys: SpiderKeys | None = None
-        self.client: Any = None
+        self.client: AsyncRedis | None = None
         self.script: Any = None
         self.alerter: Alerter | None = None
         self.started = time.time()
@@ -285,7 +286,7 @@ class Heartbeat:
             await self.alerter.close()
         await RedisContext.of(self.crawler).release()  # the node's client: closed by its last user
 
-    def forced_stop(self, client: Any, leases_held: int) -> None:
+    def forced_stop(self, client: SyncRedis, leases_held: int) -> None:
         """The second stop signal gave the node's leases back (core/shutdown.py FORCED_STOP; runs in
         the signal handler, on a sync client): the final heartbeat now, state `closed`, since the
         reactor stops without closing the spider. A node still holding leases is left to show dead."""
@@ -327,6 +328,7 @@ class Heartbeat:
         """Not an outage: a key of the wrong type or a corrupt one (named once, then wait), or a
         bug, which must not stop the heartbeats for good (logged once a run)."""
         if is_wrong_type(exc):
+            assert self.client is not None  # set at open: this follows a call on it
             check = partial(self._wrong_types.check, self.client, self._expected_types(), exc=exc)
             await self.policy.run(Purpose.HEARTBEAT, check, on_error=_looked_at_next_round)
         elif isinstance(exc, ResponseError):
@@ -345,6 +347,7 @@ class Heartbeat:
     async def _tick_ok(self) -> None:
         self._errors.ok("heartbeat")
         if self._wrong_types.reported:
+            assert self.client is not None  # set at open: this follows a call on it
             resolved = partial(self._wrong_types.resolved, self.client, self._expected_types())
             await self.policy.run(Purpose.HEARTBEAT, resolved, on_error=_looked_at_next_round)
 
@@ -372,7 +375,7 @@ class Heartbeat:
         return now
 
     async def tick(self) -> None:
-        assert self.keys is not None and self.spider_keys is not None
+        assert self.keys is not None and self.spider_keys is not None and self.client is not None
         sample = sample_node(self.crawler)
         now = await self._beat(sample)
         counts = await RedisContext.of(self.crawler).frontier_for(self.spider_keys.spider).counts(seeds=True)
@@ -439,7 +442,7 @@ class Heartbeat:
         """Alert once for each node that stopped beating while holding leases (first live node wins).
         Not while Redis refuses this node's writes (an outage, a full Redis): the others' heartbeats
         were refused too, so their silence says nothing; a node really dead is alerted once it ends."""
-        assert self.keys is not None and self.alerter is not None
+        assert self.keys is not None and self.alerter is not None and self.client is not None
         if self.policy.since is not None:
             return
         for node in nodes:

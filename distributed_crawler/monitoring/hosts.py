@@ -23,6 +23,7 @@ from functools import partial
 from typing import Any
 
 from distributed_crawler.connection.calls import maybe_await
+from distributed_crawler.connection.types import AnyRedis
 from distributed_crawler.connection.untrusted import finite, text
 from distributed_crawler.frontier.hoststate import SHOWN, read_hosts
 from distributed_crawler.frontier.keys import SpiderKeys
@@ -82,7 +83,7 @@ def _is_error(value: Any) -> bool:
     return isinstance(value, Exception)
 
 
-async def _pipelined(client: Any, calls: list[tuple[str, tuple[Any, ...]]]) -> list[Any]:
+async def _pipelined(client: AnyRedis, calls: list[tuple[str, tuple[Any, ...]]]) -> list[Any]:
     """Run (method, args) calls in pipelines of CHUNK; errors come back in place (never raised)."""
     out: list[Any] = []
     for start in range(0, len(calls), CHUNK):
@@ -93,7 +94,7 @@ async def _pipelined(client: Any, calls: list[tuple[str, tuple[Any, ...]]]) -> l
     return out
 
 
-async def wrong_host_keys(client: Any, keys: SpiderKeys, skips: Skips) -> set[str]:
+async def wrong_host_keys(client: AnyRedis, keys: SpiderKeys, skips: Skips) -> set[str]:
     """The ready / over-budget keys holding another Redis type than zset (named in `skips`)."""
     kinds = await _pipelined(client, [("type", (keys.ready,)), ("type", (keys.over_budget,))])
     wrong = set()
@@ -106,7 +107,7 @@ async def wrong_host_keys(client: Any, keys: SpiderKeys, skips: Skips) -> set[st
 
 
 async def read_rows(
-    client: Any,
+    client: AnyRedis,
     keys: SpiderKeys,
     now: float,
     ready: dict[str, float],
@@ -186,14 +187,14 @@ def _named(pairs: list[Any], skips: Skips, key: str) -> dict[str, float]:
     return out
 
 
-async def _zrange(client: Any, key: str, start: int, stop: int, reverse: bool = False) -> list[Any]:
+async def _zrange(client: AnyRedis, key: str, start: int, stop: int, reverse: bool = False) -> list[Any]:
     if stop < start:
         return []
     method = client.zrevrange if reverse else client.zrange
     return list(await maybe_await(method(key, start, stop, withscores=True)))
 
 
-async def _zscan_all(client: Any, key: str) -> list[Any]:
+async def _zscan_all(client: AnyRedis, key: str) -> list[Any]:
     pairs: list[Any] = []
     cursor: Any = 0
     while True:
@@ -204,7 +205,7 @@ async def _zscan_all(client: Any, key: str) -> list[Any]:
 
 
 async def sample_hosts(
-    client: Any, keys: SpiderKeys, wrong: set[str], sample: int, skips: Skips
+    client: AnyRedis, keys: SpiderKeys, wrong: set[str], sample: int, skips: Skips
 ) -> tuple[dict[str, float], set[str]]:
     """Ready hosts (-> score) and over-budget hosts to show: every host when `sample` is 0, else
     the `sample` due soonest, a quarter as many due latest (blocked hosts) and over budget."""
@@ -235,7 +236,7 @@ async def sample_hosts(
 REFUSED_FIELDS_READ = 20_000  # the hash holds at most core/refusals.py's COUNTED_FIELDS_MAX + a field per reason
 
 
-async def read_refusals(client: Any, keys: SpiderKeys, skips: Skips) -> dict[str, dict[str, int]]:
+async def read_refusals(client: AnyRedis, keys: SpiderKeys, skips: Skips) -> dict[str, dict[str, int]]:
     """host -> {reason: requests refused} ("*" = the hosts over the count cap), from `{spider}:refused`."""
     kind = text(await maybe_await(client.type(keys.refused))) or "none"
     if kind not in ("hash", "none"):
@@ -273,7 +274,7 @@ def by_pending(rows: list[HostRow]) -> list[HostRow]:
     return sorted(rows, key=lambda r: (-r.pending, r.host))
 
 
-async def host_totals(client: Any, keys: SpiderKeys, now: float, wrong: set[str]) -> tuple[int, int, int]:
+async def host_totals(client: AnyRedis, keys: SpiderKeys, now: float, wrong: set[str]) -> tuple[int, int, int]:
     """(hosts in ready, of them due now, hosts over budget): three O(log n) reads, no scan."""
     ready_key, over_key = keys.ready, keys.over_budget
     pipe = client.pipeline(transaction=False)
@@ -288,7 +289,7 @@ async def host_totals(client: Any, keys: SpiderKeys, now: float, wrong: set[str]
 
 
 async def host_summary(
-    client: Any,
+    client: AnyRedis,
     keys: SpiderKeys,
     now: float,
     skips: Skips,
@@ -335,7 +336,7 @@ async def host_summary(
 
 
 async def sharded_summary(
-    client: Any, parts: list[SpiderKeys], now: float, skips: Skips, wrong: set[str] | None = None
+    client: AnyRedis, parts: list[SpiderKeys], now: float, skips: Skips, wrong: set[str] | None = None
 ) -> dict[str, Any]:
     """`host_summary` summed over the frontier's shards (FRONTIER_SHARDS; one shard: the same)."""
     each = [await host_summary(client, keys, now, skips, wrong if len(parts) == 1 else None) for keys in parts]

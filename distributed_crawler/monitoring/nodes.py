@@ -20,19 +20,22 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from redis.commands.core import AsyncScript, Script
 from redis.exceptions import ResponseError
 from scrapy.settings import BaseSettings
 
 from distributed_crawler.connection.calls import maybe_await, server_time
 from distributed_crawler.connection.lua import lua_source
+from distributed_crawler.connection.types import AnyRedis
 from distributed_crawler.connection.untrusted import is_wrong_type
 from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.keyspace import fill
 from distributed_crawler.keyspace import key as spider_key
+from distributed_crawler.storage.extra_fields import JsonValue
 
 ALIVE_INTERVALS = 3  # a node missing this many heartbeats is dead
 FORGET_SECONDS = 24 * 3600  # dead and closed nodes are listed this long after their last heartbeat
@@ -83,7 +86,7 @@ class NodeKeys:
         return [self.nodes, self.last, self.alerted, self.history, self.stats, self.alerts]
 
 
-def heartbeat_script(client: Any) -> Any:
+def heartbeat_script(client: AnyRedis) -> Script | AsyncScript:
     return client.register_script(lua_source("heartbeat"))
 
 
@@ -142,6 +145,7 @@ class Skips:
     def wrong_type(self, key: str, actual: str, expected: str) -> None:
         self.wrong[key] = (actual, expected)
 
+    # Any: `call`'s reply, of whichever command it sends, or `default` (the callers parse it).
     async def read(self, key: str, expected: str, default: Any, call: Callable[[], Any]) -> Any:
         """`call()` (reads of `key` only, sync or asyncio client), or `default` on a WRONGTYPE reply.
 
@@ -218,17 +222,23 @@ def _report(value: Any) -> dict[str, Any] | None:
     return clean_json(report) if isinstance(report, dict) else None
 
 
-def clean_json(value: Any, depth: int = 0) -> Any:
-    """Decoded JSON made safe to print as strict JSON: NaN/±inf -> None, depth capped."""
+def clean_json(value: Mapping[Any, Any]) -> dict[str, JsonValue]:
+    """A decoded JSON object made safe to print as strict JSON: NaN/±inf -> None, depth capped."""
+    return {str(k): _clean(v, 1) for k, v in value.items()}
+
+
+def _clean(value: object, depth: int) -> JsonValue:
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if depth > 20:
         return None
     if isinstance(value, dict):
-        return {str(k): clean_json(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, list):
-        return [clean_json(v, depth + 1) for v in value]
-    return value
+        return {str(k): _clean(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v, depth + 1) for v in value]
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    return str(value)  # not a JSON type (json.loads never makes one)
 
 
 def node_view(
@@ -287,6 +297,20 @@ def _float(value: Any, default: float) -> float:
     return number if math.isfinite(number) else default
 
 
+def scored_members(reply: object, key: str) -> list[tuple[bytes | str, float]]:
+    """The (member, score) pairs of a ZRANGE ... WITHSCORES reply (redis-py gives scores as floats)."""
+    if not isinstance(reply, list):
+        raise ValueError(f"{key}: expected a list from ZRANGE WITHSCORES, got {reply!r:.80}")
+    pairs = []
+    for pair in reply:
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[0], (bytes, str))):
+            raise ValueError(f"{key}: expected (member, score) pairs from ZRANGE WITHSCORES, got {pair!r:.80}")
+        if not isinstance(pair[1], (int, float)):
+            raise ValueError(f"{key}: expected a number as the score of {pair[0]!r:.60}, got {pair[1]!r:.60}")
+        pairs.append((pair[0], float(pair[1])))
+    return pairs
+
+
 def _node_id(raw: Any) -> str | None:
     """A node id from the nodes zset, or None when it cannot be one (not UTF-8, empty, huge, control chars)."""
     if isinstance(raw, bytes):
@@ -300,7 +324,7 @@ def _node_id(raw: Any) -> str | None:
 
 
 async def read_nodes(
-    client: Any, keys: NodeKeys, now: float | None = None, skips: Skips | None = None
+    client: AnyRedis, keys: NodeKeys, now: float | None = None, skips: Skips | None = None
 ) -> list[dict[str, Any]]:
     """Every node seen for this spider in the last day, newest heartbeat first; two round trips.
 
@@ -310,7 +334,10 @@ async def read_nodes(
     skips = skips if skips is not None else Skips()
     if now is None:
         now = await server_time(client)
-    entries = await maybe_await(client.zrevrangebyscore(keys.nodes, "+inf", now - FORGET_SECONDS, withscores=True))
+    entries = scored_members(
+        await maybe_await(client.zrevrangebyscore(keys.nodes, "+inf", now - FORGET_SECONDS, withscores=True)),
+        keys.nodes,
+    )
     good: list[tuple[str, float]] = []
     for raw_id, score in entries:
         node_id = _node_id(raw_id)
@@ -353,9 +380,11 @@ async def read_nodes(
     return nodes
 
 
-async def forget_old_nodes(client: Any, keys: NodeKeys, now: float) -> int:
+async def forget_old_nodes(client: AnyRedis, keys: NodeKeys, now: float) -> int:
     """Drop nodes whose last heartbeat is older than FORGET_SECONDS (their snapshots too)."""
     old = await maybe_await(client.zrangebyscore(keys.nodes, "-inf", now - FORGET_SECONDS, start=0, num=500))
+    if not isinstance(old, list) or not all(isinstance(m, (bytes, str)) for m in old):
+        raise ValueError(f"{keys.nodes}: expected a list of node ids from ZRANGEBYSCORE, got {old!r:.80}")
     if not old:
         return 0
     pipe = client.pipeline(transaction=False)
@@ -366,7 +395,7 @@ async def forget_old_nodes(client: Any, keys: NodeKeys, now: float) -> int:
     return len(old)
 
 
-async def read_totals(client: Any, keys: NodeKeys, skips: Skips | None = None) -> dict[str, int]:
+async def read_totals(client: AnyRedis, keys: NodeKeys, skips: Skips | None = None) -> dict[str, int]:
     raw = await maybe_await(client.hgetall(keys.stats))
     values = {_text(k): v for k, v in raw.items()}
     totals = {}
@@ -378,9 +407,17 @@ async def read_totals(client: Any, keys: NodeKeys, skips: Skips | None = None) -
     return totals
 
 
-async def read_history(client: Any, keys: NodeKeys, now: float, minutes: int = HISTORY_MINUTES) -> list[dict[str, int]]:
+async def read_history(
+    client: AnyRedis, keys: NodeKeys, now: float, minutes: int = HISTORY_MINUTES
+) -> list[dict[str, int]]:
     """Pages, items and errors per minute over the last `minutes` (oldest first; the last is partial)."""
-    raw = await maybe_await(client.hgetall(keys.history))
+    return history_of(await maybe_await(client.hgetall(keys.history)), now, minutes)
+
+
+def history_of(
+    raw: Mapping[bytes | str, bytes | str], now: float, minutes: int = HISTORY_MINUTES
+) -> list[dict[str, int]]:
+    """`read_history` from the history hash as read (empty: a key of another type)."""
     counters = {_text(k): _count(v) for k, v in raw.items()}
     current = int(now // 60)
     return [

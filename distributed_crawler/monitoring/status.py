@@ -15,7 +15,7 @@ from typing import Any
 from redis.exceptions import ResponseError
 from rich import box
 from rich.columns import Columns
-from rich.console import Console, Group
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
@@ -23,6 +23,7 @@ from scrapy.settings import BaseSettings
 
 from distributed_crawler.connection.calls import maybe_await, run_sync
 from distributed_crawler.connection.policy import Purpose, RedisPolicy, RedisUnreachable, is_transient
+from distributed_crawler.connection.types import AnyRedis
 from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.dedup.dupefilter import describe_dedup
 from distributed_crawler.defaults import SettingsReader
@@ -40,6 +41,7 @@ from distributed_crawler.monitoring.nodes import (
     Skips,
     clean_json,
     duration,
+    history_of,
     read_history,
     read_nodes,
     read_totals,
@@ -100,7 +102,7 @@ def _type_name(raw: Any) -> str:
     return (raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)) or "none"
 
 
-async def _check_types(client: Any, expected: dict[str, tuple[str, ...]], skips: Skips) -> set[str]:
+async def _check_types(client: AnyRedis, expected: dict[str, tuple[str, ...]], skips: Skips) -> set[str]:
     """Keys holding another Redis type than expected (recorded in `skips`); one round trip."""
     pipe = client.pipeline(transaction=False)
     names = list(expected)
@@ -116,7 +118,7 @@ async def _check_types(client: Any, expected: dict[str, tuple[str, ...]], skips:
     return wrong
 
 
-async def _dedup_stats(client: Any, key: str, skips: Skips) -> dict[str, Any]:
+async def _dedup_stats(client: AnyRedis, key: str, skips: Skips) -> dict[str, Any]:
     try:
         stats = await describe_dedup(client, key)
     except Exception as exc:  # a corrupt filter (DedupDataError, ValueError, WRONGTYPE...) is data, not our failure
@@ -141,7 +143,7 @@ TOP_LANGUAGE_HOSTS = 10
 
 
 async def _page_counts(
-    client: Any, stats_key: str, hosts_keys: tuple[str, str], wrong: set[str], skips: Skips
+    client: AnyRedis, stats_key: str, hosts_keys: tuple[str, str], wrong: set[str], skips: Skips
 ) -> dict[str, Any]:
     """Pages stored and not stored per page type, not stored per language and for their robots
     meta (`noindex`), with the hosts that had the most of each (news/counts.py); `hosts_keys`:
@@ -160,7 +162,7 @@ async def _page_counts(
     }
 
 
-async def _top_hosts(client: Any, key: str, wrong: set[str], skips: Skips) -> list[dict[str, Any]]:
+async def _top_hosts(client: AnyRedis, key: str, wrong: set[str], skips: Skips) -> list[dict[str, Any]]:
     """The TOP_LANGUAGE_HOSTS hosts with the most pages not stored in a per-host zset (news/counts.py)."""
     top = (
         []
@@ -172,7 +174,7 @@ async def _top_hosts(client: Any, key: str, wrong: set[str], skips: Skips) -> li
     return [{"host": _type_name(h)[:253], "skipped": int(n)} for h, n in top if 0 < n < MAX_COUNT]
 
 
-async def with_written_shards(client: Any, settings: BaseSettings, keys: SpiderKeys) -> BaseSettings:
+async def with_written_shards(client: AnyRedis, settings: BaseSettings, keys: SpiderKeys) -> BaseSettings:
     """The settings with the FRONTIER_SHARDS the frontier in Redis was written with (`{spider}:shards`)
     when it differs from this project's: a status read without the crawl's settings still counts every
     shard (it counted one before, silently). Garbage in the key is ignored (untrusted)."""
@@ -191,7 +193,7 @@ async def with_written_shards(client: Any, settings: BaseSettings, keys: SpiderK
     return copy
 
 
-async def gather_status(client: Any, settings: BaseSettings, spider: str, recent: int = RECENT) -> dict[str, Any]:
+async def gather_status(client: AnyRedis, settings: BaseSettings, spider: str, recent: int = RECENT) -> dict[str, Any]:
     """Queues, nodes, dedup, totals, last hour's history, recent alerts and failures of `spider`.
 
     Nothing read can make it fail: unreadable entries are skipped and counted (`skipped`), keys of
@@ -260,7 +262,7 @@ async def gather_status(client: Any, settings: BaseSettings, spider: str, recent
         else await skips.read(node_keys.history, "hash", None, lambda: read_history(client, node_keys, now))
     )
     if history is None:
-        history = await read_history(_Empty(), node_keys, now)
+        history = history_of({}, now)
     raw_alerts = (
         []
         if node_keys.alerts in wrong
@@ -349,13 +351,6 @@ def live_view(nodes: list[dict[str, Any]], now: float, retention: float, paused:
             node = {**node, "state": "paused"}
         shown.append(node)
     return shown
-
-
-class _Empty:
-    """A stand-in client whose hashes are empty (the history of a key of the wrong type)."""
-
-    def hgetall(self, key: str) -> dict:
-        return {}
 
 
 def skip_lines(status: dict[str, Any]) -> list[str]:
@@ -556,7 +551,7 @@ class NodeTable:
     def _width(self, col: str) -> int:
         return max([len(col)] + [len(r[col]) for r in self.rows])
 
-    def __rich_console__(self, console: Console, options: Any) -> Any:
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         cols = list(self.COLUMNS)
 
         def figures_width() -> int:  # each column costs its width and 2 of padding
@@ -579,13 +574,19 @@ class NodeTable:
         yield table
 
 
-def status_now(client: Any, settings: BaseSettings, spider: str) -> dict[str, Any]:
+def status_now(client: AnyRedis, settings: BaseSettings, spider: str) -> dict[str, Any]:
     """`gather_status` on a sync client."""
     return run_sync(gather_status(client, settings, spider))
 
 
 def watch_status(
-    client: Any, settings: BaseSettings, spider: str, interval: float, as_json: bool, title: str, policy: RedisPolicy
+    client: AnyRedis,
+    settings: BaseSettings,
+    spider: str,
+    interval: float,
+    as_json: bool,
+    title: str,
+    policy: RedisPolicy,
 ) -> int:
     """Refresh the status every `interval` seconds until Ctrl-C; Redis outages are shown (READ's one
     line), not fatal: the watch goes on and shows the status again once Redis is back."""

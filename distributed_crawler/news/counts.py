@@ -14,8 +14,11 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+from redis.commands.core import AsyncScript, Script
+
 from distributed_crawler.connection.calls import maybe_await
 from distributed_crawler.connection.lua import lua_source
+from distributed_crawler.connection.types import AnyRedis
 from distributed_crawler.connection.untrusted import text as decoded
 
 MAX_HOSTS = 10_000  # hosts kept in the per-host zset, and counted in memory between flushes
@@ -34,10 +37,10 @@ def skipped_field(kind: str, value: str) -> str:
 class NewsCounts:
     """This node's counts not yet added to the cluster's."""
 
-    def __init__(self, client: Any, stats_key: str, hosts_key: str) -> None:
+    def __init__(self, client: AnyRedis | None, stats_key: str, hosts_key: str) -> None:
         self.client = client
         self.keys = [stats_key, hosts_key]
-        self._script: Any = None
+        self._script: Script | AsyncScript | None = None
         self.fields: Counter[str] = Counter()
         self.hosts: Counter[str] = Counter()
 
@@ -60,7 +63,7 @@ class NewsCounts:
 
     async def flush(self) -> None:
         """Add the counts to the cluster's; on failure they stay here for the next flush."""
-        if not self.fields and not self.hosts:
+        if self.client is None or (not self.fields and not self.hosts):  # no client yet: they wait
             return
         fields, hosts = self.fields, self.hosts
         self.fields, self.hosts = Counter(), Counter()

@@ -28,14 +28,15 @@ import htmldate
 import lxml.html
 import trafilatura
 from lxml import etree
-from trafilatura.settings import DEFAULT_CONFIG
+from trafilatura.settings import DEFAULT_CONFIG, Document
 from trafilatura.utils import HTML_PARSER, load_html
 
 from distributed_crawler.news import dates, jsonld, microdata
 from distributed_crawler.news.authors import jsonld_authors, normalize
+from distributed_crawler.news.blocks import block_chars
 from distributed_crawler.news.language import detect, html_lang
 from distributed_crawler.news.more_fields import MoreFields, more_fields
-from distributed_crawler.news.page_types import PageSignals, classify, prose_chars
+from distributed_crawler.news.page_types import BLOCK_TEXT, PageSignals, classify, prose_chars
 from distributed_crawler.news.paywall import paywalled
 from distributed_crawler.news.rules import SiteRules, remove_excluded, rule_date_values, rule_text, rules_for
 
@@ -142,9 +143,9 @@ def _cap(html: str | bytes) -> tuple[str | bytes, bool]:
     return html[:MAX_FILE_SIZE], True
 
 
-def _trafilatura(root: lxml.html.HtmlElement, url: str) -> Any:
+def _trafilatura(root: lxml.html.HtmlElement, url: str) -> Document | None:
     try:
-        return trafilatura.bare_extraction(
+        doc = trafilatura.bare_extraction(
             root,  # trafilatura works on a copy: `root` stays whole for the other signals
             url=url,
             with_metadata=True,
@@ -154,6 +155,7 @@ def _trafilatura(root: lxml.html.HtmlElement, url: str) -> Any:
     except Exception as exc:  # noqa: BLE001 - a page is data: an extractor bug never stops the crawl
         logger.debug("trafilatura failed on %s: %r", url, exc)
         return None
+    return doc if isinstance(doc, Document) else None  # a dict only when asked for one (as_dict)
 
 
 def _htmldate(root: lxml.html.HtmlElement, url: str) -> str | None:
@@ -215,7 +217,8 @@ def _page_signals(
     visible: list[str] | None = None,
     prose_chars: int = 0,
 ) -> PageSignals:
-    """What news/page_types.py reads of a page; the link density is only computed when asked."""
+    """What news/page_types.py reads of a page; the link density is only computed when asked, the
+    largest prose block only when the main text holds enough prose for it to matter."""
     root = page.root
     elements = _ARTICLES(root)
     return PageSignals(
@@ -231,6 +234,7 @@ def _page_signals(
         articles=len(elements),
         link_density=lambda: _link_density(root, visible),
         prose_chars=prose_chars,
+        block_chars=block_chars(root) if prose_chars >= BLOCK_TEXT else 0,
     )
 
 

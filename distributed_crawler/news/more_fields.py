@@ -15,13 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 from lxml import etree
 from lxml.html import HtmlElement
 
 from distributed_crawler.news import jsonld
+
+T = TypeVar("T")
 
 MAX_TAGS = 30
 MAX_TAG = 100  # characters of one tag
@@ -101,7 +103,7 @@ def more_fields(
     node = article or {}
     signals: dict[str, str] = {}
 
-    def first(name: str, candidates: list[tuple[str, Any]]) -> Any:
+    def first(name: str, candidates: list[tuple[str, T | None]]) -> T | None:
         for source, value in candidates:
             if value:
                 signals[name] = source

@@ -13,12 +13,12 @@ import math
 import re
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from simhash import Simhash
 
 from distributed_crawler.connection.calls import maybe_await, server_time
 from distributed_crawler.connection.lua import lua_source
+from distributed_crawler.connection.types import AnyRedis
 from distributed_crawler.connection.untrusted import text as decoded
 
 BITS = 64
@@ -76,7 +76,7 @@ class NearDuplicateIndex:
     This class owns the script's KEYS/ARGV order.
     """
 
-    def __init__(self, client: Any, key: str, max_distance: int, window: float = 0.0) -> None:
+    def __init__(self, client: AnyRedis, key: str, max_distance: int, window: float = 0.0) -> None:
         if not 0 <= max_distance <= MAX_DISTANCE:
             raise ValueError(f"NEAR_DUPLICATE_DISTANCE ({max_distance}) must be between 0 and {MAX_DISTANCE}")
         self.key = key

@@ -7,9 +7,11 @@ page is judged by what it says about itself, and mixed evidence stores.
 1. URL alone ("url"), only where unambiguous: the home page or a folder's index page, pagination
    (`/page/2`, `?page=2`), search (`/search`, `?q=`), a date archive (`/2024/05/`), a section hub
    (`/news/`, `/blog/`), a tag / category / section / author index (`/tag/x`, `/category/x/y`)
-   whose name has no story id (a long number) and is no story slug (list); legal and service
-   pages (`/about`, `/contact`, `/privacy`, `/impressum`, ...) (other). `/news/5`,
-   `/archive/story-5.html`, `/blog/<slug>` are leaf pages: the page decides.
+   whose name has no story id (a long number) and is no story slug (list), unless the page calls
+   itself a story (JSON-LD article type, or `og:type=article` with a date) and is no page of
+   teasers: `/themen/<name>` is a topic index or a story; legal and service pages (`/about`,
+   `/contact`, `/privacy`, `/impressum`, ...) (other). `/news/5`, `/archive/story-5.html`,
+   `/blog/<slug>` are leaf pages: the page decides.
 2. The page says it is a story: JSON-LD NewsArticle, BlogPosting, ... ("json-ld-type"); the URL
    came from a news sitemap or a feed ("listed"); `og:type=article` with a publication date
    ("og-type"); a publication date in JSON-LD, meta or a marked `<time>` next to some main text
@@ -17,11 +19,12 @@ page is judged by what it says about itself, and mixed evidence stores.
    ("microdata-type").
 3. The page says it is something else: JSON-LD CollectionPage, ItemList, SearchResultsPage (list),
    AboutPage, ContactPage, ... (other) ("json-ld-type").
-4. Structure ("text"): an `<article>` element holding a long text, or a long main text with few
-   links, is a story; several teaser `<article>`s, links outweighing text or little main text
-   make a list, unless the page calls itself `og:type=article` (or is dated) or has a long main
-   text, and its URL names a story (an id, a dated path, a long slug): a story page with a rail of
-   related teasers or links; a long
+4. Structure ("text"): an `<article>` element holding a long text, a main text that is mostly
+   prose standing in one block whatever the links around it (a press release inside a CMS's
+   menus: news/blocks.py), or a long main text with few links, is a story; several teaser
+   `<article>`s, links outweighing text or little main text make a list, unless the page calls
+   itself `og:type=article` (or is dated) or has a long main text, and its URL names a story (an
+   id, a dated path, a long slug): a story page with a rail of related teasers or links; a long
    undated text on a page that calls itself `og:type=website` is other, unless most of it is prose
    (an essay, a guide, a press release with no article mark at all: see `prose_chars`); anything
    left (mixed) is stored as an article.
@@ -69,7 +72,8 @@ SHORT_TEXT = 400
 TEASERS = 4  # <article> elements: a list of teasers (a story page has one, or one and a few related)
 PROSE_LINE = 150  # characters of a main-text paragraph that can be prose (a teaser's blurb is shorter)
 PROSE_SHARE = 0.5  # of the main text in prose paragraphs: a story; tables, member and forum lists have little
-_SENTENCE_END = re.compile(r"[^\W\d_][.!?\u2026][\"'\u00bb\u00ab\u201d\u2019)]*(?:\s|$)|[\u3002\uff01\uff1f]")
+BLOCK_TEXT = 600  # characters of prose in one block (news/blocks.py): a short press release or news item has more
+SENTENCE_END = re.compile(r"[^\W\d_][.!?\u2026][\"'\u00bb\u00ab\u201d\u2019)]*(?:\s|$)|[\u3002\uff01\uff1f]")
 
 
 @dataclass(frozen=True)
@@ -88,29 +92,37 @@ class PageSignals:
     articles: int = 0  # <article> elements on the page
     link_density: Callable[[], float] = lambda: 0.0  # link text / visible text, computed when asked
     prose_chars: int = 0  # main text in prose paragraphs (`prose_chars`)
+    block_chars: int = 0  # the largest block of prose paragraphs side by side (news/blocks.py)
 
 
 def url_kind(url: str) -> str | None:
     """ "list" or "other" when the URL alone says so (never for a page that may be a story), else None."""
+    return _url_kind(url)[0]
+
+
+def _url_kind(url: str) -> tuple[str | None, bool]:
+    """(url_kind, whether a tag / category / topic / author name decided it: the one URL shape a
+    page that calls itself a story overrules, `/themen/<name>` being a topic index or a story)."""
     try:
         parts = urlsplit(url)
         path = unquote(parts.path).lower()
     except ValueError:
-        return None
+        return None, False
     query = parts.query.lower()
     if _OTHER.search(path):
-        return "other"
-    if _PAGE_N.search(path + ("?" + query if query else "")) or _SEARCH.search(path + ("?" + query if query else "")):
-        return "list"
+        return "other", False
+    address = path + ("?" + query if query else "")
+    if _PAGE_N.search(address) or _SEARCH.search(address) or _SEARCH.search(path):  # `/search?updated-max=...`
+        return "list", False
     if query:
-        return None  # `?p=123`, `?id=5`, `story.asp?guid=`: a story as often as not
+        return None, False  # `?p=123`, `?id=5`, `story.asp?guid=`: a story as often as not
     if _HOME.fullmatch(path) or _DATE_ARCHIVE.fullmatch(path) or _HUB.fullmatch(path):
-        return "list"
+        return "list", False
     if _FOLDER_INDEX.fullmatch(path) and not _story_folder(path.rsplit("/", 1)[0]):
-        return "list"  # `/news/index.html`, not `/2018/story-of-the-day/index.html`
+        return "list", False  # `/news/index.html`, not `/2018/story-of-the-day/index.html`
     if _TAXONOMY.fullmatch(path) and not _story_folder(path):
-        return "list"
-    return None
+        return "list", True
+    return None, False
 
 
 def story_url(url: str) -> bool:
@@ -141,14 +153,14 @@ def prose_chars(text: str) -> int:
     holding two or more sentences. Story text is mostly such paragraphs; a ranking table, a member
     list, a forum index or a service page's main text is short lines (cells, items, link labels)."""
     return sum(
-        len(line) for line in text.split("\n") if len(line) >= PROSE_LINE and len(_SENTENCE_END.findall(line)) >= 2
+        len(line) for line in text.split("\n") if len(line) >= PROSE_LINE and len(SENTENCE_END.findall(line)) >= 2
     )
 
 
 def classify(page: PageSignals) -> tuple[str, str]:
     """(page type, the signal that decided it), in the module docstring's order."""
-    kind = url_kind(page.url)
-    if kind:
+    kind, by_taxonomy = _url_kind(page.url)
+    if kind and not (by_taxonomy and _calls_itself_a_story(page)):
         return kind, "url"
     if page.jsonld_article:
         return "article", "json-ld-type"
@@ -167,10 +179,19 @@ def classify(page: PageSignals) -> tuple[str, str]:
     return _structure(page), "text"
 
 
+def _calls_itself_a_story(page: PageSignals) -> bool:
+    """A JSON-LD article type, or `og:type=article` with a publication date, on a page that is no
+    page of teasers: what a story under a topic's URL says and a tag index does not."""
+    claims = page.jsonld_article or (page.og_type == "article" and page.dated)
+    return claims and page.articles < TEASERS
+
+
 def _structure(page: PageSignals) -> str:
     """The page's own weaker evidence against its structure; mixed evidence stores."""
     if page.article_chars >= LONG_TEXT:
         return "article"
+    if _one_block_of_prose(page):
+        return "article"  # a press release inside a CMS's menus: the links are around it, not in it
     density = page.link_density() if page.main_text_chars else 0.0  # no text: no evidence either way
     listing = (page.articles >= TEASERS) or density >= 0.5
     if page.articles == 1 and page.article_chars >= 2 * SHORT_TEXT and not listing:
@@ -186,3 +207,15 @@ def _structure(page: PageSignals) -> str:
         return "list"
     prose = page.prose_chars >= LONG_TEXT and page.prose_chars >= PROSE_SHARE * page.main_text_chars
     return "article" if prose else "other"  # an undated essay, guide or press release is still a story
+
+
+def _one_block_of_prose(page: PageSignals) -> bool:
+    """Most of the main text is prose, and most of it stands in one block (news/blocks.py): a story,
+    however many links surround it. A list's blurbs are split between its teasers; a shop's or
+    forum's text is short lines."""
+    main = page.main_text_chars
+    return (
+        min(page.prose_chars, page.block_chars) >= BLOCK_TEXT
+        and page.prose_chars >= PROSE_SHARE * main
+        and page.block_chars >= PROSE_SHARE * main
+    )

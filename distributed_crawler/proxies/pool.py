@@ -35,6 +35,7 @@ from scrapy.settings import BaseSettings
 from distributed_crawler.connection.calls import maybe_await
 from distributed_crawler.connection.clients import parse_bool
 from distributed_crawler.connection.lua import lua_source
+from distributed_crawler.connection.types import AnyRedis
 from distributed_crawler.defaults import SettingsReader, set_above_addon
 from distributed_crawler.keyspace import default
 from distributed_crawler.proxies.retries import parse_retry_times
@@ -223,7 +224,7 @@ class ProxyPool:
 
     def __init__(
         self,
-        client: Any,
+        client: AnyRedis,
         pool_key: str = default("PROXY_POOL_KEY"),
         dead_key: str = default("PROXY_DEAD_KEY"),
         min_score: float = 0.0,
@@ -238,7 +239,7 @@ class ProxyPool:
         self._add = client.register_script(lua_source("proxy_add"))
 
     @classmethod
-    def from_config(cls, client: Any, config: ProxyConfig) -> ProxyPool:
+    def from_config(cls, client: AnyRedis, config: ProxyConfig) -> ProxyPool:
         return cls(client, config.pool_key, config.dead_key, config.min_score)
 
     @property

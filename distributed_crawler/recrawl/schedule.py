@@ -4,8 +4,9 @@ Two keys per frontier shard, on the shard's hash tag (one shard: the spider's): 
 (zset fingerprint -> due time, server clock) and `{spider}:recrawl:state` (hash fingerprint ->
 "timing\\ndigest\\netag\\nlast-modified\\nmember", lua/lib/recrawl.lua; timing = "interval" or
 "interval;first fetch;revisits;end"). Writes go through two scripts: recrawl_move.lua (due URLs into the
-frontier) and recrawl_record.lua (a fetch's result: next interval and due time). Methods return
-values with a sync client and awaitables with an asyncio client.
+frontier) and recrawl_record.lua (a fetch's result: next interval and due time). Methods are
+coroutines on either client (`run_sync` drives them on the CLI's sync client); `iter_states` reads
+with HSCAN as the replies come, on a sync client only.
 """
 
 from __future__ import annotations
@@ -16,15 +17,18 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
 
+import redis
+from redis.cluster import RedisCluster
 from scrapy.settings import BaseSettings
 
-from distributed_crawler.connection.batch import Batch
-from distributed_crawler.connection.calls import maybe_await, then
+from distributed_crawler.connection.calls import maybe_await
 from distributed_crawler.connection.lua import lua_source, reply_text
+from distributed_crawler.connection.types import AnyRedis, SyncRedis
 from distributed_crawler.frontier.base import Frontier, RevisitRecord
 from distributed_crawler.frontier.codec import payload_url
 from distributed_crawler.frontier.envelope import split_member
 from distributed_crawler.frontier.keys import SpiderKeys
+from distributed_crawler.frontier.replies import Moved
 from distributed_crawler.keyspace import key as spider_key
 
 FINGERPRINT_CHARS = 16  # the first 64 bits of the request fingerprint name a URL in the schedule
@@ -101,13 +105,6 @@ def parse_state(value: bytes | str | None) -> RevisitState | None:
     return RevisitState(interval, parts[1], parts[2], parts[3], parts[4], born, step, ends)
 
 
-class Moved(NamedTuple):
-    moved: int
-    dropped: int  # unreadable states removed
-    next_due: float | None  # seconds until the next URL is due; None = the schedule is empty
-    ended: int = 0  # URLs past their end whose last visit never reported back, removed
-
-
 class Recorded(NamedTuple):
     interval: float
     change: str  # changed | unchanged | first | error | not_stored
@@ -119,7 +116,7 @@ class RevisitSchedule:
     their KEYS / ARGV order. A URL's revisit lives on the shard of its host (the same hash tag as
     its queue), so a record and a move are each one script on one node; figures sum the shards."""
 
-    def __init__(self, client: Any, frontier: Frontier) -> None:
+    def __init__(self, client: AnyRedis, frontier: Frontier) -> None:
         self.client = client
         self.frontier = frontier
         self._move = client.register_script(lua_source("recrawl_move"))
@@ -140,17 +137,11 @@ class RevisitSchedule:
         more = f" (+{len(keys) - 1} shards)" if len(keys) > 1 else ""
         return f"{keys[0].schedule} and {keys[0].state}{more}"
 
-    def move_due(self, limit: int, pending_seconds: float) -> Any:
-        """Push up to `limit` due URLs of each shard into the frontier (see recrawl_move.lua) -> Moved."""
-        result = self.frontier.recrawl_move(self._move, limit, pending_seconds)
+    async def move_due(self, limit: int, pending_seconds: float) -> Moved:
+        """Push up to `limit` due URLs of each shard into the frontier (see recrawl_move.lua)."""
+        return await self.frontier.recrawl_move(self._move, limit, pending_seconds)
 
-        def convert(reply: list[Any]) -> Moved:
-            due = float(reply[2])
-            return Moved(int(reply[0]), int(reply[1]), None if due < 0 else due, int(reply[3]))
-
-        return then(result, convert)
-
-    def record(
+    async def record(
         self,
         fingerprint: str,
         interval: tuple[float, float],
@@ -163,27 +154,21 @@ class RevisitSchedule:
         url: str = "",
         horizon: float = 0.0,
         plan: tuple[float, ...] | None = None,
-        batch: Batch | None = None,
-    ) -> Any:
+    ) -> Recorded:
         """Store a fetch's result and schedule the next visit (recrawl_record.lua) -> Recorded, on the
         shard of `url` (default: the member's URL), where the move pushes the member. `plan`: the
         seconds after the first fetch of each revisit (None: no plan, `()`: the plan ends now);
-        `horizon`: seconds after the first fetch past which an adaptive schedule ends (0 = never).
-        With `batch` the call is queued there (None returned): `recorded_from` reads its reply."""
-        record = self.revisit_record(
-            fingerprint, interval, factor, outcome, digest, etag, last_modified, member, url, horizon, plan
+        `horizon`: seconds after the first fetch past which an adaptive schedule ends (0 = never)."""
+        return await self.write(
+            self.revisit_record(
+                fingerprint, interval, factor, outcome, digest, etag, last_modified, member, url, horizon, plan
+            )
         )
-        if batch is not None:
-            keys = self.keys_for(record.url)
-            batch.script(self._record, [keys.schedule, keys.state], record.args)
-            return None
-        return self.write(record)
 
-    def write(self, record: RevisitRecord) -> Any:
-        """One record on its own (recrawl_record.lua, on the shard of its URL) -> Recorded."""
+    async def write(self, record: RevisitRecord) -> Recorded:
+        """One record on its own (recrawl_record.lua, on the shard of its URL)."""
         keys = self.keys_for(record.url)
-        result = self._record(keys=[keys.schedule, keys.state], args=list(record.args))
-        return then(result, recorded_from)
+        return recorded_from(await maybe_await(self._record(keys=[keys.schedule, keys.state], args=list(record.args))))
 
     def revisit_record(
         self,
@@ -217,9 +202,9 @@ class RevisitSchedule:
         )
         return RevisitRecord(url or member_url(member), args)
 
-    def state(self, fingerprint: str, url: str = "") -> Any:
+    async def state(self, fingerprint: str, url: str = "") -> RevisitState | None:
         """The revisit state of a URL (None: never fetched as revisitable, or garbage)."""
-        return then(self.client.hget(self.keys_for(url).state, fingerprint), parse_state)
+        return parse_state(await maybe_await(self.client.hget(self.keys_for(url).state, fingerprint)))
 
     async def summary(
         self,
@@ -240,41 +225,71 @@ class RevisitSchedule:
                 total[name] += value
         return total
 
-    def soonest(self, limit: int) -> list[tuple[str, float, RevisitState | None]]:
-        """The `limit` URLs due soonest over every shard: (fingerprint, due time, state); sync client."""
+    async def soonest(self, limit: int) -> list[tuple[str, float, RevisitState | None]]:
+        """The `limit` URLs due soonest over every shard: (fingerprint, due time, state)."""
         head: list[tuple[str, float, RevisitState | None]] = []
         for keys in self.every_keys():
-            due = self.client.zrange(keys.schedule, 0, limit - 1, withscores=True)
-            states = self.client.hmget(keys.state, [fp for fp, _ in due]) if due else []
-            head += [(reply_text(fp), float(when), parse_state(raw)) for (fp, when), raw in zip(due, states)]
+            due = scored(await maybe_await(self.client.zrange(keys.schedule, 0, limit - 1, withscores=True)))
+            states = await maybe_await(self.client.hmget(keys.state, [fp for fp, _ in due])) if due else []
+            head += [(fp, when, parse_state(raw)) for (fp, when), raw in zip(due, states)]
         return sorted(head, key=lambda row: row[1])[:limit]
 
     def iter_states(self, count: int = 500) -> Iterator[tuple[RecrawlKeys, str, RevisitState | None]]:
         """Every (shard keys, fingerprint, state) of every shard's state hash (HSCAN: bounded memory)."""
         for keys in self.every_keys():
-            for fingerprint, state in iter_states(self.client, keys, count):
+            for fingerprint, state in iter_states(sync_client(self.client), keys, count):
                 yield keys, fingerprint, state
 
-    def make_due(self, chosen: dict[RecrawlKeys, list[str]], now: float) -> int:
-        """Make these fingerprints (by their shard's keys) due at `now`; sync client. Returns how many."""
+    async def make_due(self, chosen: dict[RecrawlKeys, list[str]], now: float) -> int:
+        """Make these fingerprints (by their shard's keys) due at `now`. Returns how many."""
         done = 0
         for keys, fingerprints in chosen.items():
             if fingerprints:
-                self.client.zadd(keys.schedule, dict.fromkeys(fingerprints, now))
+                await maybe_await(self.client.zadd(keys.schedule, dict.fromkeys(fingerprints, now)))
                 done += len(fingerprints)
         return done
 
-    def scheduled(self, urls: Sequence[str], fingerprints: Sequence[str]) -> list[bool]:
-        """Whether each URL (named by its fingerprint) has a revisit state on its shard; sync client."""
+    async def scheduled(self, urls: Sequence[str], fingerprints: Sequence[str]) -> list[bool]:
+        """Whether each URL (named by its fingerprint) has a revisit state on its shard."""
         pipe = self.client.pipeline(transaction=False)
         for url, fingerprint in zip(urls, fingerprints):
             pipe.hexists(self.keys_for(url).state, fingerprint)
-        return [bool(found) for found in pipe.execute()]
+        return [bool(found) for found in await maybe_await(pipe.execute())]
 
 
-def recorded_from(reply: list[Any]) -> Recorded:
+def _numbers(reply: object, length: int, what: str) -> list[float]:
+    """A script's array reply of `length` numbers (Lua gives integers, or strings for fractions)."""
+    if not isinstance(reply, (list, tuple)) or len(reply) < length:
+        raise ValueError(f"{what}: expected {length} numbers, got {reply!r:.80}")
+    try:
+        return [float(reply_text(value)) for value in reply[:length]]
+    except ValueError:
+        raise ValueError(f"{what}: expected {length} numbers, got {reply!r:.80}") from None
+
+
+def recorded_from(reply: object) -> Recorded:
     """recrawl_record.lua's reply as a Recorded (ValueError: recrawl_ack.lua's ["err", message])."""
-    return Recorded(float(reply[0]), CHANGE_NAMES.get(int(reply[1]), "?"), bool(int(reply[2])))
+    interval, change, ended = _numbers(reply, 3, "recrawl_record.lua")
+    return Recorded(interval, CHANGE_NAMES.get(int(change), "?"), bool(int(ended)))
+
+
+def scored(reply: object) -> list[tuple[str, float]]:
+    """A ZRANGE ... WITHSCORES reply as (member, score) pairs."""
+    if not isinstance(reply, list):
+        raise ValueError(f"ZRANGE WITHSCORES: expected an array, got {reply!r:.80}")
+    pairs = []
+    for pair in reply:
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise ValueError(f"ZRANGE WITHSCORES: expected (member, score) pairs, got {pair!r:.80}")
+        pairs.append((reply_text(pair[0]), float(pair[1])))
+    return pairs
+
+
+def sync_client(client: AnyRedis) -> SyncRedis:
+    """`client` as the sync client a loop over replies as they come needs (the CLI's)."""
+    if isinstance(client, (redis.Redis, RedisCluster)):
+        return client
+    raise TypeError(f"a sync redis client is needed here, not {type(client).__name__}")
 
 
 def member_url(member: str) -> str:
@@ -288,13 +303,13 @@ def member_url(member: str) -> str:
         return ""
 
 
-def iter_states(client: Any, keys: RecrawlKeys, count: int = 500) -> Iterator[tuple[str, RevisitState | None]]:
+def iter_states(client: SyncRedis, keys: RecrawlKeys, count: int = 500) -> Iterator[tuple[str, RevisitState | None]]:
     """Every (fingerprint, state) of the state hash, in HSCAN batches (bounded memory; sync client)."""
     for fingerprint, value in client.hscan_iter(keys.state, count=count):
         yield reply_text(fingerprint), parse_state(value)
 
 
-async def schedule_summary(client: Any, keys: RecrawlKeys, now: float) -> dict[str, int]:
+async def schedule_summary(client: AnyRedis, keys: RecrawlKeys, now: float) -> dict[str, int]:
     """`scheduled` URLs, `due_now`, `due_next_hour` (for status and the dashboard; any client)."""
     pipe = client.pipeline(transaction=False)
     pipe.zcard(keys.schedule)

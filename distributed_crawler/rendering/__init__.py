@@ -9,12 +9,10 @@ when one of them is (frames.py stays light).
 
 from __future__ import annotations
 
-from typing import Any
-
 __all__ = ["AutoRenderMiddleware", "RenderingDownloadHandler", "RenderingMiddleware"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> type:
     if name == "RenderingDownloadHandler":
         from distributed_crawler.rendering.handler import RenderingDownloadHandler
 

@@ -87,9 +87,11 @@ from distributed_crawler.rendering.settle import prepare, settle, watch_of
 if TYPE_CHECKING:
     from playwright.async_api import BrowserContext, Page, WebSocketRoute
     from playwright.async_api import Request as PlaywrightRequest
+    from playwright.async_api import Response as PlaywrightResponse
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+    from scrapy_playwright.handler import BrowserContextWrapper, Download
 
 __all__ = [  # the public names of rendering/ (older imports name this module)
     "DEFAULT_CHROMIUM",
@@ -376,7 +378,9 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             return self.render_config.timeout_of(request)
         return deadline - time.monotonic()
 
-    async def _get_response_and_download(self, request: Request, page: Page, spider: Spider) -> Any:
+    async def _get_response_and_download(
+        self, request: Request, page: Page, spider: Spider
+    ) -> tuple[PlaywrightResponse | None, Download | None]:
         wait_for = self.render_config.wait_for_of(request)
         wait_until = wait_for if is_load_state(wait_for) else "load"
         original = request.meta.get(PLAYWRIGHT_PAGE_GOTO_KWARGS_META)
@@ -515,7 +519,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
 
     async def _create_browser_context(
         self, name: str, context_kwargs: dict | None, spider: Spider | None = None
-    ) -> Any:
+    ) -> BrowserContextWrapper:
         """Every context blocks service workers (their requests would bypass the page's route) and
         routes its WebSockets through the private-address rule."""
         kwargs = {**(context_kwargs or {}), "service_workers": "block"}

@@ -27,6 +27,7 @@ from redis.exceptions import ResponseError
 
 from distributed_crawler.connection.lua import lua_source
 from distributed_crawler.connection.policy import Purpose, RedisPolicy
+from distributed_crawler.connection.types import AsyncRedis
 from distributed_crawler.connection.untrusted import OnceLog
 
 logger = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ def parse_verdict(raw: Any) -> Verdict | None:
 class VerdictStore:
     """Reads and records verdicts; a Redis failure makes a shape count as learning (never fatal)."""
 
-    def __init__(self, client: Any, key: str, stats: Any, policy: RedisPolicy) -> None:
+    def __init__(self, client: AsyncRedis, key: str, stats: Any, policy: RedisPolicy) -> None:
         self.client = client
         self.key = key
         self.stats = stats

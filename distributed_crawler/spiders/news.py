@@ -38,6 +38,7 @@ from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils.sitemap import sitemap_urls_from_robots
 
 from distributed_crawler.connection.policy import NodeStopping, Purpose, RedisPolicy
+from distributed_crawler.connection.types import AsyncRedis
 from distributed_crawler.connection.untrusted import EpisodeLog
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.registry import SourceCache
@@ -173,7 +174,7 @@ class NewsSpider(RedisSpider):
         return (self._context or RedisContext.of(self.crawler)).policy
 
     @property
-    def _client(self) -> Any:
+    def _client(self) -> AsyncRedis:
         return (self._context or RedisContext.of(self.crawler)).client
 
     def _robots_tag(self, url: str) -> str:
@@ -220,7 +221,7 @@ class NewsSpider(RedisSpider):
             response.selector.root, header_values(response.headers.getlist("X-Robots-Tag")), self.bot_name
         )
 
-    async def page_item(self, response: TextResponse) -> Any:
+    async def page_item(self, response: TextResponse) -> Any:  # an `item_class` item: any type itemadapter takes
         """The page's row (canonical url, main text and metadata, near-duplicate mark), or None when
         STORE_PAGE_TYPES / LANGUAGES leave the page out (its links are followed all the same)."""
         url = await self._canonical_url(response)

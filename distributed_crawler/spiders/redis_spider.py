@@ -16,9 +16,9 @@ import dataclasses
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from functools import partial
-from typing import Any
+from typing import Any, Self, TypeVar
 
 from redis.exceptions import ResponseError
 from scrapy import Request, Spider, signals
@@ -27,6 +27,7 @@ from scrapy.spiders import CrawlSpider
 from distributed_crawler.compat.server import server_from_settings
 from distributed_crawler.connection.clients import RedisConfig
 from distributed_crawler.connection.policy import Purpose
+from distributed_crawler.connection.types import AsyncRedis
 from distributed_crawler.connection.untrusted import EpisodeLog, WrongTypeLog, is_wrong_type
 from distributed_crawler.connection.untrusted import preview as raw_preview
 from distributed_crawler.core.context import RedisContext
@@ -43,10 +44,12 @@ from distributed_crawler.keyspace import fill
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 POLL_MIN, POLL_MAX = 0.05, 1.0
 
 
-def _coerce(value: Any, kind: type, name: str, rule: str) -> Any:
+def _coerce(value: object, kind: Callable[[Any], T], name: str, rule: str) -> T:
     """An attribute that may come from `-a NAME=value` (a string) as `kind`, or scrapy-redis's error."""
     try:
         return kind(value)
@@ -68,7 +71,7 @@ class RedisMixin:
     logger: Any
 
     @classmethod
-    def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> Any:
+    def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> Self:
         spider = super().from_crawler(crawler, *args, **kwargs)  # type: ignore[misc]
         spider.setup_redis(crawler)
         return spider
@@ -136,7 +139,7 @@ class RedisMixin:
         crawler.signals.connect(self._log_rejected_summary, signal=signals.spider_closed)
 
     # -- seeds ----------------------------------------------------------------------------
-    async def _take_seeds(self, client: Any) -> Taken:
+    async def _take_seeds(self, client: AsyncRedis) -> Taken:
         """A batch of seeds, held in the taken key until `_seeds_enqueued` (frontier/seedkey.py)."""
         assert self.redis_batch_size is not None  # set when the crawler is
         taken = await self.seed_key.take(client, self.redis_batch_size, self.node_id)
@@ -151,7 +154,7 @@ class RedisMixin:
             )
         return taken
 
-    async def _seeds_enqueued(self, client: Any, holds: list[bytes]) -> None:
+    async def _seeds_enqueued(self, client: AsyncRedis, holds: list[bytes]) -> None:
         """Forget the holds once the scheduler has pushed the requests made of them to the frontier
         (a request it refused, by admission or the dupefilter, is done too); if this node dies
         first, the holds expire and another node takes the seeds again."""
@@ -163,7 +166,7 @@ class RedisMixin:
         await RedisContext.of(self.crawler).policy.run(Purpose.ACK, partial(self.seed_key.done, client, holds))
         self._held.difference_update(holds)
 
-    def _frontier(self, client: Any) -> Frontier:
+    def _frontier(self, client: AsyncRedis) -> Frontier:
         """The spider's frontier on `client` (its counts say whether the crawl has work)."""
         return frontier_from_settings(self.crawler.settings, self.name, client, self.keys)
 
@@ -173,7 +176,7 @@ class RedisMixin:
         if taken is not None:
             self._held.difference_update(taken.holds)
 
-    async def _renew_holds(self, client: Any) -> None:
+    async def _renew_holds(self, client: AsyncRedis) -> None:
         """Renew this node's seed holds every third of SEED_LEASE_SECONDS while it lives."""
         policy = RedisContext.of(self.crawler).policy
         while True:
@@ -226,7 +229,7 @@ class RedisMixin:
         assert self.redis_key is not None  # set when the crawler is
         return {self.redis_key: (self.seeds_as,), self.seed_key.taken: ("zset",)}
 
-    async def _redis_refused(self, client: Any, exc: BaseException) -> None:
+    async def _redis_refused(self, client: AsyncRedis, exc: BaseException) -> None:
         """A key of the wrong type or a script error: one ERROR line, the spider keeps polling."""
         if not isinstance(exc, ResponseError):
             raise exc  # a bug
@@ -241,7 +244,7 @@ class RedisMixin:
                 exc_info=exc,
             )
 
-    async def _redis_ok(self, client: Any) -> None:
+    async def _redis_ok(self, client: AsyncRedis) -> None:
         self._data_errors.ok("reading seeds")
         if self._wrong_types.reported:
             await self._wrong_types.resolved(client, self._expected_types())

@@ -25,7 +25,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import unquote
 
 from distributed_crawler.defaults import DEFAULTS
@@ -51,6 +51,10 @@ from distributed_crawler.storage.versions import (
     missing_version_columns,
     versions_keep_error,
 )
+
+if TYPE_CHECKING:
+    from psycopg import Connection
+    from psycopg.rows import TupleRow
 
 logger = logging.getLogger(__name__)
 
@@ -342,11 +346,11 @@ class PostgresStorage(OneConnection):
         self.versions_keep = checked_keep(versions_keep)
         self.masked = mask_url(dsn)
         self._connect_timeout = connect_timeout
-        self._conn: Any = None
+        self._conn: Connection[TupleRow] | None = None
         self._closed = False
         self._connect()
 
-    def _connect(self) -> Any:
+    def _connect(self) -> Connection[TupleRow]:
         try:
             import psycopg
         except ImportError:  # pragma: no cover - it is a hard dependency
@@ -407,7 +411,7 @@ class PostgresStorage(OneConnection):
                 f"ALTER TABLE item_versions ADD COLUMN IF NOT EXISTS {column} {POSTGRES_TYPES.get(sql_type, sql_type)}"
             )
 
-    def _connection(self) -> Any:
+    def _connection(self) -> Connection[TupleRow]:
         if self._closed:
             raise StorageError(f"PostgreSQL storage {self.masked} is closed")
         conn = self._conn
@@ -493,7 +497,7 @@ class PostgresStorage(OneConnection):
             conn = self._connection()
             with conn.transaction():
                 row = conn.execute("SELECT COUNT(*) FROM items").fetchone()
-            return int(row[0])
+            return int(row[0]) if row is not None else 0  # COUNT(*) always answers one row
         except psycopg.Error as exc:
             raise StorageError(f"PostgreSQL count on {self.masked} failed: {safe_error_text(exc, self.dsn)}") from None
 

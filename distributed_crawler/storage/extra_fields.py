@@ -14,13 +14,15 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from datetime import date, datetime, time
-from typing import Any
+from typing import Any, TypeAlias
 
 MAX_DATA_CHARS = 1_000_000  # of the `data` JSON text: more is not metadata, and MariaDB's packet has a cap
 TRUNCATED = "_truncated"
 
+JsonValue: TypeAlias = "None | bool | int | float | str | list[JsonValue] | dict[str, JsonValue]"
 
-def plain(value: Any, depth: int = 0) -> Any:
+
+def plain(value: object, depth: int = 0) -> JsonValue:
     """*value* as JSON types only (see the module docstring); NUL characters removed (PostgreSQL)."""
     if depth > 50:  # a cyclic or absurdly deep structure: its text
         return str(value)[:1000].replace("\x00", "")

@@ -30,7 +30,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote
 
 from distributed_crawler.redact import mask_url, safe_error_text
@@ -54,6 +54,9 @@ from distributed_crawler.storage.versions import (
     missing_version_columns,
     versions_keep_error,
 )
+
+if TYPE_CHECKING:
+    from pymysql.connections import Connection
 
 logger = logging.getLogger(__name__)
 
@@ -241,7 +244,7 @@ class MySQLStorage(OneConnection):
         self._kwargs = connect_kwargs(url)
         self._connect_timeout = connect_timeout
         self._io_timeout = io_timeout
-        self._conn: Any = None
+        self._conn: Connection | None = None
         self._closed = False
         self._connect()
 
@@ -250,7 +253,7 @@ class MySQLStorage(OneConnection):
     def _error(self, exc: BaseException) -> str:
         return safe_error_text(exc, self.url)
 
-    def _connect(self) -> Any:
+    def _connect(self) -> Connection:
         try:
             import pymysql
         except ImportError:  # pragma: no cover - it is a hard dependency
@@ -327,7 +330,7 @@ class MySQLStorage(OneConnection):
         for column, generic in missing_version_columns(r[0] for r in cur.fetchall()):
             cur.execute(f"ALTER TABLE `item_versions` ADD COLUMN {_q(column)} {MYSQL_TYPES[generic]}")
 
-    def _connection(self) -> Any:
+    def _connection(self) -> Connection:
         if self._closed:
             raise StorageError(f"MySQL storage {self.masked} is closed")
         return self._conn if self._conn is not None else self._connect()
@@ -453,7 +456,7 @@ class MySQLStorage(OneConnection):
             last = rows[-1][0]
             yield [r[1] for r in rows]
 
-    def _query(self, sql: str, args: tuple[Any, ...] = ()) -> Any:
+    def _query(self, sql: str, args: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], ...]:
         import pymysql
 
         conn = self._connection()

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+Item = TypeVar("Item")  # whatever the spider yields: itemadapter reads it, the pipeline passes it on
 
 #: finish_reason of a crawl stopped because the storage could not be opened.
 STORAGE_UNAVAILABLE = "storage_unavailable"
@@ -379,7 +380,7 @@ class StoragePipeline:
             self.config.flush_seconds,
         )
 
-    async def process_item(self, item: Any, spider: Spider | None = None) -> Any:
+    async def process_item(self, item: Item, spider: Spider | None = None) -> Item:
         """Add the item to the open batch and return it once that batch is committed."""
         row = item_to_row(item)
         label_row(row, attached_labels(self.crawler))

@@ -23,8 +23,10 @@ import gzip
 import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from types import TracebackType
+
+from tests.site.local import LoopbackServer
 
 ARTICLES = 12
 BOMB_BYTES = 64 * 1024 * 1024
@@ -68,7 +70,7 @@ class TrapSite:
             bomb.encode() + urls.encode() + filler * (SITEMAP_BOMB_BYTES // len(filler)) + b"</urlset>",
             compresslevel=9,
         )
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server = LoopbackServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)

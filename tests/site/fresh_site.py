@@ -22,6 +22,8 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 
+from tests.site.local import LoopbackServer
+
 _STORY = re.compile(r"^/story/([1-9][0-9]{0,6})$")
 
 
@@ -138,7 +140,7 @@ class FreshSite:
                 def log_message(self, format: str, *args: object) -> None:
                     pass
 
-            server = ThreadingHTTPServer((f"127.0.0.{10 + source}", 0), Handler)
+            server = LoopbackServer((f"127.0.0.{10 + source}", 0), Handler)
             server.daemon_threads = True
             threading.Thread(target=server.serve_forever, daemon=True).start()
             self._servers.append(server)

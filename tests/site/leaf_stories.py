@@ -20,6 +20,8 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
+from tests.site.local import LoopbackServer
+
 _PLACES = ("harbour", "library", "railway", "museum", "orchestra", "market", "stadium", "bridge", "river", "park")
 _SLUGS = ("harbour-bridge", "library-budget", "coastal-railway", "river-gallery")
 
@@ -110,10 +112,6 @@ class LeafStories:
     def __enter__(self) -> LeafStories:
         site = self
 
-        class Server(ThreadingHTTPServer):
-            request_queue_size = 128
-            daemon_threads = True
-
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
             timeout = 30
@@ -132,7 +130,7 @@ class LeafStories:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self._server = Server(("127.0.0.1", 0), Handler)
+        self._server = LoopbackServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
         return self

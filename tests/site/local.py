@@ -10,7 +10,10 @@ from types import TracebackType
 from typing import Self
 
 
-class _Server(ThreadingHTTPServer):
+class LoopbackServer(ThreadingHTTPServer):
+    """Every test server's class: a listen backlog for a crawler's connect bursts (the default 5
+    drops them and the crawler waits out TCP's retransmits), daemon threads."""
+
     request_queue_size = 128  # a class attribute: set on an instance it does nothing
     daemon_threads = True
 
@@ -37,7 +40,7 @@ class LocalSite:
     def serve(self, handler: type[BaseHTTPRequestHandler], port: int = 0, host: str = "127.0.0.1") -> str:
         """Start answering with `handler` on `port` (0: a free one) of `host` (another loopback
         address, 127.0.0.x, is another news source); returns the site's URL."""
-        self._server = _Server((host, port), handler)
+        self._server = LoopbackServer((host, port), handler)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return f"http://{host}:{self._server.server_address[1]}"
 

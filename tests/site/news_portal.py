@@ -31,6 +31,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from urllib.parse import parse_qsl, urlsplit
 
+from tests.site.local import LoopbackServer
+
 BOILERPLATE = (
     "Navigation-menu-marker",
     "Cookie-banner-marker",
@@ -265,7 +267,7 @@ class NewsPortal:
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> NewsPortal:
         for host, render in (("127.0.0.1", self.render_publisher), (self.wire_host, self.render_wire)):
-            server = ThreadingHTTPServer((host, 0), _handler(self, render))
+            server = LoopbackServer((host, 0), _handler(self, render))
             server.daemon_threads = True
             url = f"http://{host}:{server.server_address[1]}"
             if host == "127.0.0.1":

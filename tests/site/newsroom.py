@@ -22,6 +22,8 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
+from tests.site.local import LoopbackServer
+
 SITE_NAME = "Riverside Courier"
 
 
@@ -356,8 +358,7 @@ class Newsroom:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        self._server = LoopbackServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
         return self

@@ -47,6 +47,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from urllib.parse import parse_qsl, urlsplit
 
+from tests.site.local import LoopbackServer
+
 READY = "html[data-ready]"
 TOKENS = {
     "/r/main": ["main-token-42"],
@@ -109,8 +111,6 @@ class RenderSite:
     def start(self) -> RenderSite:
         for role in ("main", "other"):
             server = _Server(("127.0.0.1", 0), _Handler)
-            server.daemon_threads = True
-            server.request_queue_size = 128
             server.site = self  # type: ignore[attr-defined]
             server.role = role  # type: ignore[attr-defined]
             self._servers.append(server)
@@ -276,7 +276,7 @@ class RenderSite:
         return 404, html_type, _doc("404", "no such page")
 
 
-class _Server(ThreadingHTTPServer):
+class _Server(LoopbackServer):
     def handle_error(self, request: object, client_address: object) -> None:
         pass  # a browser closing a page mid-response is normal here
 

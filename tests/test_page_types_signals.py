@@ -1,0 +1,128 @@
+"""Page-type signals for stories on link-heavy pages: the largest block of prose (news/blocks.py),
+a topic URL overruled by a page that calls itself a story, search paths with a query; on small
+pages written for each case (docs/news.md "Page types from the page")."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import lxml.html
+import pytest
+
+from distributed_crawler.news.blocks import block_chars
+from distributed_crawler.news.extract import extract_article
+from distributed_crawler.news.page_types import url_kind
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+SENTENCE = "The agency measured the radon levels in four hundred homes during the winter. "  # 78 characters
+PARAGRAPH = SENTENCE * 2  # 156 characters, two sentences: prose
+MENU = "".join(
+    f"<li><a href='/service/topic-{i}'>Service topic number {i} for citizens and companies</a></li>" for i in range(60)
+)
+WEBSITE = '<meta property="og:type" content="website">'
+
+
+def block(body: str) -> int:
+    return block_chars(lxml.html.fromstring(f"<html><body>{body}</body></html>"))
+
+
+@pytest.mark.parametrize(
+    ("body", "chars"),
+    [
+        (f"<div><p>{PARAGRAPH}</p><p>{PARAGRAPH}</p><p>{PARAGRAPH}</p></div>", 3 * 155),  # side by side
+        ("".join(f"<div class='teaser'><p>{PARAGRAPH}</p></div>" for _ in range(3)), 155),  # one per teaser
+        (f"<div>{PARAGRAPH}<br>{PARAGRAPH}<br><b>x</b>{PARAGRAPH}</div>", 3 * 155 + 2),  # runs between <br>s
+        (f"<div><p>{PARAGRAPH}<a href='/x'>{PARAGRAPH}</a></p></div>", 155),  # link text left out
+        (f"<nav><p>{PARAGRAPH}</p><p>{PARAGRAPH}</p></nav><div><p>{PARAGRAPH}</p></div>", 155),  # menus
+        (f"<footer><div>{PARAGRAPH}</div></footer>", 0),
+        ("<div>" + "<p>Opening hours of the office on weekdays and on Saturday morning</p>" * 5 + "</div>", 0),
+        ("<div>" + "<p>Too short. To count.</p>" * 20 + "</div>", 0),  # runs under 80 characters
+    ],
+)
+def test_block_chars_is_the_largest_block_of_prose_paragraphs(body: str, chars: int) -> None:
+    assert block(body) == chars
+
+
+CMS_URL = "https://www.agency.example/SharedDocs/Pressemitteilungen/DE/2022/001.html"  # no story id, date or slug
+
+
+def cms_page(content: str) -> str:
+    """An institutional CMS: menus of links around the content, og:type=website, no date anywhere."""
+    return (
+        f"<html><head><title>Press release</title>{WEBSITE}</head><body>"
+        f"<header><ul>{MENU}</ul></header><div class='layout'><ul class='sidebar'>{MENU}</ul>"
+        f"<main>{content}</main></div><footer><ul>{MENU}</ul></footer></body></html>"
+    )
+
+
+RELEASE = (
+    "<h1>Radon levels in homes</h1><div class='text'>"
+    + "".join(f"<p>Part {i}. {PARAGRAPH}</p>" for i in range(6))  # distinct: the extractor drops repeats
+    + "</div>"
+)
+TEASER_LIST = "".join(
+    f"<div class='teaser'><h2><a href='/press/{i}'>Press release {i}</a></h2><p>Part {i}. {PARAGRAPH}</p></div>"
+    for i in range(6)
+)
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (RELEASE, "article"),  # one block of prose inside the menus: a story, however many links
+        (TEASER_LIST, "list"),  # as much prose, one blurb per teaser: a list
+    ],
+)
+def test_a_story_on_a_link_heavy_cms_page_is_told_from_a_list_by_its_block(content: str, expected: str) -> None:
+    article = extract_article(cms_page(content), CMS_URL, now=NOW)
+    assert article.main_text
+    assert (article.page_type, article.signals["page_type"]) == (expected, "text")
+
+
+PUBLISHED = '<meta property="article:published_time" content="2022-01-25T08:00:00+01:00">'
+OG_ARTICLE = '<meta property="og:type" content="article">'
+PROFILE = "<div>" + f"<p>{PARAGRAPH}</p>" * 4 + "</div>"
+TEASERS = "".join(
+    f"<article><h2><a href='/s/{i}'>Story {i}</a></h2><p>A teaser of story {i}.</p></article>" for i in range(6)
+)
+
+
+@pytest.mark.parametrize(
+    ("url", "head", "body", "expected"),
+    [
+        (
+            "https://party.example/themen/vice-president-elected",
+            OG_ARTICLE + PUBLISHED,
+            PROFILE,
+            ("article", "og-type"),
+        ),
+        (
+            "https://party.example/tag/harbour",
+            '<script type="application/ld+json">{"@type": "NewsArticle"}</script>',
+            PROFILE,
+            ("article", "json-ld-type"),
+        ),
+        ("https://party.example/themen/vice-president-elected", OG_ARTICLE + PUBLISHED, TEASERS, ("list", "url")),
+        ("https://party.example/themen/vice-president-elected", OG_ARTICLE, PROFILE, ("list", "url")),  # no date
+        ("https://party.example/themen/vice-president-elected", PUBLISHED, PROFILE, ("list", "url")),  # no og:type
+        ("https://party.example/", OG_ARTICLE + PUBLISHED, PROFILE, ("list", "url")),  # only topic URLs yield
+    ],
+)
+def test_a_topic_url_yields_to_a_page_that_calls_itself_a_story(
+    url: str, head: str, body: str, expected: tuple[str, str]
+) -> None:
+    html = f"<html><head><title>Topic</title>{head}</head><body>{body}</body></html>"
+    article = extract_article(html, url, now=NOW)
+    assert (article.page_type, article.signals["page_type"]) == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "kind"),
+    [
+        ("https://blog.example/search?updated-max=2016-03-18T11:07:00-05:00&max-results=10", "list"),
+        ("https://blog.example/search/label/news?max-results=10", "list"),
+        ("https://blog.example/research-shows-what-we-knew?ref=home", None),  # not a search path
+    ],
+)
+def test_a_search_path_is_a_list_whatever_its_query(url: str, kind: str | None) -> None:
+    assert url_kind(url) == kind
