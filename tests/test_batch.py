@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
+import redis.asyncio.connection
 from redis.exceptions import RedisClusterException, ResponseError
 
-from distributed_crawler.connection.batch import Batch, run_scripts
+from distributed_crawler.connection.batch import Batch, Coalescer, run_scripts
 from distributed_crawler.connection.cluster_client import AsyncClusterClient
 
 PACKAGE = Path(__file__).resolve().parent.parent / "distributed_crawler"
@@ -61,6 +62,43 @@ def test_a_batch_runs_commands_and_scripts_in_order_without_script_exists(
     assert replies[1::2] == [2, 5]
     assert redis_client.xlen("{t}:events") == 2
     assert command_calls(redis_client, "script|exists") == asked
+
+
+def test_calls_of_one_turn_share_a_round_trip_and_keep_their_own_replies(
+    redis_url: str, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Coalescer: callers of one turn of the event loop share one pipeline; each gets its own reply,
+    a refused call's error goes to its caller only."""
+    redis_client.delete("{t}:count", "{t}:text")
+    redis_client.set("{t}:text", "not a number")
+    writes = [0]  # socket writes of redis-py's asyncio connections: round trips
+    original = redis.asyncio.connection.AbstractConnection.send_packed_command
+
+    async def counted(self: Any, command: Any, *args: Any, **kwargs: Any) -> Any:
+        writes[0] += 1
+        return await original(self, command, *args, **kwargs)
+
+    monkeypatch.setattr(redis.asyncio.connection.AbstractConnection, "send_packed_command", counted)
+
+    async def run() -> tuple[list[Any], int]:
+        client = redis.asyncio.Redis.from_url(redis_url)
+        try:
+            script = client.register_script(INCR)
+            await script(keys=["{t}:warm"], args=[1])  # the connection open, the script loaded
+            sent, writes[0] = command_calls(redis_client, "evalsha"), 0
+            coalescer = Coalescer(client)
+            keys = ["{t}:count", "{t}:text", "{t}:count"]
+            replies = await asyncio.gather(
+                *(coalescer.call(script, [key], [2]) for key in keys), return_exceptions=True
+            )
+            return list(replies), command_calls(redis_client, "evalsha") - sent
+        finally:
+            await client.aclose()
+
+    replies, evalshas = asyncio.run(run())
+    assert replies[0] == 2 and replies[2] == 4, replies  # in the order queued
+    assert isinstance(replies[1], ResponseError), replies
+    assert evalshas == 3 and writes[0] == 1  # three script runs, one round trip
 
 
 def test_a_lost_script_cache_reloads_and_resends_only_what_answered_noscript(redis_client: redis.Redis) -> None:

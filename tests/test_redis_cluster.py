@@ -27,8 +27,9 @@ from distributed_crawler.connection.cluster_client import AsyncClusterClient
 from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.frontier.base import placed_entry
+from distributed_crawler.frontier.codec import payload_url
 from distributed_crawler.frontier.enqueue import Enqueuer
-from distributed_crawler.frontier.envelope import make_member
+from distributed_crawler.frontier.envelope import make_member, split_member
 from distributed_crawler.frontier.factory import frontier_for_mode, frontier_from_settings
 from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.frontier.seedkey import SeedKey
@@ -211,6 +212,44 @@ def test_revisit_scripts_run_on_the_cluster(
     assert schedule.client.lrange(keys.host_list("a.test"), 0, -1) == [member.encode()]  # priority 0: the list
     assert main(["schedule", "news", "--json"]) == 0  # dcrawl on the cluster (REDIS_CLUSTER=1 in env)
     assert json.loads(capsys.readouterr().out)["scheduled"] == 1
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_acks_with_revisit_records_run_on_the_cluster(
+    cluster: RedisClusterNodes, cluster_env: dict[str, str], shards: int
+) -> None:
+    """recrawl_ack.lua: each shard's leases and the records of its pages in one script on its slot
+    (three shards: one call per master, sent together)."""
+    client = cluster.client()
+    settings = Settings({"FRONTIER_SHARDS": shards, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
+    frontier = frontier_from_settings(settings, "acks", client)
+    schedule = RevisitSchedule(client, frontier)
+
+    async def plain(key: str) -> SetDedup:
+        return SetDedup(key)
+
+    enqueuer = run_sync(frontier.open_enqueuer(plain))
+    urls = [f"http://h{i}.test/story" for i in range(6)]
+    for url in urls:
+        placement = frontier.placement(url)
+        member = make_member(json.dumps({"url": url, "slot": placement.slot}), 0)
+        run_sync(enqueuer.run("push", [placed_entry("", True, member, 0.0, placement)]))
+    leases: list[bytes] = []
+    for _ in range(50):  # bounded: a shard found empty is skipped until woken
+        frontier.woken()
+        leases += [lease.lease for lease in run_sync(frontier.lease(6, 60)).leases]
+        if len(leases) == len(urls):
+            break
+        time.sleep(0.05)
+    assert len(leases) == len(urls)
+    records = []
+    for i, lease in enumerate(leases):
+        url = payload_url(split_member(lease).payload)
+        member = make_member(json.dumps({"url": url}), 0)
+        records.append((lease, schedule.revisit_record(f"{i:016x}", (60.0, 600.0), 2.0, "body", member=member)))
+    replies = run_sync(frontier.ack_recorded(leases, records))
+    assert [int(reply[1]) for reply in replies] == [-1] * len(urls)  # every record written: first visits
+    assert sum(client.zcard(part.keys.processing) for part in frontier.each_shard()) == 0
 
 
 def test_source_registry_import_and_node_read_run_on_the_cluster(

@@ -239,3 +239,37 @@ def test_a_disallowed_link_costs_no_round_trip_and_counts_as_a_refusal(
     assert source == {"x:robots_txt": "50"}  # a refusal by reason, no error (e:<day>)
     assert redis_client.zscore("{rt}:sources", "s.test")
     assert crawler.stats.get_value("dc/refused/robots_txt") == 51  # the warm-up's too
+
+
+def test_claims_of_one_turn_share_a_round_trip(redis_url: str, round_trips: RoundTrips) -> None:
+    """A leased batch of requests of hosts this node has no parser for: their claims (the cluster's
+    copies here) cost one round trip together, not one each."""
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    settings = {"REDIS_URL": redis_url, "DOMAIN_RATE_LIMIT": 1 / INTERVAL, "DOMAIN_MAX_IN_FLIGHT": 0}
+    frontier = frontier_from_settings(Settings(settings), "rt", client)
+    downloads: list[str] = []
+    (c1, node1), (c2, node2) = _node(settings, downloads), _node(settings, downloads)
+    hosts = [f"h{i}.test" for i in range(8)]
+
+    async def scenario() -> list[str]:
+        node1.spider_opened(c1.spider)
+        node2.spider_opened(c2.spider)
+        try:
+            for host in hosts:  # node 1 fetches and shares them
+                await _first_request(node1, _leased(frontier, f"http://{host}/a"))
+            await node2.process_request(_other("http://warm.test/b"))  # warm-up: node 2's connection and scripts
+            round_trips.take()
+            verdicts = await asyncio.gather(*(node2.process_request(_other(f"http://{h}/b")) for h in hosts))
+            assert verdicts == [None] * len(hosts)  # allowed: the cluster's copies
+            return round_trips.take()
+        finally:
+            await node1.spider_closed(c1.spider)
+            await node2.spider_closed(c2.spider)
+
+    try:
+        sent = asyncio.run(scenario())
+    finally:
+        client.close()
+    assert sent == ["evalsha"], sent  # one pipeline of eight robots_claim.lua calls
+    assert len(downloads) == len(hosts) + 1  # fetched once each (node 1), warm.test by node 2

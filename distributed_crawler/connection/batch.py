@@ -15,6 +15,7 @@ during `execute` raises, and what was sent may have run (at least once, as with 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -74,3 +75,50 @@ async def run_scripts(client: AnyRedis, calls: Sequence[tuple[Script, Sequence[A
     for script, keys, args in calls:
         batch.script(script, keys, args)
     return await batch.execute()
+
+
+class Coalescer:
+    """Script calls made about the same time by separate callers, sent together in one `Batch`: each
+    caller awaits its own reply (or error), the batch costs one round trip per Redis server. A call
+    waits for the callers that run in the same turn of the event loop (`linger` 0) or for `linger`
+    seconds after the first; replies and errors are the caller's, as with a call of its own. Each
+    call stays its own script run, in the order queued; asyncio clients only."""
+
+    def __init__(self, client: AnyRedis, linger: float = 0.0) -> None:
+        self.client = client
+        self.linger = linger
+        self._queued: list[tuple[Script, Sequence[Any], Sequence[Any], asyncio.Future[Any]]] = []
+        self._sending: set[asyncio.Task[None]] = set()  # kept referenced until done
+
+    def call(self, script: Script, keys: Sequence[Any], args: Sequence[Any] = ()) -> asyncio.Future[Any]:
+        """The reply of `script` (awaitable): queued for the next batch."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._queued.append((script, keys, args, future))
+        if len(self._queued) == 1:
+            task = loop.create_task(self._send())
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+        return future
+
+    async def _send(self) -> None:
+        await asyncio.sleep(self.linger)  # 0: the callers woken in this turn queue theirs first
+        queued, self._queued = self._queued, []
+        batch = Batch(self.client)
+        for script, keys, args, _ in queued:
+            batch.script(script, keys, args)
+        try:
+            replies = await batch.execute(raise_on_error=False)
+        except BaseException as exc:  # a lost connection, a cancel: every caller learns it
+            for *_, future in queued:
+                if not future.done():
+                    future.set_exception(exc if isinstance(exc, Exception) else ConnectionError(str(exc)))
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for (*_, future), reply in zip(queued, replies):
+            if not future.done():  # a caller that gave up (cancelled) is skipped
+                if isinstance(reply, Exception):
+                    future.set_exception(reply)
+                else:
+                    future.set_result(reply)

@@ -23,7 +23,7 @@ from distributed_crawler.core.quarantine import Quarantine
 from distributed_crawler.core.stall import StallClock
 from distributed_crawler.core.tasks import BackgroundTasks
 from distributed_crawler.core.trouble import DATA_BACKOFF_MAX, RedisTrouble
-from distributed_crawler.frontier.base import Frontier
+from distributed_crawler.frontier.base import Frontier, RevisitRecord
 from distributed_crawler.internals import watch_scrapes
 from distributed_crawler.meta import LEASE_META
 
@@ -100,7 +100,8 @@ class LeaseKeeper:
             await asyncio.sleep(max(ACK_INTERVAL, backoff))
 
     async def ack(self) -> None:
-        """Remove the leases of finished requests (batched; ACK: retried until Redis takes them)."""
+        """Remove the leases of finished requests, with the revisit records of their pages (batched;
+        ACK: retried until Redis takes them)."""
         acks = self.leases.take_ackable(self.outbox.flushed_seq)
         if not acks:
             return
@@ -108,12 +109,25 @@ class LeaseKeeper:
         try:
             for i in range(0, len(acks), ACK_BATCH):
                 chunk = acks[i : i + ACK_BATCH]
-                await self.trouble.run(Purpose.ACK, "acking finished requests", partial(self.frontier.ack, chunk))
+                riders = self.leases.riders(chunk)
+                ack = partial(self._ack, chunk, [(lease, record) for lease, (record, _) in riders])
+                replies = await self.trouble.run(Purpose.ACK, "acking finished requests", ack)
                 done = i + len(chunk)
+                self.leases.acked(chunk)
+                for (_, (_, on_reply)), reply in zip(riders, replies or ()):
+                    on_reply(reply)
         except NodeStopping:
             self.leases.requeue_acks(acks[done:])  # still ours: acked or released at close
             raise
         self.stats.inc_value("scheduler/acked", len(acks))
+
+    async def _ack(self, leases: list[bytes], records: list[tuple[bytes, RevisitRecord]]) -> list[Any]:
+        """One call per shard: a plain removal, or recrawl_ack.lua when pages' records ride along
+        (-> their replies)."""
+        if not records:
+            await self.frontier.ack(leases)
+            return []
+        return await self.frontier.ack_recorded(leases, records)
 
     def watch_scrapes(self, crawler: Crawler) -> None:
         """A lease is finished once the scraper is done with its response: every item committed (our
@@ -286,7 +300,10 @@ class LeaseKeeper:
         a sync `client`. Synchronous on purpose: the reactor stops right after this returns."""
         frontier = self.frontier.bind(client)
         done = self.leases.take_ackable(self.outbox.flushed_seq)
-        if done:
+        riders = self.leases.riders(done)
+        if riders:
+            run_sync(frontier.ack_recorded(done, [(lease, record) for lease, (record, _) in riders]))
+        elif done:
             run_sync(frontier.ack(done))
         unacked = self.leases.unacked()
         # A redirect, retry or held-back request whose successor is still in the outbox: the

@@ -5,6 +5,10 @@ the response (items committed by the storage pipeline, child requests handed to 
 the scheduler's outbox has pushed everything enqueued up to that moment. A redirect or retry hands
 its lease over to the successor request instead, in the same Lua call that stores the successor.
 
+A page's revisit record may ride with its ack (`record_with_ack`): it is written in the script that
+removes the lease (lua/recrawl_ack.lua), so it costs no round trip of its own and a lease is never
+acked without it; a lease given back or forgotten drops its record (the page is fetched again).
+
 Only work is renewed (`renewable`): a held lease counts when its request is found where work is
 (the prefetch buffer, the quarantine, the engine) or when it is finished and waits for its ack. A
 lease whose request is found nowhere has nobody working on it: it moves to the leases being given
@@ -13,8 +17,14 @@ back, which are never renewed and stay counted until their release lands in Redi
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from enum import Enum
+from typing import Any
+
+from distributed_crawler.frontier.base import RevisitRecord
+
+#: A revisit record waiting for its lease's ack, and what to do with the script's reply for it.
+Rider = tuple[RevisitRecord, Callable[[Any], None]]
 
 
 class Stage(Enum):
@@ -30,6 +40,7 @@ class LeaseTracker:
         # host mode: (slot, backoff level of its host when leased) of each lease held
         self._hosts: dict[bytes, tuple[str, int]] = {}
         self._returning: dict[bytes, None] = {}  # given back, the release not landed yet (ordered set)
+        self._riders: dict[bytes, Rider] = {}  # lease -> the revisit record written with its ack
 
     def __len__(self) -> int:
         """Leases of requests this node works on (buffered, running); see also `in_redis`."""
@@ -87,6 +98,18 @@ class LeaseTracker:
             self._hosts.pop(lease, None)
             self._ready.append((outbox_seq, lease))
 
+    def record_with_ack(self, lease: bytes, record: RevisitRecord, on_reply: Callable[[Any], None]) -> bool:
+        """Write `record` in the call that acks `lease` (its response is being scraped here);
+        False if this node is not scraping it (then the caller writes the record itself)."""
+        if self._held.get(lease) is not Stage.SCRAPING:
+            return False
+        self._riders[lease] = (record, on_reply)
+        return True
+
+    def riders(self, leases: Collection[bytes]) -> list[tuple[bytes, Rider]]:
+        """The records to write with the ack of these leases (lease, rider), in their order."""
+        return [(lease, self._riders[lease]) for lease in leases if lease in self._riders]
+
     def unacked(self) -> list[bytes]:
         """Every lease not yet acked: held, finished but waiting for the outbox, or being given back."""
         return [*self._held, *(lease for _, lease in self._ready), *self._returning]
@@ -99,6 +122,7 @@ class LeaseTracker:
             self._held.pop(lease, None)
             self._hosts.pop(lease, None)
             self._returning.pop(lease, None)
+            self._riders.pop(lease, None)
 
     # -- renewal and giving back ----------------------------------------------------------------
     def renewable(self, working: Collection[bytes]) -> tuple[list[bytes], list[bytes]]:
@@ -118,6 +142,7 @@ class LeaseTracker:
         for lease in leases:
             self._held.pop(lease, None)
             self._hosts.pop(lease, None)
+            self._riders.pop(lease, None)
             self._returning[lease] = None
 
     def returning(self) -> list[bytes]:
@@ -129,11 +154,19 @@ class LeaseTracker:
         for lease in leases:
             self._returning.pop(lease, None)
 
-    def take_ackable(self, flushed_seq: int) -> list[bytes]:
-        ready = [lease for seq, lease in self._ready if seq <= flushed_seq]
+    def take_ackable(self, flushed_seq: int, riders: bool = True) -> list[bytes]:
+        """Leases whose children are all in Redis (pushed up to `flushed_seq`); `riders=False`:
+        only those without a record to write with the ack (a push's script carries no record)."""
+        ready = [lease for seq, lease in self._ready if seq <= flushed_seq and (riders or lease not in self._riders)]
         if ready:
-            self._ready = [(seq, lease) for seq, lease in self._ready if seq > flushed_seq]
+            taken = set(ready)
+            self._ready = [(seq, lease) for seq, lease in self._ready if lease not in taken]
         return ready
+
+    def acked(self, leases: Collection[bytes]) -> None:
+        """Their acks landed: their records were written with them."""
+        for lease in leases:
+            self._riders.pop(lease, None)
 
     def pending_acks(self) -> int:
         return len(self._ready)

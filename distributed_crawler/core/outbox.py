@@ -146,8 +146,9 @@ class Outbox:
 
     def _riding_acks(self, pushes: list[OutboxEntry]) -> list[bytes]:
         """Leases of finished requests whose links are all in Redis already (so their removal
-        needs no atomicity with this batch), on the shards this batch writes to."""
-        due = self.leases.take_ackable(self.flushed_seq)
+        needs no atomicity with this batch), on the shards this batch writes to; not those whose
+        page's revisit record must be written with the ack (the lease keeper's recrawl_ack.lua)."""
+        due = self.leases.take_ackable(self.flushed_seq, riders=False)  # a record rides with the lease keeper's ack
         if not due:
             return []
         riding = self.frontier.acks_riding(due, [e.member for e in pushes])[:ACKS_RIDING_MAX]

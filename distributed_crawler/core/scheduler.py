@@ -15,7 +15,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -48,7 +48,7 @@ from distributed_crawler.core.traps import DomainHosts
 from distributed_crawler.core.trouble import RedisTrouble
 from distributed_crawler.dedup.dupefilter import flush_crawl
 from distributed_crawler.dedup.recent import RecentFingerprints
-from distributed_crawler.frontier.base import Frontier
+from distributed_crawler.frontier.base import Frontier, RevisitRecord
 from distributed_crawler.frontier.codec import RequestCodec
 from distributed_crawler.frontier.enqueue import Enqueuer
 from distributed_crawler.internals import requests_in_progress, wake_engine
@@ -368,6 +368,11 @@ class RedisScheduler:
     def refuse(self, request: Request, refusal: Refusal, source: str = "download", counted: bool = False) -> None:
         """A request refused after it left the queue (e.g. at connect time): see Intake.refuse."""
         self._open_parts.intake.refuse(request, refusal, source, counted)
+
+    def record_with_ack(self, lease: bytes, record: RevisitRecord, on_reply: Callable[[Any], None]) -> bool:
+        """Write a page's revisit record in the call that acks its lease (LeaseTracker.record_with_ack):
+        False when this node is not scraping that lease (the caller writes the record itself)."""
+        return self.parts is not None and self.leases.record_with_ack(lease, record, on_reply)
 
     async def mark_seen(self, requests: Sequence[Request]) -> list[bool]:
         """Add the requests' fingerprints to the seen-filter without queueing them; True = it was new."""

@@ -1,5 +1,9 @@
-"""The cluster's robots.txt cache in Redis, one round trip a step: claim (read the copy, or take the
-fetch) and store (the entry, the lock, the Crawl-delay and the host's block together).
+"""The cluster's robots.txt cache in Redis, one script a step: claim (read the copy, or take the
+fetch) and store (the entry, the lock, the Crawl-delay and the host's block together). The claims
+of the requests that reach the middleware in one turn of the event loop (a leased batch starting)
+go in one round trip, and so do the stores made within STORE_LINGER of each other
+(connection/batch.py `Coalescer`): a node meeting many hosts it has no parser for pays one round trip
+for a batch of them, not one each.
 
 `RobotsCache` owns the KEYS/ARGV order of lua/robots_claim.lua and lua/robots_store.lua. In host
 mode both scripts also block or lift the host's block, whose keys live on the host's shard like the
@@ -16,6 +20,7 @@ from typing import Any
 
 from redis.crc import key_slot
 
+from distributed_crawler.connection.batch import Coalescer
 from distributed_crawler.connection.lua import lua_source, reply_text
 from distributed_crawler.connection.types import AsyncRedis
 from distributed_crawler.connection.untrusted import text
@@ -23,6 +28,7 @@ from distributed_crawler.frontier.base import Frontier, HostControl
 from distributed_crawler.keyspace import fill
 
 HIT, CLAIMED, PENDING = "hit", "claimed", "pending"
+STORE_LINGER = 0.02  # seconds a store waits for others (the held request waits a whole interval anyway)
 
 
 def cache_key(template: str, tag: str, netloc: str) -> str:
@@ -68,6 +74,8 @@ class RobotsCache:
         self.reason = reason  # of that block: only a block with this reason is lifted
         self._claim = client.register_script(lua_source("robots_claim"))
         self._store = client.register_script(lua_source("robots_store"))
+        self._claims = Coalescer(client)
+        self._stores = Coalescer(client, STORE_LINGER)
 
     def key(self, netloc: str) -> str:
         """On the host's frontier shard (its master), as the rest of what is kept per host."""
@@ -85,12 +93,13 @@ class RobotsCache:
 
     async def claim(self, netloc: str, slot: str) -> Claim:
         """The cached entry, or the lock (this node fetches), or another node's (it fetches); in host
-        mode the host is blocked for `wait_seconds` on a miss. One round trip."""
+        mode the host is blocked for `wait_seconds` on a miss. One script call, in the round trip of
+        the claims made meanwhile."""
         key = self.key(netloc)
         host_keys = self._host_keys(key, slot)
         keys = [key, lock_key(key), *(host_keys[:2] if host_keys else ())]
         args: list[str | float] = [self.lock_seconds, slot, f"{self.wait_seconds:.3f}", self.reason]
-        verdict, *rest = await self._claim(keys=keys, args=args)
+        verdict, *rest = await self._claims.call(self._claim, keys, args)
         verdict = reply_text(verdict)
         if verdict == HIT:
             try:
@@ -118,7 +127,8 @@ class RobotsCache:
     ) -> float:
         """Share the entry, release the lock, write the Crawl-delay and (`lift`: an entry that allows
         something) lift the host's block; `holding`: this node sends one request of the host itself
-        one interval from now. Returns the host's interval (s), 0 without host mode. One round trip."""
+        one interval from now. Returns the host's interval (s), 0 without host mode. One script call,
+        in the round trip of the stores made within STORE_LINGER."""
         key = self.key(netloc)
         host_keys = self._host_keys(key, slot)
         delay = "" if crawl_delay is None or crawl_delay <= 0 else f"{crawl_delay:.3f}"
@@ -128,7 +138,7 @@ class RobotsCache:
             ready, state, doorbell = host_keys
             keys += [ready, state]
             args += [delay, slot, self.reason if lift else "", doorbell, "1" if holding else "0"]
-        gap = float(reply_text(await self._store(keys=keys, args=args)) or 0)
+        gap = float(reply_text(await self._stores.call(self._store, keys, args)) or 0)
         if host_keys is None and self.hosts is not None:  # on another slot: calls of their own
             state_key = self.hosts.host_state_key(slot)
             if delay:

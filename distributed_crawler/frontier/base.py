@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from distributed_crawler.frontier.enqueue import Dedup, Entry, PushEntry, Pusher
 from distributed_crawler.frontier.replies import Lease, Leased, Moved, Reclaimed
@@ -40,8 +40,18 @@ __all__ = [
     "Moved",
     "Placement",
     "Reclaimed",
+    "RevisitRecord",
     "placed_entry",
 ]
+
+
+class RevisitRecord(NamedTuple):
+    """A fetched page's revisit record, written in the script that acks its lease (lua/recrawl_ack.lua):
+    `url` places it on its host's shard, `args` are recrawl_record.lua's 11 ARGV (recrawl/schedule.py
+    alone builds them)."""
+
+    url: str
+    args: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -187,6 +197,13 @@ class Frontier(Protocol):
 
     async def ack(self, leases: Sequence[bytes | str]) -> int:
         """Remove finished leases (the request is done: its items committed, its links pushed)."""
+
+    async def ack_recorded(
+        self, leases: Sequence[bytes | str], records: Sequence[tuple[bytes, RevisitRecord]]
+    ) -> list[Any]:
+        """Remove finished `leases`, writing the revisit records of some of them (lease, record) in the
+        same script as their ack, never after it (lua/recrawl_ack.lua) -> each record's reply, in order
+        (recrawl_record.lua's, or ["err", message] when Redis refused it: the lease is acked anyway)."""
 
     async def expire(self, leases: Sequence[bytes | str]) -> None:
         """Let leases expire now (only those still held), so the next reclaim counts a delivery."""

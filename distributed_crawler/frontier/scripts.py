@@ -21,13 +21,25 @@ class Scripts:
     Mode-agnostic: the Frontier classes (frontier/base.py, host.py, single.py) pass their KEYS/ARGV.
     """
 
-    NAMES = ("pop", "renew", "reclaim", "release", "enqueue", "host_block", "host_pop", "host_purge", "host_due")
+    NAMES = (
+        "pop",
+        "renew",
+        "reclaim",
+        "release",
+        "enqueue",
+        "host_block",
+        "host_pop",
+        "host_purge",
+        "host_due",
+        "recrawl_ack",
+    )
 
     def __init__(self, registered: dict[str, AnyScript]) -> None:
         self.pop, self.renew, self.reclaim = registered["pop"], registered["renew"], registered["reclaim"]
         self.release, self.enqueue = registered["release"], registered["enqueue"]
         self.host_block, self.host_pop = registered["host_block"], registered["host_pop"]
         self.host_purge, self.host_due = registered["host_purge"], registered["host_due"]
+        self.recrawl_ack = registered["recrawl_ack"]
 
     @classmethod
     def register(cls, client: AnyRedis) -> Scripts:

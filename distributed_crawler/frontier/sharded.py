@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from redis.exceptions import RedisError
 
@@ -27,7 +27,16 @@ from distributed_crawler.connection.calls import bound, is_async, maybe_await
 from distributed_crawler.connection.lua import is_cluster
 from distributed_crawler.connection.replies import reply_bytes, reply_list
 from distributed_crawler.connection.types import AnyRedis, AnyScript
-from distributed_crawler.frontier.base import Frontier, HostControl, Lease, Leased, Moved, Placement, Reclaimed
+from distributed_crawler.frontier.base import (
+    Frontier,
+    HostControl,
+    Lease,
+    Leased,
+    Moved,
+    Placement,
+    Reclaimed,
+    RevisitRecord,
+)
 from distributed_crawler.frontier.codec import payload_slot, payload_url
 from distributed_crawler.frontier.counts import CrawlCounts, crawl_counts, shard_counts
 from distributed_crawler.frontier.deadletters import DeadLetters
@@ -272,6 +281,34 @@ class ShardedFrontier:
         done = sum([await self.parts[i].release(group) for i, group in self.by_shard(leases).items()])
         self.homes.forget(leases)
         return done
+
+    async def ack_recorded(
+        self, leases: Sequence[bytes | str], records: Sequence[tuple[bytes, RevisitRecord]]
+    ) -> list[Any]:
+        """Each shard's leases and the records of its URLs in one script per shard, one round trip
+        for them all; a record whose URL lives on another shard than its lease (a slot that is not
+        the URL's host) is written first, in calls of its own, so it still lands before its ack."""
+        replies: list[Any] = [None] * len(records)
+        apart: dict[int, list[int]] = {}  # shard of the URL -> records written before the acks
+        riding: dict[int, list[int]] = {}  # shard -> records acked with their lease
+        for i, (lease, record) in enumerate(records):
+            home, place = self.shard_of_member(lease), self.shard_of_url(record.url)
+            (riding.setdefault(home, []) if home == place else apart.setdefault(place, [])).append(i)
+        groups = self.by_shard(leases)
+        first: dict[int, tuple[list[int], list[bytes | str]]] = {shard: (ids, []) for shard, ids in apart.items()}
+        then_acks = {shard: (riding.get(shard, []), groups.get(shard, [])) for shard in {*groups, *riding}}
+        for phase in (first, then_acks):
+            if not phase:
+                continue
+            calls = [
+                self.parts[shard].recrawl_ack_call([records[i][1] for i in picked], acked)
+                for shard, (picked, acked) in phase.items()
+            ]
+            for (picked, _), reply in zip(phase.values(), await run_scripts(self.client, calls)):
+                for i, one in zip(picked, reply_list(reply, "recrawl_ack.lua", 1 + len(picked))[1:]):
+                    replies[i] = one
+        self.homes.forget(leases)
+        return replies
 
     async def reclaim(self, max_deliveries: int, limit: int, failed_cap: int, node_id: str) -> Reclaimed:
         calls = [part.reclaim_call(max_deliveries, limit, failed_cap, node_id) for part in self.parts]

@@ -17,7 +17,7 @@ from scrapy.settings import Settings
 from distributed_crawler.connection.calls import bound, maybe_await
 from distributed_crawler.connection.replies import reply_float, reply_int, reply_ints, reply_list
 from distributed_crawler.connection.types import AnyRedis, AnyScript
-from distributed_crawler.frontier.base import Frontier, HostControl, Leased, Moved, Placement, Reclaimed
+from distributed_crawler.frontier.base import Frontier, HostControl, Leased, Moved, Placement, Reclaimed, RevisitRecord
 from distributed_crawler.frontier.counts import CrawlCounts, crawl_counts
 from distributed_crawler.frontier.deadletters import DeadLetters
 from distributed_crawler.frontier.doorbell import PushesSeen, Ring
@@ -191,6 +191,24 @@ class UnshardedFrontier:
 
     async def ack(self, leases: Sequence[bytes | str]) -> int:
         return reply_int(await maybe_await(self.client.zrem(self.keys.processing, *leases)), "ZREM processing")
+
+    async def ack_recorded(
+        self, leases: Sequence[bytes | str], records: Sequence[tuple[bytes, RevisitRecord]]
+    ) -> list[Any]:
+        script, keys, args = self.recrawl_ack_call([record for _, record in records], leases)
+        reply = reply_list(await maybe_await(script(keys=keys, args=args)), "recrawl_ack.lua", 1 + len(records))
+        return reply[1:]
+
+    def recrawl_ack_call(
+        self, records: Sequence[RevisitRecord], leases: Sequence[bytes | str]
+    ) -> tuple[AnyScript, list[str], list[Any]]:
+        """recrawl_ack.lua with its KEYS and ARGV: the records, then the leases removed (a sharded
+        frontier pipelines its shards' calls)."""
+        k = self.keys
+        args: list[Any] = [len(records)]
+        for record in records:
+            args += record.args
+        return self.scripts.recrawl_ack, [k.processing, k.recrawl, k.recrawl_state], [*args, *leases]
 
     async def expire(self, leases: Sequence[bytes | str]) -> None:
         deadlines = {lease.encode() if isinstance(lease, str) else lease: 0 for lease in leases}

@@ -10,25 +10,30 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from typing import TYPE_CHECKING, NamedTuple
+from functools import partial
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from redis.exceptions import ResponseError
 from scrapy import signals
 
+from distributed_crawler.connection.lua import reply_text
 from distributed_crawler.connection.policy import NodeStopping, Purpose, RedisPolicy
 from distributed_crawler.core.context import RedisContext
 from distributed_crawler.core.registry import SourceCache
+from distributed_crawler.frontier.base import RevisitRecord
 from distributed_crawler.frontier.codec import RequestCodec, UnserializableRequestError, allowed_classes
 from distributed_crawler.frontier.envelope import make_member
+from distributed_crawler.internals import scheduler_of
 from distributed_crawler.meta import (
     ARTICLE_REVISIT_META,
     BACKFILL_META,
     DELIVERY_META,
     EXPIRES_AT_META,
+    LEASE_META,
     RECRAWL_META,
 )
 from distributed_crawler.recrawl.rules import RecrawlConfig, Revisit
-from distributed_crawler.recrawl.schedule import FINGERPRINT_CHARS, Recorded, RevisitSchedule
+from distributed_crawler.recrawl.schedule import FINGERPRINT_CHARS, Recorded, RevisitSchedule, recorded_from
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -140,26 +145,12 @@ class RecrawlNode:
         due time (RECRAWL_PENDING_SECONDS after its move), a first visit is not scheduled; one
         ERROR line says which.
         """
-        member = self.member(request, article=ticket.revisit.article)
-        if fields.get("etag"):  # If-None-Match is evaluated first and wins (RFC 9110 13.2.2): one validator is enough
-            fields["last_modified"] = ""
+        return await self._write(request, self.revisit_record(request, ticket, outcome, fields))
 
+    async def _write(self, request: Request, revisit: RevisitRecord) -> Recorded | None:
         async def write() -> Recorded | None:
             try:
-                revisit = ticket.revisit
-                return await self.schedule.record(
-                    ticket.fingerprint,
-                    revisit.interval,
-                    self.config.factor,
-                    outcome,
-                    member=member,
-                    url=request.url,
-                    horizon=revisit.horizon,
-                    plan=revisit.plan if revisit.article else None,
-                    digest=fields.get("digest", ""),
-                    etag=fields.get("etag", ""),
-                    last_modified=fields.get("last_modified", ""),
-                )
+                return await self.schedule.write(revisit)
             except ResponseError as exc:
                 logger.error(
                     "Redis refused to record the revisit of %s (%s); check %s with `dcrawl schedule %s`",
@@ -181,11 +172,65 @@ class RecrawlNode:
             return None
         if recorded is None:
             return None
+        self._count(recorded)
+        return recorded
+
+    def _count(self, recorded: Recorded) -> None:
         self.recorded.set()
         self.stats.inc_value(f"recrawl/recorded/{recorded.change}")
         if recorded.ended:
             self.stats.inc_value("recrawl/ended")
-        return recorded
+
+    async def record_at_ack(self, request: Request, ticket: RecrawlTicket, outcome: str, **fields: str) -> None:
+        """As `record`, written in the call that acks the request's lease when this node's scheduler
+        scrapes it (lua/recrawl_ack.lua: no round trip of its own, never acked without it); else
+        (no lease: not from our frontier) recorded now."""
+        lease = request.meta.get(LEASE_META)
+        attach = getattr(scheduler_of(self.crawler), "record_with_ack", None)
+        record = self.revisit_record(request, ticket, outcome, fields)
+        if isinstance(lease, bytes) and callable(attach) and attach(lease, record, partial(self._acked, request.url)):
+            return
+        await self._write(request, record)
+
+    def revisit_record(
+        self, request: Request, ticket: RecrawlTicket, outcome: str, fields: dict[str, str]
+    ) -> RevisitRecord:
+        """The record of a fetch (recrawl_record.lua's arguments, recrawl/schedule.py): `fields` the
+        content digest and the response's validators."""
+        member = self.member(request, article=ticket.revisit.article)
+        etag = fields.get("etag", "")
+        # If-None-Match is evaluated first and wins (RFC 9110 13.2.2): one validator is enough
+        last_modified = "" if etag else fields.get("last_modified", "")
+        revisit = ticket.revisit
+        return self.schedule.revisit_record(
+            ticket.fingerprint,
+            revisit.interval,
+            self.config.factor,
+            outcome,
+            digest=fields.get("digest", ""),
+            etag=etag,
+            last_modified=last_modified,
+            member=member,
+            url=request.url,
+            horizon=revisit.horizon,
+            plan=revisit.plan if revisit.article else None,
+        )
+
+    def _acked(self, url: str, reply: Any) -> None:
+        """The reply for a record written with its page's ack: counted, or the refusal logged."""
+        try:
+            recorded = recorded_from(reply)
+        except (TypeError, ValueError, IndexError):
+            why = reply_text(reply[1]) if isinstance(reply, list) and len(reply) == 2 else str(reply)
+            logger.error(
+                "Redis refused to record the revisit of %s (%s); check %s with `dcrawl schedule %s`",
+                url,
+                why[:200],
+                self.schedule.keys_for(url).state,
+                self._spider().name,
+            )
+            return
+        self._count(recorded)
 
     def revisit_for(self, request: Request) -> Revisit | None:
         """`meta["recrawl"]`, else the first matching `recrawl` rule of the URL's registered source

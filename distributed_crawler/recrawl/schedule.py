@@ -24,7 +24,7 @@ from scrapy.settings import BaseSettings
 from distributed_crawler.connection.calls import maybe_await
 from distributed_crawler.connection.lua import lua_source, reply_text
 from distributed_crawler.connection.types import AnyRedis, SyncRedis
-from distributed_crawler.frontier.base import Frontier
+from distributed_crawler.frontier.base import Frontier, RevisitRecord
 from distributed_crawler.frontier.codec import payload_url
 from distributed_crawler.frontier.envelope import split_member
 from distributed_crawler.frontier.keys import SpiderKeys
@@ -159,9 +159,35 @@ class RevisitSchedule:
         shard of `url` (default: the member's URL), where the move pushes the member. `plan`: the
         seconds after the first fetch of each revisit (None: no plan, `()`: the plan ends now);
         `horizon`: seconds after the first fetch past which an adaptive schedule ends (0 = never)."""
-        keys = self.keys_for(url or member_url(member))
+        return await self.write(
+            self.revisit_record(
+                fingerprint, interval, factor, outcome, digest, etag, last_modified, member, url, horizon, plan
+            )
+        )
+
+    async def write(self, record: RevisitRecord) -> Recorded:
+        """One record on its own (recrawl_record.lua, on the shard of its URL)."""
+        keys = self.keys_for(record.url)
+        return recorded_from(await maybe_await(self._record(keys=[keys.schedule, keys.state], args=list(record.args))))
+
+    def revisit_record(
+        self,
+        fingerprint: str,
+        interval: tuple[float, float],
+        factor: float,
+        outcome: str,
+        digest: str = "",
+        etag: str = "",
+        last_modified: str = "",
+        member: str = "",
+        url: str = "",
+        horizon: float = 0.0,
+        plan: tuple[float, ...] | None = None,
+    ) -> RevisitRecord:
+        """The same record (`record`'s arguments) as a value the frontier writes in the script that
+        acks the page's lease (lua/recrawl_ack.lua): recrawl_record.lua's ARGV, in its order."""
         low, high = interval
-        args = [
+        args = (
             fingerprint,
             f"{low:.3f}",
             f"{high:.3f}",
@@ -173,8 +199,8 @@ class RevisitSchedule:
             member,
             "" if plan is None else "plan:" + ",".join(f"{s:.3f}" for s in plan),
             f"{horizon:.3f}",
-        ]
-        return recorded_from(await maybe_await(self._record(keys=[keys.schedule, keys.state], args=args)))
+        )
+        return RevisitRecord(url or member_url(member), args)
 
     async def state(self, fingerprint: str, url: str = "") -> RevisitState | None:
         """The revisit state of a URL (None: never fetched as revisitable, or garbage)."""
@@ -242,7 +268,7 @@ def _numbers(reply: object, length: int, what: str) -> list[float]:
 
 
 def recorded_from(reply: object) -> Recorded:
-    """recrawl_record.lua's reply as a Recorded."""
+    """recrawl_record.lua's reply as a Recorded (ValueError: recrawl_ack.lua's ["err", message])."""
     interval, change, ended = _numbers(reply, 3, "recrawl_record.lua")
     return Recorded(interval, CHANGE_NAMES.get(int(change), "?"), bool(int(ended)))
 

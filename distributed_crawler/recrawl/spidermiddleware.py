@@ -2,7 +2,8 @@
 
 Items pass through untouched but for `content_hash` (the digest of their `text`, storage/digest.py),
 set when the item has such a field. Once the callback's output is exhausted, which is before the
-request is acked, the response is recorded: its digest (the items' texts, or the body when no
+request is acked, the response is recorded, in the script that acks its lease (lua/recrawl_ack.lua,
+no round trip of its own): its digest (the items' texts, or the body when no
 item had a `text`) against the stored one decides the next interval (lua/recrawl_record.lua).
 A first fetch no rule covers whose items include an article (`page_type` "article") enters the
 schedule on ARTICLE_REVISITS.
@@ -69,7 +70,7 @@ class RecrawlSpiderMiddleware:
         if ticket is None or request is None:
             return
         digest = content_digest("\n".join(texts)) if texts else body_digest(response.body)
-        await self.node.record(
+        await self.node.record_at_ack(
             request,
             ticket,
             "body",

@@ -1,4 +1,5 @@
--- lib/recrawl.lua: the revisit state of one URL, shared by recrawl_move.lua and recrawl_record.lua.
+-- lib/recrawl.lua: the revisit state of one URL, shared by recrawl_move.lua, recrawl_record.lua
+-- and recrawl_ack.lua.
 -- Prepended to every script whose header says "-- uses: recrawl". Local names only.
 -- A state is one field of the state hash (fingerprint -> value), the value five parts joined by
 -- "\n": timing, content digest, ETag, Last-Modified, queue member
@@ -39,5 +40,58 @@ local function format_state(s)
   local timing = string.format("%.3f", s.iv)
   if s.born then timing = timing .. string.format(";%.3f;%d;%.3f", s.born, s.step, s.ends) end
   return timing .. "\n" .. s.digest .. "\n" .. s.etag .. "\n" .. s.lastmod .. "\n" .. s.member
+end
+-- record_visit(schedule, state_key, a, now): recrawl_record.lua's work for one fetch, `a` its 11
+-- arguments (ARGV[1..11] there), `now` the server time; returns its reply. Shared with recrawl_ack.lua.
+local function record_visit(schedule, state_key, a, now)
+  local fp, low, high, factor = a[1], tonumber(a[2]), tonumber(a[3]), tonumber(a[4])
+  local outcome, digest, etag, lastmod, member = a[5], a[6], a[7], a[8], a[9]
+  local plan, horizon = a[10] or "", tonumber(a[11] or "0") or 0
+  local old = parse_state(redis.call("HGET", state_key, fp))
+  if member == "" then
+    if not old then return {"0", -3, 0} end
+    member = old.member
+  end
+  local iv, change
+  if not old then
+    iv, change = low, -1
+  elseif outcome == "304" then
+    iv, change = old.iv * factor, 0
+  elseif outcome == "body" then
+    if digest ~= old.digest then iv, change = old.iv / factor, 1 else iv, change = old.iv * factor, 0 end
+  else
+    iv, change = old.iv, -2
+  end
+  iv = math.min(high, math.max(low, iv))
+  local born, step, ends = now, 0, 0
+  if old and old.born then born, step = old.born, old.step + 1 end
+  local due = now + iv
+  if string.sub(plan, 1, 5) == "plan:" then
+    local offsets = {}
+    for n in string.gmatch(string.sub(plan, 6), "[^,]+") do offsets[#offsets + 1] = tonumber(n) end
+    if step >= #offsets then due = nil else
+      due, ends = born + offsets[step + 1], born + offsets[#offsets]
+      iv = math.max(0.001, due - now)
+    end
+  elseif horizon > 0 then
+    ends = born + horizon
+    if due > ends then due = nil end
+  end
+  if not due then
+    redis.call("HDEL", state_key, fp)
+    redis.call("ZREM", schedule, fp)
+    return {string.format("%.3f", iv), change, 1}
+  end
+  local state = {iv = iv, born = born, step = step, ends = ends, digest = "", etag = etag, lastmod = lastmod, member = member}
+  if outcome == "body" then
+    state.digest = digest
+  elseif old then
+    state.digest = old.digest
+    if etag == "" then state.etag = old.etag end
+    if lastmod == "" then state.lastmod = old.lastmod end
+  end
+  redis.call("HSET", state_key, fp, format_state(state))
+  redis.call("ZADD", schedule, due, fp)
+  return {string.format("%.3f", iv), change, 0}
 end
 -- end of lib/recrawl.lua
