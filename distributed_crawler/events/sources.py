@@ -317,6 +317,14 @@ async def read_sources(
     """The most recently active *limit* sources (a sync or asyncio client), one pipelined round trip."""
     names = await maybe_await(client.zrevrange(config.index_key(spider), 0, limit - 1))
     sources = [n.decode("utf-8", "replace") if isinstance(n, bytes) else str(n) for n in names]
+    return await read_named_sources(client, config, spider, sources, now)
+
+
+async def read_named_sources(
+    client: Any, config: SourcesConfig, spider: str, sources: list[str], now: float
+) -> list[SourceHealth]:
+    """These sources' health (a sync or asyncio client), one pipelined round trip; a source without
+    a hash reads as one that never published."""
     if not sources:
         return []
     pipe = client.pipeline(transaction=False)
