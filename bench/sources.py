@@ -10,8 +10,9 @@ rules, every 4th source an allow rule and a subdomain, every 10th a rate):
 - what the crawl keeps per source in Redis (`INFO memory` used_memory before and after): the
   health hash (lua/source_record.lua: 28 days of counts, lag and gap histograms, extraction shares)
   with its index entry, and the coverage set (lua/coverage_record.lua) with `--listed` URLs listed
-  a day per source (all stored but one failed), bytes per source; and the one node's sources check
-  at that size (silence, drift, coverage: every SOURCE_CHECK_SECONDS), seconds.
+  a day per source (all stored but one failed), bytes per source; and the per-source work of the
+  one node's sources check (silence, drift, coverage) over all of them at once, seconds (a crawl's
+  check covers at most 10,000 sources an interval, 1,000 at a time: events/extension.py).
 
 Run: .venv/bin/python -m bench.sources [--sources 100000] [--listed 20] (starts its own redis-server
 on a free port).
@@ -190,7 +191,8 @@ def per_source_state(client: redis.Redis, port: int, n: int, listed: int) -> tup
             return None
 
     async def check() -> dict[str, float]:
-        """As events/extension.py's check: the sources read once for silence and drift, then coverage."""
+        """events/extension.py's three checks over every source at once: read once for silence and drift,
+        then coverage (the crawl's check does this per chunk of one slice)."""
         aio = aioredis.Redis(port=port)
         now = float((await aio.time())[0])
         took = {}

@@ -10,6 +10,7 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
+from distributed_crawler.events import extension
 from distributed_crawler.events.extension import SOURCE_SILENT, check_silence
 from distributed_crawler.events.sources import (
     LAG_EDGES,
@@ -225,3 +226,42 @@ def test_a_request_the_node_refused_is_not_an_error_of_its_source() -> None:
     assert feed.failures == []
     asyncio.run(middleware.process_exception(Request("http://s.test/a"), ConnectionRefusedError()))
     assert feed.failures == [("http://s.test/a", "error")]
+
+
+def test_a_check_covers_one_slice_of_the_sources_a_chunk_at_a_time(
+    redis_url: str, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checking node holds one chunk of sources at a time, and one check's Redis work is one
+    slice, however many sources are kept (a wide crawl keeps one per host); every source is still
+    checked, in turn."""
+    # lowered from 10,000 and 1,000: 2,500 sources make three slices (1,000, 1,000, 500)
+    monkeypatch.setattr(extension, "CHECK_SLICE", 1000)
+    monkeypatch.setattr(extension, "CHECK_CHUNK", 300)
+    config = SourcesConfig(silent_min_hours=1.0, check_seconds=60.0)
+    pipe = redis_client.pipeline(transaction=False)
+    for i in range(2500):
+        pipe.zadd(config.index_key("news"), {f"h{i}.example": i})
+        pipe.hset(config.key_of("news", f"h{i}.example"), mapping={"last": NOW - 7200, "n": 1})
+    pipe.execute()
+    reads: list[int] = []
+    read = extension.read_named_sources
+
+    async def counted(client: Any, config: SourcesConfig, spider: str, sources: list[str], now: float) -> Any:
+        reads.append(len(sources))
+        return await read(client, config, spider, sources, now)
+
+    monkeypatch.setattr(extension, "read_named_sources", counted)
+    alerts = Alerts()
+
+    async def scenario() -> list[int]:
+        client = aioredis.Redis.from_url(redis_url)
+        alerted = []
+        for k in range(3):  # three intervals in a row
+            silent, _, _ = await extension.check_sources(client, config, "news", alerts, NOW + 60 * k)
+            alerted.append(len(silent))
+        await client.aclose()
+        return alerted
+
+    assert sorted(asyncio.run(scenario())) == [500, 1000, 1000]
+    assert max(reads) == 300 and sum(reads) == 2500
+    assert len({details["source"] for _, details in alerts.sent}) == 2500  # each once

@@ -32,11 +32,13 @@ def message(cov: Coverage, low: bool, minimum: float) -> str:
 
 
 async def check_coverage(
-    client: AsyncRedis, config: SourcesConfig, spider: str, alerter: Any, now: float
+    client: AsyncRedis, config: SourcesConfig, spider: str, alerter: Any, now: float, sources: list[str] | None = None
 ) -> list[tuple[str, bool]]:
-    """Alert each source whose coverage fell below the minimum or came back; returns (source, low)."""
-    names = await client.zrevrange(config.index_key(spider), 0, config.max_sources - 1)
-    sources = [n.decode("utf-8", "replace") if isinstance(n, bytes) else str(n) for n in names]
+    """Alert each source whose coverage fell below the minimum or came back; returns (source, low).
+    *sources*: the ones this check covers (else every source kept)."""
+    if sources is None:
+        names = await client.zrevrange(config.index_key(spider), 0, config.max_sources - 1)
+        sources = [n.decode("utf-8", "replace") if isinstance(n, bytes) else str(n) for n in names]
     changed: list[tuple[str, bool]] = []
     for source, cov in (await read_coverage(client, config, spider, sources, now)).items():
         low = cov.is_low(config.coverage_min, config.coverage_min_listed)

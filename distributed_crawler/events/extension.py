@@ -31,7 +31,7 @@ from distributed_crawler.events.coverage import FLUSH_SECONDS
 from distributed_crawler.events.coverage_alert import check_coverage
 from distributed_crawler.events.drift import check_drift
 from distributed_crawler.events.feed import ChangeFeed, EventsConfig
-from distributed_crawler.events.sources import SourceHealth, SourcesConfig, read_sources
+from distributed_crawler.events.sources import SourceHealth, SourcesConfig, members, read_named_sources, read_sources
 from distributed_crawler.internals import spider_closing
 from distributed_crawler.keyspace import fill
 from distributed_crawler.keyspace import key as spider_key
@@ -47,6 +47,45 @@ logger = logging.getLogger(__name__)
 _FEEDS: weakref.WeakKeyDictionary[Any, ChangeFeed] = weakref.WeakKeyDictionary()
 SOURCE_SILENT = "source_silent"
 CLOSE_FLUSH_SECONDS = 5.0  # longest wait for the last coverage write of a closing node
+# A check reads and judges this many sources at once: the checking node's memory holds their
+# health and coverage (~5 KB a source), not every source's (a wide crawl keeps up to SOURCES_MAX).
+CHECK_CHUNK = 1_000
+# A check covers at most this many sources; more are checked in turn, one slice per interval, so
+# a check's Redis work does not grow with the sources kept (each is seen every ceil(n / 10,000)
+# intervals: 10 min at 100,000 sources with the 60 s default).
+CHECK_SLICE = 10_000
+
+
+def check_slice(kept: int, now: float, interval: float) -> range:
+    """The ranks (most recently active first) of the sources the check at *now* covers: all of
+    them up to CHECK_SLICE, else the slice whose turn it is (one per interval, round the clock)."""
+    slices = max(1, -(-kept // CHECK_SLICE))
+    start = int(now // interval) % slices * CHECK_SLICE
+    return range(start, min(kept, start + CHECK_SLICE))
+
+
+async def check_sources(
+    client: AsyncRedis, config: SourcesConfig, spider: str, alerter: Any, now: float
+) -> tuple[list[tuple[str, bool]], list[tuple[str, str, str]], list[tuple[str, bool]]]:
+    """One check (silence, drift, coverage) of this interval's slice of the sources, CHECK_CHUNK at
+    a time, then the sources beyond SOURCES_MAX dropped; returns what each check alerted."""
+    index = config.index_key(spider)
+    kept = min(int(await client.zcard(index)), config.max_sources)
+    ranks = check_slice(kept, now, config.check_seconds)
+    silent: list[tuple[str, bool]] = []
+    drift: list[tuple[str, str, str]] = []
+    coverage: list[tuple[str, bool]] = []
+    for first in range(ranks.start, ranks.stop, CHECK_CHUNK):
+        names = await client.zrevrange(index, first, min(ranks.stop, first + CHECK_CHUNK) - 1)
+        sources = [n.decode("utf-8", "replace") if isinstance(n, bytes) else str(n) for n in members(names, index)]
+        if not sources:
+            break
+        healths = await read_named_sources(client, config, spider, sources, now)
+        silent += await check_silence(client, config, spider, alerter, now, healths, trim=False)
+        drift += await check_drift(client, config, spider, alerter, now, healths)
+        coverage += await check_coverage(client, config, spider, alerter, now, sources)
+    await _trim(client, config, spider)
+    return silent, drift, coverage
 
 
 async def check_silence(
@@ -56,10 +95,12 @@ async def check_silence(
     alerter: Any,
     now: float,
     healths: list[SourceHealth] | None = None,
+    trim: bool = True,
 ) -> list[tuple[str, bool]]:
     """Raise `source_silent` for each source that entered or left silence; returns (source, silent)
     of those alerted. The `silent` flag in the source's hash makes each transition alert once.
-    *healths*: the sources as read for this check (else read here)."""
+    *healths*: the sources as read for this check (else read here); *trim*: then drop the sources
+    beyond SOURCES_MAX (a check in chunks does it once, at its end)."""
     changed: list[tuple[str, bool]] = []
     if healths is None:
         healths = await read_sources(client, config, spider, now, config.max_sources)
@@ -72,7 +113,8 @@ async def check_silence(
             SOURCE_SILENT, "-", _message(health, silent, now, config), now, **_details(health, silent, now)
         )
         changed.append((health.source, silent))
-    await _trim(client, config, spider)
+    if trim:
+        await _trim(client, config, spider)
     return changed
 
 
@@ -184,11 +226,7 @@ class ChangeFeedExtension:
             # one node per interval: the first to take the lock checks, the others skip
             if await client.set(lock, self.context.node_id, nx=True, px=max(1, int(interval * 900))):
                 now = await server_time(client)
-                # read once for both checks (at 100,000 sources a read is most of a check)
-                healths = await read_sources(client, self.sources, spider, now, self.sources.max_sources)
-                await check_silence(client, self.sources, spider, self._alerter, now, healths)
-                await check_drift(client, self.sources, spider, self._alerter, now, healths)
-                await check_coverage(client, self.sources, spider, self._alerter, now)
+                await check_sources(client, self.sources, spider, self._alerter, now)
 
         async def garbage(exc: BaseException) -> None:  # a bug or garbage: logged, the next interval tries again
             logger.error("Source check failed: %s", exc)

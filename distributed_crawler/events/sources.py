@@ -326,6 +326,14 @@ async def read_sources(
     index = config.index_key(spider)
     names = await maybe_await(client.zrevrange(index, 0, limit - 1))
     sources = [n.decode("utf-8", "replace") if isinstance(n, bytes) else str(n) for n in members(names, index)]
+    return await read_named_sources(client, config, spider, sources, now)
+
+
+async def read_named_sources(
+    client: AnyRedis, config: SourcesConfig, spider: str, sources: list[str], now: float
+) -> list[SourceHealth]:
+    """These sources' health (a sync or asyncio client), one pipelined round trip; a source without
+    a hash reads as one that never published."""
     if not sources:
         return []
     pipe = client.pipeline(transaction=False)
