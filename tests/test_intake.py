@@ -39,7 +39,7 @@ def make_intake(lifecycle: Lifecycle | None = None) -> Intake:
         frontier,  # type: ignore[arg-type]
         trouble,
         fakes.FakeEnqueuer(),  # type: ignore[arg-type]
-        fakes.FakeDeadLetters(),  # type: ignore[arg-type]
+        100,  # the failed list's cap
         leases,
         refusals,
         DomainHosts(lambda domain: "{news}:domain:" + domain, 0),

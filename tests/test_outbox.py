@@ -26,7 +26,7 @@ def make_outbox(lifecycle: Lifecycle, pushed: list[int]) -> Outbox:
         frontier,  # type: ignore[arg-type]
         fakes.trouble(frontier, lifecycle, stats),
         fakes.FakeEnqueuer(),  # type: ignore[arg-type]
-        fakes.FakeDeadLetters(),  # type: ignore[arg-type]
+        100,  # the failed list's cap
         LeaseTracker(),
         RefusalLog(stats, "n1"),
         DomainHosts(lambda domain: "{news}:domain:" + domain, 0),
@@ -119,9 +119,13 @@ def test_a_refused_link_is_dead_lettered_only_if_the_filter_had_not_seen_it() ->
         letter = outbox.refusals.note(f"http://10.0.0.{n}/", Refusal("private_address", "private"), "enqueue")
         outbox.add(OutboxEntry(f"fp{n}", False, "", None, refused=letter))
     asyncio.run(flushed(outbox, lifecycle))
-    ((letters, leases),) = outbox.dead_letters.of("take")  # type: ignore[attr-defined]
-    assert [json.loads(x)["url"] for x in letters] == ["http://10.0.0.0/"] and leases == []
-    assert outbox.enqueuer.of("push") == []  # type: ignore[attr-defined]  # never queued
+    ((entries, leases),) = outbox.enqueuer.of("push")  # type: ignore[attr-defined]  # one call: the letters ride in it
+    assert [(e.fingerprint, e.failed_cap, json.loads(e.member)["url"]) for e in entries] == [
+        ("fp0", 100, "http://10.0.0.0/"),
+        ("fp1", 100, "http://10.0.0.1/"),
+    ]
+    assert leases == [] and outbox.stats.get_value("scheduler/dead_lettered/refused") == 1
+    assert outbox.stats.get_value("scheduler/enqueued/redis") == 0  # never queued
     assert counted == []  # the per-host counts go with the lease task's next flush, no round trip here
     assert outbox.refusals.counting
 

@@ -39,7 +39,7 @@ class Trouble:
 
 def make_outbox(leases: LeaseTracker, stats: Any, lifecycle: Lifecycle) -> Outbox:
     no_caps = DomainHosts(lambda domain: domain, 0)
-    return Outbox(Shards(), Trouble(), Pushes(), None, leases, None, no_caps, stats, lifecycle, lambda n: None)  # type: ignore[arg-type]
+    return Outbox(Shards(), Trouble(), Pushes(), 100, leases, None, no_caps, stats, lifecycle, lambda n: None)  # type: ignore[arg-type]
 
 
 def finished(leases: LeaseTracker, lease: bytes, seq: int) -> None:

@@ -2,8 +2,9 @@
 
 One enqueue.lua call per batch does the dedup check+add and the push (and removes the leases the
 pushed requests succeed, and the leases of finished requests due for their ack: an ack rides on
-the next push instead of a round trip of its own); refused requests become dead letters in the same order as this node's
-other writes, so a lease is never acked before the dead letter that replaces it is written.
+the next push instead of a round trip of its own); a refused request rides in the same call: its
+link added to the filter and, if new, its dead letter written, in the step that removes the lease
+it replaces (a lease is never acked before the dead letter that replaces it is written).
 A batch lingers OUTBOX_LINGER after the first entry wakes the outbox, so the links of the responses
 parsed meanwhile share its script call (a small page is parsed at once, its few links alone).
 """
@@ -11,12 +12,11 @@ parsed meanwhile share its script call (a small page is parsed at once, its few 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections import deque
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from redis.exceptions import ResponseError
 
@@ -30,11 +30,8 @@ from distributed_crawler.core.traps import DomainHosts
 from distributed_crawler.core.trouble import RedisTrouble
 from distributed_crawler.frontier.base import Frontier
 from distributed_crawler.frontier.codec import payload_url
-from distributed_crawler.frontier.enqueue import Enqueuer, PushEntry
+from distributed_crawler.frontier.enqueue import Enqueuer, PushEntry, refused_entry
 from distributed_crawler.frontier.envelope import split_member
-
-if TYPE_CHECKING:
-    from distributed_crawler.frontier.deadletters import DeadLetters
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +60,7 @@ class Outbox:
         frontier: Frontier,
         trouble: RedisTrouble,
         enqueuer: Enqueuer,
-        dead_letters: DeadLetters,
+        failed_cap: int,
         leases: LeaseTracker,
         refusals: RefusalLog,
         domain_hosts: DomainHosts,
@@ -74,7 +71,9 @@ class Outbox:
         self.frontier = frontier
         self.trouble = trouble
         self.enqueuer = enqueuer  # the frontier's enqueue script on the opened dupefilter
-        self.dead_letters = dead_letters
+        self.failed_cap = (
+            failed_cap  # the failed list's cap (DeadLetters.cap): refused requests' letters ride with the push
+        )
         self.leases = leases  # finished requests' leases: acked with the next push (core/lease_keeper.py acks the rest)
         self.refusals = refusals
         self.domain_hosts = domain_hosts
@@ -119,15 +118,14 @@ class Outbox:
                 await asyncio.sleep(OUTBOX_LINGER)
             batch = [self.entries[i] for i in range(min(OUTBOX_BATCH, len(self.entries)))]
             batch = await self._admit_hosts(batch)
-            refused = [e for _, e in batch if e.refused]
-            if refused:
-                await self._write_refused(refused)
             pushes = [e for _, e in batch if not e.refused]
+            refused = [e for _, e in batch if e.refused]
             entries = [
                 PushEntry(e.fingerprint, e.dont_filter, e.member, e.delay, e.slot, e.interval, e.budget, e.in_flight)
                 for e in pushes
             ]
-            handovers = [e.handover for e in pushes if e.handover]
+            entries += [refused_entry(e.fingerprint, e.refused, self.failed_cap) for e in refused]
+            handovers = [e.handover for e in pushes + refused if e.handover]
             result = []
             if entries:
                 acks = self._riding_acks(pushes)
@@ -142,7 +140,9 @@ class Outbox:
             for _ in batch:
                 self.entries.popleft()
             self.flushed_seq = batch[-1][0]
-            self._count(pushes, result)
+            self._count(pushes, result[: len(pushes)])
+            if letters := sum(result[len(pushes) :]):
+                self.stats.inc_value("scheduler/dead_lettered/refused", letters)
 
     def _riding_acks(self, pushes: list[OutboxEntry]) -> list[bytes]:
         """Leases of finished requests whose links are all in Redis already (so their removal
@@ -194,24 +194,6 @@ class Outbox:
         # a new link is dead-lettered once cluster-wide (by fingerprint); a successor or dont_filter always
         link = not entry.dont_filter and entry.handover is None
         return entry._replace(refused=letter, fingerprint=entry.fingerprint if link else "")
-
-    async def _write_refused(self, refused: list[OutboxEntry]) -> None:
-        """Dead letters of refused requests (a new link only if the shared filter had not seen it),
-        the leases handed over to them removed in the same transaction (the counts follow with the
-        node's next batch of counts: core/refusals.py)."""
-        links = [e for e in refused if e.fingerprint]
-        fresh = [e for e in refused if not e.fingerprint]
-        if links:
-            added = [PushEntry(e.fingerprint, False, "") for e in links]
-            urls = [str(json.loads(e.refused).get("url", "")) for e in links]  # what routes them to their shard
-            add = partial(self.enqueuer.run, "add", added, (), urls)
-            new = await self.trouble.run(Purpose.PUSH, "dedup add", add)
-            fresh += [e for e, is_new in zip(links, new) if is_new]
-        letters = [e.refused for e in fresh]
-        leases = [e.handover for e in refused if e.handover]
-        if letters:
-            await self.trouble.run(Purpose.DEADLETTER, "dead-letter", partial(self.dead_letters.take, letters, leases))
-            self.stats.inc_value("scheduler/dead_lettered/refused", len(letters))
 
     async def push_refusal_counts(self) -> None:
         """The refusal counts: per host to the frontier's refused hash, per source to its hash

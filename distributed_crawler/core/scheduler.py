@@ -151,7 +151,7 @@ class RedisScheduler:
             frontier,
             trouble,
             enqueuer,
-            dead_letters,
+            dead_letters.cap,
             self.leases,
             self.refusals,
             DomainHosts(frontier.domain_hosts_key, config.domain_max_hosts),

@@ -17,7 +17,7 @@ from distributed_crawler.connection.untrusted import is_wrong_type
 if TYPE_CHECKING:
     from distributed_crawler.connection.types import AnyRedis
 
-__all__ = ["Entry", "Enqueuer", "PushEntry", "Pusher", "push_entry"]
+__all__ = ["Entry", "Enqueuer", "PushEntry", "Pusher", "push_args", "push_entry", "refused_entry"]
 
 
 class PushEntry(NamedTuple):
@@ -31,6 +31,20 @@ class PushEntry(NamedTuple):
     interval: float | None = None  # per-host: seconds between two requests of the slot (None = as stored)
     budget: int | None = None  # per-host: DOMAIN_MAX_PAGES of the slot (None = as stored, -1 = none)
     in_flight: int | None = None  # per-host: DOMAIN_MAX_IN_FLIGHT of the slot (None = as stored, -1 = none)
+    failed_cap: int | None = None  # a refused request: `member` is its dead letter; the failed list's cap
+
+
+def refused_entry(fingerprint: str, letter: str, failed_cap: int) -> PushEntry:
+    """A refused request for enqueue.lua: its fingerprint added to the filter and, if new (or no
+    fingerprint: always), its dead letter written, in the push's script call."""
+    return PushEntry(fingerprint, False, letter, failed_cap=failed_cap)
+
+
+def push_args(e: PushEntry) -> list[Any]:
+    """The four values enqueue.lua reads of every entry (a refused one: "r", its cap, its letter)."""
+    if e.failed_cap is not None:
+        return [e.fingerprint, "r", e.failed_cap, e.member]
+    return [e.fingerprint, "1" if e.dont_filter else "0", f"{e.delay:.3f}" if e.delay > 0 else "0", e.member]
 
 
 Entry = PushEntry

@@ -17,7 +17,7 @@ from distributed_crawler.connection.lua import reply_text
 from distributed_crawler.connection.replies import reply_bytes, reply_float, reply_int, reply_list
 from distributed_crawler.frontier.base import HostControl, Lease, Leased, Placement
 from distributed_crawler.frontier.config import FrontierConfig, slot_of
-from distributed_crawler.frontier.enqueue import Entry, push_entry
+from distributed_crawler.frontier.enqueue import Entry, push_args, push_entry
 from distributed_crawler.frontier.hoststate import read_hosts
 from distributed_crawler.frontier.unsharded import UnshardedFrontier
 
@@ -97,7 +97,7 @@ class HostFrontier(UnshardedFrontier):
         k = self.keys
         argv: list[Any] = self._prefixes()
         for e in map(push_entry, entries):
-            argv += [e.fingerprint, "1" if e.dont_filter else "0", f"{e.delay:.3f}" if e.delay > 0 else "0", e.member]
+            argv += push_args(e)
             argv += [e.slot or "", "" if e.interval is None else f"{e.interval:.6g}"]
             argv += ["" if n is None else n for n in (e.budget, e.in_flight)]  # None: leave as stored
         return [k.ready, k.seq, k.processing, k.delayed, dedup_key, k.over_budget, k.pending, k.requests], argv

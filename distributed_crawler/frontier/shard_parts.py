@@ -9,6 +9,7 @@ import it back.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol
 
@@ -16,7 +17,7 @@ from distributed_crawler.connection.calls import is_async
 from distributed_crawler.connection.types import AnyRedis
 from distributed_crawler.frontier.base import HostControl
 from distributed_crawler.frontier.deadletters import DeadLetters
-from distributed_crawler.frontier.enqueue import Enqueuer, Entry
+from distributed_crawler.frontier.enqueue import Enqueuer, Entry, push_entry
 from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.frontier.shards import shard_of
 from distributed_crawler.frontier.unsharded import UnshardedFrontier
@@ -71,7 +72,9 @@ class Shards(Protocol):
 
 class ShardedEnqueuer:
     """Enqueuer for a sharded frontier: each entry to its shard's enqueue script (with that shard's
-    dedup slice); leases handed over are removed on their own shard after the successors are in."""
+    dedup slice; a refused entry's dead letter to that shard's failed list, moved to the spider's by
+    the reclaim round); leases handed over are removed on their own shard after the successors
+    (and dead letters) are in."""
 
     def __init__(self, frontier: Shards, enqueuers: list[Enqueuer]) -> None:
         self.frontier = frontier
@@ -82,9 +85,12 @@ class ShardedEnqueuer:
     ) -> list[int]:
         """As Enqueuer.run; `urls`: an entry without a member (add / check) goes to its URL's shard."""
         groups: dict[int, list[int]] = {}
+        entries = [push_entry(entry) for entry in entries]
         for n, entry in enumerate(entries):
-            if entry[2]:
-                shard = self.frontier.shard_of_member(entry[2])
+            if entry.failed_cap is not None:  # a dead letter: on its URL's shard, with that URL's dedup slice
+                shard = self.frontier.shard_of_url(letter_url(entry.member))
+            elif entry.member:
+                shard = self.frontier.shard_of_member(entry.member)
             elif n < len(urls):
                 shard = self.frontier.shard_of_url(urls[n])
             else:
@@ -102,12 +108,22 @@ class ShardedEnqueuer:
         for shard, indices, done in zip(groups, groups.values(), done_by_shard):
             for n, result in zip(indices, done):
                 results[n] = result
-            if any(done):
+            if any(r for n, r in zip(indices, done) if entries[n].failed_cap is None):
                 self.frontier.pushed_to(shard)
         for shard, leases in handed.items():  # on another shard: removed once the successors are stored
             await self.enqueuers[shard].run(action, [], leases)
         self.frontier.homes.forget(handovers)  # gone from processing with the pushes above
         return results
+
+
+def letter_url(letter: str) -> str:
+    """A dead letter's URL (frontier/deadletters.py failure_entry, made by this node): its routing."""
+    try:
+        decoded = json.loads(letter)
+    except ValueError:
+        return ""
+    url = decoded.get("url") if isinstance(decoded, dict) else None
+    return url if isinstance(url, str) else ""
 
 
 class ShardedDeadLetters(DeadLetters):

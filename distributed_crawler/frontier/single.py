@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from distributed_crawler.connection.calls import maybe_await
 from distributed_crawler.connection.replies import reply_bytes, reply_int, reply_list
 from distributed_crawler.frontier.base import Lease, Leased
-from distributed_crawler.frontier.enqueue import Entry, push_entry
+from distributed_crawler.frontier.enqueue import Entry, push_args, push_entry
 from distributed_crawler.frontier.unsharded import UnshardedFrontier
 
 
@@ -32,7 +32,7 @@ class SingleQueueFrontier(UnshardedFrontier):
         k = self.keys
         argv: list[Any] = []
         for e in map(push_entry, entries):
-            argv += [e.fingerprint, "1" if e.dont_filter else "0", f"{e.delay:.3f}" if e.delay > 0 else "0", e.member]
+            argv += push_args(e)
         return [k.requests, k.seq, k.processing, k.delayed, dedup_key, k.pending], argv
 
     async def lease(self, count: int, lease_seconds: float, due_batch: int = 100) -> Leased:

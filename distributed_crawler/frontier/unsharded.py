@@ -21,7 +21,7 @@ from distributed_crawler.frontier.base import Frontier, HostControl, Leased, Mov
 from distributed_crawler.frontier.counts import CrawlCounts, crawl_counts
 from distributed_crawler.frontier.deadletters import DeadLetters
 from distributed_crawler.frontier.doorbell import PushesSeen, Ring
-from distributed_crawler.frontier.enqueue import Dedup, Enqueuer, Entry, Pusher
+from distributed_crawler.frontier.enqueue import Dedup, Enqueuer, Entry, Pusher, push_entry
 from distributed_crawler.frontier.keys import SpiderKeys
 from distributed_crawler.frontier.layout import check_layout, flush_keys
 from distributed_crawler.frontier.scripts import Scripts
@@ -172,6 +172,8 @@ class UnshardedFrontier:
         frontier/enqueue.Enqueuer drives it). `doorbell` "" = ring none (default: the frontier's)."""
         ring = self.doorbell if doorbell is None else doorbell
         keys, argv = self._push_call(entries, dedup_keys[0])
+        if any(push_entry(e).failed_cap is not None for e in entries):
+            keys.append(self.keys.failed)  # the refused entries' dead letters: after the pending counter
         head: list[str | int] = [self.order, len(entries), ring, dedup_mode, layers, action]
         call = self.scripts.enqueue(keys=[*keys, *dedup_keys[1:]], args=[*head, *argv, *handovers])
         return reply_ints(await maybe_await(call), "enqueue.lua", 1)

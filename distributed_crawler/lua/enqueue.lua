@@ -9,6 +9,9 @@
 -- KEYS[6] (optional) pending counter (lib/queue.lua pending_open); with it the bitmap pieces
 --   start at KEYS[7] (without it at KEYS[6]); present when KEYS holds one key more than the pieces
 --   need (host mode, below: two, the counter and the single queue)
+-- KEYS[7] (optional, only after the pending counter) the failed list the refused entries' dead
+--   letters go to (frontier/deadletters.py); present when KEYS holds one key more than the counter
+--   and the pieces need; the bitmap pieces then start one key later
 -- ARGV[1] queue type: "priority" | "fifo" | "lifo"
 -- ARGV[2] n = number of requests
 -- ARGV[3] doorbell channel, PUBLISHed to when something was pushed ("" = none); the message is
@@ -21,6 +24,12 @@
 --   delay in seconds ("0" = push to the queue now; > 0 = ZADD to delayed, due at server time +
 --   delay), member (queue/envelope.py: "[<deliveries>:<priority>:[<expires_at>:]]<payload>"); then lease members to remove
 --   from processing.
+-- A refused entry (a request admission or a trap rule refused, core/outbox.py) has dont_filter
+--   "r", the failed list's cap in place of the delay and its dead letter (JSON) as member: it is
+--   never pushed; with a fingerprint the fingerprint is added and the letter LPUSHed to the failed
+--   list only if new (a link is dead-lettered once cluster-wide), without one the letter always;
+--   the list is trimmed as frontier/deadletters.py trims it (LTRIM 0 cap-1). r = 1 when its letter was written. The leases removed at the
+--   end include those handed over to refused entries: removed in the step that writes their letters.
 -- Returns {code, r1, ..., rp}: r = 1 new (pushed unless "check"), 0 seen before. code 0: all n
 --   done; 1: the newest bitmap layer is full, add a layer (bloom_grow.lua) and send the rest
 --   again; 2: the caller's layer list is stale, reread the meta hash and send everything again;
@@ -96,10 +105,14 @@ end
 -- the keys between the fixed ones and the pieces: none, or the pending counter (and the single queue)
 local extra = #KEYS - (first_piece - 1) - pieces_total
 if mode == "bitmap" then
-  if extra ~= 0 and extra ~= counter_keys then return {2} end -- the caller passed another layout's pieces
+  if extra ~= 0 and extra ~= counter_keys and extra ~= counter_keys + 1 then
+    return {2} -- the caller passed another layout's pieces
+  end
   for i = 0, layers - 1 do L[i].first = L[i].first + first_piece + extra end
 end
-if extra == counter_keys then
+local failed = nil -- the failed list of the refused entries' dead letters
+if extra == counter_keys + 1 then failed = KEYS[first_piece + counter_keys] end
+if extra == counter_keys or failed then
   if host_mode then pending_open(KEYS[7], KEYS[8], KEYS[1], KEYS[6], ARGV[7])
   else pending_open(KEYS[6], KEYS[1]) end
 end
@@ -139,6 +152,7 @@ if mode == "bitmap" then
 end
 local added = 0
 local queued = 0 -- pushed to the queue now (not delayed): what the doorbell announces
+local failed_cap = nil -- set once a dead letter is written: the failed list is trimmed to it
 
 local function bitmap_add(h1, h2)
   local layer = L[cur]
@@ -152,6 +166,7 @@ end
 
 local function finish(code, result)
   if added > 0 then redis.call("HSET", KEYS[5], "L" .. cur .. ":n", cur_n) end
+  if failed_cap then redis.call("LTRIM", failed, 0, failed_cap - 1) end
   if queued > 0 and doorbell ~= "" then
     local ok, seq = pcall(redis.call, "GET", KEYS[2])
     doorbell_ring(doorbell, queued, KEYS[3], ok and seq or -1)
@@ -183,11 +198,20 @@ local function configure(host, iv, budget, cap)
   end
 end
 
+if not failed then -- checked before anything is written: a caller's mistake, not half a batch
+  for i = 0, n - 1 do
+    if ARGV[first_arg + stride * i + 1] == "r" then
+      return redis.error_reply("enqueue.lua: refused entries need the failed list key (KEYS, after the pending counter)")
+    end
+  end
+end
+
 local result = {}
 for i = 0, n - 1 do
   local base = first_arg + stride * i
   local fp = ARGV[base]
-  local dont_filter = ARGV[base + 1] == "1"
+  local refused = ARGV[base + 1] == "r"
+  local dont_filter = ARGV[base + 1] == "1" or (refused and fp == "")
   local delay = tonumber(ARGV[base + 2])
   local member = ARGV[base + 3]
   local new, h1, h2 = false, nil, nil
@@ -201,7 +225,13 @@ for i = 0, n - 1 do
     end
   end
   local pushed = false
-  if action == "push" and (new or dont_filter) then
+  if refused then
+    if action ~= "check" and (new or dont_filter) then -- its dead letter instead of a push
+      redis.call("LPUSH", failed, member)
+      failed_cap = math.floor(delay)
+      pushed = true
+    end
+  elseif action == "push" and (new or dont_filter) then
     local host = nil
     if host_mode then
       host = ARGV[base + 4]

@@ -1,0 +1,162 @@
+"""A batch holding refused requests costs the outbox one round trip, counted on the wire (one socket
+write of redis-py = one round trip, as bench/probe.py counts them): the refused links' fingerprints
+and dead letters ride in enqueue.lua with the pushes, a new link dead-lettered once, the lease a
+refused successor replaces removed in the step that writes its letter; over frontier shards one
+script call per shard the batch touches."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import time
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio.connection as async_connection
+from scrapy import Request, Spider
+from scrapy.settings import Settings
+from scrapy.utils.test import get_crawler
+
+from distributed_crawler.connection.calls import run_sync
+from distributed_crawler.core.admission import Refusal
+from distributed_crawler.core.outbox import OutboxEntry
+from distributed_crawler.core.scheduler import RedisScheduler
+from distributed_crawler.dedup.dupefilter import SetDedup
+from distributed_crawler.frontier.base import Frontier, placed_entry
+from distributed_crawler.frontier.envelope import make_member
+from distributed_crawler.frontier.factory import frontier_from_settings
+
+pytestmark = pytest.mark.timeout(120)
+HANDSHAKE = {"hello", "ping", "client", "auth", "select"}  # a connection's opening, once per connection
+
+
+class _Spider(Spider):
+    name = "rr"
+
+
+@pytest.fixture
+def round_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The first command of every socket write of redis-py's asyncio connections in this process."""
+    sent: list[str] = []
+    original = async_connection.AbstractConnection.send_packed_command
+
+    @functools.wraps(original)
+    async def counted(self: Any, command: Any, *args: Any, **kwargs: Any) -> Any:
+        raw = command if isinstance(command, bytes | bytearray) else b"".join(bytes(c) for c in command)
+        sent.append(bytes(raw).split(b"\r\n")[2].decode("ascii", "replace").lower())
+        return await original(self, command, *args, **kwargs)
+
+    monkeypatch.setattr(async_connection.AbstractConnection, "send_packed_command", counted)
+    yield sent
+
+
+async def _plain(key: str) -> SetDedup:
+    return SetDedup(key)
+
+
+def _member(frontier: Frontier, url: str) -> str:
+    return make_member(json.dumps({"url": url, "slot": frontier.placement(url).slot}), 0)
+
+
+def _lease(frontier: Frontier, url: str) -> bytes:
+    """Push `url` and lease it (sync client): the lease a refused redirect would hand over."""
+    entry = placed_entry("", True, _member(frontier, url), 0.0, frontier.placement(url))
+    run_sync(run_sync(frontier.open_enqueuer(_plain)).run("push", [entry]))
+    for _ in range(50):  # bounded: a sharded frontier skips a shard it found empty until woken
+        frontier.woken()
+        leases = run_sync(frontier.lease(1, 60)).leases
+        if leases:
+            return leases[0].lease
+        time.sleep(0.05)
+    raise AssertionError(f"{url} not leased")
+
+
+def _batch_with_refusals(settings: dict[str, Any], client: redis.Redis, round_trips: list[str]) -> dict[str, Any]:
+    crawler = get_crawler(
+        _Spider, settings_dict={"NODE_ID": "n1", "ADDONS": {"distributed_crawler.Addon": 0}, **settings}
+    )
+    spider = crawler.spider = _Spider.from_crawler(crawler)
+    crawler.stats.open_spider()
+    scheduler = RedisScheduler.from_crawler(crawler)
+    crawler.engine = SimpleNamespace(_slot=SimpleNamespace(scheduler=scheduler))  # type: ignore[assignment]
+    frontier = frontier_from_settings(Settings(settings), "rr", client)
+    lease = _lease(frontier, "http://home.test/moved")
+    fp = {u: scheduler.df.fingerprint_hex(Request(u)) for u in ("http://a.test/", "http://b.test/", "http://c.test/")}
+    private = Refusal("private_address", "private")
+
+    def letter(url: str) -> str:
+        return scheduler.refusals.note(url, private, "enqueue", attempts=0, payload=json.dumps({"url": url}))
+
+    async def scenario() -> dict[str, Any]:
+        parts = await scheduler.open_parts(spider)
+        outbox = parts.outbox
+        try:
+            # warm-up: the connection open, the script loaded, c.test's link seen (a node does this once)
+            outbox.add(OutboxEntry(fp["http://c.test/"], False, _member(frontier, "http://c.test/"), None))
+            task = asyncio.ensure_future(outbox.run())
+            for _ in range(500):
+                if outbox.flushed_seq == outbox.enqueued_seq:
+                    break
+                await asyncio.sleep(0.01)
+            round_trips.clear()
+            outbox.add(OutboxEntry(fp["http://a.test/"], False, _member(frontier, "http://a.test/"), None))
+            outbox.add(OutboxEntry(fp["http://b.test/"], False, "", None, refused=letter("http://b.test/")))
+            outbox.add(OutboxEntry(fp["http://c.test/"], False, "", None, refused=letter("http://c.test/")))
+            outbox.add(OutboxEntry("", True, "", lease, refused=letter("http://10.0.0.1/moved")))
+            for _ in range(500):
+                if outbox.flushed_seq == outbox.enqueued_seq:
+                    break
+                await asyncio.sleep(0.01)
+            sent = list(round_trips)
+            scheduler.lifecycle.stop()
+            outbox.ready.set()
+            await asyncio.wait_for(task, 10)
+            return {"sent": sent}
+        finally:
+            await scheduler.context.release()
+
+    seen = asyncio.run(scenario())
+    failed = [json.loads(x)["url"] for x in client.lrange("{rr}:failed", 0, -1)]
+    if hasattr(frontier, "move_dead_letters"):
+        run_sync(frontier.move_dead_letters(100_000))  # what the reclaim round does over shards
+        failed = [json.loads(x)["url"] for x in client.lrange("{rr}:failed", 0, -1)]
+    seen["failed"] = sorted(failed)
+    seen["processing"] = sum(client.zcard(part.keys.processing) for part in frontier.each_shard())
+    seen["dead_lettered"] = crawler.stats.get_value("scheduler/dead_lettered/refused")
+    seen["enqueued"] = crawler.stats.get_value("scheduler/enqueued/redis")
+    seen["shards"] = (
+        {
+            frontier.shard_of_url(u)
+            for u in ("http://a.test/", "http://b.test/", "http://c.test/", "http://10.0.0.1/moved")
+        }
+        if hasattr(frontier, "shard_of_url")
+        else {0}
+    )
+    return seen
+
+
+def test_a_batch_with_refusals_is_one_round_trip(
+    redis_url: str, redis_client: redis.Redis, round_trips: list[str]
+) -> None:
+    redis_client.flushdb()
+    seen = _batch_with_refusals({"REDIS_URL": redis_url}, redis_client, round_trips)
+    assert seen["sent"] == ["evalsha"], seen["sent"]  # enqueue.lua: the push, the filter, the letters, the lease
+    assert seen["failed"] == ["http://10.0.0.1/moved", "http://b.test/"]  # c.test's link was seen before
+    assert seen["processing"] == 0  # the redirect's lease went with its letter
+    assert seen["dead_lettered"] == 2 and seen["enqueued"] == 2  # the warm-up's push and a.test's
+
+
+def test_a_batch_with_refusals_over_frontier_shards_is_a_call_per_shard(
+    redis_url: str, redis_client: redis.Redis, round_trips: list[str]
+) -> None:
+    redis_client.flushdb()
+    seen = _batch_with_refusals({"REDIS_URL": redis_url, "FRONTIER_SHARDS": 3}, redis_client, round_trips)
+    calls = [c for c in seen["sent"] if c not in HANDSHAKE]  # the shards' calls in parallel: new connections
+    assert set(calls) == {"evalsha"} and len(calls) <= len(seen["shards"]), seen["sent"]
+    assert seen["failed"] == ["http://10.0.0.1/moved", "http://b.test/"]
+    assert seen["processing"] == 0
+    assert seen["dead_lettered"] == 2 and seen["enqueued"] == 2
