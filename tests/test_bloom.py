@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import multiprocessing
 import sqlite3
 from pathlib import Path
@@ -27,7 +28,7 @@ from distributed_crawler.dedup.dupefilter import (
     choose_dedup,
     describe_dedup,
 )
-from distributed_crawler.frontier.enqueue import Enqueuer
+from distributed_crawler.frontier.enqueue import Enqueuer, refused_entry
 from distributed_crawler.frontier.factory import frontier_for_mode
 from distributed_crawler.frontier.keys import SpiderKeys
 from tests.conftest import Workers, crawl_preflight, one_error_line
@@ -93,6 +94,21 @@ def test_check_and_add(backend: tuple[str, redis.Redis]) -> None:
     assert add(enqueuer, fps(4, 2), action="check") == [1, 1]  # check does not add
     assert add(enqueuer, fps(4, 2)) == [1, 1]
     assert run_sync(describe_dedup(client, KEYS.dupefilter))["count"] == 6
+
+
+def test_refused_links_grow_the_filter_and_are_dead_lettered_once(backend: tuple[str, redis.Redis]) -> None:
+    """A batch of refused links past the layer's capacity: the script stops at the full layer, the
+    filter grows and the rest is sent again; each link's dead letter written exactly once."""
+    mode, client = backend
+    enqueuer = open_enqueuer(client, mode, 1000)
+    links = fps(0, 1500)
+    entries = [refused_entry(fp, json.dumps({"url": f"http://x.test/{fp}"}), 100_000) for fp in links]
+    written = sum(run_sync(enqueuer.run("push", entries)))
+    assert written >= 1490  # a Bloom filter's false positive: a link taken as seen, no letter
+    assert run_sync(enqueuer.run("push", entries[:10])) == [0] * 10  # seen: no second letter
+    assert client.llen(KEYS.failed) == written
+    assert add(enqueuer, links, action="check") == [0] * 1500
+    assert client.zcard(KEYS.requests) + client.llen(KEYS.requests) == 0  # nothing queued
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.frontier.base import Frontier, Placement, placed_entry
 from distributed_crawler.frontier.codec import payload_url
 from distributed_crawler.frontier.doorbell import Ring
+from distributed_crawler.frontier.enqueue import refused_entry
 from distributed_crawler.frontier.envelope import make_member, split_member
 from distributed_crawler.frontier.factory import frontier_from_settings
 from distributed_crawler.frontier.keys import SpiderKeys
@@ -222,6 +223,32 @@ def test_a_successor_push_removes_its_predecessors_lease(frontier: Frontier) -> 
     counts = run_sync(frontier.counts())
     assert (counts.pending, counts.leased) == (1, 0)
     assert urls_of([x.lease for x in run_sync(frontier.lease(5, 60)).leases]) == [url]
+
+
+def test_a_refused_request_rides_in_the_push_as_a_dead_letter(frontier: Frontier, client: redis.Redis) -> None:
+    """A refused link adds its fingerprint and, if new, writes its dead letter; a refused successor
+    always, removing the lease it replaces; the failed list trimmed to its cap; nothing queued."""
+    push(frontier, ["http://from.test/a", "http://seen.test/b"])
+    (lease,) = [x.lease for x in run_sync(frontier.lease(1, 60)).leases]
+    enqueuer = run_sync(frontier.open_enqueuer(plain))
+
+    def letter(url: str) -> str:
+        return json.dumps({"url": url, "reason": "refused: private_address"})
+
+    entries = [
+        refused_entry("http://new.test/c", letter("http://new.test/c"), 2),
+        refused_entry("http://seen.test/b", letter("http://seen.test/b"), 2),  # pushed before: no letter
+        refused_entry("http://new.test/c", letter("http://new.test/c"), 2),  # the same link again: none
+        refused_entry("", letter("http://10.0.0.1/x"), 2),  # the lease's successor
+        refused_entry("", letter("http://10.0.0.2/y"), 2),
+    ]
+    assert run_sync(enqueuer.run("push", entries, [lease])) == [1, 0, 0, 1, 1]
+    failed = [json.loads(x)["url"] for part in frontier.each_shard() for x in client.lrange(part.keys.failed, 0, -1)]
+    assert len(failed) <= 2 * len(frontier.each_shard()) and "http://seen.test/b" not in failed  # capped at 2
+    assert "http://10.0.0.2/y" in failed
+    counts = run_sync(frontier.counts())
+    assert (counts.pending, counts.leased) == (1, 0)  # the lease went with its successor's letter
+    assert run_sync(enqueuer.run("check", [("http://new.test/c", False, "")], (), ["http://new.test/c"])) == [0]
 
 
 def test_a_doorbell_ring_for_a_push_the_last_lease_saw_is_stale(client: redis.Redis) -> None:
