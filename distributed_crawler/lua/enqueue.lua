@@ -9,9 +9,9 @@
 -- KEYS[6] (optional) pending counter (lib/queue.lua pending_open); with it the bitmap pieces
 --   start at KEYS[7] (without it at KEYS[6]); present when KEYS holds one key more than the pieces
 --   need (host mode, below: two, the counter and the single queue)
--- KEYS[7] (optional, only after the pending counter) the failed list the refused entries' dead
---   letters go to (frontier/deadletters.py); present when KEYS holds one key more than the counter
---   and the pieces need; the bitmap pieces then start one key later
+-- KEYS[7] (optional, only after the pending counter; host mode: KEYS[9], after the single queue)
+--   the failed list the refused entries' dead letters go to (frontier/deadletters.py); present when
+--   KEYS holds one key more than the counter and the pieces need; the pieces then start one later
 -- ARGV[1] queue type: "priority" | "fifo" | "lifo"
 -- ARGV[2] n = number of requests
 -- ARGV[3] doorbell channel, PUBLISHed to when something was pushed ("" = none); the message is
@@ -28,8 +28,9 @@
 --   "r", the failed list's cap in place of the delay and its dead letter (JSON) as member: it is
 --   never pushed; with a fingerprint the fingerprint is added and the letter LPUSHed to the failed
 --   list only if new (a link is dead-lettered once cluster-wide), without one the letter always;
---   the list is trimmed as frontier/deadletters.py trims it (LTRIM 0 cap-1). r = 1 when its letter was written. The leases removed at the
---   end include those handed over to refused entries: removed in the step that writes their letters.
+--   the list is trimmed as frontier/deadletters.py trims it (LTRIM 0 cap-1). r = 1 when its letter
+--   was written. The leases removed at the end include those handed over to refused entries:
+--   removed in the step that writes their letters.
 -- Returns {code, r1, ..., rp}: r = 1 new (pushed unless "check"), 0 seen before. code 0: all n
 --   done; 1: the newest bitmap layer is full, add a layer (bloom_grow.lua) and send the rest
 --   again; 2: the caller's layer list is stale, reread the meta hash and send everything again;
