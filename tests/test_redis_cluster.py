@@ -28,7 +28,7 @@ from distributed_crawler.core.crawl_control import CrawlControl
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.frontier.base import placed_entry
 from distributed_crawler.frontier.codec import payload_url
-from distributed_crawler.frontier.enqueue import Enqueuer
+from distributed_crawler.frontier.enqueue import Enqueuer, refused_entry
 from distributed_crawler.frontier.envelope import make_member, split_member
 from distributed_crawler.frontier.factory import frontier_for_mode, frontier_from_settings
 from distributed_crawler.frontier.keys import SpiderKeys
@@ -573,6 +573,51 @@ def test_a_six_shard_frontier_runs_on_every_master(cluster: RedisClusterNodes) -
         assert client.llen("{sharded}:failed") == 20  # moved from the shards to the spider's list
         run_sync(frontier.flush())
         assert run_sync(frontier.size()) == 0
+    finally:
+        client.close()
+
+
+def test_refused_requests_of_a_six_shard_frontier_ride_in_their_shards_push(cluster: RedisClusterNodes) -> None:
+    """Refused links and successors in enqueue.lua on 3 masters: each letter on its URL's shard,
+    beside that URL's dedup slice (no CROSSSLOT), the leases handed over removed, the letters
+    moved to the spider's list by the reclaim round."""
+    client = cluster.client()
+    try:
+        settings = Settings({"FRONTIER_SHARDS": 6, "DOMAIN_RATE_LIMIT": 0, "DOMAIN_MAX_IN_FLIGHT": 0})
+        frontier = frontier_from_settings(settings, "refusing", client)  # a spider of its own: the cluster is shared
+        run_sync(frontier.flush())
+        client.delete("{refusing}:failed")
+        run_sync(frontier.check_layout())
+
+        async def plain(key: str) -> SetDedup:
+            return SetDedup(key)
+
+        enqueuer = run_sync(frontier.open_enqueuer(plain))
+        pushed = []
+        for i in range(12):
+            url = f"http://p{i}.test/"
+            placement = frontier.placement(url)
+            member = make_member(json.dumps({"url": url, "slot": placement.slot}), 0)
+            pushed.append(placed_entry(url, False, member, 0.0, placement))
+        run_sync(enqueuer.run("push", pushed))
+        leased = []
+        for _ in range(20):
+            leased += [x.lease for x in run_sync(frontier.lease(12, 60)).leases]
+        assert len(leased) == 12
+
+        def letter(url: str) -> str:
+            return json.dumps({"url": url, "reason": "refused: private_address"})
+
+        links = [refused_entry(f"http://r{i}.test/", letter(f"http://r{i}.test/"), 100) for i in range(30)]
+        successors = [refused_entry("", letter(f"http://10.0.0.{i}/"), 100) for i in range(12)]
+        assert run_sync(enqueuer.run("push", links + successors, leased)) == [1] * 42
+        assert run_sync(enqueuer.run("push", links)) == [0] * 30  # each link dead-lettered once
+        counts = run_sync(frontier.counts())
+        assert (counts.pending, counts.leased) == (0, 0)
+        run_sync(frontier.reclaim(max_deliveries=1, limit=100, failed_cap=100, node_id="t"))
+        assert client.llen("{refusing}:failed") == 42
+        run_sync(frontier.flush())
+        client.delete("{refusing}:failed")
     finally:
         client.close()
 
