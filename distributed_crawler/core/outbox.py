@@ -120,12 +120,13 @@ class Outbox:
             batch = await self._admit_hosts(batch)
             pushes = [e for _, e in batch if not e.refused]
             refused = [e for _, e in batch if e.refused]
-            entries = [
+            # the refused first: a failed list Redis refuses (WRONGTYPE) stops the script before any push
+            entries = [refused_entry(e.fingerprint, e.refused, self.failed_cap) for e in refused]
+            entries += [
                 PushEntry(e.fingerprint, e.dont_filter, e.member, e.delay, e.slot, e.interval, e.budget, e.in_flight)
                 for e in pushes
             ]
-            entries += [refused_entry(e.fingerprint, e.refused, self.failed_cap) for e in refused]
-            handovers = [e.handover for e in pushes + refused if e.handover]
+            handovers = [e.handover for e in refused + pushes if e.handover]
             result = []
             if entries:
                 acks = self._riding_acks(pushes)
@@ -140,8 +141,8 @@ class Outbox:
             for _ in batch:
                 self.entries.popleft()
             self.flushed_seq = batch[-1][0]
-            self._count(pushes, result[: len(pushes)])
-            if letters := sum(result[len(pushes) :]):
+            self._count(pushes, result[len(refused) :])
+            if letters := sum(result[: len(refused)]):
                 self.stats.inc_value("scheduler/dead_lettered/refused", letters)
 
     def _riding_acks(self, pushes: list[OutboxEntry]) -> list[bytes]:
