@@ -288,8 +288,8 @@ def bound_downloader_slots(crawler: Crawler, idle_seconds: float) -> int:
         downloader = getattr(getattr(crawler, "engine", None), "downloader", None)
     except RuntimeError:  # Scrapy 2.19: "Crawler.engine is not set yet" before the crawl starts
         return 0
-    slots = getattr(downloader, "slots", None)
-    if not slots:
+    slots = getattr(downloader, "slots", None) if downloader is not None else None
+    if downloader is None or not slots:
         return 0
     now = time.monotonic()
     if now - getattr(downloader, "_dc_slots_pruned_at", 0.0) < SLOT_PRUNE_SECONDS:
