@@ -48,6 +48,13 @@ SCRAPY_CONTRACT: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     ("scrapy.core.scraper.Scraper", "slot", None),
     ("scrapy.core.scraper.Slot", "closing", None),
     ("scrapy.core.downloader.Downloader", "active", None),
+    ("scrapy.core.downloader.Downloader", "slots", None),  # bound_downloader_slots
+    ("scrapy.core.downloader.Slot", "active", None),
+    ("scrapy.core.downloader.Slot", "lastseen", None),
+    ("scrapy.core.downloader.Slot", "delay", None),
+    ("scrapy.core.downloader.Slot", "jitter", None),
+    ("scrapy.core.downloader.Slot", "latercall", None),
+    ("scrapy.core.downloader.Slot", "close", ("self",)),
     ("scrapy.crawler.Crawler", "crawling", None),
     ("scrapy.commands.BaseRunSpiderCommand", "_create_crawler", ("self", "spidercls")),
     ("scrapy.utils._compression._DecompressionMaxSizeExceeded", "max_size", None),  # sizecap.py reads it
@@ -257,6 +264,47 @@ def bound_connection_pool(pool: Any, idle_seconds: float) -> None:
     connections = pool._connections
     for key in [key for key, idle in connections.items() if not idle]:
         del connections[key]
+
+
+SLOT_PRUNE_SECONDS = 5.0  # how often bound_downloader_slots looks for idle slots
+
+
+def bound_downloader_slots(crawler: Crawler, idle_seconds: float) -> int:
+    """Drop the downloader slots idle for `idle_seconds` past their delay (at most every
+    SLOT_PRUNE_SECONDS); return how many were dropped.
+
+    A slot holds its host's delay state (`lastseen`), so only a slot whose longest delay has
+    passed is dropped: its host's next request may go at once, as it would through the slot. A
+    slot with requests (active, queued or transferring: all in `active`) or a delayed queue run
+    (`latercall`) stays.
+
+    Scrapy 2.19.0, scrapy/core/downloader/__init__.py: `Downloader.slots` (key -> `Slot`); `Slot`
+    keeps `active`, `lastseen` (monotonic), `delay`, `jitter` (the delay varies by +-jitter) and
+    `latercall`, and `close()` cancels the latter. Scrapy's own `_slot_gc` drops the same slots
+    only every 60 s and 60 s after their delay, so a worker meeting many new hosts a second keeps
+    thousands.
+    """
+    try:
+        downloader = getattr(getattr(crawler, "engine", None), "downloader", None)
+    except RuntimeError:  # Scrapy 2.19: "Crawler.engine is not set yet" before the crawl starts
+        return 0
+    slots = getattr(downloader, "slots", None) if downloader is not None else None
+    if downloader is None or not slots:
+        return 0
+    now = time.monotonic()
+    if now - getattr(downloader, "_dc_slots_pruned_at", 0.0) < SLOT_PRUNE_SECONDS:
+        return 0
+    downloader._dc_slots_pruned_at = now
+    idle = [
+        key
+        for key, slot in slots.items()
+        if not slot.active
+        and slot.latercall is None
+        and slot.lastseen + slot.delay * (1 + max(slot.jitter, 0.0)) + idle_seconds <= now
+    ]
+    for key in idle:
+        slots.pop(key).close()
+    return len(idle)
 
 
 def cookies_by_domain(jar: CookieJar) -> dict[str, dict[str, dict[str, Cookie]]]:

@@ -7,9 +7,11 @@ bound however many hosts went through it. Fast: no crawl, no Redis.
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import pytest
 from scrapy import Request
+from scrapy.core.downloader import Downloader, Slot
 from scrapy.utils.test import get_crawler
 from twisted.internet import reactor
 from twisted.web.client import HTTPConnectionPool
@@ -133,3 +135,51 @@ def test_every_download_agent_keeps_scrapys_pool_bounded() -> None:
     guard.guarded_agent(crawler, Request("http://example.com/"), 10.0, None, None, pool)
     assert pool.cachedConnectionTimeout == guard.POOL_IDLE_SECONDS  # Twisted's own: 240 s
     assert pool._connections == {}
+
+
+def _downloader_with_slots(slots: dict[str, tuple[float, float, float]]) -> tuple[object, Downloader]:
+    """A crawler whose engine has a real Downloader holding `slots`: key -> (delay, jitter, idle for)."""
+    crawler = get_crawler(settings_dict={"ALLOWED_PRIVATE_NETWORKS": []})
+    downloader = Downloader(crawler)
+    now = time.monotonic()
+    for key, (delay, jitter, idle_for) in slots.items():
+        slot = Slot(2, delay, jitter)
+        slot.lastseen = now - idle_for
+        downloader.slots[key] = slot
+    crawler.engine = SimpleNamespace(downloader=downloader)  # type: ignore[assignment]
+    return crawler, downloader
+
+
+def test_downloader_keeps_no_slot_per_host_ever_fetched() -> None:
+    hosts = {f"h{i}.test": (0.0, 0.5, 30.0) for i in range(5000)}
+    crawler, downloader = _downloader_with_slots({**hosts, "fresh.test": (0.0, 0.5, 1.0)})
+    assert internals.bound_downloader_slots(crawler, 10.0) == 5000
+    assert list(downloader.slots) == ["fresh.test"]  # fetched 1 s ago: kept
+    downloader.slots["later.test"] = Slot(2, 0.0, 0.0)
+    assert internals.bound_downloader_slots(crawler, 0.0) == 0  # at most every SLOT_PRUNE_SECONDS
+    downloader._dc_slots_pruned_at -= internals.SLOT_PRUNE_SECONDS + 1  # type: ignore[attr-defined]
+    assert internals.bound_downloader_slots(crawler, 0.0) == 2
+
+
+def test_a_dropped_slot_never_shortens_its_hosts_delay() -> None:
+    """A slot's `lastseen` is its host's delay: kept until its longest delay (delay x (1 + jitter))
+    and the idle time have passed, and kept while it has requests or a delayed queue run."""
+    crawler, downloader = _downloader_with_slots(
+        {
+            "slow.test": (20.0, 0.5, 39.0),  # 20 s x 1.5 + 10 s idle = 40 s: not yet
+            "done.test": (20.0, 0.5, 41.0),
+            "busy.test": (0.0, 0.0, 600.0),
+            "waiting.test": (0.0, 0.0, 600.0),
+        }
+    )
+    downloader.slots["busy.test"].active.add(Request("http://busy.test/"))
+    downloader.slots["waiting.test"].latercall = SimpleNamespace(cancel=lambda: None)  # type: ignore[assignment]
+    assert internals.bound_downloader_slots(crawler, 10.0) == 1
+    assert sorted(downloader.slots) == ["busy.test", "slow.test", "waiting.test"]
+
+
+def test_every_download_agent_keeps_the_downloader_slots_bounded() -> None:
+    crawler, downloader = _downloader_with_slots({f"h{i}.test": (0.0, 0.5, 600.0) for i in range(100)})
+    guard.guarded_agent(crawler, Request("http://example.com/"), 10.0, None, None, None)
+    assert downloader.slots == {}
+    assert guard.SLOT_IDLE_SECONDS < 60  # Scrapy's own slot GC: 60 s idle, checked every 60 s

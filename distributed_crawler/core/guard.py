@@ -34,7 +34,12 @@ from zope.interface import implementer  # type: ignore[import-untyped]
 
 from distributed_crawler.addresses import SETTING, AddressRule
 from distributed_crawler.core.checks import Refusal
-from distributed_crawler.internals import bound_connection_pool, guard_http11_agents, scheduler_of
+from distributed_crawler.internals import (
+    bound_connection_pool,
+    bound_downloader_slots,
+    guard_http11_agents,
+    scheduler_of,
+)
 from distributed_crawler.meta import LEASE_META
 
 if TYPE_CHECKING:
@@ -47,6 +52,7 @@ if TYPE_CHECKING:
 
 REASON = "private_address"
 POOL_IDLE_SECONDS = 30.0  # an idle keep-alive connection to a site is closed after this (Twisted's: 240 s)
+SLOT_IDLE_SECONDS = 10.0  # a downloader slot is dropped this long after its delay passed (Scrapy's: 60 s)
 
 
 class AddressRefused(IgnoreRequest):
@@ -182,9 +188,11 @@ def guarded_agent(
     crawler: Crawler, request: Request, timeout: float, context_factory: Any, bind_address: Any, pool: Any
 ) -> Agent | None:
     """The agent of one plain download: guarded unless it goes through the operator's proxy.
-    Scrapy's connection pool is kept bounded on the way (docs/settings.md, per-host state)."""
+    Scrapy's connection pool and downloader slots are kept bounded on the way (docs/settings.md,
+    per-host state)."""
     if pool is not None:
         bound_connection_pool(pool, POOL_IDLE_SECONDS)
+    bound_downloader_slots(crawler, SLOT_IDLE_SECONDS)
     rule = rule_of(crawler)
     if rule is None or request.meta.get("proxy"):
         return None  # Scrapy's own agent
