@@ -8,17 +8,14 @@ ack back."""
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import redis
-import redis.asyncio.connection as async_connection
 from scrapy import Request, Spider
 from scrapy.http import HtmlResponse
 from scrapy.settings import Settings
@@ -26,13 +23,13 @@ from scrapy.utils.test import get_crawler
 
 from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.core.scheduler import RedisScheduler
-from distributed_crawler.dedup.dupefilter import SetDedup
-from distributed_crawler.frontier.base import Frontier, placed_entry
+from distributed_crawler.frontier.base import Frontier
 from distributed_crawler.frontier.envelope import make_member
 from distributed_crawler.frontier.factory import frontier_from_settings
 from distributed_crawler.meta import HOST_SLOT_META, LEASE_META
 from distributed_crawler.recrawl.schedule import RevisitSchedule
 from distributed_crawler.recrawl.spidermiddleware import RecrawlSpiderMiddleware
+from tests.round_trips import count_writes, push_and_lease
 
 pytestmark = pytest.mark.timeout(120)
 PAGES = 12
@@ -46,37 +43,15 @@ class _Spider(Spider):
 
 
 @pytest.fixture
-def round_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """The first command of every socket write of redis-py's asyncio connections in this process."""
+def round_trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The first command of every socket write of redis-py's asyncio connections in this test."""
     sent: list[str] = []
-    original = async_connection.AbstractConnection.send_packed_command
-
-    @functools.wraps(original)
-    async def counted(self: Any, command: Any, *args: Any, **kwargs: Any) -> Any:
-        raw = command if isinstance(command, bytes | bytearray) else b"".join(bytes(c) for c in command)
-        sent.append(bytes(raw).split(b"\r\n")[2].decode("ascii", "replace").lower())
-        return await original(self, command, *args, **kwargs)
-
-    monkeypatch.setattr(async_connection.AbstractConnection, "send_packed_command", counted)
-    yield sent
-
-
-async def _plain(key: str) -> SetDedup:
-    return SetDedup(key)
+    count_writes(monkeypatch, sent)
+    return sent
 
 
 def _lease(frontier: Frontier, url: str) -> bytes:
-    """Push `url` and lease it (sync client): the lease the scheduler would hand the engine."""
-    placement = frontier.placement(url)
-    member = make_member(json.dumps({"url": url, "slot": placement.slot}), 0)
-    run_sync(run_sync(frontier.open_enqueuer(_plain)).run("push", [placed_entry("", True, member, 0.0, placement)]))
-    for _ in range(50):  # bounded: a sharded frontier skips a shard it found empty until woken
-        frontier.woken()
-        leases = run_sync(frontier.lease(1, 60)).leases
-        if leases:
-            return leases[0].lease
-        time.sleep(0.05)
-    raise AssertionError(f"{url} not leased")
+    return push_and_lease(frontier, url).lease
 
 
 async def _article(response: HtmlResponse) -> AsyncIterator[Any]:

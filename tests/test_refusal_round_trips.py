@@ -7,16 +7,12 @@ script call per shard the batch touches."""
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
-import time
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import redis
-import redis.asyncio.connection as async_connection
 from scrapy import Request, Spider
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
@@ -25,10 +21,9 @@ from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.core.admission import Refusal
 from distributed_crawler.core.outbox import OutboxEntry
 from distributed_crawler.core.scheduler import RedisScheduler
-from distributed_crawler.dedup.dupefilter import SetDedup
-from distributed_crawler.frontier.base import Frontier, placed_entry
-from distributed_crawler.frontier.envelope import make_member
+from distributed_crawler.frontier.base import Frontier
 from distributed_crawler.frontier.factory import frontier_from_settings
+from tests.round_trips import count_writes, member_of, push_and_lease
 
 pytestmark = pytest.mark.timeout(120)
 HANDSHAKE = {"hello", "ping", "client", "auth", "select"}  # a connection's opening, once per connection
@@ -39,40 +34,16 @@ class _Spider(Spider):
 
 
 @pytest.fixture
-def round_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """The first command of every socket write of redis-py's asyncio connections in this process."""
+def round_trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The first command of every socket write of redis-py's asyncio connections in this test."""
     sent: list[str] = []
-    original = async_connection.AbstractConnection.send_packed_command
-
-    @functools.wraps(original)
-    async def counted(self: Any, command: Any, *args: Any, **kwargs: Any) -> Any:
-        raw = command if isinstance(command, bytes | bytearray) else b"".join(bytes(c) for c in command)
-        sent.append(bytes(raw).split(b"\r\n")[2].decode("ascii", "replace").lower())
-        return await original(self, command, *args, **kwargs)
-
-    monkeypatch.setattr(async_connection.AbstractConnection, "send_packed_command", counted)
-    yield sent
-
-
-async def _plain(key: str) -> SetDedup:
-    return SetDedup(key)
-
-
-def _member(frontier: Frontier, url: str) -> str:
-    return make_member(json.dumps({"url": url, "slot": frontier.placement(url).slot}), 0)
+    count_writes(monkeypatch, sent)
+    return sent
 
 
 def _lease(frontier: Frontier, url: str) -> bytes:
-    """Push `url` and lease it (sync client): the lease a refused redirect would hand over."""
-    entry = placed_entry("", True, _member(frontier, url), 0.0, frontier.placement(url))
-    run_sync(run_sync(frontier.open_enqueuer(_plain)).run("push", [entry]))
-    for _ in range(50):  # bounded: a sharded frontier skips a shard it found empty until woken
-        frontier.woken()
-        leases = run_sync(frontier.lease(1, 60)).leases
-        if leases:
-            return leases[0].lease
-        time.sleep(0.05)
-    raise AssertionError(f"{url} not leased")
+    """The lease a refused redirect would hand over."""
+    return push_and_lease(frontier, url).lease
 
 
 def _batch_with_refusals(settings: dict[str, Any], client: redis.Redis, round_trips: list[str]) -> dict[str, Any]:
@@ -96,14 +67,14 @@ def _batch_with_refusals(settings: dict[str, Any], client: redis.Redis, round_tr
         outbox = parts.outbox
         try:
             # warm-up: the connection open, the script loaded, c.test's link seen (a node does this once)
-            outbox.add(OutboxEntry(fp["http://c.test/"], False, _member(frontier, "http://c.test/"), None))
+            outbox.add(OutboxEntry(fp["http://c.test/"], False, member_of(frontier, "http://c.test/"), None))
             task = asyncio.ensure_future(outbox.run())
             for _ in range(500):
                 if outbox.flushed_seq == outbox.enqueued_seq:
                     break
                 await asyncio.sleep(0.01)
             round_trips.clear()
-            outbox.add(OutboxEntry(fp["http://a.test/"], False, _member(frontier, "http://a.test/"), None))
+            outbox.add(OutboxEntry(fp["http://a.test/"], False, member_of(frontier, "http://a.test/"), None))
             outbox.add(OutboxEntry(fp["http://b.test/"], False, "", None, refused=letter("http://b.test/")))
             outbox.add(OutboxEntry(fp["http://c.test/"], False, "", None, refused=letter("http://c.test/")))
             outbox.add(OutboxEntry("", True, "", lease, refused=letter("http://10.0.0.1/moved")))

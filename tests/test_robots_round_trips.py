@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,15 +21,13 @@ from scrapy.http import TextResponse
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
-from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.core.scheduler import RedisScheduler
-from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.downloadermiddlewares.robotstxt import ROBOTS_PENDING, RobotsTxtMiddleware
-from distributed_crawler.frontier.base import Frontier, placed_entry
-from distributed_crawler.frontier.envelope import make_member
+from distributed_crawler.frontier.base import Frontier
 from distributed_crawler.frontier.factory import frontier_from_settings
 from distributed_crawler.meta import HOLD_META, HOST_SLOT_META, LEASE_META
 from tests.redis_topologies import RedisClusterNodes
+from tests.round_trips import push_and_lease
 
 pytestmark = pytest.mark.timeout(120)
 ROBOTS = b"User-agent: *\nDisallow: /private/\n"
@@ -94,22 +90,9 @@ def _node(settings: dict[str, Any], downloads: list[str]) -> tuple[Any, RobotsTx
     return crawler, RobotsTxtMiddleware.from_crawler(crawler)
 
 
-async def _plain(key: str) -> SetDedup:
-    return SetDedup(key)
-
-
 def _leased(frontier: Frontier, url: str) -> Request:
     """Push `url` and lease it (sync client): a request as the scheduler hands it to the engine."""
-    placement = frontier.placement(url)
-    member = make_member(json.dumps({"url": url, "slot": placement.slot}), 0)
-    run_sync(run_sync(frontier.open_enqueuer(_plain)).run("push", [placed_entry("", True, member, 0.0, placement)]))
-    for _ in range(50):  # bounded: a cluster that just formed may answer a lease empty at first
-        frontier.woken()  # as the doorbell would (a sharded frontier skips the shards it found empty)
-        leases = run_sync(frontier.lease(1, 60)).leases
-        if leases:
-            break
-        time.sleep(0.1)
-    (lease,) = leases
+    lease = push_and_lease(frontier, url, pause=0.1)
     return Request(url, meta={LEASE_META: lease.lease, HOST_SLOT_META: lease.slot})
 
 

@@ -1,0 +1,53 @@
+"""What the round-trip tests share: redis-py's asyncio socket writes counted (one write = one round
+trip, as bench/probe.py counts them), and a URL pushed and leased as the scheduler would."""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from typing import Any
+
+import pytest
+import redis.asyncio.connection as async_connection
+
+from distributed_crawler.connection.calls import run_sync
+from distributed_crawler.dedup.dupefilter import SetDedup
+from distributed_crawler.frontier.base import Frontier, placed_entry
+from distributed_crawler.frontier.envelope import make_member
+from distributed_crawler.frontier.replies import Lease
+
+
+def count_writes(monkeypatch: pytest.MonkeyPatch, sent: list[str]) -> None:
+    """Append the first command of every socket write of redis-py's asyncio connections in this
+    process to `sent`, until `monkeypatch` undoes it."""
+    original = async_connection.AbstractConnection.send_packed_command
+
+    @functools.wraps(original)
+    async def counted(self: Any, command: Any, *args: Any, **kwargs: Any) -> Any:
+        raw = command if isinstance(command, bytes | bytearray) else b"".join(bytes(c) for c in command)
+        sent.append(bytes(raw).split(b"\r\n")[2].decode("ascii", "replace").lower())
+        return await original(self, command, *args, **kwargs)
+
+    monkeypatch.setattr(async_connection.AbstractConnection, "send_packed_command", counted)
+
+
+async def _plain(key: str) -> SetDedup:
+    return SetDedup(key)
+
+
+def member_of(frontier: Frontier, url: str) -> str:
+    return make_member(json.dumps({"url": url, "slot": frontier.placement(url).slot}), 0)
+
+
+def push_and_lease(frontier: Frontier, url: str, pause: float = 0.05) -> Lease:
+    """Push `url` and lease it (sync client): the lease the scheduler would hand the engine."""
+    entry = placed_entry("", True, member_of(frontier, url), 0.0, frontier.placement(url))
+    run_sync(run_sync(frontier.open_enqueuer(_plain)).run("push", [entry]))
+    for _ in range(50):  # bounded: a sharded frontier skips a shard it found empty until woken, and a
+        frontier.woken()  # cluster that just formed may answer a lease empty at first
+        leases = run_sync(frontier.lease(1, 60)).leases
+        if leases:
+            return leases[0]
+        time.sleep(pause)
+    raise AssertionError(f"{url} not leased")
