@@ -65,7 +65,9 @@ from distributed_crawler.news.extract import extract_article
 LABELS = Path(__file__).with_name("page_labels.json")
 FRESH_LABELS = Path(__file__).with_name("page_labels_trafilatura.json")
 HTMLDATE_LABELS = Path(__file__).with_name("page_labels_htmldate.json")
-GROUPS = ("tuning", "held-out", "fresh-1", "fresh-2", "fresh-3", "fresh-4")
+SAMPLE_5_LABELS = Path(__file__).with_name("page_labels_sample5.json")
+GROUPS = ("tuning", "held-out", "fresh-1", "fresh-2", "fresh-3", "fresh-4", "fresh-5")
+PLACEHOLDER_SITES = {"example.com", "exemple.com"}  # goose3's made-up test pages
 SAMPLE_4 = 250  # pages of htmldate's evaluation set in the fourth sample
 AUTOPAGER_NOT_LIST = {
     **dict.fromkeys(("1", "2", "3", "38", "42", "62", "64"), "other"),  # forum threads
@@ -106,6 +108,8 @@ class Page:
             return "fresh-" + self.corpus.rsplit("-", 1)[-1]
         if self.corpus == "htmldate":
             return "fresh-4"
+        if self.corpus == "sample-5":
+            return "fresh-5"
         return "held-out" if hashlib.sha1(self.site.encode()).digest()[0] % 2 else "tuning"
 
 
@@ -187,6 +191,50 @@ def _draw_sample_4(root: Path, evaldata: dict[str, dict[str, str]], corpus: list
     return drawn[:SAMPLE_4]
 
 
+def sample_5(roots: dict[str, Path], corpus: list[Page]) -> Iterator[Page]:
+    """The pages of bench/page_labels_sample5.json but those labelled "unsure", after checking that
+    they are the sample its "how" describes, drawn again here from the seven sources."""
+    labelled = json.loads(SAMPLE_5_LABELS.read_text())["pages"]
+    drawn = dict(_draw_sample_5(roots, corpus))
+    if [p["url"] for p in labelled] != list(drawn):
+        raise SystemExit(
+            f"{SAMPLE_5_LABELS.name}: its URLs are not the sample drawn from this corpus (pinned commits?)"
+        )
+    for entry in labelled:
+        if entry["label"] != "unsure":
+            path = drawn[entry["url"]]
+            html = path.read_bytes()
+            yield Page(
+                "sample-5", entry["url"], entry["label"], gzip.decompress(html) if path.suffix == ".gz" else html
+            )
+
+
+def _draw_sample_5(roots: dict[str, Path], corpus: list[Page]) -> list[tuple[str, Path]]:
+    """Every page of the five sources that has a URL and a file, sorted by the SHA-1 of its URL, one
+    a registered domain, none of a domain that another sample or label file holds."""
+    hand = [p["url"] for name in (LABELS, FRESH_LABELS, HTMLDATE_LABELS) for p in json.loads(name.read_text())["pages"]]
+    taken = {p.site for p in corpus} | {Page("", url.strip(), "", "").site for url in hand} | PLACEHOLDER_SITES
+    candidates: dict[str, Path] = {}
+    for name, index in (("trafilatura", "evaldata.json"), ("htmldate", "eval_default.json")):
+        for url, info in json.loads((roots[name] / index).read_text()).items():
+            candidates.setdefault(url.strip(), roots[name] / "eval" / info["file"])
+    for key, info in json.loads((roots["scrapinghub"] / "ground-truth.json").read_text()).items():
+        candidates.setdefault(info["url"], roots["scrapinghub"] / "html" / f"{key}.html.gz")
+    for folder, pages in (("tests/data/content", "tests/data/content"), ("tests/data/metadata", "tests/data/html")):
+        for name in ("goose3", "newspaper4k"):
+            for meta in sorted((roots[name] / folder).glob("*.json")):
+                url = json.loads(meta.read_text()).get("url")
+                if url:
+                    candidates.setdefault(url, roots[name] / pages / f"{meta.stem}.html")
+    drawn: list[tuple[str, Path]] = []
+    for url in sorted(candidates, key=lambda u: hashlib.sha1(u.encode()).hexdigest()):
+        site = Page("", url, "", "").site
+        if site and site not in taken and candidates[url].exists():
+            taken.add(site)
+            drawn.append((url, candidates[url]))
+    return drawn
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--corpus", type=Path, help="a folder bench/page_types_corpus.py built")
@@ -196,6 +244,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--trafilatura", type=Path, help="trafilatura's tests (optional: the fresh check)")
     parser.add_argument(
         "--sample-4", action="store_true", help="also the fourth sample (bench/page_labels_htmldate.json)"
+    )
+    parser.add_argument(
+        "--sample-5", action="store_true", help="also the fifth sample (bench/page_labels_sample5.json)"
     )
     parser.add_argument("--show", choices=GROUPS, help="list this group's misclassified pages")
     args = parser.parse_args(argv)
@@ -209,7 +260,13 @@ def main(argv: list[str] | None = None) -> None:
         )
     pages = [*fundus(args.fundus), *mediacloud(args.mediacloud), *autopager(args.autopager)]
     pages += [*trafilatura(args.trafilatura)] if args.trafilatura else []
-    pages += [*htmldate_sample(args.mediacloud, pages)] if args.sample_4 else []
+    pages += [*htmldate_sample(args.mediacloud, pages)] if args.sample_4 or args.sample_5 else []
+    if args.sample_5:
+        if not args.corpus:
+            parser.error("--sample-5 reads seven sources: pass --corpus DIR (bench/page_types_corpus.py builds it)")
+        pages += [
+            *sample_5(folders(args.corpus) | {"trafilatura": args.trafilatura, "htmldate": args.mediacloud}, pages)
+        ]
     results: dict[str, Counter[tuple[str, str]]] = {g: Counter() for g in GROUPS}
     signals: Counter[tuple[str, str, str]] = Counter()
     sites: dict[str, set[str]] = {g: set() for g in GROUPS}

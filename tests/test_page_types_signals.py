@@ -35,6 +35,9 @@ def block(body: str) -> int:
         (f"<div><p>{PARAGRAPH}<a href='/x'>{PARAGRAPH}</a></p></div>", 155),  # link text left out
         (f"<nav><p>{PARAGRAPH}</p><p>{PARAGRAPH}</p></nav><div><p>{PARAGRAPH}</p></div>", 155),  # menus
         (f"<footer><div>{PARAGRAPH}</div></footer>", 0),
+        (f"<header><div><p>{PARAGRAPH}</p><p>{PARAGRAPH}</p></div></header>", 0),  # the page's header
+        (f"<main><header><div><p>{PARAGRAPH}</p><p>{PARAGRAPH}</p></div></header></main>", 2 * 155),  # a section's
+        (f"<article><header><p>{PARAGRAPH}</p></header></article>", 155),
         ("<div>" + "<p>Opening hours of the office on weekdays and on Saturday morning</p>" * 5 + "</div>", 0),
         ("<div>" + "<p>Too short. To count.</p>" * 20 + "</div>", 0),  # runs under 80 characters
     ],
@@ -105,15 +108,32 @@ TEASERS = "".join(
         ("https://party.example/themen/vice-president-elected", OG_ARTICLE + PUBLISHED, TEASERS, ("list", "url")),
         ("https://party.example/themen/vice-president-elected", OG_ARTICLE, PROFILE, ("list", "url")),  # no date
         ("https://party.example/themen/vice-president-elected", PUBLISHED, PROFILE, ("list", "url")),  # no og:type
-        ("https://party.example/", OG_ARTICLE + PUBLISHED, PROFILE, ("list", "url")),  # only topic URLs yield
+        ("https://party.example/", OG_ARTICLE + PUBLISHED, PROFILE, ("list", "url")),  # the home page never yields
+        ("https://party.example/news/", OG_ARTICLE + PUBLISHED, PROFILE, ("list", "url")),  # nor a section hub
+        ("https://science.example/1927", OG_ARTICLE + PUBLISHED, PROFILE, ("article", "og-type")),  # post number
+        ("https://science.example/2024/05/", OG_ARTICLE + PUBLISHED, TEASERS, ("list", "url")),  # a month's teasers
+        ("https://science.example/2024", WEBSITE, PROFILE, ("list", "url")),  # says nothing of a story
     ],
 )
-def test_a_topic_url_yields_to_a_page_that_calls_itself_a_story(
+def test_a_topic_or_date_url_yields_to_a_page_that_calls_itself_a_story(
     url: str, head: str, body: str, expected: tuple[str, str]
 ) -> None:
     html = f"<html><head><title>Topic</title>{head}</head><body>{body}</body></html>"
     article = extract_article(html, url, now=NOW)
     assert (article.page_type, article.signals["page_type"]) == expected
+
+
+def test_a_story_whose_parts_are_section_headers_is_one_block() -> None:
+    """A CMS that renders a story's text inside the `<header>` of a section (an embed's consent box
+    after it), in menus of links, is still a story: the block is read inside <main>."""
+    story = (
+        "<section><article><header><h3>Athletes fit for the games</h3><div class='rich'>"
+        + "".join(f"<p>Part {i}. {PARAGRAPH}</p>" for i in range(6))
+        + "</div></header></article></section>"
+    )
+    consent = "<section><div>To protect your data we did not load this embed. Agree to load it.</div></section>"
+    article = extract_article(cms_page(story + consent), CMS_URL, now=NOW)
+    assert (article.page_type, article.signals["page_type"]) == ("article", "text")
 
 
 @pytest.mark.parametrize(

@@ -5,11 +5,12 @@ stored costs one row: so the URL decides alone only where it cannot name a story
 page is judged by what it says about itself, and mixed evidence stores.
 
 1. URL alone ("url"), only where unambiguous: the home page or a folder's index page, pagination
-   (`/page/2`, `?page=2`), search (`/search`, `?q=`), a date archive (`/2024/05/`), a section hub
-   (`/news/`, `/blog/`), a tag / category / section / author index (`/tag/x`, `/category/x/y`)
-   whose name has no story id (a long number) and is no story slug (list), unless the page calls
-   itself a story (JSON-LD article type, or `og:type=article` with a date) and is no page of
-   teasers: `/themen/<name>` is a topic index or a story; legal and service pages (`/about`,
+   (`/page/2`, `?page=2`), search (`/search`, `?q=`), a section hub (`/news/`, `/blog/`), a date
+   archive (`/2024/05/`) and a tag / category / section / author index (`/tag/x`, `/category/x/y`)
+   whose name has no story id (a long number) and is no story slug (list); these two unless the
+   page calls itself a story (JSON-LD article type, or `og:type=article` with a date) and is no
+   page of teasers: `/themen/<name>` is a topic index or a story, `/1927` a year or a post's
+   number; legal and service pages (`/about`,
    `/contact`, `/privacy`, `/impressum`, ...) (other). `/news/5`, `/archive/story-5.html`,
    `/blog/<slug>` are leaf pages: the page decides.
 2. The page says it is a story: JSON-LD NewsArticle, BlogPosting, ... ("json-ld-type"); the URL
@@ -101,8 +102,9 @@ def url_kind(url: str) -> str | None:
 
 
 def _url_kind(url: str) -> tuple[str | None, bool]:
-    """(url_kind, whether a tag / category / topic / author name decided it: the one URL shape a
-    page that calls itself a story overrules, `/themen/<name>` being a topic index or a story)."""
+    """(url_kind, whether a page that calls itself a story overrules it): a tag / category / topic /
+    author name (`/themen/<name>` is a topic index or a story) and a date archive (`/1927` is a year
+    or a post's number) are the two list shapes a story's URL can also have."""
     try:
         parts = urlsplit(url)
         path = unquote(parts.path).lower()
@@ -116,8 +118,10 @@ def _url_kind(url: str) -> tuple[str | None, bool]:
         return "list", False
     if query:
         return None, False  # `?p=123`, `?id=5`, `story.asp?guid=`: a story as often as not
-    if _HOME.fullmatch(path) or _DATE_ARCHIVE.fullmatch(path) or _HUB.fullmatch(path):
+    if _HOME.fullmatch(path) or _HUB.fullmatch(path):
         return "list", False
+    if _DATE_ARCHIVE.fullmatch(path):
+        return "list", True  # `/2024/05/`, but also a post numbered `/1927`
     if _FOLDER_INDEX.fullmatch(path) and not _story_folder(path.rsplit("/", 1)[0]):
         return "list", False  # `/news/index.html`, not `/2018/story-of-the-day/index.html`
     if _TAXONOMY.fullmatch(path) and not _story_folder(path):
@@ -159,8 +163,8 @@ def prose_chars(text: str) -> int:
 
 def classify(page: PageSignals) -> tuple[str, str]:
     """(page type, the signal that decided it), in the module docstring's order."""
-    kind, by_taxonomy = _url_kind(page.url)
-    if kind and not (by_taxonomy and _calls_itself_a_story(page)):
+    kind, overruled_by_page = _url_kind(page.url)
+    if kind and not (overruled_by_page and _calls_itself_a_story(page)):
         return kind, "url"
     if page.jsonld_article:
         return "article", "json-ld-type"
