@@ -415,13 +415,14 @@ def test_a_long_undated_text_is_a_story_when_most_of_it_is_prose(body: str, expe
     ("text", "chars"),
     [
         ("A long paragraph. " * 10, 179),  # one line of two or more sentences, long enough
-        ("A long paragraph without a full stop " * 5, 0),  # one sentence at most
+        ("A long paragraph without a full stop " * 5, 0),  # no sentence ends
+        ("A wire story's paragraph is one long sentence that runs on" + ", and on" * 12 + ".", 155),
         ("Short. Line.", 0),  # too short to be prose
         ("\n".join(["Player 1: 1000 points. Level 7."] * 20), 0),  # cells, items: short lines
         ("一个很长的句子。" * 20 + "\n" + "Menu", 160),  # sentence marks of CJK scripts
     ],
 )
-def test_prose_chars_counts_long_paragraphs_of_sentences(text: str, chars: int) -> None:
+def test_prose_chars_counts_long_paragraphs_that_end_a_sentence(text: str, chars: int) -> None:
     assert prose_chars(text.strip()) == chars
 
 
@@ -436,6 +437,9 @@ def test_prose_chars_counts_long_paragraphs_of_sentences(text: str, chars: int) 
         ("https://news.example/2024/05/", "list"),
         ("https://news.example/world/page/3/", "list"),
         ("https://news.example/world?page=3", "list"),
+        ("https://news.example/list.php?cat=12&page=3", "list"),
+        ("https://news.example/news/news_view.html?idx=8576&page=1&bc=03", None),  # a story carrying its list's page
+        ("https://news.example/read.php?articleid=20111118&pg=2", None),
         ("https://news.example/search/bridge", "list"),
         ("https://news.example/?s=bridge", "list"),
         ("https://news.example/tag/harbour", "list"),

@@ -1,6 +1,7 @@
 """Page-type signals for stories on link-heavy pages: the largest block of prose (news/blocks.py),
-a topic URL overruled by a page that calls itself a story, search paths with a query; on small
-pages written for each case (docs/news.md "Page types from the page")."""
+a short news item under a story's URL, a topic or date URL overruled by a page that calls itself a
+story, search paths with a query; on small pages written for each case (docs/news.md "Page types
+from the page")."""
 
 from __future__ import annotations
 
@@ -35,9 +36,8 @@ def block(body: str) -> int:
         (f"<div><p>{PARAGRAPH}<a href='/x'>{PARAGRAPH}</a></p></div>", 155),  # link text left out
         (f"<nav><p>{PARAGRAPH}</p><p>{PARAGRAPH}</p></nav><div><p>{PARAGRAPH}</p></div>", 155),  # menus
         (f"<footer><div>{PARAGRAPH}</div></footer>", 0),
-        (f"<header><div><p>{PARAGRAPH}</p><p>{PARAGRAPH}</p></div></header>", 0),  # the page's header
-        (f"<main><header><div><p>{PARAGRAPH}</p><p>{PARAGRAPH}</p></div></header></main>", 2 * 155),  # a section's
-        (f"<article><header><p>{PARAGRAPH}</p></header></article>", 155),
+        (f"<header><div><p>{PARAGRAPH}</p><p>{PARAGRAPH}</p></div></header>", 2 * 155),  # a CMS's page in a header
+        (f"<article><header><p>{PARAGRAPH}</p></header></article>", 155),  # a section's header
         ("<div>" + "<p>Opening hours of the office on weekdays and on Saturday morning</p>" * 5 + "</div>", 0),
         ("<div>" + "<p>Too short. To count.</p>" * 20 + "</div>", 0),  # runs under 80 characters
     ],
@@ -125,7 +125,7 @@ def test_a_topic_or_date_url_yields_to_a_page_that_calls_itself_a_story(
 
 def test_a_story_whose_parts_are_section_headers_is_one_block() -> None:
     """A CMS that renders a story's text inside the `<header>` of a section (an embed's consent box
-    after it), in menus of links, is still a story: the block is read inside <main>."""
+    after it), in menus of links, is still a story: the block is read inside headers too."""
     story = (
         "<section><article><header><h3>Athletes fit for the games</h3><div class='rich'>"
         + "".join(f"<p>Part {i}. {PARAGRAPH}</p>" for i in range(6))
@@ -134,6 +134,29 @@ def test_a_story_whose_parts_are_section_headers_is_one_block() -> None:
     consent = "<section><div>To protect your data we did not load this embed. Agree to load it.</div></section>"
     article = extract_article(cms_page(story + consent), CMS_URL, now=NOW)
     assert (article.page_type, article.signals["page_type"]) == ("article", "text")
+
+
+NEWS_ITEM = (
+    "<h1>Burglary at the clinic</h1><div class='text'><p>The home care team of the Amizade district reported"
+    " this morning that two of its five cars had been broken into overnight, and the police are looking"
+    " for witnesses who saw anyone near the car park; the team's visits go on as planned today.</p>"
+    "<p>Anyone who saw something can call the district office, which stays open until six tonight for"
+    " the calls, and the police station, which has opened a case on the break-ins of the night.</p></div>"
+)
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://town.example/news/home-care-team-reports-burglary-of-two-cars", "article"),  # a story's slug
+        (CMS_URL, "list"),  # the same page under a URL that names no story: links outweigh it
+    ],
+)
+def test_a_short_news_item_on_a_link_heavy_page_is_kept_under_a_story_url(url: str, expected: str) -> None:
+    """A news item of two paragraphs (one sentence each, as wire copy is) in a page of menus: mixed
+    evidence, and a story's URL tips it to a story."""
+    article = extract_article(cms_page(NEWS_ITEM), url, now=NOW)
+    assert (article.page_type, article.signals["page_type"]) == (expected, "text")
 
 
 @pytest.mark.parametrize(

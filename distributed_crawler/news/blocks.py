@@ -5,8 +5,7 @@ links, so the whole page's link density says "list" of a story. What tells them 
 the text sits: a story's paragraphs stand side by side in one element; a list's blurbs sit one per
 teaser, each in its own element between links. `block_chars` is the size of the largest such
 block: the prose paragraphs (`<p>`, or text runs between `<br>`s) that share one parent element,
-their links left out, nothing inside `<nav>`, `<footer>`, `<aside>`, a form or the page's
-`<header>` (one outside `<main>` and `<article>`).
+their links left out, nothing inside `<nav>`, `<footer>`, `<aside>` or a form.
 """
 
 from __future__ import annotations
@@ -18,10 +17,10 @@ from distributed_crawler.news.page_types import SENTENCE_END
 
 PARAGRAPH = 80  # characters of a run that can be a story's paragraph (a menu label, a byline is shorter)
 MAX_ELEMENTS = 20_000  # elements walked: a page with more is cut there (a catalogue, not one story)
+# not <header>: a CMS may render a story's parts as section headers, or the whole page inside one
 _SKIP = frozenset(
     {"script", "style", "noscript", "template", "a", "nav", "footer", "aside", "form", "select", "button"}
 )
-_SECTIONS = frozenset({"main", "article"})  # a <header> inside one is that section's own, text and all
 _NON_LINK_TEXT = etree.XPath(
     ".//text()[not(ancestor::a or ancestor::script or ancestor::style or ancestor::noscript or ancestor::template)]",
     smart_strings=False,
@@ -33,10 +32,10 @@ def block_chars(root: HtmlElement) -> int:
     PARAGRAPH or more characters that ends a sentence counts for the element that holds it."""
     body = root.find("body")
     blocks: dict[HtmlElement, int] = {}
-    stack = [(body if body is not None else root, False)]
+    stack = [body if body is not None else root]
     walked = 0
     while stack and walked < MAX_ELEMENTS:
-        element, in_section = stack.pop()
+        element = stack.pop()
         walked += 1
         if element.tag == "p":
             parent = element.getparent()
@@ -45,17 +44,8 @@ def block_chars(root: HtmlElement) -> int:
             continue  # the paragraph is one run: what is inside it is not a block of its own
         runs = [element.text or ""] + [child.tail or "" for child in element if child.tag != "a"]
         _add(blocks, element, " ".join(runs))
-        inside = in_section or element.tag in _SECTIONS
-        stack.extend((child, inside) for child in element if _walked_into(child, inside))
+        stack.extend(child for child in element if isinstance(child.tag, str) and child.tag not in _SKIP)
     return max(blocks.values(), default=0)
-
-
-def _walked_into(child: HtmlElement, in_section: bool) -> bool:
-    """Not a comment, not a menu or a form: a <header> only inside <main> or <article> (a CMS that
-    renders each part of a story as a section header holds the story's text there)."""
-    if not isinstance(child.tag, str) or child.tag in _SKIP:
-        return False
-    return in_section or child.tag != "header"
 
 
 def _add(blocks: dict[HtmlElement, int], holder: HtmlElement, text: str) -> None:

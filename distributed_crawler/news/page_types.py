@@ -5,7 +5,8 @@ stored costs one row: so the URL decides alone only where it cannot name a story
 page is judged by what it says about itself, and mixed evidence stores.
 
 1. URL alone ("url"), only where unambiguous: the home page or a folder's index page, pagination
-   (`/page/2`, `?page=2`), search (`/search`, `?q=`), a section hub (`/news/`, `/blog/`), a date
+   (`/page/2`, `?page=2`, not `news_view.html?idx=8576&page=1`: a story's link that carries the
+   list's page), search (`/search`, `?q=`), a section hub (`/news/`, `/blog/`), a date
    archive (`/2024/05/`) and a tag / category / section / author index (`/tag/x`, `/category/x/y`)
    whose name has no story id (a long number) and is no story slug (list); these two unless the
    page calls itself a story (JSON-LD article type, or `og:type=article` with a date) and is no
@@ -25,10 +26,11 @@ page is judged by what it says about itself, and mixed evidence stores.
    menus: news/blocks.py), or a long main text with few links, is a story; several teaser
    `<article>`s, links outweighing text or little main text make a list, unless the page calls
    itself `og:type=article` (or is dated) or has a long main text, and its URL names a story (an
-   id, a dated path, a long slug): a story page with a rail of related teasers or links; a long
-   undated text on a page that calls itself `og:type=website` is other, unless most of it is prose
-   (an essay, a guide, a press release with no article mark at all: see `prose_chars`); anything
-   left (mixed) is stored as an article.
+   id, a dated path, a long slug): a story page with a rail of related teasers or links, or a
+   short news item of a paragraph or two among them; a long undated text on a page that calls
+   itself `og:type=website` is other, unless most of it is prose (an essay, a guide, a press
+   release with no article mark at all: see `prose_chars`); anything left (mixed) is stored as an
+   article.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ _TAXONOMIES = (
 _TAXONOMY = re.compile(_LANG + rf"/(?:{_TAXONOMIES})(?:/[^/.]+){{1,2}}/?")
 _STORY_ID = re.compile(r"\d{5,}")
 _QUERY_ID = re.compile(r"(?:^|&)[^=&]+=\d{5,}(?:&|$)")
+_ITEM_PARAM = re.compile(r"(?:^|&)(?:[a-z_]*id|idx[a-z]*|[a-z_]*no|seq|num|p)=\d{3,}(?:&|$)")  # one item's number
 _OTHER = re.compile(
     r"/(?:about(?:-us)?|contact(?:-us)?|kontakt|impressum|imprint|legal|privacy(?:-policy)?|datenschutz|"
     r"terms(?:-of-(?:use|service))?|cookies?(?:-policy)?|agb|disclaimer|faq|help|jobs|careers|advertise|"
@@ -114,8 +117,10 @@ def _url_kind(url: str) -> tuple[str | None, bool]:
     if _OTHER.search(path):
         return "other", False
     address = path + ("?" + query if query else "")
-    if _PAGE_N.search(address) or _SEARCH.search(address) or _SEARCH.search(path):  # `/search?updated-max=...`
+    if _SEARCH.search(address) or _SEARCH.search(path):  # `/search?updated-max=...`
         return "list", False
+    if _PAGE_N.search(address) and not _ITEM_PARAM.search(query):
+        return "list", False  # not `news_view.html?idx=8576&page=1`: the list's page to go back to
     if query:
         return None, False  # `?p=123`, `?id=5`, `story.asp?guid=`: a story as often as not
     if _HOME.fullmatch(path) or _HUB.fullmatch(path):
@@ -154,11 +159,10 @@ def story_slug(path: str) -> bool:
 
 def prose_chars(text: str) -> int:
     """Characters of `text` (one paragraph a line) in paragraphs of PROSE_LINE or more characters
-    holding two or more sentences. Story text is mostly such paragraphs; a ranking table, a member
-    list, a forum index or a service page's main text is short lines (cells, items, link labels)."""
-    return sum(
-        len(line) for line in text.split("\n") if len(line) >= PROSE_LINE and len(SENTENCE_END.findall(line)) >= 2
-    )
+    that end a sentence (a wire story's paragraph is often one long sentence). Story text is mostly
+    such paragraphs; a ranking table, a member list, a forum index or a service page's main text is
+    short lines (cells, items, link labels)."""
+    return sum(len(line) for line in text.split("\n") if len(line) >= PROSE_LINE and SENTENCE_END.search(line))
 
 
 def classify(page: PageSignals) -> tuple[str, str]:
@@ -203,14 +207,19 @@ def _structure(page: PageSignals) -> str:
     teasers = page.articles >= TEASERS and page.main_text_chars < LONG_TEXT
     if page.og_type == "article" or page.dated:
         return "list" if teasers and not story_url(page.url) else "article"
-    if story_url(page.url) and (not listing or page.main_text_chars >= LONG_TEXT):
-        return "article"  # a long main text under a story's URL outweighs a rail of links
+    if story_url(page.url) and (not listing or page.main_text_chars >= LONG_TEXT or _a_paragraph(page)):
+        return "article"  # a long main text, or a paragraph of prose, under a story's URL outweighs a rail of links
     if listing or page.main_text_chars < SHORT_TEXT:
         return "list"
     if density >= 0.3:
         return "list"
     prose = page.prose_chars >= LONG_TEXT and page.prose_chars >= PROSE_SHARE * page.main_text_chars
     return "article" if prose else "other"  # an undated essay, guide or press release is still a story
+
+
+def _a_paragraph(page: PageSignals) -> bool:
+    """A short news item's paragraph or two of prose, on a page that is no list of teasers."""
+    return page.prose_chars >= SHORT_TEXT and page.articles < TEASERS
 
 
 def _one_block_of_prose(page: PageSignals) -> bool:
