@@ -47,16 +47,20 @@ their own groups, "fresh-1", "fresh-2" and "fresh-3", the htmldate sample "fresh
 from __future__ import annotations
 
 import argparse
+import ast
 import csv
 import gzip
 import hashlib
 import json
+import re
 import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
+
+import lxml.html
 
 from bench.page_types_corpus import folders
 from distributed_crawler.core.traps import registered_domain
@@ -66,7 +70,8 @@ LABELS = Path(__file__).with_name("page_labels.json")
 FRESH_LABELS = Path(__file__).with_name("page_labels_trafilatura.json")
 HTMLDATE_LABELS = Path(__file__).with_name("page_labels_htmldate.json")
 SAMPLE_5_LABELS = Path(__file__).with_name("page_labels_sample5.json")
-GROUPS = ("tuning", "held-out", "fresh-1", "fresh-2", "fresh-3", "fresh-4", "fresh-5")
+SAMPLE_6_LABELS = Path(__file__).with_name("page_labels_sample6.json")
+GROUPS = ("tuning", "held-out", "fresh-1", "fresh-2", "fresh-3", "fresh-4", "fresh-5", "fresh-6")
 PLACEHOLDER_SITES = {"example.com", "exemple.com"}  # goose3's made-up test pages
 SAMPLE_4 = 250  # pages of htmldate's evaluation set in the fourth sample
 AUTOPAGER_NOT_LIST = {
@@ -108,8 +113,8 @@ class Page:
             return "fresh-" + self.corpus.rsplit("-", 1)[-1]
         if self.corpus == "htmldate":
             return "fresh-4"
-        if self.corpus == "sample-5":
-            return "fresh-5"
+        if self.corpus.startswith("sample-"):
+            return "fresh-" + self.corpus.rsplit("-", 1)[-1]
         return "held-out" if hashlib.sha1(self.site.encode()).digest()[0] % 2 else "tuning"
 
 
@@ -191,29 +196,40 @@ def _draw_sample_4(root: Path, evaldata: dict[str, dict[str, str]], corpus: list
     return drawn[:SAMPLE_4]
 
 
-def sample_5(roots: dict[str, Path], corpus: list[Page]) -> Iterator[Page]:
-    """The pages of bench/page_labels_sample5.json but those labelled "unsure", after checking that
-    they are the sample its "how" describes, drawn again here from the seven sources."""
-    labelled = json.loads(SAMPLE_5_LABELS.read_text())["pages"]
-    drawn = dict(_draw_sample_5(roots, corpus))
-    if [p["url"] for p in labelled] != list(drawn):
-        raise SystemExit(
-            f"{SAMPLE_5_LABELS.name}: its URLs are not the sample drawn from this corpus (pinned commits?)"
-        )
+def drawn_sample(number: int, labels: Path, drawn: list[tuple[str, Path]]) -> Iterator[Page]:
+    """The pages of a sample's label file but those labelled "unsure", after checking that they are
+    the sample its "how" describes (`drawn`: drawn again here from the sources)."""
+    labelled = json.loads(labels.read_text())["pages"]
+    files = dict(drawn)
+    if [p["url"] for p in labelled] != list(files):
+        raise SystemExit(f"{labels.name}: its URLs are not the sample drawn from this corpus (pinned commits?)")
     for entry in labelled:
         if entry["label"] != "unsure":
-            path = drawn[entry["url"]]
-            html = path.read_bytes()
-            yield Page(
-                "sample-5", entry["url"], entry["label"], gzip.decompress(html) if path.suffix == ".gz" else html
-            )
+            path = files[entry["url"]]
+            html = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+            yield Page(f"sample-{number}", entry["url"], entry["label"], html)
+
+
+def _taken(corpus: list[Page], *label_files: Path) -> set[str]:
+    """Registered domains no later sample may draw: the corpus's, the label files', made-up ones."""
+    hand = [p["url"] for name in label_files for p in json.loads(name.read_text())["pages"]]
+    return {p.site for p in corpus} | {Page("", url.strip(), "", "").site for url in hand} | PLACEHOLDER_SITES
+
+
+def _one_a_domain(candidates: dict[str, Path], taken: set[str]) -> list[tuple[str, Path]]:
+    """The candidates sorted by the SHA-1 of the URL, one a registered domain, none `taken`, file present."""
+    drawn: list[tuple[str, Path]] = []
+    for url in sorted(candidates, key=lambda u: hashlib.sha1(u.encode()).hexdigest()):
+        site = Page("", url, "", "").site
+        if site and site not in taken and candidates[url].exists():
+            taken.add(site)
+            drawn.append((url, candidates[url]))
+    return drawn
 
 
 def _draw_sample_5(roots: dict[str, Path], corpus: list[Page]) -> list[tuple[str, Path]]:
     """Every page of the five sources that has a URL and a file, sorted by the SHA-1 of its URL, one
     a registered domain, none of a domain that another sample or label file holds."""
-    hand = [p["url"] for name in (LABELS, FRESH_LABELS, HTMLDATE_LABELS) for p in json.loads(name.read_text())["pages"]]
-    taken = {p.site for p in corpus} | {Page("", url.strip(), "", "").site for url in hand} | PLACEHOLDER_SITES
     candidates: dict[str, Path] = {}
     for name, index in (("trafilatura", "evaldata.json"), ("htmldate", "eval_default.json")):
         for url, info in json.loads((roots[name] / index).read_text()).items():
@@ -226,13 +242,47 @@ def _draw_sample_5(roots: dict[str, Path], corpus: list[Page]) -> list[tuple[str
                 url = json.loads(meta.read_text()).get("url")
                 if url:
                     candidates.setdefault(url, roots[name] / pages / f"{meta.stem}.html")
-    drawn: list[tuple[str, Path]] = []
-    for url in sorted(candidates, key=lambda u: hashlib.sha1(u.encode()).hexdigest()):
-        site = Page("", url, "", "").site
-        if site and site not in taken and candidates[url].exists():
-            taken.add(site)
-            drawn.append((url, candidates[url]))
-    return drawn
+    return _one_a_domain(candidates, _taken(corpus, LABELS, FRESH_LABELS, HTMLDATE_LABELS))
+
+
+def _draw_sample_6(roots: dict[str, Path], corpus: list[Page]) -> list[tuple[str, Path]]:
+    """The test pages of htmldate's and trafilatura's real-world tests (tests/cache, named in
+    tests/realworld_tests.py), of mozilla/readability (test/test-pages, the URL from the page's
+    canonical link or og:url) and of postlight/parser (fixtures, the URL from each site's test),
+    drawn as `_draw_sample_5` draws, none of a domain the fifth sample holds either."""
+    candidates: dict[str, Path] = {}
+    for name in ("htmldate", "trafilatura"):
+        for url, file in _mock_pages(roots[name] / "realworld_tests.py").items():
+            candidates.setdefault(url, roots[name] / "cache" / file)
+    for page in sorted((roots["readability"] / "test/test-pages").glob("*/source.html")):
+        url = _canonical_url(page)
+        if url:
+            candidates.setdefault(url, page)
+    for test in sorted((roots["postlight"] / "src/extractors/custom").glob("*/index.test.js")):
+        url, fixture = _POSTLIGHT_URL.search(test.read_text()), _POSTLIGHT_FIXTURE.search(test.read_text())
+        if url and fixture:
+            candidates.setdefault(url.group(1), roots["postlight"] / "fixtures" / fixture.group(1))
+    return _one_a_domain(candidates, _taken(corpus, LABELS, FRESH_LABELS, HTMLDATE_LABELS, SAMPLE_5_LABELS))
+
+
+_POSTLIGHT_URL = re.compile(r"url\s*=\s*['\"`]\s*(https?://[^'\"`\s]+)['\"`]")
+_POSTLIGHT_FIXTURE = re.compile(r"readFileSync\(\s*['\"`]\./fixtures/([^'\"`]+)['\"`]")
+
+
+def _mock_pages(test_file: Path) -> dict[str, str]:
+    """The `MOCK_PAGES = {url: file}` literal of a real-world test file, read (never run)."""
+    for node in ast.walk(ast.parse(test_file.read_text())):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "MOCK_PAGES" for t in node.targets):
+            return {str(k): str(v) for k, v in ast.literal_eval(node.value).items()}
+    return {}
+
+
+def _canonical_url(page: Path) -> str:
+    root = lxml.html.fromstring(page.read_bytes())
+    url = root.xpath('string(//link[@rel="canonical"]/@href)') or root.xpath(
+        'string(//meta[@property="og:url"]/@content)'
+    )
+    return url.strip() if url.strip().startswith(("http://", "https://")) else ""
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -242,12 +292,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mediacloud", type=Path, help="htmldate's tests")
     parser.add_argument("--autopager", type=Path, help="autopager's autopager/data")
     parser.add_argument("--trafilatura", type=Path, help="trafilatura's tests (optional: the fresh check)")
-    parser.add_argument(
-        "--sample-4", action="store_true", help="also the fourth sample (bench/page_labels_htmldate.json)"
-    )
-    parser.add_argument(
-        "--sample-5", action="store_true", help="also the fifth sample (bench/page_labels_sample5.json)"
-    )
+    for number, labels in ((4, HTMLDATE_LABELS), (5, SAMPLE_5_LABELS), (6, SAMPLE_6_LABELS)):
+        parser.add_argument(
+            f"--sample-{number}", action="store_true", help=f"also the samples up to this one ({labels.name})"
+        )
     parser.add_argument("--show", choices=GROUPS, help="list this group's misclassified pages")
     args = parser.parse_args(argv)
     if args.corpus:
@@ -260,13 +308,16 @@ def main(argv: list[str] | None = None) -> None:
         )
     pages = [*fundus(args.fundus), *mediacloud(args.mediacloud), *autopager(args.autopager)]
     pages += [*trafilatura(args.trafilatura)] if args.trafilatura else []
-    pages += [*htmldate_sample(args.mediacloud, pages)] if args.sample_4 or args.sample_5 else []
-    if args.sample_5:
+    newest = 6 if args.sample_6 else 5 if args.sample_5 else 4 if args.sample_4 else 0
+    pages += [*htmldate_sample(args.mediacloud, pages)] if newest >= 4 else []
+    if newest >= 5:
         if not args.corpus:
-            parser.error("--sample-5 reads seven sources: pass --corpus DIR (bench/page_types_corpus.py builds it)")
-        pages += [
-            *sample_5(folders(args.corpus) | {"trafilatura": args.trafilatura, "htmldate": args.mediacloud}, pages)
-        ]
+            parser.error(
+                f"--sample-{newest} reads more sources: pass --corpus DIR (bench/page_types_corpus.py builds it)"
+            )
+        roots = folders(args.corpus) | {"trafilatura": args.trafilatura, "htmldate": args.mediacloud}
+        pages += [*drawn_sample(5, SAMPLE_5_LABELS, _draw_sample_5(roots, pages))]
+        pages += [*drawn_sample(6, SAMPLE_6_LABELS, _draw_sample_6(roots, pages))] if newest >= 6 else []
     results: dict[str, Counter[tuple[str, str]]] = {g: Counter() for g in GROUPS}
     signals: Counter[tuple[str, str, str]] = Counter()
     sites: dict[str, set[str]] = {g: set() for g in GROUPS}
