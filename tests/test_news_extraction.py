@@ -419,7 +419,7 @@ def test_a_long_undated_text_is_a_story_when_most_of_it_is_prose(body: str, expe
         ("A wire story's paragraph is one long sentence that runs on" + ", and on" * 12 + ".", 155),
         ("Short. Line.", 0),  # too short to be prose
         ("\n".join(["Player 1: 1000 points. Level 7."] * 20), 0),  # cells, items: short lines
-        ("一个很长的句子。" * 20 + "\n" + "Menu", 160),  # sentence marks of CJK scripts
+        ("一个很长的句子。" * 20 + "\n" + "Menu", 440),  # sentence marks of CJK scripts; an ideograph counts 3
     ],
 )
 def test_prose_chars_counts_long_paragraphs_that_end_a_sentence(text: str, chars: int) -> None:

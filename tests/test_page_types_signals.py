@@ -12,7 +12,7 @@ import pytest
 
 from distributed_crawler.news.blocks import block_chars
 from distributed_crawler.news.extract import extract_article
-from distributed_crawler.news.page_types import url_kind
+from distributed_crawler.news.page_types import text_size, url_kind
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 SENTENCE = "The agency measured the radon levels in four hundred homes during the winter. "  # 78 characters
@@ -82,6 +82,7 @@ def test_a_story_on_a_link_heavy_cms_page_is_told_from_a_list_by_its_block(conte
     assert (article.page_type, article.signals["page_type"]) == (expected, "text")
 
 
+ESSAY = "<article>" + "".join(f"<p>Chapter {i}. {PARAGRAPH}</p>" for i in range(12)) + "</article>"  # one long
 PUBLISHED = '<meta property="article:published_time" content="2022-01-25T08:00:00+01:00">'
 OG_ARTICLE = '<meta property="og:type" content="article">'
 PROFILE = "<div>" + f"<p>{PARAGRAPH}</p>" * 4 + "</div>"
@@ -113,6 +114,8 @@ TEASERS = "".join(
         ("https://science.example/1927", OG_ARTICLE + PUBLISHED, PROFILE, ("article", "og-type")),  # post number
         ("https://science.example/2024/05/", OG_ARTICLE + PUBLISHED, TEASERS, ("list", "url")),  # a month's teasers
         ("https://science.example/2024", WEBSITE, PROFILE, ("list", "url")),  # says nothing of a story
+        ("https://state.example/themen/land-und-leute/homo-brandenburgensis", "", ESSAY, ("article", "text")),
+        ("https://state.example/themen/land-und-leute", "", ESSAY + TEASERS, ("list", "url")),  # teasers too
     ],
 )
 def test_a_topic_or_date_url_yields_to_a_page_that_calls_itself_a_story(
@@ -136,6 +139,37 @@ def test_a_story_whose_parts_are_section_headers_is_one_block() -> None:
     assert (article.page_type, article.signals["page_type"]) == ("article", "text")
 
 
+@pytest.mark.parametrize(("text", "size"), [("abc", 3), ("日本語", 9), ("한국어", 6), ("Tokyo 東京", 12)])
+def test_text_size_counts_an_ideograph_as_three_latin_characters(text: str, size: int) -> None:
+    assert text_size(text) == size
+
+
+JAPANESE_STORY = (
+    "<h1>ツリー表示のライブラリ</h1><div class='text'>"
+    + "".join(
+        f"<p>第{i}段落。"
+        + "このライブラリはデータの木構造を画面に分かりやすく表示するために作られたもので、" * 2
+        + "とても便利です。</p>"
+        for i in range(5)
+    )
+    + "</div>"
+)
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://blog.example.jp/archives/2019/04/treeviz.html", "article"),  # a dated story URL
+        (CMS_URL, "article"),  # no story URL: its one block of prose, at its size
+    ],
+)
+def test_a_japanese_story_is_judged_at_its_size(url: str, expected: str) -> None:
+    """Paragraphs of ~90 ideographs (a long paragraph in Japanese, 60 % of PROSE_LINE in characters)
+    in a page of menus: sized as Latin text they are prose, and the page a story."""
+    article = extract_article(cms_page(JAPANESE_STORY), url, now=NOW)
+    assert (article.page_type, article.signals["page_type"]) == (expected, "text")
+
+
 NEWS_ITEM = (
     "<h1>Burglary at the clinic</h1><div class='text'><p>The home care team of the Amizade district reported"
     " this morning that two of its five cars had been broken into overnight, and the police are looking"
@@ -143,19 +177,21 @@ NEWS_ITEM = (
     "<p>Anyone who saw something can call the district office, which stays open until six tonight for"
     " the calls, and the police station, which has opened a case on the break-ins of the night.</p></div>"
 )
+ONE_PARAGRAPH = NEWS_ITEM.split("<p>Anyone")[0] + "</div>"
 
 
 @pytest.mark.parametrize(
-    ("url", "expected"),
+    ("url", "body", "expected"),
     [
-        ("https://town.example/news/home-care-team-reports-burglary-of-two-cars", "article"),  # a story's slug
-        (CMS_URL, "list"),  # the same page under a URL that names no story: links outweigh it
+        ("https://town.example/news/home-care-team-reports-burglary-of-two-cars", NEWS_ITEM, "article"),  # a slug
+        ("https://town.example/news/items/a-short-item-of-one-paragraph.html", ONE_PARAGRAPH, "article"),
+        (CMS_URL, NEWS_ITEM, "list"),  # the same page under a URL that names no story: links outweigh it
     ],
 )
-def test_a_short_news_item_on_a_link_heavy_page_is_kept_under_a_story_url(url: str, expected: str) -> None:
-    """A news item of two paragraphs (one sentence each, as wire copy is) in a page of menus: mixed
-    evidence, and a story's URL tips it to a story."""
-    article = extract_article(cms_page(NEWS_ITEM), url, now=NOW)
+def test_a_short_news_item_on_a_link_heavy_page_is_kept_under_a_story_url(url: str, body: str, expected: str) -> None:
+    """A news item of a paragraph or two (one sentence each, as wire copy is) in a page of menus:
+    mixed evidence, and a story's URL tips it to a story."""
+    article = extract_article(cms_page(body), url, now=NOW)
     assert (article.page_type, article.signals["page_type"]) == (expected, "text")
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from lxml import etree
 from lxml.html import HtmlElement
 
-from distributed_crawler.news.page_types import SENTENCE_END
+from distributed_crawler.news.page_types import SENTENCE_END, text_size
 
 PARAGRAPH = 80  # characters of a run that can be a story's paragraph (a menu label, a byline is shorter)
 MAX_ELEMENTS = 20_000  # elements walked: a page with more is cut there (a catalogue, not one story)
@@ -28,8 +28,8 @@ _NON_LINK_TEXT = etree.XPath(
 
 
 def block_chars(root: HtmlElement) -> int:
-    """Characters in the page's largest block of prose paragraphs (module docstring): each run of
-    PARAGRAPH or more characters that ends a sentence counts for the element that holds it."""
+    """Characters (`text_size`) in the page's largest block of prose paragraphs (module docstring):
+    each run of PARAGRAPH or more that ends a sentence counts for the element that holds it."""
     body = root.find("body")
     blocks: dict[HtmlElement, int] = {}
     stack = [body if body is not None else root]
@@ -50,5 +50,6 @@ def block_chars(root: HtmlElement) -> int:
 
 def _add(blocks: dict[HtmlElement, int], holder: HtmlElement, text: str) -> None:
     run = " ".join(text.split())
-    if len(run) >= PARAGRAPH and SENTENCE_END.search(run):
-        blocks[holder] = blocks.get(holder, 0) + len(run)
+    size = text_size(run)
+    if size >= PARAGRAPH and SENTENCE_END.search(run):
+        blocks[holder] = blocks.get(holder, 0) + size

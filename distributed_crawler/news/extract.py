@@ -36,7 +36,7 @@ from distributed_crawler.news.authors import jsonld_authors, normalize
 from distributed_crawler.news.blocks import block_chars
 from distributed_crawler.news.language import detect, html_lang
 from distributed_crawler.news.more_fields import MoreFields, more_fields
-from distributed_crawler.news.page_types import BLOCK_TEXT, PageSignals, classify, prose_chars
+from distributed_crawler.news.page_types import BLOCK_TEXT, PageSignals, classify, prose_chars, text_size
 from distributed_crawler.news.paywall import paywalled
 from distributed_crawler.news.rules import SiteRules, remove_excluded, rule_date_values, rule_text, rules_for
 
@@ -230,7 +230,9 @@ def _page_signals(
         listed=listed,
         dated=dated,
         main_text_chars=main_text_chars,
-        article_chars=max((sum(len(t.strip()) for t in _ARTICLE_TEXT(e)) for e in elements[:MAX_ARTICLES]), default=0),
+        article_chars=max(
+            (sum(text_size(t.strip()) for t in _ARTICLE_TEXT(e)) for e in elements[:MAX_ARTICLES]), default=0
+        ),
         articles=len(elements),
         link_density=lambda: _link_density(root, visible),
         prose_chars=prose_chars,
@@ -300,7 +302,7 @@ def extract_article(
             page,
             listed=listed,
             dated=source in ("rule", "json-ld", "meta", "time", "url") or bool(dates.url_date(url, now)),
-            main_text_chars=len(ruled or main),
+            main_text_chars=text_size(ruled or main),
             prose_chars=prose_chars(ruled or main),
         )
     )
@@ -408,7 +410,7 @@ def page_basics(html: str | bytes, url: str = "", *, listed: bool = False) -> Ar
         or dates.url_date(url)
     )
     page_type, type_source = classify(
-        _page_signals(page, listed=listed, dated=dated, main_text_chars=len(text), visible=visible)
+        _page_signals(page, listed=listed, dated=dated, main_text_chars=text_size(text), visible=visible)
     )
     is_paywalled, paywall_source = paywalled(page.article, root)
     signals = {"text": "visible", "page_type": type_source}

@@ -9,8 +9,8 @@ page is judged by what it says about itself, and mixed evidence stores.
    list's page), search (`/search`, `?q=`), a section hub (`/news/`, `/blog/`), a date
    archive (`/2024/05/`) and a tag / category / section / author index (`/tag/x`, `/category/x/y`)
    whose name has no story id (a long number) and is no story slug (list); these two unless the
-   page calls itself a story (JSON-LD article type, or `og:type=article` with a date) and is no
-   page of teasers: `/themen/<name>` is a topic index or a story, `/1927` a year or a post's
+   page calls itself a story (JSON-LD article type, or `og:type=article` with a date, and is no
+   page of teasers; or its one `<article>` element holds a long text): `/themen/<name>` is a topic index or a story, `/1927` a year or a post's
    number; legal and service pages (`/about`,
    `/contact`, `/privacy`, `/impressum`, ...) (other). `/news/5`, `/archive/story-5.html`,
    `/blog/<slug>` are leaf pages: the page decides.
@@ -31,6 +31,9 @@ page is judged by what it says about itself, and mixed evidence stores.
    itself `og:type=website` is other, unless most of it is prose (an essay, a guide, a press
    release with no article mark at all: see `prose_chars`); anything left (mixed) is stored as an
    article.
+
+Every size is in Latin-script characters (`text_size`): a Japanese story is not judged by a third
+of its length.
 """
 
 from __future__ import annotations
@@ -77,6 +80,8 @@ TEASERS = 4  # <article> elements: a list of teasers (a story page has one, or o
 PROSE_LINE = 150  # characters of a main-text paragraph that can be prose (a teaser's blurb is shorter)
 PROSE_SHARE = 0.5  # of the main text in prose paragraphs: a story; tables, member and forum lists have little
 BLOCK_TEXT = 600  # characters of prose in one block (news/blocks.py): a short press release or news item has more
+_THREE_LATIN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")  # kana, CJK ideographs
+_TWO_LATIN = re.compile(r"[\uac00-\ud7af]")  # Hangul syllables
 SENTENCE_END = re.compile(r"[^\W\d_][.!?\u2026][\"'\u00bb\u00ab\u201d\u2019)]*(?:\s|$)|[\u3002\uff01\uff1f]")
 
 
@@ -91,7 +96,7 @@ class PageSignals:
     og_type: str | None = None
     listed: bool = False
     dated: bool = False  # the page states its publication date (JSON-LD, meta, marked <time>, dated URL)
-    main_text_chars: int = 0
+    main_text_chars: int = 0  # sizes in Latin-script characters (`text_size`)
     article_chars: int = 0  # visible text of the page's longest <article> element
     articles: int = 0  # <article> elements on the page
     link_density: Callable[[], float] = lambda: 0.0  # link text / visible text, computed when asked
@@ -157,12 +162,20 @@ def story_slug(path: str) -> bool:
     return bool(_SLUG_WORDS.fullmatch(re.sub(r"\.\w{2,5}$", "", last)))
 
 
+def text_size(text: str) -> int:
+    """The length of `text` in Latin-script characters: a CJK ideograph or a kana says about as much
+    as three (a word and its space), a Hangul syllable two. Every size threshold here is in these
+    units, so a Japanese or Chinese story is not judged by a third of its length."""
+    return len(text) + 2 * len(_THREE_LATIN.findall(text)) + len(_TWO_LATIN.findall(text))
+
+
 def prose_chars(text: str) -> int:
     """Characters of `text` (one paragraph a line) in paragraphs of PROSE_LINE or more characters
     that end a sentence (a wire story's paragraph is often one long sentence). Story text is mostly
     such paragraphs; a ranking table, a member list, a forum index or a service page's main text is
     short lines (cells, items, link labels)."""
-    return sum(len(line) for line in text.split("\n") if len(line) >= PROSE_LINE and SENTENCE_END.search(line))
+    sizes = ((text_size(line), line) for line in text.split("\n"))
+    return sum(size for size, line in sizes if size >= PROSE_LINE and SENTENCE_END.search(line))
 
 
 def classify(page: PageSignals) -> tuple[str, str]:
@@ -189,9 +202,10 @@ def classify(page: PageSignals) -> tuple[str, str]:
 
 def _calls_itself_a_story(page: PageSignals) -> bool:
     """A JSON-LD article type, or `og:type=article` with a publication date, on a page that is no
-    page of teasers: what a story under a topic's URL says and a tag index does not."""
+    page of teasers, or its one `<article>` element holding a long text: what a story under a
+    topic's URL says and a tag index does not."""
     claims = page.jsonld_article or (page.og_type == "article" and page.dated)
-    return claims and page.articles < TEASERS
+    return (claims and page.articles < TEASERS) or (page.articles == 1 and page.article_chars >= LONG_TEXT)
 
 
 def _structure(page: PageSignals) -> str:
@@ -219,7 +233,7 @@ def _structure(page: PageSignals) -> str:
 
 def _a_paragraph(page: PageSignals) -> bool:
     """A short news item's paragraph or two of prose, on a page that is no list of teasers."""
-    return page.prose_chars >= SHORT_TEXT and page.articles < TEASERS
+    return page.prose_chars >= PROSE_LINE and page.articles < TEASERS
 
 
 def _one_block_of_prose(page: PageSignals) -> bool:
