@@ -377,10 +377,11 @@ def test_page_types(url: str, head: str, body: str, listed: bool, expected: tupl
         ("https://news.example/dettaglio.php?id=58354", STORY * 2, "article"),  # the story id in the query
         ("https://news.example/dettaglio.php?id=58", STORY * 2, "list"),  # no story id
         ("https://news.example/world/harbour-bridge", STORY * 2, "list"),  # no story id, a short slug
-        (STORY_ID_URL, STORY, "list"),  # a short text among the links
+        (STORY_ID_URL, STORY, "article"),  # a short story among the links: mixed evidence stores
+        (STORY_ID_URL, TEASERS, "list"),  # teasers: a list whatever its URL
     ],
 )
-def test_a_long_text_under_a_story_url_outweighs_a_rail_of_links(url: str, story: str, expected: str) -> None:
+def test_a_text_under_a_story_url_outweighs_a_rail_of_links(url: str, story: str, expected: str) -> None:
     html = f"<html><head><title>Bridge</title></head><body><div class='story'>{story}</div>{LINKS * 2}</body></html>"
     article = extract(html, url)
     assert (article.page_type, article.signals["page_type"]) == (expected, "text")

@@ -27,8 +27,9 @@ page is judged by what it says about itself, and mixed evidence stores.
    `<article>`s, links outweighing text or little main text make a list, unless the page calls
    itself `og:type=article` (or is dated) or has a long main text, and its URL names a story (an
    id, a dated path, a long slug): a story page with a rail of related teasers or links, or a
-   short news item of a paragraph or two among them; a long undated text on a page that calls
-   itself `og:type=website` is other, unless most of it is prose (an essay, a guide, a press
+   short news item of a paragraph's length among menus (under a story's URL only teasers or next
+   to no text make a list); a long undated text on a page that calls itself `og:type=website` is
+   other, unless most of it is prose (an essay, a guide, a press
    release with no article mark at all: see `prose_chars`); anything left (mixed) is stored as an
    article.
 
@@ -221,8 +222,8 @@ def _structure(page: PageSignals) -> str:
     teasers = page.articles >= TEASERS and page.main_text_chars < LONG_TEXT
     if page.og_type == "article" or page.dated:
         return "list" if teasers and not story_url(page.url) else "article"
-    if story_url(page.url) and (not listing or page.main_text_chars >= LONG_TEXT or _a_paragraph(page)):
-        return "article"  # a long main text, or a paragraph of prose, under a story's URL outweighs a rail of links
+    if story_url(page.url) and (not listing or page.main_text_chars >= LONG_TEXT or _some_text(page)):
+        return "article"  # under a story's URL, a rail of links is no list: teasers or next to no text are
     if listing or page.main_text_chars < SHORT_TEXT:
         return "list"
     if density >= 0.3:
@@ -231,9 +232,10 @@ def _structure(page: PageSignals) -> str:
     return "article" if prose else "other"  # an undated essay, guide or press release is still a story
 
 
-def _a_paragraph(page: PageSignals) -> bool:
-    """A short news item's paragraph or two of prose, on a page that is no list of teasers."""
-    return page.prose_chars >= PROSE_LINE and page.articles < TEASERS
+def _some_text(page: PageSignals) -> bool:
+    """A paragraph's worth of main text (a short news item, a post of a few lines) on a page that is
+    no list of teasers."""
+    return page.main_text_chars >= PROSE_LINE and page.articles < TEASERS
 
 
 def _one_block_of_prose(page: PageSignals) -> bool:
