@@ -20,6 +20,16 @@ into one folder (`--corpus DIR`); or pass the three folders:
     --sample-4    also the fourth sample ("fresh-4"): 250 pages of htmldate's tests/eval_default.json
                   on sites no other group holds, drawn again here and checked against
                   bench/page_labels_htmldate.json, labelled before the rules ran on them, run once
+    --sample-5    also the fifth ("fresh-5"): 223 pages of trafilatura's, htmldate's, scrapinghub's
+                  article-extraction-benchmark's, goose3's and newspaper4k's test pages on sites
+                  no other group holds (bench/page_labels_sample5.json)
+    --sample-6    also the sixth ("fresh-6"): 210 pages of htmldate's and trafilatura's real-world
+                  tests, mozilla/readability's and postlight/parser's test pages
+                  (bench/page_labels_sample6.json)
+    --sample-7    also the seventh ("fresh-7"): 90 pages of codelucas/newspaper's full-text tests
+                  (bench/page_labels_sample7.json)
+                  Each was labelled by readers who neither ran nor read the rules, committed,
+                  then run once; the rules changed after 5 and 6 (docs/benchmarks.md)
 
 Labelling rule (decided from where a page comes from, before any classifier ran):
 - fundus: article (the corpus is one article page per publisher);
@@ -71,7 +81,8 @@ FRESH_LABELS = Path(__file__).with_name("page_labels_trafilatura.json")
 HTMLDATE_LABELS = Path(__file__).with_name("page_labels_htmldate.json")
 SAMPLE_5_LABELS = Path(__file__).with_name("page_labels_sample5.json")
 SAMPLE_6_LABELS = Path(__file__).with_name("page_labels_sample6.json")
-GROUPS = ("tuning", "held-out", "fresh-1", "fresh-2", "fresh-3", "fresh-4", "fresh-5", "fresh-6")
+SAMPLE_7_LABELS = Path(__file__).with_name("page_labels_sample7.json")
+GROUPS = ("tuning", "held-out", "fresh-1", "fresh-2", "fresh-3", "fresh-4", "fresh-5", "fresh-6", "fresh-7")
 PLACEHOLDER_SITES = {"example.com", "exemple.com"}  # goose3's made-up test pages
 SAMPLE_4 = 250  # pages of htmldate's evaluation set in the fourth sample
 AUTOPAGER_NOT_LIST = {
@@ -265,6 +276,24 @@ def _draw_sample_6(roots: dict[str, Path], corpus: list[Page]) -> list[tuple[str
     return _one_a_domain(candidates, _taken(corpus, LABELS, FRESH_LABELS, HTMLDATE_LABELS, SAMPLE_5_LABELS))
 
 
+def _draw_sample_7(roots: dict[str, Path], corpus: list[Page]) -> list[tuple[str, Path]]:
+    """codelucas/newspaper's full-text test pages (tests/data/fulltext_url_list.txt; the file of a
+    URL is its registered domain and its rank among that domain's URLs, as its tests name them):
+    every page of a registered domain no earlier sample or label file holds (the set has two at
+    most of a domain)."""
+    data = roots["newspaper"] / "tests/data"
+    seen: Counter[str] = Counter()
+    drawn: list[tuple[str, Path]] = []
+    taken = _taken(corpus, LABELS, FRESH_LABELS, HTMLDATE_LABELS, SAMPLE_5_LABELS, SAMPLE_6_LABELS)
+    for url in (line.strip() for line in (data / "fulltext_url_list.txt").read_text().splitlines()):
+        site = Page("", url, "", "").site
+        seen[site] += 1
+        path = data / "html" / f"{site}{seen[site]}.html"
+        if url and site and site not in taken and path.exists():
+            drawn.append((url, path))
+    return drawn
+
+
 _POSTLIGHT_URL = re.compile(r"url\s*=\s*['\"`]\s*(https?://[^'\"`\s]+)['\"`]")
 _POSTLIGHT_FIXTURE = re.compile(r"readFileSync\(\s*['\"`]\./fixtures/([^'\"`]+)['\"`]")
 
@@ -292,7 +321,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mediacloud", type=Path, help="htmldate's tests")
     parser.add_argument("--autopager", type=Path, help="autopager's autopager/data")
     parser.add_argument("--trafilatura", type=Path, help="trafilatura's tests (optional: the fresh check)")
-    for number, labels in ((4, HTMLDATE_LABELS), (5, SAMPLE_5_LABELS), (6, SAMPLE_6_LABELS)):
+    for number, labels in ((4, HTMLDATE_LABELS), (5, SAMPLE_5_LABELS), (6, SAMPLE_6_LABELS), (7, SAMPLE_7_LABELS)):
         parser.add_argument(
             f"--sample-{number}", action="store_true", help=f"also the samples up to this one ({labels.name})"
         )
@@ -308,7 +337,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     pages = [*fundus(args.fundus), *mediacloud(args.mediacloud), *autopager(args.autopager)]
     pages += [*trafilatura(args.trafilatura)] if args.trafilatura else []
-    newest = 6 if args.sample_6 else 5 if args.sample_5 else 4 if args.sample_4 else 0
+    newest = max((n for n in (4, 5, 6, 7) if getattr(args, f"sample_{n}")), default=0)
     pages += [*htmldate_sample(args.mediacloud, pages)] if newest >= 4 else []
     if newest >= 5:
         if not args.corpus:
@@ -318,6 +347,7 @@ def main(argv: list[str] | None = None) -> None:
         roots = folders(args.corpus) | {"trafilatura": args.trafilatura, "htmldate": args.mediacloud}
         pages += [*drawn_sample(5, SAMPLE_5_LABELS, _draw_sample_5(roots, pages))]
         pages += [*drawn_sample(6, SAMPLE_6_LABELS, _draw_sample_6(roots, pages))] if newest >= 6 else []
+        pages += [*drawn_sample(7, SAMPLE_7_LABELS, _draw_sample_7(roots, pages))] if newest >= 7 else []
     results: dict[str, Counter[tuple[str, str]]] = {g: Counter() for g in GROUPS}
     signals: Counter[tuple[str, str, str]] = Counter()
     sites: dict[str, set[str]] = {g: set() for g in GROUPS}

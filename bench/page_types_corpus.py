@@ -1,5 +1,5 @@
 """Builds bench/page_types.py's corpus (661 real pages, and the pages of its five "fresh" samples) from
-nine public repositories, at the commits its figures were taken on (docs/benchmarks.md "Page types on
+ten public repositories, at the commits its figures were taken on (docs/benchmarks.md "Page types on
 real pages").
 
 The pages are other people's content: they are not in this repository and are not committed.
@@ -12,8 +12,9 @@ Clone (or mirror) the four repositories anywhere, then:
     .venv/bin/python -m bench.page_types --corpus /tmp/articles_pages --sample-4
 
 The fifth sample also reads scrapinghub/article-extraction-benchmark, goose3/goose3 and
-AndyTheFactory/newspaper4k, the sixth mozilla/readability and postlight/parser: pass
-`--scrapinghub GIT --goose3 GIT --newspaper4k GIT --readability GIT --postlight GIT` too.
+AndyTheFactory/newspaper4k, the sixth mozilla/readability and postlight/parser, the seventh
+codelucas/newspaper: pass `--scrapinghub GIT --goose3 GIT --newspaper4k GIT --readability GIT
+--postlight GIT --newspaper GIT` too.
 
 Each argument is a git directory (a bare mirror or a clone's `.git`, or a clone's work tree);
 only the folders the bench reads are taken out, with `git archive` of the pinned commit (`--ref
@@ -36,13 +37,14 @@ SOURCES = {
     "autopager": ("ff49418d536346c0d0487553c8f6d22a4f74152e", "autopager/data"),
     "trafilatura": ("e90b0ef51ab026fdb905fb6c5b3c84dd3d784fd5", "tests"),  # the fresh check
 }
-# the fifth and sixth samples' five more sources (optional: only `--sample-5` and `--sample-6` read them)
+# the fifth to seventh samples' six more sources (optional: only `--sample-5` and later read them)
 SAMPLE_SOURCES = {
     "scrapinghub": ("4a3bc979f76c0df73cb95fe272e2fc1b96f9f010", "ground-truth.json html"),
     "goose3": ("c5a8902eed0c4592a1ff5ec51a0277cf73a3aca7", "tests/data/content"),
     "newspaper4k": ("540bff3e8344cb8291c4829fafd98860f30d9692", "tests/data/html tests/data/metadata"),
     "readability": ("ab4027a8b37669745016869a37a504727992b2ba", "test/test-pages"),  # the sixth sample
     "postlight": ("e8ba7ece291efa4d915d50dd4deeec17d54359f2", "fixtures src/extractors/custom"),  # the sixth sample
+    "newspaper": ("1618b547f31c2d1fd19ae3b6afd8f7542dd02074", "tests/data"),  # the seventh sample
 }
 
 
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     for name in SOURCES:
         parser.add_argument(f"--{name}", type=Path, required=True, help=f"git directory of {name}")
     for name in SAMPLE_SOURCES:
-        parser.add_argument(f"--{name}", type=Path, help=f"git directory of {name} (only for --sample-5/6)")
+        parser.add_argument(f"--{name}", type=Path, help=f"git directory of {name} (only for --sample-5 and later)")
     parser.add_argument("--ref", help="take this commit of every repository instead of the pinned ones")
     args = parser.parse_args(argv)
     wanted = SOURCES | {name: pin for name, pin in SAMPLE_SOURCES.items() if getattr(args, name)}
