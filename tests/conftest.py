@@ -181,7 +181,9 @@ class Workers:
         proc = subprocess.Popen(
             args,
             cwd=ROOT,
-            env={**os.environ, **self.env, "NODE_ID": node},
+            # PYTHONFAULTHANDLER: a worker that hangs is sent SIGABRT (`wait_all`) and dumps every
+            # thread's stack into its log, so a hang in CI names where it hung
+            env={**os.environ, **self.env, "NODE_ID": node, "PYTHONFAULTHANDLER": "1"},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -213,8 +215,18 @@ class Workers:
             try:
                 codes[node] = proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                pytest.fail(f"worker {node} did not exit in {timeout}s; log:\n{self.log(node)[-3000:]}")
+                pytest.fail(f"worker {node} did not exit in {timeout}s; log:\n{self.stacks(node)[-6000:]}")
         return codes
+
+    def stacks(self, node: str) -> str:
+        """The log of a hung worker after SIGABRT made it dump every thread's stack (faulthandler)."""
+        proc = self.procs[node]
+        try:
+            os.kill(proc.pid, signal.SIGABRT)
+            proc.wait(10)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
+        return self.log(node)
 
     def stop_all(self) -> None:
         for proc in self.procs.values():

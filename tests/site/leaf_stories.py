@@ -4,7 +4,12 @@ end-to-end test.
 One threaded HTTP host on 127.0.0.1 (port 0). Stories, linked from the list pages:
 * `/news/<n>`: a story in `<article>` (about 330 words), `article:published_time`, an author meta;
 * `/archive/story-<n>.html`: `og:type=article`, no date anywhere;
-* `/blog/<two-word-slug>`: a post dated by a `<time datetime>` in its header.
+* `/blog/<two-word-slug>`: a post dated by a `<time datetime>` in its header;
+and one of each kind the blind samples lost (docs/benchmarks.md "Page types on real pages"):
+* `/1927`: a post numbered like a year, `og:type=article` with a date;
+* `/news/items/<slug>.html`: a news item of one paragraph among a CMS's menus, nothing else;
+* `/site/articlepath.aspx?articleid=opposition`: wire copy of one-sentence paragraphs, `og:type=website`;
+* `/oss_info/article.html?oid=8976`: a Japanese story among a CMS's menus, nothing else.
 List pages: the home page, the hubs `/news/`, `/blog/`, `/archive/`, a tag and a category page, and
 `/archive/older.html`, a page of teaser `<article>`s at a leaf URL (the page decides, not the URL).
 No JSON-LD anywhere. `hits(path)` counts requests per path.
@@ -24,6 +29,13 @@ from tests.site.local import LoopbackServer
 
 _PLACES = ("harbour", "library", "railway", "museum", "orchestra", "market", "stadium", "bridge", "river", "park")
 _SLUGS = ("harbour-bridge", "library-budget", "coastal-railway", "river-gallery")
+_MENU = (
+    "<ul>"
+    + "".join(f"<li><a href='/service/{i}'>Service number {i} for residents</a></li>" for i in range(60))
+    + "</ul>"
+)
+YEAR_POST, SHORT_ITEM = "/1927", "/news/items/a-short-item-of-the-day.html"
+WIRE_STORY, JAPANESE_STORY = "/site/articlepath.aspx?articleid=opposition", "/oss_info/article.html?oid=8976"
 
 
 def _paragraphs(n: int) -> str:
@@ -61,6 +73,10 @@ class LeafStories:
             *(f"/news/{i}" for i in range(1, n + 1)),
             *(f"/archive/story-{i}.html" for i in range(1, n + 1)),
             *(f"/blog/{slug}" for slug in _SLUGS[:n]),
+            YEAR_POST,
+            SHORT_ITEM,
+            WIRE_STORY,
+            JAPANESE_STORY,
         ]
 
     @property
@@ -87,6 +103,8 @@ class LeafStories:
 
     def _story(self, path: str, n: int) -> bytes:
         text = _paragraphs(n)
+        if path in (YEAR_POST, SHORT_ITEM, WIRE_STORY, JAPANESE_STORY):
+            return self._lost_kind(path, n)
         if path.startswith("/news/"):
             head = (
                 '<meta property="article:published_time" content="2026-11-30T08:00:00+01:00">'
@@ -97,6 +115,31 @@ class LeafStories:
             return self._page(f"Story {n}", '<meta property="og:type" content="article">', f"<h1>Story {n}</h1>{text}")
         header = f'<header><h1>Post {n}</h1><time datetime="2026-11-29">29 November</time></header>'
         return self._page(f"Post {n}", "", f"<article>{header}{text}</article>")
+
+    def _lost_kind(self, path: str, n: int) -> bytes:
+        """A story of a kind the blind samples lost (module docstring)."""
+        if path == YEAR_POST:
+            head = '<meta property="og:type" content="article"><meta property="article:published_time" content="2026-11-28">'
+            return self._page(f"Post {n}", head, f"<h1>Post {n}</h1>{_paragraphs(n)}")
+        if path == SHORT_ITEM:
+            item = (
+                "<p>The home care team reported this morning that two of its five cars had been broken into"
+                " overnight, and the police are looking for anyone who saw people near the car park.</p>"
+            )
+            return self._page("Burglary", "", f"{_MENU}<h1>Burglary at the home care team</h1>{item}{_MENU}")
+        if path == WIRE_STORY:
+            wire = "".join(
+                f"<p>Paragraph {i} of the wire story says that opposition to the proposal to remove personal data"
+                f" from court records is mounting in the capital, for reasons that differ from group to group.</p>"
+                for i in range(14)
+            )
+            return self._page("Opposition", '<meta property="og:type" content="website">', f"<h1>Opposition</h1>{wire}")
+        japanese = "".join(
+            f"<p>第{i}段落。このライブラリはデータの木構造を画面に分かりやすく表示するために作られたもので、"
+            "開発者の間で評判になっています。</p>"
+            for i in range(8)
+        )
+        return self._page("ツリー表示", "", f"{_MENU}<h1>ツリー表示のライブラリ</h1><div>{japanese}</div>{_MENU}")
 
     def render(self, path: str) -> tuple[int, bytes]:
         if path == "/robots.txt":
@@ -117,7 +160,8 @@ class LeafStories:
             timeout = 30
 
             def do_GET(self) -> None:
-                path = urlsplit(self.path).path
+                parts = urlsplit(self.path)
+                path = parts.path + ("?" + parts.query if parts.query else "")
                 with site._lock:
                     site._hits[path] += 1
                 status, body = site.render(path)
