@@ -1,0 +1,68 @@
+"""A full Redis (maxmemory, noeviction) refuses the write of a page's revisit record: the ack that
+carries it must then wait too (lua/recrawl_ack.lua), on one Redis and over shards, or the page is
+acked without its record and never revisited. Found by `make test-matrix` (the redis-full fault:
+fewer revisits scheduled than pages stored)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from redis.exceptions import OutOfMemoryError
+from scrapy.settings import Settings
+
+from distributed_crawler.connection.calls import run_sync
+from distributed_crawler.frontier.envelope import make_member
+from distributed_crawler.frontier.factory import frontier_from_settings
+from distributed_crawler.recrawl.schedule import RevisitSchedule
+from tests.conftest import RedisServer
+from tests.round_trips import push_and_lease
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_a_full_redis_holds_the_ack_until_the_record_is_written(server: RedisServer, shards: int) -> None:
+    client = redis.Redis.from_url(server.url)
+    frontier = frontier_from_settings(Settings({"FRONTIER_SHARDS": shards}), "full", client)
+    schedule = RevisitSchedule(client, frontier)
+    urls = [f"http://h{i}.test/story/{i}" for i in range(4)]
+    leases = [push_and_lease(frontier, url).lease for url in urls]
+    records = [
+        (
+            lease,
+            schedule.revisit_record(
+                f"{i:016x}", (60.0, 600.0), 2.0, "body", member=make_member(json.dumps({"url": url}), 0)
+            ),
+        )
+        for i, (lease, url) in enumerate(zip(leases, urls))
+    ]
+    held = sum(client.zcard(part.keys.processing) for part in frontier.each_shard())
+    assert held == len(urls)
+
+    client.config_set("maxmemory-policy", "noeviction")
+    client.config_set("maxmemory", "1")  # every write that may grow memory is refused
+    try:
+        with pytest.raises(OutOfMemoryError):
+            run_sync(frontier.ack_recorded(leases, records))
+        assert sum(client.zcard(part.keys.processing) for part in frontier.each_shard()) == held  # not acked
+    finally:
+        client.config_set("maxmemory", "0")
+
+    replies = run_sync(frontier.ack_recorded(leases, records))  # Redis has room: the node sends it again
+    assert [int(reply[1]) for reply in replies] == [-1] * len(urls)  # every record written: first visits
+    assert sum(client.zcard(part.keys.processing) for part in frontier.each_shard()) == 0
+    assert run_sync(schedule.summary(time.time()))["scheduled"] == len(urls)
