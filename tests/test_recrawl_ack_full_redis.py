@@ -16,6 +16,7 @@ from redis.exceptions import OutOfMemoryError
 from scrapy.settings import Settings
 
 from distributed_crawler.connection.calls import run_sync
+from distributed_crawler.connection.clients import refused_for_good
 from distributed_crawler.frontier.envelope import make_member
 from distributed_crawler.frontier.factory import frontier_from_settings
 from distributed_crawler.recrawl.schedule import RevisitSchedule
@@ -66,3 +67,22 @@ def test_a_full_redis_holds_the_ack_until_the_record_is_written(server: RedisSer
     assert [int(reply[1]) for reply in replies] == [-1] * len(urls)  # every record written: first visits
     assert sum(client.zcard(part.keys.processing) for part in frontier.each_shard()) == 0
     assert run_sync(schedule.summary(time.time()))["scheduled"] == len(urls)
+
+
+def test_a_full_redis_is_a_wait_and_a_wrong_type_a_refusal(server: RedisServer) -> None:
+    """What a component's own `except ResponseError` must tell apart (connection/clients.py
+    `refused_for_good`): a revisit record or a dead letter refused by a full Redis waits (the policy
+    retries it); one refused for a key of another type is dropped with its line."""
+    client = redis.Redis.from_url(server.url)
+    client.set("a-string", "x")
+    with pytest.raises(redis.ResponseError) as wrong_type:
+        client.lpush("a-string", "entry")
+    client.config_set("maxmemory-policy", "noeviction")
+    client.config_set("maxmemory", "1")
+    try:
+        with pytest.raises(redis.ResponseError) as full:
+            client.lpush("a-list", "entry")
+    finally:
+        client.config_set("maxmemory", "0")
+    assert refused_for_good(wrong_type.value)
+    assert not refused_for_good(full.value)

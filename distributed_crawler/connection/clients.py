@@ -81,6 +81,15 @@ TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
     SlotNotCoveredError,
 )
 SENTINEL_PORT = 26379
+
+
+def refused_for_good(exc: ResponseError) -> bool:
+    """Redis's answer for good (a key of another type, a script's refusal), not a wait: OOM, READONLY,
+    NOREPLICAS, TRYAGAIN and CLUSTERDOWN are ResponseErrors too, and a component's own `except
+    ResponseError` that drops what it wrote must let them through to the policy, which waits."""
+    return not isinstance(exc, TRANSIENT_ERRORS)
+
+
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
 

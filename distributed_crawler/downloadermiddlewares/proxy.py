@@ -54,7 +54,7 @@ from twisted.internet import error as tx_errors
 from twisted.web.client import ResponseFailed, ResponseNeverReceived
 
 from distributed_crawler.bounded import BoundedDict
-from distributed_crawler.connection.clients import RedisConfig
+from distributed_crawler.connection.clients import RedisConfig, refused_for_good
 from distributed_crawler.connection.policy import NodeStopping, Purpose, RedisPolicy
 from distributed_crawler.connection.types import AsyncRedis
 from distributed_crawler.connection.untrusted import EpisodeLog, OnceLog, WrongTypeLog, is_wrong_type
@@ -472,6 +472,8 @@ class ProxyPoolMiddleware:
                     self._note_known(*await pool.counts())
                 return outcome
             except ResponseError as exc:  # a pool key of the wrong type: the outcome is lost, logged once
+                if not refused_for_good(exc):
+                    raise  # a full Redis: the policy's line and degraded count, not "wrong type"
                 await self._refused("recording a proxy outcome", exc)
                 return None
 

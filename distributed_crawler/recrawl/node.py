@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from redis.exceptions import ResponseError
 from scrapy import signals
 
+from distributed_crawler.connection.clients import refused_for_good
 from distributed_crawler.connection.lua import reply_text
 from distributed_crawler.connection.policy import NodeStopping, Purpose, RedisPolicy
 from distributed_crawler.core.context import RedisContext
@@ -152,6 +153,8 @@ class RecrawlNode:
             try:
                 return await self.schedule.write(revisit)
             except ResponseError as exc:
+                if not refused_for_good(exc):
+                    raise  # a full Redis: PUSH waits until it has room
                 logger.error(
                     "Redis refused to record the revisit of %s (%s); check %s with `dcrawl schedule %s`",
                     request.url,

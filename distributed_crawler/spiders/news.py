@@ -37,6 +37,7 @@ from scrapy.http import Response, TextResponse
 from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils.sitemap import sitemap_urls_from_robots
 
+from distributed_crawler.connection.clients import refused_for_good
 from distributed_crawler.connection.policy import NodeStopping, Purpose, RedisPolicy
 from distributed_crawler.connection.types import AsyncRedis
 from distributed_crawler.connection.untrusted import EpisodeLog
@@ -575,6 +576,8 @@ class NewsSpider(RedisSpider):
             try:
                 await dead_letters.push([entry])
             except ResponseError as exc:  # the failed list is of another type: not written
+                if not refused_for_good(exc):
+                    raise  # a full Redis: DEADLETTER waits until it has room
                 return f"Redis refused it: {str(exc)[:200]}"
             return ""
 
