@@ -6,14 +6,14 @@ page is judged by what it says about itself, and mixed evidence stores.
 
 1. URL alone ("url"), only where unambiguous: the home page or a folder's index page, pagination
    (`/page/2`, `?page=2`, not `news_view.html?idx=8576&page=1`: a story's link that carries the
-   list's page), search (`/search`, `?q=`), a section hub (`/news/`, `/blog/`), a date
-   archive (`/2024/05/`) and a tag / category / section / author index (`/tag/x`, `/category/x/y`)
-   whose name has no story id (a long number) and is no story slug (list); these two unless the
-   page calls itself a story (JSON-LD article type, or `og:type=article` with a date, and is no
-   page of teasers; or its one `<article>` element holds a long text): `/themen/<name>` is a topic index or a story, `/1927` a year or a post's
-   number; legal and service pages (`/about`,
-   `/contact`, `/privacy`, `/impressum`, ...) (other). `/news/5`, `/archive/story-5.html`,
-   `/blog/<slug>` are leaf pages: the page decides.
+   list's page), search (`/search`, `?q=`), a section hub (`/news/`, `/blog/`), a date archive
+   (`/2024/05/`) and a tag / category / section / author index (`/tag/x`, `/category/x/y`) whose
+   name has no story id (a long number) and is no story slug (list); these two unless the page
+   calls itself a story (JSON-LD article type, or `og:type=article` with a date, and is no page of
+   teasers; or its one `<article>` element holds a long text): `/themen/<name>` is a topic index
+   or a story, `/1927` a year or a post's number; legal and service pages (`/about`, `/contact`,
+   `/privacy`, `/impressum`, ...) (other). `/news/5`, `/archive/story-5.html`, `/blog/<slug>` are
+   leaf pages: the page decides.
 2. The page says it is a story: JSON-LD NewsArticle, BlogPosting, ... ("json-ld-type"); the URL
    came from a news sitemap or a feed ("listed"); `og:type=article` with a publication date
    ("og-type"); a publication date in JSON-LD, meta or a marked `<time>` next to some main text
@@ -29,9 +29,8 @@ page is judged by what it says about itself, and mixed evidence stores.
    id, a dated path, a long slug): a story page with a rail of related teasers or links, or a
    short news item of a paragraph's length among menus (under a story's URL only teasers or next
    to no text make a list); a long undated text on a page that calls itself `og:type=website` is
-   other, unless most of it is prose (an essay, a guide, a press
-   release with no article mark at all: see `prose_chars`); anything left (mixed) is stored as an
-   article.
+   other, unless most of it is prose (an essay, a guide, a press release with no article mark at
+   all: see `prose_chars`); anything left (mixed) is stored as an article.
 
 Every size is in Latin-script characters (`text_size`): a Japanese story is not judged by a third
 of its length.
