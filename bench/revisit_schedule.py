@@ -21,7 +21,6 @@ Printed per simulated month: URLs in the schedule (zset entries and states), fet
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -34,6 +33,7 @@ from scrapy.settings import Settings
 
 from bench.harness import log, private_redis
 from distributed_crawler.connection.batch import Batch
+from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.frontier.envelope import make_member
 from distributed_crawler.frontier.factory import frontier_for_mode
 from distributed_crawler.frontier.keys import SpiderKeys
@@ -99,8 +99,9 @@ class Simulation:
             interval, plan = self.revisit[fp]
             digest = fp  # the page never changes: an adaptive interval grows to its max
             m = member(url) if url else ""
-            self.schedule.record(fp, interval, 2.0, "body", digest=digest, member=m, plan=plan, batch=calls)
-        self.ended += sum(recorded_from(reply).ended for reply in asyncio.run(calls.execute()))
+            record = self.schedule.revisit_record(fp, interval, 2.0, "body", digest=digest, member=m, plan=plan)
+            calls.script(*self.schedule.write_call(record))
+        self.ended += sum(recorded_from(reply).ended for reply in run_sync(calls.execute()))
 
     def hour(self, per_hour: int, lose_every: int) -> None:
         first: list[tuple[str, str]] = []
@@ -119,7 +120,7 @@ class Simulation:
         self.fetch(first, lose_every)
         self.shift(keys=[self.keys.schedule, self.keys.state], args=[HOUR])
         due = [fp.decode() for fp in self.client.zrangebyscore(self.keys.schedule, "-inf", self.now())]
-        while self.schedule.move_due(500, HOUR).moved >= 500:
+        while run_sync(self.schedule.move_due(500, HOUR)).moved >= 500:
             pass
         self.client.delete(*self.client.keys(f"{{{self.spider_keys.spider}}}:q:*"), self.spider_keys.ready)
         pipe = self.client.pipeline(transaction=False)

@@ -23,7 +23,7 @@ from scrapy.settings import BaseSettings
 
 from distributed_crawler.connection.calls import maybe_await
 from distributed_crawler.connection.lua import lua_source, reply_text
-from distributed_crawler.connection.types import AnyRedis, SyncRedis
+from distributed_crawler.connection.types import AnyRedis, AnyScript, SyncRedis
 from distributed_crawler.frontier.base import Frontier, RevisitRecord
 from distributed_crawler.frontier.codec import payload_url
 from distributed_crawler.frontier.envelope import split_member
@@ -142,33 +142,22 @@ class RevisitSchedule:
         return await self.frontier.recrawl_move(self._move, limit, pending_seconds)
 
     async def record(
-        self,
-        fingerprint: str,
-        interval: tuple[float, float],
-        factor: float,
-        outcome: str,
-        digest: str = "",
-        etag: str = "",
-        last_modified: str = "",
-        member: str = "",
-        url: str = "",
-        horizon: float = 0.0,
-        plan: tuple[float, ...] | None = None,
+        self, fingerprint: str, interval: tuple[float, float], factor: float, outcome: str, **fields: Any
     ) -> Recorded:
-        """Store a fetch's result and schedule the next visit (recrawl_record.lua) -> Recorded, on the
-        shard of `url` (default: the member's URL), where the move pushes the member. `plan`: the
-        seconds after the first fetch of each revisit (None: no plan, `()`: the plan ends now);
-        `horizon`: seconds after the first fetch past which an adaptive schedule ends (0 = never)."""
-        return await self.write(
-            self.revisit_record(
-                fingerprint, interval, factor, outcome, digest, etag, last_modified, member, url, horizon, plan
-            )
-        )
+        """Store a fetch's result and schedule the next visit (recrawl_record.lua) -> Recorded: the
+        record `revisit_record` makes of these arguments, written on its own (`write`)."""
+        return await self.write(self.revisit_record(fingerprint, interval, factor, outcome, **fields))
 
     async def write(self, record: RevisitRecord) -> Recorded:
         """One record on its own (recrawl_record.lua, on the shard of its URL)."""
+        script, keys, args = self.write_call(record)
+        return recorded_from(await maybe_await(script(keys=keys, args=args)))
+
+    def write_call(self, record: RevisitRecord) -> tuple[AnyScript, list[str], list[Any]]:
+        """recrawl_record.lua with its KEYS and ARGV for `record`, on the shard of its URL: what
+        `write` runs, or what a caller queues in a Batch (bench/revisit_schedule.py)."""
         keys = self.keys_for(record.url)
-        return recorded_from(await maybe_await(self._record(keys=[keys.schedule, keys.state], args=list(record.args))))
+        return self._record, [keys.schedule, keys.state], list(record.args)
 
     def revisit_record(
         self,
@@ -184,8 +173,10 @@ class RevisitSchedule:
         horizon: float = 0.0,
         plan: tuple[float, ...] | None = None,
     ) -> RevisitRecord:
-        """The same record (`record`'s arguments) as a value the frontier writes in the script that
-        acks the page's lease (lua/recrawl_ack.lua): recrawl_record.lua's ARGV, in its order."""
+        """A fetch's record as a value: written on its own (`write`), or by the frontier in the script
+        that acks the page's lease (lua/recrawl_ack.lua); recrawl_record.lua's ARGV, in its order.
+        `plan`: the seconds after the first fetch of each revisit (None: no plan, `()`: the plan ends
+        now); `horizon`: seconds after the first fetch past which an adaptive schedule ends (0 = never)."""
         low, high = interval
         args = (
             fingerprint,
