@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from tests.round_trips import count_writes  # noqa: E402
 from tests.site.server import NewsSite  # noqa: E402
 
 # Every `scrapy crawl`, `dcrawl` and project-settings read of the suite uses the demo project
@@ -374,3 +375,12 @@ def mariadb_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     server = MariaDB(tmp_path_factory.mktemp("mariadb")).install()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def round_trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The first command of every socket write of redis-py's asyncio connections in this test
+    (tests/round_trips.py `count_writes`)."""
+    sent: list[str] = []
+    count_writes(monkeypatch, sent)
+    return sent

@@ -1,17 +1,23 @@
 """What the round-trip tests share: redis-py's asyncio socket writes counted (one write = one round
-trip, as bench/probe.py counts them), and a URL pushed and leased as the scheduler would."""
+trip, as bench/probe.py counts them; the `round_trips` fixture in tests/conftest.py), a URL pushed
+and leased as the scheduler would, and a scheduler of a bare crawler that components reach."""
 
 from __future__ import annotations
 
 import functools
 import json
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import redis.asyncio.connection as async_connection
+from scrapy import Spider
+from scrapy.crawler import Crawler
+from scrapy.utils.test import get_crawler
 
 from distributed_crawler.connection.calls import run_sync
+from distributed_crawler.core.scheduler import RedisScheduler
 from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.frontier.base import Frontier, placed_entry
 from distributed_crawler.frontier.envelope import make_member
@@ -51,3 +57,16 @@ def push_and_lease(frontier: Frontier, url: str, pause: float = 0.05) -> Lease:
             return leases[0]
         time.sleep(pause)
     raise AssertionError(f"{url} not leased")
+
+
+def scheduler_for(spider_class: type[Spider], settings: dict[str, Any]) -> tuple[Crawler, Spider, RedisScheduler]:
+    """A crawler with the add-on on node n1, its spider, and a scheduler that its components reach
+    through the engine (internals.py), without starting the engine."""
+    crawler = get_crawler(
+        spider_class, settings_dict={"NODE_ID": "n1", "ADDONS": {"distributed_crawler.Addon": 0}, **settings}
+    )
+    spider = crawler.spider = spider_class.from_crawler(crawler)
+    crawler.stats.open_spider()
+    scheduler = RedisScheduler.from_crawler(crawler)
+    crawler.engine = SimpleNamespace(_slot=SimpleNamespace(scheduler=scheduler))  # type: ignore[assignment]
+    return crawler, spider, scheduler

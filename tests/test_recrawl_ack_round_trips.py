@@ -11,7 +11,6 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -19,17 +18,14 @@ import redis
 from scrapy import Request, Spider
 from scrapy.http import HtmlResponse
 from scrapy.settings import Settings
-from scrapy.utils.test import get_crawler
 
 from distributed_crawler.connection.calls import run_sync
-from distributed_crawler.core.scheduler import RedisScheduler
-from distributed_crawler.frontier.base import Frontier
 from distributed_crawler.frontier.envelope import make_member
 from distributed_crawler.frontier.factory import frontier_from_settings
 from distributed_crawler.meta import HOST_SLOT_META, LEASE_META
 from distributed_crawler.recrawl.schedule import RevisitSchedule
 from distributed_crawler.recrawl.spidermiddleware import RecrawlSpiderMiddleware
-from tests.round_trips import count_writes, push_and_lease
+from tests.round_trips import push_and_lease, scheduler_for
 
 pytestmark = pytest.mark.timeout(120)
 PAGES = 12
@@ -42,35 +38,17 @@ class _Spider(Spider):
         return None
 
 
-@pytest.fixture
-def round_trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The first command of every socket write of redis-py's asyncio connections in this test."""
-    sent: list[str] = []
-    count_writes(monkeypatch, sent)
-    return sent
-
-
-def _lease(frontier: Frontier, url: str) -> bytes:
-    return push_and_lease(frontier, url).lease
-
-
 async def _article(response: HtmlResponse) -> AsyncIterator[Any]:
     yield {"url": response.url, "text": f"the story of {response.url}", "page_type": "article"}
 
 
 def _scrape_and_ack(settings: dict[str, Any], client: redis.Redis, round_trips: list[str]) -> dict[str, Any]:
-    crawler = get_crawler(
-        _Spider, settings_dict={"NODE_ID": "n1", "ADDONS": {"distributed_crawler.Addon": 0}, **settings}
-    )
-    spider = crawler.spider = _Spider.from_crawler(crawler)
-    crawler.stats.open_spider()
-    scheduler = RedisScheduler.from_crawler(crawler)
-    crawler.engine = SimpleNamespace(_slot=SimpleNamespace(scheduler=scheduler))  # type: ignore[assignment]  # how components reach it (internals.py)
+    crawler, spider, scheduler = scheduler_for(_Spider, settings)
     middleware = RecrawlSpiderMiddleware.from_crawler(crawler)
     frontier = frontier_from_settings(Settings(settings), "ra", client)
     urls = [f"http://h{i}.test/story/{i}" for i in range(PAGES)]  # one a host: due at once
-    leases = [_lease(frontier, url) for url in urls]
-    warm = _lease(frontier, "http://warm.test/a")
+    leases = [push_and_lease(frontier, url).lease for url in urls]
+    warm = push_and_lease(frontier, "http://warm.test/a").lease
 
     async def scrape(url: str, lease: bytes) -> None:
         scheduler.leases.buffered(lease)
@@ -159,7 +137,7 @@ def test_a_sync_client_acks_with_records_and_a_record_of_another_shard_lands_too
     frontier = frontier_from_settings(Settings(settings), "ra", redis_client)
     schedule = RevisitSchedule(redis_client, frontier)
     urls = [f"http://h{i}.test/story" for i in range(6)]
-    leases = [_lease(frontier, url) for url in urls]
+    leases = [push_and_lease(frontier, url).lease for url in urls]
     # each lease carries the record of the next host's URL: with 3 shards some land on another shard
     records = [
         (

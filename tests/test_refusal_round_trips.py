@@ -8,22 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import redis
 from scrapy import Request, Spider
 from scrapy.settings import Settings
-from scrapy.utils.test import get_crawler
 
 from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.core.admission import Refusal
 from distributed_crawler.core.outbox import OutboxEntry
-from distributed_crawler.core.scheduler import RedisScheduler
-from distributed_crawler.frontier.base import Frontier
 from distributed_crawler.frontier.factory import frontier_from_settings
-from tests.round_trips import count_writes, member_of, push_and_lease
+from tests.round_trips import member_of, push_and_lease, scheduler_for
 
 pytestmark = pytest.mark.timeout(120)
 HANDSHAKE = {"hello", "ping", "client", "auth", "select"}  # a connection's opening, once per connection
@@ -33,29 +29,10 @@ class _Spider(Spider):
     name = "rr"
 
 
-@pytest.fixture
-def round_trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The first command of every socket write of redis-py's asyncio connections in this test."""
-    sent: list[str] = []
-    count_writes(monkeypatch, sent)
-    return sent
-
-
-def _lease(frontier: Frontier, url: str) -> bytes:
-    """The lease a refused redirect would hand over."""
-    return push_and_lease(frontier, url).lease
-
-
 def _batch_with_refusals(settings: dict[str, Any], client: redis.Redis, round_trips: list[str]) -> dict[str, Any]:
-    crawler = get_crawler(
-        _Spider, settings_dict={"NODE_ID": "n1", "ADDONS": {"distributed_crawler.Addon": 0}, **settings}
-    )
-    spider = crawler.spider = _Spider.from_crawler(crawler)
-    crawler.stats.open_spider()
-    scheduler = RedisScheduler.from_crawler(crawler)
-    crawler.engine = SimpleNamespace(_slot=SimpleNamespace(scheduler=scheduler))  # type: ignore[assignment]
+    crawler, spider, scheduler = scheduler_for(_Spider, settings)
     frontier = frontier_from_settings(Settings(settings), "rr", client)
-    lease = _lease(frontier, "http://home.test/moved")
+    lease = push_and_lease(frontier, "http://home.test/moved").lease
     fp = {u: scheduler.df.fingerprint_hex(Request(u)) for u in ("http://a.test/", "http://b.test/", "http://c.test/")}
     private = Refusal("private_address", "private")
 
