@@ -94,6 +94,13 @@ def test_buttons_work_in_chromium_with_the_token(
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=list(CHROMIUM_ARGS))
             try:
                 page = browser.new_page()
+
+                def answered(action: str) -> None:  # this action's answer, not the one before it, is shown
+                    page.wait_for_function(
+                        "(a) => document.querySelector('[data-control-result]').textContent.includes(a)",
+                        arg=f'"action":"{action}"',
+                    )
+
                 page.goto(read_only.url)
                 page.wait_for_selector('[data-read-only="1"]', timeout=15_000)
                 assert "DASHBOARD_TOKEN" in page.inner_text('[data-read-only="1"]')
@@ -102,33 +109,32 @@ def test_buttons_work_in_chromium_with_the_token(
                 page.goto(dashboard.url + "?token=s3cret")
                 page.wait_for_selector('button[data-action="pause"]', timeout=15_000)
                 page.click('button[data-action="pause"]')
-                page.wait_for_function(
-                    "() => document.querySelector('[data-control-result]').textContent.startsWith('done')"
-                )
+                answered("pause")
                 assert redis_client.get("{news}:paused") is not None
                 page.wait_for_selector('[data-paused="1"]', timeout=10_000)  # the next refresh shows it
                 page.click('button[data-action="resume"]')
-                page.wait_for_function(
-                    "() => document.querySelector('[data-control-result]').textContent.includes('resume')"
-                )
+                answered("resume")
                 assert redis_client.get("{news}:paused") is None
 
                 # every input is found by its label (what a screen reader says, what a user reads)
                 page.get_by_label("host or domain").fill("old.example.org")
                 page.get_by_label("delay (s)").fill("3")
                 page.get_by_label("in flight").fill("2")
+                # a refresh (every 2 s) keeps what is typed, where the caret is, and the last answer
+                page.get_by_label("delay (s)").focus()
+                updated = page.inner_text("#updated")
+                page.wait_for_function("(u) => document.getElementById('updated').textContent !== u", arg=updated)
+                assert page.get_by_label("host or domain").input_value() == "old.example.org"
+                assert page.evaluate("() => document.activeElement.name") == "delay"
+                assert '"action":"resume"' in page.inner_text("[data-control-result]")
                 page.click('button[data-action="set"]')
-                page.wait_for_function(
-                    "() => document.querySelector('[data-control-result]').textContent.includes('delay')"
-                )
+                answered("set")
                 override = json.loads(redis_client.hget("{news}:overrides", "old.example.org"))
                 assert override["delay"] == 3 and override["concurrency"] == 2
 
                 page.once("dialog", lambda dialog: dialog.accept())  # unset asks first too
                 page.click('button[data-action="unset"]')
-                page.wait_for_function(
-                    "() => document.querySelector('[data-control-result]').textContent.includes('unset')"
-                )
+                answered("unset")
                 assert redis_client.hget("{news}:overrides", "old.example.org") is None
 
                 page.once("dialog", lambda dialog: dialog.dismiss())  # purge asks first: "no" does nothing
@@ -137,9 +143,7 @@ def test_buttons_work_in_chromium_with_the_token(
                 assert pending("old.example.org") == 3
                 page.once("dialog", lambda dialog: dialog.accept())
                 page.click('button[data-action="purge"]')
-                page.wait_for_function(
-                    "() => document.querySelector('[data-control-result]').textContent.includes('purged')"
-                )
+                answered("purge")
                 assert pending("old.example.org") == 0
 
                 page.wait_for_function(

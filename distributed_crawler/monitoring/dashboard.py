@@ -507,8 +507,14 @@ async function refresh() {
     const main = el("main", { id: "main" });
     const names = Object.keys(data.spiders);
     if (!names.length) main.append(el("div", { class: "empty" }, "No spider found in Redis yet: seed one with dcrawl seed SPIDER URL."));
+    // a field kept across refreshes (the control form) loses focus when it moves: give it back, caret included
+    const focused = document.activeElement, caret = focused && "selectionStart" in focused ? [focused.selectionStart, focused.selectionEnd] : null;
     for (const name of names) main.append(spiderSection(data.spiders[name]));
     document.getElementById("main").replaceWith(main);
+    if (focused && focused !== document.body && focused.isConnected && document.activeElement !== focused) {
+      focused.focus();
+      if (caret && caret[0] !== null) focused.setSelectionRange(caret[0], caret[1]);
+    }
     document.getElementById("updated").textContent = "updated " + clock(data.time) + " · refreshes every " + REFRESH_MS / 1000 + "s";
     showError("");
   } catch (err) {

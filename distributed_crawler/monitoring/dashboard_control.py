@@ -108,33 +108,41 @@ async function control(spider, body) {
   if (out) out.textContent = response.ok ? "done: " + JSON.stringify(answer) : "refused: " + (answer.error || response.status);
   return response.ok;
 }
+// The form (inputs, buttons, the last answer) is built once per spider and moved into each refresh's
+// panel: a refresh every few seconds must not wipe what an operator is typing or the answer they read.
+const forms = {};
+function controlForm(spider) {
+  if (forms[spider]) return forms[spider];
+  const button = (label, name, fn) => { const b = el("button", { type: "button", "data-action": name }, label); b.addEventListener("click", fn); return b; };
+  const inputs = {};
+  const field = (name, label, placeholder) => {
+    inputs[name] = el("input", { name, placeholder, "data-field": name, size: 10, id: "control-" + spider + "-" + name });
+    return el("label", { for: inputs[name].id, style: "margin-right:8px" }, label + " ", inputs[name]);
+  };
+  const v = (name) => inputs[name].value.trim();
+  const host = field("host", "host or domain", "news.example.com"), delay = field("delay", "delay (s)", "2"), conc = field("concurrency", "in flight", "2"), pages = field("max_pages", "max pages", "1000"), dur = field("for", "block for", "2h");
+  forms[spider] = el("div", { "data-control-form": spider },
+    el("div", {}, button("pause", "pause", () => control(spider, { action: "pause" })), " ",
+      button("pause (drain)", "pause-drain", () => control(spider, { action: "pause", drain: true })), " ",
+      button("resume", "resume", () => control(spider, { action: "resume" }))),
+    el("div", { style: "margin-top:8px" }, host),
+    el("div", { style: "margin-top:4px" }, delay, conc, pages,
+      button("set", "set", () => control(spider, { action: "set", host: v("host"), delay: v("delay"), concurrency: v("concurrency"), max_pages: v("max_pages") })), " ",
+      button("unset all", "unset", () => { if (confirm("Remove every override of " + v("host") + " (a block too)?")) control(spider, { action: "unset", host: v("host") }); })),
+    el("div", { style: "margin-top:4px" }, dur,
+      button("block", "block", () => control(spider, { action: "block", host: v("host"), for: v("for") })), " ",
+      button("unblock", "unblock", () => control(spider, { action: "unblock", host: v("host") })), " ",
+      button("purge", "purge", () => { if (confirm("Drop every pending request of " + v("host") + "?")) control(spider, { action: "purge", host: v("host") }); })),
+    el("div", { class: "empty", "data-control-result": spider }, ""));
+  return forms[spider];
+}
 function controlPanel(s) {
   const panel = el("div", { class: "panel control", style: "margin-top:14px", "data-control": s.spider }, el("h3", {}, "control"));
   const c = s.control || {};
   if (c.paused) panel.append(el("div", { class: "skipped", "data-paused": "1" }, "paused since " + clock(c.paused.since) + " by " + c.paused.by + (c.paused.drain ? " (drain)" : "")));
   if (c.overrides) panel.append(el("div", {}, c.overrides + " override(s)" + (c.blocked ? ", " + c.blocked + " blocked: " + (c.blocks || []).map(b => b.target + " until " + clock(b.until)).join(", ") : "")));
   if (!CONTROL) { panel.append(el("div", { class: "empty", "data-read-only": "1" }, __READ_ONLY__)); return panel; }
-  const button = (label, name, fn) => { const b = el("button", { type: "button", "data-action": name }, label); b.addEventListener("click", fn); return b; };
-  const inputs = {};
-  const field = (name, label, placeholder) => {
-    inputs[name] = el("input", { name, placeholder, "data-field": name, size: 10, id: "control-" + s.spider + "-" + name });
-    return el("label", { for: inputs[name].id, style: "margin-right:8px" }, label + " ", inputs[name]);
-  };
-  const v = (name) => inputs[name].value.trim();
-  const host = field("host", "host or domain", "news.example.com"), delay = field("delay", "delay (s)", "2"), conc = field("concurrency", "in flight", "2"), pages = field("max_pages", "max pages", "1000"), dur = field("for", "block for", "2h");
-  panel.append(
-    el("div", {}, button("pause", "pause", () => control(s.spider, { action: "pause" })), " ",
-      button("pause (drain)", "pause-drain", () => control(s.spider, { action: "pause", drain: true })), " ",
-      button("resume", "resume", () => control(s.spider, { action: "resume" }))),
-    el("div", { style: "margin-top:8px" }, host),
-    el("div", { style: "margin-top:4px" }, delay, conc, pages,
-      button("set", "set", () => control(s.spider, { action: "set", host: v("host"), delay: v("delay"), concurrency: v("concurrency"), max_pages: v("max_pages") })), " ",
-      button("unset all", "unset", () => { if (confirm("Remove every override of " + v("host") + " (a block too)?")) control(s.spider, { action: "unset", host: v("host") }); })),
-    el("div", { style: "margin-top:4px" }, dur,
-      button("block", "block", () => control(s.spider, { action: "block", host: v("host"), for: v("for") })), " ",
-      button("unblock", "unblock", () => control(s.spider, { action: "unblock", host: v("host") })), " ",
-      button("purge", "purge", () => { if (confirm("Drop every pending request of " + v("host") + "?")) control(s.spider, { action: "purge", host: v("host") }); })),
-    el("div", { class: "empty", "data-control-result": s.spider }, ""));
+  panel.append(controlForm(s.spider));
   const list = el("div", { "data-audit": s.spider }, "");
   fetch("api/audit/" + encodeURIComponent(s.spider), { headers, cache: "no-store" }).then(r => r.json()).then(rows => {
     list.replaceWith(el("div", { "data-audit": s.spider }, el("h3", {}, "audit"), listTable(rows || [], [["when", a => when(Number(a.time))], ["action", a => a.action], ["target", a => a.target, true], ["change", a => words(a.action, a.old) + " -> " + words(a.action, a.new), true], ["by", a => a.by], ["from", a => a.source]], "no control action yet")));
