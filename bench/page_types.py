@@ -28,6 +28,9 @@ into one folder (`--corpus DIR`); or pass the three folders:
                   (bench/page_labels_sample6.json)
     --sample-7    also the seventh ("fresh-7"): 90 pages of codelucas/newspaper's full-text tests
                   (bench/page_labels_sample7.json)
+    --sample-8    also the eighth ("fresh-8"): 137 pages of omnivore-app/omnivore's reader tests,
+                  microlinkhq/metascraper's integration tests and karussell/snacktory's test pages
+                  (bench/page_labels_sample8.json)
                   Each was labelled by readers who neither ran nor read the rules, committed,
                   then run once; the rules changed after 5 and 6 (docs/benchmarks.md)
 
@@ -82,7 +85,8 @@ HTMLDATE_LABELS = Path(__file__).with_name("page_labels_htmldate.json")
 SAMPLE_5_LABELS = Path(__file__).with_name("page_labels_sample5.json")
 SAMPLE_6_LABELS = Path(__file__).with_name("page_labels_sample6.json")
 SAMPLE_7_LABELS = Path(__file__).with_name("page_labels_sample7.json")
-GROUPS = ("tuning", "held-out", "fresh-1", "fresh-2", "fresh-3", "fresh-4", "fresh-5", "fresh-6", "fresh-7")
+SAMPLE_8_LABELS = Path(__file__).with_name("page_labels_sample8.json")
+GROUPS = ("tuning", "held-out", *(f"fresh-{n}" for n in range(1, 9)))
 PLACEHOLDER_SITES = {"example.com", "exemple.com"}  # goose3's made-up test pages
 SAMPLE_4 = 250  # pages of htmldate's evaluation set in the fourth sample
 AUTOPAGER_NOT_LIST = {
@@ -294,6 +298,40 @@ def _draw_sample_7(roots: dict[str, Path], corpus: list[Page]) -> list[tuple[str
     return drawn
 
 
+def _draw_sample_8(roots: dict[str, Path], corpus: list[Page]) -> list[tuple[str, Path]]:
+    """omnivore-app/omnivore's own reader test pages (the URL in each page's url.txt), the pages of
+    microlinkhq/metascraper's integration tests (the URL its test names) and karussell/snacktory's test
+    pages (the URL in the comment above the test that reads it, else the page's canonical link or
+    og:url), drawn as `_draw_sample_5` draws, none of a domain an earlier sample holds."""
+    candidates: dict[str, Path] = {}
+    for url_file in sorted((roots["omnivore"] / "packages/readabilityjs/test/test-pages").glob("*/url.txt")):
+        url = url_file.read_text().strip()
+        if url.startswith(("http://", "https://")):
+            candidates.setdefault(url, url_file.with_name("source.html"))
+    for test in sorted((roots["metascraper"] / "packages/metascraper/test/integration").glob("*/index.js")):
+        found = _METASCRAPER_URL.search(test.read_text())
+        if found:
+            candidates.setdefault(found.group(1), test.with_name("input.html"))
+    resources = roots["snacktory"] / "src/test/resources/de/jetwick/snacktory"
+    for test in sorted((roots["snacktory"] / "src/test/java/de/jetwick/snacktory").glob("ArticleTextExtractor*.java")):
+        comment = ""
+        for line in test.read_text(errors="replace").splitlines():
+            said = _SNACKTORY_COMMENT.search(line)
+            comment = said.group(1) if said else ("" if line.strip().startswith(("@Test", "public void")) else comment)
+            read = _SNACKTORY_READ.search(line)
+            if read:
+                name = read.group(1) or read.group(2)
+                path = roots["snacktory"] / name if read.group(1) else resources / name
+                url = comment or (_canonical_url(path) if path.exists() else "")
+                if url:
+                    candidates.setdefault(url, path)
+    earlier = (LABELS, FRESH_LABELS, HTMLDATE_LABELS, SAMPLE_5_LABELS, SAMPLE_6_LABELS, SAMPLE_7_LABELS)
+    return _one_a_domain(candidates, _taken(corpus, *earlier))
+
+
+_METASCRAPER_URL = re.compile(r"const url\s*=\s*['\"`](https?://[^'\"`\s]+)['\"`]")
+_SNACKTORY_COMMENT = re.compile(r"//\s*\??\s*(https?://\S+)")
+_SNACKTORY_READ = re.compile(r"readFileAsString\(\"(test_data/[^\"]+)\"\)|getResourceAsStream\(\"([^\"/]+\.html)\"\)")
 _POSTLIGHT_URL = re.compile(r"url\s*=\s*['\"`]\s*(https?://[^'\"`\s]+)['\"`]")
 _POSTLIGHT_FIXTURE = re.compile(r"readFileSync\(\s*['\"`]\./fixtures/([^'\"`]+)['\"`]")
 
@@ -321,7 +359,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mediacloud", type=Path, help="htmldate's tests")
     parser.add_argument("--autopager", type=Path, help="autopager's autopager/data")
     parser.add_argument("--trafilatura", type=Path, help="trafilatura's tests (optional: the fresh check)")
-    for number, labels in ((4, HTMLDATE_LABELS), (5, SAMPLE_5_LABELS), (6, SAMPLE_6_LABELS), (7, SAMPLE_7_LABELS)):
+    for number, labels in (
+        (4, HTMLDATE_LABELS),
+        (5, SAMPLE_5_LABELS),
+        (6, SAMPLE_6_LABELS),
+        (7, SAMPLE_7_LABELS),
+        (8, SAMPLE_8_LABELS),
+    ):
         parser.add_argument(
             f"--sample-{number}", action="store_true", help=f"also the samples up to this one ({labels.name})"
         )
@@ -337,7 +381,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     pages = [*fundus(args.fundus), *mediacloud(args.mediacloud), *autopager(args.autopager)]
     pages += [*trafilatura(args.trafilatura)] if args.trafilatura else []
-    newest = max((n for n in (4, 5, 6, 7) if getattr(args, f"sample_{n}")), default=0)
+    newest = max((n for n in (4, 5, 6, 7, 8) if getattr(args, f"sample_{n}")), default=0)
     pages += [*htmldate_sample(args.mediacloud, pages)] if newest >= 4 else []
     if newest >= 5:
         if not args.corpus:
@@ -348,6 +392,7 @@ def main(argv: list[str] | None = None) -> None:
         pages += [*drawn_sample(5, SAMPLE_5_LABELS, _draw_sample_5(roots, pages))]
         pages += [*drawn_sample(6, SAMPLE_6_LABELS, _draw_sample_6(roots, pages))] if newest >= 6 else []
         pages += [*drawn_sample(7, SAMPLE_7_LABELS, _draw_sample_7(roots, pages))] if newest >= 7 else []
+        pages += [*drawn_sample(8, SAMPLE_8_LABELS, _draw_sample_8(roots, pages))] if newest >= 8 else []
     results: dict[str, Counter[tuple[str, str]]] = {g: Counter() for g in GROUPS}
     signals: Counter[tuple[str, str, str]] = Counter()
     sites: dict[str, set[str]] = {g: set() for g in GROUPS}

@@ -1,5 +1,5 @@
-"""Builds bench/page_types.py's corpus (661 real pages, and the pages of its five "fresh" samples) from
-ten public repositories, at the commits its figures were taken on (docs/benchmarks.md "Page types on
+"""Builds bench/page_types.py's corpus (661 real pages, and the pages of its "fresh" samples) from
+thirteen public repositories, at the commits its figures were taken on (docs/benchmarks.md "Page types on
 real pages").
 
 The pages are other people's content: they are not in this repository and are not committed.
@@ -13,8 +13,9 @@ Clone (or mirror) the four repositories anywhere, then:
 
 The fifth sample also reads scrapinghub/article-extraction-benchmark, goose3/goose3 and
 AndyTheFactory/newspaper4k, the sixth mozilla/readability and postlight/parser, the seventh
-codelucas/newspaper: pass `--scrapinghub GIT --goose3 GIT --newspaper4k GIT --readability GIT
---postlight GIT --newspaper GIT` too.
+codelucas/newspaper, the eighth omnivore-app/omnivore, microlinkhq/metascraper and
+karussell/snacktory: pass `--scrapinghub GIT --goose3 GIT --newspaper4k GIT --readability GIT
+--postlight GIT --newspaper GIT --omnivore GIT --metascraper GIT --snacktory GIT` too.
 
 Each argument is a git directory (a bare mirror or a clone's `.git`, or a clone's work tree);
 only the folders the bench reads are taken out, with `git archive` of the pinned commit (`--ref
@@ -37,7 +38,7 @@ SOURCES = {
     "autopager": ("ff49418d536346c0d0487553c8f6d22a4f74152e", "autopager/data"),
     "trafilatura": ("e90b0ef51ab026fdb905fb6c5b3c84dd3d784fd5", "tests"),  # the fresh check
 }
-# the fifth to seventh samples' six more sources (optional: only `--sample-5` and later read them)
+# the fifth to eighth samples' nine more sources (optional: only `--sample-5` and later read them)
 SAMPLE_SOURCES = {
     "scrapinghub": ("4a3bc979f76c0df73cb95fe272e2fc1b96f9f010", "ground-truth.json html"),
     "goose3": ("c5a8902eed0c4592a1ff5ec51a0277cf73a3aca7", "tests/data/content"),
@@ -45,6 +46,9 @@ SAMPLE_SOURCES = {
     "readability": ("ab4027a8b37669745016869a37a504727992b2ba", "test/test-pages"),  # the sixth sample
     "postlight": ("e8ba7ece291efa4d915d50dd4deeec17d54359f2", "fixtures src/extractors/custom"),  # the sixth sample
     "newspaper": ("1618b547f31c2d1fd19ae3b6afd8f7542dd02074", "tests/data"),  # the seventh sample
+    "omnivore": ("322ce62b2e09a4fc8f328dde6003e7066953a9ca", "packages/readabilityjs/test/test-pages"),  # the eighth
+    "metascraper": ("20423f52ef9b4a07d3b25e56e34d2756b3291250", "packages/metascraper/test/integration"),  # the eighth
+    "snacktory": ("c05c5ec338922b3f9a40cd35597ba8094f9162b0", "src/test test_data"),  # the eighth sample
 }
 
 
