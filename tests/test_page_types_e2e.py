@@ -1,7 +1,7 @@
 """End to end: a `news` worker crawls a site whose stories live at URLs that look like list pages
 (tests/site/leaf_stories.py: `/news/<n>`, `/archive/story-<n>.html`, `/blog/<slug>`, `/1927`) or
 are of a kind the blind samples lost (a one-paragraph item or a Japanese story among menus, wire
-copy of one-sentence paragraphs) next to real list pages; with the default STORE_PAGE_TYPES every
+copy of one-sentence paragraphs, a post linked with `?s=r`) next to real list pages; with the default STORE_PAGE_TYPES every
 story is stored and no list page."""
 
 from __future__ import annotations

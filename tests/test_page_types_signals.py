@@ -205,3 +205,18 @@ def test_a_short_news_item_on_a_link_heavy_page_is_kept_under_a_story_url(url: s
 )
 def test_a_search_path_is_a_list_whatever_its_query(url: str, kind: str | None) -> None:
     assert url_kind(url) == kind
+
+
+@pytest.mark.parametrize(
+    ("url", "kind"),
+    [
+        ("https://news.example/?s=bridge", "list"),  # WordPress's search
+        ("https://news.example/world/?q=bridge&sort=date", "list"),
+        ("https://writer.substack.com/p/the-2-minute-20-second-video-that?s=r", None),  # a share link
+        ("https://news.example/news/harbour-bridge-reopens-after-repairs?q=1", None),
+        ("https://news.example/story/1234567?s=09", None),
+    ],
+)
+def test_a_search_parameter_on_a_story_url_leaves_it_to_the_page(url: str, kind: str | None) -> None:
+    """Sites add `?s=r`, `?q=` to the links people share; only a URL that names no story is a search."""
+    assert url_kind(url) == kind

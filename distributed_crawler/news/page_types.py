@@ -6,7 +6,8 @@ page is judged by what it says about itself, and mixed evidence stores.
 
 1. URL alone ("url"), only where unambiguous: the home page or a folder's index page, pagination
    (`/page/2`, `?page=2`, not `news_view.html?idx=8576&page=1`: a story's link that carries the
-   list's page), search (`/search`, `?q=`), a section hub (`/news/`, `/blog/`), a date archive
+   list's page), search (`/search`, `?q=` on a path that names no story: not `/p/<slug>?s=r`, a
+   share link), a section hub (`/news/`, `/blog/`), a date archive
    (`/2024/05/`) and a tag / category / section / author index (`/tag/x`, `/category/x/y`) whose
    name has no story id (a long number) and is no story slug (list); these two unless the page
    calls itself a story (JSON-LD article type, or `og:type=article` with a date, and is no page of
@@ -49,7 +50,8 @@ _LANG = r"(?:/[a-z]{2}(?:[-_][a-z]{2})?)?"
 _HOME = re.compile(_LANG + r"/?(?:(?:index|default|home|start)\.(?:html?|php|aspx?|jsp))?")
 _FOLDER_INDEX = re.compile(r"(?:/[^/]+)*/(?:index|default)\.(?:html?|php|aspx?|jsp)")
 _PAGE_N = re.compile(r"/(?:page|seite|pagina|strona)/\d+/?$|[?&](?:page|paged|pg|start|offset)=\d+")
-_SEARCH = re.compile(r"(?:^|/)(?:search|suche|recherche|busca|buscar|zoeken)(?:/|$|\.)|[?&](?:s|q|query|search)=")
+_SEARCH = re.compile(r"(?:^|/)(?:search|suche|recherche|busca|buscar|zoeken)(?:/|$|\.)")
+_SEARCH_PARAM = re.compile(r"(?:^|&)(?:s|q|query|search)=")
 _DATE_ARCHIVE = re.compile(
     _LANG + r"(?:/[a-z-]+)?/(?:19|20)\d\d(?:/(?:0?[1-9]|1[0-2]))?(?:/(?:0?[1-9]|[12]\d|3[01]))?/?"
 )
@@ -122,8 +124,10 @@ def _url_kind(url: str) -> tuple[str | None, bool]:
     if _OTHER.search(path):
         return "other", False
     address = path + ("?" + query if query else "")
-    if _SEARCH.search(address) or _SEARCH.search(path):  # `/search?updated-max=...`
+    if _SEARCH.search(path):  # `/search`, `/search?updated-max=...`
         return "list", False
+    if _SEARCH_PARAM.search(query) and not _story_folder(path):
+        return "list", False  # `/?s=term`, not a story's share link `/p/<long-slug>?s=r`
     if _PAGE_N.search(address) and not _ITEM_PARAM.search(query):
         return "list", False  # not `news_view.html?idx=8576&page=1`: the list's page to go back to
     if query:

@@ -9,7 +9,8 @@ and one of each kind the blind samples lost (docs/benchmarks.md "Page types on r
 * `/1927`: a post numbered like a year, `og:type=article` with a date;
 * `/news/items/<slug>.html`: a news item of one paragraph among a CMS's menus, nothing else;
 * `/site/articlepath.aspx?articleid=opposition`: wire copy of one-sentence paragraphs, `og:type=website`;
-* `/oss_info/article.html?oid=8976`: a Japanese story among a CMS's menus, nothing else.
+* `/oss_info/article.html?oid=8976`: a Japanese story among a CMS's menus, nothing else;
+* `/p/<long-slug>?s=r`: a post linked as people share it (a search-like parameter), dated `og:type=article`.
 List pages: the home page, the hubs `/news/`, `/blog/`, `/archive/`, a tag and a category page, and
 `/archive/older.html`, a page of teaser `<article>`s at a leaf URL (the page decides, not the URL).
 No JSON-LD anywhere. `hits(path)` counts requests per path.
@@ -36,6 +37,7 @@ _MENU = (
 )
 YEAR_POST, SHORT_ITEM = "/1927", "/news/items/a-short-item-of-the-day.html"
 WIRE_STORY, JAPANESE_STORY = "/site/articlepath.aspx?articleid=opposition", "/oss_info/article.html?oid=8976"
+SHARE_LINK = "/p/the-two-minute-video-that-changed-the-debate?s=r"
 
 
 def _paragraphs(n: int) -> str:
@@ -77,6 +79,7 @@ class LeafStories:
             SHORT_ITEM,
             WIRE_STORY,
             JAPANESE_STORY,
+            SHARE_LINK,
         ]
 
     @property
@@ -103,7 +106,7 @@ class LeafStories:
 
     def _story(self, path: str, n: int) -> bytes:
         text = _paragraphs(n)
-        if path in (YEAR_POST, SHORT_ITEM, WIRE_STORY, JAPANESE_STORY):
+        if path in (YEAR_POST, SHORT_ITEM, WIRE_STORY, JAPANESE_STORY, SHARE_LINK):
             return self._lost_kind(path, n)
         if path.startswith("/news/"):
             head = (
@@ -118,7 +121,7 @@ class LeafStories:
 
     def _lost_kind(self, path: str, n: int) -> bytes:
         """A story of a kind the blind samples lost (module docstring)."""
-        if path == YEAR_POST:
+        if path in (YEAR_POST, SHARE_LINK):
             head = '<meta property="og:type" content="article"><meta property="article:published_time" content="2026-11-28">'
             return self._page(f"Post {n}", head, f"<h1>Post {n}</h1>{_paragraphs(n)}")
         if path == SHORT_ITEM:
