@@ -31,6 +31,9 @@ into one folder (`--corpus DIR`); or pass the three folders:
     --sample-8    also the eighth ("fresh-8"): 137 pages of omnivore-app/omnivore's reader tests,
                   microlinkhq/metascraper's integration tests and karussell/snacktory's test pages
                   (bench/page_labels_sample8.json)
+    --sample-9    also the ninth ("fresh-9"): 155 pages of trafilatura's and htmldate's evaluation
+                  sets no other group holds (second and later pages of sites read before)
+                  (bench/page_labels_sample9.json)
                   Each was labelled by readers who neither ran nor read the rules, committed,
                   then run once; the rules changed after 5 and 6 (docs/benchmarks.md)
 
@@ -86,7 +89,8 @@ SAMPLE_5_LABELS = Path(__file__).with_name("page_labels_sample5.json")
 SAMPLE_6_LABELS = Path(__file__).with_name("page_labels_sample6.json")
 SAMPLE_7_LABELS = Path(__file__).with_name("page_labels_sample7.json")
 SAMPLE_8_LABELS = Path(__file__).with_name("page_labels_sample8.json")
-GROUPS = ("tuning", "held-out", *(f"fresh-{n}" for n in range(1, 9)))
+SAMPLE_9_LABELS = Path(__file__).with_name("page_labels_sample9.json")
+GROUPS = ("tuning", "held-out", *(f"fresh-{n}" for n in range(1, 10)))
 PLACEHOLDER_SITES = {"example.com", "exemple.com"}  # goose3's made-up test pages
 SAMPLE_4 = 250  # pages of htmldate's evaluation set in the fourth sample
 AUTOPAGER_NOT_LIST = {
@@ -329,6 +333,29 @@ def _draw_sample_8(roots: dict[str, Path], corpus: list[Page]) -> list[tuple[str
     return _one_a_domain(candidates, _taken(corpus, *earlier))
 
 
+def _draw_sample_9(roots: dict[str, Path], corpus: list[Page]) -> list[tuple[str, Path]]:
+    """The pages of trafilatura's and htmldate's evaluation sets that no earlier group or label file
+    holds (their sites do: these are the second and later pages of sites read before), sorted by the
+    SHA-1 of the URL."""
+    earlier = (
+        LABELS,
+        FRESH_LABELS,
+        HTMLDATE_LABELS,
+        SAMPLE_5_LABELS,
+        SAMPLE_6_LABELS,
+        SAMPLE_7_LABELS,
+        SAMPLE_8_LABELS,
+    )
+    used = {p.url for p in corpus} | {p["url"].strip() for f in earlier for p in json.loads(f.read_text())["pages"]}
+    candidates: dict[str, Path] = {}
+    for name, index in (("trafilatura", "evaldata.json"), ("htmldate", "eval_default.json")):
+        for url, info in json.loads((roots[name] / index).read_text()).items():
+            path = roots[name] / "eval" / info["file"]
+            if url.strip() not in used and path.exists():
+                candidates.setdefault(url.strip(), path)
+    return [(url, candidates[url]) for url in sorted(candidates, key=lambda u: hashlib.sha1(u.encode()).hexdigest())]
+
+
 _METASCRAPER_URL = re.compile(r"const url\s*=\s*['\"`](https?://[^'\"`\s]+)['\"`]")
 _SNACKTORY_COMMENT = re.compile(r"//\s*\??\s*(https?://\S+)")
 _SNACKTORY_READ = re.compile(r"readFileAsString\(\"(test_data/[^\"]+)\"\)|getResourceAsStream\(\"([^\"/]+\.html)\"\)")
@@ -381,7 +408,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     pages = [*fundus(args.fundus), *mediacloud(args.mediacloud), *autopager(args.autopager)]
     pages += [*trafilatura(args.trafilatura)] if args.trafilatura else []
-    newest = max((n for n in (4, 5, 6, 7, 8) if getattr(args, f"sample_{n}")), default=0)
+    newest = max((n for n in range(4, 10) if getattr(args, f"sample_{n}")), default=0)
     pages += [*htmldate_sample(args.mediacloud, pages)] if newest >= 4 else []
     if newest >= 5:
         if not args.corpus:
@@ -393,6 +420,7 @@ def main(argv: list[str] | None = None) -> None:
         pages += [*drawn_sample(6, SAMPLE_6_LABELS, _draw_sample_6(roots, pages))] if newest >= 6 else []
         pages += [*drawn_sample(7, SAMPLE_7_LABELS, _draw_sample_7(roots, pages))] if newest >= 7 else []
         pages += [*drawn_sample(8, SAMPLE_8_LABELS, _draw_sample_8(roots, pages))] if newest >= 8 else []
+        pages += [*drawn_sample(9, SAMPLE_9_LABELS, _draw_sample_9(roots, pages))] if newest >= 9 else []
     results: dict[str, Counter[tuple[str, str]]] = {g: Counter() for g in GROUPS}
     signals: Counter[tuple[str, str, str]] = Counter()
     sites: dict[str, set[str]] = {g: set() for g in GROUPS}
