@@ -386,13 +386,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mediacloud", type=Path, help="htmldate's tests")
     parser.add_argument("--autopager", type=Path, help="autopager's autopager/data")
     parser.add_argument("--trafilatura", type=Path, help="trafilatura's tests (optional: the fresh check)")
-    for number, labels in (
-        (4, HTMLDATE_LABELS),
-        (5, SAMPLE_5_LABELS),
-        (6, SAMPLE_6_LABELS),
-        (7, SAMPLE_7_LABELS),
-        (8, SAMPLE_8_LABELS),
-    ):
+    labelled = (HTMLDATE_LABELS, SAMPLE_5_LABELS, SAMPLE_6_LABELS, SAMPLE_7_LABELS, SAMPLE_8_LABELS, SAMPLE_9_LABELS)
+    for number, labels in enumerate(labelled, start=4):
         parser.add_argument(
             f"--sample-{number}", action="store_true", help=f"also the samples up to this one ({labels.name})"
         )
