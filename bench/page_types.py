@@ -90,6 +90,17 @@ SAMPLE_6_LABELS = Path(__file__).with_name("page_labels_sample6.json")
 SAMPLE_7_LABELS = Path(__file__).with_name("page_labels_sample7.json")
 SAMPLE_8_LABELS = Path(__file__).with_name("page_labels_sample8.json")
 SAMPLE_9_LABELS = Path(__file__).with_name("page_labels_sample9.json")
+# every label file in the order it was made: a sample draws no page (or site) of the files before it
+LABEL_FILES = (
+    LABELS,
+    FRESH_LABELS,
+    HTMLDATE_LABELS,
+    SAMPLE_5_LABELS,
+    SAMPLE_6_LABELS,
+    SAMPLE_7_LABELS,
+    SAMPLE_8_LABELS,
+    SAMPLE_9_LABELS,
+)
 GROUPS = ("tuning", "held-out", *(f"fresh-{n}" for n in range(1, 10)))
 PLACEHOLDER_SITES = {"example.com", "exemple.com"}  # goose3's made-up test pages
 SAMPLE_4 = 250  # pages of htmldate's evaluation set in the fourth sample
@@ -261,7 +272,7 @@ def _draw_sample_5(roots: dict[str, Path], corpus: list[Page]) -> list[tuple[str
                 url = json.loads(meta.read_text()).get("url")
                 if url:
                     candidates.setdefault(url, roots[name] / pages / f"{meta.stem}.html")
-    return _one_a_domain(candidates, _taken(corpus, LABELS, FRESH_LABELS, HTMLDATE_LABELS))
+    return _one_a_domain(candidates, _taken(corpus, *LABEL_FILES[:3]))
 
 
 def _draw_sample_6(roots: dict[str, Path], corpus: list[Page]) -> list[tuple[str, Path]]:
@@ -281,7 +292,7 @@ def _draw_sample_6(roots: dict[str, Path], corpus: list[Page]) -> list[tuple[str
         url, fixture = _POSTLIGHT_URL.search(test.read_text()), _POSTLIGHT_FIXTURE.search(test.read_text())
         if url and fixture:
             candidates.setdefault(url.group(1), roots["postlight"] / "fixtures" / fixture.group(1))
-    return _one_a_domain(candidates, _taken(corpus, LABELS, FRESH_LABELS, HTMLDATE_LABELS, SAMPLE_5_LABELS))
+    return _one_a_domain(candidates, _taken(corpus, *LABEL_FILES[:4]))
 
 
 def _draw_sample_7(roots: dict[str, Path], corpus: list[Page]) -> list[tuple[str, Path]]:
@@ -292,7 +303,7 @@ def _draw_sample_7(roots: dict[str, Path], corpus: list[Page]) -> list[tuple[str
     data = roots["newspaper"] / "tests/data"
     seen: Counter[str] = Counter()
     drawn: list[tuple[str, Path]] = []
-    taken = _taken(corpus, LABELS, FRESH_LABELS, HTMLDATE_LABELS, SAMPLE_5_LABELS, SAMPLE_6_LABELS)
+    taken = _taken(corpus, *LABEL_FILES[:5])
     for url in (line.strip() for line in (data / "fulltext_url_list.txt").read_text().splitlines()):
         site = Page("", url, "", "").site
         seen[site] += 1
@@ -329,24 +340,15 @@ def _draw_sample_8(roots: dict[str, Path], corpus: list[Page]) -> list[tuple[str
                 url = comment or (_canonical_url(path) if path.exists() else "")
                 if url:
                     candidates.setdefault(url, path)
-    earlier = (LABELS, FRESH_LABELS, HTMLDATE_LABELS, SAMPLE_5_LABELS, SAMPLE_6_LABELS, SAMPLE_7_LABELS)
-    return _one_a_domain(candidates, _taken(corpus, *earlier))
+    return _one_a_domain(candidates, _taken(corpus, *LABEL_FILES[:6]))
 
 
 def _draw_sample_9(roots: dict[str, Path], corpus: list[Page]) -> list[tuple[str, Path]]:
     """The pages of trafilatura's and htmldate's evaluation sets that no earlier group or label file
     holds (their sites do: these are the second and later pages of sites read before), sorted by the
     SHA-1 of the URL."""
-    earlier = (
-        LABELS,
-        FRESH_LABELS,
-        HTMLDATE_LABELS,
-        SAMPLE_5_LABELS,
-        SAMPLE_6_LABELS,
-        SAMPLE_7_LABELS,
-        SAMPLE_8_LABELS,
-    )
-    used = {p.url for p in corpus} | {p["url"].strip() for f in earlier for p in json.loads(f.read_text())["pages"]}
+    hand = [p["url"].strip() for f in LABEL_FILES[:7] for p in json.loads(f.read_text())["pages"]]
+    used = {p.url for p in corpus} | set(hand)
     candidates: dict[str, Path] = {}
     for name, index in (("trafilatura", "evaldata.json"), ("htmldate", "eval_default.json")):
         for url, info in json.loads((roots[name] / index).read_text()).items():
@@ -386,8 +388,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mediacloud", type=Path, help="htmldate's tests")
     parser.add_argument("--autopager", type=Path, help="autopager's autopager/data")
     parser.add_argument("--trafilatura", type=Path, help="trafilatura's tests (optional: the fresh check)")
-    labelled = (HTMLDATE_LABELS, SAMPLE_5_LABELS, SAMPLE_6_LABELS, SAMPLE_7_LABELS, SAMPLE_8_LABELS, SAMPLE_9_LABELS)
-    for number, labels in enumerate(labelled, start=4):
+    for number, labels in enumerate(LABEL_FILES[2:], start=4):
         parser.add_argument(
             f"--sample-{number}", action="store_true", help=f"also the samples up to this one ({labels.name})"
         )
@@ -411,11 +412,10 @@ def main(argv: list[str] | None = None) -> None:
                 f"--sample-{newest} reads more sources: pass --corpus DIR (bench/page_types_corpus.py builds it)"
             )
         roots = folders(args.corpus) | {"trafilatura": args.trafilatura, "htmldate": args.mediacloud}
-        pages += [*drawn_sample(5, SAMPLE_5_LABELS, _draw_sample_5(roots, pages))]
-        pages += [*drawn_sample(6, SAMPLE_6_LABELS, _draw_sample_6(roots, pages))] if newest >= 6 else []
-        pages += [*drawn_sample(7, SAMPLE_7_LABELS, _draw_sample_7(roots, pages))] if newest >= 7 else []
-        pages += [*drawn_sample(8, SAMPLE_8_LABELS, _draw_sample_8(roots, pages))] if newest >= 8 else []
-        pages += [*drawn_sample(9, SAMPLE_9_LABELS, _draw_sample_9(roots, pages))] if newest >= 9 else []
+        draws = (_draw_sample_5, _draw_sample_6, _draw_sample_7, _draw_sample_8, _draw_sample_9)
+        for number, (labels, draw) in enumerate(zip(LABEL_FILES[3:], draws, strict=True), start=5):
+            if number <= newest:  # each draw leaves out the pages and sites of the samples before it
+                pages += [*drawn_sample(number, labels, draw(roots, pages))]
     results: dict[str, Counter[tuple[str, str]]] = {g: Counter() for g in GROUPS}
     signals: Counter[tuple[str, str, str]] = Counter()
     sites: dict[str, set[str]] = {g: set() for g in GROUPS}
