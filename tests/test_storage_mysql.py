@@ -67,23 +67,31 @@ class MariaDB:
         self.proc: subprocess.Popen[bytes] | None = None
         self.user_opts = ["--user=root"] if os.geteuid() == 0 else []
         self.small = ["--innodb-buffer-pool-size=32M", "--innodb-log-file-size=8M"]
+        # a temp dir of its own: servers bootstrapped at once in the shared /tmp (one per xdist
+        # worker) clash on their temporary tables ("Unknown table 'mysql.tmp_user_sys'"), 7 in 18
+        self.tmpdir = workdir / "tmp"
+        self.tmpdir.mkdir(exist_ok=True)
 
     def install(self) -> MariaDB:
-        subprocess.run(
+        done = subprocess.run(
             [
                 _binary("mariadb-install-db", "mysql_install_db"),
                 "--no-defaults",
                 f"--datadir={self.datadir}",
+                f"--tmpdir={self.tmpdir}",
                 "--auth-root-authentication-method=normal",
                 "--skip-test-db",
                 "--skip-name-resolve",
                 *self.user_opts,
                 *self.small,
             ],
-            check=True,
             capture_output=True,
             timeout=60,
         )
+        if done.returncode:
+            pytest.fail(
+                f"mariadb-install-db failed ({done.returncode}):\n{(done.stdout + done.stderr).decode()[-3000:]}"
+            )
         self.start()
         self.admin(
             f"CREATE DATABASE `{DATABASE}` CHARACTER SET utf8mb4",
@@ -99,6 +107,7 @@ class MariaDB:
                 _binary("mariadbd", "mysqld"),
                 "--no-defaults",
                 f"--datadir={self.datadir}",
+                f"--tmpdir={self.tmpdir}",
                 f"--port={self.port}",
                 "--bind-address=127.0.0.1",
                 f"--socket={self.socket}",
