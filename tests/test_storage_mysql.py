@@ -90,7 +90,7 @@ class MariaDB:
         )
         if done.returncode:
             pytest.fail(
-                f"mariadb-install-db failed ({done.returncode}):\n{(done.stdout + done.stderr).decode()[-3000:]}"
+                f"mariadb-install-db failed ({done.returncode}):\n{(done.stdout + done.stderr).decode(errors='replace')[-3000:]}"
             )
         self.start()
         self.admin(
