@@ -1,6 +1,7 @@
 """What the round-trip tests share: redis-py's asyncio socket writes counted (one write = one round
 trip, as bench/probe.py counts them; the `round_trips` fixture in tests/conftest.py), a URL pushed
-and leased as the scheduler would, and a scheduler of a bare crawler that components reach."""
+and leased as the scheduler would, first-visit revisit records for leases, and a scheduler of a bare
+crawler that components reach."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from distributed_crawler.dedup.dupefilter import SetDedup
 from distributed_crawler.frontier.base import Frontier, placed_entry
 from distributed_crawler.frontier.envelope import make_member
 from distributed_crawler.frontier.replies import Lease
+from distributed_crawler.recrawl.schedule import RevisitRecord, RevisitSchedule
 
 
 def count_writes(monkeypatch: pytest.MonkeyPatch, sent: list[str]) -> None:
@@ -57,6 +59,22 @@ def push_and_lease(frontier: Frontier, url: str, pause: float = 0.05) -> Lease:
             return leases[0]
         time.sleep(pause)
     raise AssertionError(f"{url} not leased")
+
+
+def first_visit_records(
+    schedule: RevisitSchedule, leases: list[bytes], urls: list[str], digest: str = ""
+) -> list[tuple[bytes, RevisitRecord]]:
+    """Each lease with the record of a first fetch of the URL beside it (fingerprint = its index,
+    1-10 min interval): what the spider middleware hands `ack_recorded`."""
+    return [
+        (
+            lease,
+            schedule.revisit_record(
+                f"{i:016x}", (60.0, 600.0), 2.0, "body", digest=digest, member=make_member(json.dumps({"url": url}), 0)
+            ),
+        )
+        for i, (lease, url) in enumerate(zip(leases, urls, strict=True))
+    ]
 
 
 def scheduler_for(spider_class: type[Spider], settings: dict[str, Any]) -> tuple[Crawler, Spider, RedisScheduler]:

@@ -5,7 +5,6 @@ fewer revisits scheduled than pages stored)."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,11 +16,10 @@ from scrapy.settings import Settings
 
 from distributed_crawler.connection.calls import run_sync
 from distributed_crawler.connection.clients import refused_for_good
-from distributed_crawler.frontier.envelope import make_member
 from distributed_crawler.frontier.factory import frontier_from_settings
 from distributed_crawler.recrawl.schedule import RevisitSchedule
 from tests.conftest import RedisServer
-from tests.round_trips import push_and_lease
+from tests.round_trips import first_visit_records, push_and_lease
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -42,15 +40,7 @@ def test_a_full_redis_holds_the_ack_until_the_record_is_written(server: RedisSer
     schedule = RevisitSchedule(client, frontier)
     urls = [f"http://h{i}.test/story/{i}" for i in range(4)]
     leases = [push_and_lease(frontier, url).lease for url in urls]
-    records = [
-        (
-            lease,
-            schedule.revisit_record(
-                f"{i:016x}", (60.0, 600.0), 2.0, "body", member=make_member(json.dumps({"url": url}), 0)
-            ),
-        )
-        for i, (lease, url) in enumerate(zip(leases, urls))
-    ]
+    records = first_visit_records(schedule, leases, urls)
     held = sum(client.zcard(part.keys.processing) for part in frontier.each_shard())
     assert held == len(urls)
 

@@ -8,7 +8,6 @@ ack back."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -20,12 +19,11 @@ from scrapy.http import HtmlResponse
 from scrapy.settings import Settings
 
 from distributed_crawler.connection.calls import run_sync
-from distributed_crawler.frontier.envelope import make_member
 from distributed_crawler.frontier.factory import frontier_from_settings
 from distributed_crawler.meta import HOST_SLOT_META, LEASE_META
 from distributed_crawler.recrawl.schedule import RevisitSchedule
 from distributed_crawler.recrawl.spidermiddleware import RecrawlSpiderMiddleware
-from tests.round_trips import push_and_lease, scheduler_for
+from tests.round_trips import first_visit_records, push_and_lease, scheduler_for
 
 pytestmark = pytest.mark.timeout(120)
 PAGES = 12
@@ -139,15 +137,7 @@ def test_a_sync_client_acks_with_records_and_a_record_of_another_shard_lands_too
     urls = [f"http://h{i}.test/story" for i in range(6)]
     leases = [push_and_lease(frontier, url).lease for url in urls]
     # each lease carries the record of the next host's URL: with 3 shards some land on another shard
-    records = [
-        (
-            lease,
-            schedule.revisit_record(
-                f"{i:016x}", (60.0, 600.0), 2.0, "body", digest="d", member=make_member(json.dumps({"url": url}), 0)
-            ),
-        )
-        for i, (lease, url) in enumerate(zip(leases, urls[1:] + urls[:1]))
-    ]
+    records = first_visit_records(schedule, leases, urls[1:] + urls[:1], digest="d")
     replies = run_sync(frontier.ack_recorded(leases, records))
     assert [int(reply[1]) for reply in replies] == [-1] * len(urls)  # first visits, all written
     assert sum(redis_client.zcard(part.keys.processing) for part in frontier.each_shard()) == 0

@@ -39,6 +39,7 @@ from distributed_crawler.monitoring.nodes import NodeKeys
 from distributed_crawler.recrawl.schedule import RecrawlKeys, RevisitSchedule
 from tests.conftest import RedisServer, Workers, crawl_preflight, one_error_line
 from tests.redis_topologies import RedisClusterNodes
+from tests.round_trips import first_visit_records
 from tests.site.server import NewsSite
 from tests.test_e2e_crawl import assert_clean_logs, stored_rows
 
@@ -242,11 +243,7 @@ def test_acks_with_revisit_records_run_on_the_cluster(
             break
         time.sleep(0.05)
     assert len(leases) == len(urls)
-    records = []
-    for i, lease in enumerate(leases):
-        url = payload_url(split_member(lease).payload)
-        member = make_member(json.dumps({"url": url}), 0)
-        records.append((lease, schedule.revisit_record(f"{i:016x}", (60.0, 600.0), 2.0, "body", member=member)))
+    records = first_visit_records(schedule, leases, [payload_url(split_member(lease).payload) for lease in leases])
     replies = run_sync(frontier.ack_recorded(leases, records))
     assert [int(reply[1]) for reply in replies] == [-1] * len(urls)  # every record written: first visits
     assert sum(client.zcard(part.keys.processing) for part in frontier.each_shard()) == 0
